@@ -1,0 +1,167 @@
+"""THE audio loader of SPEARBench: every module that reads a waveform goes through here.
+
+Decoding: libsndfile (``soundfile``: WAV, FLAC, OGG, MP3...) first, FFmpeg (``torchcodec``)
+for anything libsndfile cannot read. Resampling: ``soxr`` (the resampler ``librosa`` uses).
+Waveforms are ``float32`` arrays of shape ``(channels, samples)`` in [-1, 1].
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+
+#: Sample rate (Hz) of every SPEAR clip and of every model input in the benchmark.
+TARGET_SR = 16_000
+
+
+class AudioError(ValueError):
+    """An audio file is missing, empty, undecodable or holds non-finite samples.
+
+    The message is one line and names the file; runners store it as the row's failure reason.
+    """
+
+
+@dataclass(frozen=True)
+class AudioInfo:
+    """Header facts of an audio file: ``sample_rate`` (Hz), ``channels``, ``frames`` (per channel)."""
+
+    sample_rate: int
+    channels: int
+    frames: int
+
+    @property
+    def duration(self) -> float:
+        """Duration in seconds."""
+        return self.frames / self.sample_rate if self.sample_rate else 0.0
+
+
+def _decode_soundfile(path: str) -> tuple[np.ndarray, int]:
+    import soundfile as sf
+
+    data, sr = sf.read(path, dtype="float32", always_2d=True)  # (frames, channels)
+    return np.ascontiguousarray(data.T), int(sr)
+
+
+def _decode_ffmpeg(path: str) -> tuple[np.ndarray, int]:
+    from torchcodec.decoders import AudioDecoder
+
+    decoder = AudioDecoder(path)
+    samples = decoder.get_all_samples()
+    return samples.data.numpy().astype(np.float32, copy=False), int(samples.sample_rate)
+
+
+def decode(path: str | os.PathLike) -> tuple[np.ndarray, int]:
+    """Decode a file at its native rate and channel count.
+
+    Returns ``(waveform, sample_rate)``, waveform ``float32`` of shape ``(channels, samples)``.
+
+    Raises:
+        AudioError: missing file, zero-length file, undecodable data, no samples, NaN/inf samples.
+    """
+    p = str(path)
+    if not os.path.isfile(p):
+        raise AudioError(f"audio file not found: {p}")
+    if os.path.getsize(p) == 0:
+        raise AudioError(f"audio file is empty (0 bytes): {p}")
+    try:
+        wav, sr = _decode_soundfile(p)
+    except Exception as sf_err:  # libsndfile cannot read it: let FFmpeg try
+        try:
+            wav, sr = _decode_ffmpeg(p)
+        except Exception as ff_err:
+            raise AudioError(
+                f"cannot decode audio {p}: libsndfile: {str(sf_err).strip()}; "
+                f"ffmpeg: {str(ff_err).strip().splitlines()[0] if str(ff_err).strip() else type(ff_err).__name__}"
+            ) from None
+    if wav.size == 0 or wav.shape[-1] == 0:
+        raise AudioError(f"audio file has no samples: {p}")
+    if not np.isfinite(wav).all():
+        raise AudioError(f"audio has NaN or inf samples: {p}")
+    return wav, sr
+
+
+def resample(wav: np.ndarray, orig_sr: int, target_sr: int) -> np.ndarray:
+    """Resample ``(channels, samples)`` audio from ``orig_sr`` to ``target_sr`` Hz with soxr (HQ)."""
+    if orig_sr == target_sr:
+        return wav
+    import soxr
+
+    out = soxr.resample(wav.T, orig_sr, target_sr, quality="HQ")
+    out = out.reshape(out.shape[0], -1) if out.ndim == 2 else out[:, None]
+    return np.ascontiguousarray(out.T, dtype=np.float32)
+
+
+def load_audio(
+    path: str | os.PathLike,
+    *,
+    sr: int | None = TARGET_SR,
+    channels: Literal["keep", "mix"] | int = "keep",
+) -> np.ndarray:
+    """Load audio as ``float32`` ``(channels, samples)`` at ``sr`` Hz.
+
+    Args:
+        path: any file libsndfile or FFmpeg decodes.
+        sr: target rate in Hz (``None`` keeps the file's rate; use :func:`decode` to learn it).
+        channels: ``"keep"`` keeps speakers apart (SPEAR input clips: channel 0 = first speaker,
+            channel 1 = second); ``"mix"`` averages all channels into one (shape ``(1, n)``,
+            as upstream SPEAR does for answers and for the question's VAD); an ``int`` picks
+            that channel (shape ``(1, n)``).
+
+    Raises:
+        AudioError: see :func:`decode`; also a channel index the file does not have.
+    """
+    wav, file_sr = decode(path)
+    if channels == "mix":
+        wav = wav.mean(axis=0, keepdims=True)
+    elif isinstance(channels, int) and not isinstance(channels, bool):
+        if not 0 <= channels < wav.shape[0]:
+            raise AudioError(f"audio {path} has {wav.shape[0]} channel(s), channel {channels} asked for")
+        wav = wav[channels : channels + 1]
+    elif channels != "keep":
+        raise ValueError(f"channels must be 'keep', 'mix' or an int, got {channels!r}")
+    if sr is not None:
+        wav = resample(wav, file_sr, sr)
+    return wav
+
+
+def audio_info(path: str | os.PathLike) -> AudioInfo:
+    """Read rate, channels and length from the header (libsndfile), decoding only as a fallback.
+
+    Raises:
+        AudioError: as :func:`decode`.
+    """
+    p = str(path)
+    if not os.path.isfile(p):
+        raise AudioError(f"audio file not found: {p}")
+    try:
+        import soundfile as sf
+
+        i = sf.info(p)
+        if i.frames > 0:
+            return AudioInfo(int(i.samplerate), int(i.channels), int(i.frames))
+    except Exception:
+        pass
+    wav, sr = decode(p)
+    return AudioInfo(sr, wav.shape[0], wav.shape[1])
+
+
+def write_wav(path: str | os.PathLike, wav: np.ndarray, sr: int = TARGET_SR) -> Path:
+    """Write ``(channels, samples)`` or ``(samples,)`` float audio as 16-bit PCM WAV, atomically.
+
+    The file appears under its final name only once complete (write to a temporary name, then
+    rename), so a killed run never leaves a truncated clip behind.
+    """
+    import soundfile as sf
+
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    data = np.asarray(wav, dtype=np.float32)
+    data = data[None, :] if data.ndim == 1 else data
+    tmp = p.with_name(f".{p.name}.tmp")
+    sf.write(str(tmp), np.clip(data.T, -1.0, 1.0), sr, subtype="PCM_16", format="WAV")
+    os.replace(tmp, p)
+    return p

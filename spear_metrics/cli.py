@@ -1,0 +1,52 @@
+"""``spearbench``: the command line.
+
+Each subcommand lives in its own module under :mod:`spear_metrics.commands` with two functions,
+``add_arguments(parser)`` and ``run(args) -> int``. The list below is explicit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+#: subcommand -> (module, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "score": ("spear_metrics.commands.score", "score a model's answer folder (metadata CSV) on SPEAR dimensions"),
+    "build-dataset": ("spear_metrics.commands.build_dataset", "turn a SPEAR data folder into a Hub-layout dataset"),
+    "demo": ("spear_metrics.commands.demo", "build SPEAR samples from a real call, score references, print the leaderboard"),
+    "infer": ("spear_metrics.commands.infer", "run a speech agent over a SPEAR split into a scoreable answer folder"),
+    "fdb": ("spear_metrics.commands.fdb", "score Full-Duplex-Bench task folders"),
+    "push-results": ("spear_metrics.commands.push_results", "publish a scored run as a Hub results dataset"),
+}
+
+
+def build_parser(available: dict[str, object]) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="spearbench", description="SPEARBench: score spoken dialogue models on real conversations.")
+    from spear_metrics.core.summary import spearbench_version
+
+    parser.add_argument("--version", action="version", version=f"spearbench {spearbench_version()}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, mod in available.items():
+        p = sub.add_parser(name, help=COMMANDS[name][1], description=COMMANDS[name][1])
+        mod.add_arguments(p)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    available = {}
+    for name, (module, _) in COMMANDS.items():
+        try:
+            available[name] = importlib.import_module(module)
+        except ModuleNotFoundError as e:
+            if e.name != module:  # the command exists but a dependency is missing: say so when it is asked for
+                if argv and argv[0] == name:
+                    print(f"spearbench {name}: needs the Python package {e.name!r}", file=sys.stderr)
+                    return 2
+    args = build_parser(available).parse_args(argv)
+    return int(available[args.command].run(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,43 @@
+"""``spearbench score --metadata M.csv --metrics a,b --out RESULTS/``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from spear_metrics.commands import parse_options
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--metadata", required=True, help="SPEAR metadata CSV with answer_audio_path filled")
+    p.add_argument("--metrics", required=True, help="comma-separated dimensions, e.g. interruptions,explainable_features")
+    p.add_argument("--out", required=True, help="results folder (summary.json, per_sample.jsonl); a rerun resumes")
+    p.add_argument("--option", "-o", action="append", default=[], metavar="KEY=VALUE",
+                   help="dimension option, e.g. vad_time_resolution=3 (repeatable)")
+    p.add_argument("--inputs", default=None, help="the benchmark's input metadata: inputs without an answer are reported")
+    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--retry-failed", action="store_true", help="score again the rows that failed in an earlier run")
+    p.add_argument("--overwrite", action="store_true", help="discard results of another run in --out")
+    p.add_argument("--no-progress", action="store_true")
+
+
+def run(args: argparse.Namespace) -> int:
+    from spear_datasets.schema import MetadataError
+    from spear_metrics.core.registry import UnknownDimensionError
+    from spear_metrics.core.runner import RunError, run_score
+
+    try:
+        summary = run_score(args.metadata, args.metrics, args.out, options=parse_options(args.option),
+                            batch_size=args.batch_size, retry_failed=args.retry_failed, overwrite=args.overwrite,
+                            progress=not args.no_progress, inputs_metadata=args.inputs)
+    except (MetadataError, UnknownDimensionError, RunError, ImportError) as e:
+        print(f"spearbench score: {e}", file=sys.stderr)
+        return 2
+    if summary is not None:
+        keys = [k for k, v in summary.items() if isinstance(v, (int, float)) or v is None]
+        width = max(len(k) for k in keys)
+        for k in keys:
+            v = summary[k]
+            print(f"{k:<{width}}  {'-' if v is None else (f'{v:.3f}' if isinstance(v, float) else v)}")
+        print(f"wrote {args.out}/summary.json and per_sample.jsonl")
+    return 0

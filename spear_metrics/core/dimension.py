@@ -1,0 +1,119 @@
+"""What every SPEAR dimension implements, and the sample it scores.
+
+A dimension (one folder under ``spear_metrics/``) declares its summary keys with unit and
+direction of "better" (torchmetrics' ``higher_is_better``, extended: in SPEAR many columns are
+"closer to human is better"), scores batches of samples, and aggregates per-sample values into
+the summary keys of the published leaderboard (``spear_benchmark.csv``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Literal, Sequence
+
+import numpy as np
+
+from spear_datasets.audio import TARGET_SR, load_audio
+from spear_datasets.schema import SpearRow
+
+Better = Literal["higher", "lower", "closer_to_human"]
+
+
+@dataclass(frozen=True)
+class MetricKey:
+    """One summary key: ``name`` as in the upstream CSV, ``unit`` (``"ms"``, ``"s"``, ``"%"``...),
+    ``better`` (direction), ``description`` (one line, with the source of the definition)."""
+
+    name: str
+    unit: str
+    better: Better
+    description: str
+
+
+@dataclass
+class Sample:
+    """One valid metadata row with resolved paths, handed to :meth:`Dimension.score_batch`.
+
+    Decoded audio is memoised on the sample so the dimensions of one run share it.
+    """
+
+    row: int
+    meta: SpearRow
+    audio_path: Path
+    answer_audio_path: Path
+    _cache: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def cached(self, key: str, fn):
+        """Memoise ``fn()`` under ``key`` for the life of this sample (e.g. VAD segments)."""
+        if key not in self._cache:
+            self._cache[key] = fn()
+        return self._cache[key]
+
+    def input_audio(self, channels: str | int = "keep") -> np.ndarray:
+        """Input clip at 16 kHz, ``(2, n)`` with ``"keep"`` or ``(1, n)`` with ``"mix"``."""
+        return self.cached(f"input:{channels}", lambda: load_audio(self.audio_path, sr=TARGET_SR, channels=channels))
+
+    def answer_audio(self) -> np.ndarray:
+        """Answer at 16 kHz, channels averaged (upstream ``load_answer``): shape ``(1, n)``."""
+        return self.cached("answer:mix", lambda: load_audio(self.answer_audio_path, sr=TARGET_SR, channels="mix"))
+
+    def release(self) -> None:
+        """Drop decoded audio (called once every dimension has scored the sample)."""
+        self._cache.clear()
+
+
+class Dimension:
+    """Base class of a SPEAR dimension.
+
+    Subclasses set ``name``, ``version``, ``keys`` (summary keys) and implement
+    :meth:`score_sample` (or :meth:`score_batch` for batched models) and :meth:`aggregate`.
+    Options come in as keyword arguments (CLI ``--option key=value``, evaluate compute kwargs).
+    """
+
+    name: ClassVar[str]
+    version: ClassVar[str] = "1"
+    keys: ClassVar[tuple[MetricKey, ...]] = ()
+    #: the dimension uses neural models and benefits from accelerate sharding / batching
+    model_based: ClassVar[bool] = False
+
+    def __init__(self, **options: Any):
+        self.options = options
+
+    def score_sample(self, sample: Sample) -> dict[str, Any]:
+        """Per-sample values of one sample. Raise to mark the row failed (message = reason)."""
+        raise NotImplementedError
+
+    def score_batch(self, samples: Sequence[Sample]) -> list[dict[str, Any] | BaseException]:
+        """Per-sample values for a batch; an exception in the list fails that sample only."""
+        out: list[dict[str, Any] | BaseException] = []
+        for s in samples:
+            try:
+                out.append(self.score_sample(s))
+            except Exception as e:  # one bad row never stops the others
+                out.append(e)
+        return out
+
+    def aggregate(self, rows: Sequence[SpearRow], values: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        """Summary values from the per-sample values of the scored (``ok``) rows, in row order."""
+        raise NotImplementedError
+
+    def models(self) -> dict[str, str]:
+        """Which model (id and version) produced which keys, for the summary's provenance."""
+        return {}
+
+    @classmethod
+    def key_names(cls) -> list[str]:
+        return [k.name for k in cls.keys]
+
+
+def mean_or_none(values: Sequence[Any]) -> float | None:
+    """Mean of the non-``None`` values (``None`` when there are none)."""
+    xs = [float(v) for v in values if v is not None]
+    return float(np.mean(xs)) if xs else None
+
+
+def percent_or_none(flags: Sequence[Any]) -> float | None:
+    """100 x share of truthy values among the non-``None`` ones (``None`` when there are none)."""
+    xs = [bool(v) for v in flags if v is not None]
+    return 100.0 * sum(xs) / len(xs) if xs else None

@@ -1,0 +1,70 @@
+"""What the thin ``evaluate`` modules share: their ``MetricInfo`` and their ``_compute``.
+
+Every module requires exactly the SPEAR timing columns as inputs (``audio_path``,
+``answer_audio_path``, ``context_end_time``, ``question_end_time``, ``answer_start_time``;
+absolute paths or paths relative to the working directory / ``base_dir``); any other
+metadata column (``speakers``, ``transcript_question``, ``transcript_answer``...) and the
+dimension's options are optional keyword arguments of ``compute()``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from spear_metrics.core.registry import dimension_class
+
+#: the inputs every SPEAR evaluate module declares as ``Features``
+INPUT_COLUMNS = ("audio_path", "answer_audio_path", "context_end_time", "question_end_time", "answer_start_time")
+#: metadata columns accepted as optional keyword lists
+OPTIONAL_COLUMNS = ("answer_duration", "speakers", "conversation_id", "transcript_question", "transcript_answer")
+
+CITATION = """\
+@misc{spearbench,
+  title  = {SPEARBench: how human-like is a spoken dialogue model in conversation},
+  author = {Thebaud, Thomas and others},
+  year   = {2026},
+  note   = {https://github.com/thomasthebaud/SPEAR-benchmark-code}
+}
+"""
+
+
+def spear_info(module, dimension: str, description: str, kwargs_description: str):
+    """``evaluate.MetricInfo`` for a SPEAR dimension: the input features and the card texts."""
+    import datasets
+    import evaluate
+
+    cls = dimension_class(dimension)
+    keys = "; ".join(f"{k.name} ({k.unit}, {k.better.replace('_', ' ')} is better)" for k in cls.keys)
+    return evaluate.MetricInfo(
+        module_type="metric",
+        description=f"{description}\n\nReturns: {keys}; plus per_sample, n_samples, n_scored, n_failed.",
+        citation=CITATION,
+        inputs_description=kwargs_description,
+        features=datasets.Features(
+            {
+                "audio_path": datasets.Value("string"),
+                "answer_audio_path": datasets.Value("string"),
+                "context_end_time": datasets.Value("float64"),
+                "question_end_time": datasets.Value("float64"),
+                "answer_start_time": datasets.Value("float64"),
+            }
+        ),
+        reference_urls=["https://github.com/thomasthebaud/SPEAR-benchmark-code"],
+    )
+
+
+def spear_compute(dimension: str, inputs: dict[str, list], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Run one dimension on the evaluate inputs; optional metadata columns come from ``kwargs``."""
+    from spear_metrics.core.runner import score_columns
+
+    columns = {k: list(inputs[k]) for k in INPUT_COLUMNS}
+    n = len(columns["audio_path"])
+    for c in OPTIONAL_COLUMNS:
+        if c in kwargs:
+            values = list(kwargs.pop(c))
+            if len(values) != n:
+                raise ValueError(f"{c} has {len(values)} values for {n} samples")
+            columns[c] = values
+    base_dir = kwargs.pop("base_dir", ".")
+    batch_size = int(kwargs.pop("batch_size", 16))
+    return score_columns(dimension, columns, base_dir=base_dir, batch_size=batch_size, **kwargs)

@@ -1,0 +1,59 @@
+"""THE model-loading function: a Hub id, the local Hugging Face cache, or a local path.
+
+Every model-based scorer resolves its weights through :func:`resolve_model` and loads them
+with the model package's own ``from_pretrained``-style call on the returned folder, so
+``HF_HUB_OFFLINE=1``, ``HF_HOME``/``HF_HUB_CACHE`` and local paths behave the same for all.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+class ModelUnavailableError(RuntimeError):
+    """The model cannot be had here; the one-line message names it and how to provide it."""
+
+
+def hub_offline() -> bool:
+    """True when ``HF_HUB_OFFLINE`` is set to a true value (as ``huggingface_hub`` reads it)."""
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def resolve_model(model: str | os.PathLike, *, revision: str | None = None, cache_dir: str | os.PathLike | None = None,
+                  allow_patterns: list[str] | None = None, purpose: str = "model") -> Path:
+    """Local folder holding ``model``'s files.
+
+    Args:
+        model: a local folder or file (used as is), or a Hub repo id (``org/name``).
+        revision: Hub revision (branch, tag or commit) to pin.
+        cache_dir: Hub cache folder (default: ``huggingface_hub``'s, honouring ``HF_HOME``).
+        allow_patterns: only fetch these files of the repo (e.g. ``["*.json", "*.safetensors"]``).
+        purpose: what the model is for, used in the error message (e.g. ``"UTMOS"``).
+
+    Returns:
+        The folder (or file) path.
+
+    Raises:
+        ModelUnavailableError: a path that does not exist, or a Hub id that is neither in the
+            cache nor downloadable (offline, no network, gated); one line naming the model.
+    """
+    p = Path(os.path.expanduser(str(model)))
+    if p.exists():
+        return p
+    text = str(model)
+    if text.startswith((".", "/", "~")) or text.count("/") != 1:
+        raise ModelUnavailableError(f"{purpose} model {text!r}: no such local path, and not a Hub id (org/name)")
+    from huggingface_hub import snapshot_download
+
+    try:
+        # local_files_only under HF_HUB_OFFLINE: the cache or nothing, at once
+        return Path(snapshot_download(text, revision=revision, cache_dir=cache_dir, allow_patterns=allow_patterns,
+                                      local_files_only=hub_offline()))
+    except Exception as e:
+        how = ("it is not in the Hugging Face cache and HF_HUB_OFFLINE is set" if hub_offline()
+               else f"download failed ({type(e).__name__})")
+        raise ModelUnavailableError(
+            f"{purpose} model {text!r} is unavailable: {how}; download it once online "
+            f"(huggingface-cli download {text}) or pass a local folder instead"
+        ) from None

@@ -1,0 +1,72 @@
+"""Pitch (F0) with Praat's autocorrelation method through ``parselmouth``.
+
+Source: upstream SPEAR ``bin/distrib_baselines/run_f0_extraction.py``:
+``parselmouth.Sound(path).to_pitch_ac(pitch_floor=75, pitch_ceiling=500)``; a frame is voiced
+when its F0 > 0. Praat's default time step for ``to_pitch_ac`` is 0.75 / pitch_floor = 10 ms.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+F0_FLOOR_HZ = 75.0
+F0_CEILING_HZ = 500.0
+
+#: The seven per-answer F0 statistics (Hz) behind ``explainable_normalized_f0_std_avg``.
+F0_STATS = ("f0_min_hz", "f0_p10_hz", "f0_p25_hz", "f0_median_hz", "f0_p75_hz", "f0_p90_hz", "f0_max_hz")
+
+
+@dataclass(frozen=True)
+class PitchTrack:
+    """F0 per analysis frame in Hz (0 = unvoiced) and the frame step in seconds."""
+
+    f0_hz: np.ndarray
+    time_step_s: float
+
+    @property
+    def voiced(self) -> np.ndarray:
+        return self.f0_hz[self.f0_hz > 0]
+
+    @property
+    def voiced_ratio(self) -> float | None:
+        """Voiced frames / all frames (``None`` for a clip too short to hold one frame)."""
+        n = len(self.f0_hz)
+        return float(len(self.voiced) / n) if n else None
+
+    def stats(self) -> dict[str, float | None]:
+        """min, p10, p25, median, p75, p90, max and mean of voiced F0 (Hz); ``None`` when unvoiced.
+
+        Percentiles use numpy's default linear interpolation, as upstream.
+        """
+        v = self.voiced
+        if len(v) == 0:
+            return {k: None for k in (*F0_STATS, "f0_mean_hz")}
+        p = np.percentile(v, [10, 25, 50, 75, 90])
+        vals = [v.min(), p[0], p[1], p[2], p[3], p[4], v.max()]
+        out = {k: float(x) for k, x in zip(F0_STATS, vals)}
+        out["f0_mean_hz"] = float(v.mean())
+        return out
+
+
+def pitch_track(wav: np.ndarray, sr: int, *, floor_hz: float = F0_FLOOR_HZ, ceiling_hz: float = F0_CEILING_HZ) -> PitchTrack:
+    """Praat autocorrelation pitch of a mono waveform.
+
+    Args:
+        wav: ``float`` samples, shape ``(n,)`` or ``(1, n)``.
+        sr: its rate in Hz.
+
+    Returns:
+        :class:`PitchTrack`; a clip shorter than Praat's analysis window gives an empty track.
+    """
+    import parselmouth
+
+    x = np.asarray(wav, dtype=np.float64).reshape(-1)
+    snd = parselmouth.Sound(x, sampling_frequency=float(sr))
+    try:
+        pitch = snd.to_pitch_ac(pitch_floor=floor_hz, pitch_ceiling=ceiling_hz)
+    except parselmouth.PraatError:
+        # Praat refuses sounds shorter than its window (3 periods of the floor, 40 ms at 75 Hz)
+        return PitchTrack(np.zeros(0), 0.75 / floor_hz)
+    return PitchTrack(np.asarray(pitch.selected_array["frequency"], dtype=np.float64), float(pitch.time_step))

@@ -1,0 +1,163 @@
+"""THE per-sample result record and its JSON Lines form.
+
+One :class:`SampleResult` per metadata row (``row`` = position in the CSV, 0-based). Values
+that do not exist are ``None`` (JSON ``null``), never 0 and never NaN.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+OK = "ok"
+FAILED = "failed"
+
+
+def clean_value(v: Any) -> Any:
+    """Map NaN/inf floats (also inside lists/dicts) to ``None`` and numpy scalars to Python."""
+    if isinstance(v, dict):
+        return {k: clean_value(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [clean_value(x) for x in v]
+    if hasattr(v, "item") and not isinstance(v, (str, bytes)):
+        try:
+            v = v.item()
+        except (ValueError, AttributeError):
+            pass
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    return v
+
+
+@dataclass
+class SampleResult:
+    """The result of one metadata row.
+
+    Attributes:
+        row: 0-based position of the row in the metadata CSV (its identity).
+        audio_path: the input clip path as written in the CSV.
+        answer_audio_path: the answer path as written in the CSV (``None`` when empty).
+        status: ``"ok"`` or ``"failed"``.
+        error: the failure reason (one line) or ``None``.
+        values: per-sample metric values by key (``None`` = does not exist for this row).
+        timings: seconds spent per dimension (kept in the work log, not in ``per_sample.jsonl``).
+    """
+
+    row: int
+    audio_path: str
+    answer_audio_path: str | None = None
+    status: str = OK
+    error: str | None = None
+    values: dict[str, Any] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == OK
+
+    def fail(self, reason: str) -> "SampleResult":
+        """Mark failed (keeps the first reason and appends later ones)."""
+        reason = " ".join(str(reason).split()) or "unknown error"
+        self.status = FAILED
+        self.error = reason if not self.error else f"{self.error}; {reason}"
+        return self
+
+    def to_json(self, *, with_timings: bool = False) -> dict[str, Any]:
+        """Flat JSON object: ``row``, ``audio_path``, ``answer_audio_path``, the values, ``status``, ``error``."""
+        out: dict[str, Any] = {"row": self.row, "audio_path": self.audio_path, "answer_audio_path": self.answer_audio_path}
+        out.update(clean_value(self.values))
+        out["status"] = self.status
+        out["error"] = self.error
+        if with_timings:
+            out["timings"] = clean_value(self.timings)
+        return out
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> "SampleResult":
+        obj = dict(obj)
+        base = {k: obj.pop(k, None) for k in ("row", "audio_path", "answer_audio_path", "status", "error", "timings")}
+        return cls(
+            row=int(base["row"]),
+            audio_path=base["audio_path"] or "",
+            answer_audio_path=base["answer_audio_path"],
+            status=base["status"] or OK,
+            error=base["error"],
+            values=obj,
+            timings=base["timings"] or {},
+        )
+
+
+def dumps(obj: dict[str, Any]) -> str:
+    """One JSON line, strict (no NaN)."""
+    return json.dumps(clean_value(obj), ensure_ascii=False, allow_nan=False)
+
+
+def read_jsonl(path: str | os.PathLike) -> Iterator[dict[str, Any]]:
+    """Yield the objects of a JSON Lines file; a torn last line (killed writer) is skipped."""
+    p = Path(path)
+    if not p.exists():
+        return
+    with open(p, encoding="utf-8") as f:
+        for line in f:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a line cut by a kill: the row is simply redone
+            if isinstance(obj, dict):
+                yield obj
+
+
+def write_jsonl_atomic(path: str | os.PathLike, objs: Iterable[dict[str, Any]]) -> Path:
+    """Write JSON Lines under a temporary name, then rename (readers never see half a file)."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    tmp = p.with_name(f".{p.name}.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        for o in objs:
+            f.write(dumps(o) + "\n")
+    os.replace(tmp, p)
+    return p
+
+
+def write_json_atomic(path: str | os.PathLike, obj: dict[str, Any]) -> Path:
+    """Write one JSON document atomically (strict: NaN/inf become ``null``)."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    tmp = p.with_name(f".{p.name}.tmp")
+    tmp.write_text(json.dumps(clean_value(obj), indent=2, ensure_ascii=False, allow_nan=False) + "\n", encoding="utf-8")
+    os.replace(tmp, p)
+    return p
+
+
+class AppendLog:
+    """An append-only JSON Lines work log, flushed and fsynced after each batch of records.
+
+    Used by the runner so a killed run loses at most the batch in flight.
+    """
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._f = open(self.path, "a", encoding="utf-8")
+
+    def write(self, objs: Iterable[dict[str, Any]]) -> None:
+        for o in objs:
+            self._f.write(dumps(o) + "\n")
+        self._f.flush()
+        os.fsync(self._f.fileno())
+
+    def close(self) -> None:
+        self._f.close()
+
+    def __enter__(self) -> "AppendLog":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -1,0 +1,350 @@
+"""The scoring runner: metadata rows -> per-sample results -> summary, resumable and sharded
+across processes with ``accelerate``.
+
+Contract (``spearbench score``):
+
+- a row is its position in the CSV; every row gets exactly one :class:`SampleResult`;
+- a bad row (unsafe path, impossible times, unreadable audio, duplicate ``audio_path``) is a
+  failed row with its reason; every other row is scored;
+- results are appended to ``OUT/.work/rank-<r>.jsonl`` after each batch (flushed + fsynced), so
+  a killed run resumes where it stopped and never scores a row twice;
+- under ``accelerate launch`` the pending rows are dealt round-robin (``rows[rank::world]``:
+  no row repeated or dropped whatever the remainder), results are gathered by row id, and the
+  main process writes ``per_sample.jsonl`` (row order) and ``summary.json``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+from spear_datasets.audio import AudioError, audio_info
+from spear_datasets.schema import (
+    MetadataError,
+    RowError,
+    SpearRow,
+    check_times_against_clip,
+    parse_row,
+    read_metadata,
+    resolve_path,
+)
+from spear_metrics.core.dimension import Dimension, Sample
+from spear_metrics.core.records import FAILED, OK, AppendLog, SampleResult, read_jsonl, write_json_atomic, write_jsonl_atomic
+from spear_metrics.core.registry import load_dimension, parse_metrics
+from spear_metrics.core.summary import build_summary, write_summary
+
+WORK_DIR = ".work"
+
+
+class RunError(RuntimeError):
+    """The run cannot proceed as a whole (one-line reason; the CLI exits non-zero)."""
+
+
+@dataclass
+class Prepared:
+    """Rows of a metadata table, typed and checked: valid samples and already-failed rows."""
+
+    rows: dict[int, SpearRow] = field(default_factory=dict)
+    samples: list[Sample] = field(default_factory=list)
+    failed: dict[int, SampleResult] = field(default_factory=dict)
+    n_rows: int = 0
+
+
+def prepare_rows(raw_rows: Sequence[dict[str, Any]], base_dir: str | os.PathLike) -> Prepared:
+    """Type, resolve and de-duplicate raw metadata rows (no audio is decoded here).
+
+    Relative paths resolve as :func:`spear_datasets.schema.resolve_path` says, against
+    ``base_dir`` (the CSV's folder). A repeated input clip keeps its first row; the others are
+    failed with ``"duplicate of row N"``.
+    """
+    prep = Prepared(n_rows=len(raw_rows))
+    first_by_input: dict[str, int] = {}
+    for i, raw in enumerate(raw_rows):
+        audio = str(raw.get("audio_path") or "")
+        answer = str(raw.get("answer_audio_path") or "") or None
+        try:
+            row = parse_row(raw, require_answer=True)
+            prep.rows[i] = row
+            a_path = resolve_path(row.audio_path, base_dir)
+            b_path = resolve_path(row.answer_audio_path or "", base_dir)
+            key = str(a_path)
+            if key in first_by_input:
+                raise RowError(f"duplicate of row {first_by_input[key]} (same audio_path)")
+            first_by_input[key] = i
+            prep.samples.append(Sample(row=i, meta=row, audio_path=a_path, answer_audio_path=b_path))
+        except RowError as e:
+            prep.failed[i] = SampleResult(row=i, audio_path=audio, answer_audio_path=answer).fail(str(e))
+    return prep
+
+
+def _check_sample(sample: Sample) -> None:
+    """Checks that need the files: the input clip's length against the row's times."""
+    check_times_against_clip(sample.meta, audio_info(sample.audio_path).duration)
+
+
+def score_samples(
+    dims: Sequence[Dimension],
+    samples: Sequence[Sample],
+    *,
+    batch_size: int = 16,
+    on_batch: Callable[[list[SampleResult]], None] | None = None,
+    progress: Any = None,
+) -> list[SampleResult]:
+    """Score ``samples`` with every dimension, batch by batch.
+
+    A sample that fails its file checks or any dimension becomes a failed result (reason:
+    ``"<dimension>: <error>"``); values from the other dimensions are kept for inspection but
+    failed rows enter no mean. ``on_batch`` receives each finished batch (the runner's log).
+    """
+    results: list[SampleResult] = []
+    for start in range(0, len(samples), max(1, batch_size)):
+        batch = list(samples[start : start + batch_size])
+        recs = {s.row: SampleResult(row=s.row, audio_path=s.meta.audio_path, answer_audio_path=s.meta.answer_audio_path) for s in batch}
+        live = []
+        for s in batch:
+            try:
+                _check_sample(s)
+                live.append(s)
+            except (RowError, AudioError) as e:
+                recs[s.row].fail(str(e))
+        for dim in dims:
+            if not live:
+                break
+            t0 = time.perf_counter()
+            try:
+                outs = dim.score_batch(live)
+            except Exception:  # a batch-level failure: isolate the bad row(s) one by one
+                outs = []
+                for s in live:
+                    try:
+                        outs.append(dim.score_batch([s])[0])
+                    except Exception as e:
+                        outs.append(e)
+            dt = (time.perf_counter() - t0) / len(live)
+            for s, out in zip(live, outs):
+                rec = recs[s.row]
+                rec.timings[dim.name] = dt
+                if isinstance(out, BaseException):
+                    rec.fail(f"{dim.name}: {_reason(out)}")
+                else:
+                    rec.values.update(out)
+        for s in batch:
+            s.release()
+        done = [recs[s.row] for s in batch]
+        results.extend(done)
+        if on_batch:
+            on_batch(done)
+        if progress is not None:
+            progress.update(len(batch))
+    return results
+
+
+def _reason(e: BaseException) -> str:
+    msg = " ".join(str(e).split())
+    return msg if msg else type(e).__name__
+
+
+def aggregate(dims: Sequence[Dimension], rows: dict[int, SpearRow], results: Sequence[SampleResult]) -> dict[str, Any]:
+    """Summary values of every dimension from the ``ok`` results (row order)."""
+    ok = sorted((r for r in results if r.ok), key=lambda r: r.row)
+    out: dict[str, Any] = {}
+    for dim in dims:
+        out.update(dim.aggregate([rows[r.row] for r in ok], [r.values for r in ok]))
+    return out
+
+
+def score_columns(metric: str, columns: dict[str, Sequence[Any]], *, base_dir: str | os.PathLike = ".", batch_size: int = 16, **options: Any) -> dict[str, Any]:
+    """Score in memory (what the ``evaluate`` modules call): columns of equal length in, the
+    summary keys plus ``per_sample`` (one flat dict per row) and the counts out."""
+    n = {len(v) for v in columns.values()}
+    if len(n) != 1:
+        raise ValueError(f"all inputs must have the same length, got lengths {sorted(n)}")
+    (length,) = n
+    raw = [{k: ("" if v[i] is None else v[i]) for k, v in columns.items()} for i in range(length)]
+    prep = prepare_rows(raw, base_dir)
+    dims = [load_dimension(m, **options) for m in parse_metrics(metric)]
+    results = score_samples(dims, prep.samples, batch_size=batch_size)
+    all_results = sorted([*results, *prep.failed.values()], key=lambda r: r.row)
+    out = aggregate(dims, prep.rows, all_results)
+    out["per_sample"] = [r.to_json() for r in all_results]
+    out["n_samples"] = length
+    out["n_scored"] = sum(r.ok for r in all_results)
+    out["n_failed"] = length - out["n_scored"]
+    return out
+
+
+def _fingerprint(metadata: Path, metrics: Sequence[str], options: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "metadata": str(metadata.resolve()),
+        "metadata_sha256": hashlib.sha256(metadata.read_bytes()).hexdigest(),
+        "metrics": list(metrics),
+        "options": {k: options[k] for k in sorted(options)},
+    }
+
+
+def _distributed_state():
+    """accelerate's process state (one process when not launched through ``accelerate``)."""
+    from accelerate import PartialState
+
+    return PartialState()
+
+
+def run_score(
+    metadata: str | os.PathLike,
+    metrics: str | Sequence[str],
+    out_dir: str | os.PathLike,
+    *,
+    options: dict[str, Any] | None = None,
+    batch_size: int = 16,
+    retry_failed: bool = False,
+    overwrite: bool = False,
+    progress: bool = True,
+    inputs_metadata: str | os.PathLike | None = None,
+) -> dict[str, Any] | None:
+    """Score a metadata CSV into ``out_dir`` (see module docstring); returns the summary on the
+    main process (``None`` on the others).
+
+    Raises:
+        MetadataError: the CSV is unusable as a whole.
+        UnknownDimensionError / ImportError: a metric that cannot be run.
+        RunError: ``out_dir`` holds a run of other inputs/options (use ``overwrite``), or no row
+            could be scored.
+    """
+    options = dict(options or {})
+    metadata = Path(metadata)
+    out = Path(out_dir)
+    names = parse_metrics(metrics)
+    raw = read_metadata(metadata)
+    dims = [load_dimension(n, **options) for n in names]
+    state = _distributed_state()
+    rank, world = state.process_index, state.num_processes
+
+    work = out / WORK_DIR
+    fp = _fingerprint(metadata, names, options)
+    fp_path = work / "run.json"
+    if state.is_main_process:
+        if fp_path.exists():
+            old = json.loads(fp_path.read_text())
+            if old != fp:
+                if not overwrite:
+                    raise RunError(
+                        f"{out} holds results of another run (different metadata, metrics or options); "
+                        "use a new --out folder or --overwrite"
+                    )
+                shutil.rmtree(work)
+        work.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(fp_path, fp)
+    state.wait_for_everyone()
+
+    prep = prepare_rows(raw, metadata.parent)
+    done: dict[int, SampleResult] = {}
+    for log in sorted(work.glob("rank-*.jsonl")):
+        for obj in read_jsonl(log):
+            rec = SampleResult.from_json(obj)
+            if rec.row in prep.rows and (not retry_failed or rec.ok):
+                done[rec.row] = rec  # a row logged twice (retried) keeps its latest result
+    pending = [s for s in prep.samples if s.row not in done]
+    mine = pending[rank::world]
+    if any(d.model_based for d in dims):  # similar lengths together: less padding per batch
+        mine.sort(key=lambda s: -_size(s.answer_audio_path))
+
+    bar = None
+    if progress and state.is_main_process and mine:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(mine), desc=f"scoring {','.join(names)}" + (f" (rank 0 of {world})" if world > 1 else ""), unit="sample")
+    t0 = time.perf_counter()
+    with AppendLog(work / f"rank-{rank}.jsonl") as log:
+        new = score_samples(dims, mine, batch_size=batch_size, progress=bar,
+                            on_batch=lambda recs: log.write(r.to_json(with_timings=True) for r in recs))
+    elapsed = time.perf_counter() - t0
+    if bar is not None:
+        bar.close()
+
+    if world > 1:
+        from accelerate.utils import gather_object
+
+        state.wait_for_everyone()
+        gathered = gather_object([(r.to_json(with_timings=True), elapsed) for r in new])
+        new = [SampleResult.from_json(o) for o, _ in gathered]
+        elapsed = max([e for _, e in gathered], default=elapsed)
+    if not state.is_main_process:
+        return None
+
+    for r in new:
+        done[r.row] = r
+    merged: dict[int, SampleResult] = {**done, **prep.failed}
+    missing = [i for i in range(prep.n_rows) if i not in merged]
+    if missing:  # cannot happen unless a rank died: say so rather than average fewer rows
+        raise RunError(f"rows {missing[:10]} have no result; rerun to resume")
+    results = [merged[i] for i in range(prep.n_rows)]
+    value_keys = list(dict.fromkeys(k for r in results for k in r.values))
+    for r in results:
+        for k in value_keys:
+            r.values.setdefault(k, None)
+
+    aggregates = aggregate(dims, prep.rows, results)
+    extra: dict[str, Any] = {}
+    if inputs_metadata is not None:
+        extra.update(_missing_answers(Path(inputs_metadata), prep, out))
+    summary = build_summary(
+        aggregates=aggregates,
+        results=results,
+        metrics=names,
+        versions={d.name: d.version for d in dims},
+        models={k: v for d in dims for k, v in d.models().items()},
+        n_processes=world,
+        extra=extra,
+    )
+    write_jsonl_atomic(out / "per_sample.jsonl", (r.to_json() for r in results))
+    write_summary(out, summary)
+    audio_s = sum(_duration_or_zero(s) for s in mine)
+    write_json_atomic(
+        out / "run_info.json",
+        {
+            "elapsed_s": elapsed,
+            "rows_scored_this_run": len(new),
+            "rows_resumed": len(done) - len(new),
+            "n_processes": world,
+            "answer_audio_s_this_run": audio_s,
+            "real_time_factor": (audio_s / elapsed) if elapsed > 0 and audio_s else None,
+            "mean_seconds_per_sample": {d.name: _mean([r.timings.get(d.name) for r in new]) for d in dims},
+        },
+    )
+    if summary["n_scored"] == 0:
+        raise RunError(f"no row could be scored ({summary['n_failed']} failed); see {out / 'per_sample.jsonl'}")
+    return summary
+
+
+def _missing_answers(inputs_csv: Path, prep: Prepared, out: Path) -> dict[str, Any]:
+    """Inputs of the benchmark metadata that no answer row covers (written to ``missing_answers.txt``)."""
+    raw = read_metadata(inputs_csv, required=("audio_path",))
+    answered = {Path(s.audio_path).name for s in prep.samples}
+    missing = [r["audio_path"] for r in raw if Path(str(r["audio_path"])).name not in answered]
+    (out / "missing_answers.txt").write_text("".join(f"{m}\n" for m in missing), encoding="utf-8")
+    return {"n_missing_answers": len(missing)}
+
+
+def _size(p: Path) -> int:
+    try:
+        return p.stat().st_size
+    except OSError:
+        return 0
+
+
+def _duration_or_zero(s: Sample) -> float:
+    try:
+        return audio_info(s.answer_audio_path).duration + audio_info(s.audio_path).duration
+    except Exception:
+        return 0.0
+
+
+def _mean(xs: Iterable[float | None]) -> float | None:
+    v = [x for x in xs if x is not None]
+    return sum(v) / len(v) if v else None

@@ -1,0 +1,112 @@
+"""Interruptions dimension: ``latency_ms``, ``interrupted_time_ms``, ``interruptions_%``.
+
+Definitions: ``SPEAR_PROTOCOL.md`` section 2 ("Interruptions") and "Rows and missing values".
+VAD: Silero with library defaults on 16 kHz mono, seconds at 0.1 s (see :mod:`spear_metrics.core.vad`);
+the question's VAD runs on the input clip with both channels mixed, so the answerer's
+backchannels during the question count as question-time speech, as upstream.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from spear_datasets.schema import SpearRow
+from spear_metrics.core.dimension import Dimension, MetricKey, Sample, mean_or_none, percent_or_none
+from spear_metrics.core.vad import Segment, clip_segments, shift_segments, speech_segments, total_overlap
+
+
+def latency_s(
+    question_segments: Sequence[Segment],
+    answer_segments: Sequence[Segment],
+    question_end_time: float,
+    answer_start_time: float | None,
+) -> float | None:
+    """Response latency of one sample in **seconds** (``None`` when the answer has no speech
+    after its skip point).
+
+    latency = max(0, question end - end of the last question speech)
+            + max(0, answer_start_time)
+            + onset of the first answer speech that ends after the skip point, measured from
+              the skip point and clipped at 0, where skip = max(0, -answer_start_time).
+
+    ``answer_start_time`` ``None`` means "placed at the question end" (treated as 0). With no
+    speech in the question, the first term is 0 (the clip gives nothing to measure from).
+    """
+    ast = 0.0 if answer_start_time is None else float(answer_start_time)
+    q_speech_end = max((e for _, e in question_segments), default=question_end_time)
+    gap = max(0.0, question_end_time - q_speech_end)
+    skip = max(0.0, -ast)
+    onset = next((max(0.0, s - skip) for s, e in sorted(answer_segments) if e > skip), None)
+    if onset is None:
+        return None
+    return gap + max(0.0, ast) + onset
+
+
+def interrupted_time_s(
+    question_segments: Sequence[Segment],
+    answer_segments: Sequence[Segment],
+    context_end_time: float,
+    question_end_time: float,
+    answer_start_time: float | None,
+) -> float | None:
+    """Overlap (s) between answer speech placed on the question's time line and question speech.
+
+    Answer segments are shifted by ``question_end_time + answer_start_time``; question segments
+    are clipped to ``[context_end_time, question_end_time]``. ``None`` when
+    ``answer_start_time`` is ``None`` (the system did not choose its timing).
+    """
+    if answer_start_time is None:
+        return None
+    placed = shift_segments(answer_segments, question_end_time + float(answer_start_time))
+    question = clip_segments(question_segments, context_end_time, question_end_time)
+    return total_overlap(placed, question)
+
+
+class Interruptions(Dimension):
+    """Timing of the answer against the question (Silero VAD on question and answer)."""
+
+    name = "interruptions"
+    version = "1.0.0"
+    keys = (
+        MetricKey("latency_ms", "ms", "closer_to_human",
+                  "silence from the end of question speech to the answer's first speech; mean over rows with answer speech"),
+        MetricKey("interrupted_time_ms", "ms", "closer_to_human",
+                  "overlap of answer speech with question speech; mean over rows with an answer_start_time, zeros included"),
+        MetricKey("interruptions_%", "%", "closer_to_human",
+                  "share of rows (with an answer_start_time) whose answer overlaps question speech"),
+        MetricKey("no_speech_answers_%", "%", "lower",
+                  "share of scored rows whose answer holds no VAD speech (a behaviour, not a failure)"),
+    )
+
+    def _vad(self, wav):
+        return speech_segments(
+            wav,
+            backend=self.options.get("vad_backend", "sequence"),
+            time_resolution=int(self.options.get("vad_time_resolution", 1)),
+        )
+
+    def score_sample(self, sample: Sample) -> dict[str, Any]:
+        m = sample.meta
+        q = sample.cached("vad:input_mix", lambda: self._vad(sample.input_audio("mix")))
+        a = sample.cached("vad:answer", lambda: self._vad(sample.answer_audio()))
+        lat = latency_s(q, a, m.question_end_time, m.answer_start_time)
+        it = interrupted_time_s(q, a, m.context_end_time, m.question_end_time, m.answer_start_time)
+        return {
+            "latency_ms": None if lat is None else round(1000.0 * lat, 6),
+            "interrupted_time_ms": None if it is None else round(1000.0 * it, 6),
+            "interruption": None if it is None else bool(it > 0),
+            "no_speech_answer": len(a) == 0,
+        }
+
+    def aggregate(self, rows: Sequence[SpearRow], values: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        return {
+            "latency_ms": mean_or_none([v.get("latency_ms") for v in values]),
+            "interrupted_time_ms": mean_or_none([v.get("interrupted_time_ms") for v in values]),
+            "interruptions_%": percent_or_none([v.get("interruption") for v in values]),
+            "no_speech_answers_%": percent_or_none([v.get("no_speech_answer") for v in values]),
+        }
+
+    def models(self) -> dict[str, str]:
+        from importlib.metadata import version
+
+        return {"vad": f"silero-vad {version('silero-vad')} ({self.options.get('vad_backend', 'sequence')})"}

@@ -1,0 +1,45 @@
+"""SPEAR ``interruptions``: response latency and overlap of the answer with question speech."""
+
+import evaluate
+
+from spear_metrics.core.evaluate_glue import spear_compute, spear_info
+
+_DESCRIPTION = """\
+Timing of a spoken answer against the question it answers (SPEARBench). Silero VAD (library
+defaults, 16 kHz, 0.1 s times) runs on the input clip with both speakers mixed and on the
+answer. latency_ms: silence from the end of question speech to the answer's first speech.
+interrupted_time_ms: overlap between answer speech placed at question end + answer_start_time
+and question speech. interruptions_%: share of samples with any overlap.
+"""
+
+_KWARGS_DESCRIPTION = """
+Args:
+    audio_path (list of str): stereo 16 kHz input clips (context + question).
+    answer_audio_path (list of str): answer audio, any rate or channel count.
+    context_end_time (list of float): seconds, where the question starts in the clip.
+    question_end_time (list of float): seconds, where the question ends.
+    answer_start_time (list of float or None): answer onset minus question end, seconds
+        (negative = overlap; None = placed at question end, interruption values are then null).
+    vad_backend (str, optional): "sequence" (default) or "jit" (upstream's streaming call).
+    vad_time_resolution (int, optional): decimals of VAD seconds, 1 (default, as upstream) or 3.
+Returns:
+    latency_ms, interrupted_time_ms, interruptions_%, no_speech_answers_%, per_sample,
+    n_samples, n_scored, n_failed.
+Examples:
+    >>> m = evaluate.load("spear_metrics/interruptions")  # or "spearbench/interruptions"
+    >>> r = m.compute(audio_path=["q.wav"], answer_audio_path=["a.wav"], context_end_time=[3.2],
+    ...               question_end_time=[5.0], answer_start_time=[0.4])
+    >>> sorted(k for k in r if k.endswith("_ms"))
+    ['interrupted_time_ms', 'latency_ms']
+"""
+
+
+@evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
+class Interruptions(evaluate.Metric):
+    def _info(self):
+        return spear_info(self, "interruptions", _DESCRIPTION, _KWARGS_DESCRIPTION)
+
+    def _compute(self, audio_path, answer_audio_path, context_end_time, question_end_time, answer_start_time, **kwargs):
+        inputs = dict(audio_path=audio_path, answer_audio_path=answer_audio_path, context_end_time=context_end_time,
+                      question_end_time=question_end_time, answer_start_time=answer_start_time)
+        return spear_compute("interruptions", inputs, kwargs)
