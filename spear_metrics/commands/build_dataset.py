@@ -1,0 +1,50 @@
+"""``spearbench build-dataset --source SRC --out HUB_DIR [--push REPO_ID]``.
+
+Turns an upstream SPEAR data folder (``SRC/inputs/<split>/<subset>/metadata.csv``) into the
+Hub layout of ``spearbench/seamless_2t_2s_questions`` (parquet shards with embedded audio and a
+dataset card); see :mod:`spear_datasets.hub`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--source", required=True, help="SPEAR data folder holding inputs/<split>/<subset>/metadata.csv")
+    p.add_argument("--out", required=True, help="output folder (README.md + data/<subset>/<split>-*.parquet)")
+    p.add_argument("--max-shard-mb", type=float, default=500.0, help="approximate audio MB per parquet shard")
+    p.add_argument("--overwrite", action="store_true", help="replace a dataset already in --out")
+    p.add_argument("--push", metavar="REPO_ID", default=None,
+                   help="also upload the folder as this Hub dataset (token from HF_TOKEN or `huggingface-cli login`)")
+    p.add_argument("--private", action="store_true", help="create the Hub repository as private (with --push)")
+    p.add_argument("--no-progress", action="store_true")
+
+
+def run(args: argparse.Namespace) -> int:
+    from spear_datasets.hub import SKIPPED_FILE, HubBuildError, MetadataError, build_hub_dataset, push_dataset
+
+    try:
+        report = build_hub_dataset(args.source, args.out, max_shard_bytes=int(args.max_shard_mb * 1024 * 1024),
+                                   overwrite=args.overwrite, progress=not args.no_progress)
+    except (HubBuildError, MetadataError) as e:
+        print(f"spearbench build-dataset: {e}", file=sys.stderr)
+        return 2
+    for subset, per in report.counts.items():
+        for split, n in per.items():
+            print(f"{subset:<13} {split:<5} {n} rows")
+    if report.skipped:
+        print(f"skipped {len(report.skipped)} row(s); reasons in {args.out}/{SKIPPED_FILE}", file=sys.stderr)
+        for s in report.skipped[:5]:
+            print(f"  {s['subset']}/{s['split']} row {s['row']}: {s['reason']}", file=sys.stderr)
+    print(f"wrote {args.out} ({report.n_rows} rows, {len(report.shards)} shard(s))")
+    if args.push:
+        try:
+            url = push_dataset(args.out, args.push, private=args.private or None)
+        except Exception as e:  # auth / network: one line, never the token
+            print(f"spearbench build-dataset: push to {args.push} failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}",
+                  file=sys.stderr)
+            return 3
+        print(f"pushed to {url}")
+    return 0
