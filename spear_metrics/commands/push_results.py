@@ -1,0 +1,59 @@
+"""``spearbench push-results RESULTS/ --repo-id USER/NAME``: publish a scored run as a results dataset.
+
+Writes the dataset described in :mod:`spear_metrics.results` (per-sample parquet, summary.json,
+dataset card; answer audio with ``--with-audio``) and uploads it to the Hub, or only writes it
+to ``--local-dir``. The Hub token comes from ``HF_TOKEN`` or ``huggingface-cli login``; it is
+never printed or written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from spear_metrics.results import INFERENCE_MODES, SPLITS
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Options of ``push-results``."""
+    p.add_argument("results", help="scored run folder (summary.json + per_sample.jsonl)")
+    p.add_argument("--repo-id", default=None, help="Hub dataset USER/NAME to create or update")
+    p.add_argument("--private", action="store_true", help="create the Hub dataset private")
+    p.add_argument("--model-name", default=None, help="leaderboard name of the model (default: NAME of --repo-id)")
+    p.add_argument("--inference-mode", choices=INFERENCE_MODES, default=None)
+    p.add_argument("--open-weights", action=argparse.BooleanOptionalAction, default=None,
+                   help="the model's weights are public (--no-open-weights: they are not; default: not given)")
+    p.add_argument("--split", choices=SPLITS, default="test", help="split the run scored (leaderboard: test)")
+    p.add_argument("--metadata", default=None, help="the metadata CSV the run scored (adds transcripts, times, subset)")
+    p.add_argument("--with-audio", action="store_true", help="embed the answer audio (needs --metadata)")
+    p.add_argument("--with-inputs", action="store_true",
+                   help="embed the input clips too (both speakers; mind the data licence; needs --metadata)")
+    p.add_argument("--local-dir", default=None,
+                   help="write the dataset to this folder; without --repo-id nothing is uploaded")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Write and/or upload; exit 2 with a one-line message on invalid input."""
+    from spear_metrics.results import ResultsError, push_results, write_results_dataset
+
+    if not args.repo_id and not args.local_dir:
+        print("spearbench push-results: give --repo-id USER/NAME and/or --local-dir DIR", file=sys.stderr)
+        return 2
+    model_name = args.model_name or (args.repo_id.split("/", 1)[-1] if args.repo_id else None)
+    opts = dict(model_name=model_name, inference_mode=args.inference_mode, open_weights=args.open_weights,
+                split=args.split, metadata=args.metadata, with_audio=args.with_audio, with_inputs=args.with_inputs)
+    try:
+        if args.local_dir:
+            out = write_results_dataset(args.results, args.local_dir, **opts)
+            print(f"wrote results dataset {out} (load with datasets.load_dataset({str(out)!r}))")
+        if args.repo_id:
+            url = push_results(args.results, args.repo_id, private=args.private, **opts)
+            print(f"pushed {args.repo_id}: {url}")
+    except ResultsError as e:
+        print(f"spearbench push-results: {e}", file=sys.stderr)
+        return 2
+    except Exception as e:  # network / auth errors from huggingface_hub: one line, no token
+        print(f"spearbench push-results: upload failed: {type(e).__name__}: {' '.join(str(e).split())[:300]}",
+              file=sys.stderr)
+        return 1
+    return 0
