@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs everything SPEARBench needs on a fresh Debian/Ubuntu machine, into ./.venv:
+# system packages (FFmpeg libraries for torchcodec, espeak-ng for the cascade agent, Chromium for
+# the Space's browser tests) and the Python set verified to work together (constraints.txt).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+if command -v apt-get >/dev/null 2>&1; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends ffmpeg espeak-ng chromium >/dev/null
+fi
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/python -m pip install -q -c constraints.txt -e ".[all]"
+echo "SPEARBench installed in .venv ($(.venv/bin/spearbench --version))"

@@ -1,0 +1,116 @@
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from spear_datasets.audio import AudioError, audio_info, decode, load_audio, write_wav
+from spear_datasets.schema import (
+    SPEAR_COLUMNS,
+    MetadataError,
+    RowError,
+    parse_row,
+    read_metadata,
+    resolve_path,
+    strip_speaker_tags,
+)
+
+from conftest import STEREO_DIALOGUE, SHARED
+
+
+def test_flac_44k_24bit_resampled_to_16k(real_dir):
+    wav, sr = decode(real_dir / "faster-whisper__jfk.flac")
+    assert sr == 44100 and wav.shape[0] == 2
+    x = load_audio(real_dir / "faster-whisper__jfk.flac", channels="mix")
+    assert x.shape[0] == 1
+    assert x.shape[1] / 16000 == pytest.approx(wav.shape[1] / 44100, abs=1e-3)
+    assert x.shape[1] / 16000 == pytest.approx(11.0, abs=0.05)
+
+
+def test_stereo_speakers_stay_apart(real_dir):
+    x = load_audio(STEREO_DIALOGUE)
+    assert x.shape == (2, 31 * 16000)
+    # 0.78-15.48 s FEE016 holds the floor on channel 0: far more energy there than on channel 1
+    seg = slice(int(2 * 16000), int(5 * 16000))
+    assert np.sqrt(np.mean(x[0, seg] ** 2)) > 5 * np.sqrt(np.mean(x[1, seg] ** 2))
+    # channel pick and mix
+    assert np.array_equal(load_audio(STEREO_DIALOGUE, channels=1)[0], x[1])
+    assert np.allclose(load_audio(STEREO_DIALOGUE, channels="mix")[0], x.mean(0))
+
+
+def test_bad_audio_raises_one_line_reasons(tmp_path):
+    with pytest.raises(AudioError, match="not found"):
+        decode(tmp_path / "missing.wav")
+    (tmp_path / "empty.wav").write_bytes(b"")
+    with pytest.raises(AudioError, match="empty"):
+        decode(tmp_path / "empty.wav")
+    (tmp_path / "text.wav").write_text("this is not audio")
+    with pytest.raises(AudioError, match="cannot decode"):
+        decode(tmp_path / "text.wav")
+    sf.write(tmp_path / "nan.wav", np.array([0.1, np.nan, 0.2] * 1000, dtype=np.float32), 16000, subtype="FLOAT")
+    with pytest.raises(AudioError, match="NaN"):
+        decode(tmp_path / "nan.wav")
+
+
+def test_write_wav_is_pcm16_and_atomic(tmp_path):
+    p = write_wav(tmp_path / "a" / "x.wav", np.zeros((2, 1600), np.float32))
+    info = sf.info(p)
+    assert (info.samplerate, info.channels, info.frames, info.subtype) == (16000, 2, 1600, "PCM_16")
+    assert not list(p.parent.glob(".*tmp"))
+    assert audio_info(p).duration == pytest.approx(0.1)
+
+
+def test_parse_row_errors():
+    good = {"audio_path": "a.wav", "answer_audio_path": "b.wav", "context_end_time": "1.0", "question_end_time": "2.5", "answer_start_time": ""}
+    r = parse_row(good)
+    assert r.answer_start_time is None and r.question_end_time == 2.5
+    assert parse_row({**good, "answer_start_time": "-0.4"}).answer_start_time == -0.4  # overlap is valid
+    for bad, msg in [
+        ({"question_end_time": "abc"}, "not a number"),
+        ({"question_end_time": "nan"}, "not finite"),
+        ({"context_end_time": "3.0"}, "after question_end_time"),
+        ({"context_end_time": "-1"}, "negative"),
+        ({"answer_audio_path": ""}, "answer_audio_path is empty"),
+        ({"answer_start_time": "soon"}, "not a number"),
+    ]:
+        with pytest.raises(RowError, match=msg):
+            parse_row({**good, **bad})
+
+
+def test_resolve_path_roots(tmp_path):
+    src = tmp_path / "root" / "data" / "seamless_2t_2s_questions"
+    csv_dir = src / "inputs" / "test" / "improvised"
+    csv_dir.mkdir(parents=True)
+    up = resolve_path("data/seamless_2t_2s_questions/inputs/test/improvised/audios/x.wav", csv_dir)
+    assert up == tmp_path / "root" / "data/seamless_2t_2s_questions/inputs/test/improvised/audios/x.wav"
+    assert resolve_path("audios/x.wav", csv_dir) == csv_dir / "audios/x.wav"
+    assert resolve_path("/abs/x.wav", csv_dir) == Path("/abs/x.wav")
+    with pytest.raises(RowError, match="escapes"):
+        resolve_path("../../etc/passwd", csv_dir)
+    with pytest.raises(RowError, match="escapes"):
+        resolve_path("audios/../../../x.wav", csv_dir)
+
+
+def test_upstream_metadata_example_reads():
+    p = SHARED / "reference" / "spear_metadata_example.csv"
+    if not p.exists():
+        pytest.skip("../shared/reference absent")
+    rows = read_metadata(p, required=("audio_path",))
+    assert len(rows) == 5 and list(rows[0])[: len(SPEAR_COLUMNS)] == list(SPEAR_COLUMNS)
+    r = parse_row(rows[0], require_answer=False)
+    assert r.answer_start_time == pytest.approx(-2.671, abs=1e-9)
+    assert r.questioner == "P1273A"
+    assert strip_speaker_tags(r.transcript_question).startswith("So I bought this facial cleanser")
+    assert strip_speaker_tags(": ") == ""
+
+
+def test_metadata_errors(tmp_path):
+    with pytest.raises(MetadataError, match="not found"):
+        read_metadata(tmp_path / "none.csv")
+    (tmp_path / "h.csv").write_text("foo,bar\n1,2\n")
+    with pytest.raises(MetadataError, match="lacks column"):
+        read_metadata(tmp_path / "h.csv")
+    (tmp_path / "e.csv").write_text(",".join(SPEAR_COLUMNS) + "\n")
+    with pytest.raises(MetadataError, match="no rows"):
+        read_metadata(tmp_path / "e.csv")
