@@ -1,0 +1,1 @@
+"""Full-Duplex-Bench v1.0 scoring (take-over, latency, backchannel, interruption relevance)."""

@@ -1,0 +1,514 @@
+"""Full-Duplex-Bench v1.0 metrics: take-over rate, latencies, backchannel frequency and JSD,
+interruption relevance.
+
+Definitions: ``FDB_PROTOCOL.md`` (section "Metrics"), checked against the upstream evaluation
+scripts of ``DanielLin94144/Full-Duplex-Bench`` (``eval_pause_handling.py``,
+``eval_smooth_turn_taking.py``, ``eval_user_interruption.py``, ``eval_backchannel.py``,
+``get_transcript/asr.py``); paper arXiv 2503.04721. The code is ours; the values match the
+upstream scripts on the same inputs, quirks included (named below where they matter).
+
+All times are seconds from the start of ``output.wav`` / ``input.wav`` (both start at t = 0).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from spear_datasets.sources.fdb import (
+    TASKS,
+    Chunk,
+    FDBFormatError,
+    FDBSample,
+    OutputTranscript,
+    read_interrupt,
+    read_output_json,
+    read_turn_taking,
+)
+
+VERSION = "1.0.0"
+
+#: TOR: a reply shorter than this span (s) ...
+TURN_MIN_SPAN_S = 1.0
+#: ... with at most this many words is not a turn (upstream ``turn_duration_threshold``, ``turn_num_words_threshold``)
+TURN_MAX_WORDS = 3
+#: backchannel walk: a VAD segment longer than this (s) is a real turn (upstream ``time_threshold``)
+BACKCHANNEL_MAX_SEGMENT_S = 3.0
+#: backchannel walk: more words than this in a segment -> TOR 1
+BACKCHANNEL_MAX_WORDS = 3
+#: backchannel walk: a segment under this (s) with at most BACKCHANNEL_SHORT_MAX_WORDS words -> TOR 0
+BACKCHANNEL_SHORT_S = 1.0
+BACKCHANNEL_SHORT_MAX_WORDS = 2
+#: JSD histogram bin width (s) and smoothing added to every bin (upstream ``window_size``, ``epsilon``)
+BIN_S = 0.2
+EPSILON = 1e-10
+#: CrisperWhisper pause redistribution threshold (s) FDB applies to its ASR output
+PAUSE_SPLIT_S = 0.12
+
+Segment = tuple[float, float]
+
+
+class FDBInputError(ValueError):
+    """A sample cannot be scored (null timestamp, id absent from the reference...); one line."""
+
+
+# ----------------------------------------------------------------------------- take-over / latency
+
+
+def take_over(chunks: Sequence[Chunk]) -> int:
+    """Take-over (TOR) of one reply from its ASR words: 1 = the model took the turn.
+
+    No words -> 0. Else span = last word end - first word start (s); a span under 1 s with at
+    most 3 words -> 0, anything else -> 1 (FDB v1.0, all three ASR-based tasks).
+    When the last word's end is null its start is used (as upstream ``eval_pause_handling.py``).
+
+    Raises:
+        FDBInputError: the first word's start is null, or the last word has no time at all.
+    """
+    if not chunks:
+        return 0
+    start = chunks[0].start
+    end = chunks[-1].end if chunks[-1].end is not None else chunks[-1].start
+    if start is None:
+        raise FDBInputError("first word of output.json has a null start timestamp")
+    if end is None:
+        raise FDBInputError("last word of output.json has null start and end timestamps")
+    span = end - start
+    if span < TURN_MIN_SPAN_S and len(chunks) <= TURN_MAX_WORDS:
+        return 0
+    return 1
+
+
+def response_latency_s(chunks: Sequence[Chunk], reference_s: float) -> float | None:
+    """Latency (s) = first word start - ``reference_s``, negatives counted as 0; ``None`` when
+    the model did not take over (:func:`take_over` is 0), as FDB averages TOR = 1 samples only.
+
+    ``reference_s``: ``turn_taking.json[0].timestamp[0]`` (smooth turn-taking) or
+    ``interrupt.json[0].timestamp[1]`` (user interruption), seconds.
+
+    Raises:
+        FDBInputError: see :func:`take_over`.
+    """
+    if take_over(chunks) != 1:
+        return None
+    return max(0.0, float(chunks[0].start) - float(reference_s))
+
+
+# ----------------------------------------------------------------------------- ASR helpers
+
+
+def crop_after(wave: np.ndarray, end_s: float, sr: int = 16000) -> np.ndarray:
+    """The part of a mono waveform from ``end_s`` seconds on (sample index ``int(end_s * sr)``,
+    as upstream ``asr.py`` crops ``output.wav`` at the end of the interrupting turn)."""
+    x = np.asarray(wave)
+    if x.ndim == 2:
+        x = x[0]
+    return x[max(0, int(end_s * sr)):]
+
+
+def shift_chunks(chunks: Sequence[Chunk], offset_s: float) -> tuple[Chunk, ...]:
+    """Words moved by ``offset_s`` seconds (null times stay null): ASR of a cropped waveform
+    back to absolute time."""
+    return tuple(Chunk(c.text, None if c.start is None else c.start + offset_s,
+                       None if c.end is None else c.end + offset_s) for c in chunks)
+
+
+def adjust_pauses(chunks: Sequence[Chunk], split_s: float = PAUSE_SPLIT_S) -> tuple[Chunk, ...]:
+    """FDB's post-processing of word times (``adjust_pauses_for_hf_pipeline_output``): each gap
+    between consecutive words is shared, ``min(gap, split_s) / 2`` seconds added to the end of
+    the earlier word and taken from the start of the next. The first start and the last end
+    do not move, so TOR and latency are unchanged; backchannel word overlaps may change."""
+    out = [list(c) for c in chunks]
+    for i in range(len(out) - 1):
+        s0, e0 = out[i][1], out[i][2]
+        s1 = out[i + 1][1]
+        if e0 is None or s1 is None:
+            continue
+        gap = s1 - e0
+        if gap > 0:
+            d = split_s / 2 if gap > split_s else gap / 2
+            out[i][2] = e0 + d
+            out[i + 1][1] = s1 - d
+    return tuple(Chunk(*c) for c in out)
+
+
+def transcript_to_output(transcript: Any, offset_s: float = 0.0) -> OutputTranscript:
+    """Turn an ASR backend's ``Transcript(text, words=[Word(text, start, end)], model)`` into
+    output.json form: words shifted by ``offset_s`` (s), then :func:`adjust_pauses`."""
+    words = tuple(Chunk(str(w.text).strip(), None if w.start is None else float(w.start),
+                        None if w.end is None else float(w.end)) for w in (transcript.words or []))
+    chunks = adjust_pauses(shift_chunks(words, offset_s))
+    return OutputTranscript(text=str(transcript.text or ""), chunks=chunks, source=str(getattr(transcript, "model", "asr")))
+
+
+# ----------------------------------------------------------------------------- backchannel
+
+
+def words_in_segment(chunks: Sequence[Chunk], start_s: float, end_s: float) -> list[str]:
+    """Words of the ASR that overlap a VAD segment ``[start_s, end_s]``.
+
+    Upstream's test, reproduced: a word ``[s, e]`` counts when it lies inside
+    (``s >= start and e <= end``), straddles the end (``s <= end < e``) or straddles the start
+    (``s <= start < e``); so a word starting exactly at the segment end counts, one ending
+    exactly at its start does not. Words with a null start or end are ignored.
+    """
+    out = []
+    for c in chunks:
+        s, e = c.start, c.end
+        if s is None or e is None:
+            continue
+        if (s >= start_s and e <= end_s) or (s <= end_s and e > end_s) or (s <= start_s and e > start_s):
+            out.append(c.text)
+    return out
+
+
+def backchannel_walk(segments: Sequence[Segment], chunks: Sequence[Chunk]) -> tuple[int, list[Segment]]:
+    """Walk the reply's VAD segments in time order (FDB v1.0 backchannel).
+
+    A segment longer than 3 s sets TOR = 1 and ends the walk. Every other segment is counted
+    as a backchannel and sets TOR from its words (:func:`words_in_segment`): more than 3 -> 1;
+    else under 1 s with at most 2 words -> 0; else 1. The last decision wins.
+
+    Returns:
+        ``(tor, counted_segments)``; no segment -> ``(0, [])``.
+    """
+    tor = 0
+    counted: list[Segment] = []
+    for s, e in sorted(segments):
+        dur = e - s
+        if dur > BACKCHANNEL_MAX_SEGMENT_S:
+            tor = 1
+            break
+        n = len(words_in_segment(chunks, s, e))
+        if n > BACKCHANNEL_MAX_WORDS:
+            tor = 1
+        elif dur < BACKCHANNEL_SHORT_S and n <= BACKCHANNEL_SHORT_MAX_WORDS:
+            tor = 0
+        else:
+            tor = 1
+        counted.append((s, e))
+    return tor, counted
+
+
+def backchannel_frequency(n_counted: int, duration_s: float) -> float:
+    """Backchannels per second: counted segments / duration of ``output.wav`` (s)."""
+    if duration_s <= 0:
+        raise FDBInputError(f"output.wav duration is {duration_s} s")
+    return n_counted / duration_s
+
+
+def backchannel_histogram(segments: Sequence[Segment], duration_s: float) -> np.ndarray:
+    """Normalised time histogram of backchannel segments, ``int(duration/0.2) + 1`` bins of 0.2 s.
+
+    Each segment adds 1 to every bin from ``int(start / 0.2)`` to ``int(end / 0.2)``, computed in
+    floating point as upstream (so 8.2 s falls in bin 40, since 8.2 / 0.2 = 40.999...); bins past
+    the last are dropped; then + 1e-10 and normalised to sum 1. Segment times are expected as
+    Silero returns them with ``return_seconds=True`` (rounded to 0.1 s).
+    """
+    n = int(duration_s / BIN_S) + 1
+    h = np.zeros(n, dtype=np.float64)
+    for s, e in segments:
+        for i in range(int(s / BIN_S), int(e / BIN_S) + 1):
+            if 0 <= i < n:
+                h[i] += 1.0
+    h = h + EPSILON
+    return h / h.sum()
+
+
+def resample_reference(reference: Sequence[float], n_bins: int) -> np.ndarray:
+    """A human histogram linearly interpolated onto ``n_bins`` points spread over the same
+    [0, 1] span (upstream ``interp1d(linspace(0,1,len(gt)), gt)(linspace(0,1,n))``)."""
+    ref = np.asarray(reference, dtype=np.float64)
+    if ref.size == 1:
+        return np.full(n_bins, ref[0])
+    return np.interp(np.linspace(0.0, 1.0, n_bins), np.linspace(0.0, 1.0, ref.size), ref)
+
+
+def backchannel_jsd(segments: Sequence[Segment], duration_s: float, reference: Sequence[float]) -> float:
+    """Jensen-Shannon **distance** (natural log; square root of the divergence) between the
+    backchannel histogram (:func:`backchannel_histogram`) and the human one for the same id
+    (:func:`resample_reference`); both normalised to sum 1. No counted segment -> 1.0.
+
+    Raises:
+        FDBInputError: the reference holds negative or non-finite values, or sums to 0.
+    """
+    if not segments:
+        return 1.0
+    from scipy.spatial.distance import jensenshannon
+
+    ref = np.asarray(reference, dtype=np.float64)
+    if not np.isfinite(ref).all() or (ref < 0).any() or ref.sum() <= 0:
+        raise FDBInputError("reference distribution has negative/non-finite values or sums to 0")
+    h = backchannel_histogram(segments, duration_s)
+    return float(jensenshannon(h, resample_reference(ref, h.size)))
+
+
+# ----------------------------------------------------------------------------- relevance judge
+
+RELEVANCE_SYSTEM = """\
+You rate spoken conversations between a user and an AI assistant. The user spoke first, the
+AI started answering, and the user cut in while the AI was still talking. Judge only the AI's
+reply that came after the user's interruption: how well does it respond to what the user said
+when interrupting?
+
+Scale (integer from 0 = worst to 5 = best):
+0 = has nothing to do with the interruption
+1 = unrelated to the interruption
+2 = only slightly related
+3 = related
+4 = closely related
+5 = fully addresses the interruption
+
+First write a short analysis of the interruption and of the reply, then give the rating.
+Answer with one JSON object and nothing else: {"analysis": "<your analysis>", "rating": <0-5>}"""
+
+
+def relevance_messages(context: str, interrupt: str, reply: str) -> list[dict]:
+    """Chat messages asking a judge for the 0-5 relevance of the reply to the interruption
+    (FDB v1.0's rubric and inputs - context turn, interrupting turn, reply text - in our words,
+    with a JSON answer instead of upstream's free-text pattern)."""
+    user = (f"Earlier user turn (context): {context}\n"
+            f"User's interrupting turn: {interrupt}\n"
+            f"AI's reply after the interruption: {reply}")
+    return [{"role": "system", "content": RELEVANCE_SYSTEM}, {"role": "user", "content": user}]
+
+
+def parse_rating(obj: dict) -> int:
+    """The integer rating 0..5 of a judge's JSON reply.
+
+    Raises:
+        FDBInputError: not an integer in 0..5 (``4.0`` and ``"4"`` are accepted as 4).
+    """
+    r = obj.get("rating")
+    try:
+        if isinstance(r, bool):
+            raise ValueError
+        v = float(r)
+    except (TypeError, ValueError):
+        raise FDBInputError(f"judge rating {r!r} is not a number") from None
+    if not v.is_integer() or not 0 <= v <= 5:
+        raise FDBInputError(f"judge rating {r!r} is not an integer from 0 to 5")
+    return int(v)
+
+
+# ----------------------------------------------------------------------------- per-sample scorer
+
+
+def _mono16k(path) -> np.ndarray:
+    """``output.wav`` at 16 kHz, one channel: the file's only channel, or channel 1 of a stereo
+    file (upstream ``load_audio`` in ``get_transcript/utils.py``)."""
+    from spear_datasets.audio import TARGET_SR, audio_info, load_audio
+
+    ch = 1 if audio_info(path).channels >= 2 else 0
+    return load_audio(path, sr=TARGET_SR, channels=ch)[0]
+
+
+@dataclass
+class FullDuplexScorer:
+    """Scores one FDB sample folder of a task into per-sample values.
+
+    Args:
+        task: one of ``pause_handling``, ``smooth_turn_taking``, ``backchannel``, ``user_interruption``.
+        reference: backchannel only: FDB's human distribution (id -> histogram); ``None`` = no
+            JSD (``jsd`` is null).
+        judge: user interruption only: a :class:`spear_metrics.core.judge.Judge`; ``None`` =
+            no relevance (null).
+        asr: a backend with ``transcribe(waves, sr=16000, word_timestamps=True)`` used when
+            ``output.json`` is missing; ``None`` = ``spear_metrics.core.asr.load_asr(asr_name)``
+            on first need.
+        vad_backend: ``"sequence"`` or ``"jit"`` (:func:`spear_metrics.core.vad.speech_segments`).
+    """
+
+    task: str
+    reference: dict[str, list[float]] | None = None
+    judge: Any = None
+    asr: Any = None
+    asr_name: str = "embedded"
+    vad_backend: str = "sequence"
+
+    def __post_init__(self):
+        if self.task not in TASKS:
+            raise ValueError(f"unknown FDB task {self.task!r}; known: {', '.join(TASKS)}")
+
+    # -- transcript
+    def _asr_backend(self):
+        if self.asr is None:
+            try:
+                from spear_metrics.core.asr import load_asr
+            except ImportError as e:
+                raise FDBInputError(f"output.json is missing and no ASR backend is available ({e})") from None
+            self.asr = load_asr(self.asr_name)
+        return self.asr
+
+    def transcript(self, sample: FDBSample, offset_s: float = 0.0) -> OutputTranscript:
+        """``output.json`` when present, else the ASR of ``output.wav`` from ``offset_s`` seconds
+        on (user interruption: the end of the interrupting turn), words back in absolute time."""
+        if sample.output_json.exists():
+            return read_output_json(sample.output_json)
+        wave = _mono16k(sample.output_wav)
+        part = crop_after(wave, offset_s) if offset_s > 0 else wave
+        backend = self._asr_backend()
+        if part.size == 0:
+            return OutputTranscript(text="", chunks=(), source=str(getattr(backend, "name", "asr")))
+        tr = backend.transcribe([part.astype(np.float32)], sr=16000, word_timestamps=True)[0]
+        return transcript_to_output(tr, offset_s)
+
+    # -- per task
+    def score(self, sample: FDBSample) -> dict[str, Any]:
+        """Per-sample values (see the metric card). Raises ``FDBFormatError``/``FDBInputError``/
+        ``AudioError`` (one line) when the sample cannot be scored."""
+        v: dict[str, Any] = {"id": sample.id, "task": self.task}
+        if self.task == "backchannel":
+            return self._backchannel(sample, v)
+        offset = 0.0
+        interrupt = None
+        if self.task == "smooth_turn_taking":
+            ref_s = read_turn_taking(sample.task_json)[0]
+        elif self.task == "user_interruption":
+            interrupt = read_interrupt(sample.task_json)
+            ref_s = offset = interrupt.end_s
+        else:  # pause handling: the pause file is read only to check the sample is whole
+            read_turn_taking(sample.task_json)
+            ref_s = None
+        tr = self.transcript(sample, offset)
+        v["asr_source"] = tr.source
+        v["n_words"] = len(tr.chunks)
+        v["tor"] = take_over(tr.chunks)
+        v["first_word_s"] = tr.chunks[0].start if tr.chunks else None
+        if ref_s is not None:
+            v["reference_time_s"] = ref_s
+            v["latency_s"] = response_latency_s(tr.chunks, ref_s)
+        if interrupt is not None:
+            v.update(relevance=None, relevance_analysis=None, relevance_error=None)
+            if v["tor"] == 1 and self.judge is not None:
+                from spear_metrics.core.judge import JudgeError
+
+                try:
+                    obj = self.judge.ask_json(relevance_messages(interrupt.context, interrupt.interrupt, tr.text),
+                                              required_keys=("analysis", "rating"))
+                    v["relevance"] = parse_rating(obj)
+                    v["relevance_analysis"] = str(obj.get("analysis"))
+                except (JudgeError, FDBInputError) as e:
+                    v["relevance_error"] = " ".join(str(e).split())
+        return v
+
+    def _backchannel(self, sample: FDBSample, v: dict[str, Any]) -> dict[str, Any]:
+        from spear_datasets.audio import audio_info
+        from spear_metrics.core.vad import speech_segments
+
+        ref = None
+        if self.reference is not None:
+            if sample.id not in self.reference:
+                raise FDBInputError(f"sample id {sample.id!r} is absent from the human backchannel distribution")
+            ref = self.reference[sample.id]
+        duration = audio_info(sample.output_wav).duration
+        segments = speech_segments(_mono16k(sample.output_wav), backend=self.vad_backend, time_resolution=1)
+        tr = self.transcript(sample)
+        tor, counted = backchannel_walk(segments, tr.chunks)
+        v.update(
+            asr_source=tr.source,
+            n_words=len(tr.chunks),
+            tor=tor,
+            duration_s=duration,
+            vad_segments=[list(s) for s in segments],
+            n_backchannels=len(counted),
+            backchannel_frequency=backchannel_frequency(len(counted), duration),
+            jsd=None if ref is None else backchannel_jsd(counted, duration, ref),
+        )
+        return v
+
+
+# ----------------------------------------------------------------------------- aggregation
+
+#: task -> per-sample keys averaged into the summary (same names in summary and per_sample)
+TASK_KEYS: dict[str, tuple[str, ...]] = {
+    "pause_handling": ("tor",),
+    "smooth_turn_taking": ("tor", "latency_s"),
+    "user_interruption": ("tor", "latency_s", "relevance"),
+    "backchannel": ("tor", "backchannel_frequency", "jsd"),
+}
+
+#: key -> (unit, better, description) for the metric card and the summary
+KEY_INFO: dict[str, tuple[str, str, str]] = {
+    "tor": ("fraction", "task-dependent",
+            "take-over rate: mean of per-sample TOR (pause handling and backchannel: lower is better; "
+            "turn-taking and interruption: higher is better)"),
+    "latency_s": ("s", "lower", "mean latency over TOR = 1 samples, negatives as 0"),
+    "relevance": ("0-5", "higher", "mean LLM-judge rating over TOR = 1 samples that got a rating"),
+    "backchannel_frequency": ("1/s", "closer_to_human", "mean counted backchannel segments per second of output.wav"),
+    "jsd": ("distance", "lower", "mean Jensen-Shannon distance (natural log) to FDB's human backchannel timing"),
+}
+
+
+def aggregate(task: str, values: Sequence[dict[str, Any]], *, n_resamples: int = 1000, seed: int = 0) -> dict[str, Any]:
+    """Summary of the scored (ok) samples of one task: each key of :data:`TASK_KEYS` as the mean
+    of its non-null per-sample values (``None`` when none), ``n_<key>`` (how many values) and
+    ``<key>_ci95`` (percentile bootstrap over samples, :func:`spear_metrics.core.stats.bootstrap_ci`;
+    ``None`` with fewer than 2 values or ``n_resamples`` = 0)."""
+    from spear_metrics.core.stats import bootstrap_ci
+
+    out: dict[str, Any] = {}
+    for k in TASK_KEYS[task]:
+        xs = [float(v[k]) for v in values if v.get(k) is not None]
+        out[k] = float(np.mean(xs)) if xs else None
+        out[f"{k}_ci95"] = bootstrap_ci(xs, n_resamples=n_resamples, seed=seed) if n_resamples > 0 else None
+        out[f"n_{k}"] = len(xs)
+    return out
+
+
+def score_samples(samples: Sequence[FDBSample], scorer: FullDuplexScorer) -> list:
+    """Score every sample; a sample that cannot be scored is a failed
+    :class:`spear_metrics.core.records.SampleResult` with its one-line reason, never a crash.
+
+    ``row`` is the sample's position in ``samples``; ``audio_path``/``answer_audio_path`` are its
+    ``input.wav``/``output.wav`` paths; ``values`` always hold ``id`` and ``task``."""
+    from spear_metrics.core.records import SampleResult
+
+    results = []
+    for i, s in enumerate(samples):
+        r = SampleResult(row=i, audio_path=str(s.input_wav), answer_audio_path=str(s.output_wav),
+                         values={"id": s.id, "task": scorer.task})
+        try:
+            r.values = scorer.score(s)
+        except Exception as e:  # one bad sample never stops the run; the reason is kept
+            from spear_datasets.audio import AudioError
+
+            msg = " ".join(str(e).split()) or type(e).__name__
+            r.fail(msg if isinstance(e, (FDBInputError, FDBFormatError, AudioError)) else f"{type(e).__name__}: {msg}")
+        results.append(r)
+    return results
+
+
+def summarize(task: str, results: Sequence, *, n_resamples: int = 1000, seed: int = 0,
+              judge: Any = None, reference_given: bool = False, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``summary.json`` content for one task (through :func:`spear_metrics.core.summary.build_summary`):
+    the aggregates of :func:`aggregate`, notes for values that do not exist by configuration
+    (``relevance_note``, ``jsd_note``), counts and provenance."""
+    from spear_metrics.core.summary import build_summary
+
+    ok_values = [r.values for r in results if r.ok]
+    agg = aggregate(task, ok_values, n_resamples=n_resamples, seed=seed)
+    models: dict[str, str] = {}
+    notes: dict[str, Any] = {}
+    if task == "user_interruption":
+        if judge is None:
+            notes["relevance_note"] = "no judge configured (--judge-url/--judge-model): relevance not computed"
+        else:
+            models["relevance"] = judge.describe() if hasattr(judge, "describe") else str(judge)
+            notes["n_relevance_errors"] = sum(1 for v in ok_values if v.get("relevance_error"))
+    if task == "backchannel":
+        models["tor"] = models["backchannel_frequency"] = "silero-vad (library defaults, 0.1 s times)"
+        if not reference_given:
+            notes["jsd_note"] = "no human distribution given (--reference icc_gt_distribution.json): jsd not computed"
+    asr_sources = sorted({str(v.get("asr_source")) for v in ok_values if v.get("asr_source") not in (None, "output.json")})
+    if asr_sources:
+        models["asr"] = ", ".join(asr_sources)
+    info = {"task": task, "protocol": "Full-Duplex-Bench v1.0", "bootstrap": {"n_resamples": n_resamples, "seed": seed,
+            "method": "percentile", "confidence": 0.95}}
+    info.update(notes)
+    if extra:
+        info.update(extra)
+    return build_summary(aggregates=agg, results=results, metrics=["full_duplex"], versions={"full_duplex": VERSION},
+                         models=models, extra=info)
