@@ -1,0 +1,244 @@
+"""Whisper-encoder classification/regression heads of Vox-Profile and Voxlect (Feng et al.),
+re-implemented so their checkpoints load with this project's ``transformers``.
+
+Why not the packages: ``hyperion-voxlect`` 0.1.1 and ``hyperion-voxprofile`` 0.1.0 (PyPI,
+read from their wheels) pin ``transformers<5``, ``numpy<2`` and ``huggingface-hub<1.0``,
+install a top-level package literally named ``src`` (voxlect), download
+``openai/whisper-*`` from the Hub inside ``__init__`` (no local path, no offline use) and call
+``.cuda()`` inside ``forward`` (no CPU, no per-process device). This module keeps their
+checkpoint layout (``PyTorchModelHubMixin``: ``config.json`` with the wrapper's init kwargs
++ ``model.safetensors``) and their forward pass:
+
+1. audio 16 kHz mono -> ``WhisperFeatureExtractor(chunk_length=15)``: every clip is padded
+   or **cut to its first 15 s** (1500 mel frames of 10 ms, 750 encoder positions);
+2. Whisper encoder with ``max_source_positions=750``; encoder layers ``i > L // 2`` have LoRA
+   ``fc1``/``fc2`` (loralib layout: ``weight``, ``bias``, ``lora_A (r, in)``,
+   ``lora_B (out, r)``, scaling ``1 / r``); positions are Whisper's sinusoids for 750 steps
+   (the wrapper's forward replaces the loaded table with them);
+3. last hidden state -> 3 point-wise Conv1d (``hidden_dim``) -> mean over the clip's own
+   frames (``(n // 160 - 1) // 2 + 1``, at most 750) -> heads.
+
+Heads: ``out_layer`` (Voxlect dialect logits, ``output_class_num``) and
+``arousal_layer``/``valence_layer``/``dominance_layer`` (Vox-Profile emotion-dim, sigmoid,
+in [0, 1]). Only the heads a caller asks for are built and must be in the checkpoint.
+
+Sources: ``src/model/dialect/whisper_dialect.py`` (hyperion-voxlect 0.1.1) and
+``vox_profile/model/emotion/whisper_emotion_dim.py`` (hyperion-voxprofile 0.1.0).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from spear_metrics.core.models import ModelUnavailableError, resolve_model
+
+SR = 16000
+MAX_SECONDS = 15
+MAX_POSITIONS = 750
+
+#: Whisper encoder sizes by the wrapper's ``pretrain_model`` (from the openai/whisper-* configs)
+BACKBONES: dict[str, dict[str, int]] = {
+    "whisper_tiny": dict(d_model=384, encoder_layers=4, encoder_attention_heads=6, encoder_ffn_dim=1536, num_mel_bins=80),
+    "whisper_base": dict(d_model=512, encoder_layers=6, encoder_attention_heads=8, encoder_ffn_dim=2048, num_mel_bins=80),
+    "whisper_small": dict(d_model=768, encoder_layers=12, encoder_attention_heads=12, encoder_ffn_dim=3072, num_mel_bins=80),
+    "whisper_medium": dict(d_model=1024, encoder_layers=24, encoder_attention_heads=16, encoder_ffn_dim=4096, num_mel_bins=80),
+    "whisper_large": dict(d_model=1280, encoder_layers=32, encoder_attention_heads=20, encoder_ffn_dim=5120, num_mel_bins=128),
+}
+
+EMOTION_DIM_HEADS = ("arousal_layer", "valence_layer", "dominance_layer")
+DIALECT_HEADS = ("out_layer",)
+
+
+def _build(config: dict[str, Any], heads: Sequence[str]):
+    import torch
+    from torch import nn
+    from transformers import WhisperConfig
+    from transformers.models.whisper.modeling_whisper import WhisperEncoder, sinusoids
+
+    class LoraLinear(nn.Linear):
+        """``nn.Linear`` + LoRA update ``x A^T B^T / r`` (loralib's ``lora.Linear``, alpha 1)."""
+
+        def __init__(self, fan_in: int, fan_out: int, r: int):
+            super().__init__(fan_in, fan_out)
+            self.lora_A = nn.Parameter(torch.zeros(r, fan_in))
+            self.lora_B = nn.Parameter(torch.zeros(fan_out, r))
+            self.scaling = 1.0 / r
+
+        def forward(self, x):
+            return super().forward(x) + (x @ self.lora_A.T @ self.lora_B.T) * self.scaling
+
+    class VoxWhisperHead(nn.Module):
+        def __init__(self):
+            super().__init__()
+            dims = dict(BACKBONES.get(config.get("pretrain_model", "whisper_large"), {}))
+            dims.update(config.get("whisper_config") or {})
+            if not dims:
+                raise ValueError(f"unknown pretrain_model {config.get('pretrain_model')!r}")
+            wcfg = WhisperConfig(**dims, max_source_positions=MAX_POSITIONS)
+            wcfg._attn_implementation = "eager"
+            self.num_mel_bins = wcfg.num_mel_bins
+            self.backbone_model = nn.Module()
+            self.backbone_model.encoder = WhisperEncoder(wcfg)
+            if config.get("finetune_method", "lora") in ("lora", "combined"):
+                r = int(config.get("lora_rank", 16))
+                n_layers = wcfg.encoder_layers
+                for i, layer in enumerate(self.backbone_model.encoder.layers):
+                    if i > n_layers // 2:
+                        layer.fc1 = LoraLinear(wcfg.d_model, wcfg.encoder_ffn_dim, r)
+                        layer.fc2 = LoraLinear(wcfg.encoder_ffn_dim, wcfg.d_model, r)
+            hd = int(config.get("hidden_dim", 256))
+            self.model_seq = nn.Sequential(
+                nn.Conv1d(wcfg.d_model, hd, 1), nn.ReLU(), nn.Dropout(0.1),
+                nn.Conv1d(hd, hd, 1), nn.ReLU(), nn.Dropout(0.1), nn.Conv1d(hd, hd, 1),
+            )
+            n_w = wcfg.encoder_layers + 1 if config.get("use_conv_output", True) else wcfg.encoder_layers
+            self.weights = nn.Parameter(torch.ones(n_w) / n_w)  # unused by the forward, kept for the layout
+            for h in heads:
+                if h == "out_layer":
+                    n_out = int(config.get("output_class_num", 4))
+                    setattr(self, h, nn.Sequential(nn.Linear(hd, hd), nn.ReLU(), nn.Linear(hd, n_out)))
+                else:
+                    setattr(self, h, nn.Sequential(nn.Linear(hd, hd), nn.ReLU(), nn.Linear(hd, 1), nn.Sigmoid()))
+            self.heads = tuple(heads)
+            self._sinusoids = sinusoids
+
+        def reset_positions(self):
+            emb = self.backbone_model.encoder.embed_positions
+            with torch.no_grad():
+                emb.weight.copy_(self._sinusoids(*emb.weight.shape))
+
+        def forward(self, features, n_frames):
+            """features ``(B, mels, 1500)``; n_frames ``(B,)`` valid encoder frames -> dict of
+            head outputs ``(B, k)`` and ``embedding`` ``(B, hidden_dim)``."""
+            h = self.backbone_model.encoder(features).last_hidden_state  # (B, 750, d)
+            h = self.model_seq(h.transpose(1, 2)).transpose(1, 2)  # (B, 750, hd)
+            mask = (torch.arange(h.shape[1], device=h.device)[None, :] < n_frames[:, None]).to(h.dtype)
+            pooled = (h * mask[..., None]).sum(1) / mask.sum(1, keepdim=True).clamp(min=1)
+            out = {name: getattr(self, name)(pooled) for name in self.heads}
+            out["embedding"] = pooled
+            return out
+
+    return VoxWhisperHead()
+
+
+class VoxWhisper:
+    """A loaded Vox-Profile/Voxlect Whisper head on a device.
+
+    Args:
+        model: Hub id or local folder (``config.json`` + ``model.safetensors`` or
+            ``pytorch_model.bin``), resolved with :func:`resolve_model`.
+        heads: which heads to build (e.g. :data:`DIALECT_HEADS`, :data:`EMOTION_DIM_HEADS`).
+        device: torch device (default: :func:`spear_metrics.core.batching.process_device`).
+        purpose: model role for error messages.
+
+    Raises:
+        ModelUnavailableError: model files missing, or a requested head not in the checkpoint.
+    """
+
+    def __init__(self, model: str, heads: Sequence[str], *, device=None, purpose: str = "Vox-Profile Whisper"):
+        import torch
+        from transformers import WhisperFeatureExtractor
+
+        from spear_metrics.core.batching import process_device
+
+        path = resolve_model(model, purpose=purpose, allow_patterns=["*.json", "*.safetensors", "*.bin"])
+        cfg_path = path / "config.json"
+        if not cfg_path.exists():
+            raise ModelUnavailableError(f"{purpose} model {model!r}: no config.json in {path}")
+        self.config = json.loads(cfg_path.read_text())
+        self.model_id = str(model)
+        net = _build(self.config, heads)
+        state = _load_state(path, purpose, model)
+        state = {k: v for k, v in state.items() if not k.startswith("backbone_model.decoder")}
+        result = net.load_state_dict(state, strict=False)
+        missing = [k for k in result.missing_keys if not k.endswith("embed_positions.weight")]
+        if missing:
+            raise ModelUnavailableError(
+                f"{purpose} model {model!r}: checkpoint lacks {len(missing)} weights (e.g. {missing[0]}); is it the right model?")
+        net.reset_positions()
+        self.device = device if device is not None else process_device()
+        self.net = net.to(self.device).eval()
+        self.features = WhisperFeatureExtractor(feature_size=net.num_mel_bins, sampling_rate=SR, chunk_length=MAX_SECONDS)
+        self._torch = torch
+
+    @property
+    def labels(self) -> list[str] | None:
+        """Class names stored in ``config.json`` (``labels`` or ``id2label``), if any."""
+        if isinstance(self.config.get("labels"), list):
+            return [str(x) for x in self.config["labels"]]
+        if isinstance(self.config.get("id2label"), dict):
+            d = self.config["id2label"]
+            return [str(d.get(str(i), d.get(i))) for i in range(len(d))]
+        return None
+
+    def predict(self, waves: Sequence[np.ndarray], *, batch_size: int = 8) -> list[dict[str, np.ndarray]]:
+        """Head outputs for mono 16 kHz waves (each ``(n,)`` float32; only the first 15 s are
+        used, as upstream). Returns one dict per wave: head name -> ``(k,)`` array (dialect
+        logits, or a one-element A/V/D score in [0, 1]) and ``embedding`` ``(hidden_dim,)``.
+        Batches group similar lengths; every clip is padded to 15 s, so a result does not
+        depend on its batch."""
+        from spear_metrics.core.batching import duration_batches
+
+        torch = self._torch
+        waves = [np.asarray(w, dtype=np.float32).reshape(-1)[: MAX_SECONDS * SR] for w in waves]
+        out: list[dict[str, np.ndarray] | None] = [None] * len(waves)
+        for idx in duration_batches([len(w) for w in waves], max_items=batch_size):
+            batch = [waves[i] if len(waves[i]) else np.zeros(SR // 10, np.float32) for i in idx]
+            feats = self.features(batch, sampling_rate=SR, return_tensors="pt").input_features
+            n = torch.tensor([min(MAX_POSITIONS, (len(w) // 160 - 1) // 2 + 1) for w in batch])
+            with torch.inference_mode():
+                res = self.net(feats.to(self.device), n.to(self.device))
+            res = {k: v.float().cpu().numpy() for k, v in res.items()}
+            for j, i in enumerate(idx):
+                out[i] = {k: v[j] for k, v in res.items()}
+        return out  # type: ignore[return-value]
+
+
+def _load_state(path: Path, purpose: str, model: str) -> dict:
+    import torch
+
+    st = path / "model.safetensors"
+    if st.exists():
+        from safetensors.torch import load_file
+
+        return load_file(str(st))
+    pt = path / "pytorch_model.bin"
+    if pt.exists():
+        return torch.load(str(pt), map_location="cpu", weights_only=True)
+    raise ModelUnavailableError(f"{purpose} model {model!r}: no model.safetensors or pytorch_model.bin in {path}")
+
+
+def save_vox_whisper(net, config: dict[str, Any], folder: str | Path) -> Path:
+    """Write a head in the checkpoint layout this module reads (used by tests and tools)."""
+    from safetensors.torch import save_file
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(config, indent=1))
+    save_file({k: v.contiguous() for k, v in net.state_dict().items()}, str(folder / "model.safetensors"))
+    return folder
+
+
+def build_random(config: dict[str, Any], heads: Sequence[str], seed: int = 0):
+    """A randomly initialised head of the real architecture (tests, benchmarks)."""
+    import torch
+
+    torch.manual_seed(seed)
+    net = _build(config, heads)
+    with torch.no_grad():
+        for name, p in net.named_parameters():
+            if "lora_" in name:
+                p.normal_(0, 0.02)
+    return net
+
+
+def log_softmax(logits: np.ndarray) -> np.ndarray:
+    """Natural-log probabilities of a logit vector ``(k,)`` (numerically stable)."""
+    x = np.asarray(logits, dtype=np.float64)
+    m = x.max()
+    return x - (m + math.log(np.exp(x - m).sum()))

@@ -1,0 +1,231 @@
+"""Language & dialect dimension: ``english_answers_%``, ``same_dialect_as_question_%``,
+``north_american_dialect_%``, ``dialectal_entrainment_spearman``, ``dialectal_variance``.
+
+Definitions: ``SPEAR_PROTOCOL.md`` section 2 ("Language & dialect"), following upstream
+``bin/language_id.py`` and ``bin/dialect_id.py`` (SPEAR-benchmark-code):
+
+- spoken language ID of the **answer** (channels averaged, 16 kHz) with an audio
+  classifier (reference ``facebook/mms-lid-126``, ``Wav2Vec2ForSequenceClassification``);
+  an answer shorter than 1.0 s or whose top probability is < 0.5 is *unknown* and left out of
+  ``english_answers_%`` (the spec's choice; upstream counted unknowns in the denominator);
+- English dialect ID (reference ``tiantiaf/voxlect-english-dialect-whisper-large-v3``,
+  16 classes, see :mod:`spear_metrics.core.vox_whisper`) of the **input clip** (both channels
+  averaged, first 15 s as the model reads it) and of the answer (first 15 s), only for
+  answers identified as English (as upstream); dialect *log-scores* are the natural-log
+  softmax probabilities of the 16 classes;
+- the three dialect keys are computed over the English answers.
+
+``dialectal_entrainment_spearman`` is **not** a Spearman correlation: the published column is
+the least-squares slope of the answers' dialect log-scores on the questions' (see
+:func:`dialect_entrainment_slope`); the name is kept for compatibility with the table.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from spear_datasets.schema import SpearRow
+from spear_metrics.core.dimension import Dimension, MetricKey, Sample, percent_or_none
+
+LID_MODEL = "facebook/mms-lid-126"
+DIALECT_MODEL = "tiantiaf/voxlect-english-dialect-whisper-large-v3"
+#: Voxlect English dialect classes in output order. Source: the 16-class English accent list of
+#: Vox-Profile (``vox_profile/example/narrow_accent_whisper.py``, hyperion-voxprofile 0.1.0),
+#: which the Voxlect English model card's "16 English varieties" follows. A ``labels`` or
+#: ``id2label`` entry in the checkpoint's config.json, or the ``dialect_labels`` option, wins.
+ENGLISH_DIALECTS = (
+    "East Asia", "English", "Germanic", "Irish", "North America", "Northern Irish", "Oceania", "Other",
+    "Romance", "Scottish", "Semitic", "Slavic", "South African", "Southeast Asia", "South Asia", "Welsh",
+)
+NORTH_AMERICA = "North America"
+MIN_LID_SECONDS = 1.0
+MIN_LID_PROB = 0.5
+
+
+def language_decision(duration_s: float, label: str | None, prob: float | None, english_labels: Sequence[str]) -> tuple[str, bool | None]:
+    """Status of one answer's language ID and whether it is English.
+
+    Returns ``("too_short", None)`` for answers < 1.0 s, ``("low_confidence", None)`` when the
+    top probability is < 0.5 (or missing), else ``("ok", label in english_labels)``.
+    """
+    if duration_s < MIN_LID_SECONDS:
+        return "too_short", None
+    if prob is None or not np.isfinite(prob) or prob < MIN_LID_PROB or label is None:
+        return "low_confidence", None
+    return "ok", label.strip().lower() in {e.strip().lower() for e in english_labels}
+
+
+def _minmax(x: np.ndarray) -> np.ndarray | None:
+    lo, hi = float(np.min(x)), float(np.max(x))
+    return None if hi <= lo else (x - lo) / (hi - lo)
+
+
+def dialect_entrainment_slope(question_logscores: np.ndarray, answer_logscores: np.ndarray) -> float | None:
+    """Least-squares slope of answer dialect log-scores on question dialect log-scores.
+
+    Both ``(n, k)`` arrays (n samples x k dialects) are flattened to ``n*k`` points, each side
+    is min-max normalised to [0, 1] over all its values, and the slope of the ordinary
+    least-squares line ``a ~ s * q + c`` is returned: ``cov(q, a) / var(q)``. ``None`` when
+    there are no points or either side is constant. This is what the published column
+    ``dialectal_entrainment_spearman`` holds despite its name (upstream SPEAR-benchmark-code).
+    """
+    q = np.asarray(question_logscores, dtype=np.float64).reshape(-1)
+    a = np.asarray(answer_logscores, dtype=np.float64).reshape(-1)
+    if q.size == 0 or q.size != a.size or not (np.all(np.isfinite(q)) and np.all(np.isfinite(a))):
+        return None
+    qn, an = _minmax(q), _minmax(a)
+    if qn is None or an is None:
+        return None
+    dq = qn - qn.mean()
+    return float((dq * (an - an.mean())).sum() / (dq * dq).sum())
+
+
+def dialectal_variance(answer_logscores: np.ndarray) -> float | None:
+    """Trace of the covariance matrix (ddof 1) of answers' dialect log-score vectors
+    ``(n, k)``: the sum over dialects of the across-answer variance. ``None`` for n < 2."""
+    a = np.asarray(answer_logscores, dtype=np.float64)
+    if a.ndim != 2 or a.shape[0] < 2:
+        return None
+    return float(np.trace(np.cov(a, rowvar=False, ddof=1)))
+
+
+class LanguageID:
+    """Spoken language ID with a ``transformers`` audio classifier (``mms-lid-126`` layout:
+    ``Wav2Vec2ForSequenceClassification`` + its ``AutoFeatureExtractor``), batched by length
+    with attention masks, on this process's device."""
+
+    def __init__(self, model: str, *, device=None):
+        import torch
+        from transformers import AutoFeatureExtractor, AutoModelForAudioClassification
+
+        from spear_metrics.core.batching import process_device
+        from spear_metrics.core.models import resolve_model
+
+        path = resolve_model(model, purpose="language ID", allow_patterns=["*.json", "*.safetensors", "*.txt"])
+        self.extractor = AutoFeatureExtractor.from_pretrained(str(path))
+        self.device = device if device is not None else process_device()
+        self.model = AutoModelForAudioClassification.from_pretrained(str(path)).to(self.device).eval()
+        self.id2label = {int(k): str(v) for k, v in self.model.config.id2label.items()}
+        self._torch = torch
+
+    def predict(self, waves: Sequence[np.ndarray], *, batch_size: int = 8, max_batch_seconds: float = 240.0) -> list[tuple[str, float]]:
+        """Top label and its softmax probability for each mono 16 kHz wave ``(n,)``."""
+        from spear_metrics.core.batching import duration_batches
+
+        torch = self._torch
+        out: list[tuple[str, float] | None] = [None] * len(waves)
+        for idx in duration_batches([len(w) for w in waves], max_items=batch_size, max_padded_samples=int(max_batch_seconds * 16000)):
+            feats = self.extractor([np.asarray(waves[i], np.float32).reshape(-1) for i in idx], sampling_rate=16000,
+                                   return_tensors="pt", padding=True, return_attention_mask=True)
+            feats = {k: v.to(self.device) for k, v in feats.items()}
+            with torch.inference_mode():
+                probs = torch.softmax(self.model(**feats).logits.float(), dim=-1).cpu().numpy()
+            for j, i in enumerate(idx):
+                k = int(np.argmax(probs[j]))
+                out[i] = (self.id2label.get(k, str(k)), float(probs[j, k]))
+        return out  # type: ignore[return-value]
+
+
+class LanguageDialect(Dimension):
+    """Spoken language of the answer and English dialect of question clip and answer.
+
+    Options: ``lid_model`` (default ``facebook/mms-lid-126``), ``dialect_model`` (default
+    ``tiantiaf/voxlect-english-dialect-whisper-large-v3``), ``english_labels`` (comma list,
+    default ``eng,en,english``), ``dialect_labels`` (comma list overriding the class names),
+    ``model_batch_size`` (default 8).
+    """
+
+    name = "language_dialect"
+    version = "1.0.0"
+    model_based = True
+    keys = (
+        MetricKey("english_answers_%", "%", "closer_to_human",
+                  "share of answers identified as English by mms-lid-126 (answers < 1 s or top prob < 0.5 excluded)"),
+        MetricKey("same_dialect_as_question_%", "%", "closer_to_human",
+                  "among English answers: share whose Voxlect English dialect equals the input clip's"),
+        MetricKey("north_american_dialect_%", "%", "closer_to_human",
+                  "among English answers: share classified 'North America' by Voxlect English dialect ID"),
+        MetricKey("dialectal_entrainment_spearman", "slope", "closer_to_human",
+                  "NOT a Spearman r: least-squares slope of answer on question dialect log-scores, flattened, min-max normalised (upstream)"),
+        MetricKey("dialectal_variance", "log-prob^2", "closer_to_human",
+                  "trace of the covariance (ddof 1) of English answers' 16 dialect log-score vectors"),
+    )
+
+    def __init__(self, **options: Any):
+        super().__init__(**options)
+        self._lid: LanguageID | None = None
+        self._dialect = None
+
+    # lazy models: evaluate.load and registry lookups never touch them
+    def _lid_model(self) -> LanguageID:
+        if self._lid is None:
+            self._lid = LanguageID(str(self.options.get("lid_model", LID_MODEL)))
+        return self._lid
+
+    def _dialect_model(self):
+        if self._dialect is None:
+            from spear_metrics.core.vox_whisper import DIALECT_HEADS, VoxWhisper
+
+            self._dialect = VoxWhisper(str(self.options.get("dialect_model", DIALECT_MODEL)), DIALECT_HEADS,
+                                       purpose="English dialect ID")
+        return self._dialect
+
+    def _dialect_labels(self, n: int) -> list[str]:
+        opt = self.options.get("dialect_labels")
+        labels = [x.strip() for x in str(opt).split(",")] if opt else (self._dialect_model().labels or list(ENGLISH_DIALECTS))
+        if len(labels) != n:
+            raise ValueError(f"dialect model has {n} classes but {len(labels)} class names are known (option dialect_labels)")
+        return labels
+
+    def score_batch(self, samples: Sequence[Sample]) -> list[dict[str, Any] | BaseException]:
+        from spear_metrics.core.vox_whisper import log_softmax
+
+        bs = int(self.options.get("model_batch_size", 8))
+        english_labels = str(self.options.get("english_labels", "eng,en,english")).split(",")
+        answers = [s.answer_audio()[0] for s in samples]
+        out: list[dict[str, Any]] = [{} for _ in samples]
+        long_idx = [i for i, a in enumerate(answers) if len(a) / 16000 >= MIN_LID_SECONDS]
+        preds = dict(zip(long_idx, self._lid_model().predict([answers[i] for i in long_idx], batch_size=bs))) if long_idx else {}
+        english_idx = []
+        for i, a in enumerate(answers):
+            label, prob = preds.get(i, (None, None))
+            status, is_en = language_decision(len(a) / 16000, label, prob, english_labels)
+            out[i].update({"language": label, "language_prob": prob, "language_status": status, "english_answer": is_en,
+                           "question_dialect": None, "answer_dialect": None, "same_dialect_as_question": None,
+                           "north_american_dialect": None, "question_dialect_logscores": None, "answer_dialect_logscores": None})
+            if is_en:
+                english_idx.append(i)
+        if english_idx:
+            model = self._dialect_model()
+            waves = [samples[i].input_audio("mix")[0] for i in english_idx] + [answers[i] for i in english_idx]
+            res = model.predict(waves, batch_size=bs)
+            n = len(english_idx)
+            labels = self._dialect_labels(len(res[0]["out_layer"]))
+            for j, i in enumerate(english_idx):
+                ql, al = log_softmax(res[j]["out_layer"]), log_softmax(res[n + j]["out_layer"])
+                qd, ad = labels[int(np.argmax(ql))], labels[int(np.argmax(al))]
+                out[i].update({
+                    "question_dialect": qd, "answer_dialect": ad, "same_dialect_as_question": qd == ad,
+                    "north_american_dialect": (ad == NORTH_AMERICA) if NORTH_AMERICA in labels else None,
+                    "question_dialect_logscores": [round(float(x), 6) for x in ql],
+                    "answer_dialect_logscores": [round(float(x), 6) for x in al],
+                })
+        return out
+
+    def aggregate(self, rows: Sequence[SpearRow], values: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        en = [v for v in values if v.get("english_answer") and v.get("answer_dialect_logscores") is not None]
+        q = np.array([v["question_dialect_logscores"] for v in en], dtype=np.float64)
+        a = np.array([v["answer_dialect_logscores"] for v in en], dtype=np.float64)
+        return {
+            "english_answers_%": percent_or_none([v.get("english_answer") for v in values]),
+            "same_dialect_as_question_%": percent_or_none([v.get("same_dialect_as_question") for v in en]),
+            "north_american_dialect_%": percent_or_none([v.get("north_american_dialect") for v in en]),
+            "dialectal_entrainment_spearman": dialect_entrainment_slope(q, a) if len(en) else None,
+            "dialectal_variance": dialectal_variance(a) if len(en) else None,
+        }
+
+    def models(self) -> dict[str, str]:
+        return {"english_answers_%": str(self.options.get("lid_model", LID_MODEL)),
+                "dialect": str(self.options.get("dialect_model", DIALECT_MODEL))}
