@@ -1,0 +1,139 @@
+"""The OpenAI-compatible judge against a real HTTP server on 127.0.0.1 (fixed replies, some malformed)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from spear_metrics.core.judge import Judge, JudgeError, parse_json_reply
+
+
+class FakeChatServer:
+    """A chat-completions server on a free loopback port answering from a list of
+    ``(status, content)``; the last entry repeats. Records every request body and header."""
+
+    def __init__(self, replies):
+        self.replies = list(replies)
+        self.requests: list[dict] = []
+        self.headers: list[dict] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802
+                n = int(self.headers.get("Content-Length", 0))
+                outer.requests.append(json.loads(self.rfile.read(n)))
+                outer.headers.append(dict(self.headers))
+                status, content = outer.replies[min(len(outer.requests) - 1, len(outer.replies) - 1)]
+                if status == 200:
+                    body = json.dumps({"choices": [{"index": 0, "message": {"role": "assistant", "content": content}}]})
+                else:
+                    body = json.dumps({"error": {"message": content}})
+                data = body.encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *a):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+MSG = [{"role": "user", "content": "rate it"}]
+
+
+def judge(url, **kw):
+    kw.setdefault("backoff_s", 0.0)
+    kw.setdefault("timeout", 5.0)
+    return Judge(url, "test-judge", **kw)
+
+
+def test_plain_json_reply_and_request_shape(monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with FakeChatServer([(200, '{"analysis": "on topic", "rating": 4}')]) as srv:
+        out = judge(srv.url).ask_json(MSG, ["analysis", "rating"])
+    assert out == {"analysis": "on topic", "rating": 4}
+    assert len(srv.requests) == 1
+    body = srv.requests[0]
+    # deterministic settings travel with the request, as FDB's judge call (seed 0)
+    assert body["model"] == "test-judge" and body["temperature"] == 0.0 and body["seed"] == 0
+    assert body["messages"] == MSG
+    assert "Authorization" not in srv.headers[0] and "authorization" not in {k.lower() for k in srv.headers[0]}
+
+
+def test_fenced_block_and_api_key():
+    reply = 'Here you go:\n```json\n{"analysis": "ok", "rating": 5}\n```\n'
+    with FakeChatServer([(200, reply)]) as srv:
+        out = judge(srv.url, api_key="sk-test").ask_json(MSG, ["rating"])
+    assert out["rating"] == 5
+    auth = {k.lower(): v for k, v in srv.headers[0].items()}["authorization"]
+    assert auth == "Bearer sk-test"
+
+
+def test_malformed_then_good_is_retried():
+    replies = [(200, "I would rate it 4."), (200, '{"analysis": "x"}'), (200, '{"analysis": "x", "rating": 3}')]
+    with FakeChatServer(replies) as srv:
+        out = judge(srv.url, max_retries=3).ask_json(MSG, ["analysis", "rating"])
+    assert out["rating"] == 3
+    assert len(srv.requests) == 3  # prose, then a reply missing "rating", then a good one
+
+
+def test_http_500_then_good():
+    with FakeChatServer([(500, "overloaded"), (200, '{"rating": 2, "analysis": ""}')]) as srv:
+        out = judge(srv.url).ask_json(MSG, ["rating"])
+    assert out["rating"] == 2 and len(srv.requests) == 2
+
+
+def test_gives_up_after_retries_with_one_line_reason():
+    with FakeChatServer([(200, "not json {")]) as srv:
+        with pytest.raises(JudgeError) as ei:
+            judge(srv.url, max_retries=2).ask_json(MSG, ["rating"])
+    assert len(srv.requests) == 3  # 1 + max_retries
+    msg = str(ei.value)
+    assert "\n" not in msg and "3 attempt" in msg and "not JSON" in msg
+
+
+def test_auth_error_is_not_retried():
+    with FakeChatServer([(401, "bad key")]) as srv:
+        with pytest.raises(JudgeError, match="HTTP 401"):
+            judge(srv.url, max_retries=3).ask_json(MSG, ["rating"])
+    assert len(srv.requests) == 1
+
+
+def test_unreachable_server():
+    with FakeChatServer([(200, "{}")]) as srv:
+        url = srv.url
+    with pytest.raises(JudgeError, match="failed"):  # the port is closed now
+        judge(url, max_retries=1).ask_json(MSG, ["rating"])
+
+
+def test_parse_json_reply_is_strict():
+    assert parse_json_reply(' {"a": 1} ', ["a"]) == {"a": 1}
+    assert parse_json_reply("```\n{\"a\": [1, 2]}\n```", ["a"]) == {"a": [1, 2]}
+    for bad in ("", "[1, 2]", '{"a": NaN}', "{'a': 1}", '{"a": 1} trailing'):
+        with pytest.raises(ValueError):
+            parse_json_reply(bad, ["a"])
+    with pytest.raises(ValueError, match="lacks key"):
+        parse_json_reply('{"b": 1}', ["a"])
+
+
+def test_constructor_needs_url_and_model():
+    with pytest.raises(ValueError):
+        Judge("", "m")
+    with pytest.raises(ValueError):
+        Judge("http://127.0.0.1:1/v1", "")
