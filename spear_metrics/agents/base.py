@@ -1,0 +1,175 @@
+"""The agent interface of ``spearbench infer``: what an adapter implements and returns.
+
+An adapter is any object with ``respond(audio, row, config) -> AgentAnswer`` (:class:`Agent`);
+full-duplex adapters also implement ``stream(row, config) -> StreamSession``
+(:class:`StreamingAgent`) and are fed the input in real-time-sized chunks.
+
+Times: seconds. Audio: ``float32`` numpy arrays, shape ``(channels, samples)``; the input is
+always 16 kHz stereo (channel 0 = first speaker of ``row.speakers``, channel 1 = second).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Optional, Protocol, runtime_checkable
+
+import numpy as np
+
+from spear_datasets.schema import SpearRow
+
+#: Sample rates (Hz) an answer may come in; anything else is a failed row.
+MIN_ANSWER_SR = 4_000
+MAX_ANSWER_SR = 384_000
+#: Most channels an answer may have (more means "(samples, channels)" was returned by mistake).
+MAX_ANSWER_CHANNELS = 8
+
+
+class AgentError(RuntimeError):
+    """An adapter cannot answer this row (one-line reason; the harness fails the row, run goes on)."""
+
+
+class AgentOutputError(ValueError):
+    """An adapter returned an invalid :class:`AgentAnswer` (reason stored on the failed row)."""
+
+
+@dataclass
+class AgentAnswer:
+    """What an adapter returns for one input clip.
+
+    Attributes:
+        audio: the answer waveform, ``(samples,)`` or ``(channels, samples)``, float in [-1, 1];
+            it starts at ``onset`` (its first sample is played at that time).
+        sample_rate: rate of ``audio`` in Hz (the harness resamples to 16 kHz when writing).
+        onset: when the answer starts, in **seconds from the start of the input clip**; may be
+            before the question ends (``row.question_end_time``): an interruption. ``None``
+            means "at question end, the agent did not choose its timing" (half-duplex) and is
+            written as an EMPTY ``answer_start_time``, never as 0.0.
+        text: the agent's own text stream (``transcript_answer``), ``None`` when it has none.
+        finish_reason: why generation stopped (``"stop"``, ``"length"``, ``"silence"``...).
+    """
+
+    audio: np.ndarray
+    sample_rate: int
+    onset: Optional[float] = None
+    text: Optional[str] = None
+    finish_reason: str = "stop"
+
+
+@dataclass(frozen=True)
+class GenerationConfig:
+    """How the harness drives an adapter.
+
+    Attributes:
+        mode: ``"offline"`` (the whole question in, one :meth:`Agent.respond` call) or
+            ``"streaming"`` (full-duplex simulation: input fed in chunks of ``chunk_ms``).
+        chunk_ms: chunk length in **milliseconds** in streaming mode (20-100 ms is typical).
+        max_wait_s: streaming only: seconds of silence fed after the input ends before the
+            session is asked to :meth:`StreamSession.finish` (the world waits for an answer).
+        max_answer_s: longest answer in seconds an adapter should produce (a hint to adapters;
+            the harness does not cut answers).
+        seed: random seed for sampling adapters.
+        options: free adapter-specific settings (``--agent-option`` pairs also go to the adapter
+            constructor).
+    """
+
+    mode: str = "offline"
+    chunk_ms: float = 40.0
+    max_wait_s: float = 0.0
+    max_answer_s: float = 30.0
+    seed: int = 0
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("offline", "streaming"):
+            raise ValueError(f"mode must be 'offline' or 'streaming', got {self.mode!r}")
+        if not (math.isfinite(self.chunk_ms) and self.chunk_ms > 0):
+            raise ValueError(f"chunk_ms must be > 0, got {self.chunk_ms}")
+        if not (math.isfinite(self.max_wait_s) and self.max_wait_s >= 0):
+            raise ValueError(f"max_wait_s must be >= 0, got {self.max_wait_s}")
+
+
+@runtime_checkable
+class Agent(Protocol):
+    """A speech agent adapter (non-streaming form; every adapter implements it).
+
+    ``respond(audio, row, config)``:
+
+    - ``audio``: the input clip, ``float32`` ``(2, n)`` at 16 kHz, both speakers' channels.
+    - ``row``: the clip's metadata; its paths are resolved absolute paths. ``row.answer_audio_path``
+      is the HUMAN reference answer (oracle, present only for adapters that set
+      ``uses_reference_answer = True``; ``None`` otherwise).
+    - ``config``: :class:`GenerationConfig`.
+
+    Returns an :class:`AgentAnswer`. Raise :class:`AgentError` (or anything) to fail the row.
+    """
+
+    def respond(self, audio: np.ndarray, row: SpearRow, config: GenerationConfig) -> AgentAnswer: ...
+
+
+class StreamSession(Protocol):
+    """One input clip fed to a full-duplex adapter in real-time-sized chunks.
+
+    ``feed(chunk, start)``: ``chunk`` is ``(2, m)`` 16 kHz audio covering
+    ``[start, start + m/16000)`` seconds of the clip (after the clip ends: zeros, up to
+    ``config.max_wait_s``). Return ``None`` to keep listening, or an :class:`AgentAnswer` to
+    start speaking now; its ``onset`` may be ``None`` (the harness records the end of this
+    chunk) or a time not before ``start`` (it cannot start in the past).
+
+    ``finish(end)``: the input is over (``end`` s) and the agent has not spoken: return the final
+    answer (``onset`` ``None`` -> ``end``; a later onset is allowed).
+    """
+
+    def feed(self, chunk: np.ndarray, start: float) -> Optional[AgentAnswer]: ...
+
+    def finish(self, end: float) -> AgentAnswer: ...
+
+
+@runtime_checkable
+class StreamingAgent(Agent, Protocol):
+    """A full-duplex adapter: ``stream(row, config)`` opens a :class:`StreamSession` per clip."""
+
+    def stream(self, row: SpearRow, config: GenerationConfig) -> StreamSession: ...
+
+
+def validate_answer(ans: Any) -> tuple[np.ndarray, int]:
+    """Check an adapter's output; returns ``(audio (channels, samples) float32, sample_rate)``.
+
+    Raises:
+        AgentOutputError: not an :class:`AgentAnswer`; ``sample_rate`` not an int in
+            [:data:`MIN_ANSWER_SR`, :data:`MAX_ANSWER_SR`] Hz (wrong or zero rate); audio not a
+            1-D/2-D numeric array, empty (zero or negative duration), NaN/inf samples, or shaped
+            ``(samples, channels)``; ``onset`` not ``None`` and not a finite number >= 0 s;
+            ``text``/``finish_reason`` of the wrong type.
+    """
+    if not isinstance(ans, AgentAnswer):
+        raise AgentOutputError(f"adapter returned {type(ans).__name__}, expected AgentAnswer")
+    sr = ans.sample_rate
+    if isinstance(sr, bool) or not isinstance(sr, (int, np.integer)) or not MIN_ANSWER_SR <= int(sr) <= MAX_ANSWER_SR:
+        raise AgentOutputError(f"invalid sample_rate {sr!r} (expected an int in [{MIN_ANSWER_SR}, {MAX_ANSWER_SR}] Hz)")
+    try:
+        audio = np.asarray(ans.audio, dtype=np.float32)
+    except (TypeError, ValueError) as e:
+        raise AgentOutputError(f"answer audio is not a numeric array: {e}") from None
+    if audio.ndim == 1:
+        audio = audio[None, :]
+    if audio.ndim != 2:
+        raise AgentOutputError(f"answer audio has shape {audio.shape}; expected (samples,) or (channels, samples)")
+    if audio.shape[0] > MAX_ANSWER_CHANNELS:
+        raise AgentOutputError(f"answer audio has shape {audio.shape}: looks like (samples, channels); expected (channels, samples)")
+    if audio.shape[0] == 0 or audio.shape[1] == 0:
+        raise AgentOutputError("answer audio is empty (duration 0 s); return silence samples for a silent answer")
+    if not np.isfinite(audio).all():
+        raise AgentOutputError("answer audio holds NaN or inf samples")
+    if ans.onset is not None:
+        if isinstance(ans.onset, bool) or not isinstance(ans.onset, (int, float, np.floating, np.integer)):
+            raise AgentOutputError(f"onset must be a number of seconds or None, got {type(ans.onset).__name__}")
+        if not math.isfinite(float(ans.onset)):
+            raise AgentOutputError(f"onset is not finite: {ans.onset!r}")
+        if float(ans.onset) < 0:
+            raise AgentOutputError(f"onset is negative ({float(ans.onset):.3f} s before the input clip starts)")
+    if ans.text is not None and not isinstance(ans.text, str):
+        raise AgentOutputError(f"text must be a str or None, got {type(ans.text).__name__}")
+    if not isinstance(ans.finish_reason, str) or not ans.finish_reason:
+        raise AgentOutputError("finish_reason must be a non-empty str")
+    return audio, int(sr)
