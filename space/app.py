@@ -1,0 +1,594 @@
+"""SPEARBench leaderboard Space (gradio Blocks).
+
+- Leaderboard: the published SPEAR table (``data/spear_benchmark.csv``, from
+  ``thomasthebaud/SPEAR-benchmark-website``, MIT, licence in ``data/LICENSE.spear-website``) is
+  the table's initial value, merged with results datasets given by Hub id or local folder
+  (``SPEARBENCH_RESULTS`` env var, ``--results`` CLI argument, or the textbox). Columns are the
+  CSV keys grouped by the seven SPEAR dimensions, each labelled with its unit and direction of
+  "better" (the dimension registry's ``MetricKey`` where a dimension defines the key, else
+  ``spear_metrics.results.FALLBACK_KEYS``). Missing values show "-", never 0.
+- Per-sample browser: input clip (both speakers), human answer and model answer, transcripts
+  and that sample's scores; filters by subset and by a range of one per-sample value.
+- Plots: latency and answer-duration distributions against the human ones; per-dimension bars.
+
+Run locally: ``python space/app.py [--results SRC ...]`` (honours ``GRADIO_SERVER_NAME`` and
+``GRADIO_SERVER_PORT``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import math
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+try:  # installed package, else the checkout this folder sits in
+    import spear_metrics.results  # noqa: F401
+except ModuleNotFoundError:
+    sys.path.insert(0, str(HERE.parent))
+
+import gradio as gr  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from spear_metrics.results import (  # noqa: E402
+    GROUPS, PROTOCOL, ColumnInfo, Results, ResultsError, column_info, leaderboard_row, load_results,
+)
+
+PUBLISHED_CSV = HERE / "data" / "spear_benchmark.csv"
+SOURCE_URL = "https://github.com/thomasthebaud/SPEAR-benchmark-website"
+ARROWS = {"higher": "↑", "lower": "↓", "closer_to_human": "≈human"}
+ALL_SUBSETS = "all"
+NO_METRIC = "(no range filter)"
+CACHE = Path(tempfile.gettempdir()) / "spearbench-space-audio"
+#: Results already loaded in this process, by source string (Hub id or folder).
+_LOADED: dict[str, Results] = {}
+
+
+# ------------------------------------------------------------------------------------------------
+# data
+
+
+def columns() -> list[ColumnInfo]:
+    """The SPEAR columns in group order (see :func:`spear_metrics.results.column_info`)."""
+    return column_info()
+
+
+def header(c: ColumnInfo) -> str:
+    """Display header of a column: exact CSV key, unit and direction, e.g. ``latency_ms [ms] ≈human``."""
+    return f"{c.name} [{c.unit}] {ARROWS.get(c.better, c.better)}"
+
+
+def _num(cell: Any) -> float | None:
+    """A CSV cell as a float; empty / "-" / non-finite -> ``None`` (missing, never 0)."""
+    if cell is None:
+        return None
+    s = str(cell).strip()
+    if s in ("", "-", "nan", "NaN", "None"):
+        return None
+    try:
+        v = float(s)
+    except ValueError:
+        return None
+    return v if math.isfinite(v) else None
+
+
+def published_rows(path: Path = PUBLISHED_CSV) -> list[dict[str, Any]]:
+    """Rows of the published leaderboard CSV: numbers as floats, empty cells as ``None``.
+
+    ``open_weights``: "✓" -> True, "-" -> False (upstream marks closed models "-"), ``None`` for
+    the human row (not a model).
+    """
+    df = pd.read_csv(path, dtype=str, keep_default_na=False)
+    rows = []
+    for rec in df.to_dict("records"):
+        row: dict[str, Any] = {"protocol": rec.get("protocol") or PROTOCOL, "model": rec["model"],
+                               "inference_mode": rec.get("inference_mode") or None, "source": "published"}
+        ow = (rec.get("open_weights") or "").strip()
+        row["open_weights"] = None if row["inference_mode"] == "Human" else (True if ow == "✓" else False)
+        for c in columns():
+            row[c.name] = _num(rec.get(c.name))
+        rows.append(row)
+    return rows
+
+
+def split_sources(text: str | None) -> list[str]:
+    """``"a, b\\nc"`` -> ``["a", "b", "c"]`` (Hub ids or folders)."""
+    return [s.strip() for s in (text or "").replace("\n", ",").split(",") if s.strip()]
+
+
+def load_sources(sources: list[str]) -> tuple[list[Results], list[str]]:
+    """Load each source (cached); returns the loaded ones and one error line per rejected one."""
+    ok, errors = [], []
+    for s in sources:
+        if s not in _LOADED:
+            try:
+                _LOADED[s] = load_results(s)
+            except ResultsError as e:
+                errors.append(f"rejected {s}: {e}")
+                continue
+            except Exception as e:  # never let one source break the page
+                errors.append(f"rejected {s}: {type(e).__name__}: {' '.join(str(e).split())[:200]}")
+                continue
+        ok.append(_LOADED[s])
+    return ok, errors
+
+
+def all_rows(sources: list[str]) -> tuple[list[dict[str, Any]], list[str]]:
+    """Published rows + one row per loaded results source, and the rejection messages."""
+    loaded, errors = load_sources(sources)
+    rows = published_rows()
+    for r in loaded:
+        row = leaderboard_row(r)
+        row["source"] = r.source
+        rows.append(row)
+    return rows, errors
+
+
+def _human_value(rows: list[dict[str, Any]], key: str) -> float | None:
+    for r in rows:
+        if r["model"] == "human" and r["source"] == "published":
+            return r.get(key)
+    return None
+
+
+def filter_sort(rows: list[dict[str, Any]], modes: list[str] | None, open_filter: str, sort_by: str,
+                order: str) -> list[dict[str, Any]]:
+    """Apply the inference-mode and open-weights filters, then sort (missing values always last).
+
+    ``order``: "best first" (direction of the column: higher, lower, or closest to the published
+    human value), "ascending" or "descending".
+    """
+    wanted = set(modes or [])
+    out = [r for r in rows if (r["inference_mode"] or "not given") in wanted] if modes is not None else list(rows)
+    if open_filter == "open weights":
+        out = [r for r in out if r["open_weights"] is True]
+    elif open_filter == "closed weights":
+        out = [r for r in out if r["open_weights"] is False]
+    if sort_by in ("", None, "model"):
+        return sorted(out, key=lambda r: r["model"].lower(), reverse=(order == "descending"))
+    info = {c.name: c for c in columns()}.get(sort_by)
+    if info is None:
+        return out
+    present = [r for r in out if r.get(sort_by) is not None]
+    missing = [r for r in out if r.get(sort_by) is None]
+    if order == "ascending":
+        present.sort(key=lambda r: r[sort_by])
+    elif order == "descending":
+        present.sort(key=lambda r: -r[sort_by])
+    elif info.better == "higher":
+        present.sort(key=lambda r: -r[sort_by])
+    elif info.better == "lower":
+        present.sort(key=lambda r: r[sort_by])
+    else:
+        h = _human_value(rows, sort_by)
+        present.sort(key=lambda r: abs(r[sort_by] - h) if h is not None else r[sort_by])
+    return present + missing
+
+
+def _fmt(v: Any) -> str:
+    return "-" if v is None else f"{v:.3f}"
+
+
+def _ow(v: bool | None) -> str:
+    return "-" if v is None else ("yes" if v else "no")
+
+
+def display_frame(rows: list[dict[str, Any]], dims: list[str] | None) -> pd.DataFrame:
+    """The table as shown: strings, "-" for missing values, headers with unit and direction."""
+    cols = [c for c in columns() if dims is None or c.group in dims]
+    data = []
+    for r in rows:
+        d = {"model": r["model"], "inference mode": r["inference_mode"] or "-", "open weights": _ow(r["open_weights"])}
+        for c in cols:
+            d[header(c)] = _fmt(r.get(c.name))
+        d["source"] = r["source"]
+        data.append(d)
+    return pd.DataFrame(data, columns=["model", "inference mode", "open weights", *[header(c) for c in cols], "source"])
+
+
+def csv_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """The table for download: the published CSV keys, raw numbers, empty cell = missing."""
+    data = []
+    for r in rows:
+        d = {"protocol": r["protocol"], "model": r["model"], "inference_mode": r["inference_mode"] or "",
+             "open_weights": "" if r["open_weights"] is None else ("yes" if r["open_weights"] else "no")}
+        for c in columns():
+            d[c.name] = r.get(c.name)
+        d["source"] = r["source"]
+        data.append(d)
+    return pd.DataFrame(data)
+
+
+def write_csv(rows: list[dict[str, Any]]) -> str:
+    """Write the download CSV to a fresh temporary file; returns its path."""
+    fd, path = tempfile.mkstemp(prefix="spearbench_leaderboard_", suffix=".csv")
+    os.close(fd)
+    csv_frame(rows).to_csv(path, index=False, float_format="%.6g")
+    return path
+
+
+def legend_markdown() -> str:
+    """The column guide: the seven dimensions, their keys, units and direction of "better"."""
+    lines = ["| dimension | column | unit | better | definition |", "|---|---|---|---|---|"]
+    for c in columns():
+        lines.append(f"| {c.group} | `{c.name}` | {c.unit} | {ARROWS.get(c.better, c.better)} | {c.description} |")
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------------------
+# per-sample browser
+
+
+def _samples_models(sources: list[str]) -> list[tuple[str, str]]:
+    loaded, _ = load_sources(sources)
+    return [(f"{r.model} ({r.source})", r.source) for r in loaded]
+
+
+def numeric_sample_columns(res: Results) -> list[str]:
+    """Per-sample columns holding numbers (or booleans) that a range filter can use."""
+    skip = {"row", "context_end_time", "question_end_time", "answer_duration", "answer_start_time"}
+    out = []
+    for c in res.samples.columns:
+        if c in skip or c in res.audio_columns:
+            continue
+        s = res.samples[c].dropna()
+        if len(s) and all(isinstance(v, (int, float, bool)) for v in s):
+            out.append(c)
+    return out
+
+
+def filtered_rows(res: Results, subset: str, metric: str, lo: float | None, hi: float | None) -> list[int]:
+    """``row`` ids of the samples passing the subset and value-range filters (rows with a
+    missing value fail any range filter)."""
+    df = res.samples
+    if subset and subset != ALL_SUBSETS:
+        sub = df["subset"] if "subset" in df else pd.Series([None] * len(df))
+        df = df[sub.fillna("unknown") == subset]
+    if metric and metric != NO_METRIC and metric in df and (lo is not None or hi is not None):
+        v = pd.to_numeric(df[metric].map(lambda x: None if x is None else float(x)), errors="coerce")
+        keep = v.notna()
+        if lo is not None:
+            keep &= v >= float(lo)
+        if hi is not None:
+            keep &= v <= float(hi)
+        df = df[keep]
+    return [int(x) for x in df["row"]]
+
+
+def _sample_label(res: Results, row: int) -> str:
+    r = res.samples[res.samples["row"] == row].iloc[0]
+    conv = r.get("conversation_id") or Path(str(r.get("audio_path") or "")).name
+    return f"row {row} · {conv} · {r.get('status')}"
+
+
+def _audio_file(value: Any) -> str | None:
+    """Write embedded audio bytes to a cache file (named by content hash); ``None`` when absent."""
+    if not isinstance(value, dict) or not value.get("bytes"):
+        return None
+    data = value["bytes"]
+    CACHE.mkdir(parents=True, exist_ok=True)
+    suffix = Path(value.get("path") or "a.wav").suffix or ".wav"
+    p = CACHE / f"{hashlib.sha1(data).hexdigest()}{suffix}"
+    if not p.exists():
+        p.write_bytes(data)
+    return str(p)
+
+
+def _find(res_list: list[Results], audio_path: str, column: str, human_only: bool = False):
+    for r in res_list:
+        if human_only and r.model.lower() != "human":
+            continue
+        if column not in r.samples:
+            continue
+        m = r.samples[r.samples["audio_path"] == audio_path]
+        if len(m):
+            return m.iloc[0]
+    return None
+
+
+def sample_view(sources: list[str], source: str | None, row: int | None) -> tuple:
+    """Everything shown for one sample: (input clip, human answer, model answer, question
+    transcript, human answer transcript, model answer transcript, scores table, info line)."""
+    empty = pd.DataFrame({"value": [], "key": []})[["key", "value"]]
+    loaded, _ = load_sources(sources)
+    res = next((r for r in loaded if r.source == source), None)
+    if res is None or row is None:
+        return None, None, None, "", "", "", empty, "Load a results dataset and pick a sample."
+    m = res.samples[res.samples["row"] == int(row)]
+    if not len(m):
+        return None, None, None, "", "", "", empty, f"row {row} is not in {res.model}"
+    s = m.iloc[0]
+    ap = s.get("audio_path")
+    inp = _audio_file(s.get("input_audio")) if "input_audio" in res.samples else None
+    if inp is None:
+        other = _find(loaded, ap, "input_audio")
+        inp = _audio_file(other.get("input_audio")) if other is not None else None
+    human = _find(loaded, ap, "answer_audio", human_only=True)
+    human_any = _find(loaded, ap, "transcript_answer", human_only=True)
+    model_ans = _audio_file(s.get("answer_audio")) if "answer_audio" in res.samples else None
+    skip = {"row", "audio_path", "answer_audio_path", "status", "error", "speakers", "conversation_id",
+            "transcript_question", "transcript_answer", "subset", *res.audio_columns}
+    scores = [(k, "-" if v is None or (isinstance(v, float) and math.isnan(v)) else
+               (str(v) if isinstance(v, (bool, str)) else f"{float(v):.3f}"))
+              for k, v in s.items() if k not in skip]
+    info = (f"**{res.model}** · row {int(row)} · `{ap}` · subset {s.get('subset') or '-'} · status {s.get('status')}"
+            + (f" · error: {s.get('error')}" if s.get("error") else ""))
+    missing = [n for n, v in (("input clip", inp), ("human answer", human), ("model answer", model_ans)) if v is None]
+    if missing:
+        info += f"  \n(no audio for: {', '.join(missing)} — embed it with `push-results --with-audio/--with-inputs`," \
+                " and load the `human` results dataset for human answers)"
+    return (inp, _audio_file(human.get("answer_audio")) if human is not None else None, model_ans,
+            s.get("transcript_question") or "-", (human_any.get("transcript_answer") if human_any is not None else None) or "-",
+            s.get("transcript_answer") or "-", pd.DataFrame(scores, columns=["key", "value"]), info)
+
+
+# ------------------------------------------------------------------------------------------------
+# plots
+
+
+def distribution_plot(sources: list[str]):
+    """Per model: histograms of per-sample ``latency_ms`` and ``explainable_duration_s`` (answer
+    audio file duration, s), with the human answers' distribution (results source named "human")
+    drawn behind each."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    loaded, _ = load_sources(sources)
+    human = next((r for r in loaded if r.model.lower() == "human"), None)
+    models = [r for r in loaded if r is not human] or ([human] if human else [])
+    keys = (("latency_ms", "latency (ms)"), ("explainable_duration_s", "answer audio duration (s)"))
+    fig, axes = plt.subplots(max(1, len(models)), 2, figsize=(10, 2.6 * max(1, len(models))), squeeze=False)
+    if not models:
+        for ax in axes[0]:
+            ax.text(0.5, 0.5, "no per-sample results loaded", ha="center", va="center")
+            ax.set_axis_off()
+        return fig
+    for i, res in enumerate(models):
+        for j, (key, label) in enumerate(keys):
+            ax = axes[i][j]
+            vals = _values(res, key)
+            hv = _values(human, key) if human is not None and human is not res else []
+            if hv:
+                ax.hist(hv, bins=20, color="0.75", label=f"human (n={len(hv)})")
+            if vals:
+                ax.hist(vals, bins=20, histtype="step", linewidth=2, color="C0", label=f"{res.model} (n={len(vals)})")
+            if not vals and not hv:
+                ax.text(0.5, 0.5, f"no {key} values", ha="center", va="center", transform=ax.transAxes)
+            ax.set_xlabel(f"{key}: {label}")
+            ax.set_ylabel("samples")
+            ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def _values(res: Results | None, key: str) -> list[float]:
+    if res is None or key not in res.samples:
+        return []
+    return [float(v) for v in res.samples[key] if v is not None and not (isinstance(v, float) and math.isnan(v))]
+
+
+def dimension_plot(sources: list[str], group: str):
+    """One bar panel per key of dimension ``group``: every leaderboard row with a value (rows
+    without one get no bar and are marked "-"); the published human value as a dashed line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows, _ = all_rows(sources)
+    cols = [c for c in columns() if c.group == group] or [c for c in columns() if c.group == GROUPS[0][1]]
+    fig, axes = plt.subplots(1, len(cols), figsize=(4.2 * len(cols), 4), squeeze=False)
+    names = [r["model"] for r in rows]
+    for ax, c in zip(axes[0], cols):
+        vals = [r.get(c.name) for r in rows]
+        xs = list(range(len(rows)))
+        ax.bar([x for x, v in zip(xs, vals) if v is not None], [v for v in vals if v is not None],
+               color=["0.6" if n == "human" else "C0" for n, v in zip(names, vals) if v is not None])
+        for x, v in zip(xs, vals):
+            if v is None:
+                ax.text(x, 0, "-", ha="center", va="bottom")
+        h = _human_value(rows, c.name)
+        if h is not None:
+            ax.axhline(h, color="k", linestyle="--", linewidth=1, label="human (published)")
+            ax.legend(fontsize=7)
+        ax.set_xticks(xs)
+        ax.set_xticklabels(names, rotation=60, ha="right", fontsize=7)
+        ax.set_title(f"{c.name} [{c.unit}] {ARROWS.get(c.better, c.better)}", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+# ------------------------------------------------------------------------------------------------
+# UI
+
+
+def default_sources(argv_sources: list[str] | None = None) -> list[str]:
+    """Sources given at start: ``SPEARBENCH_RESULTS`` (comma/newline separated) then ``--results``."""
+    return split_sources(os.environ.get("SPEARBENCH_RESULTS")) + list(argv_sources or [])
+
+
+def build_app(sources: list[str] | None = None) -> gr.Blocks:
+    """The Blocks app; ``sources`` = results datasets (Hub ids or folders) merged at start."""
+    start = list(sources if sources is not None else default_sources())
+    rows0, errors0 = all_rows(start)
+    modes0 = sorted({r["inference_mode"] or "not given" for r in rows0})
+    groups = [g[1] for g in GROUPS]
+    sort_choices = ["model", *[c.name for c in columns()]]
+    models0 = _samples_models(start)
+
+    def status_text(errors: list[str], sources_: list[str]) -> str:
+        loaded = len(sources_) - len(errors)
+        msg = f"{len(published_rows())} published rows · {loaded} results dataset(s) loaded"
+        return msg + ("".join(f"  \n⚠️ {e}" for e in errors))
+
+    with gr.Blocks(title="SPEARBench leaderboard") as demo:
+        src_state = gr.State(start)
+        gr.Markdown(
+            "# SPEARBench leaderboard\n"
+            f"Protocol `{PROTOCOL}`, test split (improvised + naturalistic pooled). Published rows: "
+            f"[SPEAR benchmark website]({SOURCE_URL}) (`spear_benchmark.csv`, MIT licence, "
+            "© 2026 Thomas Thebaud; copy in `data/`). `-` = not measured / does not exist. "
+            "↑ higher is better, ↓ lower is better, ≈human closer to the human row is better.")
+        with gr.Tab("Leaderboard"):
+            with gr.Row():
+                modes = gr.CheckboxGroup(modes0, value=modes0, label="inference mode")
+                open_w = gr.Radio(["all", "open weights", "closed weights"], value="all", label="open weights")
+            with gr.Row():
+                dims = gr.CheckboxGroup(groups, value=groups, label="dimensions shown")
+            with gr.Row():
+                sort_by = gr.Dropdown(sort_choices, value="model", label="sort by")
+                order = gr.Radio(["best first", "ascending", "descending"], value="ascending", label="order")
+            table = gr.Dataframe(value=display_frame(filter_sort(rows0, modes0, "all", "model", "ascending"), groups),
+                                 interactive=False, wrap=True, label="SPEAR leaderboard", elem_id="leaderboard",
+                                 max_height=600)
+            status = gr.Markdown(status_text(errors0, start), elem_id="status")
+            with gr.Row():
+                src_box = gr.Textbox(label="add results datasets (Hub ids USER/NAME or folders, comma separated)",
+                                     scale=4, elem_id="sources")
+                add_btn = gr.Button("Load", scale=1, elem_id="load")
+            download = gr.File(value=write_csv(filter_sort(rows0, modes0, "all", "model", "ascending")),
+                               label="download the table (CSV; empty cell = missing)")
+            with gr.Accordion("Columns: dimensions, units, direction of better", open=False):
+                gr.Markdown(legend_markdown())
+        with gr.Tab("Samples"):
+            with gr.Row():
+                model_dd = gr.Dropdown(models0, value=models0[0][1] if models0 else None, label="model",
+                                       elem_id="model")
+                subset_dd = gr.Dropdown([ALL_SUBSETS, "improvised", "naturalistic", "unknown"], value=ALL_SUBSETS,
+                                        label="subset")
+                metric_dd = gr.Dropdown([NO_METRIC], value=NO_METRIC, label="filter on value", allow_custom_value=True)
+                lo = gr.Number(label="min", value=None)
+                hi = gr.Number(label="max", value=None)
+            with gr.Row():
+                prev_btn = gr.Button("◀ previous", elem_id="prev")
+                sample_dd = gr.Dropdown([], label="sample", elem_id="sample", scale=3)
+                next_btn = gr.Button("next ▶", elem_id="next")
+            info = gr.Markdown()
+            with gr.Row():
+                a_in = gr.Audio(label="input clip (both speakers)", type="filepath", elem_id="audio_input")
+                a_h = gr.Audio(label="human answer", type="filepath", elem_id="audio_human")
+                a_m = gr.Audio(label="model answer", type="filepath", elem_id="audio_model")
+            with gr.Row():
+                t_q = gr.Textbox(label="question transcript (context + question)", lines=4)
+                t_h = gr.Textbox(label="human answer transcript", lines=4)
+                t_m = gr.Textbox(label="model answer transcript", lines=4)
+            scores = gr.Dataframe(label="this sample's values (- = does not exist)", interactive=False)
+        with gr.Tab("Plots"):
+            dist = gr.Plot(label="latency and answer duration vs human")
+            group_dd = gr.Dropdown(groups, value=groups[1], label="dimension")
+            dim_plot = gr.Plot(label="per-dimension comparison")
+            plot_btn = gr.Button("Refresh plots")
+
+        # ---- leaderboard events
+        def refresh(sources_, modes_, open_, dims_, sort_, order_):
+            rows, errors = all_rows(sources_)
+            shown = filter_sort(rows, modes_, open_, sort_, order_)
+            return display_frame(shown, dims_), write_csv(shown), status_text(errors, sources_)
+
+        lb_inputs = [src_state, modes, open_w, dims, sort_by, order]
+        lb_outputs = [table, download, status]
+        for comp in (modes, open_w, dims, sort_by, order):
+            comp.change(refresh, lb_inputs, lb_outputs, api_visibility="private")
+
+        def add_sources(sources_, text, modes_, open_):
+            new = list(sources_) + [s for s in split_sources(text) if s not in sources_]
+            rows, errors = all_rows(new)
+            kept = [s for s in new if s in _LOADED]  # rejected ones are reported, not kept
+            all_modes = sorted({r["inference_mode"] or "not given" for r in rows})
+            modes_ = sorted(set(modes_ or []) | (set(all_modes) - set(modes0)))
+            models = _samples_models(kept)
+            return (kept, gr.update(choices=all_modes, value=modes_), "",
+                    gr.update(choices=models, value=models[-1][1] if models else None),
+                    status_text(errors, new))
+
+        add_btn.click(add_sources, [src_state, src_box, modes, open_w], [src_state, modes, src_box, model_dd, status],
+                      api_visibility="private").then(refresh, lb_inputs, lb_outputs)
+
+        def leaderboard(sources_text: str = "", inference_modes: str = "", open_weights: str = "all",
+                        sort: str = "model", sort_order: str = "ascending") -> pd.DataFrame:
+            """The leaderboard table (strings; "-" = missing) for extra sources (comma separated),
+            inference modes (comma separated, empty = all), open weights filter, sort column and order."""
+            rows, _ = all_rows(start + split_sources(sources_text))
+            wanted = split_sources(inference_modes) or None
+            return display_frame(filter_sort(rows, wanted, open_weights, sort, sort_order), None)
+
+        gr.api(leaderboard, api_name="leaderboard")
+
+        def pick_row(evt: gr.SelectData, sources_):
+            """Clicking a leaderboard row of a loaded results dataset opens it in the sample browser."""
+            row = evt.row_value or []
+            src = row[-1] if row else None
+            models = _samples_models(sources_)
+            if src in [m[1] for m in models]:
+                return gr.update(value=src)
+            return gr.update()
+
+        table.select(pick_row, [src_state], [model_dd], api_visibility="private")
+
+        # ---- sample browser events
+        def update_samples(sources_, source, subset, metric, lo_, hi_):
+            loaded, _ = load_sources(sources_)
+            res = next((r for r in loaded if r.source == source), None)
+            if res is None:
+                return gr.update(choices=[], value=None), gr.update(choices=[NO_METRIC], value=NO_METRIC)
+            rows = filtered_rows(res, subset, metric, lo_, hi_)
+            metrics = [NO_METRIC, *numeric_sample_columns(res)]
+            return (gr.update(choices=[(_sample_label(res, r), r) for r in rows], value=rows[0] if rows else None),
+                    gr.update(choices=metrics, value=metric if metric in metrics else NO_METRIC))
+
+        def step(sources_, source, subset, metric, lo_, hi_, current, delta):
+            loaded, _ = load_sources(sources_)
+            res = next((r for r in loaded if r.source == source), None)
+            if res is None:
+                return gr.update()
+            rows = filtered_rows(res, subset, metric, lo_, hi_)
+            if not rows:
+                return gr.update(value=None)
+            i = rows.index(current) if current in rows else -delta
+            return gr.update(value=rows[(i + delta) % len(rows)])
+
+        filt_inputs = [src_state, model_dd, subset_dd, metric_dd, lo, hi]
+        for comp in (model_dd, subset_dd, metric_dd, lo, hi):
+            comp.change(update_samples, filt_inputs, [sample_dd, metric_dd], api_visibility="private")
+        prev_btn.click(lambda *a: step(*a, -1), filt_inputs + [sample_dd], [sample_dd], api_visibility="private")
+        next_btn.click(lambda *a: step(*a, 1), filt_inputs + [sample_dd], [sample_dd], api_visibility="private")
+        view_outputs = [a_in, a_h, a_m, t_q, t_h, t_m, scores, info]
+        sample_dd.change(sample_view, [src_state, model_dd, sample_dd], view_outputs, api_visibility="private")
+
+        def sample(source: str, row: int):
+            """One sample of a loaded results source: input clip, human answer, model answer,
+            question / human / model transcripts, the sample's values, an info line."""
+            return sample_view(start + [s for s in [source] if s not in start], source, int(row))
+
+        gr.api(sample, api_name="sample")
+
+        # ---- plots
+        plot_btn.click(lambda s, g: (distribution_plot(s), dimension_plot(s, g)), [src_state, group_dd],
+                       [dist, dim_plot], api_visibility="private")
+        group_dd.change(dimension_plot, [src_state, group_dd], [dim_plot], api_visibility="private")
+
+        def on_load(sources_, source, subset, metric, lo_, hi_, group):
+            samples_upd, metric_upd = update_samples(sources_, source, subset, metric, lo_, hi_)
+            return samples_upd, metric_upd, distribution_plot(sources_), dimension_plot(sources_, group)
+
+        demo.load(on_load, filt_inputs + [group_dd], [sample_dd, metric_dd, dist, dim_plot], api_visibility="private")
+    return demo
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python space/app.py [--results SRC ...]``; host/port from GRADIO_SERVER_NAME/PORT."""
+    p = argparse.ArgumentParser(description="SPEARBench leaderboard Space")
+    p.add_argument("--results", nargs="*", default=[], help="results datasets: Hub ids or local folders")
+    args = p.parse_args(argv)
+    build_app(default_sources(args.results)).launch()
+
+
+if __name__ == "__main__":
+    main()
