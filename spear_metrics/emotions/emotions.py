@@ -1,0 +1,45 @@
+"""SPEAR ``emotions``: emotional entrainment of spoken answers."""
+
+import evaluate
+
+from spear_metrics.core.evaluate_glue import spear_compute, spear_info
+
+_DESCRIPTION = """\
+Emotional behaviour of spoken answers (SPEARBench). Vox-Profile's dimensional emotion model
+(tiantiaf/whisper-large-v3-msp-podcast-emotion-dim) predicts arousal, valence and dominance in
+[0, 1] for the question turn (questioner's channel between context_end_time and
+question_end_time) and for the answer; each *_question_answer_corr is the Pearson r across
+samples. emotional_naturalness_logit needs a naturalness classifier (no public weights): null
+with a note otherwise.
+"""
+
+_KWARGS_DESCRIPTION = """
+Args:
+    audio_path (list of str): stereo 16 kHz input clips (context + question).
+    answer_audio_path (list of str): answer audio, any rate or channel count.
+    context_end_time (list of float): seconds, where the question starts in the clip.
+    question_end_time (list of float): seconds, where the question ends.
+    answer_start_time (list of float or None): answer onset minus question end, seconds.
+    speakers, transcript_question, transcript_answer (list of str, optional): metadata columns.
+    emotion_model (str, optional): Hub id or local folder of the emotion-dim model.
+    naturalness_classifier (str, optional): local folder of a naturalness classifier (see README).
+    naturalness_shift (float, optional): dev-set shift overriding the classifier's stored one.
+    model_batch_size (int, optional): clips per forward pass (default 8).
+Models load on the first compute(), not at evaluate.load(); a missing model fails then with a
+one-line reason naming it.
+Returns:
+    arousal_question_answer_corr, valence_question_answer_corr, dominance_question_answer_corr, emotional_naturalness_logit, per_sample, n_samples, n_scored, n_failed.
+Examples:
+    >>> m = evaluate.load("spear_metrics/emotions")  # or "spearbench/emotions"
+"""
+
+
+@evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
+class Emotions(evaluate.Metric):
+    def _info(self):
+        return spear_info(self, "emotions", _DESCRIPTION, _KWARGS_DESCRIPTION)
+
+    def _compute(self, audio_path, answer_audio_path, context_end_time, question_end_time, answer_start_time, **kwargs):
+        inputs = dict(audio_path=audio_path, answer_audio_path=answer_audio_path, context_end_time=context_end_time,
+                      question_end_time=question_end_time, answer_start_time=answer_start_time)
+        return spear_compute("emotions", inputs, kwargs)

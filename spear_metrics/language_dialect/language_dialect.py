@@ -1,0 +1,46 @@
+"""SPEAR ``language_dialect``: language and dialect of spoken answers."""
+
+import evaluate
+
+from spear_metrics.core.evaluate_glue import spear_compute, spear_info
+
+_DESCRIPTION = """\
+Spoken language and English dialect of answers (SPEARBench). The answer's language is
+identified with facebook/mms-lid-126 (answers < 1 s or top probability < 0.5 are unknown and
+excluded); English answers and their input clips get Voxlect English dialect ID
+(tiantiaf/voxlect-english-dialect-whisper-large-v3, 16 classes). dialectal_entrainment_spearman
+is, despite its name, the least-squares slope of answer on question dialect log-scores
+(flattened, min-max normalised), as in the published table.
+"""
+
+_KWARGS_DESCRIPTION = """
+Args:
+    audio_path (list of str): stereo 16 kHz input clips (context + question).
+    answer_audio_path (list of str): answer audio, any rate or channel count.
+    context_end_time (list of float): seconds, where the question starts in the clip.
+    question_end_time (list of float): seconds, where the question ends.
+    answer_start_time (list of float or None): answer onset minus question end, seconds.
+    speakers, transcript_question, transcript_answer (list of str, optional): metadata columns.
+    lid_model (str, optional): language-ID model, Hub id or local folder (default facebook/mms-lid-126).
+    dialect_model (str, optional): Voxlect English dialect model, Hub id or local folder.
+    english_labels (str, optional): comma list of labels that mean English (default "eng,en,english").
+    dialect_labels (str, optional): comma list of dialect class names (default: checkpoint's, else Voxlect's 16).
+    model_batch_size (int, optional): clips per forward pass (default 8).
+Models load on the first compute(), not at evaluate.load(); a missing model fails then with a
+one-line reason naming it.
+Returns:
+    english_answers_%, same_dialect_as_question_%, north_american_dialect_%, dialectal_entrainment_spearman, dialectal_variance, per_sample, n_samples, n_scored, n_failed.
+Examples:
+    >>> m = evaluate.load("spear_metrics/language_dialect")  # or "spearbench/language_dialect"
+"""
+
+
+@evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
+class LanguageDialect(evaluate.Metric):
+    def _info(self):
+        return spear_info(self, "language_dialect", _DESCRIPTION, _KWARGS_DESCRIPTION)
+
+    def _compute(self, audio_path, answer_audio_path, context_end_time, question_end_time, answer_start_time, **kwargs):
+        inputs = dict(audio_path=audio_path, answer_audio_path=answer_audio_path, context_end_time=context_end_time,
+                      question_end_time=question_end_time, answer_start_time=answer_start_time)
+        return spear_compute("language_dialect", inputs, kwargs)

@@ -1,0 +1,43 @@
+"""SPEAR ``stances``: stance of spoken answers relative to the question."""
+
+import evaluate
+
+from spear_metrics.core.evaluate_glue import spear_compute, spear_info
+
+_DESCRIPTION = """\
+Stance of spoken answers (SPEARBench). An LLM judge behind an OpenAI-compatible chat API
+rates the answer's stance on the reference dimension from -2 to +2 (audio when the judge takes
+audio, else the ASR transcript); stance_same_as_question_% = share with the same sign as the
+reference, stance_more_negative_% / stance_more_positive_% = share lower / higher.
+"""
+
+_KWARGS_DESCRIPTION = """
+Args:
+    audio_path (list of str): stereo 16 kHz input clips (context + question).
+    answer_audio_path (list of str): answer audio, any rate or channel count.
+    context_end_time (list of float): seconds, where the question starts in the clip.
+    question_end_time (list of float): seconds, where the question ends.
+    answer_start_time (list of float or None): answer onset minus question end, seconds.
+    speakers, transcript_question, transcript_answer (list of str, optional): metadata columns.
+    judge_base_url (str): OpenAI-compatible API root, e.g. http://127.0.0.1:8000/v1.
+    judge_model (str): model name the server expects.
+    judge_audio (bool, optional): send the answer audio to the judge (default false: ASR transcript).
+    asr_model (str, optional): ASR used when the judge takes text (default: the project's default).
+Models load on the first compute(), not at evaluate.load(); a missing model fails then with a
+one-line reason naming it.
+Returns:
+    stance_same_as_question_%, stance_more_negative_%, stance_more_positive_%, per_sample, n_samples, n_scored, n_failed.
+Examples:
+    >>> m = evaluate.load("spear_metrics/stances")  # or "spearbench/stances"
+"""
+
+
+@evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
+class Stances(evaluate.Metric):
+    def _info(self):
+        return spear_info(self, "stances", _DESCRIPTION, _KWARGS_DESCRIPTION)
+
+    def _compute(self, audio_path, answer_audio_path, context_end_time, question_end_time, answer_start_time, **kwargs):
+        inputs = dict(audio_path=audio_path, answer_audio_path=answer_audio_path, context_end_time=context_end_time,
+                      question_end_time=question_end_time, answer_start_time=answer_start_time)
+        return spear_compute("stances", inputs, kwargs)
