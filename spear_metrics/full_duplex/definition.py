@@ -369,8 +369,7 @@ class FullDuplexScorer:
         elif self.task == "user_interruption":
             interrupt = read_interrupt(sample.task_json)
             ref_s = offset = interrupt.end_s
-        else:  # pause handling: the pause file is read only to check the sample is whole
-            read_turn_taking(sample.task_json)
+        else:  # pause handling: TOR only; pause.json is not needed (upstream does not read it)
             ref_s = None
         tr = self.transcript(sample, offset)
         v["asr_source"] = tr.source
