@@ -197,8 +197,8 @@ def _write_shards(rows: list[dict[str, Any]], folder: Path, split: str, max_shar
 
 def dataset_card(counts: dict[str, dict[str, int]], *, skipped: int = 0) -> str:
     """The dataset card (README.md): YAML header with ``configs`` (one per subset present and
-    ``all``, the default, pooling both), ``dataset_info`` (features, split sizes) and a body
-    describing the columns. Only split/subset pairs with rows are listed."""
+    ``all``, the default, pooling both), ``dataset_info`` (features; row counts are in the body
+    table and ``build_report.json``) and a body describing the columns. Only split/subset pairs with rows are listed."""
     import yaml
 
     feats = hf_features()
@@ -213,15 +213,12 @@ def dataset_card(counts: dict[str, dict[str, int]], *, skipped: int = 0) -> str:
             "data_files": [{"split": sp, "path": [f"data/{s}/{sp}-*.parquet" for s in SUBSETS if sp in present[s]]}
                            for sp in all_splits],
         })
-        infos.append({"config_name": ALL_CONFIG, "features": feats._to_yaml_list(),
-                      "splits": [{"name": sp, "num_examples": sum(counts.get(s, {}).get(sp, 0) for s in SUBSETS)}
-                                 for sp in all_splits]})
+        infos.append({"config_name": ALL_CONFIG, "features": feats._to_yaml_list()})
     for s in SUBSETS:
         if present[s]:
             configs.append({"config_name": s,
                             "data_files": [{"split": sp, "path": f"data/{s}/{sp}-*.parquet"} for sp in present[s]]})
-            infos.append({"config_name": s, "features": feats._to_yaml_list(),
-                          "splits": [{"name": sp, "num_examples": counts[s][sp]} for sp in present[s]]})
+            infos.append({"config_name": s, "features": feats._to_yaml_list()})
     header = {
         "license": "cc-by-nc-4.0",
         "language": ["en"],
