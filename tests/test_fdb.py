@@ -252,8 +252,9 @@ def test_bootstrap_reproducible():
 
 
 class FakeASR:
-    """A stand-in for spear_metrics.core.asr's backend (that module is written elsewhere): returns
-    the words of the real output.json moved back to the cropped waveform's time line."""
+    """An injected backend with spear_metrics.core.asr's API (load_asr's real Whisper takes ~20 s
+    on CPU and its word times are its own): returns the words of the real output.json moved back
+    to the cropped waveform's time line, so the crop and the shift back can be checked exactly."""
 
     def __init__(self, words, offset):
         self.words, self.offset, self.calls = words, offset, []
