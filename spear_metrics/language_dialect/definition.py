@@ -124,7 +124,7 @@ class LanguageID:
                 probs = torch.softmax(self.model(**feats).logits.float(), dim=-1).cpu().numpy()
             for j, i in enumerate(idx):
                 k = int(np.argmax(probs[j]))
-                out[i] = (self.id2label.get(k, str(k)), float(probs[j, k]))
+                out[i] = (self.id2label.get(k, str(k)), round(float(probs[j, k]), 6))
         return out  # type: ignore[return-value]
 
 

@@ -93,8 +93,8 @@ def dialog_nll(frame_nll: np.ndarray, boundaries_s: Sequence[float], frame_hz: i
     units = []
     w = int(round(window_s * frame_hz))
     for tau in sorted(set(round(float(b), 6) for b in boundaries_s)):
-        hi = min(len(frame_nll), int(round(tau * frame_hz)))
-        lo = max(0, hi - w)
+        end = int(round(tau * frame_hz))
+        hi, lo = min(len(frame_nll), end), max(0, end - w)
         if hi > lo:
             units.append(float(np.mean(frame_nll[lo:hi])))
     if not units:

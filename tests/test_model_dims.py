@@ -1,0 +1,229 @@
+"""Model-based dimensions: formulas on hand-computed inputs, and every model path with tiny
+random models of the real architectures through the real loading + batching code."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import REPO, STEREO_DIALOGUE
+from model_fixtures import five_rows, tiny_models
+
+from spear_metrics.core.batching import duration_batches
+from spear_metrics.emotions.definition import dev_shift, pearson_or_none
+from spear_metrics.language_dialect.definition import dialect_entrainment_slope, dialectal_variance, language_decision
+from spear_metrics.stances.definition import compare_to_reference, stance_score
+from spear_metrics.turn_taking.definition import build_dialog, response_offset_s
+from spear_metrics.turn_taking.vap import activity_frames, dialog_nll, vap_labels
+
+# ---------------------------------------------------------------- formulas, by hand
+
+
+def test_entrainment_slope_hand_computed():
+    # q flattened = [0, 1, 2, 3] -> minmax [0, 1/3, 2/3, 1]; a = 2q + 5 -> minmax identical -> slope 1
+    q = np.array([[0.0, 1.0], [2.0, 3.0]])
+    assert dialect_entrainment_slope(q, 2 * q + 5) == pytest.approx(1.0)
+    # a reversed: a' = 1 - q' -> slope -1
+    assert dialect_entrainment_slope(q, -q) == pytest.approx(-1.0)
+    # q' = [0, 1/2, 1], a = [0, 0, 1] (minmax of [1, 1, 3]): cov = 1/4... slope = sum(dq*da)/sum(dq^2)
+    # dq = [-1/2, 0, 1/2], da = [-1/3, -1/3, 2/3] -> (1/6 + 1/3) / (1/2) = 1
+    assert dialect_entrainment_slope(np.array([[1.0, 2.0, 3.0]]), np.array([[1.0, 1.0, 3.0]])) == pytest.approx(1.0)
+    # dq = [-1/2, 0, 1/2], a' = [0, 1, 0] -> da = [-1/3, 2/3, -1/3] -> (1/6 - 1/6) = 0
+    assert dialect_entrainment_slope(np.array([[1.0, 2.0, 3.0]]), np.array([[5.0, 7.0, 5.0]])) == pytest.approx(0.0)
+    assert dialect_entrainment_slope(np.ones((2, 3)), np.random.rand(2, 3)) is None  # constant question side
+    assert dialect_entrainment_slope(np.zeros((0, 16)), np.zeros((0, 16))) is None
+
+
+def test_dialectal_variance_is_trace_of_ddof1_covariance():
+    a = np.array([[0.0, 1.0], [2.0, 1.0], [4.0, 4.0]])
+    # column 0: mean 2, var ddof1 = (4+0+4)/2 = 4; column 1: mean 2, (1+1+4)/2 = 3 -> trace 7
+    assert dialectal_variance(a) == pytest.approx(7.0)
+    assert dialectal_variance(a[:1]) is None
+
+
+def test_language_decision_thresholds():
+    en = ["eng"]
+    assert language_decision(0.99, "eng", 0.99, en) == ("too_short", None)
+    assert language_decision(1.0, "eng", 0.49, en) == ("low_confidence", None)
+    assert language_decision(1.0, "eng", 0.5, en) == ("ok", True)
+    assert language_decision(3.0, "fra", 0.9, en) == ("ok", False)
+
+
+def test_pearson_and_dev_shift():
+    assert pearson_or_none([1, 2, 3], [2, 4, 7]) == pytest.approx(np.corrcoef([1, 2, 3], [2, 4, 7])[0, 1])
+    assert pearson_or_none([1, 2, None], [2, 4, 9]) == pytest.approx(1.0)  # the None pair is dropped
+    assert pearson_or_none([1, 1, 1], [1, 2, 3]) is None
+    assert pearson_or_none([1], [2]) is None
+    logits = np.arange(101, dtype=float) - 10.0  # -10 .. 90, 1st percentile = -9
+    c = dev_shift(logits)
+    assert c == pytest.approx(9.0)
+    assert np.mean(logits + c > 0) >= 0.98 and np.quantile(logits + c, 0.01) == pytest.approx(0.0)
+
+
+def test_vap_labels_and_dialog_nll_by_hand():
+    T = 150
+    act = np.zeros((2, T), np.float32)
+    act[0, :] = 1.0  # speaker 0 always active -> bits 0..3 set
+    act[1, 60:] = 1.0  # speaker 1 from frame 60 (1.2 s)
+    lab = vap_labels(act)
+    assert lab.shape == (50,)  # frames with a full 100-frame future
+    # frame 0: future frames 1..100; speaker 1 bins: [1,11) 0, [11,31) 0, [31,61) 1/30 active, [61,101) all -> bit 7
+    assert lab[0] == 0b1111 | (1 << 7)
+    # frame 40: bins [41,51) 0, [51,71) frames 60..70 = 11/20 > 0.5, [71,101) 1, [101,141) 1 -> bits 5, 6, 7
+    assert lab[40] == 0b1111 | (1 << 5) | (1 << 6) | (1 << 7)
+    # frame 39: bin [50,70) holds frames 60..69 = 10/20 = 0.5, not > 0.5 -> bit 5 clear
+    assert lab[39] == 0b1111 | (1 << 6) | (1 << 7)
+    assert vap_labels(act[:, :100]).size == 0
+    nll = np.array([1.0] * 50 + [3.0] * 50)
+    # boundaries at 1 s (frames 0..49 -> 1.0), 2 s (frames 0..99 -> 2.0), 3 s (frames 50..99 within range -> 3.0)
+    dn, n = dialog_nll(nll, [1.0, 2.0, 3.0, 0.0])
+    assert n == 3  # the boundary at 0 s has an empty window
+    assert dn == pytest.approx(0.5 * 2.0 + 0.5 * 3.0)  # worst 25 % of 3 units = 1 unit (3.0)
+    assert dialog_nll(nll, []) == (None, 0)
+    assert list(activity_frames([(0.1, 0.2)], 20)) == [0] * 5 + [1] * 5 + [0] * 10
+
+
+def test_dialog_and_offset_placement():
+    clip = np.zeros((2, 16000), np.float32)
+    d = build_dialog(clip, np.ones(8000, np.float32), 1, -0.25)  # starts 0.25 s before the clip's end
+    assert d.shape == (2, 16000 + 4000) and d[1, 12000] == 1.0 and d[1, 11999] == 0.0 and d[0].sum() == 0
+    assert build_dialog(clip, np.ones(100, np.float32), 0, None)[0, 16000] == 1.0
+    assert response_offset_s(-0.5, [(0.3, 1.0), (2.0, 3.0)]) == pytest.approx(-0.2)
+    assert response_offset_s(None, [(0.4, 1.0)]) == pytest.approx(0.4)
+    assert response_offset_s(0.2, []) is None
+
+
+def test_stance_mapping_and_comparison():
+    assert [stance_score("P", p) for p in (0.1, 0.45, 0.74, 0.75, 1.0)] == [0, 1, 1, 2, 2]
+    assert [stance_score("n", p) for p in (0.44, 0.5, 0.9)] == [0, -1, -2]
+    for bad in (("X", 0.5), ("P", 1.5), ("P", "high")):
+        with pytest.raises(ValueError):
+            stance_score(*bad)
+    assert compare_to_reference(1, 2) == {"stance_same_sign": True, "stance_more_negative": True, "stance_more_positive": False}
+    assert compare_to_reference(0, 0)["stance_same_sign"] is True
+    assert compare_to_reference(-1, 1) == {"stance_same_sign": False, "stance_more_negative": True, "stance_more_positive": False}
+    assert compare_to_reference(None, 1)["stance_same_sign"] is None
+
+
+def test_duration_batches_cover_every_item_once():
+    lengths = [5, 100, 7, 100, 50, 1]
+    b = duration_batches(lengths, max_items=2)
+    assert sorted(i for x in b for i in x) == list(range(6)) and all(len(x) <= 2 for x in b)
+    assert b[0] == [1, 3]  # longest first
+    b = duration_batches(lengths, max_items=10, max_padded_samples=150)
+    assert all(len(x) * max(lengths[i] for i in x) <= 150 or len(x) == 1 for x in b)
+
+
+# ---------------------------------------------------------------- tiny models, real code paths
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory, real_dir):
+    root = tmp_path_factory.mktemp("tiny")
+    models = tiny_models(root / "models")
+    (root / "data").mkdir()
+    md = five_rows(STEREO_DIALOGUE, root / "data")
+    return models, md
+
+
+def _columns(md: Path) -> dict:
+    import csv
+
+    rows = list(csv.DictReader(open(md)))
+    cols = {k: [r[k] for r in rows] for k in rows[0]}
+    cols["answer_start_time"] = [None if v == "" else float(v) for v in cols["answer_start_time"]]
+    for k in ("context_end_time", "question_end_time"):
+        cols[k] = [float(v) for v in cols[k]]
+    return cols
+
+
+def test_model_dims_batched_equals_unbatched(tiny):
+    from spear_metrics.core.runner import score_columns
+
+    models, md = tiny
+    cols = _columns(md)
+    opts = dict(models, offset_reference=str(md), offset_reference_onset="none")
+    big = score_columns("language_dialect,emotions,turn_taking", cols, base_dir=md.parent, batch_size=5, model_batch_size=4, vap_batch_size=4, **opts)
+    one = score_columns("language_dialect,emotions,turn_taking", cols, base_dir=md.parent, batch_size=1, model_batch_size=1, vap_batch_size=1, **opts)
+    assert big["n_scored"] == 5 and big["n_failed"] == 0
+    ps = big["per_sample"]
+    assert ps[0]["language_status"] == "too_short" and ps[0]["english_answer"] is None  # 0.6 s answer
+    assert all(p["english_answer"] is True for p in ps[1:])  # the tiny LID's bias says "eng"
+    assert all(len(p["answer_dialect_logscores"]) == 16 for p in ps[1:])
+    assert all(math.isclose(sum(math.exp(v) for v in p["answer_dialect_logscores"]), 1.0, rel_tol=1e-4) for p in ps[1:])
+    assert all(0.0 <= p["answer_arousal"] <= 1.0 for p in ps)
+    assert all(p["turn_taking_naturalness"] < 0 and p["vap_units"] > 0 for p in ps)
+    assert ps[1]["response_offset_s"] == pytest.approx(-0.5 + 0.0, abs=0.11)  # real speech from the answer's start
+    for key in ("english_answers_%", "dialectal_variance", "dialectal_entrainment_spearman", "arousal_question_answer_corr",
+                "turn_taking_naturalness", "turn_taking_offset_loglik"):
+        assert big[key] is not None, key
+        assert big[key] == pytest.approx(one[key], rel=1e-4, abs=1e-5), key
+    assert big["english_answers_%"] == 100.0  # 4 English of 4 known (the too-short answer is excluded)
+    assert big["emotional_naturalness_logit"] is None and "naturalness" in big["emotional_naturalness_logit_note"]
+    assert big["turn_taking_offset_reference"]["n"] == 4  # one row has an empty answer_start_time
+
+
+def test_naturalness_classifier_plugs_in(tiny, tmp_path):
+    import torch
+    from safetensors.torch import save_file
+
+    from spear_metrics.core.runner import score_columns
+
+    models, md = tiny
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(16, 4), torch.nn.ReLU(), torch.nn.Linear(4, 1))
+    (tmp_path / "config.json").write_text(json.dumps({"type": "spear_naturalness_mlp", "input_dim": 16, "hidden": [4], "shift": 100.0}))
+    save_file({f"net.{k}": v for k, v in net.state_dict().items()}, str(tmp_path / "model.safetensors"))
+    r = score_columns("emotions", _columns(md), base_dir=md.parent, emotion_model=models["emotion_model"], naturalness_classifier=str(tmp_path))
+    vals = [p["emotional_naturalness_logit"] for p in r["per_sample"]]
+    assert all(v is not None and 99 < v < 101 for v in vals)  # shift 100 + a small random logit
+    assert r["emotional_naturalness_logit"] == pytest.approx(np.mean(vals))
+
+
+def test_missing_model_fails_rows_with_one_line_naming_it(tiny, monkeypatch):
+    from spear_metrics.core.runner import score_columns
+
+    _, md = tiny
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    r = score_columns("emotions", _columns(md), base_dir=md.parent, emotion_model="nobody/no-such-emotion-model")
+    assert r["n_failed"] == 5
+    err = r["per_sample"][0]["error"]
+    assert "nobody/no-such-emotion-model" in err and "\n" not in err
+
+
+def test_evaluate_load_is_offline_and_fast(tiny):
+    """Every module loads without touching a model; the first compute loads it."""
+    code = (
+        "import time, evaluate; t=time.time(); "
+        "ms=[evaluate.load('spear_metrics/'+n) for n in ('language_dialect','emotions','turn_taking','stances')]; "
+        "print(round(time.time()-t, 2)); import sys; "
+        "print(any(m.startswith('transformers.models.whisper') for m in sys.modules))"
+    )
+    env = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "PATH": "/usr/bin:/bin"}
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, out.stderr[-2000:]
+    load_s, whisper_imported = out.stdout.split()[-2:]
+    assert whisper_imported == "False"
+    assert float(load_s) < 30.0
+
+
+def test_evaluate_module_computes_with_tiny_model(tiny):
+    import evaluate
+
+    models, md = tiny
+    cols = _columns(md)
+    m = evaluate.load(str(REPO / "spear_metrics" / "turn_taking"))
+    r = m.compute(audio_path=[str(md.parent / p) for p in cols["audio_path"]],
+                  answer_audio_path=[str(md.parent / p) for p in cols["answer_audio_path"]],
+                  context_end_time=cols["context_end_time"], question_end_time=cols["question_end_time"],
+                  answer_start_time=cols["answer_start_time"], speakers=cols["speakers"],
+                  transcript_question=cols["transcript_question"], vap_model=models["vap_model"])
+    assert r["n_scored"] == 5 and r["turn_taking_naturalness"] is not None
+    assert r["turn_taking_offset_loglik"] is None and "offset_reference" in r["turn_taking_offset_loglik_note"]
