@@ -33,6 +33,7 @@ except ModuleNotFoundError:
     sys.path.insert(0, str(HERE.parent))
 
 import gradio as gr  # noqa: E402
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from spear_metrics.results import (  # noqa: E402
@@ -59,8 +60,9 @@ def columns() -> list[ColumnInfo]:
 
 
 def header(c: ColumnInfo) -> str:
-    """Display header of a column: exact CSV key, unit and direction, e.g. ``latency_ms [ms] ≈human``."""
-    return f"{c.name} [{c.unit}] {ARROWS.get(c.better, c.better)}"
+    """Display header of a column: dimension, exact CSV key, unit and direction, e.g.
+    ``Interruptions · latency_ms [ms] ≈human``."""
+    return f"{c.group} · {c.name} [{c.unit}] {ARROWS.get(c.better, c.better)}"
 
 
 def _num(cell: Any) -> float | None:
@@ -242,9 +244,10 @@ def numeric_sample_columns(res: Results) -> list[str]:
     return out
 
 
-def filtered_rows(res: Results, subset: str, metric: str, lo: float | None, hi: float | None) -> list[int]:
+def filtered_rows(res: Results, subset: str, metric: str, lo: Any = None, hi: Any = None) -> list[int]:
     """``row`` ids of the samples passing the subset and value-range filters (rows with a
     missing value fail any range filter)."""
+    lo, hi = _bound(lo), _bound(hi)
     df = res.samples
     if subset and subset != ALL_SUBSETS:
         sub = df["subset"] if "subset" in df else pd.Series([None] * len(df))
@@ -291,6 +294,22 @@ def _find(res_list: list[Results], audio_path: str, column: str, human_only: boo
     return None
 
 
+def _cell(v: Any) -> str:
+    """One per-sample value as text: "-" when missing, booleans as true/false (never 0/1)."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "-"
+    if isinstance(v, (bool, np.bool_)):
+        return "true" if v else "false"
+    if isinstance(v, str):
+        return v
+    return f"{float(v):.3f}"
+
+
+def _bound(text: Any) -> float | None:
+    """A min/max box: empty -> no bound; a number -> that bound (unparsable -> no bound)."""
+    return _num(text)
+
+
 def sample_view(sources: list[str], source: str | None, row: int | None) -> tuple:
     """Everything shown for one sample: (input clip, human answer, model answer, question
     transcript, human answer transcript, model answer transcript, scores table, info line)."""
@@ -313,9 +332,7 @@ def sample_view(sources: list[str], source: str | None, row: int | None) -> tupl
     model_ans = _audio_file(s.get("answer_audio")) if "answer_audio" in res.samples else None
     skip = {"row", "audio_path", "answer_audio_path", "status", "error", "speakers", "conversation_id",
             "transcript_question", "transcript_answer", "subset", *res.audio_columns}
-    scores = [(k, "-" if v is None or (isinstance(v, float) and math.isnan(v)) else
-               (str(v) if isinstance(v, (bool, str)) else f"{float(v):.3f}"))
-              for k, v in s.items() if k not in skip]
+    scores = [(k, _cell(v)) for k, v in s.items() if k not in skip]
     info = (f"**{res.model}** · row {int(row)} · `{ap}` · subset {s.get('subset') or '-'} · status {s.get('status')}"
             + (f" · error: {s.get('error')}" if s.get("error") else ""))
     missing = [n for n, v in (("input clip", inp), ("human answer", human), ("model answer", model_ans)) if v is None]
@@ -385,12 +402,12 @@ def dimension_plot(sources: list[str], group: str):
     rows, _ = all_rows(sources)
     cols = [c for c in columns() if c.group == group] or [c for c in columns() if c.group == GROUPS[0][1]]
     fig, axes = plt.subplots(1, len(cols), figsize=(4.2 * len(cols), 4), squeeze=False)
-    names = [r["model"] for r in rows]
+    names = [r["model"] if r["source"] == "published" else f"{r['model']} (results)" for r in rows]
     for ax, c in zip(axes[0], cols):
         vals = [r.get(c.name) for r in rows]
         xs = list(range(len(rows)))
         ax.bar([x for x, v in zip(xs, vals) if v is not None], [v for v in vals if v is not None],
-               color=["0.6" if n == "human" else "C0" for n, v in zip(names, vals) if v is not None])
+               color=["0.6" if n.startswith("human") else "C0" for n, v in zip(names, vals) if v is not None])
         for x, v in zip(xs, vals):
             if v is None:
                 ax.text(x, 0, "-", ha="center", va="bottom")
@@ -464,8 +481,8 @@ def build_app(sources: list[str] | None = None) -> gr.Blocks:
                 subset_dd = gr.Dropdown([ALL_SUBSETS, "improvised", "naturalistic", "unknown"], value=ALL_SUBSETS,
                                         label="subset")
                 metric_dd = gr.Dropdown([NO_METRIC], value=NO_METRIC, label="filter on value", allow_custom_value=True)
-                lo = gr.Number(label="min", value=None)
-                hi = gr.Number(label="max", value=None)
+                lo = gr.Textbox(label="min (empty = none)", value="", elem_id="min")
+                hi = gr.Textbox(label="max (empty = none)", value="", elem_id="max")
             with gr.Row():
                 prev_btn = gr.Button("◀ previous", elem_id="prev")
                 sample_dd = gr.Dropdown([], label="sample", elem_id="sample", scale=3)
@@ -512,12 +529,14 @@ def build_app(sources: list[str] | None = None) -> gr.Blocks:
                       api_visibility="private").then(refresh, lb_inputs, lb_outputs)
 
         def leaderboard(sources_text: str = "", inference_modes: str = "", open_weights: str = "all",
-                        sort: str = "model", sort_order: str = "ascending") -> pd.DataFrame:
-            """The leaderboard table (strings; "-" = missing) for extra sources (comma separated),
-            inference modes (comma separated, empty = all), open weights filter, sort column and order."""
-            rows, _ = all_rows(start + split_sources(sources_text))
+                        sort: str = "model", sort_order: str = "ascending") -> dict:
+            """The leaderboard table ``{"headers", "data", "errors"}`` (cells are strings; "-" =
+            missing) for extra sources (comma separated), inference modes (comma separated, empty =
+            all), the open-weights filter ("all", "open weights", "closed weights"), sort column and order."""
+            rows, errors = all_rows(start + split_sources(sources_text))
             wanted = split_sources(inference_modes) or None
-            return display_frame(filter_sort(rows, wanted, open_weights, sort, sort_order), None)
+            df = display_frame(filter_sort(rows, wanted, open_weights, sort, sort_order), None)
+            return {"headers": list(df.columns), "data": df.values.tolist(), "errors": errors}
 
         gr.api(leaderboard, api_name="leaderboard")
 
@@ -562,12 +581,15 @@ def build_app(sources: list[str] | None = None) -> gr.Blocks:
         view_outputs = [a_in, a_h, a_m, t_q, t_h, t_m, scores, info]
         sample_dd.change(sample_view, [src_state, model_dd, sample_dd], view_outputs, api_visibility="private")
 
-        def sample(source: str, row: int):
-            """One sample of a loaded results source: input clip, human answer, model answer,
-            question / human / model transcripts, the sample's values, an info line."""
+        def sample(source: str, row: float):
+            """One sample of a results source (Hub id or folder; loaded when new): input clip, human
+            answer, model answer, question / human / model transcripts, the sample's values, an info line."""
             return sample_view(start + [s for s in [source] if s not in start], source, int(row))
 
-        gr.api(sample, api_name="sample")
+        api_source = gr.Textbox(visible=False)
+        api_row = gr.Number(visible=False, precision=0)
+        api_btn = gr.Button(visible=False)
+        api_btn.click(sample, [api_source, api_row], view_outputs, api_name="sample")
 
         # ---- plots
         plot_btn.click(lambda s, g: (distribution_plot(s), dimension_plot(s, g)), [src_state, group_dd],

@@ -59,6 +59,9 @@ def make_samples(root: Path) -> dict[str, Path]:
                                    answer_start_time=m_start, **common))
     out = {"human": root / "human_metadata.csv", "model": root / "model_metadata.csv"}
     write_metadata(out["human"], human_rows)
+    model_rows.append(SpearRow(audio_path=inputs[0], answer_audio_path="model/missing.wav", context_end_time=CTX_END,
+                               question_end_time=Q_END, speakers="FEE016|MEO015", conversation_id="AMI_seriously",
+                               transcript_question=q_text, answer_start_time=None))  # a failed row (duplicate input)
     write_metadata(out["model"], model_rows)
     return out
 
