@@ -53,6 +53,14 @@ def spear_info(module, dimension: str, description: str, kwargs_description: str
     )
 
 
+def require_inputs(kwargs: dict[str, Any]) -> None:
+    """Raise ``ValueError`` naming the SPEAR inputs missing from a ``compute()`` call
+    (``evaluate`` itself fails with an opaque ``TypeError`` there)."""
+    missing = [c for c in INPUT_COLUMNS if kwargs.get(c) is None]
+    if missing:
+        raise ValueError(f"missing required input(s): {', '.join(missing)} (required: {', '.join(INPUT_COLUMNS)})")
+
+
 def spear_compute(dimension: str, inputs: dict[str, list], kwargs: dict[str, Any]) -> dict[str, Any]:
     """Run one dimension on the evaluate inputs; optional metadata columns come from ``kwargs``."""
     from spear_metrics.core.runner import score_columns

@@ -99,8 +99,8 @@ def score_samples(
     """Score ``samples`` with every dimension, batch by batch.
 
     A sample that fails its file checks or any dimension becomes a failed result (reason:
-    ``"<dimension>: <error>"``); values from the other dimensions are kept for inspection but
-    failed rows enter no mean. ``on_batch`` receives each finished batch (the runner's log).
+    ``"<dimension>: <error>"``) and is not passed to the remaining dimensions; failed rows
+    enter no mean. ``on_batch`` receives each finished batch (the runner's log).
     """
     results: list[SampleResult] = []
     for start in range(0, len(samples), max(1, batch_size)):
@@ -134,6 +134,7 @@ def score_samples(
                     rec.fail(f"{dim.name}: {_reason(out)}")
                 else:
                     rec.values.update(out)
+            live = [s for s in live if recs[s.row].ok]  # a failed row enters no mean: stop spending on it
         for s in batch:
             s.release()
         done = [recs[s.row] for s in batch]

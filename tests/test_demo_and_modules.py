@@ -1,0 +1,52 @@
+"""The README's main job (`spearbench demo`) and `evaluate.load` of the local module folders."""
+
+import csv
+
+import pytest
+
+from spear_metrics.cli import main
+
+from conftest import REPO
+
+
+def test_demo_on_the_packaged_real_call(tmp_path, capsys):
+    from spear_metrics.commands.demo import packaged_sample
+
+    try:
+        packaged_sample()
+    except FileNotFoundError as e:
+        pytest.skip(str(e))
+    assert main(["demo", "--out", str(tmp_path)]) == 0
+    printed = capsys.readouterr().out
+    board = {r["model"]: r for r in csv.DictReader(open(tmp_path / "leaderboard.csv"))}
+    assert set(board) == {"human", "fixed-delay-0.7s", "barge-in-1s"}
+    assert all(r["n_samples"] == "2" and r["n_failed"] == "0" for r in board.values())
+    h, fd, bi = board["human"], board["fixed-delay-0.7s"], board["barge-in-1s"]
+    # the two human answers start 0.281 s and 0.020 s after their questions (STM times);
+    # fixed-delay replays the same audio at 0.7 s: only the onset term changes.
+    assert float(fd["latency_ms"]) - float(h["latency_ms"]) == pytest.approx(700 - 1000 * (0.281 + 0.020) / 2, abs=0.01)
+    # human answers do not overlap the questions; barge-in overlaps question speech in every sample
+    assert float(h["interruptions_%"]) == 0.0 and float(bi["interruptions_%"]) == 100.0
+    assert float(bi["interrupted_time_ms"]) > 0 and float(bi["latency_ms"]) == 0.0
+    # same answer audio for all three systems: same explainable features
+    assert h["explainable_duration_s"] == fd["explainable_duration_s"] == bi["explainable_duration_s"]
+    assert float(h["explainable_duration_s"]) == pytest.approx((1.362 + 1.542) / 2, abs=0.001)
+    assert "barge-in-1s" in printed and "latency_ms" in printed
+
+
+@pytest.mark.parametrize("name", ["interruptions", "explainable_features"])
+def test_evaluate_load_local_module(name, real_dir, tmp_path, monkeypatch):
+    import evaluate
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    m = evaluate.load(str(REPO / "spear_metrics" / name))
+    q = str(real_dir / "pyannote-audio__sample.wav")
+    a = str(real_dir / "speechbrain__p226_002.wav")
+    r = m.compute(audio_path=[q], answer_audio_path=[a], context_end_time=[10.0], question_end_time=[12.0], answer_start_time=[0.5])
+    assert r["n_scored"] == 1 and len(r["per_sample"]) == 1
+    if name == "interruptions":
+        assert r["interruptions_%"] == 0.0 and r["latency_ms"] > 500  # 0.5 s onset + the VCTK clip's leading silence
+    else:
+        assert r["explainable_duration_s"] == pytest.approx(4.74, abs=0.01)
+    with pytest.raises(ValueError):  # the five timing inputs are required
+        m.compute(audio_path=[q], answer_audio_path=[a])

@@ -1,0 +1,165 @@
+"""`spearbench score` end to end: bad rows fail with reasons, others are scored, kill + resume."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from spear_datasets.audio import load_audio, write_wav
+from spear_metrics.cli import main
+
+from conftest import REPO, STEREO_DIALOGUE
+from helpers import make_clips, row, write_rows
+
+SPEARBENCH = [sys.executable, "-m", "spear_metrics.cli"]
+
+
+def _per_sample(out: Path) -> list[dict]:
+    return [json.loads(l) for l in (out / "per_sample.jsonl").read_text().splitlines()]
+
+
+@pytest.fixture()
+def bad_folder(tmp_path, real_dir):
+    """A metadata folder mixing good answers (any rate/channels) and every kind of bad input."""
+    q, a = make_clips(STEREO_DIALOGUE, tmp_path, pad_s=0.5)
+    ans16 = load_audio(a)[0]
+    import soxr
+
+    for rate in (8000, 22050, 44100, 48000):
+        sf.write(tmp_path / f"a{rate}.wav", soxr.resample(ans16, 16000, rate), rate, subtype="PCM_16")
+    write_wav(tmp_path / "stereo.wav", np.stack([ans16, ans16]))
+    sf.write(tmp_path / "a.flac", ans16, 16000)
+    (tmp_path / "empty.wav").write_bytes(b"")
+    (tmp_path / "garbage.wav").write_bytes(b"RIFF\x00\x00\x00\x00not really a wave file at all")
+    (tmp_path / "truncated.wav").write_bytes((tmp_path / "a8000.wav").read_bytes()[:40])
+    sf.write(tmp_path / "nan.wav", np.where(np.arange(len(ans16)) % 7 == 0, np.nan, ans16).astype(np.float32), 16000, subtype="FLOAT")
+    write_wav(tmp_path / "silence.wav", np.zeros(32000, np.float32))
+    inputs = []
+    for i in range(16):
+        p = tmp_path / f"in{i}.wav"
+        if not p.exists():
+            os.link(q, p)
+        inputs.append(p.name)
+    rows = [
+        row(inputs[0], a.name, None),            # 0 ok, 16 kHz mono
+        row(inputs[1], "a8000.wav", None),       # 1 ok, 8 kHz
+        row(inputs[2], "a22050.wav", None),      # 2 ok
+        row(inputs[3], "a44100.wav", None),      # 3 ok
+        row(inputs[4], "a48000.wav", None),      # 4 ok
+        row(inputs[5], "stereo.wav", None),      # 5 ok, stereo
+        row(inputs[6], "a.flac", -0.8),          # 6 ok, FLAC; speech at 0.5 s placed 0.3 s before question end
+        row(inputs[7], "missing.wav", None),     # 7 missing
+        row(inputs[8], "empty.wav", None),       # 8 empty
+        row(inputs[9], "garbage.wav", None),     # 9 undecodable
+        row(inputs[10], "truncated.wav", None),  # 10 truncated
+        row(inputs[11], "nan.wav", None),        # 11 NaN samples
+        row(inputs[12], "silence.wav", 0.2),     # 12 silent answer: scored, latency null
+        row(inputs[13], "../../etc/passwd", None),  # 13 unsafe path
+        row(inputs[0], a.name, None),            # 14 duplicate of row 0
+        row(inputs[14], a.name, None, question_end_time=99.0),  # 15 time outside the clip
+    ]
+    meta = write_rows(tmp_path / "metadata.csv", rows)
+    text = meta.read_text().splitlines()
+    text.append(f"{inputs[15]},{a.name},abc,15.48,,,,,,")  # 16 non-numeric time
+    meta.write_text("\n".join(text) + "\n")
+    return meta
+
+
+def test_bad_rows_fail_with_reasons_and_the_rest_is_scored(bad_folder, tmp_path):
+    out = tmp_path / "res"
+    assert main(["score", "--metadata", str(bad_folder), "--metrics", "interruptions,explainable_features", "--out", str(out), "--no-progress"]) == 0
+    rows = _per_sample(out)
+    assert [r["row"] for r in rows] == list(range(17))
+    status = {r["row"]: (r["status"], r["error"]) for r in rows}
+    ok = [i for i, (s, _) in status.items() if s == "ok"]
+    assert ok == [0, 1, 2, 3, 4, 5, 6, 12]
+    reasons = {i: e for i, (s, e) in status.items() if s == "failed"}
+    assert "not found" in reasons[7]
+    assert "empty" in reasons[8]
+    assert "cannot decode" in reasons[9] and "cannot decode" in reasons[10]
+    assert "NaN" in reasons[11]
+    assert "escapes the data root" in reasons[13]
+    assert reasons[14] == "duplicate of row 0 (same audio_path)"
+    assert "outside the input clip" in reasons[15]
+    assert "context_end_time is not a number" in reasons[16]
+    by = {r["row"]: r for r in rows}
+    # every rate / channel layout of the same answer gives the same 0.5 s of padding as latency
+    lat = [by[i]["latency_ms"] for i in range(6)]
+    assert lat[0] == pytest.approx(500.0) and all(abs(x - lat[0]) <= 100 for x in lat), lat
+    # silent answer: scored, no latency, counted as a no-speech answer
+    assert by[12]["status"] == "ok" and by[12]["latency_ms"] is None and by[12]["no_speech_answer"] is True
+    s = json.loads((out / "summary.json").read_text())
+    assert (s["n_samples"], s["n_scored"], s["n_failed"]) == (17, 8, 9)
+    assert s["no_speech_answers_%"] == pytest.approx(100 / 8)
+    # interruption values exist only for rows with an answer_start_time (6 and 12)
+    assert s["interruptions_%"] == pytest.approx(50.0)
+    # strict JSON: no NaN/Infinity tokens anywhere
+    for line in (out / "per_sample.jsonl").read_text().splitlines():
+        json.loads(line, parse_constant=lambda c: pytest.fail(f"non-JSON constant {c}"))
+
+
+def test_unusable_input_exits_nonzero(tmp_path, capsys):
+    assert main(["score", "--metadata", str(tmp_path / "none.csv"), "--metrics", "interruptions", "--out", str(tmp_path / "r")]) == 2
+    assert "not found" in capsys.readouterr().err
+    (tmp_path / "m.csv").write_text("audio_path,answer_audio_path,context_end_time,question_end_time\n")
+    assert main(["score", "--metadata", str(tmp_path / "m.csv"), "--metrics", "interruptions", "--out", str(tmp_path / "r")]) == 2
+    (tmp_path / "m.csv").write_text("audio_path,answer_audio_path,context_end_time,question_end_time\na.wav,b.wav,1,2\n")
+    assert main(["score", "--metadata", str(tmp_path / "m.csv"), "--metrics", "nope", "--out", str(tmp_path / "r")]) == 2
+    assert "unknown metric" in capsys.readouterr().err
+    # every row failed: nothing scored -> non-zero, and the failures are still written
+    assert main(["score", "--metadata", str(tmp_path / "m.csv"), "--metrics", "interruptions", "--out", str(tmp_path / "r"), "--no-progress"]) == 2
+    assert _per_sample(tmp_path / "r")[0]["status"] == "failed"
+
+
+def test_kill_and_resume_gives_the_same_files(tmp_path, real_dir):
+    q, a = make_clips(STEREO_DIALOGUE, tmp_path, pad_s=0.3, answer_s=15.0)
+    rows = []
+    for i in range(12):
+        os.link(q, tmp_path / f"in{i}.wav")
+        rows.append(row(f"in{i}.wav", a.name, [None, -0.4, 0.25][i % 3]))
+    meta = write_rows(tmp_path / "metadata.csv", rows)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    cmd = [*SPEARBENCH, "score", "--metadata", str(meta), "--metrics", "interruptions,explainable_features", "--batch-size", "1", "--no-progress"]
+    ref = tmp_path / "ref"
+    subprocess.run([*cmd, "--out", str(ref)], check=True, env=env, capture_output=True)
+
+    out = tmp_path / "killed"
+    proc = subprocess.Popen([*cmd, "--out", str(out)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    log = out / ".work" / "rank-0.jsonl"
+    deadline = time.time() + 120
+    while time.time() < deadline and (not log.exists() or len(log.read_text().splitlines()) < 3):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    done_before = len(log.read_text().splitlines())
+    assert 3 <= done_before < 12 and not (out / "summary.json").exists()
+
+    subprocess.run([*cmd, "--out", str(out)], check=True, env=env, capture_output=True)
+    assert (out / "per_sample.jsonl").read_text() == (ref / "per_sample.jsonl").read_text()
+    assert (out / "summary.json").read_text() == (ref / "summary.json").read_text()
+    info = json.loads((out / "run_info.json").read_text())
+    assert info["rows_resumed"] == done_before and info["rows_scored_this_run"] == 12 - done_before
+    # every row logged exactly once across the two runs: nothing scored twice
+    logged = [json.loads(l)["row"] for l in log.read_text().splitlines()]
+    assert sorted(logged) == list(range(12))
+
+    # a rerun of a finished run scores nothing and rewrites the same files
+    subprocess.run([*cmd, "--out", str(out)], check=True, env=env, capture_output=True)
+    assert json.loads((out / "run_info.json").read_text())["rows_scored_this_run"] == 0
+    assert (out / "summary.json").read_text() == (ref / "summary.json").read_text()
+
+
+def test_other_run_in_same_folder_is_refused(tmp_path, real_dir):
+    q, a = make_clips(STEREO_DIALOGUE, tmp_path)
+    meta = write_rows(tmp_path / "m.csv", [row(q.name, a.name, None)])
+    out = tmp_path / "r"
+    assert main(["score", "--metadata", str(meta), "--metrics", "interruptions", "--out", str(out), "--no-progress"]) == 0
+    assert main(["score", "--metadata", str(meta), "--metrics", "explainable_features", "--out", str(out), "--no-progress"]) == 2
+    assert main(["score", "--metadata", str(meta), "--metrics", "explainable_features", "--out", str(out), "--no-progress", "--overwrite"]) == 0
