@@ -1,0 +1,50 @@
+"""SPEAR ``speech_quality``: predicted MOS of the answer and WER/CER of its ASR against ``transcript_answer``."""
+
+import evaluate
+
+from spear_metrics.core.evaluate_glue import spear_compute, spear_info
+
+_DESCRIPTION = """\
+Speech quality and intelligibility of a spoken answer (SPEARBench). UTMOS: UTMOS22 "strong"
+predicted MOS (1-5) of the answer audio (profile=reference, or mos=utmos); embedded offline
+predictors write their own keys (DNSMOS_OVRL... from speechmos, DistillMOS). WER_% / CER_%:
+100 x jiwer WER/CER between transcript_answer (speaker tags P####A: removed) and the ASR of the
+answer audio, both normalised with Whisper's English normaliser; per-ASR values as
+WER_%_<asr>. Default ASR: the packaged Whisper base (faster-whisper), offline; profile=reference:
+Qwen3-ASR-0.6B pooled with Whisper large-v3 as upstream.
+"""
+
+_KWARGS_DESCRIPTION = """
+Args:
+    audio_path (list of str): stereo 16 kHz input clips (context + question).
+    answer_audio_path (list of str): answer audio, any rate or channel count (channels averaged).
+    context_end_time, question_end_time (list of float): seconds.
+    answer_start_time (list of float or None): seconds (unused here, required by every SPEAR module).
+    transcript_answer (list of str, optional): reference text of each answer (`SPK: text`); without
+        it WER/CER are null.
+    profile (str, optional): "embedded" (default, offline) or "reference" (published table).
+    asr (str, optional): comma list of ASR backends, pooled in order ("embedded", "whisper-large-v3", "qwen3-asr-0.6b").
+    mos (str, optional): comma list of MOS backends ("utmos", "dnsmos", "distillmos").
+    whisper_model, qwen_asr_model, embedded_asr_model, utmos_model (str, optional): Hub id or local path.
+    device (str, optional), asr_batch_size (int, optional), empty_hypothesis ("error" | "skip").
+Returns:
+    UTMOS (null + UTMOS_note when not run), WER_%, CER_%, the embedded MOS keys, WER_%_<asr>, CER_%_<asr>,
+    asr_models, no_reference_%, per_sample, n_samples, n_scored, n_failed.
+Examples:
+    >>> m = evaluate.load("spear_metrics/speech_quality")  # or "spearbench/speech_quality"
+    >>> r = m.compute(audio_path=["q.wav"], answer_audio_path=["a.wav"], context_end_time=[3.2],
+    ...               question_end_time=[5.0], answer_start_time=[0.4], transcript_answer=["P0001A: Yes I do."])
+    >>> sorted(k for k in r if k.endswith("ER_%"))
+    ['CER_%', 'WER_%']
+"""
+
+
+@evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
+class SpeechQuality(evaluate.Metric):
+    def _info(self):
+        return spear_info(self, "speech_quality", _DESCRIPTION, _KWARGS_DESCRIPTION)
+
+    def _compute(self, audio_path, answer_audio_path, context_end_time, question_end_time, answer_start_time, **kwargs):
+        inputs = dict(audio_path=audio_path, answer_audio_path=answer_audio_path, context_end_time=context_end_time,
+                      question_end_time=question_end_time, answer_start_time=answer_start_time)
+        return spear_compute("speech_quality", inputs, kwargs)
