@@ -612,7 +612,10 @@ def load_results(source: str | os.PathLike) -> Results:
     from datasets import Audio, load_dataset
 
     try:
-        dd = load_dataset(str(folder))
+        # a private cache per load: datasets' cache key of a local folder ignores its absolute path,
+        # so another folder of the same name (or one rewritten in place) would load stale rows
+        with tempfile.TemporaryDirectory(prefix="spearbench-load-") as cache:
+            dd = load_dataset(str(folder), cache_dir=cache, keep_in_memory=True)
     except Exception as e:
         raise ResultsError(f"{src}: cannot load the parquet data: {' '.join(str(e).split())[:200]}") from None
     split = info.get("split") or next(iter(dd))

@@ -1,0 +1,255 @@
+"""Results datasets (spear_metrics.results, ``spearbench push-results``) and the leaderboard logic
+of space/app.py, on real samples cut from the AMI stereo call and scored by the real runner."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _spear_samples import score_and_write  # noqa: E402
+
+from spear_metrics.results import (  # noqa: E402
+    FALLBACK_KEYS, GROUPS, PROTOCOL, ResultsError, column_info, load_results, read_run,
+)
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory, real_dir):
+    """Two scored runs (human answers, a toy model placing the same speech later/earlier) and their datasets."""
+    return score_and_write(tmp_path_factory.mktemp("spear"))
+
+
+@pytest.fixture(scope="module")
+def app():
+    spec = importlib.util.spec_from_file_location("spear_space_app", REPO / "space" / "app.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _per_sample(run: Path) -> list[dict]:
+    return [json.loads(line) for line in (run / "per_sample.jsonl").read_text().splitlines() if line.strip()]
+
+
+def test_local_dir_round_trip_with_datasets(built, tmp_path):
+    """The --local-dir folder loads with datasets.load_dataset; values, nulls, audio bytes and card survive."""
+    import datasets
+    from huggingface_hub import DatasetCard
+
+    # a private cache: datasets caches a local folder by its name, not its path (stale rows otherwise)
+    ds = datasets.load_dataset(str(built["model_ds"]), cache_dir=str(tmp_path / "c"))["test"]
+    src = _per_sample(built["model_run"])
+    assert ds.num_rows == len(src) == 4
+    rows = ds.cast_column("answer_audio", datasets.Audio(decode=False)).to_list()
+    for got, exp in zip(rows, src):
+        assert got["row"] == exp["row"] and got["status"] == exp["status"]
+        assert got["latency_ms"] == exp["latency_ms"]  # None stays None (row 3 failed), never 0
+    assert rows[3]["status"] == "failed" and rows[3]["latency_ms"] is None and rows[3]["interruption"] is None
+    assert rows[3]["error"].startswith("duplicate of row 0")
+    # the toy model's second answer starts 1 s before the question ends: it interrupts
+    assert rows[1]["interruption"] is True and rows[1]["interrupted_time_ms"] > 0
+    # audio embedded byte for byte; SPEAR metadata and subset carried
+    root = built["model_ds"].parent
+    assert rows[0]["answer_audio"]["bytes"] == (root / "model/ans_late.wav").read_bytes()
+    assert rows[3]["answer_audio"] is None  # the missing file is not invented
+    assert [r["subset"] for r in rows] == ["improvised", "naturalistic", "naturalistic", "improvised"]
+    assert rows[0]["transcript_answer"].startswith("MODEL:") and rows[0]["answer_start_time"] == 0.3
+    summary = json.loads((built["model_run"] / "summary.json").read_text())
+    assert json.loads((built["model_ds"] / "summary.json").read_text()) == summary
+    card = DatasetCard.load(built["model_ds"] / "README.md").data.to_dict()["spearbench"]
+    assert card["model_name"] == "toy-delayed-model" and card["inference_mode"] == "Full-duplex"
+    assert card["open_weights"] is True and card["protocol"] == PROTOCOL and card["split"] == "test"
+    assert card["metric_versions"] == summary["metric_versions"] and card["models"] == summary["models"]
+    # the human dataset embeds the input clips (both speakers): stereo
+    import soundfile as sf
+    import io
+
+    h = datasets.load_dataset(str(built["human_ds"]), cache_dir=str(tmp_path / "c"))["test"].cast_column("input_audio", datasets.Audio(decode=False))
+    assert sf.info(io.BytesIO(h[0]["input_audio"]["bytes"])).channels == 2
+
+
+class FakeHfApi:
+    """Records the calls the project makes on huggingface_hub.HfApi (no network)."""
+
+    instances: list["FakeHfApi"] = []
+
+    def __init__(self, token=None, **kw):
+        self.token = token
+        self.calls: list[tuple[str, dict]] = []
+        self.uploaded: dict[str, bytes] = {}
+        FakeHfApi.instances.append(self)
+
+    def create_repo(self, repo_id, **kw):
+        self.calls.append(("create_repo", {"repo_id": repo_id, **kw}))
+
+    def upload_folder(self, *, folder_path, **kw):
+        self.calls.append(("upload_folder", {"folder_path": folder_path, **kw}))
+        for p in Path(folder_path).rglob("*"):
+            if p.is_file():
+                self.uploaded[p.relative_to(folder_path).as_posix()] = p.read_bytes()
+
+        class Info:
+            commit_url = f"https://huggingface.co/datasets/{kw['repo_id']}/commit/abc"
+
+        return Info()
+
+
+def test_cli_push_results_at_the_hub_boundary(built, monkeypatch, capsys, tmp_path):
+    """push-results creates a dataset repo and uploads parquet + summary + card in one commit; the token is never shown."""
+    import huggingface_hub
+    import pyarrow.parquet as pq
+
+    from spear_metrics.cli import main
+
+    secret = "hf_SECRETtoken1234567890"
+    monkeypatch.setenv("HF_TOKEN", secret)
+    monkeypatch.setattr(huggingface_hub, "HfApi", FakeHfApi)
+    FakeHfApi.instances.clear()
+    root = built["model_ds"].parent
+    rc = main(["push-results", str(built["model_run"]), "--repo-id", "me/toy-results", "--private",
+               "--model-name", "toy", "--inference-mode", "Half-duplex", "--no-open-weights",
+               "--with-audio", "--metadata", str(root / "model_metadata.csv")])
+    out = capsys.readouterr()
+    assert rc == 0, out.err
+    (api,) = FakeHfApi.instances
+    assert [c[0] for c in api.calls] == ["create_repo", "upload_folder"]
+    assert api.calls[0][1] == {"repo_id": "me/toy-results", "repo_type": "dataset", "private": True, "exist_ok": True}
+    assert api.calls[1][1]["repo_type"] == "dataset" and api.calls[1][1]["repo_id"] == "me/toy-results"
+    assert set(api.uploaded) == {"README.md", "summary.json", "data/test-00000-of-00001.parquet"}
+    (tmp_path / "t.parquet").write_bytes(api.uploaded["data/test-00000-of-00001.parquet"])
+    table = pq.read_table(tmp_path / "t.parquet")
+    assert table.num_rows == 4 and "answer_audio" in table.column_names
+    assert b"open_weights: false" in api.uploaded["README.md"] and b"inference_mode: Half-duplex" in api.uploaded["README.md"]
+    assert "commit/abc" in out.out
+    assert secret not in out.out + out.err
+    assert all(secret.encode() not in b for b in api.uploaded.values())
+
+
+def _bad_copy(run: Path, dst: Path, *, summary=None, rows=None) -> Path:
+    shutil.copytree(run, dst)
+    if summary:
+        s = json.loads((dst / "summary.json").read_text())
+        summary(s)
+        (dst / "summary.json").write_text(json.dumps(s))
+    if rows:
+        r = _per_sample(dst)
+        rows(r)
+        (dst / "per_sample.jsonl").write_text("".join(json.dumps(x) + "\n" for x in r))
+    return dst
+
+
+BAD_CASES = {
+    "missing_column": (dict(rows=lambda r: r[1].pop("status")), "per_sample.jsonl line 2 is missing column 'status'"),
+    "missing_summary_key": (dict(summary=lambda s: s.pop("latency_ms")), "summary.json is missing column 'latency_ms'"),
+    "non_numeric_summary": (dict(summary=lambda s: s.update({"latency_ms": "fast"})), "'latency_ms' is not numeric: 'fast'"),
+    "non_numeric_value": (dict(rows=lambda r: r[0].update({"explainable_duration_s": "9.9s"})),
+                          "row 0 value 'explainable_duration_s' is not numeric: '9.9s'"),
+    "unknown_version": (dict(summary=lambda s: s["metric_versions"].update({"interruptions": "9.9.9"})),
+                        "unknown metric version interruptions='9.9.9' (known: 1.0.0)"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_CASES))
+def test_bad_results_rejected_with_one_line(built, tmp_path, capsys, case):
+    """Missing column, non-numeric value, unknown metric version: ResultsError and CLI exit 2, one line."""
+    from spear_metrics.cli import main
+
+    mutate, expected = BAD_CASES[case]
+    bad = _bad_copy(built["model_run"], tmp_path / "bad", **mutate)
+    with pytest.raises(ResultsError) as e:
+        read_run(bad)
+    assert expected in str(e.value) and "\n" not in str(e.value)
+    assert main(["push-results", str(bad), "--local-dir", str(tmp_path / "ds"), "--model-name", "x"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("spearbench push-results: ") and expected in err and "\n" not in err
+    assert not (tmp_path / "ds" / "summary.json").exists()
+
+
+def test_columns_units_and_directions(built):
+    """Every SPEAR column of the published CSV is in exactly one of the seven groups; registry keys win."""
+    header = next(csv.reader(open(REPO / "space/data/spear_benchmark.csv", encoding="utf-8")))
+    cols = column_info()
+    assert [c.name for c in cols] == header[4:]
+    assert len({c.group for c in cols}) == len(GROUPS) == 7
+    by = {c.name: c for c in cols}
+    from spear_metrics.interruptions.definition import Interruptions
+
+    for mk in Interruptions.keys:
+        if mk.name in by:
+            assert (by[mk.name].unit, by[mk.name].better, by[mk.name].source) == (mk.unit, mk.better, "registry")
+            # the fallback (used where the dimension cannot be imported) says the same
+            assert FALLBACK_KEYS[mk.name][:2] == (mk.unit, mk.better)
+    assert by["latency_ms"].unit == "ms" and by["explainable_duration_s"].unit == "s"
+
+
+def test_leaderboard_merge_missing_and_bad(built, app, tmp_path):
+    """Published rows + a results dataset; missing shows '-', never 0; a bad source is reported, the rest renders."""
+    bad = _bad_copy(built["model_run"], tmp_path / "bad", summary=lambda s: s["metric_versions"].update({"interruptions": "0.1"}))
+    rows, errors = app.all_rows([str(built["model_ds"]), str(bad)])
+    assert len(errors) == 1 and "unknown metric version" in errors[0] and str(bad) in errors[0]
+    by = {(r["model"], r["source"]): r for r in rows}
+    assert by[("human", "published")]["latency_ms"] == pytest.approx(742.055)
+    assert by[("gpt-audio-1.5", "published")]["interrupted_time_ms"] is None
+    toy = by[("toy-delayed-model", str(built["model_ds"]))]
+    summary = json.loads((built["model_run"] / "summary.json").read_text())
+    assert toy["latency_ms"] == pytest.approx(summary["latency_ms"]) and toy["UTMOS"] is None
+    df = app.display_frame(rows, None)
+    lat = next(h for h in df.columns if " latency_ms " in h)
+    assert lat == "Interruptions · latency_ms [ms] ≈human"
+    shown = dict(zip(df["model"] + "|" + df["source"], df[next(h for h in df.columns if "interrupted_time_ms" in h)]))
+    assert shown["gpt-audio-1.5|published"] == "-" and shown["human|published"] == "520.914"
+    assert df[df["model"] == "toy-delayed-model"][next(h for h in df.columns if "UTMOS" in h)].item() == "-"
+    # filters and sorting
+    half = app.filter_sort(rows, ["Half-duplex"], "all", "model", "ascending")
+    assert {r["model"] for r in half} == {"mini-omni", "Qwen2.5-Omni-7B"}
+    closed = app.filter_sort(rows, None, "closed weights", "model", "ascending")
+    assert "mini-omni" not in {r["model"] for r in closed} and "gpt-realtime-2" in {r["model"] for r in closed}
+    best = app.filter_sort(rows, None, "all", "latency_ms", "best first")
+    assert best[0]["model"] == "human" and best[0]["source"] == "published"  # closest to the human value
+    best_wer = app.filter_sort(rows, None, "all", "WER_%", "best first")
+    assert best_wer[0]["model"] == "gpt-audio-1.5" and best_wer[-1]["WER_%"] is None  # missing last
+    # CSV download: the published keys, empty cell for missing
+    path = app.write_csv(rows)
+    got = {r["model"] + "|" + r["source"]: r for r in csv.DictReader(open(path))}
+    assert got["gpt-audio-1.5|published"]["interrupted_time_ms"] == ""
+    assert float(got["human|published"]["latency_ms"]) == pytest.approx(742.055)
+
+
+def test_sample_filters_and_view(built, app):
+    """Subset and value-range filters; the sample view pairs the model answer with the human one."""
+    srcs = [str(built["human_ds"]), str(built["model_ds"])]
+    res = load_results(srcs[1])
+    assert app.filtered_rows(res, "all", app.NO_METRIC, "", "") == [0, 1, 2, 3]
+    assert app.filtered_rows(res, "naturalistic", app.NO_METRIC, "", "") == [1, 2]
+    assert app.filtered_rows(res, "all", "interrupted_time_ms", "0.001", "") == [1]  # only interruptions
+    assert app.filtered_rows(res, "all", "latency_ms", "", "800") == [1, 2]  # row 3 has no latency: excluded
+    inp, human, model, tq, th, tm, scores, info = app.sample_view(srcs, srcs[1], 0)
+    assert Path(inp).read_bytes()[:4] == b"RIFF" and human and model
+    assert Path(model).read_bytes() == (built["model_ds"].parent / "model/ans_late.wav").read_bytes()
+    assert Path(human).read_bytes() == (built["model_ds"].parent / "human/ans.wav").read_bytes()
+    assert tq.startswith("FEE016:") and th.startswith("MEO015:") and tm.startswith("MODEL:")
+    vals = dict(zip(scores["key"], scores["value"]))
+    assert vals["interruption"] == "false" and vals["latency_ms"] == "1000.000"
+    *_, scores3, _ = app.sample_view(srcs, srcs[1], 3)
+    vals3 = dict(zip(scores3["key"], scores3["value"]))
+    assert vals3["latency_ms"] == "-" and vals3["interruption"] == "-"
+
+
+def test_plots_render(built, app):
+    """Distribution and per-dimension figures build from the loaded data (axes labelled with the key)."""
+    srcs = [str(built["human_ds"]), str(built["model_ds"])]
+    fig = app.distribution_plot(srcs)
+    labels = [ax.get_xlabel() for ax in fig.axes]
+    assert labels == ["latency_ms: latency (ms)", "explainable_duration_s: answer audio duration (s)"]
+    fig2 = app.dimension_plot(srcs, "Interruptions")
+    assert [ax.get_title() for ax in fig2.axes] == [
+        "latency_ms [ms] ≈human", "interrupted_time_ms [ms] ≈human", "interruptions_% [%] ≈human"]
