@@ -1,0 +1,123 @@
+"""Speed and memory of `interruptions` + `explainable_features` against a plain upstream-style loop.
+
+Builds N SPEAR samples from the real fixtures (input clip: the stereo AMI dialogue cut at the end of
+FEE016's turn; answers: every real mono/stereo recording in ../shared/fixtures/real), then times
+
+- ours: `spearbench score` (run_score, streaming batches, Silero's batched ONNX front end), and
+- baseline: a per-file loop calling `silero_vad.get_speech_timestamps` with defaults (the JIT model,
+  as upstream) on the mixed question and on the answer, plus Praat pitch of the answer,
+
+checks that both give the same latencies, and reports real-time factor (question + answer audio
+seconds per wall second), samples/s, and peak RSS for N and 4N samples (each config in a fresh
+process so the peaks do not mix).
+
+    .venv/bin/python scripts/bench_timing.py [--n 24]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+REAL = REPO.parent / "shared" / "fixtures" / "real"
+ANSWERS = ["faster-whisper__jfk.flac", "speechbrain__p225_002.wav", "speechbrain__p226_002.wav",
+           "lhotse__ES2011a.Headset-0-40s-46s.wav", "pyannote-audio__dev00.wav", "pyannote-audio__sample.wav"]
+
+
+def build(n: int, root: Path) -> Path:
+    sys.path.insert(0, str(REPO / "tests"))
+    from helpers import CONTEXT_END, QUESTION_END, make_clips, row, write_rows
+
+    q, _ = make_clips(REAL / "DERIVED__pyannote-audio__seriously_29-60s_stereo_L-FEE016_R-MEO015.wav", root)
+    rows = []
+    for i in range(n):
+        p = root / f"in{i}.wav"
+        if not p.exists():
+            os.link(q, p)
+        rows.append(row(p.name, str(REAL / ANSWERS[i % len(ANSWERS)]), [None, 0.3, -0.5][i % 3]))
+    return write_rows(root / "metadata.csv", rows)
+
+
+def ours(meta: Path) -> dict:
+    from spear_metrics.core.runner import run_score
+
+    out = meta.parent / "ours"
+    t = time.perf_counter()
+    run_score(meta, "interruptions,explainable_features", out, progress=False, overwrite=True)
+    dt = time.perf_counter() - t
+    lat = [json.loads(l).get("latency_ms") for l in (out / "per_sample.jsonl").read_text().splitlines()]
+    return {"seconds": dt, "latency_ms": lat}
+
+
+def baseline(meta: Path) -> dict:
+    import torch
+    from silero_vad import get_speech_timestamps, load_silero_vad
+
+    from spear_datasets.audio import load_audio
+    from spear_datasets.schema import parse_row, read_metadata
+    from spear_metrics.core.pitch import pitch_track
+    from spear_metrics.interruptions.definition import latency_s
+
+    model = load_silero_vad()
+    t = time.perf_counter()
+    lat = []
+    for raw in read_metadata(meta):
+        r = parse_row(raw)
+        q = torch.from_numpy(load_audio(meta.parent / r.audio_path, channels="mix")[0])
+        a = torch.from_numpy(load_audio(r.answer_audio_path, channels="mix")[0])
+        qs = [(s["start"], s["end"]) for s in get_speech_timestamps(q, model, return_seconds=True)]
+        as_ = [(s["start"], s["end"]) for s in get_speech_timestamps(a, model, return_seconds=True)]
+        pitch_track(a.numpy(), 16000)
+        v = latency_s(qs, as_, r.question_end_time, r.answer_start_time)
+        lat.append(None if v is None else round(1000 * v, 6))
+    return {"seconds": time.perf_counter() - t, "latency_ms": lat}
+
+
+def audio_seconds(meta: Path) -> float:
+    from spear_datasets.audio import audio_info
+    from spear_datasets.schema import read_metadata
+
+    return sum(audio_info(meta.parent / r["audio_path"]).duration + audio_info(r["answer_audio_path"]).duration for r in read_metadata(meta))
+
+
+def child(kind: str, n: int) -> None:
+    with tempfile.TemporaryDirectory() as d:
+        meta = build(n, Path(d))
+        res = (ours if kind == "ours" else baseline)(meta)
+        res["audio_s"] = audio_seconds(meta)
+        res["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        print(json.dumps(res))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", type=int, default=24)
+    ap.add_argument("--child", nargs=2)
+    a = ap.parse_args()
+    if a.child:
+        return child(a.child[0], int(a.child[1]))
+    runs = {}
+    for kind, n in [("baseline", a.n), ("ours", a.n), ("ours", 4 * a.n)]:
+        out = subprocess.run([sys.executable, __file__, "--child", kind, str(n)], capture_output=True, text=True, check=True)
+        runs[(kind, n)] = json.loads(out.stdout.strip().splitlines()[-1])
+    b, o = runs[("baseline", a.n)], runs[("ours", a.n)]
+    same = b["latency_ms"] == o["latency_ms"]
+    print(f"{'config':<18}{'samples':>8}{'audio s':>9}{'wall s':>8}{'RTF':>8}{'samples/s':>10}{'peak RSS MB':>12}")
+    for (kind, n), r in runs.items():
+        print(f"{kind:<18}{n:>8}{r['audio_s']:>9.1f}{r['seconds']:>8.2f}{r['audio_s'] / r['seconds']:>7.0f}x{n / r['seconds']:>10.1f}{r['peak_rss_mb']:>12.0f}")
+    print(f"speed-up vs baseline: {b['seconds'] / o['seconds']:.1f}x; same latencies: {same}")
+    if not same:
+        diff = [(i, x, y) for i, (x, y) in enumerate(zip(b["latency_ms"], o["latency_ms"])) if x != y]
+        print(f"differing rows (row, baseline, ours): {diff[:10]}")
+
+
+if __name__ == "__main__":
+    main()
