@@ -313,9 +313,17 @@ def _infer_row(agent: Any, source: Source, i: int, out: Path, config: Generation
 
 
 def _distributed_state():
+    """accelerate's process state (one process when not launched through ``accelerate``).
+
+    On a machine without CUDA, ``PartialState()`` ignores a multi-process launch unless it is
+    told ``cpu=True`` (accelerate 1.x only picks gloo/MULTI_CPU then): pass it, so
+    ``ACCELERATE_USE_CPU=true accelerate launch --multi_gpu --num_processes 2 ...`` really shards.
+    """
+    import torch
     from accelerate import PartialState
 
-    return PartialState()
+    cpu = os.environ.get("ACCELERATE_USE_CPU", "").lower() in ("1", "true", "yes") or not torch.cuda.is_available()
+    return PartialState(cpu=cpu)
 
 
 def _read_logs(work: Path) -> dict[int, dict[str, Any]]:
