@@ -13,11 +13,41 @@ from __future__ import annotations
 from typing import Sequence
 
 
-def process_device():
-    """``torch.device`` of this process (``accelerate.PartialState().device``)."""
-    from accelerate import PartialState
+def distributed_state():
+    """``accelerate.PartialState`` of this process, honouring ``ACCELERATE_USE_CPU``.
 
-    return PartialState().device
+    ``PartialState()`` alone ignores ``ACCELERATE_USE_CPU`` (accelerate 1.x reads it only in
+    ``AcceleratorState``): under ``ACCELERATE_USE_CPU=true accelerate launch --multi_gpu
+    --num_processes 2`` on a machine without GPUs, each process would believe it is alone
+    (``DistributedType.NO``) and score every row. Here ``cpu=True`` is passed when the flag is
+    set, or when several processes were launched (``WORLD_SIZE`` > 1) and no CUDA device
+    exists, so the ranks join one gloo group.
+
+    Raises:
+        RuntimeError: several processes were launched but accelerate still sees one.
+    """
+    import os
+
+    from accelerate import PartialState
+    from accelerate.utils import parse_flag_from_env
+
+    world = int(os.environ.get("WORLD_SIZE", "1") or 1)
+    cpu = parse_flag_from_env("ACCELERATE_USE_CPU")
+    if not cpu and world > 1:
+        import torch
+
+        cpu = not torch.cuda.is_available()
+    state = PartialState(cpu=cpu)
+    if world > 1 and state.num_processes != world:
+        raise RuntimeError(f"{world} processes were launched but accelerate sees {state.num_processes}; "
+                           "on CPU launch with ACCELERATE_USE_CPU=true accelerate launch --multi_gpu --num_processes N")
+    return state
+
+
+def process_device():
+    """``torch.device`` of this process (``distributed_state().device``: ``cuda:<local rank>``
+    on GPUs, ``cpu`` otherwise)."""
+    return distributed_state().device
 
 
 def duration_batches(lengths: Sequence[int], *, max_items: int = 8, max_padded_samples: int | None = None) -> list[list[int]]:

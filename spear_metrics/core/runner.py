@@ -190,10 +190,14 @@ def _fingerprint(metadata: Path, metrics: Sequence[str], options: dict[str, Any]
 
 
 def _distributed_state():
-    """accelerate's process state (one process when not launched through ``accelerate``)."""
-    from accelerate import PartialState
+    """accelerate's process state (one process when not launched through ``accelerate``);
+    honours ``ACCELERATE_USE_CPU`` (see :func:`spear_metrics.core.batching.distributed_state`)."""
+    from spear_metrics.core.batching import distributed_state
 
-    return PartialState()
+    try:
+        return distributed_state()
+    except RuntimeError as e:
+        raise RunError(str(e)) from None
 
 
 def run_score(
