@@ -128,7 +128,8 @@ class Stances(Dimension):
                 raise ValueError("stances needs options judge_base_url and judge_model (an OpenAI-compatible chat endpoint)")
             self._judge = Judge(str(self.options["judge_base_url"]), str(self.options["judge_model"]),
                                 api_key=self.options.get("judge_api_key"), max_retries=int(self.options.get("judge_max_retries", 3)),
-                                timeout=float(self.options.get("judge_timeout", 60.0)))
+                                timeout=float(self.options.get("judge_timeout", 60.0)),
+                                backoff_s=float(self.options.get("judge_backoff_s", 0.5)))
         return self._judge
 
     def _transcripts(self, waves: list[np.ndarray]) -> list[str]:
