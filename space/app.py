@@ -334,7 +334,7 @@ def sample_view(sources: list[str], source: str | None, row: int | None) -> tupl
             "transcript_question", "transcript_answer", "subset", *res.audio_columns}
     scores = [(k, _cell(v)) for k, v in s.items() if k not in skip]
     info = (f"**{res.model}** · row {int(row)} · `{ap}` · subset {s.get('subset') or '-'} · status {s.get('status')}"
-            + (f" · error: {s.get('error')}" if s.get("error") else ""))
+            + (f" · error: {s.get('error')}" if isinstance(s.get("error"), str) and s.get("error") else ""))
     missing = [n for n, v in (("input clip", inp), ("human answer", human), ("model answer", model_ans)) if v is None]
     if missing:
         info += f"  \n(no audio for: {', '.join(missing)} — embed it with `push-results --with-audio/--with-inputs`," \
@@ -495,7 +495,7 @@ def build_app(sources: list[str] | None = None) -> gr.Blocks:
             with gr.Row():
                 t_q = gr.Textbox(label="question transcript (context + question)", lines=4)
                 t_h = gr.Textbox(label="human answer transcript", lines=4)
-                t_m = gr.Textbox(label="model answer transcript", lines=4)
+                t_m = gr.Textbox(label="model answer transcript", lines=4, elem_id="t_model")
             scores = gr.Dataframe(label="this sample's values (- = does not exist)", interactive=False)
         with gr.Tab("Plots"):
             dist = gr.Plot(label="latency and answer duration vs human")
