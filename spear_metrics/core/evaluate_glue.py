@@ -76,3 +76,43 @@ def spear_compute(dimension: str, inputs: dict[str, list], kwargs: dict[str, Any
     base_dir = kwargs.pop("base_dir", ".")
     batch_size = int(kwargs.pop("batch_size", 16))
     return score_columns(dimension, columns, base_dir=base_dir, batch_size=batch_size, **kwargs)
+
+
+def _metric_base():
+    import evaluate
+
+    class SpearMetric(evaluate.Metric):
+        """Base of every SPEAR ``evaluate`` module: subclasses set ``dimension``,
+        ``description`` and ``kwargs_description`` and nothing else.
+
+        ``compute()`` requires the five SPEAR inputs (:data:`INPUT_COLUMNS`); other metadata
+        columns and the dimension's options are keyword arguments.
+        """
+
+        dimension: str = ""
+        description: str = ""
+        kwargs_description: str = ""
+
+        def _info(self):
+            return spear_info(self, self.dimension, self.description, self.kwargs_description)
+
+        def compute(self, **kwargs):
+            """Score the samples (inputs as in the module description); missing inputs raise ``ValueError``."""
+            require_inputs(kwargs)
+            return super().compute(**kwargs)
+
+        def _compute(self, audio_path, answer_audio_path, context_end_time, question_end_time, answer_start_time, **kwargs):
+            inputs = dict(audio_path=audio_path, answer_audio_path=answer_audio_path, context_end_time=context_end_time,
+                          question_end_time=question_end_time, answer_start_time=answer_start_time)
+            return spear_compute(self.dimension, inputs, kwargs)
+
+    return SpearMetric
+
+
+def __getattr__(name: str):
+    # built on first use so that importing this module does not import ``evaluate``
+    if name == "SpearMetric":
+        cls = _metric_base()
+        globals()["SpearMetric"] = cls
+        return cls
+    raise AttributeError(name)

@@ -2,7 +2,7 @@
 
 import evaluate
 
-from spear_metrics.core.evaluate_glue import spear_compute, spear_info
+from spear_metrics.core import evaluate_glue as glue
 
 _DESCRIPTION = """\
 Emotional behaviour of spoken answers (SPEARBench). Vox-Profile's dimensional emotion model
@@ -35,11 +35,7 @@ Examples:
 
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
-class Emotions(evaluate.Metric):
-    def _info(self):
-        return spear_info(self, "emotions", _DESCRIPTION, _KWARGS_DESCRIPTION)
-
-    def _compute(self, audio_path, answer_audio_path, context_end_time, question_end_time, answer_start_time, **kwargs):
-        inputs = dict(audio_path=audio_path, answer_audio_path=answer_audio_path, context_end_time=context_end_time,
-                      question_end_time=question_end_time, answer_start_time=answer_start_time)
-        return spear_compute("emotions", inputs, kwargs)
+class Emotions(glue.SpearMetric):
+    dimension = "emotions"
+    description = _DESCRIPTION
+    kwargs_description = _KWARGS_DESCRIPTION

@@ -2,7 +2,7 @@
 
 import evaluate
 
-from spear_metrics.core.evaluate_glue import require_inputs, spear_compute, spear_info
+from spear_metrics.core import evaluate_glue as glue
 
 _DESCRIPTION = """\
 Explainable acoustic features of spoken answers (SPEARBench). explainable_duration_s: duration
@@ -31,16 +31,7 @@ Examples:
 
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
-class ExplainableFeatures(evaluate.Metric):
-    def _info(self):
-        return spear_info(self, "explainable_features", _DESCRIPTION, _KWARGS_DESCRIPTION)
-
-    def compute(self, **kwargs):
-        """Score the samples (inputs as in the module description); missing inputs raise ``ValueError``."""
-        require_inputs(kwargs)
-        return super().compute(**kwargs)
-
-    def _compute(self, audio_path, answer_audio_path, context_end_time, question_end_time, answer_start_time, **kwargs):
-        inputs = dict(audio_path=audio_path, answer_audio_path=answer_audio_path, context_end_time=context_end_time,
-                      question_end_time=question_end_time, answer_start_time=answer_start_time)
-        return spear_compute("explainable_features", inputs, kwargs)
+class ExplainableFeatures(glue.SpearMetric):
+    dimension = "explainable_features"
+    description = _DESCRIPTION
+    kwargs_description = _KWARGS_DESCRIPTION

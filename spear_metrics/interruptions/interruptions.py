@@ -2,7 +2,7 @@
 
 import evaluate
 
-from spear_metrics.core.evaluate_glue import require_inputs, spear_compute, spear_info
+from spear_metrics.core import evaluate_glue as glue
 
 _DESCRIPTION = """\
 Timing of a spoken answer against the question it answers (SPEARBench). Silero VAD (library
@@ -35,16 +35,7 @@ Examples:
 
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
-class Interruptions(evaluate.Metric):
-    def _info(self):
-        return spear_info(self, "interruptions", _DESCRIPTION, _KWARGS_DESCRIPTION)
-
-    def compute(self, **kwargs):
-        """Score the samples (inputs as in the module description); missing inputs raise ``ValueError``."""
-        require_inputs(kwargs)
-        return super().compute(**kwargs)
-
-    def _compute(self, audio_path, answer_audio_path, context_end_time, question_end_time, answer_start_time, **kwargs):
-        inputs = dict(audio_path=audio_path, answer_audio_path=answer_audio_path, context_end_time=context_end_time,
-                      question_end_time=question_end_time, answer_start_time=answer_start_time)
-        return spear_compute("interruptions", inputs, kwargs)
+class Interruptions(glue.SpearMetric):
+    dimension = "interruptions"
+    description = _DESCRIPTION
+    kwargs_description = _KWARGS_DESCRIPTION

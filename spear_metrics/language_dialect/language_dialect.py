@@ -2,7 +2,7 @@
 
 import evaluate
 
-from spear_metrics.core.evaluate_glue import spear_compute, spear_info
+from spear_metrics.core import evaluate_glue as glue
 
 _DESCRIPTION = """\
 Spoken language and English dialect of answers (SPEARBench). The answer's language is
@@ -36,11 +36,7 @@ Examples:
 
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
-class LanguageDialect(evaluate.Metric):
-    def _info(self):
-        return spear_info(self, "language_dialect", _DESCRIPTION, _KWARGS_DESCRIPTION)
-
-    def _compute(self, audio_path, answer_audio_path, context_end_time, question_end_time, answer_start_time, **kwargs):
-        inputs = dict(audio_path=audio_path, answer_audio_path=answer_audio_path, context_end_time=context_end_time,
-                      question_end_time=question_end_time, answer_start_time=answer_start_time)
-        return spear_compute("language_dialect", inputs, kwargs)
+class LanguageDialect(glue.SpearMetric):
+    dimension = "language_dialect"
+    description = _DESCRIPTION
+    kwargs_description = _KWARGS_DESCRIPTION

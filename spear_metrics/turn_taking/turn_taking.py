@@ -2,7 +2,7 @@
 
 import evaluate
 
-from spear_metrics.core.evaluate_glue import spear_compute, spear_info
+from spear_metrics.core import evaluate_glue as glue
 
 _DESCRIPTION = """\
 Turn-taking of spoken answers (SPEARBench). turn_taking_naturalness = -DialogNLL of a
@@ -35,11 +35,7 @@ Examples:
 
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
-class TurnTaking(evaluate.Metric):
-    def _info(self):
-        return spear_info(self, "turn_taking", _DESCRIPTION, _KWARGS_DESCRIPTION)
-
-    def _compute(self, audio_path, answer_audio_path, context_end_time, question_end_time, answer_start_time, **kwargs):
-        inputs = dict(audio_path=audio_path, answer_audio_path=answer_audio_path, context_end_time=context_end_time,
-                      question_end_time=question_end_time, answer_start_time=answer_start_time)
-        return spear_compute("turn_taking", inputs, kwargs)
+class TurnTaking(glue.SpearMetric):
+    dimension = "turn_taking"
+    description = _DESCRIPTION
+    kwargs_description = _KWARGS_DESCRIPTION
