@@ -8,6 +8,7 @@ the summary keys of the published leaderboard (``spear_benchmark.csv``).
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Sequence
@@ -43,11 +44,21 @@ class Sample:
     audio_path: Path
     answer_audio_path: Path
     _cache: dict[str, Any] = field(default_factory=dict, repr=False)
+    _locks: dict[str, threading.Lock] = field(default_factory=dict, repr=False)
+    _guard: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def cached(self, key: str, fn):
-        """Memoise ``fn()`` under ``key`` for the life of this sample (e.g. VAD segments)."""
-        if key not in self._cache:
-            self._cache[key] = fn()
+        """Memoise ``fn()`` under ``key`` for the life of this sample (e.g. VAD segments).
+
+        Thread-safe: dimensions scored side by side compute each key once.
+        """
+        with self._guard:
+            if key in self._cache:
+                return self._cache[key]
+            lock = self._locks.setdefault(key, threading.Lock())
+        with lock:
+            if key not in self._cache:
+                self._cache[key] = fn()
         return self._cache[key]
 
     def input_audio(self, channels: str | int = "keep") -> np.ndarray:

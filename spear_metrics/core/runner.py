@@ -20,6 +20,7 @@ import json
 import os
 import shutil
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
@@ -113,27 +114,22 @@ def score_samples(
                 live.append(s)
             except (RowError, AudioError) as e:
                 recs[s.row].fail(str(e))
-        for dim in dims:
+        for group in _dimension_groups(dims):
             if not live:
                 break
-            t0 = time.perf_counter()
-            try:
-                outs = dim.score_batch(live)
-            except Exception:  # a batch-level failure: isolate the bad row(s) one by one
-                outs = []
-                for s in live:
-                    try:
-                        outs.append(dim.score_batch([s])[0])
-                    except Exception as e:
-                        outs.append(e)
-            dt = (time.perf_counter() - t0) / len(live)
-            for s, out in zip(live, outs):
-                rec = recs[s.row]
-                rec.timings[dim.name] = dt
-                if isinstance(out, BaseException):
-                    rec.fail(f"{dim.name}: {_reason(out)}")
-                else:
-                    rec.values.update(out)
+            if len(group) == 1:
+                scored = [_score_dimension(group[0], live)]
+            else:  # light dimensions of one batch side by side (ONNX VAD and decoding release the GIL)
+                with ThreadPoolExecutor(len(group)) as pool:
+                    scored = list(pool.map(lambda d: _score_dimension(d, live), group))
+            for dim, (outs, dt) in zip(group, scored):
+                for s, out in zip(live, outs):
+                    rec = recs[s.row]
+                    rec.timings[dim.name] = dt
+                    if isinstance(out, BaseException):
+                        rec.fail(f"{dim.name}: {_reason(out)}")
+                    else:
+                        rec.values.update(out)
             live = [s for s in live if recs[s.row].ok]  # a failed row enters no mean: stop spending on it
         for s in batch:
             s.release()
@@ -144,6 +140,33 @@ def score_samples(
         if progress is not None:
             progress.update(len(batch))
     return results
+
+
+def _dimension_groups(dims: Sequence[Dimension]) -> list[list[Dimension]]:
+    """Consecutive light (not model-based) dimensions form one group scored concurrently;
+    each model-based dimension is a group of its own (its framework uses the cores itself)."""
+    groups: list[list[Dimension]] = []
+    for d in dims:
+        if groups and not d.model_based and not any(g.model_based for g in groups[-1]):
+            groups[-1].append(d)
+        else:
+            groups.append([d])
+    return groups
+
+
+def _score_dimension(dim: Dimension, live: Sequence[Sample]) -> tuple[list, float]:
+    """One dimension on a batch: its outputs (dict or exception per sample) and seconds per sample."""
+    t0 = time.perf_counter()
+    try:
+        outs = dim.score_batch(live)
+    except Exception:  # a batch-level failure: isolate the bad row(s) one by one
+        outs = []
+        for s in live:
+            try:
+                outs.append(dim.score_batch([s])[0])
+            except Exception as e:
+                outs.append(e)
+    return outs, (time.perf_counter() - t0) / len(live)
 
 
 def _reason(e: BaseException) -> str:
