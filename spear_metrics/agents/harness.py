@@ -51,6 +51,7 @@ from spear_datasets.schema import (
     write_metadata,
 )
 from spear_metrics.agents.base import AgentAnswer, AgentError, AgentOutputError, GenerationConfig, validate_answer
+from spear_metrics.core.batching import distributed_state
 from spear_metrics.core.records import AppendLog, read_jsonl, write_json_atomic, write_jsonl_atomic
 
 WORK_DIR = ".work"
@@ -312,20 +313,6 @@ def _infer_row(agent: Any, source: Source, i: int, out: Path, config: Generation
 # --------------------------------------------------------------------------- the run
 
 
-def _distributed_state():
-    """accelerate's process state (one process when not launched through ``accelerate``).
-
-    On a machine without CUDA, ``PartialState()`` ignores a multi-process launch unless it is
-    told ``cpu=True`` (accelerate 1.x only picks gloo/MULTI_CPU then): pass it, so
-    ``ACCELERATE_USE_CPU=true accelerate launch --multi_gpu --num_processes 2 ...`` really shards.
-    """
-    import torch
-    from accelerate import PartialState
-
-    cpu = os.environ.get("ACCELERATE_USE_CPU", "").lower() in ("1", "true", "yes") or not torch.cuda.is_available()
-    return PartialState(cpu=cpu)
-
-
 def _read_logs(work: Path) -> dict[int, dict[str, Any]]:
     done: dict[int, dict[str, Any]] = {}
     for log in sorted(work.glob("rank-*.jsonl")):
@@ -376,7 +363,7 @@ def run_inference(
     config = config or GenerationConfig()
     agent_options = dict(agent_options or {})
     out = Path(out_dir)
-    state = _distributed_state()
+    state = distributed_state()
     rank, world = state.process_index, state.num_processes
     source = open_source(data, split=split, subset=subset)
     if agent is None:
