@@ -82,7 +82,8 @@ def write_leaderboard(path: Path, summaries: dict[str, dict]) -> list[str]:
     from spear_metrics.core.summary import BENCHMARK_KEYS
 
     keys = [k for k in BENCHMARK_KEYS if any(k in s for s in summaries.values())]
-    extra = [k for k in ("no_speech_answers_%", "n_samples", "n_scored", "n_failed") if any(k in s for s in summaries.values())]
+    extra = [k for k in ("DNSMOS_OVRL", "DistillMOS", "no_speech_answers_%", "n_samples", "n_scored", "n_failed")
+             if any(k in s for s in summaries.values())]
     cols = ["model", *keys, *extra]
     with open(path, "w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
