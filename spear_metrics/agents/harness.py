@@ -424,7 +424,7 @@ def run_inference(
     state.wait_for_everyone()
     if not state.is_main_process:
         return None
-    return finalize(source, out, agent_name=agent_name, config=config, elapsed_s=elapsed, n_new=n_new, world=world)
+    return finalize(source, out, agent_name=agent_name, config=config, elapsed_s=elapsed, n_new=len(pending), world=world)
 
 
 def finalize(source: Source, out: Path, *, agent_name: str, config: GenerationConfig, elapsed_s: float = 0.0,

@@ -109,6 +109,14 @@ def run(args: argparse.Namespace) -> int:
         print(f"spearbench demo: {e}", file=sys.stderr)
         return 2
     human = build_demo_data(call, rttm, stm, out / "data")
+    from spear_datasets.schema import MetadataError, read_metadata
+
+    try:
+        read_metadata(human)
+    except MetadataError:
+        print(f"spearbench demo: the selection protocol found no question/answer exchange in {call.name} "
+              "(a question is a turn ending with '?' answered by the other speaker for >= 1 s)", file=sys.stderr)
+        return 2
     systems = {
         "human": human,
         f"fixed-delay-{args.delay:g}s": write_system_metadata(human, "fixed-delay", args.delay),

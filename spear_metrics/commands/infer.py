@@ -1,4 +1,4 @@
-"""``spearbench infer --agent NAME --data DATA --split test --subset improvised --out OUTPUTS/``.
+"""``spearbench infer --agent NAME --data DATA --split test --subset all --out OUTPUTS/``.
 
 Runs a speech agent over a SPEAR split and writes a folder that ``spearbench score`` takes as is
 (``OUTPUTS/metadata.csv``, ``audio/``, ``inputs/``, ``failures.jsonl``); see
@@ -21,7 +21,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="adapter constructor option, e.g. delay=0.7 (repeatable)")
     p.add_argument("--data", required=True, help="Hub-layout dataset folder, Hub dataset id, or SPEAR metadata CSV")
     p.add_argument("--split", default="test", help="dataset split (dev/test; ignored for a CSV)")
-    p.add_argument("--subset", default="improvised", help="dataset config: improvised, naturalistic or all (ignored for a CSV)")
+    p.add_argument("--subset", default="all", help="dataset config: all (default, both subsets pooled as the leaderboard), improvised or naturalistic (ignored for a CSV)")
     p.add_argument("--out", required=True, help="output folder (metadata.csv, audio/, inputs/); a rerun resumes")
     p.add_argument("--mode", choices=("offline", "streaming"), default="offline",
                    help="offline: whole question in; streaming: full-duplex simulation in --chunk-ms chunks")

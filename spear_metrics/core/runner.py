@@ -332,7 +332,7 @@ def run_score(
     )
     write_jsonl_atomic(out / "per_sample.jsonl", (r.to_json() for r in results))
     write_summary(out, summary)
-    audio_s = sum(_duration_or_zero(s) for s in mine)
+    audio_s = sum(_duration_or_zero(s) for s in mine)  # question + answer audio scored by this process
     write_json_atomic(
         out / "run_info.json",
         {
@@ -340,8 +340,9 @@ def run_score(
             "rows_scored_this_run": len(new),
             "rows_resumed": len(done) - len(new),
             "n_processes": world,
-            "answer_audio_s_this_run": audio_s,
-            "real_time_factor": (audio_s / elapsed) if elapsed > 0 and audio_s else None,
+            "audio_s_this_run": audio_s,  # input clips + answers scored by the main process
+            "x_real_time": (audio_s / elapsed) if elapsed > 0 and audio_s else None,  # audio seconds per wall second
+            "real_time_factor": (elapsed / audio_s) if audio_s else None,  # wall seconds per audio second (RTF)
             "mean_seconds_per_sample": {d.name: _mean([r.timings.get(d.name) for r in new]) for d in dims},
         },
     )
