@@ -39,10 +39,41 @@ class AudioInfo:
         return self.frames / self.sample_rate if self.sample_rate else 0.0
 
 
+def _check_riff_complete(path: str) -> None:
+    """Raise :class:`AudioError` when a RIFF/WAVE file holds fewer data bytes than its header declares.
+
+    libsndfile silently returns the frames that are there; a cut file must not be scored as if
+    it were complete. Streaming placeholders (data size 0 or 0xFFFFFFFF) are not checked.
+    """
+    import struct
+
+    size = os.path.getsize(path)
+    with open(path, "rb") as f:
+        head = f.read(12)
+        if len(head) < 12 or head[:4] != b"RIFF" or head[8:12] != b"WAVE":
+            return
+        pos = 12
+        while pos + 8 <= size:
+            f.seek(pos)
+            chunk_id, chunk_size = struct.unpack("<4sI", f.read(8))
+            if chunk_id == b"data":
+                if chunk_size not in (0, 0xFFFFFFFF) and pos + 8 + chunk_size > size:
+                    raise AudioError(f"audio file is truncated: its data chunk declares {chunk_size} bytes, "
+                                     f"the file holds {size - pos - 8}: {path}")
+                return
+            pos += 8 + chunk_size + (chunk_size & 1)
+        raise AudioError(f"audio file is truncated: no data chunk: {path}")
+
+
 def _decode_soundfile(path: str) -> tuple[np.ndarray, int]:
     import soundfile as sf
 
+    _check_riff_complete(path)
+    declared = sf.info(path).frames
     data, sr = sf.read(path, dtype="float32", always_2d=True)  # (frames, channels)
+    # compressed formats (MP3, ...) announce their length in the header: far fewer decoded frames = cut file
+    if 0 < declared < 2**62 and len(data) < 0.98 * declared - sr * 0.05:
+        raise AudioError(f"audio file is truncated: {len(data) / sr:.2f} s decoded of {declared / sr:.2f} s declared: {path}")
     return np.ascontiguousarray(data.T), int(sr)
 
 
@@ -51,7 +82,11 @@ def _decode_ffmpeg(path: str) -> tuple[np.ndarray, int]:
 
     decoder = AudioDecoder(path)
     samples = decoder.get_all_samples()
-    return samples.data.numpy().astype(np.float32, copy=False), int(samples.sample_rate)
+    wav, sr = samples.data.numpy().astype(np.float32, copy=False), int(samples.sample_rate)
+    declared = getattr(decoder.metadata, "duration_seconds_from_header", None)
+    if declared and wav.shape[-1] / sr < 0.98 * declared - 0.05:
+        raise AudioError(f"audio file is truncated: {wav.shape[-1] / sr:.2f} s decoded of {declared:.2f} s declared: {path}")
+    return wav, sr
 
 
 def decode(path: str | os.PathLike) -> tuple[np.ndarray, int]:
@@ -63,12 +98,16 @@ def decode(path: str | os.PathLike) -> tuple[np.ndarray, int]:
         AudioError: missing file, zero-length file, undecodable data, no samples, NaN/inf samples.
     """
     p = str(path)
+    if os.path.isdir(p):
+        raise AudioError(f"audio path is a directory, not a file: {p}")
     if not os.path.isfile(p):
         raise AudioError(f"audio file not found: {p}")
     if os.path.getsize(p) == 0:
         raise AudioError(f"audio file is empty (0 bytes): {p}")
     try:
         wav, sr = _decode_soundfile(p)
+    except AudioError:
+        raise
     except Exception as sf_err:  # libsndfile cannot read it: let FFmpeg try
         try:
             wav, sr = _decode_ffmpeg(p)
@@ -137,6 +176,7 @@ def audio_info(path: str | os.PathLike) -> AudioInfo:
     p = str(path)
     if not os.path.isfile(p):
         raise AudioError(f"audio file not found: {p}")
+    _check_riff_complete(p)
     try:
         import soundfile as sf
 

@@ -40,6 +40,9 @@ SPEAKER_TAG_RE = re.compile(r"(?:^|(?<=\s))([A-Za-z0-9_]+):\s*")
 
 #: Slack (s) allowed between ``question_end_time`` and the clip's real length (rounding).
 TIME_TOLERANCE_S = 0.05
+#: Latest accepted answer onset after the question end (s). No conversational answer waits 10
+#: minutes; a larger value is a unit or export error and would dominate every mean.
+MAX_ANSWER_START_S = 600.0
 
 
 class MetadataError(ValueError):
@@ -88,9 +91,13 @@ def last_speaker(transcript: str) -> str:
     return tags[-1] if tags else ""
 
 
-def strip_speaker_tags(text: str) -> str:
-    """Remove ``P\\d{4}A?:`` speaker tags (and a bare leading ``:``) from a transcript."""
+def strip_speaker_tags(text: str, speakers: Iterable[str] = ()) -> str:
+    """Remove ``P\\d{4}A?:`` speaker tags, the tags of ``speakers`` (the row's ``speakers``
+    column, e.g. ``speaker90|speaker91`` for non-Seamless data) and a bare leading ``:``."""
     text = re.sub(r"P\d{4}A?:\s*", " ", text or "")
+    for spk in speakers:
+        if spk:
+            text = re.sub(rf"(?:^|(?<=\s)){re.escape(spk)}:\s*", " ", text)
     text = re.sub(r"^\s*:\s*", "", text)
     return re.sub(r"\s+", " ", text).strip()
 
@@ -101,10 +108,6 @@ def _float(raw: dict, key: str, *, optional: bool) -> float | None:
         if optional:
             return None
         raise RowError(f"{key} is empty")
-    if isinstance(value, float) and math.isnan(value):
-        if optional:
-            return None
-        raise RowError(f"{key} is empty")
     try:
         f = float(value)
     except (TypeError, ValueError):
@@ -112,6 +115,10 @@ def _float(raw: dict, key: str, *, optional: bool) -> float | None:
     if not math.isfinite(f):
         raise RowError(f"{key} is not finite: {value!r}")
     return f
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.6g}"
 
 
 def parse_row(raw: dict, *, require_answer: bool = True) -> SpearRow:
@@ -133,14 +140,19 @@ def parse_row(raw: dict, *, require_answer: bool = True) -> SpearRow:
     ctx = _float(raw, "context_end_time", optional=False)
     q_end = _float(raw, "question_end_time", optional=False)
     if ctx < 0:
-        raise RowError(f"context_end_time is negative: {ctx}")
+        raise RowError(f"context_end_time is negative: {_fmt(ctx)}")
     if q_end <= 0:
-        raise RowError(f"question_end_time must be > 0, got {q_end}")
+        raise RowError(f"question_end_time must be > 0, got {_fmt(q_end)}")
     if ctx > q_end:
-        raise RowError(f"context_end_time {ctx} is after question_end_time {q_end}")
+        raise RowError(f"context_end_time {_fmt(ctx)} is after question_end_time {_fmt(q_end)}")
     dur = _float(raw, "answer_duration", optional=True)
     if dur is not None and dur < 0:
-        raise RowError(f"answer_duration is negative: {dur}")
+        raise RowError(f"answer_duration is negative: {_fmt(dur)}")
+    ast = _float(raw, "answer_start_time", optional=True)
+    if ast is not None and q_end + ast < 0:
+        raise RowError(f"answer_start_time {_fmt(ast)} puts the answer onset {_fmt(-(q_end + ast))} s before the input clip starts")
+    if ast is not None and ast > MAX_ANSWER_START_S:
+        raise RowError(f"answer_start_time {_fmt(ast)} s is beyond {MAX_ANSWER_START_S:g} s after the question (unit error?)")
     return SpearRow(
         audio_path=audio,
         answer_audio_path=answer,
@@ -151,7 +163,7 @@ def parse_row(raw: dict, *, require_answer: bool = True) -> SpearRow:
         conversation_id=str(raw.get("conversation_id") or ""),
         transcript_question=str(raw.get("transcript_question") or ""),
         transcript_answer=str(raw.get("transcript_answer") or ""),
-        answer_start_time=_float(raw, "answer_start_time", optional=True),
+        answer_start_time=ast,
     )
 
 
@@ -163,7 +175,7 @@ def check_times_against_clip(row: SpearRow, clip_duration_s: float) -> None:
     """
     if row.question_end_time > clip_duration_s + TIME_TOLERANCE_S:
         raise RowError(
-            f"question_end_time {row.question_end_time:.3f} s is outside the input clip "
+            f"question_end_time {_fmt(row.question_end_time)} s is outside the input clip "
             f"({clip_duration_s:.3f} s long)"
         )
 
@@ -221,20 +233,24 @@ def read_metadata(path: str | os.PathLike, *, required: Iterable[str] = REQUIRED
         raise MetadataError(f"metadata file not found: {p}")
     try:
         with open(p, newline="", encoding="utf-8-sig") as f:
-            reader = csv.DictReader(f)
-            header = reader.fieldnames or []
-            rows = [dict(r) for r in reader]
+            reader = csv.reader(f)
+            header = [h.strip() for h in next(reader, [])]
+            dup = sorted({h for h in header if h and header.count(h) > 1})
+            if dup:
+                raise MetadataError(f"metadata {p} repeats column(s) {', '.join(dup)}")
+            rows = [dict(zip(header, cells)) for cells in reader if any(c.strip() for c in cells)]
     except (OSError, UnicodeDecodeError, csv.Error) as e:
         raise MetadataError(f"cannot read metadata {p}: {e}") from None
     missing = [c for c in required if c not in header]
     if missing:
-        raise MetadataError(f"metadata {p} lacks column(s) {', '.join(missing)} (header: {','.join(header)[:200]})")
+        seen = ",".join(header)[:200] or "empty file"
+        raise MetadataError(f"metadata {p} lacks column(s) {', '.join(missing)} (header: {seen})")
     if not rows:
         raise MetadataError(f"metadata {p} has no rows")
     for r in rows:
         for c in SPEAR_COLUMNS:
             r.setdefault(c, "")
-        r.pop(None, None)  # cells beyond the header
+        r.pop("", None)
     return rows
 
 

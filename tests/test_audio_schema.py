@@ -114,3 +114,18 @@ def test_metadata_errors(tmp_path):
     (tmp_path / "e.csv").write_text(",".join(SPEAR_COLUMNS) + "\n")
     with pytest.raises(MetadataError, match="no rows"):
         read_metadata(tmp_path / "e.csv")
+
+
+def test_speaker_tags_of_the_row_are_stripped():
+    assert strip_speaker_tags("P1273A: Mm-hmm. P2072A: Yes?") == "Mm-hmm. Yes?"
+    # non-Seamless ids are stripped when the row names them in `speakers`
+    assert strip_speaker_tags("speaker90: Oh, hello. speaker90: Bye", ["speaker90", "speaker91"]) == "Oh, hello. Bye"
+    assert strip_speaker_tags("MEO015:", ["FEE016", "MEO015"]) == ""
+    assert strip_speaker_tags("Note: this stays", ["speaker90"]) == "Note: this stays"
+
+
+def test_nan_time_is_not_finite_in_every_entry_point():
+    good = {"audio_path": "a.wav", "answer_audio_path": "b.wav", "context_end_time": 1.0, "question_end_time": 2.5}
+    for key in ("answer_start_time", "question_end_time"):
+        with pytest.raises(RowError, match=f"{key} is not finite"):
+            parse_row({**good, key: float("nan")})

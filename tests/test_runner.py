@@ -83,7 +83,8 @@ def test_bad_rows_fail_with_reasons_and_the_rest_is_scored(bad_folder, tmp_path)
     reasons = {i: e for i, (s, e) in status.items() if s == "failed"}
     assert "not found" in reasons[7]
     assert "empty" in reasons[8]
-    assert "cannot decode" in reasons[9] and "cannot decode" in reasons[10]
+    assert "cannot decode" in reasons[9]
+    assert "truncated: no data chunk" in reasons[10]
     assert "NaN" in reasons[11]
     assert "escapes the data root" in reasons[13]
     assert reasons[14] == "duplicate of row 0 (same audio_path)"
@@ -163,3 +164,55 @@ def test_other_run_in_same_folder_is_refused(tmp_path, real_dir):
     assert main(["score", "--metadata", str(meta), "--metrics", "interruptions", "--out", str(out), "--no-progress"]) == 0
     assert main(["score", "--metadata", str(meta), "--metrics", "explainable_features", "--out", str(out), "--no-progress"]) == 2
     assert main(["score", "--metadata", str(meta), "--metrics", "explainable_features", "--out", str(out), "--no-progress", "--overwrite"]) == 0
+
+
+def test_impossible_times_cut_files_and_bad_options(tmp_path, real_dir, capsys):
+    q, a = make_clips(STEREO_DIALOGUE, tmp_path, pad_s=0.5)
+    whole = a.read_bytes()
+    (tmp_path / "half.wav").write_bytes(whole[: len(whole) // 2])  # header says 6.5 s, 3.25 s there
+    (tmp_path / "odd.wav").write_bytes(whole[:-1])
+    (tmp_path / "adir.wav").mkdir()
+    for i in range(7):
+        os.link(q, tmp_path / f"in{i}.wav")
+    meta = write_rows(tmp_path / "m.csv", [
+        row("in0.wav", a.name, 0.2),            # 0 ok
+        row("in1.wav", "half.wav", None),       # 1 cut in half
+        row("in2.wav", "odd.wav", None),        # 2 one byte short
+        row("in3.wav", a.name, 1e308),          # 3 absurd onset
+        row("in4.wav", a.name, -20.0),          # 4 onset 4.52 s before the clip starts
+        row("in5.wav", "adir.wav", None),       # 5 a directory
+        row("in6.wav", a.name, -3.0),           # 6 onset 3 s before the question end: valid overlap
+    ])
+    out = tmp_path / "r"
+    assert main(["score", "--metadata", str(meta), "--metrics", "interruptions,explainable_features", "--out", str(out), "--no-progress"]) == 0
+    by = {r["row"]: r for r in _per_sample(out)}
+    assert [i for i, r in by.items() if r["status"] == "ok"] == [0, 6]
+    assert "truncated" in by[1]["error"] and "truncated" in by[2]["error"]
+    assert "beyond 600 s after the question" in by[3]["error"] and "1e+308" in by[3]["error"]
+    assert "4.52 s before the input clip starts" in by[4]["error"]
+    assert "is a directory" in by[5]["error"]
+    # row 6: MEO015's speech (from 0.5 s into the answer) placed at question end - 3 s runs over
+    # the last ~2.5 s of FEE016's turn; speech is running at the 3 s skip point, so latency 0
+    assert by[6]["interruption"] is True and 2300 <= by[6]["interrupted_time_ms"] <= 2500
+    assert by[6]["latency_ms"] == 0.0
+    assert by[0]["latency_ms"] == pytest.approx(700.0)  # 0.2 s onset + 0.5 s padding
+    s = json.loads((out / "summary.json").read_text())
+    assert s["latency_ms"] == pytest.approx(350.0)
+    capsys.readouterr()
+    # a bad option is refused before any row is scored
+    assert main(["score", "--metadata", str(meta), "--metrics", "interruptions", "--out", str(tmp_path / "o"), "-o", "vad_time_resolution=abc"]) == 2
+    assert "vad_time_resolution must be an integer" in capsys.readouterr().err and not (tmp_path / "o").exists()
+    # --out naming a file
+    (tmp_path / "afile").write_text("x")
+    assert main(["score", "--metadata", str(meta), "--metrics", "interruptions", "--out", str(tmp_path / "afile")]) == 2
+    assert "is not a folder" in capsys.readouterr().err
+
+
+def test_header_problems(tmp_path):
+    from spear_datasets.schema import MetadataError, read_metadata
+
+    (tmp_path / "dup.csv").write_text("audio_path,answer_audio_path,context_end_time,question_end_time,question_end_time\na,b,1,2,3\n")
+    with pytest.raises(MetadataError, match="repeats column"):
+        read_metadata(tmp_path / "dup.csv")
+    (tmp_path / "sp.csv").write_text("audio_path, answer_audio_path, context_end_time, question_end_time\na, b,1,2\n")
+    assert read_metadata(tmp_path / "sp.csv")[0]["question_end_time"] == "2"

@@ -3,7 +3,8 @@
 Source: ``DanielLin94144/Full-Duplex-Bench`` (arXiv 2503.04721); the layout is described in
 ``FDB_PROTOCOL.md``. One folder per sample, ``<task_dir>/<id>/``:
 
-- ``input.wav`` (user channel) and ``output.wav`` (the model's channel), both from t = 0 s;
+- ``input.wav`` (user channel) and ``output.wav`` (the model's channel), both from t = 0 s
+  (the scorer requires both for the ASR-based tasks and ``output.wav`` for backchannel);
 - ``output.json``: word-timed ASR of ``output.wav``
   ``{"text": str, "chunks": [{"text": word, "timestamp": [start_s, end_s]}]}`` (may be absent:
   the scorer then transcribes ``output.wav``);
@@ -12,11 +13,15 @@ Source: ``DanielLin94144/Full-Duplex-Bench`` (arXiv 2503.04721); the layout is d
 
 Nothing here raises on a bad *sample*: :func:`list_samples` lists every sample folder and the
 per-file readers raise :class:`FDBFormatError` (one line) so the caller fails that sample only.
+Times are checked where they are read: a time must be a finite number >= 0 s (``null`` is kept as
+``None``) and a span's end must not come before its start. Whether a time lies inside the audio
+is checked by the scorer, which knows the durations.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -115,18 +120,30 @@ def _load_json(path: Path) -> Any:
 
 
 def _time(v: Any, path: Path, what: str) -> float | None:
+    """A time in seconds: ``None`` stays ``None``; else a finite number >= 0 (FDBFormatError otherwise)."""
     if v is None:
         return None
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise FDBFormatError(f"{path}: {what} is not a number: {v!r}")
-    return float(v)
+    t = float(v)
+    if not math.isfinite(t):
+        raise FDBFormatError(f"{path}: {what} is not a finite time: {v!r}")
+    if t < 0:
+        raise FDBFormatError(f"{path}: {what} is a negative time: {v!r} s")
+    return t
+
+
+def _span(s: float | None, e: float | None, path: Path, what: str) -> None:
+    if s is not None and e is not None and e < s:
+        raise FDBFormatError(f"{path}: {what} ends before it starts: [{s!r}, {e!r}]")
 
 
 def parse_chunks(raw: Any, path: Path | str = "output.json") -> tuple[Chunk, ...]:
     """``[{"text", "timestamp": [s, e]}, ...]`` -> chunks; times may be ``null`` (-> ``None``).
 
     Raises:
-        FDBFormatError: not a list, or an entry without a two-element ``timestamp``.
+        FDBFormatError: not a list, an entry without a two-element ``timestamp``, a time that is
+            not a finite number >= 0, or a word whose end comes before its start.
     """
     p = Path(path)
     if not isinstance(raw, list):
@@ -135,8 +152,9 @@ def parse_chunks(raw: Any, path: Path | str = "output.json") -> tuple[Chunk, ...
     for i, c in enumerate(raw):
         if not isinstance(c, dict) or not isinstance(c.get("timestamp"), (list, tuple)) or len(c["timestamp"]) != 2:
             raise FDBFormatError(f"{p}: chunk {i} has no [start, end] timestamp")
-        s, e = c["timestamp"]
-        out.append(Chunk(str(c.get("text", "")), _time(s, p, f"chunk {i} start"), _time(e, p, f"chunk {i} end")))
+        s, e = _time(c["timestamp"][0], p, f"chunk {i} start"), _time(c["timestamp"][1], p, f"chunk {i} end")
+        _span(s, e, p, f"chunk {i}")
+        out.append(Chunk(str(c.get("text", "")), s, e))
     return tuple(out)
 
 
@@ -144,7 +162,8 @@ def read_output_json(path: str | os.PathLike) -> OutputTranscript:
     """Read an ``output.json`` (word-timed ASR of ``output.wav``; times in seconds).
 
     Raises:
-        FDBFormatError: missing file, invalid JSON, no ``chunks`` list, malformed chunk.
+        FDBFormatError: missing file, invalid JSON, no ``chunks`` list, malformed chunk or bad
+            time (see :func:`parse_chunks`).
     """
     p = Path(path)
     data = _load_json(p)
@@ -167,6 +186,7 @@ def _timestamp(entry: dict, path: Path) -> tuple[float, float]:
     s, e = _time(ts[0], path, "timestamp start"), _time(ts[1], path, "timestamp end")
     if s is None or e is None:
         raise FDBFormatError(f"{path}: null timestamp {list(ts)!r}")
+    _span(s, e, path, "first entry")
     return s, e
 
 
@@ -177,7 +197,8 @@ def read_turn_taking(path: str | os.PathLike) -> tuple[float, float]:
     latency from ``timestamp[0]``).
 
     Raises:
-        FDBFormatError: missing/invalid file, empty list, missing or null timestamp.
+        FDBFormatError: missing/invalid file, empty list, missing or null timestamp, a time
+            that is not a finite number >= 0, an end before the start.
     """
     p = Path(path)
     return _timestamp(_first_entry(p), p)
@@ -198,7 +219,8 @@ def read_interrupt(path: str | os.PathLike) -> Interrupt:
     """Read ``interrupt.json``.
 
     Raises:
-        FDBFormatError: missing/invalid file, empty list, missing or null timestamp.
+        FDBFormatError: missing/invalid file, empty list, missing or null timestamp, a time
+            that is not a finite number >= 0, an end before the start.
     """
     p = Path(path)
     entry = _first_entry(p)
@@ -206,21 +228,24 @@ def read_interrupt(path: str | os.PathLike) -> Interrupt:
     return Interrupt(context=str(entry.get("context") or ""), interrupt=str(entry.get("interrupt") or ""), start_s=s, end_s=e)
 
 
-def read_reference_distribution(path: str | os.PathLike) -> dict[str, list[float]]:
+def read_reference_distribution(path: str | os.PathLike) -> dict[str, Any]:
     """FDB's human backchannel distribution (``icc_gt_distribution.json``: id -> time histogram).
 
     The file belongs to FDB (CC BY-NC 4.0); users pass its path, the project does not ship it.
 
+    An entry that is a list of numbers comes back as a list of floats; any other entry (empty
+    list, non-numbers, ...) is kept as given, so that only the samples of that id fail when
+    scored (``spear_metrics.full_duplex.definition.reference_histogram`` says why), not the run.
+
     Raises:
-        FDBFormatError: missing/invalid file, or not an object of number lists.
+        FDBFormatError: missing/invalid file, or not a JSON object.
     """
     p = Path(path)
     data = _load_json(p)
     if not isinstance(data, dict):
         raise FDBFormatError(f"{p}: expected an object id -> list of numbers")
-    out = {}
+    out: dict[str, Any] = {}
     for k, v in data.items():
-        if not isinstance(v, list) or not v or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v):
-            raise FDBFormatError(f"{p}: entry {k!r} is not a non-empty list of numbers")
-        out[str(k)] = [float(x) for x in v]
+        numeric = isinstance(v, list) and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v)
+        out[str(k)] = [float(x) for x in v] if numeric else v
     return out

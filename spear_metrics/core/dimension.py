@@ -74,6 +74,10 @@ class Sample:
         self._cache.clear()
 
 
+class OptionError(ValueError):
+    """A dimension option with a value the dimension cannot use (raised before any row is scored)."""
+
+
 class Dimension:
     """Base class of a SPEAR dimension.
 

@@ -247,6 +247,8 @@ def run_score(
     options = dict(options or {})
     metadata = Path(metadata)
     out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise RunError(f"--out {out} exists and is not a folder")
     names = parse_metrics(metrics)
     raw = read_metadata(metadata)
     dims = [load_dimension(n, **options) for n in names]

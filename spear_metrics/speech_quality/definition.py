@@ -189,7 +189,8 @@ class SpeechQuality(Dimension):
                 asr_notes.append(why)
                 hyps[a.name] = [None] * len(live)
         for j, i in enumerate(live):
-            ref = samples[i].meta.transcript_answer
+            meta = samples[i].meta
+            ref = strip_speaker_tags(meta.transcript_answer, meta.speakers.split("|"))
             v = out[i]
             v["UTMOS"] = v.get("UTMOS")
             if utmos_note:
