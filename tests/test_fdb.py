@@ -303,3 +303,166 @@ def test_relevance_with_loopback_judge(fdb_dir, tmp_path):
         j = Judge(srv.url, "judge-x", backoff_s=0.0, timeout=5.0, max_retries=0)
         (r,) = score_samples(list_samples(root, "user_interruption"), FullDuplexScorer("user_interruption", judge=j))
     assert r.ok and r.values["relevance"] is None and "0 to 5" in r.values["relevance_error"]
+
+
+# ------------------------------------------------------------------ impossible times, missing files, CLI edges
+
+
+def _tt_sample(root: Path, sid: str, src: Path, *, words=None, turn=None, files=("input.wav", "output.wav")) -> Path:
+    """A turn-taking sample folder: symlinked audio; output.json / turn_taking.json from the real
+    example, each optionally rewritten (``words``: chunks -> chunks, ``turn``: the timestamp pair)."""
+    d = link_sample(root / sid, src, files)
+    o = json.loads((src / "output.json").read_text())
+    if words is not None:
+        o["chunks"] = words(o["chunks"])
+    (d / "output.json").write_text(json.dumps(o))  # json.dumps writes NaN / Infinity as Python's json reads them
+    t = json.loads((src / "turn_taking.json").read_text())
+    if turn is not None:
+        t[0]["timestamp"] = turn
+    (d / "turn_taking.json").write_text(json.dumps(t))
+    return d
+
+
+def _set(chunks, i, pos, value):
+    chunks[i]["timestamp"][pos] = value
+    return chunks
+
+
+def _shift(chunks, dt):
+    for c in chunks:
+        c["timestamp"] = [t + dt for t in c["timestamp"]]
+    return chunks
+
+
+def test_impossible_times_fail_their_rows(fdb_dir, tmp_path):
+    # smooth_turn_taking_example/1: output.wav and input.wav are both 166400 samples = 10.4 s;
+    # words 3.36..10.38 s; turn_taking.json [2.01, 2.40]. Tolerance past the end: 0.5 s -> 10.9 s.
+    src = ex(fdb_dir, "smooth_turn_taking_example") / "1"
+    root = tmp_path / "tt"
+    nan, inf = float("nan"), float("inf")
+    cases = {
+        "1": {},                                                     # untouched: latency 1.35 s
+        "2": {"words": lambda c: _set(c, 0, 0, nan)},                # first word [NaN, 3.9]
+        "3": {"turn": [nan, 3.0]},                                   # reference NaN
+        "4": {"words": lambda c: _shift(c, 1e6)},                    # words 1e6 s past a 10.4 s wav
+        "5": {"turn": [1e308, 1e308]},                               # reference far past input.wav
+        "6": {"turn": [1e308, 2.4]},                                 # ... and ending before it starts
+        "7": {"words": lambda c: _shift(c, -53.0)},                  # negative word times
+        "8": {"words": lambda c: _set(c, -1, 1, inf)},               # last word end inf
+        "9": {"words": lambda c: _set(c, 0, 1, 3.0)},                # first word [3.36, 3.0]
+        "10": {"words": lambda c: _set(c, -1, 1, 10.85)},            # 0.45 s past the end: within tolerance
+        "11": {"words": lambda c: _set(c, -1, 1, 10.95)},            # 0.55 s past the end: impossible
+        "12": {"turn": [-1.0, 2.4]},                                 # negative reference
+        "13": {"words": lambda c: _set(c, -1, 1, None)},             # null last end: its start, as before
+    }
+    for sid, kw in cases.items():
+        _tt_sample(root, sid, src, **kw)
+    res = {r.values["id"]: r for r in score_samples(list_samples(root, "smooth_turn_taking"),
+                                                     FullDuplexScorer("smooth_turn_taking"))}
+    assert res["1"].ok and res["1"].values["latency_s"] == pytest.approx(1.35)
+    assert res["10"].ok and res["10"].values["latency_s"] == pytest.approx(1.35)
+    # null last end: start of " assist." (10.02) is used -> span 6.66 s -> TOR 1, latency unchanged
+    assert res["13"].ok and res["13"].values["tor"] == 1 and res["13"].values["latency_s"] == pytest.approx(1.35)
+    reasons = {
+        "2": ("output.json", "chunk 0 start", "not a finite time"),
+        "3": ("turn_taking.json", "timestamp start", "not a finite time"),
+        "4": ("output.json: word 0 start", "past the end of the audio (10.400 s)"),
+        "5": ("turn_taking.json: timestamp start", "past the end of the audio (10.400 s)"),
+        "6": ("turn_taking.json", "ends before it starts"),
+        "7": ("output.json", "chunk 0 start", "negative time"),
+        "8": ("output.json", "chunk 21 end", "not a finite time"),
+        "9": ("output.json", "chunk 0 ends before it starts"),
+        "11": ("output.json: word 21 end = 10.95 s", "past the end of the audio"),
+        "12": ("turn_taking.json", "negative time"),
+    }
+    for sid, parts in reasons.items():
+        r = res[sid]
+        assert not r.ok, (sid, r.values)
+        assert "\n" not in r.error and all(p in r.error for p in parts), (sid, r.error)
+        assert "latency_s" not in r.values and "tor" not in r.values  # nothing made up for a failed row
+
+
+def test_impossible_interrupt_end_and_asr_times_fail(fdb_dir, tmp_path):
+    # user_interruption_example/1: input.wav and output.wav 450560 samples = 28.16 s.
+    src = ex(fdb_dir, "user_interruption_example") / "1"
+    d = link_sample(tmp_path / "ui" / "1", src, ["input.wav", "output.wav", "output.json"])
+    it = json.loads((src / "interrupt.json").read_text())
+    it[0]["timestamp"][1] = 1e9  # the interrupting turn "ends" 1e9 s into a 28.16 s input.wav
+    (d / "interrupt.json").write_text(json.dumps(it))
+    (r,) = score_samples(list_samples(tmp_path / "ui", "user_interruption"), FullDuplexScorer("user_interruption"))
+    assert not r.ok and "interrupt.json: timestamp end = 1000000000.0 s is past the end of the audio (28.160 s)" in r.error
+
+    # the ASR path is checked as well: a backend whose words land 1e6 s late fails the sample
+    d2 = link_sample(tmp_path / "asr" / "1", src, ["input.wav", "output.wav", "interrupt.json"])
+    words = json.loads((src / "output.json").read_text())["chunks"]
+    asr = FakeASR(words, offset=13.144 - 1e6)
+    (r2,) = score_samples([FDBSample("1", "user_interruption", d2)], FullDuplexScorer("user_interruption", asr=asr))
+    assert len(asr.calls) == 1 and not r2.ok
+    assert "fake-asr: word 0 start" in r2.error and "past the end of the audio (28.160 s)" in r2.error
+
+
+def test_missing_wavs_fail_pause_json_optional(fdb_dir, tmp_path):
+    tt = ex(fdb_dir, "smooth_turn_taking_example") / "1"
+    link_sample(tmp_path / "tt" / "1", tt, ["input.wav", "output.json", "turn_taking.json"])  # no output.wav
+    link_sample(tmp_path / "tt" / "2", tt, ["output.wav", "output.json", "turn_taking.json"])  # no input.wav
+    res = score_samples(list_samples(tmp_path / "tt", "smooth_turn_taking"), FullDuplexScorer("smooth_turn_taking"))
+    assert [r.ok for r in res] == [False, False]
+    assert res[0].error.startswith("output.wav missing: ") and res[1].error.startswith("input.wav missing: ")
+
+    ph = ex(fdb_dir, "pause_handling_example") / "1"
+    link_sample(tmp_path / "ph" / "1", ph, ["output.json", "pause.json"])  # output.json alone is not a sample
+    link_sample(tmp_path / "ph" / "2", ph, ["input.wav", "output.wav", "output.json"])  # pause.json is never read
+    link_sample(tmp_path / "ph" / "3", ph, ["input.wav", "output.json", "pause.json"])
+    res = score_samples(list_samples(tmp_path / "ph", "pause_handling"), FullDuplexScorer("pause_handling"))
+    assert not res[0].ok and "missing" in res[0].error and ".wav" in res[0].error
+    assert res[1].ok and res[1].values["tor"] == 1  # 12 words over 0.0..4.68 s, as in the full example
+    assert not res[2].ok and res[2].error.startswith("output.wav missing: ")
+
+
+def test_reference_with_empty_entry_fails_only_that_id(fdb_dir, tmp_path, capsys):
+    gt = json.loads((fdb_dir / "icc_gt_distribution.json").read_text())
+    src = ex(fdb_dir, "smooth_turn_taking_example") / "1"
+    root = tmp_path / "bc"
+    for sid in ("0", "1", "7"):
+        link_sample(root / sid, src, ["output.wav", "output.json"])
+    ref = tmp_path / "ref.json"
+    ref.write_text(json.dumps({"0": [], "1": gt["1"], "7": ["a", 1]}))
+    out = tmp_path / "out"
+    rc = cli_main(["fdb", "--task", "backchannel", "--root", str(root), "--out", str(out), "--reference", str(ref),
+                   "--bootstrap", "0", "--no-progress"])
+    assert rc == 0
+    rows = {r["id"]: r for r in read_jsonl(out / "per_sample.jsonl")}
+    assert rows["0"]["status"] == "failed" and "not a non-empty list of numbers" in rows["0"]["error"]
+    assert rows["7"]["status"] == "failed" and "not a non-empty list of numbers" in rows["7"]["error"]
+    assert rows["1"]["status"] == "ok" and rows["1"]["jsd"] == pytest.approx(0.5113, abs=5e-5)  # as upstream
+    # a reference that is not an object at all is an unusable run: exit 2, one line
+    ref.write_text("[1, 2]")
+    capsys.readouterr()
+    assert cli_main(["fdb", "--task", "backchannel", "--root", str(root), "--out", str(out), "--reference", str(ref)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--reference" in err and "Traceback" not in err
+
+
+def test_cli_out_is_a_file_and_progress_flag(fdb_dir, tmp_path, capsys):
+    root = make_turn_taking_root(fdb_dir, tmp_path / "tt")
+    not_a_dir = tmp_path / "results.txt"
+    not_a_dir.write_text("keep me")
+    args = ["fdb", "--task", "smooth_turn_taking", "--root", str(root), "--bootstrap", "0"]
+    capsys.readouterr()
+    assert cli_main(args + ["--out", str(not_a_dir)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"spearbench fdb: --out {not_a_dir} exists and is not a folder\n"
+    assert not_a_dir.read_text() == "keep me"
+    assert cli_main(args + ["--out", str(not_a_dir / "sub")]) == 2  # a file in the way of the parent
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err and "cannot create the folder" in err
+
+    # progress: a tqdm bar over the 6 samples on stderr by default, none with --no-progress
+    assert cli_main(args + ["--out", str(tmp_path / "o1")]) == 0
+    err = capsys.readouterr().err
+    assert "fdb smooth_turn_taking" in err and "6/6" in err
+    assert cli_main(args + ["--out", str(tmp_path / "o2"), "--no-progress"]) == 0
+    err = capsys.readouterr().err
+    assert "fdb smooth_turn_taking" not in err and "6/6" not in err
+    assert err.count("failed") == 4  # the bad rows are still named, one line each
+    assert (tmp_path / "o2" / "per_sample.jsonl").read_text() == (tmp_path / "o1" / "per_sample.jsonl").read_text()

@@ -32,6 +32,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     p.add_argument("--compare", default=None, metavar="OTHER_RESULTS",
                    help="results folder of another system on the same task: paired bootstrap of this minus that")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar (default: a bar over samples on stderr)")
 
 
 def compare_runs(results_a: list[dict[str, Any]], results_b: list[dict[str, Any]], task: str, *,
@@ -101,24 +102,48 @@ def run(args: argparse.Namespace) -> int:
         if not other_path.is_file():
             print(f"{prog}: --compare: no per_sample.jsonl in {args.compare}", file=sys.stderr)
             return 2
-        other = list(read_jsonl(other_path))
+        try:
+            other = list(read_jsonl(other_path))
+        except (OSError, UnicodeDecodeError) as e:
+            print(f"{prog}: --compare: cannot read {other_path} ({' '.join(str(e).split())})", file=sys.stderr)
+            return 2
         tasks = {r.get("task") for r in other if r.get("task")}
         if tasks and tasks != {args.task}:
             print(f"{prog}: --compare: {args.compare} scored task(s) {sorted(tasks)}, not {args.task}", file=sys.stderr)
             return 2
 
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        print(f"{prog}: --out {out} exists and is not a folder", file=sys.stderr)
+        return 2
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        print(f"{prog}: --out {out}: cannot create the folder ({' '.join(str(e).split())})", file=sys.stderr)
+        return 2
+
     scorer = FullDuplexScorer(task=args.task, reference=reference, judge=judge, asr_name=args.asr,
                               vad_backend=args.vad_backend)
+    bar = None
+    if not args.no_progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(samples), desc=f"fdb {args.task}", unit="sample", file=sys.stderr)
     try:
-        results = score_samples(samples, scorer)
+        results = score_samples(samples, scorer, progress=bar)
     finally:
+        if bar is not None:
+            bar.close()
         if judge is not None:
             judge.close()
-    out = Path(args.out)
-    write_jsonl_atomic(out / "per_sample.jsonl", [r.to_json() for r in results])
     summary = summarize(args.task, results, n_resamples=args.bootstrap, seed=args.seed, judge=judge,
                         reference_given=reference is not None, extra={"root": str(Path(args.root).resolve())})
-    write_summary(out, summary)
+    try:
+        write_jsonl_atomic(out / "per_sample.jsonl", [r.to_json() for r in results])
+        write_summary(out, summary)
+    except OSError as e:
+        print(f"{prog}: --out {out}: cannot write results ({' '.join(str(e).split())})", file=sys.stderr)
+        return 2
     for k in TASK_KEYS[args.task]:
         print(f"{k:<22} {_fmt(summary.get(k))}  95% CI {_fmt(summary.get(k + '_ci95'))}  (n={summary.get('n_' + k)})")
     print(f"{'samples':<22} {summary['n_samples']} ({summary['n_scored']} scored, {summary['n_failed']} failed)")
@@ -128,7 +153,11 @@ def run(args: argparse.Namespace) -> int:
     if other is not None:
         comp = compare_runs([r.to_json() for r in results], other, args.task, n_resamples=args.bootstrap, seed=args.seed)
         comp["other"] = str(Path(args.compare).resolve())
-        write_json_atomic(out / "comparison.json", comp)
+        try:
+            write_json_atomic(out / "comparison.json", comp)
+        except OSError as e:
+            print(f"{prog}: --out {out}: cannot write comparison.json ({' '.join(str(e).split())})", file=sys.stderr)
+            return 2
         for k, c in comp["metrics"].items():
             print(f"diff {k:<17} {_fmt(c['diff'])}  95% CI {_fmt(c['diff_ci95'])}  p={_fmt(c['p_value'])}  (pairs={c['n_pairs']})")
     print(f"wrote {out}/summary.json and per_sample.jsonl" + (" and comparison.json" if other is not None else ""))

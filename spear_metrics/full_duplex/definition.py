@@ -8,9 +8,15 @@ scripts of ``DanielLin94144/Full-Duplex-Bench`` (``eval_pause_handling.py``,
 upstream scripts on the same inputs, quirks included (named below where they matter).
 
 All times are seconds from the start of ``output.wav`` / ``input.wav`` (both start at t = 0).
+Word times of the reply lie on ``output.wav``'s time line, task-file times (``turn_taking.json``,
+``interrupt.json``) on ``input.wav``'s; a time that is not finite, negative, a span that ends
+before it starts, or a time past the end of its audio (+ :data:`TIME_TOLERANCE_S`) fails the sample.
 """
 
 from __future__ import annotations
+
+import math
+from pathlib import Path
 
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -46,12 +52,65 @@ BIN_S = 0.2
 EPSILON = 1e-10
 #: CrisperWhisper pause redistribution threshold (s) FDB applies to its ASR output
 PAUSE_SPLIT_S = 0.12
+#: a time may lie this far (s) past the end of its audio (ASR and annotation rounding) before
+#: the sample fails as impossible (ours, not FDB's: upstream checks no times)
+TIME_TOLERANCE_S = 0.5
 
 Segment = tuple[float, float]
 
 
 class FDBInputError(ValueError):
     """A sample cannot be scored (null timestamp, id absent from the reference...); one line."""
+
+
+# ----------------------------------------------------------------------------- time checks
+
+
+def check_time(t: float | None, duration_s: float, what: str) -> None:
+    """Check one time (s) against its audio: ``None`` passes (null times are handled where used);
+    else it must be finite, >= 0 and at most ``duration_s + TIME_TOLERANCE_S``.
+
+    Raises:
+        FDBInputError: naming ``what`` and the value.
+    """
+    if t is None:
+        return
+    if not math.isfinite(t):
+        raise FDBInputError(f"{what} is not a finite time: {t!r}")
+    if t < 0:
+        raise FDBInputError(f"{what} is a negative time: {t!r} s")
+    if t > duration_s + TIME_TOLERANCE_S:
+        raise FDBInputError(f"{what} = {t!r} s is past the end of the audio ({duration_s:.3f} s)")
+
+
+def check_chunks(chunks: Sequence[Chunk], duration_s: float, source: str = "output.json") -> None:
+    """Check every word time of a reply against ``output.wav``'s duration (s): each non-null
+    start/end passes :func:`check_time` and no word ends before it starts.
+
+    Raises:
+        FDBInputError: the first offending word, e.g. ``output.json: word 3 end = 1000004.5 s is
+            past the end of the audio (10.400 s)``.
+    """
+    for i, c in enumerate(chunks):
+        check_time(c.start, duration_s, f"{source}: word {i} start")
+        check_time(c.end, duration_s, f"{source}: word {i} end")
+        if c.start is not None and c.end is not None and c.end < c.start:
+            raise FDBInputError(f"{source}: word {i} ends before it starts: [{c.start!r}, {c.end!r}]")
+
+
+def wav_duration(path: str | Path) -> float:
+    """Duration (s) of a sample's ``input.wav``/``output.wav`` from its header.
+
+    Raises:
+        FDBInputError: the file is missing (``"output.wav missing: PATH"``).
+        AudioError: the file is empty, truncated or undecodable.
+    """
+    from spear_datasets.audio import audio_info
+
+    p = Path(path)
+    if not p.is_file():
+        raise FDBInputError(f"{p.name} missing: {p}")
+    return audio_info(p).duration
 
 
 # ----------------------------------------------------------------------------- take-over / latency
@@ -226,21 +285,35 @@ def resample_reference(reference: Sequence[float], n_bins: int) -> np.ndarray:
     return np.interp(np.linspace(0.0, 1.0, n_bins), np.linspace(0.0, 1.0, ref.size), ref)
 
 
+def reference_histogram(entry: Any) -> np.ndarray:
+    """One id's entry of the human distribution as a float64 array.
+
+    Raises:
+        FDBInputError: not a non-empty list of numbers, or negative/non-finite values, or a sum of 0.
+    """
+    if (not isinstance(entry, (list, tuple)) or not entry
+            or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in entry)):
+        raise FDBInputError("reference distribution entry is not a non-empty list of numbers")
+    ref = np.asarray(entry, dtype=np.float64)
+    if not np.isfinite(ref).all() or (ref < 0).any() or ref.sum() <= 0:
+        raise FDBInputError("reference distribution has negative/non-finite values or sums to 0")
+    return ref
+
+
 def backchannel_jsd(segments: Sequence[Segment], duration_s: float, reference: Sequence[float]) -> float:
     """Jensen-Shannon **distance** (natural log; square root of the divergence) between the
     backchannel histogram (:func:`backchannel_histogram`) and the human one for the same id
     (:func:`resample_reference`); both normalised to sum 1. No counted segment -> 1.0.
 
     Raises:
-        FDBInputError: the reference holds negative or non-finite values, or sums to 0.
+        FDBInputError: the reference is unusable (:func:`reference_histogram`), checked first,
+            even when no segment is counted.
     """
+    ref = reference_histogram(reference)
     if not segments:
         return 1.0
     from scipy.spatial.distance import jensenshannon
 
-    ref = np.asarray(reference, dtype=np.float64)
-    if not np.isfinite(ref).all() or (ref < 0).any() or ref.sum() <= 0:
-        raise FDBInputError("reference distribution has negative/non-finite values or sums to 0")
     h = backchannel_histogram(segments, duration_s)
     return float(jensenshannon(h, resample_reference(ref, h.size)))
 
@@ -311,8 +384,9 @@ class FullDuplexScorer:
 
     Args:
         task: one of ``pause_handling``, ``smooth_turn_taking``, ``backchannel``, ``user_interruption``.
-        reference: backchannel only: FDB's human distribution (id -> histogram); ``None`` = no
-            JSD (``jsd`` is null).
+        reference: backchannel only: FDB's human distribution (id -> histogram, as
+            :func:`spear_datasets.sources.fdb.read_reference_distribution` returns it; an unusable
+            entry fails the samples of its id); ``None`` = no JSD (``jsd`` is null).
         judge: user interruption only: a :class:`spear_metrics.core.judge.Judge`; ``None`` =
             no relevance (null).
         asr: a backend with ``transcribe(waves, sr=16000, word_timestamps=True)`` used when
@@ -322,7 +396,7 @@ class FullDuplexScorer:
     """
 
     task: str
-    reference: dict[str, list[float]] | None = None
+    reference: dict[str, Any] | None = None
     judge: Any = None
     asr: Any = None
     asr_name: str = "embedded"
@@ -358,20 +432,31 @@ class FullDuplexScorer:
     # -- per task
     def score(self, sample: FDBSample) -> dict[str, Any]:
         """Per-sample values (see the metric card). Raises ``FDBFormatError``/``FDBInputError``/
-        ``AudioError`` (one line) when the sample cannot be scored."""
+        ``AudioError`` (one line) when the sample cannot be scored: a missing ``input.wav`` or
+        ``output.wav`` (backchannel: ``output.wav``; it reads nothing of ``input.wav``), a bad
+        task file, or an impossible time (see the module docstring)."""
         v: dict[str, Any] = {"id": sample.id, "task": self.task}
         if self.task == "backchannel":
             return self._backchannel(sample, v)
+        in_dur = wav_duration(sample.input_wav)
+        out_dur = wav_duration(sample.output_wav)
         offset = 0.0
         interrupt = None
+        span = None
         if self.task == "smooth_turn_taking":
-            ref_s = read_turn_taking(sample.task_json)[0]
+            span = read_turn_taking(sample.task_json)
+            ref_s = span[0]
         elif self.task == "user_interruption":
             interrupt = read_interrupt(sample.task_json)
+            span = (interrupt.start_s, interrupt.end_s)
             ref_s = offset = interrupt.end_s
         else:  # pause handling: TOR only; pause.json is not needed (upstream does not read it)
             ref_s = None
+        if span is not None:  # task-file times are on input.wav's time line
+            check_time(span[0], in_dur, f"{sample.task_json.name}: timestamp start")
+            check_time(span[1], in_dur, f"{sample.task_json.name}: timestamp end")
         tr = self.transcript(sample, offset)
+        check_chunks(tr.chunks, out_dur, tr.source)
         v["asr_source"] = tr.source
         v["n_words"] = len(tr.chunks)
         v["tor"] = take_over(tr.chunks)
@@ -394,7 +479,6 @@ class FullDuplexScorer:
         return v
 
     def _backchannel(self, sample: FDBSample, v: dict[str, Any]) -> dict[str, Any]:
-        from spear_datasets.audio import audio_info
         from spear_metrics.core.vad import speech_segments
 
         ref = None
@@ -402,9 +486,11 @@ class FullDuplexScorer:
             if sample.id not in self.reference:
                 raise FDBInputError(f"sample id {sample.id!r} is absent from the human backchannel distribution")
             ref = self.reference[sample.id]
-        duration = audio_info(sample.output_wav).duration
+            reference_histogram(ref)  # an unusable entry fails its samples before any VAD work
+        duration = wav_duration(sample.output_wav)
         segments = speech_segments(_mono16k(sample.output_wav), backend=self.vad_backend, time_resolution=1)
         tr = self.transcript(sample)
+        check_chunks(tr.chunks, duration, tr.source)
         tor, counted = backchannel_walk(segments, tr.chunks)
         v.update(
             asr_source=tr.source,
@@ -457,12 +543,13 @@ def aggregate(task: str, values: Sequence[dict[str, Any]], *, n_resamples: int =
     return out
 
 
-def score_samples(samples: Sequence[FDBSample], scorer: FullDuplexScorer) -> list:
+def score_samples(samples: Sequence[FDBSample], scorer: FullDuplexScorer, progress: Any = None) -> list:
     """Score every sample; a sample that cannot be scored is a failed
     :class:`spear_metrics.core.records.SampleResult` with its one-line reason, never a crash.
 
     ``row`` is the sample's position in ``samples``; ``audio_path``/``answer_audio_path`` are its
-    ``input.wav``/``output.wav`` paths; ``values`` always hold ``id`` and ``task``."""
+    ``input.wav``/``output.wav`` paths; ``values`` always hold ``id`` and ``task``.
+    ``progress``: an object with ``update(n)`` (e.g. a tqdm bar), advanced by 1 per sample."""
     from spear_metrics.core.records import SampleResult
 
     results = []
@@ -477,6 +564,8 @@ def score_samples(samples: Sequence[FDBSample], scorer: FullDuplexScorer) -> lis
             msg = " ".join(str(e).split()) or type(e).__name__
             r.fail(msg if isinstance(e, (FDBInputError, FDBFormatError, AudioError)) else f"{type(e).__name__}: {msg}")
         results.append(r)
+        if progress is not None:
+            progress.update(1)
     return results
 
 
