@@ -12,7 +12,9 @@ Layout of a results dataset (the Hub repository, or the folder written with ``--
                                       ``per_sample.jsonl`` (null stays null), ``status``, ``error``;
                                       with ``--metadata``: the SPEAR metadata columns and ``subset``;
                                       with ``--with-audio``: ``answer_audio`` (``datasets.Audio``,
-                                      bytes embedded); with ``--with-inputs``: ``input_audio``.
+                                      bytes embedded); with ``--with-inputs``: ``input_audio``;
+                                      audio only in rows scored ``ok`` whose file decodes as
+                                      audio (paths resolved as ``score`` does), null elsewhere.
 
 ``datasets.load_dataset(folder_or_repo)`` loads the parquet split (the card's ``configs``).
 
@@ -286,6 +288,11 @@ def subset_of(path: str | None) -> str | None:
 
 
 def _float_or_none(s: str) -> float | None:
+    """A metadata time cell as a float; ``None`` when empty or not finite.
+
+    Raises:
+        ResultsError: the cell is not a number (the caller decides whether that refuses the run).
+    """
     s = (s or "").strip()
     if not s:
         return None
@@ -296,8 +303,24 @@ def _float_or_none(s: str) -> float | None:
     return v if math.isfinite(v) else None
 
 
+def _cell(value: Any) -> str:
+    """A path cell the way ``score`` reads it (:func:`spear_datasets.schema.parse_row`): stripped."""
+    return str(value or "").strip()
+
+
 def _merge_metadata(rows: list[dict[str, Any]], metadata: Path) -> tuple[list[dict[str, Any]], Path]:
-    """Add the SPEAR metadata columns to each per-sample row (matched by ``row`` = CSV position)."""
+    """Add the SPEAR metadata columns to each per-sample row (matched by ``row`` = CSV position).
+
+    Paths are compared stripped, as ``score`` reads them. A metadata cell that cannot be read
+    (a non-numeric time) becomes ``None`` in a row that failed scoring (the scorer already
+    failed it with the reason, in ``error``); in a row scored ``ok`` it means the file is not the
+    one the run scored.
+
+    Raises:
+        ResultsError: the metadata is unusable, or does not match ``per_sample.jsonl`` (fewer
+            rows, another ``audio_path``, another ``answer_audio_path`` or a non-numeric time in
+            an ``ok`` row).
+    """
     from spear_datasets.schema import MetadataError, read_metadata
 
     try:
@@ -310,29 +333,71 @@ def _merge_metadata(rows: list[dict[str, Any]], metadata: Path) -> tuple[list[di
         if i >= len(meta):
             raise ResultsError(f"{metadata}: has {len(meta)} rows but per_sample.jsonl has row {i}")
         m = meta[i]
-        if (m.get("audio_path") or "") != (r.get("audio_path") or ""):
+        ok = r.get("status") == "ok"
+        if _cell(m.get("audio_path")) != _cell(r.get("audio_path")):
             raise ResultsError(f"{metadata}: row {i} audio_path {m.get('audio_path')!r} does not match "
                                f"per_sample.jsonl {r.get('audio_path')!r} (wrong metadata file?)")
+        if ok and _cell(m.get("answer_audio_path")) != _cell(r.get("answer_audio_path")):
+            raise ResultsError(f"{metadata}: row {i} answer_audio_path {m.get('answer_audio_path')!r} does not "
+                               f"match per_sample.jsonl {r.get('answer_audio_path')!r} (wrong metadata file?)")
         r = dict(r)
         for c in METADATA_COLUMNS:
-            r[c] = _float_or_none(m.get(c, "")) if c in _METADATA_FLOATS else (m.get(c) or None)
+            if c in _METADATA_FLOATS:
+                try:
+                    r[c] = _float_or_none(m.get(c, ""))
+                except ResultsError as e:
+                    if ok:
+                        raise ResultsError(f"{metadata}: row {i} {c}: {e}, but per_sample.jsonl scored the row "
+                                           "ok (wrong metadata file?)") from None
+                    r[c] = None  # the row already failed scoring, with its reason in ``error``
+            else:
+                r[c] = m.get(c) or None
         out.append(r)
     return out, metadata.parent
 
 
 def _audio_bytes(value: str | None, csv_dir: Path) -> dict[str, Any] | None:
-    """``{"bytes", "path"}`` of a metadata audio path (``None`` when empty or unreadable)."""
+    """``{"bytes", "path"}`` of a metadata audio path, or ``None``.
+
+    The path resolves with :func:`spear_datasets.schema.resolve_path` against ``csv_dir`` (the
+    root rules of ``score``: a relative path escaping its data root is never read). The bytes
+    are read once and embedded only when they decode as audio through
+    :func:`spear_datasets.audio.decode` (the very bytes read, decoded from a private temporary
+    copy, so a file swapped in between cannot slip through). ``None`` for an empty cell, a path
+    outside its root, a missing/unreadable file, or bytes that are not audio.
+    """
+    from spear_datasets.audio import AudioError, decode
     from spear_datasets.schema import RowError, resolve_path
 
+    value = _cell(value)
     if not value:
         return None
     try:
         p = resolve_path(value, csv_dir)
-    except RowError:
+        if not p.is_file():
+            return None
+        data = p.read_bytes()
+    except (RowError, OSError):
         return None
-    if not p.is_file():
+    if not data:
         return None
-    return {"bytes": p.read_bytes(), "path": p.name}
+    with tempfile.TemporaryDirectory(prefix="spearbench-audio-check-") as tmp:
+        probe = Path(tmp) / ("probe" + (p.suffix if re.fullmatch(r"\.[A-Za-z0-9]{1,10}", p.suffix) else ""))
+        probe.write_bytes(data)
+        try:
+            decode(probe)
+        except AudioError:
+            return None
+    return {"bytes": data, "path": p.name}
+
+
+def _row_audio(r: dict[str, Any], column: str, csv_dir: Path) -> dict[str, Any] | None:
+    """The audio to embed for per-sample row ``r`` (``column`` = ``answer_audio_path`` or
+    ``audio_path``): only a row scored ``ok`` whose file decodes as audio (:func:`_audio_bytes`);
+    ``None`` for every other row (a failed row's file is never read)."""
+    if r.get("status") != "ok":
+        return None
+    return _audio_bytes(r.get(column), csv_dir)
 
 
 def _features(rows: list[dict[str, Any]], audio_cols: Iterable[str]):
@@ -435,8 +500,10 @@ def write_results_dataset(
         split: ``"test"`` (the leaderboard split) or ``"dev"``.
         metadata: the metadata CSV the run scored; adds the SPEAR columns and ``subset``, and
             is needed to find the audio files.
-        with_audio: embed each answer as ``answer_audio`` (``datasets.Audio``, bytes).
-        with_inputs: embed each input clip (both speakers) as ``input_audio``.
+        with_audio: embed each answer as ``answer_audio`` (``datasets.Audio``, bytes). Only rows
+            scored ``ok`` in ``per_sample.jsonl`` whose answer file decodes as audio get bytes;
+            every other row gets a null cell (see :func:`_audio_bytes`).
+        with_inputs: embed each input clip (both speakers) as ``input_audio``, under the same rule.
 
     Returns:
         ``out_dir`` as a Path.
@@ -464,14 +531,17 @@ def write_results_dataset(
     if with_audio:
         audio_cols.append("answer_audio")
         for r in rows:
-            r["answer_audio"] = _audio_bytes(r.get("answer_audio_path"), csv_dir)
+            r["answer_audio"] = _row_audio(r, "answer_audio_path", csv_dir)
     if with_inputs:
         audio_cols.append("input_audio")
         cache: dict[str, Any] = {}
         for r in rows:
-            ap = r.get("audio_path")
+            if r.get("status") != "ok":
+                r["input_audio"] = None
+                continue
+            ap = _cell(r.get("audio_path"))
             if ap not in cache:
-                cache[ap] = _audio_bytes(ap, csv_dir)
+                cache[ap] = _row_audio(r, "audio_path", csv_dir)
             r["input_audio"] = cache[ap]
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

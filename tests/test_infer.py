@@ -292,3 +292,38 @@ def test_entry_point_agents_and_unknown_names(monkeypatch, capsys):
     assert main(["infer", "--agent", "nope", "--data", "x.csv", "--out", "o", "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert "metadata file not found" in err or "unknown agent" in err
+
+
+def test_csv_rows_failed_at_input_keep_the_path_form_of_their_siblings(data, tmp_path):
+    """A duplicate row and a row with a non-numeric time fail before inference; metadata.csv still
+    names their input with the absolute path the rows that ran get (never a cell that would resolve
+    against OUT/), and why infer failed them is in failures.jsonl."""
+    src = Path(data["improvised_csv"])
+    with open(src, newline="") as f:
+        reader = csv.DictReader(f)
+        header, cells = reader.fieldnames, list(reader)[:N]
+    dup = dict(cells[0])  # the same input clip again
+    bad_time = dict(cells[1], question_end_time="abc")
+    csv_path = src.parent / "failed_at_input.csv"  # beside the original: relative paths resolve alike
+    with open(csv_path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=header)
+        w.writeheader()
+        w.writerows([*cells, dup, bad_time])
+    out = tmp_path / "csv_failed_at_input"
+    assert main(["infer", "--agent", "human", "--data", str(csv_path), "--out", str(out), "--no-progress"]) == 0
+    rows = _rows(out)
+    assert len(rows) == N + 2 and all(Path(r["audio_path"]).is_absolute() for r in rows)
+    assert rows[N]["audio_path"] == rows[0]["audio_path"] and rows[N + 1]["audio_path"] == rows[1]["audio_path"]
+    assert rows[N]["answer_audio_path"] == rows[N + 1]["answer_audio_path"] == ""
+    failures = {f["row"]: f for f in map(json.loads, (out / "failures.jsonl").read_text().splitlines())}
+    assert set(failures) == {N, N + 1}
+    assert failures[N]["error"] == "duplicate of row 0 (same audio_path)"
+    assert "question_end_time is not a number" in failures[N + 1]["error"]
+    assert failures[N]["audio_path"] == rows[N]["audio_path"]
+    # score keeps both rows, failed; infer's reason stays in failures.jsonl (documented in the harness)
+    res = tmp_path / "csv_failed_at_input_scores"
+    assert main(["score", "--metadata", str(out / "metadata.csv"), "--metrics", "interruptions", "--out", str(res),
+                 "--no-progress"]) == 0
+    scored = [json.loads(line) for line in (res / "per_sample.jsonl").read_text().splitlines()]
+    assert [s["status"] for s in scored] == ["ok"] * N + ["failed", "failed"]
+    assert scored[N]["error"] == scored[N + 1]["error"] == "answer_audio_path is empty"

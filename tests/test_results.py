@@ -256,3 +256,115 @@ def test_plots_render(built, app):
     fig2 = app.dimension_plot(srcs, "Interruptions")
     assert [ax.get_title() for ax in fig2.axes] == [
         "latency_ms [ms] ≈human", "interrupted_time_ms [ms] ≈human", "interruptions_% [%] ≈human"]
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory, real_dir):
+    """A run whose metadata names non-audio files (an absolute /etc/passwd, an in-root symlink to it,
+    a relative path escaping the root, /etc/passwd as an input clip), a non-numeric time and a path
+    cell with spaces; scored by the real runner (the bad rows fail, two rows are ok)."""
+    from _spear_samples import CTX_END, Q_END, make_samples
+
+    from spear_datasets.audio import load_audio, write_wav
+    from spear_datasets.schema import SPEAR_COLUMNS
+    from spear_metrics.core.runner import run_score
+
+    root = tmp_path_factory.mktemp("hostile")
+    md = make_samples(root)
+    clip = root / "data/improvised/audios/c1_FEE016_MEO015_0.wav"
+    x = load_audio(clip)
+    inputs = [f"data/improvised/audios/h{i}.wav" for i in range(7)]
+    for p in inputs:
+        write_wav(root / p, x, 16000)
+    (root / "model/passwd_link.wav").symlink_to("/etc/passwd")
+    cells = [  # (audio_path, answer_audio_path, question_end_time)
+        (inputs[0], "model/ans_late.wav", Q_END),                 # 0 ok
+        (inputs[1], "/etc/passwd", Q_END),                       # 1 cannot decode audio
+        (inputs[2], "model/passwd_link.wav", Q_END),             # 2 cannot decode audio (symlink)
+        (inputs[3], "../../../../../../../../etc/passwd", Q_END),  # 3 escapes the data root
+        (" " + inputs[4] + " ", " model/ans.wav ", Q_END),         # 4 ok: score strips cells
+        (inputs[5], "model/ans.wav", "abc"),                     # 5 non-numeric time
+        ("/etc/passwd", "model/ans.wav", Q_END),                 # 6 the input is not audio
+    ]
+    base = {c: "" for c in SPEAR_COLUMNS} | {"context_end_time": CTX_END, "speakers": "FEE016|MEO015",
+                                             "transcript_answer": "MODEL: hm."}
+    meta = root / "hostile_metadata.csv"
+    with open(meta, "w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, fieldnames=list(SPEAR_COLUMNS))
+        w.writeheader()
+        for a, b, q in cells:
+            w.writerow(base | {"audio_path": a, "answer_audio_path": b, "question_end_time": q})
+    run = root / "RESULTS_hostile"
+    run_score(meta, "interruptions", run, progress=False)
+    return {"root": root, "metadata": meta, "run": run, "model_md": md["model"]}
+
+
+def _table_rows(ds: Path) -> list[dict]:
+    import pyarrow.parquet as pq
+
+    return pq.read_table(ds / "data" / "test-00000-of-00001.parquet").to_pylist()
+
+
+def test_push_results_embeds_only_real_answer_audio_of_ok_rows(hostile, tmp_path, capsys):
+    """--with-audio/--with-inputs never embed /etc/passwd (absolute, symlinked, escaping, as an input);
+    a non-numeric time of a failed row is null; a path cell with spaces matches as score read it."""
+    from spear_metrics.cli import main
+
+    src = _per_sample(hostile["run"])
+    assert [r["status"] for r in src] == ["ok", "failed", "failed", "failed", "ok", "failed", "failed"]
+    assert "cannot decode audio" in src[1]["error"] and "cannot decode audio" in src[2]["error"]
+    assert "escapes the data root" in src[3]["error"] and "question_end_time is not a number" in src[5]["error"]
+    out = tmp_path / "ds"
+    rc = main(["push-results", str(hostile["run"]), "--local-dir", str(out), "--model-name", "hostile",
+               "--with-audio", "--with-inputs", "--metadata", str(hostile["metadata"])])
+    assert rc == 0, capsys.readouterr().err
+    rows = _table_rows(out)
+    root = hostile["root"]
+    assert [r["status"] for r in rows] == [r["status"] for r in src]
+    assert rows[0]["answer_audio"]["bytes"] == (root / "model/ans_late.wav").read_bytes()
+    assert rows[4]["answer_audio"]["bytes"] == (root / "model/ans.wav").read_bytes()
+    assert rows[4]["input_audio"]["bytes"] == (root / "data/improvised/audios/h4.wav").read_bytes()
+    for i in (1, 2, 3, 5, 6):
+        assert rows[i]["answer_audio"] is None and rows[i]["input_audio"] is None, i
+    passwd = Path("/etc/passwd").read_bytes()[:64]
+    assert all(passwd not in p.read_bytes() for p in out.rglob("*") if p.is_file())
+    # the failed row's bad time is null (it exists nowhere), its error is the scorer's one line
+    assert rows[5]["question_end_time"] is None and rows[5]["error"] == src[5]["error"]
+    assert rows[0]["question_end_time"] == pytest.approx(15.48)
+
+
+def test_push_results_decode_check_holds_even_for_a_row_marked_ok(hostile, tmp_path):
+    """A per_sample.jsonl that calls the /etc/passwd rows ok still gets no bytes for them: the file must decode."""
+    from spear_metrics.results import write_results_dataset
+
+    def forge(rows):
+        for r in rows[1:4]:
+            r.update(status="ok", error=None)
+
+    forged = _bad_copy(hostile["run"], tmp_path / "forged", rows=forge)
+    out = write_results_dataset(forged, tmp_path / "ds", model_name="forged", metadata=hostile["metadata"],
+                                with_audio=True)
+    rows = _table_rows(out)
+    assert [r["status"] for r in rows[:4]] == ["ok"] * 4
+    assert rows[0]["answer_audio"] is not None
+    assert rows[1]["answer_audio"] is None and rows[2]["answer_audio"] is None and rows[3]["answer_audio"] is None
+
+
+def test_push_results_metadata_that_is_not_the_scored_one_is_refused(hostile, tmp_path):
+    """A non-numeric time in a row the run scored ok, or another answer path, means another metadata file."""
+    from spear_metrics.results import write_results_dataset
+
+    for col, value, expected in [("question_end_time", "abc", "is not numeric"),
+                                 ("answer_audio_path", "model/ans_late.wav", "answer_audio_path")]:
+        with open(hostile["metadata"], newline="", encoding="utf-8") as f:
+            reader = csv.DictReader(f)
+            header, cells = reader.fieldnames, list(reader)
+        cells[4][col] = value  # row 4 was scored ok
+        other = hostile["root"] / f"other_{col}.csv"
+        with open(other, "w", newline="", encoding="utf-8") as f:
+            w = csv.DictWriter(f, fieldnames=header)
+            w.writeheader()
+            w.writerows(cells)
+        with pytest.raises(ResultsError) as e:
+            write_results_dataset(hostile["run"], tmp_path / col, model_name="x", metadata=other)
+        assert expected in str(e.value) and "row 4" in str(e.value) and "\n" not in str(e.value)

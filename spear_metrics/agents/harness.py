@@ -2,10 +2,17 @@
 
 Output (``OUT``)::
 
-    OUT/metadata.csv      SPEAR header, one row per input, in input order; paths relative to OUT;
+    OUT/metadata.csv      SPEAR header, one row per input, in input order; answers relative to OUT;
+                          inputs: absolute paths for a CSV source (clips are not copied), relative
+                          ``inputs/<clip>.wav`` for a dataset source; every row of a source gets
+                          the same path form, failed rows included (a row whose path cannot be
+                          resolved at all, e.g. one escaping its data root, keeps its cell as
+                          written, which escapes any root and so fails in ``score`` as well);
                           answer_start_time = onset - question_end_time (s), EMPTY for onset None;
                           a failed row keeps its input with an EMPTY answer_audio_path (the scorer
-                          then fails it too, with a reason, instead of silently dropping it)
+                          then fails it too, as "answer_audio_path is empty", instead of silently
+                          dropping it). The reason infer failed it is NOT in metadata.csv: it is
+                          in failures.jsonl (keyed by ``row`` = the metadata.csv row).
     OUT/audio/<clip>.wav  the answers, 16 kHz, 16-bit, channels as the agent returned them
     OUT/inputs/<clip>.wav the input clips read from a dataset (their embedded bytes, unchanged)
     OUT/failures.jsonl    {"row", "audio_path", "error"} per failed row
@@ -76,6 +83,8 @@ class _Entry:
     audio_cell: str
     name: str
     error: Optional[str] = None
+    #: the earlier row this one repeats (``duplicate of row N``), else ``None``
+    duplicate_of: Optional[int] = None
 
 
 class Source:
@@ -96,6 +105,11 @@ class Source:
     def fingerprint(self) -> dict[str, Any]:
         return {"data": self.description}
 
+    def failed_audio_path(self, i: int, out: Path) -> str:
+        """The ``audio_path`` written to ``OUT/metadata.csv`` for row ``i`` that failed before its
+        input was read: the same path form as the rows that ran. Default: the cell as written."""
+        return self.entries[i].audio_cell
+
     def _name_entries(self, rows: list[tuple[Optional[SpearRow], str, Optional[str], str]]) -> None:
         """``(row, audio_cell, error, identity)`` -> entries with unique output names; a repeated
         identity (same input clip) fails as ``duplicate of row N``."""
@@ -103,8 +117,10 @@ class Source:
         seen_name: set[str] = set()
         self.entries = []
         for i, (row, cell, err, ident) in enumerate(rows):
+            dup = None
             if err is None and ident in seen_id:
-                err = f"duplicate of row {seen_id[ident]} (same audio_path)"
+                dup = seen_id[ident]
+                err = f"duplicate of row {dup} (same audio_path)"
             elif err is None:
                 seen_id[ident] = i
             stem = Path(cell).stem or f"row{i:06d}"
@@ -112,7 +128,8 @@ class Source:
             if name in seen_name:
                 name = f"{stem}__row{i}.wav"
             seen_name.add(name)
-            self.entries.append(_Entry(row=row if err is None else None, audio_cell=cell, name=name, error=err))
+            self.entries.append(_Entry(row=row if err is None else None, audio_cell=cell, name=name, error=err,
+                                       duplicate_of=dup))
 
 
 def _reason(e: BaseException) -> str:
@@ -132,9 +149,14 @@ class CsvSource(Source):
         raw = read_metadata(self.path, required=("audio_path", "context_end_time", "question_end_time"))
         self._inputs: dict[int, Path] = {}
         self._refs: dict[int, Optional[Path]] = {}
+        self._resolved: dict[int, Path] = {}  # every row whose audio_path resolves, failed ones too
         rows = []
         for i, cells in enumerate(raw):
             cell = str(cells.get("audio_path") or "")
+            try:
+                self._resolved[i] = resolve_path(cell.strip(), self.path.parent)
+            except RowError:
+                pass
             try:
                 row = parse_row(cells, require_answer=False)
                 p = resolve_path(row.audio_path, self.path.parent)
@@ -153,6 +175,13 @@ class CsvSource(Source):
 
     def reference_file(self, i: int, out: Path) -> Optional[Path]:
         return self._refs.get(i)
+
+    def failed_audio_path(self, i: int, out: Path) -> str:
+        """The absolute resolved path, like the rows that ran; the cell as written when it does not
+        resolve (empty, NUL byte, or escaping its data root: it escapes OUT's root too, so ``score``
+        fails it for the same reason and never reads it)."""
+        p = self._resolved.get(i)
+        return str(p) if p is not None else self.entries[i].audio_cell
 
 
 class DatasetSource(Source):
@@ -207,6 +236,14 @@ class DatasetSource(Source):
         if p is None:
             raise AudioError(f"dataset row {i} has no input audio")
         return p
+
+    def failed_audio_path(self, i: int, out: Path) -> str:
+        """A duplicate row names the copied input of the row it repeats (``inputs/<clip>.wav``, the
+        form of the rows that ran); any other failed row keeps its dataset cell (no clip was copied)."""
+        dup = self.entries[i].duplicate_of
+        if dup is not None:
+            return f"{INPUTS_DIR}/{self.entries[dup].name}"
+        return self.entries[i].audio_cell
 
     def reference_file(self, i: int, out: Path) -> Optional[Path]:
         if "answer_audio" not in self.ds.column_names:
@@ -432,6 +469,11 @@ def finalize(source: Source, out: Path, *, agent_name: str, config: GenerationCo
     """Merge the work logs into ``metadata.csv``, ``failures.jsonl`` and ``run_info.json``, after
     checking that every input has exactly one answer record (and its file).
 
+    Failed rows stay in ``metadata.csv`` with an empty ``answer_audio_path`` (``score`` fails
+    them as ``answer_audio_path is empty``); why infer failed each one is in ``failures.jsonl``
+    (``{"row", "audio_path", "error"}``, ``row`` = the metadata.csv row), never in a metadata
+    column.
+
     Raises:
         InferError: rows without a record, an ``ok`` record whose answer file is missing, or two
             rows sharing an answer file.
@@ -441,7 +483,8 @@ def finalize(source: Source, out: Path, *, agent_name: str, config: GenerationCo
     missing: list[int] = []
     for i, e in enumerate(source.entries):
         if e.error is not None:
-            records.append({"row": i, "audio_path": e.audio_cell, "status": "failed", "error": e.error})
+            records.append({"row": i, "audio_path": source.failed_audio_path(i, out), "status": "failed",
+                            "error": e.error})
         elif i in done:
             records.append(done[i])
         else:

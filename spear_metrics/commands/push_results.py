@@ -2,7 +2,9 @@
 
 Writes the dataset described in :mod:`spear_metrics.results` (per-sample parquet, summary.json,
 dataset card; answer audio with ``--with-audio``) and uploads it to the Hub, or only writes it
-to ``--local-dir``. The Hub token comes from ``HF_TOKEN`` or ``huggingface-cli login``; it is
+to ``--local-dir``. Audio is embedded only for rows that ``per_sample.jsonl`` scored ``ok`` and
+whose file decodes as audio (paths resolved under the same root rules as ``score``); every other
+row gets a null audio cell. A row that failed scoring never stops the run from being published. The Hub token comes from ``HF_TOKEN`` or ``huggingface-cli login``; it is
 never printed or written.
 """
 
@@ -25,9 +27,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="the model's weights are public (--no-open-weights: they are not; default: not given)")
     p.add_argument("--split", choices=SPLITS, default="test", help="split the run scored (leaderboard: test)")
     p.add_argument("--metadata", default=None, help="the metadata CSV the run scored (adds transcripts, times, subset)")
-    p.add_argument("--with-audio", action="store_true", help="embed the answer audio (needs --metadata)")
+    p.add_argument("--with-audio", action="store_true", help="embed the answer audio of rows scored ok (needs --metadata)")
     p.add_argument("--with-inputs", action="store_true",
-                   help="embed the input clips too (both speakers; mind the data licence; needs --metadata)")
+                   help="embed the input clips of rows scored ok too (both speakers; mind the data licence; needs --metadata)")
     p.add_argument("--local-dir", default=None,
                    help="write the dataset to this folder; without --repo-id nothing is uploaded")
 
