@@ -320,10 +320,11 @@ def test_csv_rows_failed_at_input_keep_the_path_form_of_their_siblings(data, tmp
     assert failures[N]["error"] == "duplicate of row 0 (same audio_path)"
     assert "question_end_time is not a number" in failures[N + 1]["error"]
     assert failures[N]["audio_path"] == rows[N]["audio_path"]
-    # score keeps both rows, failed; infer's reason stays in failures.jsonl (documented in the harness)
+    # score keeps both rows, failed, with infer's own reason read from failures.jsonl beside the metadata
     res = tmp_path / "csv_failed_at_input_scores"
     assert main(["score", "--metadata", str(out / "metadata.csv"), "--metrics", "interruptions", "--out", str(res),
                  "--no-progress"]) == 0
     scored = [json.loads(line) for line in (res / "per_sample.jsonl").read_text().splitlines()]
     assert [s["status"] for s in scored] == ["ok"] * N + ["failed", "failed"]
-    assert scored[N]["error"] == scored[N + 1]["error"] == "answer_audio_path is empty"
+    assert scored[N]["error"] == "infer failed: duplicate of row 0 (same audio_path)"
+    assert scored[N + 1]["error"].startswith("infer failed: question_end_time is not a number")

@@ -10,9 +10,8 @@ Output (``OUT``)::
                           written, which escapes any root and so fails in ``score`` as well);
                           answer_start_time = onset - question_end_time (s), EMPTY for onset None;
                           a failed row keeps its input with an EMPTY answer_audio_path (the scorer
-                          then fails it too, as "answer_audio_path is empty", instead of silently
-                          dropping it). The reason infer failed it is NOT in metadata.csv: it is
-                          in failures.jsonl (keyed by ``row`` = the metadata.csv row).
+                          then fails it too instead of silently dropping it, and reports infer's
+                          reason from failures.jsonl beside the metadata: "infer failed: ...").
     OUT/audio/<clip>.wav  the answers, 16 kHz, 16-bit, channels as the agent returned them
     OUT/inputs/<clip>.wav the input clips read from a dataset (their embedded bytes, unchanged)
     OUT/failures.jsonl    {"row", "audio_path", "error"} per failed row
@@ -469,10 +468,10 @@ def finalize(source: Source, out: Path, *, agent_name: str, config: GenerationCo
     """Merge the work logs into ``metadata.csv``, ``failures.jsonl`` and ``run_info.json``, after
     checking that every input has exactly one answer record (and its file).
 
-    Failed rows stay in ``metadata.csv`` with an empty ``answer_audio_path`` (``score`` fails
-    them as ``answer_audio_path is empty``); why infer failed each one is in ``failures.jsonl``
-    (``{"row", "audio_path", "error"}``, ``row`` = the metadata.csv row), never in a metadata
-    column.
+    Failed rows stay in ``metadata.csv`` with an empty ``answer_audio_path``; why infer failed
+    each one is in ``failures.jsonl`` (``{"row", "audio_path", "error"}``, ``row`` = the
+    metadata.csv row), never in a metadata column; ``score`` reads it and reports
+    ``infer failed: <reason>`` for those rows.
 
     Raises:
         InferError: rows without a record, an ``ok`` record whose answer file is missing, or two

@@ -273,6 +273,7 @@ def run_score(
     state.wait_for_everyone()
 
     prep = prepare_rows(raw, metadata.parent)
+    _explain_infer_failures(prep, metadata.parent / "failures.jsonl")
     done: dict[int, SampleResult] = {}
     for log in sorted(work.glob("rank-*.jsonl")):
         for obj in read_jsonl(log):
@@ -351,6 +352,18 @@ def run_score(
     if summary["n_scored"] == 0:
         raise RunError(f"no row could be scored ({summary['n_failed']} failed); see {out / 'per_sample.jsonl'}")
     return summary
+
+
+def _explain_infer_failures(prep: Prepared, failures: Path) -> None:
+    """Rows that ``spearbench infer`` could not answer reach ``score`` with an empty
+    ``answer_audio_path``; when the folder holds infer's ``failures.jsonl`` (keyed by metadata
+    row), the failed row carries infer's own reason instead of just "answer_audio_path is empty"."""
+    if not failures.is_file():
+        return
+    reasons = {o.get("row"): o.get("error") for o in read_jsonl(failures)}
+    for i, rec in prep.failed.items():
+        if rec.error == "answer_audio_path is empty" and reasons.get(i):
+            rec.error = f"infer failed: {' '.join(str(reasons[i]).split())}"
 
 
 def _missing_answers(inputs_csv: Path, prep: Prepared, out: Path) -> dict[str, Any]:
