@@ -374,7 +374,47 @@ class FasterWhisperASR(ASRBackend):
         return out  # type: ignore[return-value]
 
 
-class TransformersWhisperASR(ASRBackend):
+class _TransformersASR(ASRBackend):
+    """What the ``transformers`` ASR backends share: the model reference, device and dtype
+    choice, and loading through :func:`resolve_model` (``from_pretrained`` of the returned folder)."""
+
+    _purpose = "ASR"
+    _patterns: tuple[str, ...] = ("*.json", "*.txt", "*.safetensors")
+    _cuda_dtype = "float16"
+
+    def __init__(self, model: str, revision: str | None, device: str | None, dtype: str | None, batch_size: int,
+                 language: str | None):
+        self.model_ref = model
+        self.revision = revision
+        self.device = device
+        self.dtype = dtype
+        self.batch_size = max(1, int(batch_size))
+        self.language = language or None
+        self.name = Path(str(model).rstrip("/")).name
+        self._model = None
+
+    def describe(self) -> str:
+        return f"{self.model_ref}" + (f"@{self.revision}" if self.revision else "") + " via transformers"
+
+    def _classes(self) -> tuple[Any, Any]:
+        """``(processor class, model class)``; imported here so that loading stays lazy."""
+        raise NotImplementedError
+
+    def load(self) -> None:
+        if self._model is not None:
+            return
+        import torch
+
+        processor_cls, model_cls = self._classes()
+        path = resolve_model(self.model_ref, revision=self.revision, purpose=self._purpose, allow_patterns=list(self._patterns))
+        self._device = torch.device(_auto_device(self.device))
+        dt = self.dtype or (self._cuda_dtype if self._device.type == "cuda" else "float32")
+        self._dtype = getattr(torch, dt)
+        self._processor = processor_cls.from_pretrained(path)
+        self._model = model_cls.from_pretrained(path, dtype=self._dtype).to(self._device).eval()
+
+
+class TransformersWhisperASR(_TransformersASR):
     """Whisper through ``transformers`` (``WhisperProcessor`` + ``WhisperForConditionalGeneration``).
 
     Waves up to 30 s are padded to one 30 s window and decoded in batches of ``batch_size``
@@ -397,33 +437,16 @@ class TransformersWhisperASR(ASRBackend):
     def __init__(self, model: str = "openai/whisper-large-v3", revision: str | None = None, device: str | None = None,
                  dtype: str | None = None, batch_size: int = 8, language: str | None = "en", num_beams: int = 1,
                  max_new_tokens: int | None = None, **_: Any):
-        self.model_ref = model
-        self.revision = revision
-        self.device = device
-        self.dtype = dtype
-        self.batch_size = max(1, int(batch_size))
-        self.language = language or None
+        super().__init__(model, revision, device, dtype, batch_size, language)
         self.num_beams = int(num_beams)
         self.max_new_tokens = int(max_new_tokens) if max_new_tokens else None
-        self.name = Path(str(model).rstrip("/")).name
-        self._model = None
 
-    def describe(self) -> str:
-        return f"{self.model_ref}" + (f"@{self.revision}" if self.revision else "") + " via transformers"
+    _purpose = "ASR (Whisper)"
 
-    def load(self) -> None:
-        if self._model is not None:
-            return
-        import torch
+    def _classes(self):
         from transformers import WhisperForConditionalGeneration, WhisperProcessor
 
-        path = resolve_model(self.model_ref, revision=self.revision, purpose="ASR (Whisper)",
-                             allow_patterns=["*.json", "*.txt", "*.safetensors"])
-        self._device = torch.device(_auto_device(self.device))
-        dt = self.dtype or ("float16" if self._device.type == "cuda" else "float32")
-        self._dtype = getattr(torch, dt)
-        self._processor = WhisperProcessor.from_pretrained(path)
-        self._model = WhisperForConditionalGeneration.from_pretrained(path, dtype=self._dtype).to(self._device).eval()
+        return WhisperProcessor, WhisperForConditionalGeneration
 
     def _gen_kwargs(self) -> dict[str, Any]:
         kw: dict[str, Any] = {"num_beams": self.num_beams}
@@ -495,7 +518,7 @@ class TransformersWhisperASR(ASRBackend):
         return out  # type: ignore[return-value]
 
 
-class Qwen3ASR(ASRBackend):
+class Qwen3ASR(_TransformersASR):
     """Qwen3-ASR through ``transformers`` (``AutoProcessor`` + ``Qwen3ASRForConditionalGeneration``).
 
     Batched chat-template prompts (``processor.apply_transcription_request``, language forced to
@@ -510,32 +533,17 @@ class Qwen3ASR(ASRBackend):
 
     def __init__(self, model: str = "Qwen/Qwen3-ASR-0.6B-hf", revision: str | None = None, device: str | None = None,
                  dtype: str | None = None, batch_size: int = 8, language: str | None = "en", max_new_tokens: int = 448, **_: Any):
-        self.model_ref = model
-        self.revision = revision
-        self.device = device
-        self.dtype = dtype
-        self.batch_size = max(1, int(batch_size))
-        self.language = language or None
+        super().__init__(model, revision, device, dtype, batch_size, language)
         self.max_new_tokens = int(max_new_tokens)
-        self.name = Path(str(model).rstrip("/")).name
-        self._model = None
 
-    def describe(self) -> str:
-        return f"{self.model_ref}" + (f"@{self.revision}" if self.revision else "") + " via transformers"
+    _purpose = "ASR (Qwen3-ASR)"
+    _patterns = ("*.json", "*.txt", "*.safetensors", "*.jinja")
+    _cuda_dtype = "bfloat16"
 
-    def load(self) -> None:
-        if self._model is not None:
-            return
-        import torch
+    def _classes(self):
         from transformers import AutoProcessor, Qwen3ASRForConditionalGeneration
 
-        path = resolve_model(self.model_ref, revision=self.revision, purpose="ASR (Qwen3-ASR)",
-                             allow_patterns=["*.json", "*.txt", "*.safetensors", "*.jinja"])
-        self._device = torch.device(_auto_device(self.device))
-        dt = self.dtype or ("bfloat16" if self._device.type == "cuda" else "float32")
-        self._dtype = getattr(torch, dt)
-        self._processor = AutoProcessor.from_pretrained(path)
-        self._model = Qwen3ASRForConditionalGeneration.from_pretrained(path, dtype=self._dtype).to(self._device).eval()
+        return AutoProcessor, Qwen3ASRForConditionalGeneration
 
     def transcribe(self, waves: Sequence[np.ndarray], sr: int = ASR_SR, word_timestamps: bool = False) -> list[Transcript]:
         import torch
