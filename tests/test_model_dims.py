@@ -187,15 +187,16 @@ def test_naturalness_classifier_plugs_in(tiny, tmp_path):
     assert r["emotional_naturalness_logit"] == pytest.approx(np.mean(vals))
 
 
-def test_missing_model_fails_rows_with_one_line_naming_it(tiny, monkeypatch):
+def test_missing_model_stops_with_one_line_naming_it(tiny, monkeypatch):
+    """No row is at fault when the model cannot be had: the metric fails as a whole, in one line."""
+    from spear_metrics.core.models import ModelUnavailableError
     from spear_metrics.core.runner import score_columns
 
     _, md = tiny
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    r = score_columns("emotions", _columns(md), base_dir=md.parent, emotion_model="nobody/no-such-emotion-model")
-    assert r["n_failed"] == 5
-    err = r["per_sample"][0]["error"]
-    assert "nobody/no-such-emotion-model" in err and "\n" not in err
+    with pytest.raises(ModelUnavailableError) as e:
+        score_columns("emotions", _columns(md), base_dir=md.parent, emotion_model="nobody/no-such-emotion-model")
+    assert "nobody/no-such-emotion-model" in str(e.value) and "\n" not in str(e.value)
 
 
 def test_evaluate_load_is_offline_and_fast(tiny):

@@ -216,3 +216,16 @@ def test_header_problems(tmp_path):
         read_metadata(tmp_path / "dup.csv")
     (tmp_path / "sp.csv").write_text("audio_path, answer_audio_path, context_end_time, question_end_time\na, b,1,2\n")
     assert read_metadata(tmp_path / "sp.csv")[0]["question_end_time"] == "2"
+
+
+def test_unavailable_model_stops_the_run_with_one_line(tmp_path, real_dir, capsys):
+    """A model that cannot be had is no fault of any row: one line, exit 2, no row marked failed."""
+    q, a = make_clips(STEREO_DIALOGUE, tmp_path)
+    meta = write_rows(tmp_path / "m.csv", [row(q.name, a.name, 0.1)])
+    out = tmp_path / "r"
+    rc = main(["score", "--metadata", str(meta), "--metrics", "interruptions,language_dialect", "--out", str(out),
+               "--no-progress", "-o", f"lid_model={tmp_path / 'no-such-model'}"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and len(err.splitlines()) == 1 and "no-such-model" in err
+    assert not (out / "per_sample.jsonl").exists()
+    assert (out / ".work" / "rank-0.jsonl").read_text() == ""

@@ -24,6 +24,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from spear_datasets.schema import MetadataError
     from spear_metrics.core.dimension import OptionError
+    from spear_metrics.core.models import ModelUnavailableError
     from spear_metrics.core.registry import UnknownDimensionError
     from spear_metrics.core.runner import RunError, run_score
 
@@ -31,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
         summary = run_score(args.metadata, args.metrics, args.out, options=parse_options(args.option),
                             batch_size=args.batch_size, retry_failed=args.retry_failed, overwrite=args.overwrite,
                             progress=not args.no_progress, inputs_metadata=args.inputs)
-    except (MetadataError, UnknownDimensionError, OptionError, RunError, ImportError) as e:
+    except (MetadataError, UnknownDimensionError, OptionError, ModelUnavailableError, RunError, ImportError) as e:
         print(f"spearbench score: {e}", file=sys.stderr)
         return 2
     if summary is not None:

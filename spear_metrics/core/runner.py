@@ -36,6 +36,7 @@ from spear_datasets.schema import (
     resolve_path,
 )
 from spear_metrics.core.dimension import Dimension, Sample
+from spear_metrics.core.models import ModelUnavailableError
 from spear_metrics.core.records import FAILED, OK, AppendLog, SampleResult, read_jsonl, write_json_atomic, write_jsonl_atomic
 from spear_metrics.core.registry import load_dimension, parse_metrics
 from spear_metrics.core.summary import build_summary, write_summary
@@ -155,17 +156,29 @@ def _dimension_groups(dims: Sequence[Dimension]) -> list[list[Dimension]]:
 
 
 def _score_dimension(dim: Dimension, live: Sequence[Sample]) -> tuple[list, float]:
-    """One dimension on a batch: its outputs (dict or exception per sample) and seconds per sample."""
+    """One dimension on a batch: its outputs (dict or exception per sample) and seconds per sample.
+
+    Raises:
+        ModelUnavailableError: the dimension's model cannot be had. That is no fault of a row:
+            the run stops with the one-line reason instead of failing every row.
+    """
     t0 = time.perf_counter()
     try:
         outs = dim.score_batch(live)
+    except ModelUnavailableError:
+        raise
     except Exception:  # a batch-level failure: isolate the bad row(s) one by one
         outs = []
         for s in live:
             try:
                 outs.append(dim.score_batch([s])[0])
+            except ModelUnavailableError:
+                raise
             except Exception as e:
                 outs.append(e)
+    for out in outs:
+        if isinstance(out, ModelUnavailableError):
+            raise out
     return outs, (time.perf_counter() - t0) / len(live)
 
 
