@@ -113,7 +113,7 @@ def main() -> None:
         runs[(kind, n)] = json.loads(out.stdout.strip().splitlines()[-1])
     b, o = runs[("baseline", a.n)], runs[("ours", a.n)]
     same = b["latency_ms"] == o["latency_ms"]
-    print(f"{'config':<18}{'samples':>8}{'audio s':>9}{'wall s':>8}{'RTF':>8}{'samples/s':>10}{'peak RSS MB':>12}")
+    print(f"{'config':<18}{'samples':>8}{'audio s':>9}{'wall s':>8}{'x RT':>8}{'samples/s':>10}{'peak RSS MB':>12}")
     for (kind, n), r in runs.items():
         print(f"{kind:<18}{n:>8}{r['audio_s']:>9.1f}{r['seconds']:>8.2f}{r['audio_s'] / r['seconds']:>7.0f}x{n / r['seconds']:>10.1f}{r['peak_rss_mb']:>12.0f}")
     print(f"speed-up vs baseline: {b['seconds'] / o['seconds']:.1f}x; same latencies: {same}")

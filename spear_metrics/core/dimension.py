@@ -8,6 +8,7 @@ the summary keys of the published leaderboard (``spear_benchmark.csv``).
 
 from __future__ import annotations
 
+import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -91,6 +92,9 @@ class Dimension:
     keys: ClassVar[tuple[MetricKey, ...]] = ()
     #: the dimension uses neural models and benefits from accelerate sharding / batching
     model_based: ClassVar[bool] = False
+    #: ``score_sample`` releases the GIL for most of its work (e.g. ONNX Runtime) and is
+    #: thread-safe: the default ``score_batch`` then scores the samples of a batch in threads
+    threaded_samples: ClassVar[bool] = False
 
     def __init__(self, **options: Any):
         self.options = options
@@ -101,13 +105,19 @@ class Dimension:
 
     def score_batch(self, samples: Sequence[Sample]) -> list[dict[str, Any] | BaseException]:
         """Per-sample values for a batch; an exception in the list fails that sample only."""
-        out: list[dict[str, Any] | BaseException] = []
-        for s in samples:
+
+        def one(s: Sample) -> dict[str, Any] | BaseException:
             try:
-                out.append(self.score_sample(s))
+                return self.score_sample(s)
             except Exception as e:  # one bad row never stops the others
-                out.append(e)
-        return out
+                return e
+
+        if self.threaded_samples and len(samples) > 1:
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(min(len(samples), os.cpu_count() or 1)) as pool:
+                return list(pool.map(one, samples))
+        return [one(s) for s in samples]
 
     def aggregate(self, rows: Sequence[SpearRow], values: Sequence[dict[str, Any]]) -> dict[str, Any]:
         """Summary values from the per-sample values of the scored (``ok``) rows, in row order."""

@@ -67,6 +67,7 @@ class Interruptions(Dimension):
 
     name = "interruptions"
     version = "1.0.0"
+    threaded_samples = True  # Silero's ONNX front end releases the GIL
     keys = (
         MetricKey("latency_ms", "ms", "closer_to_human",
                   "silence from the end of question speech to the answer's first speech; mean over rows with answer speech"),
