@@ -304,20 +304,34 @@ def run_score(
 
         bar = tqdm(total=len(mine), desc=f"scoring {','.join(names)}" + (f" (rank 0 of {world})" if world > 1 else ""), unit="sample")
     t0 = time.perf_counter()
-    with AppendLog(work / f"rank-{rank}.jsonl") as log:
-        new = score_samples(dims, mine, batch_size=batch_size, progress=bar,
-                            on_batch=lambda recs: log.write(r.to_json(with_timings=True) for r in recs))
+    new: list[SampleResult] = []
+    error: BaseException | None = None
+    try:
+        with AppendLog(work / f"rank-{rank}.jsonl") as log:
+            new = score_samples(dims, mine, batch_size=batch_size, progress=bar,
+                                on_batch=lambda recs: log.write(r.to_json(with_timings=True) for r in recs))
+    except Exception as e:  # raised on every rank below, after the others have been told
+        error = e
+    finally:
+        if bar is not None:
+            bar.close()
     elapsed = time.perf_counter() - t0
-    if bar is not None:
-        bar.close()
 
     if world > 1:
         from accelerate.utils import gather_object
 
-        state.wait_for_everyone()
-        gathered = gather_object([(r.to_json(with_timings=True), elapsed) for r in new])
-        new = [SampleResult.from_json(o) for o, _ in gathered]
-        elapsed = max([e for _, e in gathered], default=elapsed)
+        # every rank reaches this gather, also one whose scoring raised: no rank waits forever
+        gathered = gather_object([(None if error else [r.to_json(with_timings=True) for r in new],
+                                   elapsed, None if error is None else f"rank {rank}: {_reason(error)}")])
+        errors = [msg for _, _, msg in gathered if msg]
+        if error is not None:
+            raise error
+        if errors:
+            raise RunError(f"another process failed ({errors[0]}); rerun to resume")
+        new = [SampleResult.from_json(o) for objs, _, _ in gathered for o in objs]
+        elapsed = max([e for _, e, _ in gathered], default=elapsed)
+    elif error is not None:
+        raise error
     if not state.is_main_process:
         return None
 
