@@ -45,7 +45,11 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"spearbench {name}: needs the Python package {e.name!r}", file=sys.stderr)
                     return 2
     args = build_parser(available).parse_args(argv)
-    return int(available[args.command].run(args) or 0)
+    rc = int(available[args.command].run(args) or 0)
+    from spear_metrics.core.batching import exit_distributed
+
+    exit_distributed(rc)  # under accelerate launch: barrier, teardown, os._exit(rc)
+    return rc
 
 
 if __name__ == "__main__":

@@ -39,7 +39,6 @@ def run(args: argparse.Namespace) -> int:
     from spear_metrics.agents.base import GenerationConfig
     from spear_metrics.agents.harness import InferError, run_inference
     from spear_metrics.agents.registry import UnknownAgentError, available_agents
-    from spear_metrics.core.batching import close_process_group
 
     if args.list_agents:
         print("\n".join(available_agents()))
@@ -52,8 +51,6 @@ def run(args: argparse.Namespace) -> int:
     except (InferError, MetadataError, UnknownAgentError, ValueError, TypeError) as e:
         print(f"spearbench infer: {e}", file=sys.stderr)
         return 2
-    finally:
-        close_process_group()
     if info is not None:
         print(f"{info['n_answered']}/{info['n_inputs']} answered, {info['n_failed']} failed -> {args.out}/metadata.csv")
         if info["n_failed"]:

@@ -23,7 +23,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from spear_datasets.schema import MetadataError
-    from spear_metrics.core.batching import close_process_group
     from spear_metrics.core.dimension import OptionError
     from spear_metrics.core.models import ModelUnavailableError
     from spear_metrics.core.registry import UnknownDimensionError
@@ -36,8 +35,6 @@ def run(args: argparse.Namespace) -> int:
     except (MetadataError, UnknownDimensionError, OptionError, ModelUnavailableError, RunError, ImportError) as e:
         print(f"spearbench score: {e}", file=sys.stderr)
         return 2
-    finally:
-        close_process_group()
     if summary is not None:
         keys = [k for k, v in summary.items() if isinstance(v, (int, float)) or v is None]
         width = max(len(k) for k in keys)

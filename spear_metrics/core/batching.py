@@ -44,18 +44,29 @@ def distributed_state():
     return state
 
 
-def close_process_group() -> None:
-    """Tear down the gloo/NCCL group of an ``accelerate launch`` run before the interpreter exits.
+def exit_distributed(rc: int) -> None:
+    """End a process of an ``accelerate launch`` run cleanly (a no-op in a plain process).
 
-    Left open, its C++ threads can abort a finished process at exit ("terminate called without
-    an active exception", exit code -6), which ``accelerate launch`` reports as a failed run.
-    A no-op when no group was started.
+    On success the ranks meet at a barrier (the main process has written the results by then),
+    the gloo/NCCL group is torn down, and the process leaves with ``os._exit(rc)`` after
+    flushing its output: letting the interpreter run the C++ static destructors of
+    ``torch.distributed`` aborted finished processes now and then ("terminate called without an
+    active exception", exit -6), which ``accelerate launch`` reports as a failed run.
     """
+    import os
     import sys
 
     dist = sys.modules.get("torch.distributed")
-    if dist is not None and dist.is_available() and dist.is_initialized():
+    if dist is None or not dist.is_available() or not dist.is_initialized():
+        return
+    try:
+        if rc == 0:
+            dist.barrier()
         dist.destroy_process_group()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(rc)
 
 
 def process_device():
