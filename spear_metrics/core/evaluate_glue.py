@@ -18,6 +18,19 @@ INPUT_COLUMNS = ("audio_path", "answer_audio_path", "context_end_time", "questio
 #: metadata columns accepted as optional keyword lists
 OPTIONAL_COLUMNS = ("answer_duration", "speakers", "conversation_id", "transcript_question", "transcript_answer")
 
+#: The ``Args:`` head every module's inputs description starts with (the five inputs + metadata).
+INPUTS_DOC = """
+Args:
+    audio_path (list of str): stereo 16 kHz input clips (context + question).
+    answer_audio_path (list of str): answer audio, any rate or channel count.
+    context_end_time (list of float): seconds, where the question starts in the clip.
+    question_end_time (list of float): seconds, where the question ends.
+    answer_start_time (list of float or None): answer onset minus question end, seconds
+        (negative = overlap; None = placed at the question end).
+    speakers, transcript_question, transcript_answer (list of str, optional): metadata columns.
+    base_dir (str, optional): folder relative paths resolve against (default: working directory).
+"""
+
 CITATION = """\
 @misc{spearbench,
   title  = {SPEARBench: how human-like is a spoken dialogue model in conversation},

@@ -13,14 +13,7 @@ samples. emotional_naturalness_logit needs a naturalness classifier (no public w
 with a note otherwise.
 """
 
-_KWARGS_DESCRIPTION = """
-Args:
-    audio_path (list of str): stereo 16 kHz input clips (context + question).
-    answer_audio_path (list of str): answer audio, any rate or channel count.
-    context_end_time (list of float): seconds, where the question starts in the clip.
-    question_end_time (list of float): seconds, where the question ends.
-    answer_start_time (list of float or None): answer onset minus question end, seconds.
-    speakers, transcript_question, transcript_answer (list of str, optional): metadata columns.
+_KWARGS_DESCRIPTION = glue.INPUTS_DOC + """\
     emotion_model (str, optional): Hub id or local folder of the emotion-dim model.
     naturalness_classifier (str, optional): local folder of a naturalness classifier (see README).
     naturalness_shift (float, optional): dev-set shift overriding the classifier's stored one.

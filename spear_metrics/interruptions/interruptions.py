@@ -12,14 +12,8 @@ interrupted_time_ms: overlap between answer speech placed at question end + answ
 and question speech. interruptions_%: share of samples with any overlap.
 """
 
-_KWARGS_DESCRIPTION = """
-Args:
-    audio_path (list of str): stereo 16 kHz input clips (context + question).
-    answer_audio_path (list of str): answer audio, any rate or channel count.
-    context_end_time (list of float): seconds, where the question starts in the clip.
-    question_end_time (list of float): seconds, where the question ends.
-    answer_start_time (list of float or None): answer onset minus question end, seconds
-        (negative = overlap; None = placed at question end, interruption values are then null).
+_KWARGS_DESCRIPTION = glue.INPUTS_DOC + """\
+    (rows with answer_start_time None have null interruption values: the system chose no timing)
     vad_backend (str, optional): "sequence" (default) or "jit" (upstream's streaming call).
     vad_time_resolution (int, optional): decimals of VAD seconds, 1 (default, as upstream) or 3.
 Returns:

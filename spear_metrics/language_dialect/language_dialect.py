@@ -13,14 +13,7 @@ is, despite its name, the least-squares slope of answer on question dialect log-
 (flattened, min-max normalised), as in the published table.
 """
 
-_KWARGS_DESCRIPTION = """
-Args:
-    audio_path (list of str): stereo 16 kHz input clips (context + question).
-    answer_audio_path (list of str): answer audio, any rate or channel count.
-    context_end_time (list of float): seconds, where the question starts in the clip.
-    question_end_time (list of float): seconds, where the question ends.
-    answer_start_time (list of float or None): answer onset minus question end, seconds.
-    speakers, transcript_question, transcript_answer (list of str, optional): metadata columns.
+_KWARGS_DESCRIPTION = glue.INPUTS_DOC + """\
     lid_model (str, optional): language-ID model, Hub id or local folder (default facebook/mms-lid-126).
     dialect_model (str, optional): Voxlect English dialect model, Hub id or local folder.
     english_labels (str, optional): comma list of labels that mean English (default "eng,en,english").

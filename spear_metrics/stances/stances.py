@@ -11,14 +11,7 @@ audio, else the ASR transcript); stance_same_as_question_% = share with the same
 reference, stance_more_negative_% / stance_more_positive_% = share lower / higher.
 """
 
-_KWARGS_DESCRIPTION = """
-Args:
-    audio_path (list of str): stereo 16 kHz input clips (context + question).
-    answer_audio_path (list of str): answer audio, any rate or channel count.
-    context_end_time (list of float): seconds, where the question starts in the clip.
-    question_end_time (list of float): seconds, where the question ends.
-    answer_start_time (list of float or None): answer onset minus question end, seconds.
-    speakers, transcript_question, transcript_answer (list of str, optional): metadata columns.
+_KWARGS_DESCRIPTION = glue.INPUTS_DOC + """\
     judge_base_url (str): OpenAI-compatible API root, e.g. http://127.0.0.1:8000/v1.
     judge_model (str): model name the server expects.
     judge_audio (bool, optional): send the answer audio to the judge (default false: ASR transcript).

@@ -13,14 +13,7 @@ vap_model). turn_taking_offset_loglik = mean log density of the response offset 
 of human offsets from a reference metadata CSV (null without offset_reference).
 """
 
-_KWARGS_DESCRIPTION = """
-Args:
-    audio_path (list of str): stereo 16 kHz input clips (context + question).
-    answer_audio_path (list of str): answer audio, any rate or channel count.
-    context_end_time (list of float): seconds, where the question starts in the clip.
-    question_end_time (list of float): seconds, where the question ends.
-    answer_start_time (list of float or None): answer onset minus question end, seconds.
-    speakers, transcript_question, transcript_answer (list of str, optional): metadata columns.
+_KWARGS_DESCRIPTION = glue.INPUTS_DOC + """\
     vap_model (str, optional): TorchScript VAP export or a tiny-VAP folder (default none -> null).
     offset_reference (str, optional): SPEAR metadata CSV of human answers, e.g. the dev split.
     offset_reference_onset (str, optional): "vad" (default) or "none".
