@@ -58,7 +58,7 @@ from spear_datasets.schema import (
 )
 from spear_metrics.agents.base import AgentAnswer, AgentError, AgentOutputError, GenerationConfig, validate_answer
 from spear_metrics.core.batching import distributed_state
-from spear_metrics.core.records import AppendLog, read_jsonl, write_json_atomic, write_jsonl_atomic
+from spear_metrics.core.records import AppendLog, one_line, read_jsonl, write_json_atomic, write_jsonl_atomic
 
 WORK_DIR = ".work"
 AUDIO_DIR = "audio"
@@ -132,10 +132,11 @@ class Source:
 
 
 def _reason(e: BaseException) -> str:
-    msg = " ".join(str(e).split())
-    if isinstance(e, (AgentError, AgentOutputError, AudioError, RowError)):
-        return msg or type(e).__name__
-    return f"{type(e).__name__}: {msg}" if msg else type(e).__name__
+    """One-line reason; an unexpected exception type is named, the harness's own are not."""
+    msg = one_line(e)
+    if isinstance(e, (AgentError, AgentOutputError, AudioError, RowError)) or msg == type(e).__name__:
+        return msg
+    return f"{type(e).__name__}: {msg}"
 
 
 class CsvSource(Source):

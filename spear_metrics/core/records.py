@@ -33,6 +33,13 @@ def clean_value(v: Any) -> Any:
     return v
 
 
+def one_line(e: BaseException | str) -> str:
+    """An exception (or text) as the one-line reason a failed row carries: whitespace collapsed,
+    the exception's type name when it has no message."""
+    msg = " ".join(str(e).split())
+    return msg or (type(e).__name__ if isinstance(e, BaseException) else "unknown error")
+
+
 @dataclass
 class SampleResult:
     """The result of one metadata row.
@@ -61,7 +68,7 @@ class SampleResult:
 
     def fail(self, reason: str) -> "SampleResult":
         """Mark failed (keeps the first reason and appends later ones)."""
-        reason = " ".join(str(reason).split()) or "unknown error"
+        reason = one_line(reason)
         self.status = FAILED
         self.error = reason if not self.error else f"{self.error}; {reason}"
         return self

@@ -37,7 +37,7 @@ from spear_datasets.schema import (
 )
 from spear_metrics.core.dimension import Dimension, Sample
 from spear_metrics.core.models import ModelUnavailableError
-from spear_metrics.core.records import FAILED, OK, AppendLog, SampleResult, read_jsonl, write_json_atomic, write_jsonl_atomic
+from spear_metrics.core.records import FAILED, OK, AppendLog, SampleResult, one_line, read_jsonl, write_json_atomic, write_jsonl_atomic
 from spear_metrics.core.registry import load_dimension, parse_metrics
 from spear_metrics.core.summary import build_summary, write_summary
 
@@ -128,7 +128,7 @@ def score_samples(
                     rec = recs[s.row]
                     rec.timings[dim.name] = dt
                     if isinstance(out, BaseException):
-                        rec.fail(f"{dim.name}: {_reason(out)}")
+                        rec.fail(f"{dim.name}: {one_line(out)}")
                     else:
                         rec.values.update(out)
             live = [s for s in live if recs[s.row].ok]  # a failed row enters no mean: stop spending on it
@@ -180,11 +180,6 @@ def _score_dimension(dim: Dimension, live: Sequence[Sample]) -> tuple[list, floa
         if isinstance(out, ModelUnavailableError):
             raise out
     return outs, (time.perf_counter() - t0) / len(live)
-
-
-def _reason(e: BaseException) -> str:
-    msg = " ".join(str(e).split())
-    return msg if msg else type(e).__name__
 
 
 def aggregate(dims: Sequence[Dimension], rows: dict[int, SpearRow], results: Sequence[SampleResult]) -> dict[str, Any]:
@@ -322,7 +317,7 @@ def run_score(
 
         # every rank reaches this gather, also one whose scoring raised: no rank waits forever
         gathered = gather_object([(None if error else [r.to_json(with_timings=True) for r in new],
-                                   elapsed, None if error is None else f"rank {rank}: {_reason(error)}")])
+                                   elapsed, None if error is None else f"rank {rank}: {one_line(error)}")])
         errors = [msg for _, _, msg in gathered if msg]
         if error is not None:
             raise error
@@ -390,7 +385,7 @@ def _explain_infer_failures(prep: Prepared, failures: Path) -> None:
     reasons = {o.get("row"): o.get("error") for o in read_jsonl(failures)}
     for i, rec in prep.failed.items():
         if rec.error == "answer_audio_path is empty" and reasons.get(i):
-            rec.error = f"infer failed: {' '.join(str(reasons[i]).split())}"
+            rec.error = f"infer failed: {one_line(reasons[i])}"
 
 
 def _missing_answers(inputs_csv: Path, prep: Prepared, out: Path) -> dict[str, Any]:

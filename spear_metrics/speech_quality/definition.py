@@ -38,6 +38,7 @@ from spear_metrics.core.asr import load_asr, normalize_text
 from spear_metrics.core.dimension import Dimension, MetricKey, Sample, mean_or_none, percent_or_none
 from spear_metrics.core.models import ModelUnavailableError
 from spear_metrics.core.mos import load_mos
+from spear_metrics.core.records import one_line
 
 #: ``--option profile=...`` presets; explicit ``asr=`` / ``mos=`` override them
 PROFILES: dict[str, dict[str, str]] = {
@@ -69,10 +70,6 @@ def _names(spec: Any) -> list[str]:
     if isinstance(spec, (list, tuple)):
         return [str(s).strip() for s in spec if str(s).strip()]
     return [s.strip() for s in str(spec or "").split(",") if s.strip()]
-
-
-def _one_line(e: BaseException) -> str:
-    return " ".join(str(e).split()) or type(e).__name__
 
 
 class SpeechQuality(Dimension):
@@ -145,7 +142,7 @@ class SpeechQuality(Dimension):
             backend.load()
             return None
         except ModelUnavailableError as e:
-            self._broken[id(backend)] = _one_line(e)
+            self._broken[id(backend)] = one_line(e)
             return self._broken[id(backend)]
 
     def score_batch(self, samples: Sequence[Sample]) -> list[dict[str, Any] | BaseException]:

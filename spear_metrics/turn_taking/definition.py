@@ -32,6 +32,7 @@ import numpy as np
 
 from spear_datasets.schema import SpearRow
 from spear_metrics.core.dimension import Dimension, MetricKey, Sample, mean_or_none
+from spear_metrics.core.records import one_line
 from spear_metrics.core.vad import speech_segments
 from spear_metrics.turn_taking.vap import FRAME_HZ, activity_frames, dialog_nll, load_vap, vap_labels
 
@@ -160,7 +161,7 @@ class TurnTaking(Dimension):
                 self._ref = OffsetReference(str(src), onset=str(self.options.get("offset_reference_onset", "vad")),
                                             vad_time_resolution=int(self.options.get("vad_time_resolution", 1)))
             except Exception as e:
-                self._ref_error = " ".join(str(e).split())
+                self._ref_error = one_line(e)
                 return None
         return self._ref
 
