@@ -35,19 +35,16 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import os
-import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Optional
 
 import numpy as np
 
 from spear_datasets.audio import TARGET_SR, AudioError, load_audio, resample, write_wav
 from spear_datasets.schema import (
-    MetadataError,
     RowError,
     SpearRow,
     check_times_against_clip,
@@ -58,7 +55,7 @@ from spear_datasets.schema import (
 )
 from spear_metrics.agents.base import AgentAnswer, AgentError, AgentOutputError, GenerationConfig, validate_answer
 from spear_metrics.core.batching import distributed_state
-from spear_metrics.core.records import AppendLog, one_line, read_jsonl, write_json_atomic, write_jsonl_atomic
+from spear_metrics.core.records import AppendLog, claim_work_dir, one_line, read_rank_logs, write_json_atomic, write_jsonl_atomic
 
 WORK_DIR = ".work"
 AUDIO_DIR = "audio"
@@ -352,13 +349,12 @@ def _infer_row(agent: Any, source: Source, i: int, out: Path, config: Generation
 
 def _read_logs(work: Path) -> dict[int, dict[str, Any]]:
     done: dict[int, dict[str, Any]] = {}
-    for log in sorted(work.glob("rank-*.jsonl")):
-        for obj in read_jsonl(log):
-            if isinstance(obj.get("row"), int):
-                prev = done.get(obj["row"])
-                # the latest record of a row wins, but an ok answer is never replaced by a failure
-                if prev is None or obj.get("status") == "ok" or prev.get("status") != "ok":
-                    done[obj["row"]] = obj
+    for obj in read_rank_logs(work):
+        if isinstance(obj.get("row"), int):
+            prev = done.get(obj["row"])
+            # the latest record of a row wins, but an ok answer is never replaced by a failure
+            if prev is None or obj.get("status") == "ok" or prev.get("status") != "ok":
+                done[obj["row"]] = obj
     return done
 
 
@@ -409,19 +405,10 @@ def run_inference(
     fp = {**source.fingerprint(), "split": split, "subset": subset, "agent": agent_name,
           "agent_options": {k: agent_options[k] for k in sorted(agent_options)},
           "config": dataclasses.asdict(config)}
-    fp = json.loads(json.dumps(fp, default=str))
     if state.is_main_process:
-        fp_path = work / "run.json"
-        if fp_path.exists() and json.loads(fp_path.read_text()) != fp:
-            if not overwrite:
-                raise InferError(f"{out} holds answers of another run (other data, agent, options or config); "
-                                 "use a new --out folder or --overwrite")
-            for d in (work, out / AUDIO_DIR, out / INPUTS_DIR):
-                shutil.rmtree(d, ignore_errors=True)
-            for f in ("metadata.csv", "failures.jsonl", "run_info.json"):
-                (out / f).unlink(missing_ok=True)
-        work.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(fp_path, fp)
+        claim_work_dir(work, fp, overwrite=overwrite, conflict=InferError(
+            f"{out} holds answers of another run (other data, agent, options or config); use a new --out folder or --overwrite"),
+            stale=[out / AUDIO_DIR, out / INPUTS_DIR, *(out / f for f in ("metadata.csv", "failures.jsonl", "run_info.json"))])
     state.wait_for_everyone()
 
     done = _read_logs(work)

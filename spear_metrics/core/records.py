@@ -168,3 +168,35 @@ class AppendLog:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def claim_work_dir(work: str | os.PathLike, fingerprint: dict[str, Any], *, overwrite: bool,
+                   conflict: Exception, stale: Iterable[str | os.PathLike] = ()) -> Path:
+    """Bind a resumable run's work folder to ``fingerprint`` (written to ``work/run.json``).
+
+    The same fingerprint resumes; another one raises ``conflict``, or with ``overwrite`` clears
+    ``work`` and the ``stale`` outputs of the old run first. Call it on the main process only.
+    """
+    import shutil
+
+    work = Path(work)
+    fp = json.loads(json.dumps(fingerprint, default=str))
+    path = work / "run.json"
+    if path.exists() and json.loads(path.read_text()) != fp:
+        if not overwrite:
+            raise conflict
+        shutil.rmtree(work, ignore_errors=True)
+        for p in map(Path, stale):
+            if p.is_dir():
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                p.unlink(missing_ok=True)
+    work.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(path, fp)
+    return work
+
+
+def read_rank_logs(work: str | os.PathLike) -> Iterator[dict[str, Any]]:
+    """The records of every ``work/rank-<r>.jsonl`` work log, in file order (torn lines skipped)."""
+    for log in sorted(Path(work).glob("rank-*.jsonl")):
+        yield from read_jsonl(log)

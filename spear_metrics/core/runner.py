@@ -16,9 +16,7 @@ Contract (``spearbench score``):
 from __future__ import annotations
 
 import hashlib
-import json
 import os
-import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -27,7 +25,6 @@ from typing import Any, Callable, Iterable, Sequence
 
 from spear_datasets.audio import AudioError, audio_info
 from spear_datasets.schema import (
-    MetadataError,
     RowError,
     SpearRow,
     check_times_against_clip,
@@ -37,7 +34,7 @@ from spear_datasets.schema import (
 )
 from spear_metrics.core.dimension import Dimension, Sample
 from spear_metrics.core.models import ModelUnavailableError
-from spear_metrics.core.records import FAILED, OK, AppendLog, SampleResult, one_line, read_jsonl, write_json_atomic, write_jsonl_atomic
+from spear_metrics.core.records import AppendLog, SampleResult, claim_work_dir, one_line, read_jsonl, read_rank_logs, write_json_atomic, write_jsonl_atomic
 from spear_metrics.core.registry import load_dimension, parse_metrics
 from spear_metrics.core.summary import build_summary, write_summary
 
@@ -264,30 +261,19 @@ def run_score(
     rank, world = state.process_index, state.num_processes
 
     work = out / WORK_DIR
-    fp = _fingerprint(metadata, names, options)
-    fp_path = work / "run.json"
     if state.is_main_process:
-        if fp_path.exists():
-            old = json.loads(fp_path.read_text())
-            if old != fp:
-                if not overwrite:
-                    raise RunError(
-                        f"{out} holds results of another run (different metadata, metrics or options); "
-                        "use a new --out folder or --overwrite"
-                    )
-                shutil.rmtree(work)
-        work.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(fp_path, fp)
+        claim_work_dir(work, _fingerprint(metadata, names, options), overwrite=overwrite, conflict=RunError(
+            f"{out} holds results of another run (different metadata, metrics or options); "
+            "use a new --out folder or --overwrite"))
     state.wait_for_everyone()
 
     prep = prepare_rows(raw, metadata.parent)
     _explain_infer_failures(prep, metadata.parent / "failures.jsonl")
     done: dict[int, SampleResult] = {}
-    for log in sorted(work.glob("rank-*.jsonl")):
-        for obj in read_jsonl(log):
-            rec = SampleResult.from_json(obj)
-            if rec.row in prep.rows and (not retry_failed or rec.ok):
-                done[rec.row] = rec  # a row logged twice (retried) keeps its latest result
+    for obj in read_rank_logs(work):
+        rec = SampleResult.from_json(obj)
+        if rec.row in prep.rows and (not retry_failed or rec.ok):
+            done[rec.row] = rec  # a row logged twice (retried) keeps its latest result
     pending = [s for s in prep.samples if s.row not in done]
     mine = pending[rank::world]
     if any(d.model_based for d in dims):  # similar lengths together: less padding per batch
