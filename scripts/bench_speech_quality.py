@@ -11,7 +11,6 @@ import argparse
 import time
 from pathlib import Path
 
-import numpy as np
 
 from spear_datasets.audio import load_audio
 from spear_metrics.core.asr import load_asr

@@ -34,7 +34,7 @@ ANSWERS = ["faster-whisper__jfk.flac", "speechbrain__p225_002.wav", "speechbrain
 
 def build(n: int, root: Path) -> Path:
     sys.path.insert(0, str(REPO / "tests"))
-    from helpers import CONTEXT_END, QUESTION_END, make_clips, row, write_rows
+    from helpers import make_clips, row, write_rows
 
     q, _ = make_clips(REAL / "DERIVED__pyannote-audio__seriously_29-60s_stereo_L-FEE016_R-MEO015.wav", root)
     rows = []

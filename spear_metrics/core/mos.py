@@ -30,7 +30,6 @@ Models load lazily on the first :meth:`MOSBackend.score`, through ``resolve_mode
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np

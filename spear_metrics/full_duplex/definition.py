@@ -181,7 +181,7 @@ def adjust_pauses(chunks: Sequence[Chunk], split_s: float = PAUSE_SPLIT_S) -> tu
     do not move, so TOR and latency are unchanged; backchannel word overlaps may change."""
     out = [list(c) for c in chunks]
     for i in range(len(out) - 1):
-        s0, e0 = out[i][1], out[i][2]
+        e0 = out[i][2]
         s1 = out[i + 1][1]
         if e0 is None or s1 is None:
             continue
