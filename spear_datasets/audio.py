@@ -1,7 +1,10 @@
 """THE audio loader of SPEARBench: every module that reads a waveform goes through here.
 
 Decoding: libsndfile (``soundfile``: WAV, FLAC, OGG, MP3...) first, FFmpeg (``torchcodec``)
-for anything libsndfile cannot read. Resampling: ``soxr`` (the resampler ``librosa`` uses).
+for anything libsndfile cannot read. Resampling: ``soxr`` (the resampler ``librosa`` uses) by
+default, or ``torchaudio.functional.resample`` with its defaults (``resampler="torchaudio"``:
+the resampler SPEAR's own scripts use, so that VAD on a 24/44.1/48 kHz answer sees the same
+samples as upstream).
 Waveforms are ``float32`` arrays of shape ``(channels, samples)`` in [-1, 1].
 """
 
@@ -123,10 +126,26 @@ def decode(path: str | os.PathLike) -> tuple[np.ndarray, int]:
     return wav, sr
 
 
-def resample(wav: np.ndarray, orig_sr: int, target_sr: int) -> np.ndarray:
-    """Resample ``(channels, samples)`` audio from ``orig_sr`` to ``target_sr`` Hz with soxr (HQ)."""
+Resampler = Literal["soxr", "torchaudio"]
+
+
+def resample(wav: np.ndarray, orig_sr: int, target_sr: int, resampler: Resampler = "soxr") -> np.ndarray:
+    """Resample ``(channels, samples)`` audio from ``orig_sr`` to ``target_sr`` Hz.
+
+    ``resampler="soxr"``: soxr HQ. ``"torchaudio"``: ``torchaudio.functional.resample`` with its
+    defaults (windowed sinc, Hann, lowpass width 6, rolloff 0.99), as upstream SPEAR's
+    ``load_audio_mono`` (``bin/base_metrics.py``).
+    """
     if orig_sr == target_sr:
         return wav
+    if resampler == "torchaudio":
+        import torch
+        import torchaudio.functional as taf
+
+        out = taf.resample(torch.from_numpy(np.ascontiguousarray(wav, dtype=np.float32)), int(orig_sr), int(target_sr))
+        return np.ascontiguousarray(out.numpy(), dtype=np.float32)
+    if resampler != "soxr":
+        raise ValueError(f"resampler must be 'soxr' or 'torchaudio', got {resampler!r}")
     import soxr
 
     out = soxr.resample(wav.T, orig_sr, target_sr, quality="HQ")
@@ -139,6 +158,7 @@ def load_audio(
     *,
     sr: int | None = TARGET_SR,
     channels: Literal["keep", "mix"] | int = "keep",
+    resampler: Resampler = "soxr",
 ) -> np.ndarray:
     """Load audio as ``float32`` ``(channels, samples)`` at ``sr`` Hz.
 
@@ -149,6 +169,8 @@ def load_audio(
             channel 1 = second); ``"mix"`` averages all channels into one (shape ``(1, n)``,
             as upstream SPEAR does for answers and for the question's VAD); an ``int`` picks
             that channel (shape ``(1, n)``).
+        resampler: ``"soxr"`` (default) or ``"torchaudio"`` (SPEAR's own; see :func:`resample`).
+            Channels are mixed before resampling, as upstream.
 
     Raises:
         AudioError: see :func:`decode`; also a channel index the file does not have.
@@ -163,7 +185,7 @@ def load_audio(
     elif channels != "keep":
         raise ValueError(f"channels must be 'keep', 'mix' or an int, got {channels!r}")
     if sr is not None:
-        wav = resample(wav, file_sr, sr)
+        wav = resample(wav, file_sr, sr, resampler)
     return wav
 
 

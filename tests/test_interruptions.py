@@ -1,9 +1,12 @@
 """Interruptions on real speech: known silence padding -> latency, known lead -> overlap."""
 
+import numpy as np
 import pytest
 
 from spear_metrics.core.runner import score_columns
-from spear_metrics.interruptions.definition import interrupted_time_s, latency_s
+from spear_datasets.audio import load_audio, write_wav
+from spear_metrics.core.vad import speech_segments
+from spear_metrics.interruptions.definition import interrupted_time_s, latency_s, skip_point_s
 
 from conftest import STEREO_DIALOGUE
 from helpers import CONTEXT_END, QUESTION_END, make_clips
@@ -18,11 +21,12 @@ def test_latency_formula_hand_computed():
     assert latency_s(q, a, 5.0, 0.2) == pytest.approx(1.0)
     # empty answer_start_time = placed at question end
     assert latency_s(q, a, 5.0, None) == pytest.approx(0.8)
-    # barge-in 1 s: skip 1.0 s into the answer; speech running at the skip point counts 0
-    assert latency_s(q, a, 5.0, -1.0) == pytest.approx(0.5)
-    # skip 2.2 s: the first segment ending after 2.2 starts at 2.5 -> onset 0.3
-    assert latency_s(q, a, 5.0, -2.2) == pytest.approx(0.5 + 0.3)
-    assert latency_s(q, [], 5.0, 0.0) is None
+    # the answer segments given are those of the CUT answer: speech at the cut -> onset 0
+    assert latency_s(q, [(0.0, 1.0)], 5.0, -1.0) == pytest.approx(0.5)
+    # a silent (cut) answer has onset 0: it counts its question gap (SPEAR compute_latency)
+    assert latency_s(q, [], 5.0, 0.0) == pytest.approx(0.5)
+    assert latency_s(q, [], 5.0, 0.3) == pytest.approx(0.8)
+    assert skip_point_s(-1.25) == 1.25 and skip_point_s(0.4) == 0.0 and skip_point_s(None) == 0.0
     # overlap: answer placed at 5.0-1.0 -> [(4.3, 6.0), (6.5, 7.0)]; question speech in [1, 5] -> (2, 4.5)
     assert interrupted_time_s(q, a, 1.0, 5.0, -1.0) == pytest.approx(0.2)
     assert interrupted_time_s(q, a, 1.0, 5.0, 0.5) == 0.0
@@ -79,3 +83,53 @@ def test_jit_backend_matches_sequence_backend(real_dir, tmp_path):
     b = _score(tmp_path, [0.5, 0.0], [None, -1.0], vad_backend="sequence")
     assert [s["latency_ms"] for s in a["per_sample"]] == [s["latency_ms"] for s in b["per_sample"]]
     assert a["interrupted_time_ms"] == b["interrupted_time_ms"]
+
+
+def test_cut_then_vad_short_tail_takes_next_segment_onset(real_dir, tmp_path):
+    """SPEAR cuts the answer at the skip point and re-runs VAD. MEO015's answer has speech
+    0.098-5.694 s then 0.42 s of silence, then speech from 6.114 s (VAD, ms). Placed 5.4 s
+    before the question ends, less than 250 ms of its first segment remains after the cut,
+    which Silero's minimum-speech rule drops: the onset is the NEXT segment's start minus the
+    skip (0.714 s), not 0 as VAD on the whole answer, offset, would say."""
+    x = load_audio(STEREO_DIALOGUE)
+    ans = x[1, int(15.46 * 16000):]
+    whole = speech_segments(ans, time_resolution=3)
+    assert whole[0][1] - 5.4 < 0.30 and whole[1][0] == pytest.approx(6.114, abs=0.032)
+    q_path, _ = make_clips(STEREO_DIALOGUE, tmp_path)
+    write_wav(tmp_path / "answer.wav", ans)
+    cols = dict(audio_path=[str(q_path)], answer_audio_path=[str(tmp_path / "answer.wav")],
+                context_end_time=[CONTEXT_END], question_end_time=[QUESTION_END], answer_start_time=[-5.4])
+    r = score_columns("interruptions", cols, vad_time_resolution=3)
+    s = r["per_sample"][0]
+    # the question's speech runs to its end (gap 0): latency = the cut answer's onset
+    assert s["latency_ms"] == pytest.approx(1000 * (whole[1][0] - 5.4), abs=FRAME_MS)
+    assert s["latency_ms"] > 600
+    # the overlap still uses the uncut answer: its first segment overlaps FEE016's turn
+    assert s["interruption"] is True
+    r1 = score_columns("interruptions", cols)  # upstream 0.1 s resolution
+    assert r1["latency_ms"] == pytest.approx(700.0)
+
+
+def test_silent_answer_counts_its_question_gap(real_dir, tmp_path):
+    """A digitally silent answer is scored: onset 0, so latency = the question's gap after its
+    last speech + answer_start_time; it enters latency_ms but not latency_ms_speech."""
+    x = load_audio(STEREO_DIALOGUE)
+    # question clip ends 1.0 s after FEE016's speech (15.48 s): append 1 s of silence
+    q = np.concatenate([x[:, : int(QUESTION_END * 16000)], np.zeros((2, 16000), np.float32)], axis=1)
+    write_wav(tmp_path / "q.wav", q)
+    write_wav(tmp_path / "q2.wav", q)  # each input clip has exactly one answer
+    write_wav(tmp_path / "silent.wav", np.zeros(3 * 16000, np.float32))
+    _, talk = make_clips(STEREO_DIALOGUE, tmp_path, pad_s=0.5)
+    cols = dict(audio_path=[str(tmp_path / "q.wav"), str(tmp_path / "q2.wav")], answer_audio_path=[str(tmp_path / "silent.wav"), str(talk)],
+                context_end_time=[CONTEXT_END] * 2, question_end_time=[QUESTION_END + 1.0] * 2,
+                answer_start_time=[0.2, 0.0])
+    r = score_columns("interruptions", cols, vad_time_resolution=3)
+    silent, spoken = r["per_sample"]
+    gap = QUESTION_END + 1.0 - speech_segments(q.mean(0), time_resolution=3)[-1][1]
+    assert gap == pytest.approx(1.0, abs=0.1)  # the appended second, less Silero's end padding
+    assert silent["status"] == "ok" and silent["answer_speech_after_skip"] is False
+    assert silent["latency_ms"] == pytest.approx(1000 * (gap + 0.2))
+    assert spoken["latency_ms"] == pytest.approx(1000 * (gap + 0.5), abs=2 * FRAME_MS)
+    assert r["latency_ms"] == pytest.approx((silent["latency_ms"] + spoken["latency_ms"]) / 2)
+    assert r["latency_ms_speech"] == pytest.approx(spoken["latency_ms"])
+    assert r["no_speech_answers_%"] == 50.0

@@ -94,9 +94,14 @@ def test_bad_rows_fail_with_reasons_and_the_rest_is_scored(bad_folder, tmp_path)
     # every rate / channel layout of the same answer gives the same 0.5 s of padding as latency
     lat = [by[i]["latency_ms"] for i in range(6)]
     assert lat[0] == pytest.approx(500.0) and all(abs(x - lat[0]) <= 100 for x in lat), lat
-    # silent answer: scored, no latency, counted as a no-speech answer
-    assert by[12]["status"] == "ok" and by[12]["latency_ms"] is None and by[12]["no_speech_answer"] is True
+    # silent answer: scored, counted as a no-speech answer; its latency is its question gap (SPEAR)
+    assert by[12]["status"] == "ok" and by[12]["no_speech_answer"] is True and by[12]["answer_speech_after_skip"] is False
+    assert by[12]["latency_ms"] >= 0
     s = json.loads((out / "summary.json").read_text())
+    ok = [r for r in rows if r["status"] == "ok"]
+    assert s["latency_ms"] == pytest.approx(sum(r["latency_ms"] for r in ok) / len(ok))
+    assert s["latency_ms_speech"] == pytest.approx(
+        sum(r["latency_ms"] for r in ok if r["answer_speech_after_skip"]) / (len(ok) - 1))
     assert (s["n_samples"], s["n_scored"], s["n_failed"]) == (17, 8, 9)
     assert s["no_speech_answers_%"] == pytest.approx(100 / 8)
     # interruption values exist only for rows with an answer_start_time (6 and 12)

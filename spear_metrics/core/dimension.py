@@ -63,12 +63,19 @@ class Sample:
         return self._cache[key]
 
     def input_audio(self, channels: str | int = "keep") -> np.ndarray:
-        """Input clip at 16 kHz, ``(2, n)`` with ``"keep"`` or ``(1, n)`` with ``"mix"``."""
-        return self.cached(f"input:{channels}", lambda: load_audio(self.audio_path, sr=TARGET_SR, channels=channels))
+        """Input clip at 16 kHz, ``(2, n)`` with ``"keep"`` or ``(1, n)`` with ``"mix"``.
+
+        Resampled (if the file is not 16 kHz) as SPEAR reads audio: channels mixed first, then
+        ``torchaudio.functional.resample`` (upstream ``load_audio_mono``, ``bin/base_metrics.py``).
+        """
+        return self.cached(f"input:{channels}", lambda: load_audio(self.audio_path, sr=TARGET_SR, channels=channels,
+                                                                   resampler="torchaudio"))
 
     def answer_audio(self) -> np.ndarray:
-        """Answer at 16 kHz, channels averaged (upstream ``load_answer``): shape ``(1, n)``."""
-        return self.cached("answer:mix", lambda: load_audio(self.answer_audio_path, sr=TARGET_SR, channels="mix"))
+        """Answer at 16 kHz, channels averaged then resampled as upstream ``load_answer`` does
+        (``torchaudio.functional.resample``): shape ``(1, n)``."""
+        return self.cached("answer:mix", lambda: load_audio(self.answer_audio_path, sr=TARGET_SR, channels="mix",
+                                                            resampler="torchaudio"))
 
     def release(self) -> None:
         """Drop decoded audio (called once every dimension has scored the sample)."""

@@ -10,36 +10,50 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from spear_datasets.audio import TARGET_SR
 from spear_datasets.schema import SpearRow
 from spear_metrics.core.dimension import Dimension, MetricKey, OptionError, Sample, mean_or_none, percent_or_none
 from spear_metrics.core.vad import Segment, clip_segments, shift_segments, speech_segments, total_overlap
 
 
+def skip_point_s(answer_start_time: float | None) -> float:
+    """Seconds cut from the start of the answer before its onset is looked for:
+    ``max(0, -answer_start_time)`` (the part of an overlapping answer that was spoken before the
+    question ended). ``None`` (placed at the question end) gives 0. Source: upstream
+    ``compute_latency`` (``bin/base_metrics.py``)."""
+    return max(0.0, -(0.0 if answer_start_time is None else float(answer_start_time)))
+
+
 def latency_s(
     question_segments: Sequence[Segment],
-    answer_segments: Sequence[Segment],
+    cut_answer_segments: Sequence[Segment],
     question_end_time: float,
     answer_start_time: float | None,
-) -> float | None:
-    """Response latency of one sample in **seconds** (``None`` when the answer has no speech
-    after its skip point).
+) -> float:
+    """Response latency of one sample in **seconds**, as SPEAR's ``compute_latency`` defines it.
 
-    latency = max(0, question end - end of the last question speech)
+    latency = max(0, question end - end of the last question speech segment)
             + max(0, answer_start_time)
-            + onset of the first answer speech that ends after the skip point, measured from
-              the skip point and clipped at 0, where skip = max(0, -answer_start_time).
+            + max(0, start of the first speech segment of the answer cut at the skip point)
 
-    ``answer_start_time`` ``None`` means "placed at the question end" (treated as 0). With no
-    speech in the question, the first term is 0 (the clip gives nothing to measure from).
+    Args:
+        question_segments: VAD segments (s) of the input clip, channels mixed.
+        cut_answer_segments: VAD segments (s) of the answer waveform **cut** at
+            :func:`skip_point_s` and re-run through VAD (times from the cut). Cutting first
+            matters: Silero drops speech shorter than 250 ms, so a short tail of speech left
+            after the cut disappears and the next segment's start counts.
+        question_end_time: s, inside the input clip.
+        answer_start_time: s (``None`` = placed at the question end, taken as 0).
+
+    Returns:
+        Seconds, always defined: an answer with no speech after the cut has onset 0 (upstream),
+        so it counts its question gap. With no speech in the question the first term is 0.
     """
     ast = 0.0 if answer_start_time is None else float(answer_start_time)
     q_speech_end = max((e for _, e in question_segments), default=question_end_time)
     gap = max(0.0, question_end_time - q_speech_end)
-    skip = max(0.0, -ast)
-    onset = next((max(0.0, s - skip) for s, e in sorted(answer_segments) if e > skip), None)
-    if onset is None:
-        return None
-    return gap + max(0.0, ast) + onset
+    onset = min((s for s, _ in cut_answer_segments), default=0.0)
+    return gap + max(0.0, ast) + max(0.0, onset)
 
 
 def interrupted_time_s(
@@ -66,11 +80,15 @@ class Interruptions(Dimension):
     """Timing of the answer against the question (Silero VAD on question and answer)."""
 
     name = "interruptions"
-    version = "1.0.0"
+    version = "2.0.0"
     threaded_samples = True  # Silero's ONNX front end releases the GIL
     keys = (
         MetricKey("latency_ms", "ms", "closer_to_human",
-                  "silence from the end of question speech to the answer's first speech; mean over rows with answer speech"),
+                  "question gap + max(0, answer_start_time) + first VAD start of the answer cut at the skip point "
+                  "(0 when the cut answer is silent); mean over every scored row (SPEAR compute_latency)"),
+        MetricKey("latency_ms_speech", "ms", "closer_to_human",
+                  "project key: the same per-row latency, averaged only over rows whose cut answer holds speech "
+                  "(a silent answer has no onset to measure)"),
         MetricKey("interrupted_time_ms", "ms", "closer_to_human",
                   "overlap of answer speech with question speech; mean over rows with an answer_start_time, zeros included"),
         MetricKey("interruptions_%", "%", "closer_to_human",
@@ -94,14 +112,24 @@ class Interruptions(Dimension):
             time_resolution=int(self.options.get("vad_time_resolution", 1)),
         )
 
+    def _cut_vad(self, sample: Sample, skip_s: float, whole: list[Segment]) -> list[Segment]:
+        """VAD of the answer cut at ``skip_s`` (upstream: ``waveform[int(round(skip * sr)):]``,
+        then VAD again). Without a cut this is the whole answer's VAD, run once."""
+        if skip_s <= 0.0:
+            return whole
+        cut = sample.answer_audio()[0, int(round(skip_s * TARGET_SR)):]
+        return self._vad(cut) if cut.size else []
+
     def score_sample(self, sample: Sample) -> dict[str, Any]:
         m = sample.meta
         q = sample.cached("vad:input_mix", lambda: self._vad(sample.input_audio("mix")))
         a = sample.cached("vad:answer", lambda: self._vad(sample.answer_audio()))
-        lat = latency_s(q, a, m.question_end_time, m.answer_start_time)
+        cut = self._cut_vad(sample, skip_point_s(m.answer_start_time), a)
+        lat = latency_s(q, cut, m.question_end_time, m.answer_start_time)
         it = interrupted_time_s(q, a, m.context_end_time, m.question_end_time, m.answer_start_time)
         return {
-            "latency_ms": None if lat is None else round(1000.0 * lat, 6),
+            "latency_ms": round(1000.0 * lat, 6),
+            "answer_speech_after_skip": bool(cut),
             "interrupted_time_ms": None if it is None else round(1000.0 * it, 6),
             "interruption": None if it is None else bool(it > 0),
             "no_speech_answer": len(a) == 0,
@@ -110,6 +138,7 @@ class Interruptions(Dimension):
     def aggregate(self, rows: Sequence[SpearRow], values: Sequence[dict[str, Any]]) -> dict[str, Any]:
         return {
             "latency_ms": mean_or_none([v.get("latency_ms") for v in values]),
+            "latency_ms_speech": mean_or_none([v.get("latency_ms") for v in values if v.get("answer_speech_after_skip")]),
             "interrupted_time_ms": mean_or_none([v.get("interrupted_time_ms") for v in values]),
             "interruptions_%": percent_or_none([v.get("interruption") for v in values]),
             "no_speech_answers_%": percent_or_none([v.get("no_speech_answer") for v in values]),
