@@ -9,7 +9,25 @@ import json
 import pytest
 
 from spear_metrics.core.runner import run_score
-from spear_metrics.speech_quality.definition import SpeechQuality, error_rates
+from spear_metrics.speech_quality.definition import SpeechQuality, error_rates, spear_error_rates, spear_reference
+
+
+def test_spear_reference_cleaning():
+    # speaker tags of any P-id go, a leading **heading** (+ colon) goes, text before the LAST
+    # triple space goes, then . ? and spaces at both ends; case and inner punctuation stay
+    assert spear_reference("P0001: Yes, I do.") == "Yes, I do"
+    assert spear_reference("**Answer**: P1234A: Sure?") == "Sure"
+    assert spear_reference("P0002: draft one   draft two   P0002: Final words.") == "Final words"
+    assert spear_reference("FEE016: Right.") == "FEE016: Right"  # only P-ids are tags upstream
+    # nothing left, or no cell: "no reference", never an error
+    assert spear_reference("P0002: ...?") is None and spear_reference("") is None and spear_reference(None) is None
+    assert spear_error_rates("P0002: ...", "hello") == (None, None)
+    # an empty hypothesis leaves the (row, ASR) pair out (SPEAR filters transcripts == '')
+    assert spear_error_rates("P0001: yes I do", "") == (None, None)
+    assert spear_error_rates("P0001: yes I do", None) == (None, None)
+    # raw text: punctuation inside and case count, end punctuation does not
+    assert spear_error_rates("P0001: Yes, I do.", "yes I do") == (pytest.approx(1 / 3), pytest.approx(2 / 9))
+    assert spear_error_rates("P0001: Yes, I do.", "Yes, I do?") == (0.0, 0.0)
 
 
 def test_error_rates_empty_texts_and_tags():
@@ -46,19 +64,86 @@ def test_summary_keys_and_provenance(run):
     summary, per = run
     assert summary["n_scored"] == 3
     assert summary["UTMOS"] is None and "UTMOS not computed" in summary["UTMOS_note"]
-    assert summary["WER_%"] < 10 and summary["CER_%"] < 10
-    assert summary["asr_models"] == ["faster-whisper-base"] and summary["WER_%_faster-whisper-base"] == summary["WER_%"]
+    # the published WER_%/CER_% pool SPEAR's two ASR systems: with the embedded ASR they are null, with a note
+    assert summary["WER_%"] is None and summary["CER_%"] is None and "whisper-large-v3" in summary["WER_note"]
+    assert summary["WER_norm_%"] < 10 and summary["CER_norm_%"] < 10
+    assert summary["asr_models"] == ["faster-whisper-base"]
+    assert summary["WER_norm_%_faster-whisper-base"] == summary["WER_norm_%"]
     assert "asr:faster-whisper-base" in summary["models"] and "DistillMOS" in summary["models"]
     assert 1 <= summary["DistillMOS"] <= 5 and "DNSMOS_OVRL" not in summary
-    assert summary["no_reference_%"] == pytest.approx(100 / 3)
-    assert [r["WER_%"] is None for r in per] == [False, False, True]  # "Mm-hmm." has no words
+    # "Mm-hmm" is a reference under SPEAR's rule (raw text) but holds no words once normalised
+    assert summary["no_reference_%"] == 0.0
+    assert [r["WER_norm_%_faster-whisper-base"] is None for r in per] == [False, False, True]
+    assert all(r["WER_%_faster-whisper-base"] is not None for r in per)
     assert all(r["UTMOS"] is None and r["asr_text_faster-whisper-base"] for r in per)
+
+
+def test_upper_case_reference_differs_in_every_word_raw_and_in_none_normalised(real_dir):
+    """The same words in capitals: SPEAR's raw-text WER counts each as a substitution, the
+    normalised project key counts none (real ASR of a real recording of that sentence)."""
+    from spear_metrics.core.runner import score_columns
+
+    ref = (real_dir / "speechbrain__p225_002.txt").read_text().strip()  # "Ask her to bring ... store."
+    r = score_columns("speech_quality", {"audio_path": [str(real_dir / "faster-whisper__jfk.flac")],
+                                         "answer_audio_path": [str(real_dir / "speechbrain__p225_002.wav")],
+                                         "context_end_time": [0.5], "question_end_time": [1.0], "answer_start_time": [0.2],
+                                         "transcript_answer": ["P0002: " + ref.upper()]}, mos="")
+    row = r["per_sample"][0]
+    assert row["asr_text_faster-whisper-base"].rstrip(".") == ref.rstrip(".")  # the ASR got every word right
+    assert row["WER_%_faster-whisper-base"] == 100.0  # 11 of 11 words differ in case
+    assert row["WER_norm_%_faster-whisper-base"] == 0.0 and r["WER_norm_%"] == 0.0
+
+
+def test_published_wer_pools_row_asr_values_of_spears_two_systems(monkeypatch, real_dir):
+    """WER_% = mean over every (row, ASR) value (SPEAR concatenates its per-ASR columns), not a
+    mean of per-ASR means, and an empty hypothesis leaves its pair out. The two backends are
+    stand-ins with known transcripts: this checks the pooling, not the models."""
+    from spear_metrics.core import asr as asr_mod
+    from spear_metrics.core.asr import ASRBackend, Transcript
+    from spear_metrics.core.runner import score_columns
+
+    texts = {"whisper-large-v3": ["Ask her to bring these things", "wrong words entirely here now"],
+             "qwen3-asr-0.6b": ["", "Ask her to bring these things"]}
+
+    def stand_in(key):
+        class Known(ASRBackend):
+            name = key
+
+            def __init__(self, **_):
+                pass
+
+            def load(self):
+                pass
+
+            def transcribe(self, waves, sr=16000, word_timestamps=False):
+                return [Transcript(t, [], key) for t in texts[key][: len(waves)]]
+        return Known
+
+    for key in texts:
+        monkeypatch.setitem(asr_mod.ASR_BACKENDS, key, stand_in(key))
+    cols = {"audio_path": [str(real_dir / "speechbrain__p226_002.wav"), str(real_dir / "faster-whisper__jfk.flac")],
+            "answer_audio_path": [str(real_dir / "speechbrain__p225_002.wav")] * 2,
+            "context_end_time": [0.5] * 2, "question_end_time": [1.0] * 2, "answer_start_time": [0.2] * 2,
+            "transcript_answer": ["P0002: Ask her to bring these things."] * 2}
+    r = score_columns("speech_quality", cols, asr="whisper-large-v3,qwen3-asr-0.6b", mos="")
+    a, b = r["per_sample"]
+    assert a["WER_%_whisper-large-v3"] == 0.0 and a["WER_%_Qwen3-ASR-0.6B"] is None
+    assert b["WER_%_whisper-large-v3"] == 100.0 and b["WER_%_Qwen3-ASR-0.6B"] == 0.0
+    assert r["WER_%"] == pytest.approx(100.0 / 3)  # (0 + 100 + 0) / 3 values; per-ASR means would give 25
+    assert r["WER_%_whisper-large-v3"] == 50.0 and r["WER_%_Qwen3-ASR-0.6B"] == 0.0
+    assert "WER_note" not in r
+    # the normalised project key counts the empty hypothesis as 100 % (all deleted)
+    assert r["WER_norm_%"] == pytest.approx((0 + 100 + 100 + 0) / 4)
 
 
 def test_reference_profile_without_weights_says_so(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     dim = SpeechQuality(profile="reference")
-    assert [a.name for a in dim.asrs] == ["Qwen3-ASR-0.6B-hf", "whisper-large-v3"] and dim.mos_names == ["utmos"]
+    assert [label for label, _ in dim.asrs] == ["whisper-large-v3", "Qwen3-ASR-0.6B"] and dim.mos_names == ["utmos"]
+    assert dim.spear_asr
+    whisper, qwen = (a for _, a in dim.asrs)  # called as SPEAR's bin/transcribe.py calls them
+    assert whisper.language is None and whisper.long_form is False and qwen.language is None and qwen.max_new_tokens == 256
+    assert not SpeechQuality(profile="reference", whisper_model="openai/whisper-tiny").spear_asr
     with pytest.raises(ValueError, match="profile"):
         SpeechQuality(profile="nope")
 

@@ -432,14 +432,18 @@ class TransformersWhisperASR(_TransformersASR):
         language: forced language of multilingual checkpoints (``"en"``; ``None`` = detect).
         num_beams: beam width (1 = greedy, transformers' default for Whisper).
         max_new_tokens: cap on generated tokens per window (default: the model's maximum).
+        long_form: ``True`` decodes waves over 30 s sequentially to their end; ``False`` keeps
+            only the first 30 s window, as SPEAR's ``bin/transcribe.py`` does (the feature
+            extractor's default truncation).
     """
 
     def __init__(self, model: str = "openai/whisper-large-v3", revision: str | None = None, device: str | None = None,
                  dtype: str | None = None, batch_size: int = 8, language: str | None = "en", num_beams: int = 1,
-                 max_new_tokens: int | None = None, **_: Any):
+                 max_new_tokens: int | None = None, long_form: bool = True, **_: Any):
         super().__init__(model, revision, device, dtype, batch_size, language)
         self.num_beams = int(num_beams)
         self.max_new_tokens = int(max_new_tokens) if max_new_tokens else None
+        self.long_form = bool(long_form)
 
     _purpose = "ASR (Whisper)"
 
@@ -506,8 +510,9 @@ class TransformersWhisperASR(_TransformersASR):
             for i, t in zip(todo, self._word_times([waves[i] for i in todo]) if todo else []):
                 out[i] = t
             return out  # type: ignore[return-value]
-        short = [i for i in todo if waves[i].size <= WHISPER_WINDOW_S * ASR_SR]
-        long = [i for i in todo if waves[i].size > WHISPER_WINDOW_S * ASR_SR]
+        limit = WHISPER_WINDOW_S * ASR_SR if self.long_form else float("inf")
+        short = [i for i in todo if waves[i].size <= limit]
+        long = [i for i in todo if waves[i].size > limit]
         for k in range(0, len(short), self.batch_size):
             idx = short[k : k + self.batch_size]
             for i, text in zip(idx, self._generate([waves[i] for i in idx], long_form=False)):
@@ -573,9 +578,11 @@ ASR_BACKENDS: dict[str, Callable[..., ASRBackend]] = {
     "embedded": FasterWhisperASR,
     "faster-whisper": FasterWhisperASR,
     "whisper": TransformersWhisperASR,
-    "whisper-large-v3": partial(TransformersWhisperASR, model="openai/whisper-large-v3"),
+    # SPEAR's two systems, called as its bin/transcribe.py calls them: no language forced, one
+    # 30 s window and the default token limit for Whisper; at most 256 new tokens for Qwen3-ASR
+    "whisper-large-v3": partial(TransformersWhisperASR, model="openai/whisper-large-v3", language=None, long_form=False),
     "qwen3-asr": Qwen3ASR,
-    "qwen3-asr-0.6b": partial(Qwen3ASR, model="Qwen/Qwen3-ASR-0.6B-hf"),
+    "qwen3-asr-0.6b": partial(Qwen3ASR, model="Qwen/Qwen3-ASR-0.6B-hf", language=None, max_new_tokens=256),
 }
 
 

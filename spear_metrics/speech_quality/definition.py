@@ -1,34 +1,40 @@
-"""Speech-quality dimension: ``UTMOS``, ``WER_%``, ``CER_%`` (+ embedded MOS keys, per-ASR WER/CER).
+r"""Speech-quality dimension: ``UTMOS``, ``WER_%``, ``CER_%`` (+ embedded MOS keys, per-ASR and
+normalised WER/CER).
 
-Definitions: ``SPEAR_PROTOCOL.md`` section 2 ("Speech quality"); upstream
-``thomasthebaud/SPEAR-benchmark-code`` ``bin/base_metrics.py``.
+Definitions: ``SPEAR_PROTOCOL.md`` sections 2 ("Speech quality") and 4; upstream
+``thomasthebaud/SPEAR-benchmark-code`` ``bin/base_metrics.py`` (``clean_reference``,
+``compute_wer``), ``bin/transcribe.py`` (how the ASR systems are called) and
+``bin/reports/benchmark_line.py`` (pooling).
+
+Published keys (SPEAR's rule, quirks included):
 
 - ``UTMOS``: UTMOS22 strong predicted MOS (1-5) of the answer audio (channels averaged, 16 kHz).
-  Only the ``utmos`` MOS backend writes it; when it does not run (not requested, or weights
-  unavailable) per-sample ``UTMOS`` is ``null`` and the summary says why in ``UTMOS_note``.
-- ``DNSMOS_*`` / ``DistillMOS``: the embedded MOS predictors, each under its own key.
-- ``WER_%`` / ``CER_%``: 100 x jiwer WER/CER between the reference ``transcript_answer``
-  (speaker tags ``P\\d{4}A?:`` removed) and the ASR hypothesis of the answer audio, both
-  normalised with Whisper's English normaliser (:func:`spear_metrics.core.asr.normalize_text`).
-  Mean over rows where it is defined.
+  Only the ``utmos`` MOS backend writes it; otherwise ``null`` and the summary says why in
+  ``UTMOS_note``.
+- ``WER_%_<asr>`` / ``CER_%_<asr>`` per row and ASR: jiwer (default transforms) on RAW text:
+  reference = :func:`spear_reference` of ``transcript_answer`` (speaker tags ``P\d{4}A?:``, a
+  leading ``**heading**``, text before the last triple space removed; ``.? `` stripped at both
+  ends), hypothesis stripped of ``.? `` at both ends. Case and punctuation count. Rows without a
+  reference are left out; rows whose hypothesis from that ASR is empty are left out.
+- ``WER_%`` / ``CER_%``: mean over every (row, ASR) value of SPEAR's two systems (Whisper
+  large-v3 and Qwen3-ASR-0.6B, called as ``bin/transcribe.py`` calls them: no language forced,
+  one 30 s window, their default token limits; Qwen3-ASR at most 256 new tokens). With any other
+  ASR set they are ``null`` with ``WER_note``: the embedded Whisper base's values stand under
+  their own keys (``WER_%_faster-whisper-base``).
 
-Empty texts (after tag removal and normalisation; the normaliser drops fillers such as "mm", "uh"):
+Project keys (the project believes raw-text WER mostly measures punctuation and casing):
 
-- empty reference -> WER/CER ``None`` (undefined: no reference words); counted in ``no_reference_%``;
-- non-empty reference, empty hypothesis -> WER = CER = 100 % (every word deleted). Upstream drops
-  such rows instead (which favours silent models); ``empty_hypothesis=skip`` reproduces that.
-
-Pooling of several ASR systems (``asr=a,b``): each ASR's own values are written as
-``WER_%_<name>`` / ``CER_%_<name>``; the pooled ``WER_%``/``CER_%`` of a row use the FIRST
-listed ASR whose hypothesis is not empty, else the next (upstream: Qwen3-ASR-0.6B first, then
-Whisper large-v3 for rows Qwen3 left empty). ``asr_used`` names the ASR per row.
-
-Deviations from upstream (documented in README.md): text normalisation (upstream compares raw
-text stripped of ``.? `` and, by a bug, keeps the speaker tags in the reference).
+- ``WER_norm_%_<asr>`` / ``CER_norm_%_<asr>``: jiwer on both texts passed through Whisper's
+  English normaliser (:func:`spear_metrics.core.asr.normalize_text`), the row's own speaker tags
+  removed; an empty hypothesis with a reference counts 100 % (every word deleted;
+  ``empty_hypothesis=skip`` leaves such rows out as SPEAR does).
+- ``WER_norm_%`` / ``CER_norm_%``: mean over every (row, ASR) value of the ASR systems that ran.
 """
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
@@ -44,16 +50,66 @@ from spear_metrics.core.records import one_line
 PROFILES: dict[str, dict[str, str]] = {
     # offline: models shipped in PyPI wheels
     "embedded": {"asr": "embedded", "mos": "dnsmos,distillmos"},
-    # the published table: pooled Qwen3-ASR-0.6B then Whisper large-v3 (upstream order), UTMOS22 strong
-    "reference": {"asr": "qwen3-asr-0.6b,whisper-large-v3", "mos": "utmos"},
+    # the published table: SPEAR's two ASR systems (pooled per (row, ASR) value), UTMOS22 strong
+    "reference": {"asr": "whisper-large-v3,qwen3-asr-0.6b", "mos": "utmos"},
 }
+
+#: SPEAR's ASR systems: backend name -> (column label as SPEAR names it, default Hub id).
+#: ``WER_%``/``CER_%`` are written only when exactly these ran (default ids or local copies).
+SPEAR_ASR_SYSTEMS: dict[str, tuple[str, str]] = {
+    "whisper-large-v3": ("whisper-large-v3", "openai/whisper-large-v3"),
+    "qwen3-asr-0.6b": ("Qwen3-ASR-0.6B", "Qwen/Qwen3-ASR-0.6B-hf"),
+}
+
+_SPEAR_TAG = re.compile(r"(?:P\d{4}A?:\s*)")
+_SPEAR_HEADING = re.compile(r"^\s*\*\*[^*]+\*\*\s*[:\-\u2013\u2014]?\s*")
+
+
+def spear_reference(transcript_answer: str | None) -> str | None:
+    r"""The reference text SPEAR's WER uses (``clean_reference`` then ``.strip('.? ')``).
+
+    Speaker tags ``P\d{4}A?:`` removed, then a leading ``**heading**`` (with an optional ``:``
+    or dash), then, when the text holds three spaces in a row, only what follows the last
+    triple space is kept (tags removed again); ``.``, ``?`` and spaces stripped at both ends.
+    Nothing else: case and inner punctuation stay. ``None`` when there is no reference (empty
+    cell, or nothing left after cleaning: "no reference", not an error).
+    """
+    if transcript_answer is None or str(transcript_answer) in ("", "nan"):
+        return None
+    text = _SPEAR_HEADING.sub("", _SPEAR_TAG.sub("", str(transcript_answer)))
+    if "   " in text:
+        text = text.split("   ")[-1]
+    text = _SPEAR_TAG.sub("", text).strip(".? ")
+    return text or None
+
+
+def spear_error_rates(reference: str | None, hypothesis: str | None) -> tuple[float | None, float | None]:
+    """``(WER, CER)`` fractions of one (row, ASR) pair under SPEAR's rule (``compute_wer``/``compute_cer``).
+
+    Args:
+        reference: the row's ``transcript_answer`` as written (cleaned here by :func:`spear_reference`).
+        hypothesis: the ASR text (``None`` = the ASR did not run).
+
+    Returns:
+        ``(None, None)`` when there is no reference or the hypothesis is empty (SPEAR leaves
+        such rows out of that ASR's column); else jiwer ``wer``/``cer`` with default transforms
+        of the raw texts (values above 1 are kept).
+    """
+    import jiwer
+
+    ref = spear_reference(reference)
+    if ref is None or hypothesis is None or hypothesis == "":
+        return None, None
+    hyp = hypothesis.strip(".? ")
+    return float(jiwer.wer(ref, hyp)), float(jiwer.cer(ref, hyp))
 
 
 def error_rates(reference: str | None, hypothesis: str | None) -> tuple[float | None, float | None]:
-    """``(WER, CER)`` as fractions (x100 for %) of one sample, on normalised texts.
+    """``(WER, CER)`` fractions of the project's normalised variant (``WER_norm_%``) of one pair.
 
-    ``reference`` has its speaker tags removed here. Empty reference -> ``(None, None)``;
-    empty hypothesis with a reference -> ``(1.0, 1.0)``. Source: jiwer ``wer``/``cer``.
+    Both texts pass through Whisper's English normaliser; ``reference`` has its speaker tags
+    removed first. Empty reference -> ``(None, None)``; empty hypothesis with a reference ->
+    ``(1.0, 1.0)``. Source: jiwer ``wer``/``cer``.
     """
     import jiwer
 
@@ -64,6 +120,11 @@ def error_rates(reference: str | None, hypothesis: str | None) -> tuple[float | 
     if not hyp:
         return 1.0, 1.0
     return float(jiwer.wer(ref, hyp)), float(jiwer.cer(ref, hyp))
+
+
+def _pooled(values: Sequence[dict[str, Any]], keys: Sequence[str]) -> float | None:
+    """Mean over every (row, key) value that exists: SPEAR concatenates the per-ASR columns."""
+    return mean_or_none([v.get(k) for v in values for k in keys])
 
 
 def _names(spec: Any) -> list[str]:
@@ -77,26 +138,33 @@ class SpeechQuality(Dimension):
 
     Options (CLI ``--option key=value``):
         profile: ``embedded`` (default; offline, packaged Whisper base + DNSMOS + DistillMOS) or
-            ``reference`` (Qwen3-ASR-0.6B + Whisper large-v3 pooled, UTMOS22 strong).
-        asr: comma list of ASR backends (:data:`spear_metrics.core.asr.ASR_BACKENDS`), pooled in order.
+            ``reference`` (SPEAR's Whisper large-v3 + Qwen3-ASR-0.6B, UTMOS22 strong).
+        asr: comma list of ASR backends (:data:`spear_metrics.core.asr.ASR_BACKENDS`).
         mos: comma list of MOS backends (``utmos``, ``dnsmos``, ``distillmos``).
         whisper_model / qwen_asr_model / embedded_asr_model / utmos_model: model id or local path
-            of the corresponding backend (through ``resolve_model``).
+            of the corresponding backend (through ``resolve_model``). A Hub id other than SPEAR's
+            for ``whisper_model``/``qwen_asr_model`` makes ``WER_%``/``CER_%`` null (not SPEAR's systems).
         device: ``cpu``/``cuda``/``cuda:N`` (default: CUDA when available).
-        asr_batch_size: waves per ASR call (default 8). language: ``en`` (default) or ``auto``.
-        empty_hypothesis: ``error`` (default, 100 %) or ``skip`` (row left out of WER/CER, upstream).
+        asr_batch_size: waves per ASR call (default 8).
+        language: ``en`` (default) or ``auto``, for ASR backends other than SPEAR's two (those are
+            called as SPEAR calls them: no language forced).
+        empty_hypothesis: ``error`` (default, 100 %) or ``skip`` (row left out): ``WER_norm_%`` only.
     """
 
     name = "speech_quality"
-    version = "1.0.0"
+    version = "2.0.0"
     model_based = True
     keys = (
         MetricKey("UTMOS", "MOS 1-5", "higher", "UTMOS22 strong predicted MOS of the answer (SPEAR_PROTOCOL.md 2); null + UTMOS_note when not run"),
-        MetricKey("WER_%", "%", "lower", "jiwer WER x100, Whisper-normalised transcript_answer (tags removed) vs ASR of the answer; pooled over the ASR list"),
-        MetricKey("CER_%", "%", "lower", "jiwer CER x100, same texts as WER_%"),
+        MetricKey("WER_%", "%", "lower", "SPEAR: jiwer WER x100 of raw text (case and punctuation count), mean over (row, ASR) values "
+                                         "of Whisper large-v3 and Qwen3-ASR-0.6B; null + WER_note with other ASR systems"),
+        MetricKey("CER_%", "%", "lower", "SPEAR: jiwer CER x100, same texts and pooling as WER_%"),
+        MetricKey("WER_norm_%", "%", "lower", "project key: WER x100 after Whisper's English normaliser on both sides, "
+                                              "empty hypothesis = 100 %, mean over (row, ASR) values of the ASR systems that ran"),
+        MetricKey("CER_norm_%", "%", "lower", "project key: CER x100, same texts and pooling as WER_norm_%"),
         MetricKey("DNSMOS_OVRL", "MOS 1-5", "higher", "DNSMOS P.835 overall (speechmos ONNX), embedded"),
         MetricKey("DistillMOS", "MOS 1-5", "higher", "DistillMOS v7 (distillmos wheel), embedded"),
-        MetricKey("no_reference_%", "%", "lower", "share of scored rows whose transcript_answer is empty after normalisation (WER undefined)"),
+        MetricKey("no_reference_%", "%", "lower", "share of scored rows without a reference after SPEAR's cleaning (left out of WER)"),
     )
 
     def __init__(self, **options: Any):
@@ -111,19 +179,32 @@ class SpeechQuality(Dimension):
             raise ValueError("empty_hypothesis must be 'error' or 'skip'")
         lang = options.get("language", "en")
         common = {k: options[k] for k in ("device",) if options.get(k)}
-        asr_kw = dict(common, batch_size=int(options.get("asr_batch_size", 8)), language=None if lang == "auto" else lang)
-        self.asrs = []
+        batch = int(options.get("asr_batch_size", 8))
+        self.asrs = []  # (label used in keys, backend)
+        spear_models_ok = True
         for n in self.asr_names:
-            kw = dict(asr_kw)
-            if n.startswith(("whisper",)) and options.get("whisper_model"):
-                kw["model"] = options["whisper_model"]
+            kw = dict(common, batch_size=batch)
+            if n not in SPEAR_ASR_SYSTEMS:  # SPEAR's systems keep SPEAR's call (no language forced)
+                kw["language"] = None if lang == "auto" else lang
+            override = None
+            if n.startswith("whisper") and options.get("whisper_model"):
+                override = kw["model"] = options["whisper_model"]
             if n.startswith("qwen3") and options.get("qwen_asr_model"):
-                kw["model"] = options["qwen_asr_model"]
+                override = kw["model"] = options["qwen_asr_model"]
             if n in ("embedded", "faster-whisper") and options.get("embedded_asr_model"):
                 kw["model"] = options["embedded_asr_model"]
-            if n.startswith("whisper") and options.get("max_new_tokens"):
+            if n.startswith("whisper") and n not in SPEAR_ASR_SYSTEMS and options.get("max_new_tokens"):
                 kw["max_new_tokens"] = int(options["max_new_tokens"])
-            self.asrs.append(load_asr(n, **kw))
+            backend = load_asr(n, **kw)
+            if n in SPEAR_ASR_SYSTEMS:
+                label, default_id = SPEAR_ASR_SYSTEMS[n]
+                # a local folder is taken as a copy of SPEAR's weights; another Hub id is another model
+                if override and str(override) != default_id and not Path(str(override)).is_dir():
+                    spear_models_ok = False
+            else:
+                label = backend.name
+            self.asrs.append((label, backend))
+        self.spear_asr = spear_models_ok and sorted(self.asr_names) == sorted(SPEAR_ASR_SYSTEMS)
         self.moss = []
         for n in self.mos_names:
             kw = dict(common)
@@ -175,40 +256,33 @@ class SpeechQuality(Dimension):
         elif any("UTMOS" in m.keys and id(m) in self._broken for m in self.moss):
             utmos_note = "UTMOS unavailable: " + next(self._broken[id(m)] for m in self.moss if "UTMOS" in m.keys)
 
-        # ASR: each system's own WER/CER, then the pooled ones
+        # ASR: each system's own SPEAR-rule and normalised WER/CER
         hyps: dict[str, list[str | None]] = {}
         asr_notes: list[str] = []
-        for a in self.asrs:
+        for label, a in self.asrs:
             why = self._ready(a)
             if why is None:
-                hyps[a.name] = [t.text for t in a.transcribe(wl, sr=16000)]
+                hyps[label] = [t.text for t in a.transcribe(wl, sr=16000)]
             else:
                 asr_notes.append(why)
-                hyps[a.name] = [None] * len(live)
+                hyps[label] = [None] * len(live)
         for j, i in enumerate(live):
             meta = samples[i].meta
-            ref = strip_speaker_tags(meta.transcript_answer, meta.speakers.split("|"))
+            tagless = strip_speaker_tags(meta.transcript_answer, meta.speakers.split("|"))
             v = out[i]
             v["UTMOS"] = v.get("UTMOS")
             if utmos_note:
                 v["UTMOS_note"] = utmos_note
-            v["reference_empty"] = not normalize_text(strip_speaker_tags(ref or ""))
-            used = None
-            for a in self.asrs:
-                h = hyps[a.name][j]
-                v[f"asr_text_{a.name}"] = h
-                w, c = (None, None) if h is None else error_rates(ref, h)
-                if h is not None and skip_empty and not normalize_text(h):
-                    w, c = None, None
-                v[f"WER_%_{a.name}"] = None if w is None else 100.0 * w
-                v[f"CER_%_{a.name}"] = None if c is None else 100.0 * c
-                if used is None and h is not None and normalize_text(h):
-                    used = a.name
-            if used is None:  # every hypothesis empty (or every ASR unavailable): the first available one
-                used = next((a.name for a in self.asrs if hyps[a.name][j] is not None), None)
-            v["asr_used"] = used
-            v["WER_%"] = None if used is None else v[f"WER_%_{used}"]
-            v["CER_%"] = None if used is None else v[f"CER_%_{used}"]
+            v["reference_empty"] = spear_reference(meta.transcript_answer) is None
+            for label, _ in self.asrs:
+                h = hyps[label][j]
+                v[f"asr_text_{label}"] = h
+                w, c = spear_error_rates(meta.transcript_answer, h)
+                v[f"WER_%_{label}"] = None if w is None else 100.0 * w
+                v[f"CER_%_{label}"] = None if c is None else 100.0 * c
+                wn, cn = (None, None) if h is None or (skip_empty and not normalize_text(h)) else error_rates(tagless, h)
+                v[f"WER_norm_%_{label}"] = None if wn is None else 100.0 * wn
+                v[f"CER_norm_%_{label}"] = None if cn is None else 100.0 * cn
             if asr_notes:
                 v["asr_note"] = "; ".join(asr_notes)
             if mos_notes:
@@ -218,18 +292,22 @@ class SpeechQuality(Dimension):
     # ------------------------------------------------------------------ summary
 
     def aggregate(self, rows: Sequence[SpearRow], values: Sequence[dict[str, Any]]) -> dict[str, Any]:
-        keys = ["UTMOS", *[k for m in self.moss for k in m.keys if k != "UTMOS"], "WER_%", "CER_%"]
+        keys = ["UTMOS", *[k for m in self.moss for k in m.keys if k != "UTMOS"]]
         out: dict[str, Any] = {k: mean_or_none([v.get(k) for v in values]) for k in dict.fromkeys(keys)}
-        for a in self.asrs:
-            for base in ("WER_%", "CER_%"):
-                out[f"{base}_{a.name}"] = mean_or_none([v.get(f"{base}_{a.name}") for v in values])
+        labels = [label for label, _ in self.asrs]
+        for base in ("WER_%", "CER_%"):
+            out[base] = _pooled(values, [f"{base}_{x}" for x in labels]) if self.spear_asr else None
+        for base in ("WER_norm_%", "CER_norm_%"):
+            out[base] = _pooled(values, [f"{base}_{x}" for x in labels])
+        for x in labels:
+            for base in ("WER_%", "CER_%", "WER_norm_%", "CER_norm_%"):
+                out[f"{base}_{x}"] = mean_or_none([v.get(f"{base}_{x}") for v in values])
         out["no_reference_%"] = percent_or_none([v.get("reference_empty") for v in values])
-        out["asr_models"] = [a.name for a in self.asrs]
-        out["WER_pooling"] = ("single ASR" if len(self.asrs) == 1 else
-                              f"first non-empty hypothesis in order {', '.join(a.name for a in self.asrs)} (upstream rule)")
-        used = [v.get("asr_used") for v in values if v.get("asr_used")]
-        if len(self.asrs) > 1 and used:
-            out["asr_used_%"] = {a.name: 100.0 * used.count(a.name) / len(used) for a in self.asrs}
+        out["asr_models"] = labels
+        if not self.spear_asr:
+            out["WER_note"] = (f"WER_%/CER_% need SPEAR's ASR systems (whisper-large-v3 and qwen3-asr-0.6b, "
+                               f"--option profile=reference); this run used {', '.join(labels) or 'none'}: "
+                               f"see WER_%_<asr> (SPEAR's text rule) and WER_norm_% (normalised)")
         for note_key, summary_key in (("UTMOS_note", "UTMOS_note"), ("asr_note", "ASR_note"), ("mos_note", "MOS_note")):
             notes = sorted({v[note_key] for v in values if v.get(note_key)})
             if notes:
@@ -242,7 +320,7 @@ class SpeechQuality(Dimension):
         out = {}
         for m in self.moss:
             out[",".join(m.keys)] = m.describe()
-        for a in self.asrs:
-            out[f"asr:{a.name}"] = a.describe()
-        out["text_normalizer"] = "Whisper EnglishTextNormalizer (transformers) + english.json spelling map"
+        for label, a in self.asrs:
+            out[f"asr:{label}"] = a.describe()
+        out["text_normalizer"] = "WER_norm_%: Whisper EnglishTextNormalizer (transformers) + english.json spelling map"
         return out

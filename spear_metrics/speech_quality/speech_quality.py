@@ -7,11 +7,12 @@ from spear_metrics.core import evaluate_glue as glue
 _DESCRIPTION = """\
 Speech quality and intelligibility of a spoken answer (SPEARBench). UTMOS: UTMOS22 "strong"
 predicted MOS (1-5) of the answer audio (profile=reference, or mos=utmos); embedded offline
-predictors write their own keys (DNSMOS_OVRL... from speechmos, DistillMOS). WER_% / CER_%:
-100 x jiwer WER/CER between transcript_answer (speaker tags P####A: removed) and the ASR of the
-answer audio, both normalised with Whisper's English normaliser; per-ASR values as
-WER_%_<asr>. Default ASR: the packaged Whisper base (faster-whisper), offline; profile=reference:
-Qwen3-ASR-0.6B pooled with Whisper large-v3 as upstream.
+predictors write their own keys (DNSMOS_OVRL... from speechmos, DistillMOS). WER_% / CER_%
+(SPEAR's rule): 100 x jiwer WER/CER of raw text between the cleaned transcript_answer and the
+ASR of the answer audio, pooled over (row, ASR) values of Whisper large-v3 and Qwen3-ASR-0.6B
+(profile=reference); null with WER_note for other ASR systems, whose values stand as
+WER_%_<asr>. WER_norm_% / CER_norm_%: the project's normalised variant (Whisper's English
+normaliser on both sides). Default ASR: the packaged Whisper base (faster-whisper), offline.
 """
 
 _KWARGS_DESCRIPTION = """
@@ -23,19 +24,20 @@ Args:
     transcript_answer (list of str, optional): reference text of each answer (`SPK: text`); without
         it WER/CER are null.
     profile (str, optional): "embedded" (default, offline) or "reference" (published table).
-    asr (str, optional): comma list of ASR backends, pooled in order ("embedded", "whisper-large-v3", "qwen3-asr-0.6b").
+    asr (str, optional): comma list of ASR backends ("embedded", "whisper-large-v3", "qwen3-asr-0.6b").
     mos (str, optional): comma list of MOS backends ("utmos", "dnsmos", "distillmos").
     whisper_model, qwen_asr_model, embedded_asr_model, utmos_model (str, optional): Hub id or local path.
     device (str, optional), asr_batch_size (int, optional), empty_hypothesis ("error" | "skip").
 Returns:
-    UTMOS (null + UTMOS_note when not run), WER_%, CER_%, the embedded MOS keys, WER_%_<asr>, CER_%_<asr>,
-    asr_models, no_reference_%, per_sample, n_samples, n_scored, n_failed.
+    UTMOS (null + UTMOS_note when not run), WER_%, CER_% (null + WER_note without SPEAR's ASR systems),
+    WER_norm_%, CER_norm_%, the embedded MOS keys, WER_%_<asr>, CER_%_<asr>, WER_norm_%_<asr>,
+    CER_norm_%_<asr>, asr_models, no_reference_%, per_sample, n_samples, n_scored, n_failed.
 Examples:
     >>> m = evaluate.load("spear_metrics/speech_quality")  # or "spearbench/speech_quality"
     >>> r = m.compute(audio_path=["q.wav"], answer_audio_path=["a.wav"], context_end_time=[3.2],
     ...               question_end_time=[5.0], answer_start_time=[0.4], transcript_answer=["P0001A: Yes I do."])
-    >>> sorted(k for k in r if k.endswith("ER_%"))
-    ['CER_%', 'WER_%']
+    >>> sorted(k for k in r if k.endswith("ER_%") or k.endswith("ER_norm_%"))
+    ['CER_%', 'CER_norm_%', 'WER_%', 'WER_norm_%']
 """
 
 
