@@ -85,6 +85,16 @@ class SpearRow:
         return last_speaker(self.transcript_question)
 
 
+_SUBSET_RE = re.compile(r"(?:^|[/\\])(improvised|naturalistic)(?:[/\\]|$)")
+
+
+def subset_of(path: str | None) -> str | None:
+    """``"improvised"`` / ``"naturalistic"`` when the input clip's path names the subset folder
+    (SPEAR's layout ``<split>/<subset>/...``), else ``None``."""
+    m = _SUBSET_RE.search(path or "")
+    return m.group(1) if m else None
+
+
 def last_speaker(transcript: str) -> str:
     """The last ``SPK:`` tag of a ``SPK: text SPK: text`` transcript (``""`` when none)."""
     tags = re.findall(r"([A-Za-z0-9]+):", transcript or "")

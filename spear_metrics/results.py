@@ -45,6 +45,8 @@ from typing import Any, Iterable, Sequence
 
 import pandas as pd
 
+from spear_datasets.schema import subset_of
+
 #: The protocol every SPEARBench results dataset of this version is scored on.
 PROTOCOL = "seamless_2t_2s_questions"
 #: Accepted inference modes (as in the published leaderboard; ``Human`` only for the human row).
@@ -119,7 +121,6 @@ KNOWN_METRIC_VERSIONS: dict[str, frozenset[str]] = {
     "explainable_features": frozenset({"1.0.0"}),
 }
 
-_SUBSET_RE = re.compile(r"(?:^|[/\\])(improvised|naturalistic)(?:[/\\]|$)")
 
 
 class ResultsError(ValueError):
@@ -279,12 +280,6 @@ def read_run(results_dir: str | os.PathLike) -> tuple[dict[str, Any], list[dict[
     validate_run(summary, rows, where=str(d))
     rows.sort(key=lambda r: r["row"])
     return summary, rows
-
-
-def subset_of(path: str | None) -> str | None:
-    """``"improvised"`` / ``"naturalistic"`` when the input path names the subset folder, else ``None``."""
-    m = _SUBSET_RE.search(path or "")
-    return m.group(1) if m else None
 
 
 def _float_or_none(s: str) -> float | None:

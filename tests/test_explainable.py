@@ -34,7 +34,33 @@ def test_normalized_f0_std_hand_computed():
     # questioner A: mean F0 of its answers (100+300)/2 = 200 -> 0.5, 1.5; questioner B: 50/50 -> 1.0
     # std ddof1 of [0.5, 1.5, 1.0] = 0.5 for each of the 7 features
     assert normalized_f0_std_avg(["A", "A", "B"], stats) == pytest.approx(0.5)
-    assert normalized_f0_std_avg(["A"], stats[:1]) is None
+    # one value per feature: upstream counts its std as 0.0 (pandas path: len 1 -> 0.0)
+    assert normalized_f0_std_avg(["A"], stats[:1]) == 0.0
+    assert normalized_f0_std_avg(["A"], [{k: None for k in stats[0]}]) is None
+    # the normalisation is per split/subset table: the same questioner A in two subsets has two
+    # means (200 in improvised -> 0.5, 1.5; 50 in naturalistic -> 1.0), not one pooled mean of 150
+    assert normalized_f0_std_avg(["A", "A", "A"], stats, ["improvised", "improvised", "naturalistic"]) == pytest.approx(0.5)
+    pooled = np.std([100 / 150, 300 / 150, 50 / 150], ddof=1)
+    assert normalized_f0_std_avg(["A", "A", "A"], stats) == pytest.approx(pooled)
+
+
+def test_praat_reads_the_file_at_its_own_rate_and_channels(real_dir):
+    """SPEAR runs parselmouth.Sound(path): 48 kHz p225 is analysed at 48 kHz (same track as the
+    decoded 48 kHz samples, no resampling); the 44.1 kHz stereo jfk.flac keeps both channels."""
+    from spear_datasets.audio import decode
+    from spear_metrics.core.pitch import pitch_track_file
+
+    track, dur = pitch_track_file(str(real_dir / "speechbrain__p225_002.wav"))
+    wav, sr = decode(real_dir / "speechbrain__p225_002.wav")
+    assert sr == 48000 and dur == pytest.approx(wav.shape[1] / 48000)
+    native = pitch_track(wav, sr)
+    assert np.allclose(track.f0_hz, native.f0_hz) and track.time_step_s == pytest.approx(0.01)
+    at16k = pitch_track(load_audio(real_dir / "speechbrain__p225_002.wav", channels="mix"), 16000)
+    assert not np.array_equal(at16k.f0_hz, track.f0_hz)  # resampling first would change the track
+    jfk, jdur = pitch_track_file(str(real_dir / "faster-whisper__jfk.flac"))
+    jwav, jsr = decode(real_dir / "faster-whisper__jfk.flac")
+    assert jsr == 44100 and jwav.shape[0] == 2 and jdur == pytest.approx(jwav.shape[1] / 44100)
+    assert np.allclose(jfk.f0_hz, pitch_track(jwav, jsr).f0_hz)
 
 
 def test_module_values_on_real_clips(real_dir):

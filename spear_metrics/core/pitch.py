@@ -50,11 +50,23 @@ class PitchTrack:
         return out
 
 
+def _track(snd, floor_hz: float, ceiling_hz: float) -> PitchTrack:
+    import parselmouth
+
+    try:
+        pitch = snd.to_pitch_ac(pitch_floor=floor_hz, pitch_ceiling=ceiling_hz)
+    except parselmouth.PraatError:
+        # Praat refuses sounds shorter than its window (3 periods of the floor, 40 ms at 75 Hz)
+        return PitchTrack(np.zeros(0), 0.75 / floor_hz)
+    return PitchTrack(np.asarray(pitch.selected_array["frequency"], dtype=np.float64), float(pitch.time_step))
+
+
 def pitch_track(wav: np.ndarray, sr: int, *, floor_hz: float = F0_FLOOR_HZ, ceiling_hz: float = F0_CEILING_HZ) -> PitchTrack:
-    """Praat autocorrelation pitch of a mono waveform.
+    """Praat autocorrelation pitch of a waveform.
 
     Args:
-        wav: ``float`` samples, shape ``(n,)`` or ``(1, n)``.
+        wav: ``float`` samples, shape ``(n,)`` (mono) or ``(channels, n)`` (Praat analyses all
+            channels of a multichannel sound together, as it does for a stereo file).
         sr: its rate in Hz.
 
     Returns:
@@ -62,11 +74,31 @@ def pitch_track(wav: np.ndarray, sr: int, *, floor_hz: float = F0_FLOOR_HZ, ceil
     """
     import parselmouth
 
-    x = np.asarray(wav, dtype=np.float64).reshape(-1)
-    snd = parselmouth.Sound(x, sampling_frequency=float(sr))
+    x = np.asarray(wav, dtype=np.float64)
+    x = x[0] if x.ndim == 2 and x.shape[0] == 1 else x
+    return _track(parselmouth.Sound(x, sampling_frequency=float(sr)), floor_hz, ceiling_hz)
+
+
+def pitch_track_file(path: str, *, floor_hz: float = F0_FLOOR_HZ, ceiling_hz: float = F0_CEILING_HZ) -> tuple[PitchTrack, float]:
+    """Praat pitch of an audio FILE as SPEAR reads it: ``parselmouth.Sound(path)`` at the file's own
+    sample rate and channels, no resampling or mixing (upstream ``run_f0_extraction.py``).
+
+    Files Praat cannot open (e.g. Opus, M4A) are decoded by THE audio loader at their own rate
+    with their channels kept, which is the same signal.
+
+    Returns:
+        ``(track, total_duration_s)`` (Praat's ``get_total_duration``).
+
+    Raises:
+        spear_datasets.audio.AudioError: the file cannot be decoded at all.
+    """
+    import parselmouth
+
     try:
-        pitch = snd.to_pitch_ac(pitch_floor=floor_hz, pitch_ceiling=ceiling_hz)
+        snd = parselmouth.Sound(str(path))
     except parselmouth.PraatError:
-        # Praat refuses sounds shorter than its window (3 periods of the floor, 40 ms at 75 Hz)
-        return PitchTrack(np.zeros(0), 0.75 / floor_hz)
-    return PitchTrack(np.asarray(pitch.selected_array["frequency"], dtype=np.float64), float(pitch.time_step))
+        from spear_datasets.audio import decode
+
+        wav, sr = decode(path)
+        snd = parselmouth.Sound(np.asarray(wav if wav.shape[0] > 1 else wav[0], dtype=np.float64), sampling_frequency=float(sr))
+    return _track(snd, floor_hz, ceiling_hz), float(snd.get_total_duration())

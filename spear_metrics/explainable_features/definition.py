@@ -3,10 +3,12 @@
 
 Definitions: ``SPEAR_PROTOCOL.md`` section 2 ("Explainable"), following upstream
 ``bin/distrib_baselines/run_f0_extraction.py`` and ``normalize_features_by_answered_speaker.py``:
-Praat autocorrelation pitch (75-500 Hz); the seven F0 statistics (min, p10, p25, median, p75,
-p90, max) of each answer are divided by the mean, over the answers to the same questioner, of
-each answer's mean F0; the key is the mean over the seven features of their across-sample
-standard deviation (ddof 1).
+Praat autocorrelation pitch (75-500 Hz, 10 ms step) of the answer FILE as Praat reads it (its own
+sample rate and channels: ``parselmouth.Sound(path)``); duration = Praat's total duration; the
+seven F0 statistics (min, p10, p25, median, p75, p90, max) of each answer are divided by the
+mean, over the answers to the same questioner within the same split/subset table (the subset
+folder of ``audio_path``), of each answer's mean F0; the key is the mean over the seven features
+of their across-sample standard deviation (ddof 1), subsets pooled after normalisation.
 """
 
 from __future__ import annotations
@@ -16,42 +18,59 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from spear_datasets.audio import TARGET_SR, audio_info
-from spear_datasets.schema import SpearRow
+from spear_datasets.audio import audio_info
+from spear_datasets.schema import SpearRow, subset_of
 from spear_metrics.core.dimension import Dimension, MetricKey, Sample, mean_or_none
-from spear_metrics.core.pitch import F0_STATS, pitch_track
+from spear_metrics.core.pitch import F0_STATS, pitch_track_file
 
 
-def normalized_f0_std_avg(questioners: Sequence[str], stats: Sequence[dict[str, float | None]]) -> float | None:
-    """Mean over the 7 F0 statistics of their across-sample std (ddof 1) after dividing each
-    answer's statistics by the mean F0 of the answers to the same questioner.
+def normalized_f0_std_avg(
+    questioners: Sequence[str],
+    stats: Sequence[dict[str, float | None]],
+    tables: Sequence[str | None] | None = None,
+) -> float | None:
+    """SPEAR's ``explainable_normalized_f0_std_avg`` from per-answer F0 statistics.
+
+    Within each split/subset table, each answer's seven F0 statistics (:data:`F0_STATS`, Hz) are
+    divided by the mean ``f0_mean_hz`` of the answers to the same questioner (missing values
+    skipped; a zero mean gives no value). Then, tables pooled, each feature's values are taken
+    where they exist; the feature's across-sample std (ddof 1) counts when there are >= 2
+    values, 0.0 when there is exactly one (upstream quirk), and the feature is skipped when there
+    is none. The key is the mean of those stds.
+
+    Sources: ``normalize_features_by_answered_speaker.py`` (pandas groupby-mean) and
+    ``bin/reports/benchmark_line.py`` ``normalized_f0_std_average``.
 
     Args:
-        questioners: speaker tag of the question of each sample (the "answered speaker").
+        questioners: the answered speaker of each sample (last speaker tag of its question).
         stats: per sample, the keys of :data:`F0_STATS` plus ``f0_mean_hz`` (Hz or ``None``).
+        tables: per sample, its split/subset table (``None`` = one table for the whole run).
 
     Returns:
-        The average std, or ``None`` when fewer than 2 samples have voiced frames.
+        The mean std (a ratio), or ``None`` when no feature has a value.
     """
-    group_means: dict[str, list[float]] = defaultdict(list)
-    for q, s in zip(questioners, stats):
+    tables = list(tables) if tables is not None else [None] * len(stats)
+    sums: dict[tuple, list[float]] = defaultdict(list)
+    for t, q, s in zip(tables, questioners, stats):
         if s.get("f0_mean_hz") is not None:
-            group_means[q].append(float(s["f0_mean_hz"]))
-    denom = {q: float(np.mean(v)) for q, v in group_means.items() if v and np.mean(v) > 0}
-    matrix = []
-    for q, s in zip(questioners, stats):
-        if q in denom and all(s.get(k) is not None for k in F0_STATS):
-            matrix.append([float(s[k]) / denom[q] for k in F0_STATS])
-    if len(matrix) < 2:
-        return None
-    return float(np.mean(np.std(np.asarray(matrix), axis=0, ddof=1)))
+            sums[(t, q)].append(float(s["f0_mean_hz"]))
+    denom = {k: float(np.mean(v)) for k, v in sums.items() if np.mean(v) != 0}
+    stds = []
+    for key in F0_STATS:
+        col = [float(s[key]) / denom[(t, q)] for t, q, s in zip(tables, questioners, stats)
+               if s.get(key) is not None and (t, q) in denom]
+        if len(col) > 1:
+            stds.append(float(np.std(col, ddof=1)))
+        elif len(col) == 1:
+            stds.append(0.0)
+    return float(np.mean(stds)) if stds else None
 
 
 class ExplainableFeatures(Dimension):
     """Duration, voicing and pitch-variability of the answers (Praat autocorrelation pitch)."""
 
     name = "explainable_features"
-    version = "1.0.0"
+    version = "2.0.0"
     keys = (
         MetricKey("explainable_duration_s", "s", "closer_to_human", "duration of the answer audio file (not of its speech); mean"),
         MetricKey("explainable_voiced_ratio", "ratio", "closer_to_human", "share of voiced pitch frames (Praat AC, 75-500 Hz); mean"),
@@ -60,15 +79,20 @@ class ExplainableFeatures(Dimension):
     )
 
     def score_sample(self, sample: Sample) -> dict[str, Any]:
-        duration = audio_info(sample.answer_audio_path).duration
-        track = pitch_track(sample.answer_audio(), TARGET_SR)
+        audio_info(sample.answer_audio_path)  # THE loader's header checks before Praat reads the file
+        track, duration = pitch_track_file(str(sample.answer_audio_path))
+        if not len(track.f0_hz):
+            # Praat refuses a sound shorter than its window: upstream's row holds no value at all
+            return {"explainable_duration_s": None, "explainable_voiced_ratio": None, **track.stats(),
+                    "explainable_note": f"answer too short for Praat pitch analysis ({duration:.3f} s)"}
         return {"explainable_duration_s": duration, "explainable_voiced_ratio": track.voiced_ratio, **track.stats()}
 
     def aggregate(self, rows: Sequence[SpearRow], values: Sequence[dict[str, Any]]) -> dict[str, Any]:
         return {
             "explainable_duration_s": mean_or_none([v.get("explainable_duration_s") for v in values]),
             "explainable_voiced_ratio": mean_or_none([v.get("explainable_voiced_ratio") for v in values]),
-            "explainable_normalized_f0_std_avg": normalized_f0_std_avg([r.questioner for r in rows], values),
+            "explainable_normalized_f0_std_avg": normalized_f0_std_avg(
+                [r.questioner for r in rows], values, [subset_of(r.audio_path) for r in rows]),
         }
 
     def models(self) -> dict[str, str]:
