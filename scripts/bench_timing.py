@@ -4,8 +4,10 @@ Builds N SPEAR samples from the real fixtures (input clip: the stereo AMI dialog
 FEE016's turn; answers: every real mono/stereo recording in ../shared/fixtures/real), then times
 
 - ours: `spearbench score` (run_score, streaming batches, Silero's batched ONNX front end), and
-- baseline: a per-file loop calling `silero_vad.get_speech_timestamps` with defaults (the JIT model,
-  as upstream) on the mixed question and on the answer, plus Praat pitch of the answer,
+- baseline: `scripts/spear_reference.py`, a plain re-statement of SPEAR's rule with no project code:
+  a per-file loop (torchaudio load + resample, `silero_vad.get_speech_timestamps` with defaults, the
+  streaming JIT model, on the mixed question and on the answer cut at the skip point) plus Praat
+  pitch of the answer file,
 
 checks that both give the same latencies, and reports real-time factor (question + answer audio
 seconds per wall second), samples/s, and peak RSS for N and 4N samples (each config in a fresh
@@ -61,26 +63,20 @@ def ours(meta: Path) -> dict:
 
 
 def baseline(meta: Path) -> dict:
-    import torch
-    from silero_vad import get_speech_timestamps, load_silero_vad
+    import csv
 
-    from spear_datasets.audio import load_audio
-    from spear_datasets.schema import parse_row, read_metadata
-    from spear_metrics.core.pitch import pitch_track
-    from spear_metrics.interruptions.definition import latency_s
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import spear_reference as ref
 
-    model = load_silero_vad()
+    ref._vad_model()  # model load outside the timing, as ours loads torch outside it
+    with open(meta, newline="") as f:
+        rows = list(csv.DictReader(f))
     t = time.perf_counter()
     lat = []
-    for raw in read_metadata(meta):
-        r = parse_row(raw)
-        q = torch.from_numpy(load_audio(meta.parent / r.audio_path, channels="mix")[0])
-        a = torch.from_numpy(load_audio(r.answer_audio_path, channels="mix")[0])
-        qs = [(s["start"], s["end"]) for s in get_speech_timestamps(q, model, return_seconds=True)]
-        as_ = [(s["start"], s["end"]) for s in get_speech_timestamps(a, model, return_seconds=True)]
-        pitch_track(a.numpy(), 16000)
-        v = latency_s(qs, as_, r.question_end_time, r.answer_start_time)
-        lat.append(None if v is None else round(1000 * v, 6))
+    for r in rows:
+        q, a = ref.resolve(meta.parent, r["audio_path"]), ref.resolve(meta.parent, r["answer_audio_path"])
+        lat.append(round(ref.latency_ms(q, a, float(r["question_end_time"]), r["answer_start_time"]), 6))
+        ref.f0_features(a)
     return {"seconds": time.perf_counter() - t, "latency_ms": lat}
 
 
