@@ -116,9 +116,12 @@ FALLBACK_KEYS: dict[str, tuple[str, str, str]] = {
 
 #: Metric versions this code accepts for dimensions it cannot import here (the live registry
 #: class version is always accepted too). Add a version here when a dimension changes.
+#: interruptions/explainable_features 1.0.0 and speech_quality 1.0.0 computed latency_ms, the F0
+#: spread and WER_% by rules other than SPEAR's: results of those versions are not accepted.
 KNOWN_METRIC_VERSIONS: dict[str, frozenset[str]] = {
-    "interruptions": frozenset({"1.0.0"}),
-    "explainable_features": frozenset({"1.0.0"}),
+    "interruptions": frozenset({"2.0.0"}),
+    "explainable_features": frozenset({"2.0.0"}),
+    "speech_quality": frozenset({"2.0.0"}),
 }
 
 

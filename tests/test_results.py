@@ -154,7 +154,7 @@ BAD_CASES = {
     "non_numeric_value": (dict(rows=lambda r: r[0].update({"explainable_duration_s": "9.9s"})),
                           "row 0 value 'explainable_duration_s' is not numeric: '9.9s'"),
     "unknown_version": (dict(summary=lambda s: s["metric_versions"].update({"interruptions": "9.9.9"})),
-                        "unknown metric version interruptions='9.9.9' (known: 1.0.0)"),
+                        "unknown metric version interruptions='9.9.9' (known: 2.0.0)"),
 }
 
 
