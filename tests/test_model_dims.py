@@ -17,7 +17,7 @@ from conftest import REPO, STEREO_DIALOGUE
 from model_fixtures import five_rows, tiny_models
 
 from spear_metrics.core.batching import duration_batches
-from spear_metrics.emotions.definition import dev_shift, pearson_or_none
+from spear_metrics.emotions.definition import avd_correlation, dev_shift, question_turn
 from spear_metrics.language_dialect.definition import dialect_entrainment_slope, dialectal_variance, language_decision
 from spear_metrics.stances.definition import compare_to_reference, stance_score
 from spear_metrics.turn_taking.definition import build_dialog, response_offset_s
@@ -56,15 +56,26 @@ def test_language_decision_thresholds():
     assert language_decision(3.0, "fra", 0.9, en) == ("ok", False)
 
 
-def test_pearson_and_dev_shift():
-    assert pearson_or_none([1, 2, 3], [2, 4, 7]) == pytest.approx(np.corrcoef([1, 2, 3], [2, 4, 7])[0, 1])
-    assert pearson_or_none([1, 2, None], [2, 4, 9]) == pytest.approx(1.0)  # the None pair is dropped
-    assert pearson_or_none([1, 1, 1], [1, 2, 3]) is None
-    assert pearson_or_none([1], [2]) is None
+def test_avd_correlation_and_dev_shift():
+    # benchmark_line.avd_correlation: Pearson r over rows with both values
+    assert avd_correlation([1, 2, 3], [2, 4, 7]) == pytest.approx(np.corrcoef([1, 2, 3], [2, 4, 7])[0, 1])
+    assert avd_correlation([1, 2, None, 4], [2, 4, 9, None]) == pytest.approx(1.0)  # pairs with a None are dropped
+    assert avd_correlation([0.5, 0.5, 0.5], [0.1, 0.2, 0.3]) is None  # constant question side -> null (NaN upstream)
+    assert avd_correlation([0.1, 0.2, 0.3], [0.4, 0.4, 0.4]) is None  # constant answer side
+    assert avd_correlation([0.1, None], [0.2, 0.3]) is None  # one pair
+    assert avd_correlation([], []) is None
     logits = np.arange(101, dtype=float) - 10.0  # -10 .. 90, 1st percentile = -9
     c = dev_shift(logits)
     assert c == pytest.approx(9.0)
     assert np.mean(logits + c > 0) >= 0.98 and np.quantile(logits + c, 0.01) == pytest.approx(0.0)
+
+
+def test_question_turn_cut_as_spear():
+    x = np.arange(100, dtype=np.float32)
+    # round(0.125 * 100) = 12 (half to even), round(0.5 * 100) = 50
+    assert list(question_turn(x, 0.125, 0.5, sr=100)[[0, -1]]) == [12.0, 49.0]
+    assert len(question_turn(x, 0.9, 2.0, sr=100)) == 10  # end capped at the clip's length
+    assert len(question_turn(x, 0.6, 0.5, sr=100)) == 0  # an end before the start gives an empty turn
 
 
 def test_vap_labels_and_dialog_nll_by_hand():
@@ -228,3 +239,70 @@ def test_evaluate_module_computes_with_tiny_model(tiny):
                   transcript_question=cols["transcript_question"], vap_model=models["vap_model"])
     assert r["n_scored"] == 5 and r["turn_taking_naturalness"] is not None
     assert r["turn_taking_offset_loglik"] is None and "offset_reference" in r["turn_taking_offset_loglik_note"]
+
+
+def test_emotions_score_whole_turns_of_the_averaged_clip(tiny):
+    """Each side is one forward pass of the whole turn: the question is the input clip with both
+    channels averaged, cut at context_end_time..question_end_time (not the questioner's channel)."""
+    from spear_datasets.audio import load_audio
+    from spear_metrics.core.runner import score_columns
+    from spear_metrics.core.vox_whisper import EMOTION_DIM_HEADS, VoxWhisper
+
+    models, md = tiny
+    cols = _columns(md)
+    r = score_columns("emotions", cols, base_dir=md.parent, emotion_model=models["emotion_model"], model_batch_size=3)
+    assert r["n_scored"] == 5 and r["emotions_n_pairs"] == 5 and r["emotions_min_question_s"] == 1.0
+    vox = VoxWhisper(models["emotion_model"], EMOTION_DIM_HEADS, positions="checkpoint")
+    k = 4  # question turn 4.0 .. 15.48 s of the stereo AMI clip (both speakers talk in it)
+    clip = load_audio(md.parent / cols["audio_path"][k])  # (2, n)
+    q_mix = question_turn(clip.mean(axis=0), cols["context_end_time"][k], cols["question_end_time"][k])
+    q_ch0 = question_turn(clip[0], cols["context_end_time"][k], cols["question_end_time"][k])
+    one = vox.predict([q_mix], padding="mel")[0]
+    assert r["per_sample"][k]["question_arousal"] == pytest.approx(round(float(one["arousal_layer"][0]), 6), abs=2e-6)
+    ch0 = vox.predict([q_ch0], padding="mel")[0]
+    assert abs(float(ch0["arousal_layer"][0]) - float(one["arousal_layer"][0])) > 1e-6  # the channel matters
+    answer = load_audio(md.parent / cols["answer_audio_path"][k], channels="mix")[0]
+    a_one = vox.predict([answer], padding="mel")[0]  # the whole 9 s answer, one pass
+    assert r["per_sample"][k]["answer_valence"] == pytest.approx(round(float(a_one["valence_layer"][0]), 6), abs=2e-6)
+
+
+def test_emotions_min_question_length_is_an_option_recorded_in_the_summary(tiny):
+    from spear_metrics.core.runner import score_columns
+
+    models, md = tiny
+    cols = _columns(md)
+    # question turns: 6.74, 9.48, 5.48, 3.48, 11.48 s -> with a 5 s minimum row 3 is not scored
+    r = score_columns("emotions", cols, base_dir=md.parent, emotion_model=models["emotion_model"], min_question_s=5.0)
+    ps = r["per_sample"]
+    assert r["emotions_min_question_s"] == 5.0 and r["emotions_n_pairs"] == 4
+    assert ps[3]["emotions_question_too_short"] is True and ps[3]["question_arousal"] is None and ps[3]["answer_arousal"] is None
+    assert all(ps[i]["question_arousal"] is not None for i in (0, 1, 2, 4))
+    pairs = [(p["question_valence"], p["answer_valence"]) for i, p in enumerate(ps) if i != 3]
+    assert r["valence_question_answer_corr"] == pytest.approx(avd_correlation(*zip(*pairs)))
+    from spear_metrics.core.dimension import OptionError
+
+    with pytest.raises(OptionError):
+        score_columns("emotions", cols, base_dir=md.parent, emotion_model=models["emotion_model"], min_question_s="long")
+
+
+def test_whole_turn_log_mel_is_zero_padded_after_the_turn(tiny, real_dir):
+    """SPEAR's forward_fast: log-mel of the turn alone, then zeros up to 1500 frames (not the
+    log-mel of padded silence, as the wrapper's own forward gives)."""
+    from spear_datasets.audio import load_audio
+    from spear_metrics.core.vox_whisper import EMOTION_DIM_HEADS, VoxWhisper
+
+    models, _ = tiny
+    vox = VoxWhisper(models["emotion_model"], EMOTION_DIM_HEADS, positions="checkpoint")
+    x = load_audio(STEREO_DIALOGUE, channels="mix")[0]
+    two_s = x[16000 * 2: 16000 * 4]
+    mel = vox._whole_mel(two_s).numpy()
+    assert mel.shape == (128, 1500)
+    assert np.all(mel[:, 200:] == 0.0) and np.abs(mel[:, :200]).sum() > 0  # 2 s = 200 frames of 10 ms
+    wrapper = vox.features([two_s], sampling_rate=16000, return_tensors="np").input_features[0]
+    assert not np.all(wrapper[:, 200:] == 0.0)  # the wrapper pads the audio: log-mel of silence there
+    long = x[: 16000 * 20]  # 20 s: frames beyond 15 s are cut
+    assert vox._whole_mel(long).shape == (128, 1500)
+    mel_r = vox.predict([two_s], padding="mel")[0]["arousal_layer"][0]
+    audio_r = vox.predict([two_s], padding="audio")[0]["arousal_layer"][0]
+    assert mel_r != audio_r
+    assert vox.predict([np.zeros(0, np.float32)], padding="mel") == [None]  # an empty turn has no score
