@@ -19,7 +19,6 @@ from model_fixtures import five_rows, tiny_models
 from spear_metrics.core.batching import duration_batches
 from spear_metrics.emotions.definition import avd_correlation, dev_shift, question_turn
 from spear_metrics.language_dialect.definition import dialect_entrainment_slope, dialectal_variance, language_decision
-from spear_metrics.stances.definition import compare_to_reference, stance_score
 from spear_metrics.turn_taking.definition import response_offset_s, spear_dialog, stereo_at
 from spear_metrics.turn_taking.vap import clean_vad, dialog_nll, future_vad_labels, unit_nlls, utterance_units, vad_frames
 
@@ -159,18 +158,6 @@ def test_response_offset():
     assert response_offset_s(-0.5, [(0.3, 1.0), (2.0, 3.0)]) == pytest.approx(-0.2)
     assert response_offset_s(None, [(0.4, 1.0)]) == pytest.approx(0.4)
     assert response_offset_s(0.2, []) is None
-
-
-def test_stance_mapping_and_comparison():
-    assert [stance_score("P", p) for p in (0.1, 0.45, 0.74, 0.75, 1.0)] == [0, 1, 1, 2, 2]
-    assert [stance_score("n", p) for p in (0.44, 0.5, 0.9)] == [0, -1, -2]
-    for bad in (("X", 0.5), ("P", 1.5), ("P", "high")):
-        with pytest.raises(ValueError):
-            stance_score(*bad)
-    assert compare_to_reference(1, 2) == {"stance_same_sign": True, "stance_more_negative": True, "stance_more_positive": False}
-    assert compare_to_reference(0, 0)["stance_same_sign"] is True
-    assert compare_to_reference(-1, 1) == {"stance_same_sign": False, "stance_more_negative": True, "stance_more_positive": False}
-    assert compare_to_reference(None, 1)["stance_same_sign"] is None
 
 
 def test_duration_batches_cover_every_item_once():
@@ -401,3 +388,27 @@ def test_turn_taking_naturalness_follows_the_units(tiny):
     ps = r["per_sample"]
     assert all(p["turn_taking_naturalness"] < 0 and p["vap_units"] >= 1 for p in ps)
     assert r["turn_taking_naturalness"] == pytest.approx(np.mean([p["turn_taking_naturalness"] for p in ps]))
+
+
+def test_turn_taking_separated_project_key(tiny):
+    """The project key puts the answer on the answerer's channel only (MEO015, channel 1): past the
+    question, channel 0 is silent; the published key is unchanged by the option."""
+    import csv
+
+    from spear_datasets.audio import load_audio
+    from spear_metrics.core.runner import prepare_rows, score_columns
+    from spear_metrics.turn_taking.definition import TurnTaking
+
+    models, md = tiny
+    s = prepare_rows(list(csv.DictReader(open(md))), md.parent).samples[1]
+    q = load_audio(s.audio_path)
+    item = TurnTaking(vap_model=models["vap_model"]).prepare(s, 16000, separated=True)
+    d, start = item["audio"], item["answer_start"]
+    assert start == q.shape[1] - 8000 and not d[0, q.shape[1]:].any() and d[1, q.shape[1]:].any()
+    cols = _columns(md)
+    plain = score_columns("turn_taking", cols, base_dir=md.parent, vap_model=models["vap_model"])
+    sep = score_columns("turn_taking", cols, base_dir=md.parent, vap_model=models["vap_model"], vap_separated="true")
+    assert plain["turn_taking_naturalness_separated"] is None and "vap_separated" in plain["turn_taking_naturalness_separated_note"]
+    assert sep["turn_taking_naturalness"] == plain["turn_taking_naturalness"]
+    assert sep["turn_taking_naturalness_separated"] is not None
+    assert sep["turn_taking_naturalness_separated"] != sep["turn_taking_naturalness"]

@@ -191,7 +191,8 @@ class TurnTaking(Dimension):
     ``vap_sample_rate`` (16000) and ``vap_frame_hz`` (50) of a TorchScript model,
     ``vap_threshold_ratio`` (0.5, the checkpoint's ``threshold_ratio``), ``vap_batch_size``
     (1, as SPEAR: a batch zero-pads shorter dialogs, which only a causal model ignores),
-    ``vad_backend`` (``sequence``|``jit``), ``offset_reference`` (SPEAR metadata CSV of human
+    ``vad_backend`` (``sequence``|``jit``), ``vap_separated`` (false; true also scores the
+    project key ``turn_taking_naturalness_separated``), ``offset_reference`` (SPEAR metadata CSV of human
     answers; default none -> null), ``offset_reference_onset`` (``vad``|``none``),
     ``vad_time_resolution`` (1).
     """
@@ -204,6 +205,9 @@ class TurnTaking(Dimension):
                   "mean -DialogNLL of a VAP checkpoint (256 classes) on SPEAR's question+answer dialog (null without a VAP model)"),
         MetricKey("turn_taking_offset_loglik", "log(1/s)", "higher",
                   "mean log density of the response offset under a KDE of human offsets of a reference set (null without one)"),
+        MetricKey("turn_taking_naturalness_separated", "-nats", "higher",
+                  "project key: as turn_taking_naturalness with the answer on the answerer's channel only "
+                  "(null unless vap_separated=true)"),
     )
 
     def __init__(self, **options: Any):
@@ -235,13 +239,21 @@ class TurnTaking(Dimension):
                                  sample_rate=int(self.options.get("vap_sample_rate", SR)))
         return self._vap
 
-    def prepare(self, s: Sample, model_sr: int) -> dict[str, Any]:
+    def prepare(self, s: Sample, model_sr: int, *, separated: bool = False) -> dict[str, Any]:
         """SPEAR's prepared item of one sample: dialog at the model's rate, cleaned 50 Hz VAD of
-        the dialog built at 16 kHz, units and duration (s)."""
+        the dialog built at 16 kHz, units and duration (s). ``separated`` (project variant): the
+        answer, channels averaged, goes on the answerer's channel only (the channel that is not
+        the questioner's, :func:`spear_metrics.core.channels.questioner_channel`)."""
         from spear_datasets.audio import decode
+        from spear_metrics.core.channels import questioner_channel
 
         q_wav, q_sr = s.cached("native:input", lambda: decode(s.audio_path))
         a_wav, a_sr = s.cached("native:answer", lambda: decode(s.answer_audio_path))
+        if separated:
+            ch = 1 - questioner_channel(s.meta, s.input_audio("keep"))
+            mono = np.asarray(a_wav, dtype=np.float32).mean(axis=0)
+            a_wav = np.zeros((2, mono.shape[0]), np.float32)
+            a_wav[ch] = mono
         ast = s.meta.answer_start_time
         dialog, start = spear_dialog(stereo_at(q_wav, q_sr, model_sr), stereo_at(a_wav, a_sr, model_sr), ast, model_sr)
         d16 = dialog if model_sr == SR else spear_dialog(stereo_at(q_wav, q_sr, SR), stereo_at(a_wav, a_sr, SR), ast, SR)[0]
@@ -260,9 +272,12 @@ class TurnTaking(Dimension):
                 off = response_offset_s(s.meta.answer_start_time, a_segs)
                 v = {"response_offset_s": None if off is None else round(off, 6),
                      "turn_taking_offset_loglik": None if (ref is None or off is None) else round(ref.loglik(off), 6),
-                     "turn_taking_naturalness": None, "vap_units": None}
+                     "turn_taking_naturalness": None, "vap_units": None,
+                     "turn_taking_naturalness_separated": None, "vap_units_separated": None}
                 if vap is not None:
-                    prepared.append((i, self.prepare(s, vap.sample_rate)))
+                    prepared.append((i, "", self.prepare(s, vap.sample_rate)))
+                    if self._separated():
+                        prepared.append((i, "_separated", self.prepare(s, vap.sample_rate, separated=True)))
             except Exception as e:  # a bad file fails this row only
                 out.append(e)
                 continue
@@ -271,14 +286,17 @@ class TurnTaking(Dimension):
             self._score_vap(vap, prepared, out)
         return out
 
-    def _score_vap(self, vap, prepared: list[tuple[int, dict[str, Any]]], out: list) -> None:
+    def _separated(self) -> bool:
+        return str(self.options.get("vap_separated", "false")).strip().lower() in ("1", "true", "yes", "on")
+
+    def _score_vap(self, vap, prepared: list[tuple[int, str, dict[str, Any]]], out: list) -> None:
         import torch
 
         from spear_metrics.core.batching import duration_batches
 
         spf = vap.sample_rate / vap.frame_hz  # samples per model frame
         thr = float(self.options.get("vap_threshold_ratio", 0.5))
-        items = [p for _, p in prepared]
+        items = [p for _, _, p in prepared]
         for idx in duration_batches([p["audio"].shape[1] for p in items], max_items=int(self.options.get("vap_batch_size", 1))):
             n_max = max(items[j]["audio"].shape[1] for j in idx)
             x = np.zeros((len(idx), 2, n_max), dtype=np.float32)  # zero tail, as SPEAR's batches
@@ -296,17 +314,21 @@ class TurnTaking(Dimension):
                 units = unit_nlls(nll, it["units"], vad_to_model_frames(it["vad"], T, vap.frame_hz), frame_hz=vap.frame_hz,
                                   context_s=CONTEXT_S, min_unit_frames=MIN_UNIT_FRAMES)
                 dn = dialog_nll(units)
-                i = prepared[j][0]
-                out[i]["turn_taking_naturalness"] = None if dn is None else round(-dn["dialog_nll"], 6)
-                out[i]["vap_units"] = len(units)
+                i, suffix, _ = prepared[j]
+                out[i][f"turn_taking_naturalness{suffix}"] = None if dn is None else round(-dn["dialog_nll"], 6)
+                out[i][f"vap_units{suffix}"] = len(units)
 
     def aggregate(self, rows: Sequence[SpearRow], values: Sequence[dict[str, Any]]) -> dict[str, Any]:
         out: dict[str, Any] = {
             "turn_taking_naturalness": mean_or_none([v.get("turn_taking_naturalness") for v in values]),
             "turn_taking_offset_loglik": mean_or_none([v.get("turn_taking_offset_loglik") for v in values]),
+            "turn_taking_naturalness_separated": mean_or_none([v.get("turn_taking_naturalness_separated") for v in values]),
         }
         if not self.options.get("vap_model"):
             out["turn_taking_naturalness_note"] = "null: no VAP model given (option vap_model); no public VAP checkpoint on the Hub"
+        if not (self.options.get("vap_model") and self._separated()):
+            out["turn_taking_naturalness_separated_note"] = ("null: project key, scored with vap_model and vap_separated=true "
+                                                             "(answer on the answerer's channel only)")
         if not self.options.get("offset_reference"):
             out["turn_taking_offset_loglik_note"] = ("null: no reference of human answer offsets given "
                                                      "(option offset_reference=<SPEAR metadata CSV, e.g. the dev split>)")
@@ -322,6 +344,8 @@ class TurnTaking(Dimension):
         m = {}
         if self.options.get("vap_model"):
             m["turn_taking_naturalness"] = str(self.options["vap_model"])
+            if self._separated():
+                m["turn_taking_naturalness_separated"] = str(self.options["vap_model"])
         if self.options.get("offset_reference"):
             m["turn_taking_offset_loglik"] = f"gaussian_kde of {self.options['offset_reference']}"
         return m
