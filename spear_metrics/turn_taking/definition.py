@@ -47,17 +47,15 @@ SR = 16000
 def stereo_at(wav: np.ndarray, file_sr: int, sr: int) -> np.ndarray:
     """``(2, n)`` float32 at ``sr`` as SPEAR's ``load_stereo_for_merge``: a mono ``wav`` ``(1, n)``
     on both channels, more than two channels cut to the first two, then
-    ``torchaudio.functional.resample`` (its default windowed sinc) when ``file_sr != sr``."""
+    ``torchaudio.functional.resample`` (THE loader's ``resampler="torchaudio"``) when
+    ``file_sr != sr``."""
+    from spear_datasets.audio import resample
+
     x = np.asarray(wav, dtype=np.float32)
     if x.ndim == 1:
         x = x[None]
     x = np.repeat(x, 2, axis=0) if x.shape[0] == 1 else x[:2]
-    if int(file_sr) != int(sr):
-        import torch
-        import torchaudio.functional as AF
-
-        x = AF.resample(torch.from_numpy(np.ascontiguousarray(x)), int(file_sr), int(sr)).numpy()
-    return np.ascontiguousarray(x, dtype=np.float32)
+    return np.ascontiguousarray(resample(x, int(file_sr), int(sr), "torchaudio"), dtype=np.float32)
 
 
 def spear_dialog(question: np.ndarray, answer: np.ndarray, answer_start_time: float | None, sr: int) -> tuple[np.ndarray, int]:
@@ -153,7 +151,8 @@ class OffsetReference:
             try:
                 ast = float(v)
                 if onset == "vad":
-                    wav = load_audio(resolve_path(str(r["answer_audio_path"]), path.parent), sr=SR, channels="mix")
+                    wav = load_audio(resolve_path(str(r["answer_audio_path"]), path.parent), sr=SR, channels="mix",
+                                      resampler="torchaudio")  # as Sample.answer_audio on the scored side
                     off = response_offset_s(ast, speech_segments(wav, time_resolution=vad_time_resolution))
                 else:
                     off = ast
