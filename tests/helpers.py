@@ -6,6 +6,9 @@ MEO015 (channel 1) backchannels and then takes the floor at 15.46 s and speaks t
 
 from __future__ import annotations
 
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import numpy as np
@@ -48,3 +51,50 @@ def row(audio: str, answer: str, ast: float | None, **kw) -> SpearRow:
 
 def write_rows(path: Path, rows) -> Path:
     return write_metadata(path, rows)
+
+
+class FakeChatServer:
+    """A chat-completions server on a free loopback port (127.0.0.1) answering from a list of
+    ``(status, content)`` (the last entry repeats) or from a function ``body -> (status,
+    content)``. Records every request body and header. Use as a context manager."""
+
+    def __init__(self, replies):
+        self.replies = replies if callable(replies) else list(replies)
+        self.requests: list[dict] = []
+        self.headers: list[dict] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802
+                n = int(self.headers.get("Content-Length", 0))
+                outer.requests.append(json.loads(self.rfile.read(n)))
+                outer.headers.append(dict(self.headers))
+                if callable(outer.replies):
+                    status, content = outer.replies(outer.requests[-1])
+                else:
+                    status, content = outer.replies[min(len(outer.requests) - 1, len(outer.replies) - 1)]
+                if status == 200:
+                    body = json.dumps({"choices": [{"index": 0, "message": {"role": "assistant", "content": content}}]})
+                else:
+                    body = json.dumps({"error": {"message": content}})
+                data = body.encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *a):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()

@@ -2,56 +2,10 @@
 
 from __future__ import annotations
 
-import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
 import pytest
 
+from helpers import FakeChatServer
 from spear_metrics.core.judge import Judge, JudgeError, parse_json_reply
-
-
-class FakeChatServer:
-    """A chat-completions server on a free loopback port answering from a list of
-    ``(status, content)``; the last entry repeats. Records every request body and header."""
-
-    def __init__(self, replies):
-        self.replies = list(replies)
-        self.requests: list[dict] = []
-        self.headers: list[dict] = []
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802
-                n = int(self.headers.get("Content-Length", 0))
-                outer.requests.append(json.loads(self.rfile.read(n)))
-                outer.headers.append(dict(self.headers))
-                status, content = outer.replies[min(len(outer.requests) - 1, len(outer.replies) - 1)]
-                if status == 200:
-                    body = json.dumps({"choices": [{"index": 0, "message": {"role": "assistant", "content": content}}]})
-                else:
-                    body = json.dumps({"error": {"message": content}})
-                data = body.encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *a):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.server.shutdown()
-        self.server.server_close()
 
 
 MSG = [{"role": "user", "content": "rate it"}]
@@ -137,3 +91,26 @@ def test_constructor_needs_url_and_model():
         Judge("", "m")
     with pytest.raises(ValueError):
         Judge("http://127.0.0.1:1/v1", "")
+
+
+def test_extra_body_and_spear_400_fallbacks():
+    """SPEAR's stance client: a 400 naming max_completion_tokens retries with max_tokens, one
+    naming response_format retries without it."""
+    replies = [(400, "Unsupported parameter: 'max_completion_tokens'"), (400, "response_format json_schema is not supported"),
+               (200, '{"choice": "P", "probability": 0.5}')]
+    extra = {"max_completion_tokens": 128, "response_format": {"type": "json_schema"}, "modalities": ["text"]}
+    with FakeChatServer(replies) as srv:
+        out = judge(srv.url, max_retries=3, seed=None).ask_json(MSG, ["choice"], extra_body=extra)
+    assert out["choice"] == "P" and len(srv.requests) == 3
+    first, second, third = srv.requests
+    assert first["max_completion_tokens"] == 128 and "seed" not in first and first["modalities"] == ["text"]
+    assert "max_completion_tokens" not in second and second["max_tokens"] == 128 and "response_format" in second
+    assert "response_format" not in third and third["max_tokens"] == 128
+    assert extra["max_completion_tokens"] == 128  # the caller's dict is not changed
+
+
+def test_outer_braces_only_when_asked():
+    text = 'Sure. {"choice": "N", "probability": 0.8} Hope this helps.'
+    with pytest.raises(ValueError):
+        parse_json_reply(text, ["choice"])
+    assert parse_json_reply(text, ["choice"], outer_braces=True)["choice"] == "N"

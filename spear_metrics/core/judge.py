@@ -20,6 +20,7 @@ from typing import Any, Sequence
 #: HTTP statuses that will not get better on a retry (bad request, auth, unknown route/model)
 _FATAL_STATUS = {400, 401, 403, 404, 405, 422}
 _FENCE = re.compile(r"```(?:json|JSON)?[ \t]*\n?(.*?)```", re.DOTALL)
+_OUTER_BRACES = re.compile(r"\{.*\}", re.DOTALL)
 
 
 class JudgeError(RuntimeError):
@@ -30,12 +31,13 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"non-standard JSON constant {name}")
 
 
-def parse_json_reply(text: str, required_keys: Sequence[str] = ()) -> dict[str, Any]:
+def parse_json_reply(text: str, required_keys: Sequence[str] = (), *, outer_braces: bool = False) -> dict[str, Any]:
     """Parse a judge reply into a dict, strictly.
 
     Accepted: the whole reply is a JSON object (surrounding whitespace allowed), or the reply
     contains a fenced block (```` ```json ```` or plain ```` ``` ````) whose content is a JSON
-    object. ``NaN``/``Infinity`` are rejected.
+    object; with ``outer_braces``, also the span from the first ``{`` to the last ``}`` (SPEAR's
+    ``bin/STANCE/score.py`` ``extract_json_object``). ``NaN``/``Infinity`` are rejected.
 
     Raises:
         ValueError: not JSON, not an object, or a required key missing (one-line message).
@@ -49,6 +51,10 @@ def parse_json_reply(text: str, required_keys: Sequence[str] = ()) -> dict[str, 
     m = _FENCE.search(s)
     if m:
         candidates.insert(0, m.group(1).strip())
+    if outer_braces:
+        b = _OUTER_BRACES.search(s)
+        if b:
+            candidates.append(b.group(0))
     obj: Any = None
     err = "reply is not JSON"
     for c in candidates:
@@ -137,19 +143,25 @@ class Judge:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def complete(self, messages: list[dict]) -> str:
+    def complete(self, messages: list[dict], extra_body: dict[str, Any] | None = None) -> str:
         """One chat-completions request; returns the first choice's message content.
+
+        Args:
+            messages: the chat messages.
+            extra_body: more request fields (e.g. ``response_format``, ``max_completion_tokens``).
 
         Raises:
             JudgeError: network error, HTTP error status, or a response without content
                 (no retry here; :meth:`ask_json` retries). ``JudgeError.fatal`` is True when a
-                retry cannot help (400/401/403/404/405/422).
+                retry cannot help (400/401/403/404/405/422); ``JudgeError.body`` holds the
+                error response's text.
         """
         import httpx
 
         body: dict[str, Any] = {"model": self.model, "messages": messages, "temperature": self.temperature}
         if self.seed is not None:
             body["seed"] = int(self.seed)
+        body.update(extra_body or {})
         try:
             r = self._http().post(f"{self.base_url}/chat/completions", json=body)
         except httpx.HTTPError as e:
@@ -157,6 +169,7 @@ class Judge:
         if r.status_code >= 400:
             err = JudgeError(f"HTTP {r.status_code} from {self.base_url}/chat/completions: {' '.join(r.text.split())[:200]}")
             err.fatal = r.status_code in _FATAL_STATUS  # type: ignore[attr-defined]
+            err.body = r.text  # type: ignore[attr-defined]
             raise err
         try:
             content = r.json()["choices"][0]["message"]["content"]
@@ -166,11 +179,21 @@ class Judge:
             raise JudgeError("chat completion has no text content")
         return content
 
-    def ask_json(self, messages: list[dict], required_keys: Sequence[str]) -> dict:
+    def ask_json(self, messages: list[dict], required_keys: Sequence[str], *, extra_body: dict[str, Any] | None = None,
+                 outer_braces: bool = False) -> dict:
         """Ask and parse a JSON object holding ``required_keys``.
 
         Retries (up to ``max_retries`` times) on malformed replies, missing keys, network errors
-        and retryable HTTP errors (429, 5xx...).
+        and retryable HTTP errors (429, 5xx...). An HTTP 400 that names a field of
+        ``extra_body`` is retried without it, as SPEAR's stance client does:
+        ``max_completion_tokens`` becomes ``max_tokens``, ``response_format`` is dropped.
+
+        Args:
+            messages: the chat messages.
+            required_keys: keys the reply object must hold.
+            extra_body: more request fields (see :meth:`complete`).
+            outer_braces: also accept the first-``{``-to-last-``}`` span of a reply
+                (see :func:`parse_json_reply`).
 
         Returns:
             The parsed object.
@@ -178,6 +201,7 @@ class Judge:
         Raises:
             JudgeError: one line: the last reason, and how many attempts were made.
         """
+        extra = dict(extra_body or {})
         last = "no attempt"
         attempts = 0
         for k in range(1 + self.max_retries):
@@ -185,14 +209,21 @@ class Judge:
                 time.sleep(self.backoff_s * 2 ** (k - 1))
             attempts += 1
             try:
-                reply = self.complete(messages)
+                reply = self.complete(messages, extra)
             except JudgeError as e:
                 last = str(e)
+                text = getattr(e, "body", "") or ""
+                if "HTTP 400" in last and "max_completion_tokens" in text and "max_completion_tokens" in extra:
+                    extra["max_tokens"] = extra.pop("max_completion_tokens")
+                    continue
+                if "HTTP 400" in last and "response_format" in text and "response_format" in extra:
+                    extra.pop("response_format")
+                    continue
                 if getattr(e, "fatal", False):
                     break
                 continue
             try:
-                return parse_json_reply(reply, required_keys)
+                return parse_json_reply(reply, required_keys, outer_braces=outer_braces)
             except ValueError as e:
                 last = f"malformed reply: {e}"
         raise JudgeError(f"judge {self.model} gave no usable answer after {attempts} attempt(s): {last}")

@@ -16,7 +16,16 @@ checkpoint layout (``PyTorchModelHubMixin``: ``config.json`` with the wrapper's 
    ``lora_B (out, r)``, scaling ``1 / r``); positions are Whisper's sinusoids for 750 steps
    (the wrapper's forward replaces the loaded table with them);
 3. last hidden state -> 3 point-wise Conv1d (``hidden_dim``) -> mean over the clip's own
-   frames (``(n // 160 - 1) // 2 + 1``, at most 750) -> heads.
+   frames (``(n // 160 - 1) // 2 + 1``, at most 750, at least 1) -> heads.
+
+Two ways to make the 1500 log-mel frames of step 1 (:meth:`VoxWhisper.predict` ``padding``):
+
+- ``"audio"`` (default): the wrapper's own ``forward`` (Vox-Profile/Voxlect): the waveform is
+  cut or zero-padded to 15 s, then the log-mel is computed (the padding is log-mel of silence);
+- ``"mel"``: SPEAR's ``forward_fast`` (``bin/naturalness/extract.py``, used by
+  ``extract_features.py`` for the full-turn A/V/D scores): the log-mel of the **whole**
+  waveform (``padding="longest", truncation=False``: its own length, its own max-normalisation),
+  then the mel frames are cut to 1500 or padded with zeros (``_ensure_whisper_expected_mel_len``).
 
 Heads: ``out_layer`` (Voxlect dialect logits, ``output_class_num``) and
 ``arousal_layer``/``valence_layer``/``dominance_layer`` (Vox-Profile emotion-dim, sigmoid,
@@ -135,12 +144,18 @@ class VoxWhisper:
         heads: which heads to build (e.g. :data:`DIALECT_HEADS`, :data:`EMOTION_DIM_HEADS`).
         device: torch device (default: :func:`spear_metrics.core.batching.process_device`).
         purpose: model role for error messages.
+        positions: ``"sinusoids"`` (the wrapper's ``forward``: the loaded position table is
+            replaced by Whisper's sinusoids for 750 steps) or ``"checkpoint"`` (SPEAR's
+            ``forward_fast``, which calls the encoder directly: the table stored in the
+            checkpoint is used; sinusoids when the checkpoint has none).
 
     Raises:
         ModelUnavailableError: model files missing, or a requested head not in the checkpoint.
+        ValueError: ``positions`` is neither value.
     """
 
-    def __init__(self, model: str, heads: Sequence[str], *, device=None, purpose: str = "Vox-Profile Whisper"):
+    def __init__(self, model: str, heads: Sequence[str], *, device=None, purpose: str = "Vox-Profile Whisper",
+                 positions: str = "sinusoids"):
         import torch
         from transformers import WhisperFeatureExtractor
 
@@ -160,7 +175,10 @@ class VoxWhisper:
         if missing:
             raise ModelUnavailableError(
                 f"{purpose} model {model!r}: checkpoint lacks {len(missing)} weights (e.g. {missing[0]}); is it the right model?")
-        net.reset_positions()
+        if positions not in ("sinusoids", "checkpoint"):
+            raise ValueError(f"positions must be 'sinusoids' or 'checkpoint', got {positions!r}")
+        if positions == "sinusoids" or not any(k.endswith("encoder.embed_positions.weight") for k in state):
+            net.reset_positions()
         self.device = device if device is not None else process_device()
         self.net = net.to(self.device).eval()
         self.features = WhisperFeatureExtractor(feature_size=net.num_mel_bins, sampling_rate=SR, chunk_length=MAX_SECONDS)
@@ -176,27 +194,67 @@ class VoxWhisper:
             return [str(d.get(str(i), d.get(i))) for i in range(len(d))]
         return None
 
-    def predict(self, waves: Sequence[np.ndarray], *, batch_size: int = 8) -> list[dict[str, np.ndarray]]:
-        """Head outputs for mono 16 kHz waves (each ``(n,)`` float32; only the first 15 s are
-        used, as upstream). Returns one dict per wave: head name -> ``(k,)`` array (dialect
-        logits, or a one-element A/V/D score in [0, 1]) and ``embedding`` ``(hidden_dim,)``.
-        Batches group similar lengths; every clip is padded to 15 s, so a result does not
-        depend on its batch."""
+    def predict(self, waves: Sequence[np.ndarray], *, batch_size: int = 8, padding: str = "audio") -> list[dict[str, np.ndarray] | None]:
+        """Head outputs for mono 16 kHz waves (each ``(n,)`` float32).
+
+        Args:
+            waves: mono 16 kHz float32 arrays.
+            batch_size: waves per forward pass (grouped by length).
+            padding: ``"audio"`` (waveform cut/padded to 15 s before the log-mel, the wrapper's
+                ``forward``) or ``"mel"`` (log-mel of the whole waveform, frames cut/zero-padded
+                to 1500, SPEAR's ``forward_fast``); see the module docstring. Either way only
+                the first 15 s reach the encoder, and every input is 1500 frames, so a result
+                does not depend on its batch.
+
+        Returns:
+            One dict per wave: head name -> ``(k,)`` array (dialect logits, or a one-element
+            A/V/D score in [0, 1]) and ``embedding`` ``(hidden_dim,)``. With ``padding="mel"``
+            an empty wave gives ``None`` (SPEAR writes no score for it); with ``"audio"`` it is
+            scored as 0.1 s of silence.
+
+        Raises:
+            ValueError: unknown ``padding``; a wave too short for Whisper's STFT (fewer than
+                201 samples) with ``padding="mel"``.
+        """
         from spear_metrics.core.batching import duration_batches
 
+        if padding not in ("audio", "mel"):
+            raise ValueError(f"padding must be 'audio' or 'mel', got {padding!r}")
         torch = self._torch
-        waves = [np.asarray(w, dtype=np.float32).reshape(-1)[: MAX_SECONDS * SR] for w in waves]
+        waves = [np.asarray(w, dtype=np.float32).reshape(-1) for w in waves]
+        if padding == "audio":
+            waves = [(w[: MAX_SECONDS * SR] if len(w) else np.zeros(SR // 10, np.float32)) for w in waves]
         out: list[dict[str, np.ndarray] | None] = [None] * len(waves)
-        for idx in duration_batches([len(w) for w in waves], max_items=batch_size):
-            batch = [waves[i] if len(waves[i]) else np.zeros(SR // 10, np.float32) for i in idx]
-            feats = self.features(batch, sampling_rate=SR, return_tensors="pt").input_features
-            n = torch.tensor([min(MAX_POSITIONS, (len(w) // 160 - 1) // 2 + 1) for w in batch])
+        todo = [i for i, w in enumerate(waves) if len(w)]
+        for idx in duration_batches([min(len(waves[i]), MAX_SECONDS * SR) for i in todo], max_items=batch_size):
+            batch = [waves[todo[k]] for k in idx]
+            if padding == "audio":
+                feats = self.features(batch, sampling_rate=SR, return_tensors="pt").input_features
+            else:
+                feats = torch.stack([self._whole_mel(w) for w in batch])
+            # frames the pooling averages (the wrapper's _get_feat_extract_output_lengths, capped at 750
+            # by the slicing; forward_fast takes at least the first frame)
+            lo = 1 if padding == "mel" else 0
+            n = torch.tensor([min(MAX_POSITIONS, max(lo, (len(w) // 160 - 1) // 2 + 1)) for w in batch])
             with torch.inference_mode():
                 res = self.net(feats.to(self.device), n.to(self.device))
             res = {k: v.float().cpu().numpy() for k, v in res.items()}
-            for j, i in enumerate(idx):
-                out[i] = {k: v[j] for k, v in res.items()}
-        return out  # type: ignore[return-value]
+            for j, k in enumerate(idx):
+                out[todo[k]] = {name: v[j] for name, v in res.items()}
+        return out
+
+    def _whole_mel(self, wave: np.ndarray):
+        """Log-mel ``(mels, 1500)`` of the whole ``wave`` (its own length and normalisation),
+        cut to 1500 frames or padded with zeros, as SPEAR's ``forward_fast``."""
+        torch = self._torch
+        if len(wave) <= 200:  # Whisper's centred STFT reflects n_fft // 2 samples
+            raise ValueError(f"audio of {len(wave)} samples is too short for the Whisper log-mel (needs > 200)")
+        f = self.features(wave, sampling_rate=SR, padding="longest", truncation=False,
+                          return_tensors="pt").input_features[0]
+        frames = 2 * MAX_POSITIONS
+        if f.shape[-1] >= frames:
+            return f[:, :frames]
+        return torch.nn.functional.pad(f, (0, frames - f.shape[-1]))
 
 
 def _load_state(path: Path, purpose: str, model: str) -> dict:

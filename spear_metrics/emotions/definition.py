@@ -1,15 +1,25 @@
 """Emotions dimension: ``arousal_question_answer_corr``, ``valence_question_answer_corr``,
 ``dominance_question_answer_corr``, ``emotional_naturalness_logit``.
 
-Definitions: ``SPEAR_PROTOCOL.md`` section 2 ("Emotions").
+Definitions: ``SPEAR_PROTOCOL.md`` section 2 ("Emotions"), as SPEAR's code computes them
+(``bin/naturalness/extract_features.py`` ``process_question_answer`` / ``compute_turn_scores``,
+``bin/naturalness/aggregate_AVD_emotions.py``, ``bin/reports/benchmark_line.py``
+``avd_correlation``; stage script ``20_naturalness_feats.sh``):
 
 - A/V/D: Vox-Profile's dimensional emotion head (reference
   ``tiantiaf/whisper-large-v3-msp-podcast-emotion-dim``, scores in [0, 1], see
-  :mod:`spear_metrics.core.vox_whisper`) on the **question turn** — the questioner's channel
-  of the input clip between ``context_end_time`` and ``question_end_time`` (channel from
-  ``speakers`` + the last tag of ``transcript_question``, else the louder one, see
-  :mod:`spear_metrics.core.channels`) — and on the answer (channels averaged); the model reads
-  the first 15 s of each. Summary: Pearson r across samples (:func:`pearson_or_none`).
+  :mod:`spear_metrics.core.vox_whisper`), each side scored as **one whole turn** (SPEAR's
+  ``turn_*`` scores: one forward pass per side, not a mean of windows): the question = the
+  input clip with both channels averaged, samples ``round(context_end_time * sr)`` to
+  ``round(question_end_time * sr)``; the answer = the whole answer file, channels averaged.
+  The log-mel is taken over the whole turn and its frames cut to 1500 (15 s) or zero-padded
+  (``padding="mel"`` of :meth:`VoxWhisper.predict`); the checkpoint's position table is used
+  (SPEAR calls the encoder directly). Scores are kept to 6 decimals (SPEAR's CSVs).
+- Rows whose ``question_end_time - context_end_time`` is below ``min_question_s`` (default 1.0 s,
+  SPEAR's current stage script; older versions passed 3.0) are not scored (no pair); an empty
+  turn gives no score for that side.
+- Summary: Pearson r across the rows with both values (:func:`avd_correlation`): ``None``
+  with fewer than 2 pairs or a side with fewer than 2 distinct values.
 - ``emotional_naturalness_logit``: a pluggable classifier (:class:`NaturalnessClassifier`) on the
   concatenated emotion embeddings of question turn and answer, its logit shifted so that 99 %
   of human dev-set logits are > 0 (:func:`dev_shift`). No public weights exist for the
@@ -26,22 +36,40 @@ from typing import Any, Sequence
 import numpy as np
 
 from spear_datasets.schema import SpearRow
-from spear_metrics.core.dimension import Dimension, MetricKey, Sample, mean_or_none
+from spear_metrics.core.dimension import Dimension, MetricKey, OptionError, Sample, mean_or_none
 
 EMOTION_MODEL = "tiantiaf/whisper-large-v3-msp-podcast-emotion-dim"
 AVD = ("arousal", "valence", "dominance")
+MIN_QUESTION_S = 1.0  # seconds; SPEAR's current 20_naturalness_feats.sh passes --min-len-question 1.0
 
 
-def pearson_or_none(x: Sequence[float | None], y: Sequence[float | None]) -> float | None:
-    """Pearson r between paired values (pairs with a ``None`` dropped); ``None`` with fewer than
-    2 pairs or a constant side."""
-    pairs = [(float(a), float(b)) for a, b in zip(x, y) if a is not None and b is not None]
+def avd_correlation(question: Sequence[float | None], answer: Sequence[float | None]) -> float | None:
+    """Pearson r between question and answer scores over the rows where both exist.
+
+    Source: ``bin/reports/benchmark_line.py`` ``avd_correlation`` (pairs with both values;
+    NaN, here ``None``, when fewer than 2 pairs or when either side has fewer than 2 distinct
+    values).
+    """
+    from scipy.stats import pearsonr
+
+    pairs = [(float(a), float(b)) for a, b in zip(question, answer)
+             if a is not None and b is not None and np.isfinite(a) and np.isfinite(b)]
     if len(pairs) < 2:
         return None
-    a, b = np.array(pairs).T
-    da, db = a - a.mean(), b - b.mean()
-    den = float(np.sqrt((da * da).sum() * (db * db).sum()))
-    return None if den == 0.0 else float((da * db).sum() / den)
+    q, a = np.array(pairs).T
+    if len(np.unique(q)) < 2 or len(np.unique(a)) < 2:
+        return None
+    return float(pearsonr(q, a).statistic)
+
+
+def question_turn(clip_mix: np.ndarray, context_end_time: float, question_end_time: float, sr: int = 16000) -> np.ndarray:
+    """The question turn as SPEAR cuts it: mono clip ``(n,)`` (channels already averaged) from
+    sample ``round(context_end_time * sr)`` (at least 0) to ``round(question_end_time * sr)``
+    (at most ``n``, at least the start). Source: ``extract_features.py`` ``load_audio``."""
+    x = np.asarray(clip_mix, dtype=np.float32).reshape(-1)
+    lo = max(0, int(round(float(context_end_time) * sr)))
+    hi = min(len(x), max(lo, int(round(float(question_end_time) * sr))))
+    return x[lo:hi]
 
 
 def dev_shift(human_dev_logits: Sequence[float], share_positive: float = 0.99) -> float:
@@ -108,22 +136,34 @@ class Emotions(Dimension):
     """Arousal/valence/dominance of question turn and answer; optional naturalness logit.
 
     Options: ``emotion_model`` (default ``tiantiaf/whisper-large-v3-msp-podcast-emotion-dim``),
-    ``naturalness_classifier`` (local folder, see :class:`NaturalnessClassifier`; default none),
-    ``naturalness_shift`` (float, overrides the classifier's stored shift), ``model_batch_size``.
+    ``min_question_s`` (float seconds, default 1.0: shorter questions are not scored; the value
+    is written to the summary as ``emotions_min_question_s``), ``naturalness_classifier``
+    (local folder, see :class:`NaturalnessClassifier`; default none), ``naturalness_shift``
+    (float, overrides the classifier's stored shift), ``model_batch_size``.
+
+    Raises (at construction, before any row): :class:`OptionError` for a ``min_question_s``
+    that is not a finite number >= 0.
     """
 
     name = "emotions"
-    version = "1.0.0"
+    version = "2.0.0"
     model_based = True
     keys = (
         *(MetricKey(f"{d}_question_answer_corr", "r", "closer_to_human",
-                    f"Pearson r across samples between question-turn and answer {d} (Vox-Profile emotion-dim, [0,1])") for d in AVD),
+                    f"Pearson r across samples between question-turn and answer {d} (Vox-Profile emotion-dim, [0,1], "
+                    "one whole-turn pass per side; benchmark_line.avd_correlation)") for d in AVD),
         MetricKey("emotional_naturalness_logit", "logit", "higher",
                   "mean shifted logit of a naturalness classifier on question+answer emotion embeddings (null without one)"),
     )
 
     def __init__(self, **options: Any):
         super().__init__(**options)
+        try:
+            self.min_question_s = float(options.get("min_question_s", MIN_QUESTION_S))
+        except (TypeError, ValueError):
+            raise OptionError(f"emotions: min_question_s must be a number of seconds, got {options.get('min_question_s')!r}") from None
+        if not np.isfinite(self.min_question_s) or self.min_question_s < 0:
+            raise OptionError(f"emotions: min_question_s must be a finite number >= 0, got {self.min_question_s!r}")
         self._model = None
         self._nat = None
 
@@ -132,7 +172,7 @@ class Emotions(Dimension):
             from spear_metrics.core.vox_whisper import EMOTION_DIM_HEADS, VoxWhisper
 
             self._model = VoxWhisper(str(self.options.get("emotion_model", EMOTION_MODEL)), EMOTION_DIM_HEADS,
-                                     purpose="emotion (arousal/valence/dominance)")
+                                     purpose="emotion (arousal/valence/dominance)", positions="checkpoint")
         return self._model
 
     def _naturalness(self) -> NaturalnessClassifier | None:
@@ -148,43 +188,75 @@ class Emotions(Dimension):
         return None if s is None else float(s)
 
     def score_batch(self, samples: Sequence[Sample]) -> list[dict[str, Any] | BaseException]:
-        from spear_metrics.core.channels import questioner_channel
-
-        questions = []
-        for s in samples:
-            clip = s.input_audio("keep")
-            ch = questioner_channel(s.meta, clip)
-            lo, hi = int(round(s.meta.context_end_time * 16000)), int(round(s.meta.question_end_time * 16000))
-            questions.append(clip[ch, lo:hi])
-        answers = [s.answer_audio()[0] for s in samples]
-        res = self._emotion().predict(questions + answers, batch_size=int(self.options.get("model_batch_size", 8)))
-        n = len(samples)
-        out = []
-        for i in range(n):
-            q, a = res[i], res[n + i]
-            v: dict[str, Any] = {}
-            for d in AVD:
-                v[f"question_{d}"] = round(float(q[f"{d}_layer"][0]), 6)
-                v[f"answer_{d}"] = round(float(a[f"{d}_layer"][0]), 6)
+        out: list[dict[str, Any] | BaseException] = []
+        todo: list[int] = []
+        waves: list[np.ndarray] = []
+        for i, s in enumerate(samples):
+            v: dict[str, Any] = {f"{side}_{d}": None for side in ("question", "answer") for d in AVD}
             v["emotional_naturalness_logit"] = None
+            # extract_features.py skips the whole row (no question, no answer score) when the question is short
+            v["emotions_question_too_short"] = (s.meta.question_end_time - s.meta.context_end_time) < self.min_question_s
             out.append(v)
-        clf = self._naturalness()
-        if clf is not None:
-            shift = self._shift(clf)
-            if shift is not None:
-                q_emb = np.stack([res[i]["embedding"] for i in range(n)])
-                a_emb = np.stack([res[n + i]["embedding"] for i in range(n)])
-                if q_emb.shape[1] * 2 != clf.input_dim:
-                    raise ValueError(f"naturalness classifier expects {clf.input_dim} inputs, emotion embeddings give {2 * q_emb.shape[1]}")
-                for v, lg in zip(out, clf.logits(q_emb, a_emb)):
-                    v["emotional_naturalness_logit"] = round(float(lg) + shift, 6)
+            if not v["emotions_question_too_short"]:
+                try:
+                    q = question_turn(s.input_audio("mix")[0], s.meta.context_end_time, s.meta.question_end_time)
+                    a = s.answer_audio()[0]
+                except Exception as e:  # an unreadable file fails this row only
+                    out[i] = e
+                    continue
+                todo.append(i)
+                waves.extend([q, a])
+        if not todo:
+            return out
+        try:
+            res = self._emotion().predict(waves, batch_size=int(self.options.get("model_batch_size", 8)), padding="mel")
+        except ValueError:  # a turn too short for the log-mel: score one by one so only its row fails
+            res = []
+            for w in waves:
+                try:
+                    res.extend(self._emotion().predict([w], padding="mel"))
+                except ValueError as e:
+                    res.append(e)
+        for k, i in enumerate(todo):
+            q, a = res[2 * k], res[2 * k + 1]
+            bad = next((r for r in (q, a) if isinstance(r, BaseException)), None)
+            if bad is not None:
+                out[i] = bad
+                continue
+            v = out[i]
+            for side, r in (("question", q), ("answer", a)):
+                if r is not None:
+                    for d in AVD:
+                        v[f"{side}_{d}"] = round(float(r[f"{d}_layer"][0]), 6)
+        self._score_naturalness(samples, todo, res, out)
         return out
+
+    def _score_naturalness(self, samples, todo, res, out) -> None:
+        clf = self._naturalness()
+        if clf is None:
+            return
+        shift = self._shift(clf)
+        if shift is None:
+            return
+        ok = [k for k, i in enumerate(todo) if isinstance(out[i], dict)
+              and isinstance(res[2 * k], dict) and isinstance(res[2 * k + 1], dict)]
+        if not ok:
+            return
+        q_emb = np.stack([res[2 * k]["embedding"] for k in ok])
+        a_emb = np.stack([res[2 * k + 1]["embedding"] for k in ok])
+        if q_emb.shape[1] * 2 != clf.input_dim:
+            raise ValueError(f"naturalness classifier expects {clf.input_dim} inputs, emotion embeddings give {2 * q_emb.shape[1]}")
+        for k, lg in zip(ok, clf.logits(q_emb, a_emb)):
+            out[todo[k]]["emotional_naturalness_logit"] = round(float(lg) + shift, 6)
 
     def aggregate(self, rows: Sequence[SpearRow], values: Sequence[dict[str, Any]]) -> dict[str, Any]:
         out: dict[str, Any] = {
-            f"{d}_question_answer_corr": pearson_or_none([v.get(f"question_{d}") for v in values], [v.get(f"answer_{d}") for v in values])
+            f"{d}_question_answer_corr": avd_correlation([v.get(f"question_{d}") for v in values], [v.get(f"answer_{d}") for v in values])
             for d in AVD
         }
+        # rows with both sides scored (the same rows for the three dimensions)
+        out["emotions_n_pairs"] = sum(1 for v in values if v.get("question_arousal") is not None and v.get("answer_arousal") is not None)
+        out["emotions_min_question_s"] = self.min_question_s
         out["emotional_naturalness_logit"] = mean_or_none([v.get("emotional_naturalness_logit") for v in values])
         if out["emotional_naturalness_logit"] is None:
             if not self.options.get("naturalness_classifier"):

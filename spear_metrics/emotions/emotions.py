@@ -7,14 +7,16 @@ from spear_metrics.core import evaluate_glue as glue
 _DESCRIPTION = """\
 Emotional behaviour of spoken answers (SPEARBench). Vox-Profile's dimensional emotion model
 (tiantiaf/whisper-large-v3-msp-podcast-emotion-dim) predicts arousal, valence and dominance in
-[0, 1] for the question turn (questioner's channel between context_end_time and
-question_end_time) and for the answer; each *_question_answer_corr is the Pearson r across
-samples. emotional_naturalness_logit needs a naturalness classifier (no public weights): null
+[0, 1] for the question turn (input clip, channels averaged, between context_end_time and
+question_end_time) and for the answer, each in one whole-turn pass (SPEAR's turn scores);
+questions shorter than min_question_s (1.0 s) are left out; each *_question_answer_corr is the
+Pearson r across samples (null with < 2 pairs or a constant side). emotional_naturalness_logit needs a naturalness classifier (no public weights): null
 with a note otherwise.
 """
 
 _KWARGS_DESCRIPTION = glue.INPUTS_DOC + """\
     emotion_model (str, optional): Hub id or local folder of the emotion-dim model.
+    min_question_s (float, optional): shortest question turn scored, in s (default 1.0, SPEAR's stage script).
     naturalness_classifier (str, optional): local folder of a naturalness classifier (see README).
     naturalness_shift (float, optional): dev-set shift overriding the classifier's stored one.
     model_batch_size (int, optional): clips per forward pass (default 8).

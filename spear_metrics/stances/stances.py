@@ -5,17 +5,21 @@ import evaluate
 from spear_metrics.core import evaluate_glue as glue
 
 _DESCRIPTION = """\
-Stance of spoken answers (SPEARBench). An LLM judge behind an OpenAI-compatible chat API
-rates the answer's stance on the reference dimension from -2 to +2 (audio when the judge takes
-audio, else the ASR transcript); stance_same_as_question_% = share with the same sign as the
-reference, stance_more_negative_% / stance_more_positive_% = share lower / higher.
+Stance of spoken answers (SPEARBench, SPEAR's STANCE protocol). For each (row, stance question)
+pair whose answerer's role or category fits the question, an audio LLM judge behind an
+OpenAI-compatible chat API hears the question clip and the answer patched onto one track and
+rates the answerer's stance from -2 to +2; the reference is +2/-2 from the answerer's category.
+stance_same_as_question_% = share of pairs with the same sign as the reference,
+stance_more_negative_% / stance_more_positive_% = share lower / higher (after SPEAR's
+orientation of four labels).
 """
 
 _KWARGS_DESCRIPTION = glue.INPUTS_DOC + """\
+    stance_questions (str): path of the STANCE questions JSON ({"outside_judge": [...]}).
+    stance_assets (str): folder holding interactions_role_ABmapped.csv (and relationships.csv).
+    stance_category_roles (str, optional): the category -> roles CSV.
     judge_base_url (str): OpenAI-compatible API root, e.g. http://127.0.0.1:8000/v1.
-    judge_model (str): model name the server expects.
-    judge_audio (bool, optional): send the answer audio to the judge (default false: ASR transcript).
-    asr_model (str, optional): ASR used when the judge takes text (default: the project's default).
+    judge_model (str, optional): model name the server expects (default gpt-audio-2025-08-28).
 Models load on the first compute(), not at evaluate.load(); a missing model fails then with a
 one-line reason naming it.
 Returns:

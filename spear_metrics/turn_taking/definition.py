@@ -3,15 +3,18 @@
 
 Definitions: ``SPEAR_PROTOCOL.md`` section 2 ("Turn-taking").
 
-``turn_taking_naturalness`` = mean over samples of −DialogNLL (nats) of a VAP model
-(:mod:`spear_metrics.turn_taking.vap`) on the dialog built from the sample: the stereo input
-clip, and the answer (channels averaged) added on the answerer's channel (the channel that is
-not the questioner's, :mod:`spear_metrics.core.channels`) from ``len(clip) +
-answer_start_time`` (empty start time = at the question end). Voice activity of each channel
-of the dialog: Silero VAD (as elsewhere, 0.1 s times by default). Units: 2 s windows ending
-at each utterance start/end of either speaker; DialogNLL = ½ mean + ½ mean of the worst 25 %
-units. No public VAP checkpoint is on the Hub: without ``vap_model`` the key is ``null``
-with a note.
+``turn_taking_naturalness`` = mean over samples of −DialogNLL (nats) of a VAP checkpoint
+(:mod:`spear_metrics.turn_taking.vap`) on the dialog SPEAR builds
+(``bin/turntaking/run_turntaking_inference.py`` ``merged_question_answer_audio``, re-stated in
+:func:`spear_dialog`): input clip and answer each made stereo (a mono file on both channels, a
+stereo one keeps its first two) and resampled to the model's rate, the answer **added to both
+channels** from sample ``max(0, len(q) + round(answer_start_time * sr))`` (empty start time =
+0), the sum divided by its peak only when the peak exceeds 1. The model reads this dialog at
+its own rate (16 kHz for a VAP backbone); the VAD reads the same dialog built at 16 kHz:
+Silero per channel (threshold 0.5, minimum speech 100 ms, minimum silence 50 ms, 30 ms pad),
+50 Hz frames, DualTurn clean-up to 150/150 ms; units, 3 s context and DialogNLL as in
+:mod:`spear_metrics.turn_taking.vap`. No public checkpoint of SPEAR's model exists: without
+``vap_model`` the key is ``null`` with a note.
 
 ``turn_taking_offset_loglik`` (project key, not in the published table) = mean over samples of
 ``log p(offset)`` (log of a density in 1/s) where offset (s) = answer onset − question end =
@@ -25,6 +28,7 @@ No reference is invented: without one the key is ``null`` with a note. The fitte
 from __future__ import annotations
 
 import hashlib
+import math
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -34,25 +38,80 @@ from spear_datasets.schema import SpearRow
 from spear_metrics.core.dimension import Dimension, MetricKey, Sample, mean_or_none
 from spear_metrics.core.records import one_line
 from spear_metrics.core.vad import speech_segments
-from spear_metrics.turn_taking.vap import FRAME_HZ, activity_frames, dialog_nll, load_vap, vap_labels
+from spear_metrics.turn_taking.vap import (CONTEXT_S, FRAME_HZ, MIN_UNIT_FRAMES, clean_vad, dialog_nll, future_vad_labels,
+                                          load_vap, unit_nlls, utterance_units, vad_frames, vad_to_model_frames)
 
 SR = 16000
 
 
-def build_dialog(clip: np.ndarray, answer: np.ndarray, answerer_channel: int, answer_start_time: float | None) -> np.ndarray:
-    """Stereo dialog ``(2, n)``: ``clip`` ``(2, nq)`` with ``answer`` ``(na,)`` added on
-    ``answerer_channel`` from sample ``nq + round(answer_start_time * 16000)`` (``None`` -> 0;
-    a start before the clip's beginning is cut at 0)."""
-    nq = clip.shape[1]
-    start = nq + int(round(float(answer_start_time or 0.0) * SR))
-    a = np.asarray(answer, dtype=np.float32).reshape(-1)
-    if start < 0:
-        a, start = a[-start:], 0
-    n = max(nq, start + len(a))
-    out = np.zeros((2, n), dtype=np.float32)
-    out[:, :nq] = clip[:2]
-    out[answerer_channel, start:start + len(a)] += a
-    return out
+def stereo_at(wav: np.ndarray, file_sr: int, sr: int) -> np.ndarray:
+    """``(2, n)`` float32 at ``sr`` as SPEAR's ``load_stereo_for_merge``: a mono ``wav`` ``(1, n)``
+    on both channels, more than two channels cut to the first two, then
+    ``torchaudio.functional.resample`` (THE loader's ``resampler="torchaudio"``) when
+    ``file_sr != sr``."""
+    from spear_datasets.audio import resample
+
+    x = np.asarray(wav, dtype=np.float32)
+    if x.ndim == 1:
+        x = x[None]
+    x = np.repeat(x, 2, axis=0) if x.shape[0] == 1 else x[:2]
+    return np.ascontiguousarray(resample(x, int(file_sr), int(sr), "torchaudio"), dtype=np.float32)
+
+
+def spear_dialog(question: np.ndarray, answer: np.ndarray, answer_start_time: float | None, sr: int) -> tuple[np.ndarray, int]:
+    """The dialog SPEAR gives its turn-taking checkpoint (``merged_question_answer_audio``).
+
+    Args:
+        question: input clip ``(2, nq)`` at ``sr`` (:func:`stereo_at`).
+        answer: answer ``(2, na)`` at ``sr`` (:func:`stereo_at`; a mono answer is on both channels).
+        answer_start_time: seconds from the question end (``None`` or non-finite -> 0, as
+            SPEAR's ``parse_float``).
+        sr: sample rate (Hz) of both.
+
+    Returns:
+        ``(dialog (2, n) float32, answer start sample)``: the answer is **added to both
+        channels** from ``max(0, nq + round(answer_start_time * sr))`` (an answer placed before
+        the clip's start is not cut, it starts at 0), ``n = max(nq, start + na)``, and the sum is
+        divided by its absolute peak only when that peak exceeds 1.
+    """
+    ast = float(answer_start_time) if answer_start_time is not None and np.isfinite(answer_start_time) else 0.0
+    nq, na = question.shape[1], answer.shape[1]
+    start = max(0, nq + int(round(ast * sr)))
+    out = np.zeros((2, max(nq, start + na)), dtype=np.float32)
+    out[:, :nq] += question[:2]
+    out[:, start:start + na] += answer[:2]
+    peak = float(np.abs(out).max()) if out.size else 0.0
+    if peak > 1.0:
+        out /= peak
+    return out, start
+
+
+def spear_vad50(dialog16k: np.ndarray, *, backend: str = "sequence") -> np.ndarray:
+    """Cleaned 50 Hz VAD ``(n // 320, 2)`` int8 of a 16 kHz stereo dialog, as SPEAR's
+    ``observed_vad_50hz``: Silero per channel (threshold 0.5, min speech 100 ms, min silence
+    50 ms, library pad 30 ms, segments in samples), :func:`vad.vad_frames`, then
+    :func:`vad.clean_vad` (150/150 ms). ``backend``: ``"sequence"`` (batched ONNX, same
+    probabilities and state machine) or ``"jit"`` (SPEAR's streaming call)."""
+    from spear_metrics.core import vad as core_vad
+
+    chans = []
+    for c in range(2):
+        x = np.ascontiguousarray(dialog16k[c], dtype=np.float32)
+        kw = dict(threshold=0.5, sampling_rate=16000, min_speech_duration_ms=100, min_silence_duration_ms=50)
+        model = core_vad._model(backend)  # the process's shared Silero model (core/vad.py)
+        if backend == "sequence":
+            from silero_vad import get_speech_timestamps_sequence
+
+            ts = get_speech_timestamps_sequence(x, model, **kw)
+        else:
+            import torch
+            from silero_vad import get_speech_timestamps
+
+            with core_vad._LOCK, torch.no_grad():  # the streaming model keeps state
+                ts = get_speech_timestamps(torch.from_numpy(x), model, **kw)
+        chans.append(vad_frames([(t["start"], t["end"]) for t in ts], len(x)))
+    n = min(len(chans[0]), len(chans[1]))
+    return np.stack([clean_vad(chans[0][:n]), clean_vad(chans[1][:n])], axis=1)
 
 
 def response_offset_s(answer_start_time: float | None, answer_segments: Sequence[tuple[float, float]]) -> float | None:
@@ -92,7 +151,8 @@ class OffsetReference:
             try:
                 ast = float(v)
                 if onset == "vad":
-                    wav = load_audio(resolve_path(str(r["answer_audio_path"]), path.parent), sr=SR, channels="mix")
+                    wav = load_audio(resolve_path(str(r["answer_audio_path"]), path.parent), sr=SR, channels="mix",
+                                      resampler="torchaudio")  # as Sample.answer_audio on the scored side
                     off = response_offset_s(ast, speech_segments(wav, time_resolution=vad_time_resolution))
                 else:
                     off = ast
@@ -124,22 +184,29 @@ class OffsetReference:
 
 
 class TurnTaking(Dimension):
-    """VAP DialogNLL and the response-offset log-likelihood.
+    """VAP DialogNLL (SPEAR's procedure) and the response-offset log-likelihood.
 
     Options: ``vap_model`` (TorchScript file or tiny-VAP folder; default none -> null),
-    ``vap_frame_hz`` (50), ``vap_batch_size`` (4), ``offset_reference`` (SPEAR metadata CSV of
-    human answers; default none -> null), ``offset_reference_onset`` (``vad``|``none``),
+    ``vap_sample_rate`` (16000) and ``vap_frame_hz`` (50) of a TorchScript model,
+    ``vap_threshold_ratio`` (0.5, the checkpoint's ``threshold_ratio``), ``vap_batch_size``
+    (1, as SPEAR: a batch zero-pads shorter dialogs, which only a causal model ignores),
+    ``vad_backend`` (``sequence``|``jit``), ``vap_separated`` (false; true also scores the
+    project key ``turn_taking_naturalness_separated``), ``offset_reference`` (SPEAR metadata CSV of human
+    answers; default none -> null), ``offset_reference_onset`` (``vad``|``none``),
     ``vad_time_resolution`` (1).
     """
 
     name = "turn_taking"
-    version = "1.0.0"
+    version = "2.0.0"
     model_based = True
     keys = (
         MetricKey("turn_taking_naturalness", "-nats", "higher",
-                  "mean -DialogNLL of a VAP model (256 classes) on question+answer as one stereo dialog (null without a VAP model)"),
+                  "mean -DialogNLL of a VAP checkpoint (256 classes) on SPEAR's question+answer dialog (null without a VAP model)"),
         MetricKey("turn_taking_offset_loglik", "log(1/s)", "higher",
                   "mean log density of the response offset under a KDE of human offsets of a reference set (null without one)"),
+        MetricKey("turn_taking_naturalness_separated", "-nats", "higher",
+                  "project key: as turn_taking_naturalness with the answer on the answerer's channel only "
+                  "(null unless vap_separated=true)"),
     )
 
     def __init__(self, **options: Any):
@@ -165,60 +232,102 @@ class TurnTaking(Dimension):
                 return None
         return self._ref
 
-    def score_batch(self, samples: Sequence[Sample]) -> list[dict[str, Any] | BaseException]:
+    def _model(self):
+        if self._vap is None:
+            self._vap = load_vap(str(self.options["vap_model"]), frame_hz=float(self.options.get("vap_frame_hz", FRAME_HZ)),
+                                 sample_rate=int(self.options.get("vap_sample_rate", SR)))
+        return self._vap
+
+    def prepare(self, s: Sample, model_sr: int, *, separated: bool = False) -> dict[str, Any]:
+        """SPEAR's prepared item of one sample: dialog at the model's rate, cleaned 50 Hz VAD of
+        the dialog built at 16 kHz, units and duration (s). ``separated`` (project variant): the
+        answer, channels averaged, goes on the answerer's channel only (the channel that is not
+        the questioner's, :func:`spear_metrics.core.channels.questioner_channel`)."""
+        from spear_datasets.audio import decode
         from spear_metrics.core.channels import questioner_channel
 
+        q_wav, q_sr = s.cached("native:input", lambda: decode(s.audio_path))
+        a_wav, a_sr = s.cached("native:answer", lambda: decode(s.answer_audio_path))
+        if separated:
+            ch = 1 - questioner_channel(s.meta, s.input_audio("keep"))
+            mono = np.asarray(a_wav, dtype=np.float32).mean(axis=0)
+            a_wav = np.zeros((2, mono.shape[0]), np.float32)
+            a_wav[ch] = mono
+        ast = s.meta.answer_start_time
+        dialog, start = spear_dialog(stereo_at(q_wav, q_sr, model_sr), stereo_at(a_wav, a_sr, model_sr), ast, model_sr)
+        d16 = dialog if model_sr == SR else spear_dialog(stereo_at(q_wav, q_sr, SR), stereo_at(a_wav, a_sr, SR), ast, SR)[0]
+        vad = spear_vad50(d16, backend=str(self.options.get("vad_backend", "sequence")))
+        duration = dialog.shape[1] / model_sr
+        return {"audio": dialog, "answer_start": start, "vad": vad, "units": utterance_units(vad, duration), "duration_s": duration}
+
+    def score_batch(self, samples: Sequence[Sample]) -> list[dict[str, Any] | BaseException]:
         ref = self._reference()
-        out: list[dict[str, Any]] = []
-        dialogs, bounds = [], []
-        for s in samples:
-            a_segs = s.cached("vad:answer", lambda s=s: self._vad(s.answer_audio()))
-            off = response_offset_s(s.meta.answer_start_time, a_segs)
-            out.append({"response_offset_s": None if off is None else round(off, 6),
-                        "turn_taking_offset_loglik": None if (ref is None or off is None) else round(ref.loglik(off), 6),
-                        "turn_taking_naturalness": None, "vap_units": None})
-            if self.options.get("vap_model"):
-                clip = s.input_audio("keep")
-                qc = questioner_channel(s.meta, clip)
-                d = build_dialog(clip, s.answer_audio()[0], 1 - qc if clip.shape[0] > 1 else 0, s.meta.answer_start_time)
-                segs = [self._vad(d[c]) for c in range(2)]
-                dialogs.append(d)
-                bounds.append(segs)
-        if self.options.get("vap_model"):
-            self._score_vap(dialogs, bounds, out)
+        out: list[dict[str, Any] | BaseException] = []
+        prepared: list[tuple[int, dict[str, Any]]] = []
+        vap = self._model() if self.options.get("vap_model") else None
+        for i, s in enumerate(samples):
+            try:
+                a_segs = s.cached("vad:answer", lambda s=s: self._vad(s.answer_audio()))
+                off = response_offset_s(s.meta.answer_start_time, a_segs)
+                v = {"response_offset_s": None if off is None else round(off, 6),
+                     "turn_taking_offset_loglik": None if (ref is None or off is None) else round(ref.loglik(off), 6),
+                     "turn_taking_naturalness": None, "vap_units": None,
+                     "turn_taking_naturalness_separated": None, "vap_units_separated": None}
+                if vap is not None:
+                    prepared.append((i, "", self.prepare(s, vap.sample_rate)))
+                    if self._separated():
+                        prepared.append((i, "_separated", self.prepare(s, vap.sample_rate, separated=True)))
+            except Exception as e:  # a bad file fails this row only
+                out.append(e)
+                continue
+            out.append(v)
+        if vap is not None and prepared:
+            self._score_vap(vap, prepared, out)
         return out
 
-    def _score_vap(self, dialogs: list[np.ndarray], segs: list[list], out: list[dict[str, Any]]) -> None:
+    def _separated(self) -> bool:
+        return str(self.options.get("vap_separated", "false")).strip().lower() in ("1", "true", "yes", "on")
+
+    def _score_vap(self, vap, prepared: list[tuple[int, str, dict[str, Any]]], out: list) -> None:
         import torch
 
         from spear_metrics.core.batching import duration_batches
 
-        if self._vap is None:
-            self._vap = load_vap(str(self.options["vap_model"]), frame_hz=int(self.options.get("vap_frame_hz", FRAME_HZ)))
-        vap = self._vap
-        for idx in duration_batches([d.shape[1] for d in dialogs], max_items=int(self.options.get("vap_batch_size", 4))):
-            n_max = max(dialogs[i].shape[1] for i in idx)
-            x = np.zeros((len(idx), 2, n_max), dtype=np.float32)  # zero tail: VAP is causal, frames before it are unaffected
-            for j, i in enumerate(idx):
-                x[j, :, : dialogs[i].shape[1]] = dialogs[i]
-            lp = vap.log_probs(torch.from_numpy(x)).cpu().numpy()  # (B, T, 256)
-            for j, i in enumerate(idx):
-                n_frames = min(lp.shape[1], int(dialogs[i].shape[1] * vap.frame_hz // SR))
-                act = np.stack([activity_frames(segs[i][c], n_frames, vap.frame_hz) for c in range(2)])
-                labels = vap_labels(act, vap.frame_hz)
-                nll = -lp[j, np.arange(len(labels)), labels]
-                boundaries = [t for c in range(2) for seg in segs[i][c] for t in seg]
-                dn, n_units = dialog_nll(nll, boundaries, vap.frame_hz)
-                out[i]["turn_taking_naturalness"] = None if dn is None else round(-dn, 6)
-                out[i]["vap_units"] = n_units
+        spf = vap.sample_rate / vap.frame_hz  # samples per model frame
+        thr = float(self.options.get("vap_threshold_ratio", 0.5))
+        items = [p for _, _, p in prepared]
+        for idx in duration_batches([p["audio"].shape[1] for p in items], max_items=int(self.options.get("vap_batch_size", 1))):
+            n_max = max(items[j]["audio"].shape[1] for j in idx)
+            x = np.zeros((len(idx), 2, n_max), dtype=np.float32)  # zero tail, as SPEAR's batches
+            for b, j in enumerate(idx):
+                x[b, :, : items[j]["audio"].shape[1]] = items[j]["audio"]
+            lp = vap.log_probs(torch.from_numpy(x)).float().cpu().numpy()  # (B, T, 256)
+            for b, j in enumerate(idx):
+                it = items[j]
+                T = lp.shape[1]
+                valid = min(T, int(math.ceil(it["audio"].shape[1] / spf)))
+                labels = future_vad_labels(it["vad"], T, valid, frame_hz=vap.frame_hz, threshold_ratio=thr)
+                nll = np.full(T, np.nan, dtype=np.float64)
+                ok = labels >= 0
+                nll[ok] = -lp[b, np.flatnonzero(ok), labels[ok]]
+                units = unit_nlls(nll, it["units"], vad_to_model_frames(it["vad"], T, vap.frame_hz), frame_hz=vap.frame_hz,
+                                  context_s=CONTEXT_S, min_unit_frames=MIN_UNIT_FRAMES)
+                dn = dialog_nll(units)
+                i, suffix, _ = prepared[j]
+                out[i][f"turn_taking_naturalness{suffix}"] = None if dn is None else round(-dn["dialog_nll"], 6)
+                out[i][f"vap_units{suffix}"] = len(units)
 
     def aggregate(self, rows: Sequence[SpearRow], values: Sequence[dict[str, Any]]) -> dict[str, Any]:
         out: dict[str, Any] = {
             "turn_taking_naturalness": mean_or_none([v.get("turn_taking_naturalness") for v in values]),
             "turn_taking_offset_loglik": mean_or_none([v.get("turn_taking_offset_loglik") for v in values]),
+            "turn_taking_naturalness_separated": mean_or_none([v.get("turn_taking_naturalness_separated") for v in values]),
         }
         if not self.options.get("vap_model"):
             out["turn_taking_naturalness_note"] = "null: no VAP model given (option vap_model); no public VAP checkpoint on the Hub"
+        if not (self.options.get("vap_model") and self._separated()):
+            out["turn_taking_naturalness_separated_note"] = ("null: project key, scored with vap_model and vap_separated=true "
+                                                             "(answer on the answerer's channel only)")
         if not self.options.get("offset_reference"):
             out["turn_taking_offset_loglik_note"] = ("null: no reference of human answer offsets given "
                                                      "(option offset_reference=<SPEAR metadata CSV, e.g. the dev split>)")
@@ -234,6 +343,8 @@ class TurnTaking(Dimension):
         m = {}
         if self.options.get("vap_model"):
             m["turn_taking_naturalness"] = str(self.options["vap_model"])
+            if self._separated():
+                m["turn_taking_naturalness_separated"] = str(self.options["vap_model"])
         if self.options.get("offset_reference"):
             m["turn_taking_offset_loglik"] = f"gaussian_kde of {self.options['offset_reference']}"
         return m
