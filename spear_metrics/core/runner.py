@@ -317,6 +317,10 @@ def run_resumable(
             done[rec.row] = rec  # a row logged twice (retried) keeps its latest result
     n_resumed = len(done)
     pending = [it for it in items if it.row not in done]
+    # every rank must deal from the same snapshot of the logs: none writes before all have read
+    # (a fast rank's first batch would otherwise count as done on a slower one, whose share of
+    # the pending rows would shift and leave rows unscored)
+    state.wait_for_everyone()
     mine = pending[rank::world]
     if order is not None:
         mine.sort(key=order)
