@@ -266,17 +266,19 @@ def test_bad_release_rows_fail_with_reasons(fdb_dir, tmp_path, capsys):
                    rating={"analysis": "x", "rating": 7}),                                                        # 5 rating 7
         add_sample(release, stimuli, "r1", "synthetic_pause_handling", "1", ph, task_file="pause.json", asr="{not json"),  # 6
         add_sample(release, stimuli, "r1", "synthetic_pause_handling", "2", ph, task_file="pause.json"),           # 7 ok
+        add_sample(release, stimuli, "r1", "candor_pause_handling", "1", ph, task_file="pause.json"),              # 8 no ASR
     ]
+    (release / "data" / "r1" / "candor_pause_handling" / "1" / "output.json").unlink()
     for f in (stimuli / "candor_turn_taking" / "4").iterdir():
         f.unlink()
     (stimuli / "candor_turn_taking" / "4").rmdir()
-    rows.append(dict(rows[7]))  # 8: the same <category>/<id> again
-    rows.append({**rows[7], "category": "no_such_category"})  # 9
-    write_metadata(release, "r1", rows, extra_lines=['{"category": "icc_backchannel", "sample_id": ', "[1, 2]"])  # 10, 11
+    rows.append(dict(rows[7]))  # 9: the same <category>/<id> again
+    rows.append({**rows[7], "category": "no_such_category"})  # 10
+    write_metadata(release, "r1", rows, extra_lines=['{"category": "icc_backchannel", "sample_id": ', "[1, 2]"])  # 11, 12
     out = tmp_path / "out"
     assert cli_main(rel_args(release, stimuli, out)) == 0
     res = list(read_jsonl(out / "r1" / "per_sample.jsonl"))
-    assert [r["row"] for r in res] == list(range(12))
+    assert [r["row"] for r in res] == list(range(13))
     ok = [r["row"] for r in res if r["status"] == "ok"]
     assert ok == [0, 2, 4, 7]
     err = {r["row"]: r["error"] for r in res if r["status"] != "ok"}
@@ -284,12 +286,14 @@ def test_bad_release_rows_fail_with_reasons(fdb_dir, tmp_path, capsys):
     assert err[3].startswith("stimulus folder missing: ") and err[3].endswith("candor_turn_taking/4")
     assert "rating 7 is not an integer from 0 to 5" in err[5]
     assert "not valid JSON" in err[6] and "output.json" in err[6]
-    assert err[8] == "duplicate of row 7 (same synthetic_pause_handling/2)"
-    assert "unknown category 'no_such_category'" in err[9]
-    assert "r1.jsonl line 11 is not valid JSON" in err[10] and "line 12 is not a JSON object" in err[11]
+    # the release ships its ASR: a missing output.json fails the row (nothing transcribed in its place)
+    assert err[8].startswith("missing file: ") and err[8].endswith("candor_pause_handling/1/output.json")
+    assert err[9] == "duplicate of row 7 (same synthetic_pause_handling/2)"
+    assert "unknown category 'no_such_category'" in err[10]
+    assert "r1.jsonl line 12 is not valid JSON" in err[11] and "line 13 is not a JSON object" in err[12]
     assert all("\n" not in e for e in err.values())
     s = json.loads((out / "r1" / "summary.json").read_text())
-    assert (s["n_samples"], s["n_scored"], s["n_failed"]) == (12, 4, 8)
+    assert (s["n_samples"], s["n_scored"], s["n_failed"]) == (13, 4, 9)
     # the rows that scored still give their figures: turn-taking rows 0 and 2 (same reply, 1.35 s each)
     assert s["turn_taking_latency_s_n"] == 2 and s["turn_taking_latency_s"] == pytest.approx(TT_LATENCY)
     assert s["turn_taking_latency_s_ci95"] == pytest.approx([TT_LATENCY, TT_LATENCY])
@@ -477,3 +481,27 @@ def test_parse_printout_forms():
     p = parse_printout("/r/candor_turn_taking/5/output.json\nthe TOR is 0\nthe latency is None\n[Result]\n"
                        "Average take turn:  0.0\n")
     assert p.per_sample == {"5": {"tor": 0.0, "latency_s": None}}
+
+
+def test_rating_json_first_then_the_configured_judge(fdb_dir, tmp_path):
+    """Sample 1 carries the release's rating.json (4); sample 2 has none, so the judge is asked (2)."""
+    from test_judge import FakeChatServer
+
+    release, stimuli = tmp_path / "release", tmp_path / "stimuli"
+    ui = ex(fdb_dir, "user_interruption_example")
+    rows = [add_sample(release, stimuli, "r1", "synthetic_user_interruption", "1", ui, task_file="interrupt.json",
+                       rating=json.loads((ui / "rating.json").read_text())),
+            add_sample(release, stimuli, "r1", "synthetic_user_interruption", "2", ui, task_file="interrupt.json")]
+    write_metadata(release, "r1", rows)
+    with FakeChatServer([(200, '{"analysis": "partly on topic", "rating": 2}')]) as srv:
+        assert cli_main(["fdb", "--release", str(release), "--run", "r1", "--stimuli", str(stimuli), "--out",
+                         str(tmp_path / "out"), "--no-progress", "--judge-url", srv.url, "--judge-model", "judge-x"]) == 0
+    assert len(srv.requests) == 1  # only the sample without rating.json
+    assert "fiction books" in srv.requests[0]["messages"][1]["content"]
+    res = {r["id"]: r for r in read_jsonl(tmp_path / "out" / "r1" / "per_sample.jsonl")}
+    assert (res["1"]["relevance"], res["1"]["relevance_source"]) == (4, "rating.json")
+    assert res["2"]["relevance"] == 2 and res["2"]["relevance_source"] is None
+    s = json.loads((tmp_path / "out" / "r1" / "summary.json").read_text())
+    assert s["interruption_rating"] == 3.0 and s["interruption_rating_n"] == 2
+    assert (s["n_interruption_ratings_from_rating_json"], s["n_interruption_ratings_from_judge"]) == (1, 1)
+    assert "rating.json" in s["models"]["interruption_rating"] and "judge-x @ " in s["models"]["interruption_rating"]

@@ -267,15 +267,16 @@ def release_summary(run: str, release: Path, stimuli: Path, results: Sequence[Sa
         rs = [r for r in results if r.values.get("category") == cat]
         cats[cat] = {"n_samples": len(rs), "n_scored": sum(r.ok for r in rs), "n_failed": sum(not r.ok for r in rs)}
     ok = [r.values for r in results if r.ok and r.values.get("category") == "synthetic_user_interruption"]
-    n_file = sum(1 for v in ok if v.get("relevance_source") == "rating.json")
+    n_file = sum(1 for v in ok if v.get("relevance_source") == "rating.json" and v.get("relevance") is not None)
+    n_judge = sum(1 for v in ok if v.get("relevance_source") is None and v.get("relevance") is not None)
     models: dict[str, str] = {"backchannel_tor": "silero-vad (library defaults, 0.1 s times)",
                               "turn_taking_tor": "the release's output.json (its ASR)"}
     notes: dict[str, Any] = {}
-    if n_file:
-        models["interruption_rating"] = "the release's rating.json (FDB's judge, named in the release card)"
-    elif setup.judge is not None:
-        models["interruption_rating"] = setup.judge.describe() if hasattr(setup.judge, "describe") else str(setup.judge)
-    else:
+    raters = (["the release's rating.json (FDB's judge, named in the release card)"] if n_file else []) + \
+        ([setup.judge.describe() if hasattr(setup.judge, "describe") else str(setup.judge)] if n_judge else [])
+    if raters:
+        models["interruption_rating"] = "; ".join(raters)
+    elif setup.judge is None:
         notes["interruption_rating_note"] = "no rating.json in the release and no judge configured: not computed"
     if setup.reference is None:
         notes["backchannel_jsd_note"] = "no human distribution given (--reference icc_gt_distribution.json): not computed"
@@ -283,7 +284,8 @@ def release_summary(run: str, release: Path, stimuli: Path, results: Sequence[Sa
         "protocol": RELEASE_PROTOCOL, "run": run, "label": first.get("label"), "model": first.get("model"),
         "model_id": first.get("model_id"), "release": str(release.resolve()), "stimuli": str(stimuli.resolve()),
         "compat": setup.compat or "none", "reply_reading": READINGS[setup.compat],
-        "n_interruption_ratings_from_rating_json": n_file, "categories": cats,
+        "n_interruption_ratings_from_rating_json": n_file, "n_interruption_ratings_from_judge": n_judge,
+        "categories": cats,
         "bootstrap": bootstrap_info(setup.n_resamples, setup.seed), **notes,
     }
     return build_summary(aggregates=agg, results=results, metrics=["full_duplex"], versions={"full_duplex": VERSION},
