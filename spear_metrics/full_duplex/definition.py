@@ -622,7 +622,7 @@ def score_one(sample: FDBSample, scorer: FullDuplexScorer, row: int, *, audio_pa
 def score_samples(samples: Sequence[FDBSample], scorer: FullDuplexScorer, progress: Any = None) -> list:
     """Score every sample in memory (:func:`score_one`; ``row`` = position in ``samples``).
     ``progress``: an object with ``update(n)`` (e.g. a tqdm bar), advanced by 1 per sample.
-    The CLI goes through the resumable runner instead (``spear_metrics.full_duplex.release``)."""
+    The CLI goes through the resumable runner instead (:mod:`spear_metrics.full_duplex.runs`)."""
     results = []
     for i, s in enumerate(samples):
         results.append(score_one(s, scorer, i))
