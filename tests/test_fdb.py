@@ -197,8 +197,8 @@ def test_cli_bad_inputs_fail_their_rows(fdb_dir, tmp_path):
     assert rows["6"]["tor"] == 0 and rows["6"]["latency_s"] is None
     s = json.loads((out / "summary.json").read_text())
     assert (s["n_samples"], s["n_scored"], s["n_failed"]) == (6, 2, 4)
-    assert s["tor"] == 0.5 and s["n_tor"] == 2  # TOR 1 (sample 1) and 0 (sample 6)
-    assert s["latency_s"] == pytest.approx(1.35) and s["n_latency_s"] == 1
+    assert s["tor"] == 0.5 and s["tor_n"] == 2  # TOR 1 (sample 1) and 0 (sample 6)
+    assert s["latency_s"] == pytest.approx(1.35) and s["latency_s_n"] == 1
     assert s["latency_s_ci95"] is None  # one value: no interval exists
     # TOR over {1, 0}: resampled means are 0, 0.5 or 1, so the 95 % interval is [0, 1]
     assert s["tor_ci95"] == [0.0, 1.0]

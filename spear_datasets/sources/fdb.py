@@ -16,6 +16,15 @@ per-file readers raise :class:`FDBFormatError` (one line) so the caller fails th
 Times are checked where they are read: a time must be a finite number >= 0 s (``null`` is kept as
 ``None``) and a span's end must not come before its start. Whether a time lies inside the audio
 is checked by the scorer, which knows the durations.
+
+The public FDB v1.0 **model-outputs release** (e.g. ``MagicLuke/fdb-v1-outputs-v1`` on the Hub,
+CC BY-NC 4.0, gated) keeps each run's replies apart from the stimuli:
+``metadata/<run>.jsonl`` (one row per stimulus: ``category``, ``sample_id``, ``stimulus`` =
+``<category>/<id>``, ...), ``data/<run>/<category>/<id>/{output.flac, output.json, rating.json}``
+(the reply channel at 24 kHz, time-synchronous with the stimulus; its Parakeet ASR; FDB's judge
+rating for user interruption) and ``results/<run>/*.txt`` (FDB's own scripts' printouts). The
+stimuli (``<category>/<id>/input.wav`` + task file) come from FDB's v1.0 download.
+:func:`read_release_metadata`, :func:`release_sample` and :func:`fetch_release` read it.
 """
 
 from __future__ import annotations
@@ -23,6 +32,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -62,11 +72,20 @@ class OutputTranscript:
 
 @dataclass(frozen=True)
 class FDBSample:
-    """One sample folder. Paths are given whether or not the files exist."""
+    """One sample. Paths are given whether or not the files exist.
+
+    ``dir`` is the sample folder (``input.wav`` and the task file). The reply's files default to
+    the same folder (``output.wav``, ``output.json``); a release keeps them apart, so
+    ``output_audio`` / ``output_asr`` name them explicitly (e.g. ``output.flac``), and
+    ``rating_json`` names FDB's judge rating of the reply when the release has one.
+    """
 
     id: str
     task: str
     dir: Path
+    output_audio: Path | None = None
+    output_asr: Path | None = None
+    rating_json: Path | None = None
 
     @property
     def input_wav(self) -> Path:
@@ -74,11 +93,12 @@ class FDBSample:
 
     @property
     def output_wav(self) -> Path:
-        return self.dir / "output.wav"
+        """The reply audio (``output.wav`` of the folder unless ``output_audio`` is set)."""
+        return self.output_audio if self.output_audio is not None else self.dir / "output.wav"
 
     @property
     def output_json(self) -> Path:
-        return self.dir / "output.json"
+        return self.output_asr if self.output_asr is not None else self.dir / "output.json"
 
     @property
     def task_json(self) -> Path | None:
@@ -249,3 +269,190 @@ def read_reference_distribution(path: str | os.PathLike) -> dict[str, Any]:
         numeric = isinstance(v, list) and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v)
         out[str(k)] = [float(x) for x in v] if numeric else v
     return out
+
+
+def read_rating_json(path: str | os.PathLike) -> int:
+    """FDB's judge rating of one user-interruption reply (``rating.json``: ``{"analysis", "rating"}``,
+    written by upstream ``eval_user_interruption.py`` for TOR = 1 samples), an integer 0..5.
+
+    Raises:
+        FDBFormatError: missing/invalid file, no ``rating``, or a rating that is not an integer
+            from 0 to 5 (``4.0`` is accepted as 4).
+    """
+    p = Path(path)
+    data = _load_json(p)
+    if not isinstance(data, dict) or "rating" not in data:
+        raise FDBFormatError(f"{p}: no 'rating'")
+    r = data["rating"]
+    if isinstance(r, bool) or not isinstance(r, (int, float)) or not math.isfinite(r) or not float(r).is_integer() \
+            or not 0 <= r <= 5:
+        raise FDBFormatError(f"{p}: rating {r!r} is not an integer from 0 to 5")
+    return int(r)
+
+
+# ----------------------------------------------------------------------------- model-outputs release
+
+#: FDB v1.0 categories of the model-outputs release -> the task each is scored as (v1.0 sizes:
+#: 137, 216, 119, 55, 200 stimuli)
+RELEASE_CATEGORIES: dict[str, str] = {
+    "synthetic_pause_handling": "pause_handling",
+    "candor_pause_handling": "pause_handling",
+    "candor_turn_taking": "smooth_turn_taking",
+    "icc_backchannel": "backchannel",
+    "synthetic_user_interruption": "user_interruption",
+}
+#: category -> the file of FDB's own printout in ``results/<run>/``
+RELEASE_RESULT_FILES: dict[str, str] = {
+    "synthetic_pause_handling": "pause_synthetic.txt",
+    "candor_pause_handling": "pause_candor.txt",
+    "candor_turn_taking": "smooth_turn_taking.txt",
+    "icc_backchannel": "backchannel.txt",
+    "synthetic_user_interruption": "user_interruption.txt",
+}
+#: the reply files of one release sample, ``data/<run>/<category>/<id>/``
+RELEASE_AUDIO = "output.flac"
+RELEASE_ASR = "output.json"
+RELEASE_RATING = "rating.json"
+
+_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]*")
+
+
+def safe_name(value: Any, what: str) -> str:
+    """A run name, category or sample id used as one path component: letters, digits, ``_.+-``,
+    not starting with a dot (so never ``..``).
+
+    Raises:
+        FDBFormatError: anything else, e.g. ``"../x"`` or an empty value.
+    """
+    text = "" if value is None else str(value)
+    if not _NAME.fullmatch(text):
+        raise FDBFormatError(f"{what} {text!r} is not a plain name (letters, digits, _ . + -)")
+    return text
+
+
+@dataclass(frozen=True)
+class ReleaseRow:
+    """One row of ``metadata/<run>.jsonl``: its position ``row``, the raw object (``None`` when
+    the line is not a JSON object) and the line's problem (``error``), if any."""
+
+    row: int
+    raw: dict[str, Any] | None
+    error: str | None = None
+
+
+def read_release_metadata(release: str | os.PathLike, run: str) -> list[ReleaseRow]:
+    """The rows of ``<release>/metadata/<run>.jsonl`` (one JSON object a line, blank lines
+    skipped). A line that is not a JSON object is kept as a row with its ``error`` (it becomes a
+    failed row, it does not vanish).
+
+    Raises:
+        FDBFormatError: the file is missing or unreadable (a whole-run problem).
+    """
+    p = Path(release) / "metadata" / f"{safe_name(run, 'run')}.jsonl"
+    if not p.is_file():
+        raise FDBFormatError(f"run {run!r}: no {p} in the release")
+    try:
+        lines = p.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as e:
+        raise FDBFormatError(f"cannot read {p} ({' '.join(str(e).split())})") from None
+    out: list[ReleaseRow] = []
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            out.append(ReleaseRow(len(out), None, f"{p.name} line {n} is not valid JSON ({e.msg})"))
+            continue
+        if not isinstance(obj, dict):
+            out.append(ReleaseRow(len(out), None, f"{p.name} line {n} is not a JSON object"))
+            continue
+        out.append(ReleaseRow(len(out), obj))
+    return out
+
+
+def release_sample(row: dict[str, Any], release: str | os.PathLike, run: str,
+                   stimuli: str | os.PathLike) -> tuple[str, FDBSample]:
+    """Join one release row with its stimulus folder: ``(category, sample)``.
+
+    The reply's files are found by the release layout, ``<release>/data/<run>/<category>/<id>/``
+    (``output.flac``, ``output.json``, ``rating.json`` when present); the stimulus folder is
+    ``<stimuli>/<category>/<id>/`` (``input.wav`` and the task file of FDB v1.0's download).
+    The row's ``stimulus`` column, when given, must name that same ``<category>/<id>``.
+
+    Raises:
+        FDBFormatError: unknown category, a sample id or stimulus that is not a plain name, a
+            stimulus folder that does not exist, or a missing ``output.flac``.
+    """
+    category = safe_name(row.get("category"), "category")
+    if category not in RELEASE_CATEGORIES:
+        raise FDBFormatError(f"unknown category {category!r}; known: {', '.join(RELEASE_CATEGORIES)}")
+    sid = safe_name(row.get("sample_id"), "sample_id")
+    stimulus = row.get("stimulus")
+    if stimulus not in (None, "") and str(stimulus).strip("/") != f"{category}/{sid}":
+        raise FDBFormatError(f"stimulus {stimulus!r} is not {category}/{sid}")
+    stim_dir = Path(stimuli) / category / sid
+    if not stim_dir.is_dir():
+        raise FDBFormatError(f"stimulus folder missing: {stim_dir}")
+    reply = Path(release) / "data" / run / category / sid
+    audio = reply / RELEASE_AUDIO
+    if not audio.is_file():
+        raise FDBFormatError(f"{RELEASE_AUDIO} missing: {audio}")
+    rating = reply / RELEASE_RATING
+    return category, FDBSample(id=sid, task=RELEASE_CATEGORIES[category], dir=stim_dir, output_audio=audio,
+                               output_asr=reply / RELEASE_ASR, rating_json=rating if rating.is_file() else None)
+
+
+class ReleaseUnavailableError(RuntimeError):
+    """A release named by Hub id cannot be had (offline and not cached, gated, not found); one line."""
+
+
+def release_patterns(runs: list[str]) -> list[str]:
+    """The ``allow_patterns`` that fetch only ``runs`` of a release: their metadata, reply files
+    and FDB printouts, plus the card."""
+    pats = ["README.md"]
+    for r in runs:
+        pats += [f"metadata/{r}.jsonl", f"data/{r}/**", f"results/{r}/**"]
+    return pats
+
+
+def fetch_release(release: str, runs: list[str], *, revision: str | None = None) -> Path:
+    """The local folder of a model-outputs release: a folder as is, or a Hub dataset id
+    (``owner/name``, e.g. ``MagicLuke/fdb-v1-outputs-v1``) fetched with
+    ``huggingface_hub.snapshot_download(repo_type="dataset", allow_patterns=...)`` for the
+    requested ``runs`` only (:func:`release_patterns`). ``HF_HUB_OFFLINE=1``: the cache only.
+
+    Raises:
+        ReleaseUnavailableError: no such folder and not a Hub id; offline and not cached; the
+            dataset is gated and access was not granted (or no token); not found; or the
+            download failed. One line.
+    """
+    p = Path(os.path.expanduser(release))
+    if p.is_dir():
+        return p
+    if p.exists() or not re.fullmatch(r"[\w.-]+/[\w.-]+", release):
+        raise ReleaseUnavailableError(f"--release {release}: no such folder, and not a Hub dataset id owner/name")
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import GatedRepoError, LocalEntryNotFoundError, RepositoryNotFoundError
+
+    from spear_metrics.core.models import hub_offline
+
+    offline = hub_offline()
+    try:
+        return Path(snapshot_download(release, repo_type="dataset", revision=revision,
+                                      allow_patterns=release_patterns(runs), local_files_only=offline))
+    except GatedRepoError:
+        raise ReleaseUnavailableError(
+            f"--release {release} is gated: accept its terms at https://huggingface.co/datasets/{release} "
+            "and log in (hf auth login, or HF_TOKEN)") from None
+    except RepositoryNotFoundError:
+        raise ReleaseUnavailableError(f"--release {release}: no such Hub dataset (or it is private and no token "
+                                      "with access was given)") from None
+    except LocalEntryNotFoundError:
+        if offline:
+            raise ReleaseUnavailableError(f"--release {release}: HF_HUB_OFFLINE is set and it is not in the Hugging Face "
+                                          "cache; download it once online or pass a local folder") from None
+        raise ReleaseUnavailableError(f"--release {release}: cannot reach the Hub and it is not in the cache") from None
+    except Exception as e:
+        raise ReleaseUnavailableError(f"--release {release}: download failed ({type(e).__name__}: "
+                                      f"{' '.join(str(e).split())[:200]})") from None

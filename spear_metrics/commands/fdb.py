@@ -1,9 +1,18 @@
-"""``spearbench fdb --task T --root DIR --out RESULTS/``: score Full-Duplex-Bench v1.0 task folders.
+"""``spearbench fdb``: score Full-Duplex-Bench v1.0 on the shared resumable runner.
 
-Writes ``RESULTS/summary.json`` (aggregates with bootstrap 95 % intervals, counts, provenance)
-and ``RESULTS/per_sample.jsonl`` (one line per sample folder, failed ones with their reason).
-With ``--compare OTHER_RESULTS/`` it also writes ``RESULTS/comparison.json``: a paired bootstrap
-of this run minus the other run on the samples both scored.
+Two inputs:
+
+- ``--task T --root DIR --out RESULTS/``: one task folder (upstream sample-folder layout).
+  Writes ``RESULTS/summary.json`` (aggregates with bootstrap 95 % intervals, counts, provenance)
+  and ``RESULTS/per_sample.jsonl``; ``--compare OTHER_RESULTS/`` adds ``comparison.json`` (paired
+  bootstrap of this run minus the other on the samples both scored).
+- ``--release R --run RUN[,RUN...] --stimuli FDB_V1_ROOT --out OUT/``: runs of the public FDB v1.0
+  model-outputs release (a folder or a Hub dataset id): ``OUT/<run>/summary.json`` with the
+  release leaderboard's ten columns, ``OUT/<run>/per_sample.jsonl``, ``OUT/leaderboard.md``, and
+  our figures printed beside FDB's own printouts ``results/<run>/*.txt`` (``OUT/<run>/vs_release.json``).
+
+Both resume after a kill (``OUT/.work``) and shard with ``accelerate launch``. ``--compat upstream``
+reads the reply as FDB's script does (no resampling before the backchannel VAD).
 """
 
 from __future__ import annotations
@@ -17,21 +26,32 @@ from spear_datasets.sources.fdb import TASKS
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--task", required=True, choices=TASKS, help="FDB v1.0 task of the folder")
-    p.add_argument("--root", required=True, help="task folder holding one sub-folder per sample (upstream layout)")
-    p.add_argument("--out", required=True, help="results folder (summary.json, per_sample.jsonl)")
+    p.add_argument("--task", choices=TASKS, help="FDB v1.0 task of the --root folder")
+    p.add_argument("--root", help="task folder holding one sub-folder per sample (upstream layout)")
+    p.add_argument("--release", metavar="FOLDER_OR_HUB_ID",
+                   help="FDB v1.0 model-outputs release: a folder or a Hub dataset id, e.g. MagicLuke/fdb-v1-outputs-v1 "
+                        "(only the files of --run are downloaded; HF_HUB_OFFLINE=1 uses the cache)")
+    p.add_argument("--run", help="release run(s) to score, comma-separated")
+    p.add_argument("--stimuli", help="FDB v1.0 data root holding <category>/<id>/input.wav and the task files")
+    p.add_argument("--out", required=True, help="results folder (a rerun resumes)")
     p.add_argument("--reference", default=None,
                    help="backchannel: FDB's human distribution icc_gt_distribution.json (CC BY-NC, not shipped)")
     p.add_argument("--judge-url", default=None, help="user_interruption: OpenAI-compatible API root, e.g. http://127.0.0.1:8000/v1")
     p.add_argument("--judge-model", default=None, help="judge model name (FDB used gpt-4-turbo)")
     p.add_argument("--judge-seed", type=int, default=0, help="seed sent to the judge (default 0, as FDB)")
-    p.add_argument("--asr", default="embedded", help="ASR backend for samples without output.json (spear_metrics.core.asr)")
+    p.add_argument("--asr", default="embedded", help="ASR backend for task-folder samples without output.json (spear_metrics.core.asr)")
     p.add_argument("--vad-backend", default="sequence", choices=("sequence", "jit"),
                    help="Silero VAD front end for backchannel (same probabilities; jit = upstream's exact call)")
+    p.add_argument("--compat", default="none", choices=("none", "upstream"),
+                   help="upstream: read the reply as FDB's scripts do (its samples as 16 kHz, no resampling) to "
+                        "reproduce their figures; default: the correct reading (resampled to 16 kHz)")
     p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples for the 95%% intervals (0 = none)")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     p.add_argument("--compare", default=None, metavar="OTHER_RESULTS",
-                   help="results folder of another system on the same task: paired bootstrap of this minus that")
+                   help="--task only: results folder of another system on the same task: paired bootstrap of this minus that")
+    p.add_argument("--batch-size", type=int, default=16, help="samples per logged batch (a kill loses at most one)")
+    p.add_argument("--retry-failed", action="store_true", help="score again the samples that failed in an earlier run")
+    p.add_argument("--overwrite", action="store_true", help="discard results of another run in --out")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (default: a bar over samples on stderr)")
 
 
@@ -66,86 +86,130 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
-def run(args: argparse.Namespace) -> int:
-    from spear_datasets.sources.fdb import FDBFormatError, list_samples, read_reference_distribution
-    from spear_metrics.core.records import read_jsonl, write_json_atomic, write_jsonl_atomic
-    from spear_metrics.core.summary import write_summary
-    from spear_metrics.full_duplex.definition import TASK_KEYS, FullDuplexScorer, score_samples, summarize
+def _fail(msg: str) -> int:
+    print(f"spearbench fdb: {msg}", file=sys.stderr)
+    return 2
 
-    prog = "spearbench fdb"
-    try:
-        samples = list_samples(args.root, args.task)
-    except (FileNotFoundError, ValueError) as e:
-        print(f"{prog}: {e}", file=sys.stderr)
-        return 2
-    if not samples:
-        print(f"{prog}: no sample folders in {args.root}", file=sys.stderr)
-        return 2
+
+def run(args: argparse.Namespace) -> int:
+    from spear_datasets.sources.fdb import FDBFormatError, read_reference_distribution
+    from spear_metrics.core.runner import RunError
+    from spear_metrics.full_duplex.runs import ScoringSetup
+
+    if args.release is not None or args.run is not None or args.stimuli is not None:
+        if args.task is not None or args.root is not None:
+            return _fail("give either --task/--root (a task folder) or --release/--run/--stimuli (a release), not both")
+        if not (args.release and args.run and args.stimuli):
+            return _fail("--release, --run and --stimuli go together")
+        if args.compare:
+            return _fail("--compare is for --task folders")
+    elif not (args.task and args.root):
+        return _fail("give --task and --root (a task folder), or --release, --run and --stimuli (a release)")
+    if bool(args.judge_url) != bool(args.judge_model):
+        return _fail("--judge-url and --judge-model go together")
+    if args.batch_size < 1:
+        return _fail("--batch-size must be at least 1")
     reference = None
     if args.reference:
         try:
             reference = read_reference_distribution(args.reference)
         except FDBFormatError as e:
-            print(f"{prog}: --reference: {e}", file=sys.stderr)
-            return 2
+            return _fail(f"--reference: {e}")
+    try:
+        inputs = _release_inputs(args) if args.release else _task_inputs(args)
+    except _Refused as e:
+        return _fail(str(e))
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        return _fail(f"--out {out} exists and is not a folder")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        return _fail(f"--out {out}: cannot create the folder ({' '.join(str(e).split())})")
     judge = None
-    if bool(args.judge_url) != bool(args.judge_model):
-        print(f"{prog}: --judge-url and --judge-model go together", file=sys.stderr)
-        return 2
-    if args.judge_url and args.task == "user_interruption":
+    if args.judge_url and (args.release or args.task == "user_interruption"):
         from spear_metrics.core.judge import Judge
 
         judge = Judge(args.judge_url, args.judge_model, seed=args.judge_seed)
+    setup = ScoringSetup(reference=reference, reference_path=args.reference, judge=judge, asr_name=args.asr,
+                         vad_backend=args.vad_backend, compat=None if args.compat == "none" else args.compat,
+                         batch_size=args.batch_size, n_resamples=args.bootstrap, seed=args.seed,
+                         retry_failed=args.retry_failed, overwrite=args.overwrite, progress=not args.no_progress)
+    try:
+        if args.release:
+            return _run_release(args, setup, *inputs)
+        return _run_task(args, setup, *inputs)
+    except (RunError, FDBFormatError) as e:
+        return _fail(str(e))
+    except OSError as e:
+        return _fail(f"--out {out}: cannot write results ({' '.join(str(e).split())})")
+    finally:
+        if judge is not None:
+            judge.close()
+
+
+class _Refused(Exception):
+    """An input the command cannot run on (one line; exit 2)."""
+
+
+def _task_inputs(args: argparse.Namespace) -> tuple[list, list | None]:
+    from spear_datasets.sources.fdb import list_samples
+    from spear_metrics.core.records import read_jsonl
+
+    try:
+        samples = list_samples(args.root, args.task)
+    except (FileNotFoundError, ValueError) as e:
+        raise _Refused(str(e)) from None
+    if not samples:
+        raise _Refused(f"no sample folders in {args.root}")
     other = None
     if args.compare:
         other_path = Path(args.compare) / "per_sample.jsonl"
         if not other_path.is_file():
-            print(f"{prog}: --compare: no per_sample.jsonl in {args.compare}", file=sys.stderr)
-            return 2
+            raise _Refused(f"--compare: no per_sample.jsonl in {args.compare}")
         try:
             other = list(read_jsonl(other_path))
         except (OSError, UnicodeDecodeError) as e:
-            print(f"{prog}: --compare: cannot read {other_path} ({' '.join(str(e).split())})", file=sys.stderr)
-            return 2
+            raise _Refused(f"--compare: cannot read {other_path} ({' '.join(str(e).split())})") from None
         tasks = {r.get("task") for r in other if r.get("task")}
         if tasks and tasks != {args.task}:
-            print(f"{prog}: --compare: {args.compare} scored task(s) {sorted(tasks)}, not {args.task}", file=sys.stderr)
-            return 2
+            raise _Refused(f"--compare: {args.compare} scored task(s) {sorted(tasks)}, not {args.task}")
+    return samples, other
 
+
+def _release_inputs(args: argparse.Namespace) -> tuple[Path, list[str]]:
+    from spear_datasets.sources.fdb import FDBFormatError, ReleaseUnavailableError, fetch_release, safe_name
+
+    try:
+        runs = list(dict.fromkeys(safe_name(r.strip(), "--run") for r in args.run.split(",") if r.strip()))
+    except FDBFormatError as e:
+        raise _Refused(str(e)) from None
+    if not runs:
+        raise _Refused("--run names no run")
+    if not Path(args.stimuli).is_dir():
+        raise _Refused(f"--stimuli {args.stimuli}: not a folder")
+    try:
+        release = fetch_release(args.release, runs)
+    except ReleaseUnavailableError as e:
+        raise _Refused(str(e)) from None
+    missing = [r for r in runs if not (release / "metadata" / f"{r}.jsonl").is_file()]
+    if missing:
+        raise _Refused(f"--release {args.release}: no metadata/<run>.jsonl for run(s) {', '.join(missing)}")
+    return release, runs
+
+
+def _run_task(args: argparse.Namespace, setup, samples: list, other: list | None) -> int:
+    from spear_metrics.core.records import write_json_atomic
+    from spear_metrics.full_duplex.definition import TASK_KEYS
+    from spear_metrics.full_duplex.runs import score_task_folder
+
+    done = score_task_folder(args.task, samples, args.root, args.out, setup)
+    if done is None:  # not the main process
+        return 0
+    summary, results = done
     out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        print(f"{prog}: --out {out} exists and is not a folder", file=sys.stderr)
-        return 2
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        print(f"{prog}: --out {out}: cannot create the folder ({' '.join(str(e).split())})", file=sys.stderr)
-        return 2
-
-    scorer = FullDuplexScorer(task=args.task, reference=reference, judge=judge, asr_name=args.asr,
-                              vad_backend=args.vad_backend)
-    bar = None
-    if not args.no_progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=len(samples), desc=f"fdb {args.task}", unit="sample", file=sys.stderr)
-    try:
-        results = score_samples(samples, scorer, progress=bar)
-    finally:
-        if bar is not None:
-            bar.close()
-        if judge is not None:
-            judge.close()
-    summary = summarize(args.task, results, n_resamples=args.bootstrap, seed=args.seed, judge=judge,
-                        reference_given=reference is not None, extra={"root": str(Path(args.root).resolve())})
-    try:
-        write_jsonl_atomic(out / "per_sample.jsonl", [r.to_json() for r in results])
-        write_summary(out, summary)
-    except OSError as e:
-        print(f"{prog}: --out {out}: cannot write results ({' '.join(str(e).split())})", file=sys.stderr)
-        return 2
     for k in TASK_KEYS[args.task]:
-        print(f"{k:<22} {_fmt(summary.get(k))}  95% CI {_fmt(summary.get(k + '_ci95'))}  (n={summary.get('n_' + k)})")
+        print(f"{k:<22} {_fmt(summary.get(k))}  95% CI {_fmt(summary.get(k + '_ci95'))}  (n={summary.get(k + '_n')})")
     print(f"{'samples':<22} {summary['n_samples']} ({summary['n_scored']} scored, {summary['n_failed']} failed)")
     for r in results:
         if not r.ok:
@@ -153,12 +217,38 @@ def run(args: argparse.Namespace) -> int:
     if other is not None:
         comp = compare_runs([r.to_json() for r in results], other, args.task, n_resamples=args.bootstrap, seed=args.seed)
         comp["other"] = str(Path(args.compare).resolve())
-        try:
-            write_json_atomic(out / "comparison.json", comp)
-        except OSError as e:
-            print(f"{prog}: --out {out}: cannot write comparison.json ({' '.join(str(e).split())})", file=sys.stderr)
-            return 2
+        write_json_atomic(out / "comparison.json", comp)
         for k, c in comp["metrics"].items():
             print(f"diff {k:<17} {_fmt(c['diff'])}  95% CI {_fmt(c['diff_ci95'])}  p={_fmt(c['p_value'])}  (pairs={c['n_pairs']})")
     print(f"wrote {out}/summary.json and per_sample.jsonl" + (" and comparison.json" if other is not None else ""))
+    return 0
+
+
+def _run_release(args: argparse.Namespace, setup, release: Path, runs: list[str]) -> int:
+    from spear_metrics.core.records import write_json_atomic
+    from spear_metrics.full_duplex.printout import compare_with_printouts, format_comparison
+    from spear_metrics.full_duplex.runs import RELEASE_COLUMNS, score_release_run, write_leaderboard
+
+    out = Path(args.out)
+    main = True
+    for run in runs:
+        done = score_release_run(release, run, Path(args.stimuli), out, setup)
+        if done is None:  # not the main process
+            main = False
+            continue
+        summary, results = done
+        print(f"run {run} ({summary.get('label') or summary.get('model') or '-'}; reading: {summary['compat']}): "
+              f"{summary['n_samples']} rows, {summary['n_scored']} scored, {summary['n_failed']} failed")
+        for k in RELEASE_COLUMNS:
+            print(f"  {k:<24} {_fmt(summary.get(k))}  95% CI {_fmt(summary.get(k + '_ci95'))}  (n={summary.get(k + '_n')})")
+        for r in results:
+            if not r.ok:
+                print(f"  failed {r.values.get('stimulus') or r.row}: {r.error}", file=sys.stderr)
+        if (release / "results" / run).is_dir():
+            comp = compare_with_printouts(release, run, summary, results)
+            write_json_atomic(out / run / "vs_release.json", comp)
+            print("\n".join(format_comparison(comp)))
+    if main:
+        board = write_leaderboard(out)
+        print(f"wrote {out}/<run>/summary.json, per_sample.jsonl" + (f" and {board}" if board else ""))
     return 0

@@ -1,5 +1,9 @@
-"""The scoring runner: metadata rows -> per-sample results -> summary, resumable and sharded
+"""The scoring runner: work items -> per-sample results -> summary, resumable and sharded
 across processes with ``accelerate``.
+
+:func:`run_resumable` is the one loop (work log, resume, round-robin shards, gather by row id);
+its clients bring their items and a batch-scoring callable: :func:`run_score` (SPEAR metadata
+rows scored by the dimensions) and ``spear_metrics.full_duplex.runs`` (Full-Duplex-Bench).
 
 Contract (``spearbench score``):
 
@@ -228,69 +232,116 @@ def _distributed_state():
         raise RunError(str(e)) from None
 
 
-def run_score(
-    metadata: str | os.PathLike,
-    metrics: str | Sequence[str],
-    out_dir: str | os.PathLike,
+@dataclass
+class RunOutcome:
+    """What :func:`run_resumable` hands back on the main process.
+
+    Attributes:
+        results: one :class:`SampleResult` per row id ``0 .. n_rows - 1``, in row order.
+        new: the results scored by this invocation (every process's).
+        n_resumed: rows whose result came from the work logs of an earlier invocation.
+        elapsed_s: wall seconds of the scoring (the slowest process).
+        n_processes: processes that shared the rows.
+        mine: the items the main process scored (for its audio-seconds figure).
+    """
+
+    results: list[SampleResult]
+    new: list[SampleResult]
+    n_resumed: int
+    elapsed_s: float
+    n_processes: int
+    mine: list
+
+
+def run_resumable(
+    items: Sequence[Any],
+    score_batch: Callable[[list[Any]], list[SampleResult]],
+    work: str | os.PathLike,
     *,
-    options: dict[str, Any] | None = None,
+    n_rows: int,
+    fingerprint: dict[str, Any],
+    conflict: Exception,
+    failed: dict[int, SampleResult] | None = None,
+    overwrite: bool = False,
+    stale: Sequence[str | os.PathLike] = (),
     batch_size: int = 16,
     retry_failed: bool = False,
-    overwrite: bool = False,
-    progress: bool = True,
-    inputs_metadata: str | os.PathLike | None = None,
-) -> dict[str, Any] | None:
-    """Score a metadata CSV into ``out_dir`` (see module docstring); returns the summary on the
-    main process (``None`` on the others).
+    progress_desc: str | None = None,
+    order: Callable[[Any], Any] | None = None,
+    state: Any = None,
+) -> RunOutcome | None:
+    """THE resumable, sharded loop every scored run goes through (SPEAR ``score``, FDB ``fdb``).
+
+    Args:
+        items: the work items to score, each with an int ``row`` attribute (its id, ``0 <= row
+            < n_rows``; ids of ``failed`` are not among them).
+        score_batch: scores a batch of items into one :class:`SampleResult` per item (same
+            ``row``); a bad item is a failed result, never an exception. An exception is a
+            whole-run problem (e.g. :class:`ModelUnavailableError`): it stops every process.
+        work: the work folder (``rank-<r>.jsonl`` logs and ``run.json``).
+        n_rows: how many rows the run has (scored items + ``failed``).
+        fingerprint: what the results depend on; bound to ``work`` by
+            :func:`spear_metrics.core.records.claim_work_dir` (``conflict`` raised on a mismatch
+            unless ``overwrite``; ``stale`` outputs are then removed).
+        failed: rows already failed before scoring (bad metadata), by row id.
+        batch_size: items per ``score_batch`` call; each batch is appended (fsynced) to this
+            process's log, so a kill loses at most the batch in flight.
+        retry_failed: score again the rows logged as failed.
+        progress_desc: a tqdm bar with this label on the main process (``None``: no bar).
+        order: sort key of this process's share (e.g. longest answers first for batching).
+        state: the accelerate process state (default: :func:`spear_metrics.core.batching.distributed_state`).
+
+    Items already logged are not scored again; the pending ones are dealt round-robin
+    (``pending[rank::world]``) and gathered by row id on the main process.
+
+    Returns:
+        A :class:`RunOutcome` on the main process, ``None`` on the others.
 
     Raises:
-        MetadataError: the CSV is unusable as a whole.
-        UnknownDimensionError / ImportError: a metric that cannot be run.
-        RunError: ``out_dir`` holds a run of other inputs/options (use ``overwrite``), or no row
-            could be scored.
+        RunError: a row without a result (a process died), or another process failed.
+        whatever ``score_batch`` raised, on every process.
     """
-    options = dict(options or {})
-    metadata = Path(metadata)
-    out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise RunError(f"--out {out} exists and is not a folder")
-    names = parse_metrics(metrics)
-    raw = read_metadata(metadata)
-    dims = [load_dimension(n, **options) for n in names]
-    state = _distributed_state()
+    failed = dict(failed or {})
+    state = state if state is not None else _distributed_state()
     rank, world = state.process_index, state.num_processes
-
-    work = out / WORK_DIR
+    work = Path(work)
     if state.is_main_process:
-        claim_work_dir(work, _fingerprint(metadata, names, options), overwrite=overwrite, conflict=RunError(
-            f"{out} holds results of another run (different metadata, metrics or options); "
-            "use a new --out folder or --overwrite"))
+        claim_work_dir(work, fingerprint, overwrite=overwrite, conflict=conflict, stale=stale)
     state.wait_for_everyone()
 
-    prep = prepare_rows(raw, metadata.parent)
-    _explain_infer_failures(prep, metadata.parent / "failures.jsonl")
+    ids = {it.row for it in items}
     done: dict[int, SampleResult] = {}
     for obj in read_rank_logs(work):
         rec = SampleResult.from_json(obj)
-        if rec.row in prep.rows and (not retry_failed or rec.ok):
+        if rec.row in ids and (not retry_failed or rec.ok):
             done[rec.row] = rec  # a row logged twice (retried) keeps its latest result
-    pending = [s for s in prep.samples if s.row not in done]
+    n_resumed = len(done)
+    pending = [it for it in items if it.row not in done]
+    # every rank must deal from the same snapshot of the logs: none writes before all have read
+    # (a fast rank's first batch would otherwise count as done on a slower one, whose share of
+    # the pending rows would shift and leave rows unscored)
+    state.wait_for_everyone()
     mine = pending[rank::world]
-    if any(d.model_based for d in dims):  # similar lengths together: less padding per batch
-        mine.sort(key=lambda s: -_size(s.answer_audio_path))
+    if order is not None:
+        mine.sort(key=order)
 
     bar = None
-    if progress and state.is_main_process and mine:
+    if progress_desc is not None and state.is_main_process and mine:
         from tqdm.auto import tqdm
 
-        bar = tqdm(total=len(mine), desc=f"scoring {','.join(names)}" + (f" (rank 0 of {world})" if world > 1 else ""), unit="sample")
+        bar = tqdm(total=len(mine), desc=progress_desc + (f" (rank 0 of {world})" if world > 1 else ""), unit="sample")
     t0 = time.perf_counter()
     new: list[SampleResult] = []
     error: BaseException | None = None
     try:
         with AppendLog(work / f"rank-{rank}.jsonl") as log:
-            new = score_samples(dims, mine, batch_size=batch_size, progress=bar,
-                                on_batch=lambda recs: log.write(r.to_json(with_timings=True) for r in recs))
+            for start in range(0, len(mine), max(1, batch_size)):
+                batch = mine[start : start + max(1, batch_size)]
+                recs = score_batch(batch)
+                log.write(r.to_json(with_timings=True) for r in recs)
+                new.extend(recs)
+                if bar is not None:
+                    bar.update(len(batch))
     except Exception as e:  # raised on every rank below, after the others have been told
         error = e
     finally:
@@ -318,15 +369,71 @@ def run_score(
 
     for r in new:
         done[r.row] = r
-    merged: dict[int, SampleResult] = {**done, **prep.failed}
-    missing = [i for i in range(prep.n_rows) if i not in merged]
+    merged: dict[int, SampleResult] = {**done, **failed}
+    missing = [i for i in range(n_rows) if i not in merged]
     if missing:  # cannot happen unless a rank died: say so rather than average fewer rows
         raise RunError(f"rows {missing[:10]} have no result; rerun to resume")
-    results = [merged[i] for i in range(prep.n_rows)]
+    results = [merged[i] for i in range(n_rows)]
     value_keys = list(dict.fromkeys(k for r in results for k in r.values))
     for r in results:
         for k in value_keys:
             r.values.setdefault(k, None)
+    return RunOutcome(results=results, new=new, n_resumed=n_resumed, elapsed_s=elapsed, n_processes=world, mine=mine)
+
+
+def run_score(
+    metadata: str | os.PathLike,
+    metrics: str | Sequence[str],
+    out_dir: str | os.PathLike,
+    *,
+    options: dict[str, Any] | None = None,
+    batch_size: int = 16,
+    retry_failed: bool = False,
+    overwrite: bool = False,
+    progress: bool = True,
+    inputs_metadata: str | os.PathLike | None = None,
+) -> dict[str, Any] | None:
+    """Score a metadata CSV into ``out_dir`` (see module docstring) through
+    :func:`run_resumable`; returns the summary on the main process (``None`` on the others).
+
+    Raises:
+        MetadataError: the CSV is unusable as a whole.
+        UnknownDimensionError / ImportError: a metric that cannot be run.
+        RunError: ``out_dir`` holds a run of other inputs/options (use ``overwrite``), or no row
+            could be scored.
+    """
+    options = dict(options or {})
+    metadata = Path(metadata)
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise RunError(f"--out {out} exists and is not a folder")
+    names = parse_metrics(metrics)
+    raw = read_metadata(metadata)
+    dims = [load_dimension(n, **options) for n in names]
+    state = _distributed_state()
+
+    prep = prepare_rows(raw, metadata.parent)
+    _explain_infer_failures(prep, metadata.parent / "failures.jsonl")
+    outcome = run_resumable(
+        prep.samples,
+        lambda batch: score_samples(dims, batch, batch_size=len(batch)),
+        out / WORK_DIR,
+        n_rows=prep.n_rows,
+        failed=prep.failed,
+        fingerprint=_fingerprint(metadata, names, options),
+        conflict=RunError(f"{out} holds results of another run (different metadata, metrics or options); "
+                          "use a new --out folder or --overwrite"),
+        overwrite=overwrite,
+        batch_size=batch_size,
+        retry_failed=retry_failed,
+        progress_desc=f"scoring {','.join(names)}" if progress else None,
+        # similar lengths together: less padding per batch
+        order=(lambda s: -_size(s.answer_audio_path)) if any(d.model_based for d in dims) else None,
+        state=state,
+    )
+    if outcome is None:
+        return None
+    results, new, world = outcome.results, outcome.new, outcome.n_processes
 
     aggregates = aggregate(dims, prep.rows, results)
     extra: dict[str, Any] = {}
@@ -343,17 +450,17 @@ def run_score(
     )
     write_jsonl_atomic(out / "per_sample.jsonl", (r.to_json() for r in results))
     write_summary(out, summary)
-    audio_s = sum(_duration_or_zero(s) for s in mine)  # question + answer audio scored by this process
+    audio_s = sum(_duration_or_zero(s) for s in outcome.mine)  # question + answer audio scored by this process
     write_json_atomic(
         out / "run_info.json",
         {
-            "elapsed_s": elapsed,
+            "elapsed_s": outcome.elapsed_s,
             "rows_scored_this_run": len(new),
-            "rows_resumed": len(done) - len(new),
+            "rows_resumed": outcome.n_resumed,
             "n_processes": world,
             "audio_s_this_run": audio_s,  # input clips + answers scored by the main process
-            "x_real_time": (audio_s / elapsed) if elapsed > 0 and audio_s else None,  # audio seconds per wall second
-            "real_time_factor": (elapsed / audio_s) if audio_s else None,  # wall seconds per audio second (RTF)
+            "x_real_time": (audio_s / outcome.elapsed_s) if outcome.elapsed_s > 0 and audio_s else None,  # audio seconds per wall second
+            "real_time_factor": (outcome.elapsed_s / audio_s) if audio_s else None,  # wall seconds per audio second (RTF)
             "mean_seconds_per_sample": {d.name: _mean([r.timings.get(d.name) for r in new]) for d in dims},
         },
     )

@@ -31,6 +31,7 @@ from spear_datasets.sources.fdb import (
     OutputTranscript,
     read_interrupt,
     read_output_json,
+    read_rating_json,
     read_turn_taking,
 )
 
@@ -55,6 +56,15 @@ PAUSE_SPLIT_S = 0.12
 #: a time may lie this far (s) past the end of its audio (ASR and annotation rounding) before
 #: the sample fails as impossible (ours, not FDB's: upstream checks no times)
 TIME_TOLERANCE_S = 0.5
+#: how the reply is read for the backchannel VAD: ``None`` = resampled to 16 kHz (correct);
+#: ``"upstream"`` = FDB's ``eval_backchannel.py`` reading, the file's samples handed to Silero
+#: as if they were 16 kHz (no resampling: a 24 kHz reply's times come out 1.5 x too late)
+COMPAT_MODES = (None, "upstream")
+READINGS = {
+    None: "reply resampled to 16 kHz for the VAD (correct reading)",
+    "upstream": "reply samples read as 16 kHz without resampling, as FDB's eval_backchannel.py "
+                "(a 24 kHz reply's VAD times are 1.5 x too late)",
+}
 
 Segment = tuple[float, float]
 
@@ -369,13 +379,14 @@ def parse_rating(obj: dict) -> int:
 # ----------------------------------------------------------------------------- per-sample scorer
 
 
-def _mono16k(path) -> np.ndarray:
+def _mono16k(path, *, resample: bool = True) -> np.ndarray:
     """``output.wav`` at 16 kHz, one channel: the file's only channel, or channel 1 of a stereo
-    file (upstream ``load_audio`` in ``get_transcript/utils.py``)."""
+    file (upstream ``load_audio`` in ``get_transcript/utils.py``). ``resample=False`` returns the
+    file's own samples at its own rate (FDB's backchannel reading, see :data:`COMPAT_MODES`)."""
     from spear_datasets.audio import TARGET_SR, audio_info, load_audio
 
     ch = 1 if audio_info(path).channels >= 2 else 0
-    return load_audio(path, sr=TARGET_SR, channels=ch)[0]
+    return load_audio(path, sr=TARGET_SR if resample else None, channels=ch)[0]
 
 
 @dataclass
@@ -393,6 +404,17 @@ class FullDuplexScorer:
             ``output.json`` is missing; ``None`` = ``spear_metrics.core.asr.load_asr(asr_name)``
             on first need.
         vad_backend: ``"sequence"`` or ``"jit"`` (:func:`spear_metrics.core.vad.speech_segments`).
+        compat: ``None`` (correct reading) or ``"upstream"`` (:data:`COMPAT_MODES`): how the
+            reply is read for the backchannel VAD. TOR and latency come from the ASR JSON and
+            do not depend on it.
+        asr_fallback: transcribe the reply when its ASR JSON is missing (``False``: a missing
+            ``output.json`` fails the sample, as for a release, which ships its ASR).
+        max_duration_diff_s: when set, a reply whose duration differs from ``input.wav``'s by
+            more than this (s) fails the sample, before any decoding (a release's replies are
+            time-synchronous with their stimulus).
+
+    A sample's ``rating_json`` (FDB's judge rating, release) is its interruption relevance when
+    present; else the configured ``judge`` is asked.
     """
 
     task: str
@@ -401,10 +423,15 @@ class FullDuplexScorer:
     asr: Any = None
     asr_name: str = "embedded"
     vad_backend: str = "sequence"
+    compat: str | None = None
+    asr_fallback: bool = True
+    max_duration_diff_s: float | None = None
 
     def __post_init__(self):
         if self.task not in TASKS:
             raise ValueError(f"unknown FDB task {self.task!r}; known: {', '.join(TASKS)}")
+        if self.compat not in COMPAT_MODES:
+            raise ValueError(f"unknown compat mode {self.compat!r}; known: none, upstream")
 
     # -- transcript
     def _asr_backend(self):
@@ -419,7 +446,7 @@ class FullDuplexScorer:
     def transcript(self, sample: FDBSample, offset_s: float = 0.0) -> OutputTranscript:
         """``output.json`` when present, else the ASR of ``output.wav`` from ``offset_s`` seconds
         on (user interruption: the end of the interrupting turn), words back in absolute time."""
-        if sample.output_json.exists():
+        if sample.output_json.exists() or not self.asr_fallback:
             return read_output_json(sample.output_json)
         wave = _mono16k(sample.output_wav)
         part = crop_after(wave, offset_s) if offset_s > 0 else wave
@@ -434,8 +461,12 @@ class FullDuplexScorer:
         """Per-sample values (see the metric card). Raises ``FDBFormatError``/``FDBInputError``/
         ``AudioError`` (one line) when the sample cannot be scored: a missing ``input.wav`` or
         ``output.wav`` (backchannel: ``output.wav``; it reads nothing of ``input.wav``), a bad
-        task file, or an impossible time (see the module docstring)."""
+        task file, or an impossible time (see the module docstring); with
+        ``max_duration_diff_s``, a reply and stimulus of different lengths; a ``rating_json``
+        that is malformed or outside 0-5."""
         v: dict[str, Any] = {"id": sample.id, "task": self.task}
+        if self.max_duration_diff_s is not None:
+            self.check_durations(sample)
         if self.task == "backchannel":
             return self._backchannel(sample, v)
         in_dur = wav_duration(sample.input_wav)
@@ -466,7 +497,12 @@ class FullDuplexScorer:
             v["latency_s"] = response_latency_s(tr.chunks, ref_s)
         if interrupt is not None:
             v.update(relevance=None, relevance_analysis=None, relevance_error=None)
-            if v["tor"] == 1 and self.judge is not None:
+            rating = None if sample.rating_json is None else read_rating_json(sample.rating_json)
+            if rating is not None:
+                v["relevance_source"] = sample.rating_json.name
+                if v["tor"] == 1:  # FDB rates TOR = 1 replies only
+                    v["relevance"] = rating
+            elif v["tor"] == 1 and self.judge is not None:
                 from spear_metrics.core.judge import JudgeError
 
                 try:
@@ -478,6 +514,19 @@ class FullDuplexScorer:
                     v["relevance_error"] = " ".join(str(e).split())
         return v
 
+    def check_durations(self, sample: FDBSample) -> None:
+        """Reply and stimulus must last the same (within ``max_duration_diff_s``), from the headers.
+
+        Raises:
+            FDBInputError: a missing file, or durations further apart than the tolerance.
+            AudioError: an unreadable header.
+        """
+        in_dur = wav_duration(sample.input_wav)
+        out_dur = wav_duration(sample.output_wav)
+        if abs(out_dur - in_dur) > self.max_duration_diff_s:
+            raise FDBInputError(f"{sample.output_wav.name} lasts {out_dur:.3f} s but its stimulus input.wav {in_dur:.3f} s "
+                                f"(more than {self.max_duration_diff_s:g} s apart)")
+
     def _backchannel(self, sample: FDBSample, v: dict[str, Any]) -> dict[str, Any]:
         from spear_metrics.core.vad import speech_segments
 
@@ -488,7 +537,10 @@ class FullDuplexScorer:
             ref = self.reference[sample.id]
             reference_histogram(ref)  # an unusable entry fails its samples before any VAD work
         duration = wav_duration(sample.output_wav)
-        segments = speech_segments(_mono16k(sample.output_wav), backend=self.vad_backend, time_resolution=1)
+        # compat "upstream": the file's own samples go to Silero as if they were 16 kHz, as
+        # FDB's script passes them (no resampling); the duration above stays the true one, as theirs
+        wave = _mono16k(sample.output_wav, resample=self.compat != "upstream")
+        segments = speech_segments(wave, backend=self.vad_backend, time_resolution=1)
         tr = self.transcript(sample)
         check_chunks(tr.chunks, duration, tr.source)
         tor, counted = backchannel_walk(segments, tr.chunks)
@@ -527,53 +579,65 @@ KEY_INFO: dict[str, tuple[str, str, str]] = {
 }
 
 
-def aggregate(task: str, values: Sequence[dict[str, Any]], *, n_resamples: int = 1000, seed: int = 0) -> dict[str, Any]:
+def aggregate(task: str, values: Sequence[dict[str, Any]], *, n_resamples: int = 1000, seed: int = 0,
+              names: dict[str, str] | None = None) -> dict[str, Any]:
     """Summary of the scored (ok) samples of one task: each key of :data:`TASK_KEYS` as the mean
-    of its non-null per-sample values (``None`` when none), ``n_<key>`` (how many values) and
+    of its non-null per-sample values (``None`` when none), ``<key>_n`` (how many values) and
     ``<key>_ci95`` (percentile bootstrap over samples, :func:`spear_metrics.core.stats.bootstrap_ci`;
-    ``None`` with fewer than 2 values or ``n_resamples`` = 0)."""
+    ``None`` with fewer than 2 values or ``n_resamples`` = 0). ``names`` renames the keys in the
+    output (e.g. ``{"tor": "pause_tor_synthetic"}`` for the release leaderboard)."""
     from spear_metrics.core.stats import bootstrap_ci
 
     out: dict[str, Any] = {}
     for k in TASK_KEYS[task]:
+        name = (names or {}).get(k, k)
         xs = [float(v[k]) for v in values if v.get(k) is not None]
-        out[k] = float(np.mean(xs)) if xs else None
-        out[f"{k}_ci95"] = bootstrap_ci(xs, n_resamples=n_resamples, seed=seed) if n_resamples > 0 else None
-        out[f"n_{k}"] = len(xs)
+        out[name] = float(np.mean(xs)) if xs else None
+        out[f"{name}_ci95"] = bootstrap_ci(xs, n_resamples=n_resamples, seed=seed) if n_resamples > 0 else None
+        out[f"{name}_n"] = len(xs)
     return out
 
 
-def score_samples(samples: Sequence[FDBSample], scorer: FullDuplexScorer, progress: Any = None) -> list:
-    """Score every sample; a sample that cannot be scored is a failed
-    :class:`spear_metrics.core.records.SampleResult` with its one-line reason, never a crash.
-
-    ``row`` is the sample's position in ``samples``; ``audio_path``/``answer_audio_path`` are its
-    ``input.wav``/``output.wav`` paths; ``values`` always hold ``id`` and ``task``.
-    ``progress``: an object with ``update(n)`` (e.g. a tqdm bar), advanced by 1 per sample."""
+def score_one(sample: FDBSample, scorer: FullDuplexScorer, row: int, *, audio_path: str | None = None,
+              answer_audio_path: str | None = None, extra: dict[str, Any] | None = None):
+    """Score one sample into a :class:`spear_metrics.core.records.SampleResult` (``row`` = its
+    id in the run); a sample that cannot be scored is a failed result with its one-line reason,
+    never a crash. ``audio_path``/``answer_audio_path`` default to its ``input.wav``/reply paths;
+    ``values`` always hold ``id``, ``task`` and ``extra`` (e.g. the release category)."""
     from spear_metrics.core.records import SampleResult
 
+    base = {"id": sample.id, "task": scorer.task, **(extra or {})}
+    r = SampleResult(row=row, audio_path=audio_path or str(sample.input_wav),
+                     answer_audio_path=answer_audio_path or str(sample.output_wav), values=dict(base))
+    try:
+        r.values = {**base, **scorer.score(sample)}
+    except Exception as e:  # one bad sample never stops the run; the reason is kept
+        from spear_datasets.audio import AudioError
+
+        msg = " ".join(str(e).split()) or type(e).__name__
+        r.fail(msg if isinstance(e, (FDBInputError, FDBFormatError, AudioError)) else f"{type(e).__name__}: {msg}")
+    return r
+
+
+def score_samples(samples: Sequence[FDBSample], scorer: FullDuplexScorer, progress: Any = None) -> list:
+    """Score every sample in memory (:func:`score_one`; ``row`` = position in ``samples``).
+    ``progress``: an object with ``update(n)`` (e.g. a tqdm bar), advanced by 1 per sample.
+    The CLI goes through the resumable runner instead (:mod:`spear_metrics.full_duplex.runs`)."""
     results = []
     for i, s in enumerate(samples):
-        r = SampleResult(row=i, audio_path=str(s.input_wav), answer_audio_path=str(s.output_wav),
-                         values={"id": s.id, "task": scorer.task})
-        try:
-            r.values = scorer.score(s)
-        except Exception as e:  # one bad sample never stops the run; the reason is kept
-            from spear_datasets.audio import AudioError
-
-            msg = " ".join(str(e).split()) or type(e).__name__
-            r.fail(msg if isinstance(e, (FDBInputError, FDBFormatError, AudioError)) else f"{type(e).__name__}: {msg}")
-        results.append(r)
+        results.append(score_one(s, scorer, i))
         if progress is not None:
             progress.update(1)
     return results
 
 
 def summarize(task: str, results: Sequence, *, n_resamples: int = 1000, seed: int = 0,
-              judge: Any = None, reference_given: bool = False, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+              judge: Any = None, reference_given: bool = False, compat: str | None = None,
+              n_processes: int = 1, extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """``summary.json`` content for one task (through :func:`spear_metrics.core.summary.build_summary`):
     the aggregates of :func:`aggregate`, notes for values that do not exist by configuration
-    (``relevance_note``, ``jsd_note``), counts and provenance."""
+    (``relevance_note``, ``jsd_note``), counts and provenance, and which reading of the reply
+    was used (``compat``, ``reply_reading``: :data:`READINGS`)."""
     from spear_metrics.core.summary import build_summary
 
     ok_values = [r.values for r in results if r.ok]
@@ -593,10 +657,15 @@ def summarize(task: str, results: Sequence, *, n_resamples: int = 1000, seed: in
     asr_sources = sorted({str(v.get("asr_source")) for v in ok_values if v.get("asr_source") not in (None, "output.json")})
     if asr_sources:
         models["asr"] = ", ".join(asr_sources)
-    info = {"task": task, "protocol": "Full-Duplex-Bench v1.0", "bootstrap": {"n_resamples": n_resamples, "seed": seed,
-            "method": "percentile", "confidence": 0.95}}
+    info = {"task": task, "protocol": "Full-Duplex-Bench v1.0", "compat": compat or "none",
+            "reply_reading": READINGS[compat], "bootstrap": bootstrap_info(n_resamples, seed)}
     info.update(notes)
     if extra:
         info.update(extra)
     return build_summary(aggregates=agg, results=results, metrics=["full_duplex"], versions={"full_duplex": VERSION},
-                         models=models, extra=info)
+                         models=models, n_processes=n_processes, extra=info)
+
+
+def bootstrap_info(n_resamples: int, seed: int) -> dict[str, Any]:
+    """How the ``*_ci95`` intervals of a summary were made."""
+    return {"n_resamples": n_resamples, "seed": seed, "method": "percentile", "confidence": 0.95}

@@ -24,11 +24,13 @@ Args:
     judge (Judge, optional): user_interruption: a spear_metrics.core.judge.Judge.
     asr (object, optional): ASR backend for folders without output.json.
     vad_backend (str, optional): "sequence" (default) or "jit".
+    compat (str, optional): None (default: the reply resampled to 16 kHz for the backchannel
+        VAD) or "upstream" (its samples read as 16 kHz without resampling, as FDB's script).
     bootstrap (int, optional): resamples for the *_ci95 intervals (default 1000; 0 = none).
     seed (int, optional): bootstrap seed (default 0).
 Returns:
     the summary keys of the task (tor, latency_s, relevance, backchannel_frequency, jsd, their
-    *_ci95 and n_* counts), n_samples, n_scored, n_failed, and per_sample (list of dicts).
+    *_ci95 intervals and *_n counts), n_samples, n_scored, n_failed, and per_sample (list of dicts).
 Examples:
     >>> m = evaluate.load("spear_metrics/full_duplex")
     >>> r = m.compute(sample_dir=["fdb/smooth_turn_taking/1"], task="smooth_turn_taking")
@@ -50,7 +52,7 @@ class FullDuplex(evaluate.Metric):
         )
 
     def _compute(self, sample_dir, task, reference=None, judge=None, asr=None, vad_backend="sequence",
-                 bootstrap=1000, seed=0):
+                 bootstrap=1000, seed=0, compat=None):
         from pathlib import Path
 
         from spear_datasets.sources.fdb import FDBSample, read_reference_distribution
@@ -59,9 +61,10 @@ class FullDuplex(evaluate.Metric):
         if isinstance(reference, (str, Path)):
             reference = read_reference_distribution(reference)
         samples = [FDBSample(id=Path(d).name, task=task, dir=Path(d)) for d in sample_dir]
-        scorer = FullDuplexScorer(task=task, reference=reference, judge=judge, asr=asr, vad_backend=vad_backend)
+        scorer = FullDuplexScorer(task=task, reference=reference, judge=judge, asr=asr, vad_backend=vad_backend,
+                                  compat=compat)
         results = score_samples(samples, scorer)
         out = summarize(task, results, n_resamples=int(bootstrap), seed=int(seed), judge=judge,
-                        reference_given=reference is not None)
+                        reference_given=reference is not None, compat=compat)
         out["per_sample"] = [r.to_json() for r in results]
         return out
