@@ -20,6 +20,23 @@ import numpy as np
 #: Sample rate (Hz) of every SPEAR clip and of every model input in the benchmark.
 TARGET_SR = 16_000
 
+#: Header limits every file read through this module must meet (checked from the header, before
+#: any decode that allocates): rates outside [4 kHz, 384 kHz] are not speech recordings (a
+#: header claiming 1 Hz would make a 32 KB file a 16,000 s "answer"); more than 32 channels is a
+#: corrupt header; longer than one hour is no SPEAR clip or answer (input clips hold at most 5
+#: turns, ``SPEAR_PROTOCOL.md`` section 1) nor an FDB sample, and would dominate every mean.
+MIN_SAMPLE_RATE = 4_000
+MAX_SAMPLE_RATE = 384_000
+MAX_CHANNELS = 32
+MAX_DURATION_S = 3600.0
+#: Channels of a SPEAR input clip: one speaker per channel (``SPEAR_PROTOCOL.md`` section 1).
+#: The one rule ``score``, ``infer`` and ``build-dataset`` apply (:func:`input_clip_info`).
+INPUT_CHANNELS = 2
+
+#: WAVE ``fmt `` format tags and the bits per sample each allows (container size for PCM/float).
+_WAVE_PCM, _WAVE_FLOAT, _WAVE_ALAW, _WAVE_MULAW, _WAVE_EXTENSIBLE = 0x0001, 0x0003, 0x0006, 0x0007, 0xFFFE
+_WAVE_BITS = {_WAVE_PCM: (8, 16, 24, 32), _WAVE_FLOAT: (32, 64), _WAVE_ALAW: (8,), _WAVE_MULAW: (8,)}
+
 
 class AudioError(ValueError):
     """An audio file is missing, empty, undecodable or holds non-finite samples.
@@ -42,11 +59,21 @@ class AudioInfo:
         return self.frames / self.sample_rate if self.sample_rate else 0.0
 
 
-def _check_riff_complete(path: str) -> None:
-    """Raise :class:`AudioError` when a RIFF/WAVE file holds fewer data bytes than its header declares.
+def _check_riff(path: str) -> None:
+    """Validate a RIFF/WAVE file's own header: its ``fmt `` chunk and its data length.
 
-    libsndfile silently returns the frames that are there; a cut file must not be scored as if
-    it were complete. Streaming placeholders (data size 0 or 0xFFFFFFFF) are not checked.
+    - ``fmt ``: a known format tag with bits per sample in its valid set (PCM 8/16/24/32, float
+      32/64, A-law/mu-law 8; WAVE_FORMAT_EXTENSIBLE: container as PCM/float, valid bits 8 to the
+      container) and a block alignment of ``channels x bytes per sample`` (a patched channel
+      count breaks it). libsndfile reads a 3-bit header as 8-bit and a 300-channel one as 300
+      channels of garbage.
+    - data: fewer data bytes than the header declares is a cut file (libsndfile silently returns
+      the frames that are there). Streaming placeholders (data size 0 or 0xFFFFFFFF) are not checked.
+
+    Files that are not RIFF/WAVE are left to :func:`_check_limits`.
+
+    Raises:
+        AudioError: one line naming the file.
     """
     import struct
 
@@ -55,11 +82,16 @@ def _check_riff_complete(path: str) -> None:
         head = f.read(12)
         if len(head) < 12 or head[:4] != b"RIFF" or head[8:12] != b"WAVE":
             return
-        pos = 12
+        pos, fmt_seen = 12, False
         while pos + 8 <= size:
             f.seek(pos)
             chunk_id, chunk_size = struct.unpack("<4sI", f.read(8))
-            if chunk_id == b"data":
+            if chunk_id == b"fmt ":
+                _check_wave_fmt(f.read(min(chunk_size, 40)), path)
+                fmt_seen = True
+            elif chunk_id == b"data":
+                if not fmt_seen:
+                    raise AudioError(f"bad WAV header: data chunk before the fmt chunk: {path}")
                 if chunk_size not in (0, 0xFFFFFFFF) and pos + 8 + chunk_size > size:
                     raise AudioError(f"audio file is truncated: its data chunk declares {chunk_size} bytes, "
                                      f"the file holds {size - pos - 8}: {path}")
@@ -68,10 +100,83 @@ def _check_riff_complete(path: str) -> None:
         raise AudioError(f"audio file is truncated: no data chunk: {path}")
 
 
+def _check_wave_fmt(fmt: bytes, path: str) -> None:
+    """Check a WAVE ``fmt `` chunk body (see :func:`_check_riff`). Raises :class:`AudioError`."""
+    import struct
+
+    if len(fmt) < 16:
+        raise AudioError(f"bad WAV header: fmt chunk of {len(fmt)} bytes: {path}")
+    tag, channels, rate, _byte_rate, align, bits = struct.unpack("<HHIIHH", fmt[:16])
+    _check_limits(rate, channels, None, path)
+    valid_bits = bits
+    if tag == _WAVE_EXTENSIBLE:
+        if len(fmt) < 40:
+            raise AudioError(f"bad WAV header: WAVE_FORMAT_EXTENSIBLE fmt chunk of {len(fmt)} bytes: {path}")
+        valid_bits = struct.unpack("<H", fmt[18:20])[0] or bits
+        tag = struct.unpack("<H", fmt[24:26])[0]  # first two bytes of the sub-format GUID
+        if tag in _WAVE_BITS and not 8 <= valid_bits <= bits:
+            raise AudioError(f"bad WAV header: {valid_bits} valid bits per sample in a {bits}-bit container: {path}")
+    allowed = _WAVE_BITS.get(tag)
+    if allowed is None:  # ADPCM, GSM...: libsndfile/FFmpeg check their own headers; rate/channels checked above
+        return
+    if bits not in allowed:
+        raise AudioError(f"bad WAV header: {bits} bits per sample (format 0x{tag:04x} allows {'/'.join(map(str, allowed))}): {path}")
+    if align != channels * bits // 8:
+        raise AudioError(f"bad WAV header: block align {align} does not match {channels} channel(s) x {bits} bits: {path}")
+
+
+def _check_limits(sample_rate: float | None, channels: int | None, frames: int | None, path: str) -> None:
+    """Refuse header values no recording has (see :data:`MIN_SAMPLE_RATE` and the other limits).
+
+    ``None`` means the header does not say (not checked). Raises :class:`AudioError`.
+    """
+    if sample_rate is not None and not MIN_SAMPLE_RATE <= sample_rate <= MAX_SAMPLE_RATE:
+        raise AudioError(f"bad audio header: sample rate {sample_rate:g} Hz is outside "
+                         f"[{MIN_SAMPLE_RATE}, {MAX_SAMPLE_RATE}] Hz: {path}")
+    if channels is not None and not 1 <= channels <= MAX_CHANNELS:
+        raise AudioError(f"bad audio header: {channels} channels (1 to {MAX_CHANNELS} accepted): {path}")
+    if frames is not None and sample_rate and frames / sample_rate > MAX_DURATION_S:
+        raise AudioError(f"bad audio header: {frames / sample_rate:.0f} s long (at most {MAX_DURATION_S:g} s accepted): {path}")
+
+
+def _probe(path: str) -> tuple[AudioInfo | None, str]:
+    """Header of ``path`` validated, without decoding: ``(info, backend)``.
+
+    ``backend`` is ``"soundfile"`` when libsndfile reads the header (``info`` from it), else
+    ``"ffmpeg"`` (``info`` from the FFmpeg stream metadata; ``None`` when FFmpeg cannot open it
+    either: the decoders then say why). ``info.frames`` may be 0 when the header does not
+    give a length (some MP3/OGG streams).
+
+    Raises:
+        AudioError: a bad header (limits, WAVE ``fmt`` values) or a truncated WAV.
+    """
+    _check_riff(path)
+    try:
+        import soundfile as sf
+
+        i = sf.info(path)
+        info, backend = AudioInfo(int(i.samplerate), int(i.channels), max(0, int(i.frames))), "soundfile"
+        if i.frames >= 2**62:  # libsndfile's "unknown length"
+            info = AudioInfo(info.sample_rate, info.channels, 0)
+    except Exception:
+        try:
+            from torchcodec.decoders import AudioDecoder
+
+            md = AudioDecoder(path).metadata
+            rate, ch = md.sample_rate, md.num_channels
+            dur = md.duration_seconds_from_header
+            info = AudioInfo(int(rate), int(ch), int(round(dur * rate)) if dur and rate else 0) if rate and ch else None
+        except Exception:
+            info = None
+        backend = "ffmpeg"
+    if info is not None:
+        _check_limits(info.sample_rate, info.channels, info.frames or None, path)
+    return info, backend
+
+
 def _decode_soundfile(path: str) -> tuple[np.ndarray, int]:
     import soundfile as sf
 
-    _check_riff_complete(path)
     declared = sf.info(path).frames
     data, sr = sf.read(path, dtype="float32", always_2d=True)  # (frames, channels)
     # compressed formats (MP3, ...) announce their length in the header: far fewer decoded frames = cut file
@@ -92,28 +197,41 @@ def _decode_ffmpeg(path: str) -> tuple[np.ndarray, int]:
     return wav, sr
 
 
-def decode(path: str | os.PathLike) -> tuple[np.ndarray, int]:
-    """Decode a file at its native rate and channel count.
-
-    Returns ``(waveform, sample_rate)``, waveform ``float32`` of shape ``(channels, samples)``.
-
-    Raises:
-        AudioError: missing file, zero-length file, undecodable data, no samples, NaN/inf samples.
-    """
-    p = str(path)
+def _check_path(p: str) -> None:
     if os.path.isdir(p):
         raise AudioError(f"audio path is a directory, not a file: {p}")
     if not os.path.isfile(p):
         raise AudioError(f"audio file not found: {p}")
     if os.path.getsize(p) == 0:
         raise AudioError(f"audio file is empty (0 bytes): {p}")
+
+
+def decode(path: str | os.PathLike) -> tuple[np.ndarray, int]:
+    """Decode a file at its native rate and channel count.
+
+    The header is validated first (:func:`audio_info`'s checks: rate, channels, bits per sample,
+    duration), so a file with absurd header values fails in milliseconds, before any allocation.
+
+    Returns ``(waveform, sample_rate)``, waveform ``float32`` of shape ``(channels, samples)``.
+
+    Raises:
+        AudioError: missing file, zero-length file, bad header, undecodable data, no samples,
+            NaN/inf samples.
+    """
+    p = str(path)
+    _check_path(p)
+    _, backend = _probe(p)
     try:
+        if backend != "soundfile":
+            raise RuntimeError("libsndfile cannot read the header")
         wav, sr = _decode_soundfile(p)
     except AudioError:
         raise
     except Exception as sf_err:  # libsndfile cannot read it: let FFmpeg try
         try:
             wav, sr = _decode_ffmpeg(p)
+        except AudioError:
+            raise
         except Exception as ff_err:
             raise AudioError(
                 f"cannot decode audio {p}: libsndfile: {str(sf_err).strip()}; "
@@ -121,6 +239,7 @@ def decode(path: str | os.PathLike) -> tuple[np.ndarray, int]:
             ) from None
     if wav.size == 0 or wav.shape[-1] == 0:
         raise AudioError(f"audio file has no samples: {p}")
+    _check_limits(sr, wav.shape[0], wav.shape[-1], p)  # what a header without a length did not say
     if not np.isfinite(wav).all():
         raise AudioError(f"audio has NaN or inf samples: {p}")
     return wav, sr
@@ -190,25 +309,39 @@ def load_audio(
 
 
 def audio_info(path: str | os.PathLike) -> AudioInfo:
-    """Read rate, channels and length from the header (libsndfile), decoding only as a fallback.
+    """Read rate, channels and length from the header, validated; decoding only when the header
+    gives no length.
+
+    Checks (no decode): the file exists and is not empty; rate in [:data:`MIN_SAMPLE_RATE`,
+    :data:`MAX_SAMPLE_RATE`] Hz; 1 to :data:`MAX_CHANNELS` channels; at most
+    :data:`MAX_DURATION_S` s; for WAV, bits per sample valid for its format and block
+    alignment / byte rate consistent with them; a WAV data chunk as long as declared.
 
     Raises:
-        AudioError: as :func:`decode`.
+        AudioError: one line naming the file (as :func:`decode` for files it must decode).
     """
     p = str(path)
-    if not os.path.isfile(p):
-        raise AudioError(f"audio file not found: {p}")
-    _check_riff_complete(p)
-    try:
-        import soundfile as sf
-
-        i = sf.info(p)
-        if i.frames > 0:
-            return AudioInfo(int(i.samplerate), int(i.channels), int(i.frames))
-    except Exception:
-        pass
+    _check_path(p)
+    info, _ = _probe(p)
+    if info is not None and info.frames > 0:
+        return info
     wav, sr = decode(p)
     return AudioInfo(sr, wav.shape[0], wav.shape[1])
+
+
+def input_clip_info(path: str | os.PathLike) -> AudioInfo:
+    """:func:`audio_info` of a SPEAR input clip, which must have :data:`INPUT_CHANNELS` channels
+    (one speaker per channel, ``SPEAR_PROTOCOL.md`` section 1): the one channel rule of
+    ``score``, ``infer`` and ``build-dataset``.
+
+    Raises:
+        AudioError: as :func:`audio_info`, or a clip that is not stereo.
+    """
+    info = audio_info(path)
+    if info.channels != INPUT_CHANNELS:
+        raise AudioError(f"input clip has {info.channels} channel(s), expected {INPUT_CHANNELS} "
+                         f"(one speaker per channel): {path}")
+    return info
 
 
 def write_wav(path: str | os.PathLike, wav: np.ndarray, sr: int = TARGET_SR) -> Path:

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from spear_datasets.audio import TARGET_SR, AudioError, decode
+from spear_datasets.audio import TARGET_SR, AudioError, decode, input_clip_info
 from spear_datasets.schema import (
     SPEAR_COLUMNS,
     MetadataError,
@@ -113,17 +113,17 @@ def _embedded(path: Path) -> dict[str, Any]:
 
 
 def _check_input_clip(path: Path) -> float:
-    """Decode the input clip; it must be 16 kHz stereo. Returns its duration (s).
+    """Check the input clip: header and channels first (:func:`input_clip_info`, the rule of every
+    command), 16 kHz (the dataset embeds the bytes unchanged), then decodable. Returns its duration (s).
 
     Raises:
-        AudioError: unreadable / empty / NaN clip.
-        RowError: not 16 kHz or not two channels (the speakers could not be kept apart).
+        AudioError: bad header, not stereo, unreadable / empty / NaN clip.
+        RowError: not 16 kHz.
     """
+    info = input_clip_info(path)
+    if info.sample_rate != TARGET_SR:
+        raise RowError(f"input clip is {info.sample_rate} Hz, expected {TARGET_SR} Hz: {path.name}")
     wav, sr = decode(path)
-    if sr != TARGET_SR:
-        raise RowError(f"input clip is {sr} Hz, expected {TARGET_SR} Hz: {path.name}")
-    if wav.shape[0] != 2:
-        raise RowError(f"input clip has {wav.shape[0]} channel(s), expected 2 (one speaker per channel): {path.name}")
     return wav.shape[1] / sr
 
 

@@ -16,11 +16,12 @@ from typing import Any, Optional, Protocol, runtime_checkable
 
 import numpy as np
 
+from spear_datasets.audio import MAX_SAMPLE_RATE, MIN_SAMPLE_RATE
 from spear_datasets.schema import SpearRow
 
-#: Sample rates (Hz) an answer may come in; anything else is a failed row.
-MIN_ANSWER_SR = 4_000
-MAX_ANSWER_SR = 384_000
+#: Sample rates (Hz) an answer may come in (the loader's header limits); anything else is a failed row.
+MIN_ANSWER_SR = MIN_SAMPLE_RATE
+MAX_ANSWER_SR = MAX_SAMPLE_RATE
 #: Most channels an answer may have (more means "(samples, channels)" was returned by mistake).
 MAX_ANSWER_CHANNELS = 8
 

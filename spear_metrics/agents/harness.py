@@ -43,7 +43,7 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-from spear_datasets.audio import TARGET_SR, AudioError, load_audio, resample, write_wav
+from spear_datasets.audio import TARGET_SR, AudioError, input_clip_info, load_audio, resample, write_wav
 from spear_datasets.schema import (
     RowError,
     SpearRow,
@@ -319,10 +319,8 @@ def _infer_row(agent: Any, source: Source, i: int, out: Path, config: Generation
     try:
         in_path = source.input_file(i, out)
         rec["audio_path"] = os.path.relpath(in_path, out) if source.copies_inputs else str(in_path)
+        check_times_against_clip(entry.row, input_clip_info(in_path).duration)  # header checks, before decoding
         audio = load_audio(in_path, sr=TARGET_SR, channels="keep")
-        if audio.shape[0] != 2:
-            raise AudioError(f"input clip has {audio.shape[0]} channel(s), expected 2 (one speaker per channel): {in_path.name}")
-        check_times_against_clip(entry.row, audio.shape[1] / TARGET_SR)
         ref = source.reference_file(i, out) if getattr(agent, "uses_reference_answer", False) else None
         row = dataclasses.replace(entry.row, audio_path=str(in_path), answer_audio_path=None if ref is None else str(ref))
         ans, wav, sr, onset = run_agent(agent, audio, row, config)

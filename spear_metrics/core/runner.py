@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from spear_datasets.audio import AudioError, audio_info
+from spear_datasets.audio import AudioError, audio_info, input_clip_info
 from spear_datasets.schema import (
     RowError,
     SpearRow,
@@ -87,8 +87,11 @@ def prepare_rows(raw_rows: Sequence[dict[str, Any]], base_dir: str | os.PathLike
 
 
 def _check_sample(sample: Sample) -> None:
-    """Checks that need the files: the input clip's length against the row's times."""
-    check_times_against_clip(sample.meta, audio_info(sample.audio_path).duration)
+    """Checks that need the files' headers only (no decoding): both headers valid
+    (:func:`spear_datasets.audio.audio_info`), the input clip stereo
+    (:func:`spear_datasets.audio.input_clip_info`), the question inside the input clip."""
+    check_times_against_clip(sample.meta, input_clip_info(sample.audio_path).duration)
+    audio_info(sample.answer_audio_path)
 
 
 def score_samples(
