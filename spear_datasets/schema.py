@@ -112,6 +112,77 @@ def strip_speaker_tags(text: str, speakers: Iterable[str] = ()) -> str:
     return re.sub(r"\s+", " ", text).strip()
 
 
+class NumberError(ValueError):
+    """A value that is not the number asked for (one-line reason naming what it is)."""
+
+
+#: A plain decimal number: ASCII digits, optional sign, point and exponent. ``float()`` alone
+#: also takes ``"1_000"``, ``"nan"``, ``"infinity"`` and non-ASCII digits; none is a number here.
+_NUMBER_RE = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
+def parse_number(
+    value: object,
+    *,
+    what: str = "value",
+    integer: bool = False,
+    minimum: float | None = None,
+    maximum: float | None = None,
+    above: float | None = None,
+) -> float | int:
+    """THE number parser of SPEARBench: CSV cells, ``-o``/``-a`` options, CLI numbers, ``compute()``
+    arguments and FDB JSON times are read through here.
+
+    Accepts a Python/numpy ``int`` or ``float`` (never a ``bool``) or a string holding a plain
+    decimal number (surrounding whitespace ignored). With ``integer=True`` the value must be
+    whole (``3``, ``"3"``, ``3.0``) and an ``int`` is returned; else a ``float``.
+
+    Args:
+        what: the name used in the error message (a column, an option, a flag).
+        minimum, maximum: inclusive bounds; above: exclusive lower bound (``above=0``: > 0).
+
+    Raises:
+        NumberError: not a number (with the value, cut at 40 characters), NaN/inf, not whole
+            when ``integer``, or out of range.
+    """
+    if isinstance(value, bool):
+        raise NumberError(f"{what} is not a number: {value!r}")
+    if isinstance(value, str):
+        text = value.strip()
+        if not _NUMBER_RE.fullmatch(text):
+            low = text.lower().lstrip("+-")
+            if low in ("nan", "inf", "infinity"):
+                raise NumberError(f"{what} is not finite: {value!r}")
+            raise NumberError(f"{what} is not a number: {value[:40]!r}")
+        number: float | int = int(text) if integer and re.fullmatch(r"[+-]?[0-9]+", text) else float(text)
+    else:
+        try:
+            import numbers
+
+            if not isinstance(value, numbers.Real):
+                raise TypeError
+            number = value if isinstance(value, int) else float(value)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            raise NumberError(f"{what} is not a number: {str(value)[:40]!r}") from None
+    if isinstance(number, float) and not math.isfinite(number):
+        raise NumberError(f"{what} is not finite: {value!r}")
+    if integer:
+        if isinstance(number, float):
+            if not number.is_integer():
+                raise NumberError(f"{what} must be a whole number, got {value!r}")
+            number = int(number)
+        number = int(number)
+    else:
+        number = float(number)
+    if minimum is not None and number < minimum:
+        raise NumberError(f"{what} must be >= {minimum:g}, got {_fmt(number)}")
+    if above is not None and number <= above:
+        raise NumberError(f"{what} must be > {above:g}, got {_fmt(number)}")
+    if maximum is not None and number > maximum:
+        raise NumberError(f"{what} must be <= {maximum:g}, got {_fmt(number)}")
+    return number
+
+
 def _float(raw: dict, key: str, *, optional: bool) -> float | None:
     value = raw.get(key)
     if value is None or (isinstance(value, str) and value.strip() == ""):
@@ -119,12 +190,9 @@ def _float(raw: dict, key: str, *, optional: bool) -> float | None:
             return None
         raise RowError(f"{key} is empty")
     try:
-        f = float(value)
-    except (TypeError, ValueError):
-        raise RowError(f"{key} is not a number: {str(value)[:40]!r}") from None
-    if not math.isfinite(f):
-        raise RowError(f"{key} is not finite: {value!r}")
-    return f
+        return float(parse_number(value, what=key))
+    except NumberError as e:
+        raise RowError(str(e)) from None
 
 
 def _fmt(x: float) -> str:

@@ -40,7 +40,7 @@ def test_evaluate_load_local_module(name, real_dir, tmp_path, monkeypatch):
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     m = evaluate.load(str(REPO / "spear_metrics" / name))
-    q = str(real_dir / "pyannote-audio__sample.wav")
+    q = str(real_dir / "DERIVED__pyannote-audio__seriously_29-60s_stereo_L-FEE016_R-MEO015.wav")  # stereo input clip
     a = str(real_dir / "speechbrain__p226_002.wav")
     r = m.compute(audio_path=[q], answer_audio_path=[a], context_end_time=[10.0], question_end_time=[12.0], answer_start_time=[0.5])
     assert r["n_scored"] == 1 and len(r["per_sample"]) == 1

@@ -65,8 +65,9 @@ def test_praat_reads_the_file_at_its_own_rate_and_channels(real_dir):
 
 def test_module_values_on_real_clips(real_dir):
     paths = [str(real_dir / "speechbrain__p225_002.wav"), str(real_dir / "speechbrain__p226_002.wav")]
-    # any input clip long enough: the answers' own files are what is measured
-    cols = dict(audio_path=[str(real_dir / "pyannote-audio__sample.wav"), str(real_dir / "pyannote-audio__dev00.wav")],
+    # any stereo input clip long enough: the answers' own files are what is measured
+    cols = dict(audio_path=[str(real_dir / "DERIVED__pyannote-audio__seriously_29-60s_stereo_L-FEE016_R-MEO015.wav"),
+                            str(real_dir / "faster-whisper__stereo_diarization.wav")],
                 answer_audio_path=paths, context_end_time=[1.0, 1.0], question_end_time=[2.0, 2.0], answer_start_time=[None, None],
                 transcript_question=["P0001A: are you?", "P0002A: is it?"])
     r = score_columns("explainable_features", cols)

@@ -206,7 +206,7 @@ def test_impossible_times_cut_files_and_bad_options(tmp_path, real_dir, capsys):
     capsys.readouterr()
     # a bad option is refused before any row is scored
     assert main(["score", "--metadata", str(meta), "--metrics", "interruptions", "--out", str(tmp_path / "o"), "-o", "vad_time_resolution=abc"]) == 2
-    assert "vad_time_resolution must be an integer" in capsys.readouterr().err and not (tmp_path / "o").exists()
+    assert "vad_time_resolution is not a number: 'abc'" in capsys.readouterr().err and not (tmp_path / "o").exists()
     # --out naming a file
     (tmp_path / "afile").write_text("x")
     assert main(["score", "--metadata", str(meta), "--metrics", "interruptions", "--out", str(tmp_path / "afile")]) == 2

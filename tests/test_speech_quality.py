@@ -42,9 +42,11 @@ def test_error_rates_empty_texts_and_tags():
 def run(real_dir, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("sq")
     rows = []
-    pairs = [("speechbrain__p225_002.wav", "faster-whisper__jfk.flac", "P0002: " + (real_dir / "faster-whisper__jfk.txt").read_text()),
+    # input clips are stereo (one speaker per channel, the rule of every command); the answers are measured
+    pairs = [("DERIVED__pyannote-audio__seriously_29-60s_stereo_L-FEE016_R-MEO015.wav", "faster-whisper__jfk.flac",
+              "P0002: " + (real_dir / "faster-whisper__jfk.txt").read_text()),
              ("faster-whisper__jfk.flac", "speechbrain__p226_002.wav", "P0002: " + (real_dir / "speechbrain__p226_002.txt").read_text()),
-             ("speechbrain__p226_002.wav", "speechbrain__p225_002.wav", "P0002: Mm-hmm.")]
+             ("faster-whisper__stereo_diarization.wav", "speechbrain__p225_002.wav", "P0002: Mm-hmm.")]
     for q, a, ref in pairs:
         rows.append({"audio_path": str(real_dir / q), "answer_audio_path": str(real_dir / a), "context_end_time": 0.5,
                      "question_end_time": 1.0, "answer_duration": "", "speakers": "P0001|P0002",

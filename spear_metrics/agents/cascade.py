@@ -80,7 +80,8 @@ class CascadeAgent:
 
     Args:
         asr: ASR backend name for ``load_asr`` (default ``"embedded"``), loaded on first use.
-        voice: espeak-ng voice; ``rate``: words per minute.
+        voice: espeak-ng voice.
+        rate: espeak-ng speaking rate, words per minute.
         think_s: answer ``think_s`` seconds after the question end; ``None`` (default) = onset
             ``None`` ("at question end", the agent does not choose its timing).
         asr_backend: an object with ``transcribe(list[(n,) float32 16 kHz], sr=16000,

@@ -81,7 +81,11 @@ class HumanAgent(_ReplayHuman):
 
 class FixedDelayAgent(_ReplayHuman):
     """The human answer replayed ``delay`` seconds after the question ends
-    (``answer_start_time`` = ``delay``). Raises ``ValueError`` for a negative or non-finite delay."""
+    (``answer_start_time`` = ``delay``). Raises ``ValueError`` for a negative or non-finite delay.
+
+    Args:
+        delay: seconds from the question end to the answer onset (>= 0).
+    """
 
     def __init__(self, delay: float = 0.5):
         self.delay = _finite("delay", delay)
@@ -93,7 +97,11 @@ class FixedDelayAgent(_ReplayHuman):
 class BargeInAgent(_ReplayHuman):
     """The human answer started ``lead`` seconds BEFORE the question ends
     (``answer_start_time`` = ``-lead``; clipped to the clip start when ``lead`` exceeds the
-    clip). Raises ``ValueError`` for a negative or non-finite lead."""
+    clip). Raises ``ValueError`` for a negative or non-finite lead.
+
+    Args:
+        lead: seconds before the question end at which the answer starts (>= 0).
+    """
 
     def __init__(self, lead: float = 1.0):
         self.lead = _finite("lead", lead)
@@ -105,7 +113,11 @@ class BargeInAgent(_ReplayHuman):
 class SilenceAgent:
     """Never speaks: ``duration`` seconds of digital silence (mono, 16 kHz), onset ``None``
     (offline) / end of input (streaming), ``finish_reason="silence"``. A silent answer is a
-    behaviour, not a failure: the scorer counts it in ``no_speech_answers_%``."""
+    behaviour, not a failure: the scorer counts it in ``no_speech_answers_%``.
+
+    Args:
+        duration: seconds of silence returned (> 0).
+    """
 
     def __init__(self, duration: float = 2.0):
         self.duration = _finite("duration", duration)

@@ -1,19 +1,30 @@
-"""Agent adapters by name: built-ins, runtime registrations, and Python entry points.
+"""Agent adapters by name: built-ins, runtime registrations, Python entry points, and classes
+named by where they live.
 
-Lookup order of :func:`load_agent`: names registered at runtime (:func:`register_agent`), the
-built-ins (:data:`BUILTIN_AGENTS`), then entry points of group :data:`ENTRY_POINT_GROUP`
-(``spearbench.agents``), so a third-party package adds an agent without editing this project::
+Lookup order of :func:`load_agent`: a reference ``path/to/file.py:ClassName`` (the file is
+imported) or ``package.module:ClassName`` (imported from ``sys.path``), then names registered
+at runtime (:func:`register_agent`), the built-ins (:data:`BUILTIN_AGENTS`), then entry points
+of group :data:`ENTRY_POINT_GROUP` (``spearbench.agents``), so a third-party package adds an
+agent without editing this project::
 
     [project.entry-points."spearbench.agents"]
     my-agent = "my_package.adapter:MyAgent"
 
-The target is a class or factory called with the ``--agent-option`` pairs as keyword arguments.
+The target is a class or factory called with the ``--agent-option`` pairs as keyword arguments;
+their names and types come from its signature (:func:`agent_options`): an unknown key is
+refused with the valid ones, values are converted to the annotated (or default's) type.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import os
+import sys
+from pathlib import Path
 from typing import Any, Callable
+
+from spear_metrics.core.options import Option, OptionError, signature_options, unknown_message
 
 #: entry-point group third-party adapters register under
 ENTRY_POINT_GROUP = "spearbench.agents"
@@ -72,12 +83,61 @@ def _import(target: str) -> Any:
     return obj
 
 
-def agent_factory(name: str) -> Callable[..., Any]:
-    """The class/factory registered under ``name``.
+def is_reference(name: str) -> bool:
+    """``True`` for ``path/to/file.py:ClassName`` or ``package.module:ClassName`` (not a registry name)."""
+    left, sep, right = name.rpartition(":")
+    return bool(sep and left and right) and right.replace(".", "_").isidentifier()
+
+
+def _load_reference(name: str) -> Any:
+    """The object a ``file.py:Class`` / ``module:Class`` reference names.
 
     Raises:
-        UnknownAgentError: no adapter of that name.
+        UnknownAgentError: the file or module cannot be imported (the reason on one line), or it
+            has no such attribute.
     """
+    left, _, attr = name.rpartition(":")
+    try:
+        if left.endswith(".py") or os.sep in left or "/" in left:
+            path = Path(left).expanduser().resolve()
+            if not path.is_file():
+                raise UnknownAgentError(f"agent file not found: {left}")
+            mod_name = f"spearbench_agent_{abs(hash(str(path)))}"
+            if mod_name not in sys.modules:
+                spec = importlib.util.spec_from_file_location(mod_name, path)
+                if spec is None or spec.loader is None:
+                    raise UnknownAgentError(f"cannot import agent file {left}")
+                module = importlib.util.module_from_spec(spec)
+                sys.modules[mod_name] = module
+                try:
+                    spec.loader.exec_module(module)
+                except BaseException:
+                    sys.modules.pop(mod_name, None)
+                    raise
+            obj: Any = sys.modules[mod_name]
+        else:
+            obj = importlib.import_module(left)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+        return obj
+    except UnknownAgentError:
+        raise
+    except AttributeError:
+        raise UnknownAgentError(f"agent {name!r}: {left} has no {attr!r}") from None
+    except Exception as e:  # SyntaxError, ImportError, an error in the user's module...
+        msg = " ".join(str(e).split()) or type(e).__name__
+        raise UnknownAgentError(f"agent {name!r}: cannot import {left}: {type(e).__name__}: {msg}") from None
+
+
+def agent_factory(name: str) -> Callable[..., Any]:
+    """The class/factory registered under ``name``, or named by a ``file.py:Class`` /
+    ``module:Class`` reference.
+
+    Raises:
+        UnknownAgentError: no adapter of that name, or a reference that cannot be imported.
+    """
+    if is_reference(name) and name not in _RUNTIME:
+        return _load_reference(name)
     if name in _RUNTIME:
         return _RUNTIME[name]
     if name in BUILTIN_AGENTS:
@@ -88,14 +148,48 @@ def agent_factory(name: str) -> Callable[..., Any]:
     raise UnknownAgentError(f"unknown agent {name!r}; available: {', '.join(available_agents())}")
 
 
-def load_agent(name: str, **options: Any) -> Any:
-    """Build the adapter ``name`` with ``options`` (``--agent-option KEY=VALUE`` pairs).
+def agent_options(factory: Callable[..., Any]) -> tuple[tuple[Option, ...], bool]:
+    """The options an adapter takes, from its signature: ``(options, takes_any_key)``
+    (see :func:`spear_metrics.core.options.signature_options`)."""
+    return signature_options(factory)
+
+
+def describe_agent(name: str) -> tuple[str, tuple[Option, ...]]:
+    """``(first line of the docstring, options)`` of adapter ``name`` (for ``infer --list-agents``).
 
     Raises:
-        UnknownAgentError: no adapter of that name.
-        TypeError / ValueError: options the adapter does not accept.
+        UnknownAgentError: as :func:`agent_factory`.
     """
-    agent = agent_factory(name)(**options)
+    import inspect
+
+    factory = agent_factory(name)
+    doc = " ".join((inspect.getdoc(factory) or "").split("\n\n")[0].split())
+    first = (doc.split(". ")[0].rstrip(".") + ".") if doc else "(no description)"
+    return first, agent_options(factory)[0]
+
+
+def load_agent(name: str, **options: Any) -> Any:
+    """Build the adapter ``name`` with ``options`` (``--agent-option KEY=VALUE`` pairs, strings
+    or Python values), converted to the types of its signature.
+
+    Raises:
+        UnknownAgentError: no adapter of that name, or a reference that cannot be imported.
+        OptionError: a key the adapter does not take (the message lists the ones it takes) or a
+            value of the wrong type.
+        TypeError / ValueError: options the adapter itself refuses.
+    """
+    factory = agent_factory(name)
+    schema, takes_any = agent_options(factory)
+    by_name = {o.name: o for o in schema}
+    typed: dict[str, Any] = {}
+    for k, v in options.items():
+        if k in by_name:
+            typed[k] = by_name[k].coerce(v, owner=f"agent {name}")
+        elif takes_any:
+            typed[k] = v
+        else:
+            raise OptionError(unknown_message(k, f"agent {name}", by_name))
+    agent = factory(**typed)
     if not callable(getattr(agent, "respond", None)):
         raise TypeError(f"agent {name!r} has no respond(audio, row, config) method")
     return agent

@@ -1,29 +1,71 @@
-"""One module per ``spearbench`` subcommand (see :mod:`spear_metrics.cli`)."""
+"""One module per ``spearbench`` subcommand (see :mod:`spear_metrics.cli`), and what their
+consoles share: ``KEY=VALUE`` options, number flags, failed rows and null values with reasons."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any, Callable, Iterable, Mapping
+
+#: failed rows printed on the console (the rest are in the run's files)
+SHOWN_FAILURES = 5
 
 
-def parse_options(pairs: list[str] | None) -> dict:
-    """``["k=v", ...]`` -> ``{k: v}`` with ints, floats, booleans and ``none`` converted.
+def parse_options(pairs: list[str] | None) -> dict[str, str]:
+    """``["k=v", ...]`` -> ``{k: v}``, values as strings: the dimension's or agent's option
+    schema types them (:mod:`spear_metrics.core.options`).
 
     Raises:
-        SystemExit: a pair without ``=`` (argparse-style one-line error).
+        OptionError: a pair without ``=``.
     """
-    out = {}
-    for pair in pairs or []:
-        if "=" not in pair:
-            raise SystemExit(f"option {pair!r} is not KEY=VALUE")
-        k, v = pair.split("=", 1)
-        low = v.strip().lower()
-        if low in ("true", "false"):
-            val: object = low == "true"
-        elif low in ("none", "null"):
-            val = None
-        else:
-            try:
-                val = int(v)
-            except ValueError:
-                try:
-                    val = float(v)
-                except ValueError:
-                    val = v
-        out[k.strip().replace("-", "_")] = val
-    return out
+    from spear_metrics.core.options import parse_pairs
+
+    return parse_pairs(pairs)
+
+
+def number(*, integer: bool = False, minimum: float | None = None, above: float | None = None) -> Callable[[str], Any]:
+    """An argparse ``type=`` reading a flag's value with THE number parser
+    (:func:`spear_datasets.schema.parse_number`): ``--batch-size 0``, ``nan`` or ``1_000`` give
+    argparse's one-line error and exit 2."""
+    from spear_datasets.schema import NumberError, parse_number
+
+    def convert(text: str) -> Any:
+        try:
+            return parse_number(text, what="value", integer=integer, minimum=minimum, above=above)
+        except NumberError as e:
+            raise argparse.ArgumentTypeError(str(e).replace("value ", "", 1)) from None
+
+    convert.__name__ = "integer" if integer else "number"  # argparse names the type in its message
+    return convert
+
+
+def print_failures(failures: Iterable[tuple[Any, str]], where: str, *, total: int | None = None,
+                   what: str = "row", file=None) -> None:
+    """The first :data:`SHOWN_FAILURES` failures ``(id, reason)`` on stderr, then where all of
+    them are (``where``: a file path)."""
+    file = file or sys.stderr
+    failures = list(failures)
+    n = len(failures) if total is None else total
+    if not n:
+        return
+    for ident, reason in failures[:SHOWN_FAILURES]:
+        print(f"  failed {what} {ident}: {reason}", file=file)
+    more = f"{n - SHOWN_FAILURES} more; " if n > SHOWN_FAILURES else ""
+    print(f"  {more}every failed {what} with its reason: {where}", file=file)
+
+
+def null_reason(summary: Mapping[str, Any], key: str, dimension: str | None = None) -> str:
+    """Why ``summary[key]`` is null: its ``<key>_note``, else the dimension's ``<dimension>_note``,
+    else that no scored row had a value."""
+    for k in (f"{key}_note", f"{dimension}_note" if dimension else None):
+        if k and summary.get(k):
+            return str(summary[k])
+    return "no scored row has a value"
+
+
+def format_value(summary: Mapping[str, Any], key: str, dimension: str | None = None, *, digits: int = 3) -> str:
+    """A summary value for the console: ``-`` plus the reason in parentheses when it is null."""
+    v = summary.get(key)
+    if v is None:
+        return f"- ({null_reason(summary, key, dimension)})"
+    return f"{v:.{digits}f}" if isinstance(v, float) else str(v)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from spear_metrics.commands import parse_options
+from spear_metrics.commands import SHOWN_FAILURES, format_value, number, parse_options, print_failures
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -13,9 +13,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--metrics", required=True, help="comma-separated dimensions, e.g. interruptions,explainable_features")
     p.add_argument("--out", required=True, help="results folder (summary.json, per_sample.jsonl); a rerun resumes")
     p.add_argument("--option", "-o", action="append", default=[], metavar="KEY=VALUE",
-                   help="dimension option, e.g. vad_time_resolution=3 (repeatable)")
+                   help="dimension option, e.g. vad_time_resolution=3 (repeatable; an unknown key is refused "
+                        "with the valid ones; the options in effect are recorded in summary.json)")
     p.add_argument("--inputs", default=None, help="the benchmark's input metadata: inputs without an answer are reported")
-    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--batch-size", type=number(integer=True, minimum=1), default=16, help="samples per batch (>= 1, default 16)")
     p.add_argument("--retry-failed", action="store_true", help="score again the rows that failed in an earlier run")
     p.add_argument("--overwrite", action="store_true", help="discard results of another run in --out")
     p.add_argument("--no-progress", action="store_true")
@@ -36,10 +37,34 @@ def run(args: argparse.Namespace) -> int:
         print(f"spearbench score: {e}", file=sys.stderr)
         return 2
     if summary is not None:
-        keys = [k for k, v in summary.items() if isinstance(v, (int, float)) or v is None]
-        width = max(len(k) for k in keys)
-        for k in keys:
-            v = summary[k]
-            print(f"{k:<{width}}  {'-' if v is None else (f'{v:.3f}' if isinstance(v, float) else v)}")
+        print_summary(summary)
+        _show_failures(args.out)
         print(f"wrote {args.out}/summary.json and per_sample.jsonl")
     return 0
+
+
+def print_summary(summary: dict) -> None:
+    """Every number of the summary, one per line; a null one with its reason."""
+    from spear_metrics.core.registry import dimension_class
+
+    owner = {}
+    for name in summary.get("metrics", []):
+        for k in dimension_class(name).keys:
+            owner[k.name] = name
+    keys = [k for k, v in summary.items() if isinstance(v, (int, float)) or v is None]
+    width = max(len(k) for k in keys)
+    for k in keys:
+        print(f"{k:<{width}}  {format_value(summary, k, owner.get(k))}")
+
+
+def _show_failures(out: str) -> None:
+    """The first failed rows of ``out/per_sample.jsonl`` with their reasons, and where the rest are."""
+    from pathlib import Path
+
+    from spear_metrics.core.records import read_jsonl
+
+    path = Path(out) / "per_sample.jsonl"
+    if not path.is_file():
+        return
+    failed = [(f"{o.get('row')} ({o.get('audio_path')})", o.get("error")) for o in read_jsonl(path) if o.get("status") == "failed"]
+    print_failures(failed[:SHOWN_FAILURES], str(path), total=len(failed))

@@ -18,6 +18,9 @@ import numpy as np
 
 from spear_datasets.audio import TARGET_SR, load_audio
 from spear_datasets.schema import SpearRow
+from spear_metrics.core.options import Option, OptionError, options_in_effect, validate_options
+
+__all__ = ["Dimension", "MetricKey", "Option", "OptionError", "Sample", "mean_or_none", "percent_or_none"]
 
 Better = Literal["higher", "lower", "closer_to_human"]
 
@@ -82,16 +85,17 @@ class Sample:
         self._cache.clear()
 
 
-class OptionError(ValueError):
-    """A dimension option with a value the dimension cannot use (raised before any row is scored)."""
-
-
 class Dimension:
     """Base class of a SPEAR dimension.
 
-    Subclasses set ``name``, ``version``, ``keys`` (summary keys) and implement
+    Subclasses set ``name``, ``version``, ``keys`` (summary keys), ``option_schema`` (every
+    option they read, as :class:`~spear_metrics.core.options.Option`) and implement
     :meth:`score_sample` (or :meth:`score_batch` for batched models) and :meth:`aggregate`.
-    Options come in as keyword arguments (CLI ``--option key=value``, evaluate compute kwargs).
+    Options come in as keyword arguments (CLI ``--option key=value``, evaluate compute kwargs);
+    ``__init__`` converts them to their declared types and refuses unknown keys and bad values
+    (:class:`OptionError`, one line naming the valid keys). ``self.options`` holds the options
+    given (converted); :meth:`options_in_effect` adds the defaults (what ``summary.json``
+    records under ``options``).
     """
 
     name: ClassVar[str]
@@ -102,9 +106,16 @@ class Dimension:
     #: ``score_sample`` releases the GIL for most of its work (e.g. ONNX Runtime) and is
     #: thread-safe: the default ``score_batch`` then scores the samples of a batch in threads
     threaded_samples: ClassVar[bool] = False
+    #: every option the dimension reads (name, type, default, doc, choices/range)
+    option_schema: ClassVar[tuple[Option, ...]] = ()
 
     def __init__(self, **options: Any):
-        self.options = options
+        """Raises :class:`OptionError` for an unknown key or a value of the wrong type/range."""
+        self.options = validate_options(self.option_schema, options, owner=self.name)
+
+    def options_in_effect(self) -> dict[str, Any]:
+        """Every declared option with the value in effect (given, else default); secrets masked."""
+        return options_in_effect(self.option_schema, self.options)
 
     def score_sample(self, sample: Sample) -> dict[str, Any]:
         """Per-sample values of one sample. Raise to mark the row failed (message = reason)."""

@@ -48,6 +48,9 @@ def spear_info(module, dimension: str, description: str, kwargs_description: str
 
     cls = dimension_class(dimension)
     keys = "; ".join(f"{k.name} ({k.unit}, {k.better.replace('_', ' ')} is better)" for k in cls.keys)
+    if cls.option_schema:  # the declared options, so that help(module) lists them
+        kwargs_description += "\nOptions (keyword arguments of compute(); any other key raises OptionError):\n" + "".join(
+            f"    {o.describe()}\n" for o in cls.option_schema)
     return evaluate.MetricInfo(
         module_type="metric",
         description=f"{description}\n\nReturns: {keys}; plus per_sample, n_samples, n_scored, n_failed.",
@@ -87,7 +90,7 @@ def spear_compute(dimension: str, inputs: dict[str, list], kwargs: dict[str, Any
                 raise ValueError(f"{c} has {len(values)} values for {n} samples")
             columns[c] = values
     base_dir = kwargs.pop("base_dir", ".")
-    batch_size = int(kwargs.pop("batch_size", 16))
+    batch_size = kwargs.pop("batch_size", 16)  # checked (>= 1) by score_columns
     return score_columns(dimension, columns, base_dir=base_dir, batch_size=batch_size, **kwargs)
 
 

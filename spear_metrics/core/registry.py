@@ -7,7 +7,7 @@ dimension whose dependencies are missing raises a one-line error naming the miss
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import Any, Sequence
 
 from spear_metrics.core.dimension import Dimension
 
@@ -52,8 +52,33 @@ def dimension_class(name: str) -> type[Dimension]:
 
 
 def load_dimension(name: str, **options: Any) -> Dimension:
-    """An instance of dimension ``name`` configured with ``options``."""
+    """An instance of dimension ``name`` configured with ``options``.
+
+    Raises:
+        OptionError: an option ``name`` does not declare, or a bad value (one line).
+    """
     return dimension_class(name)(**options)
+
+
+def load_dimensions(names: Sequence[str], options: dict[str, Any] | None = None) -> list[Dimension]:
+    """Instances of several dimensions sharing one option set (``spearbench score -o k=v``):
+    each dimension gets the keys it declares in its ``option_schema`` (a key such as
+    ``vad_time_resolution`` goes to every dimension that declares it).
+
+    Raises:
+        OptionError: a key no dimension of ``names`` declares (the message lists the valid
+            keys), or a value a dimension refuses.
+    """
+    from spear_metrics.core.options import OptionError, unknown_message
+
+    options = dict(options or {})
+    classes = [dimension_class(n) for n in names]
+    declared = {n: {o.name for o in c.option_schema} for n, c in zip(names, classes)}
+    valid = set().union(*declared.values()) if declared else set()
+    for key in options:
+        if key not in valid:
+            raise OptionError(unknown_message(key, ", ".join(names), valid))
+    return [c(**{k: v for k, v in options.items() if k in declared[n]}) for n, c in zip(names, classes)]
 
 
 def parse_metrics(spec: str | list[str]) -> list[str]:

@@ -39,7 +39,7 @@ from spear_datasets.schema import (
 from spear_metrics.core.dimension import Dimension, Sample
 from spear_metrics.core.models import ModelUnavailableError
 from spear_metrics.core.records import AppendLog, SampleResult, claim_work_dir, one_line, read_jsonl, read_rank_logs, write_json_atomic, write_jsonl_atomic
-from spear_metrics.core.registry import load_dimension, parse_metrics
+from spear_metrics.core.registry import load_dimensions, parse_metrics
 from spear_metrics.core.summary import build_summary, write_summary
 
 WORK_DIR = ".work"
@@ -203,8 +203,9 @@ def score_columns(metric: str, columns: dict[str, Sequence[Any]], *, base_dir: s
         raise ValueError(f"all inputs must have the same length, got lengths {sorted(n)}")
     (length,) = n
     raw = [{k: ("" if v[i] is None else v[i]) for k, v in columns.items()} for i in range(length)]
+    dims = load_dimensions(parse_metrics(metric), options)
+    batch_size = _batch_size(batch_size)
     prep = prepare_rows(raw, base_dir)
-    dims = [load_dimension(m, **options) for m in parse_metrics(metric)]
     results = score_samples(dims, prep.samples, batch_size=batch_size)
     all_results = sorted([*results, *prep.failed.values()], key=lambda r: r.row)
     out = aggregate(dims, prep.rows, all_results)
@@ -212,15 +213,28 @@ def score_columns(metric: str, columns: dict[str, Sequence[Any]], *, base_dir: s
     out["n_samples"] = length
     out["n_scored"] = sum(r.ok for r in all_results)
     out["n_failed"] = length - out["n_scored"]
+    out["options"] = {d.name: d.options_in_effect() for d in dims}
     return out
 
 
-def _fingerprint(metadata: Path, metrics: Sequence[str], options: dict[str, Any]) -> dict[str, Any]:
+def _batch_size(value: Any) -> int:
+    """A batch size >= 1 (THE number parser); ``RunError`` otherwise (0 would score nothing)."""
+    from spear_datasets.schema import NumberError, parse_number
+
+    try:
+        return int(parse_number(value, what="batch size", integer=True, minimum=1))
+    except NumberError as e:
+        raise RunError(str(e)) from None
+
+
+def _fingerprint(metadata: Path, dims: Sequence[Dimension]) -> dict[str, Any]:
+    """What a resumed run must share with the first: the metadata bytes, the metrics and the
+    options in effect (typed, defaults included, secrets masked)."""
     return {
         "metadata": str(metadata.resolve()),
         "metadata_sha256": hashlib.sha256(metadata.read_bytes()).hexdigest(),
-        "metrics": list(metrics),
-        "options": {k: options[k] for k in sorted(options)},
+        "metrics": [d.name for d in dims],
+        "options": {d.name: d.options_in_effect() for d in dims},
     }
 
 
@@ -411,8 +425,9 @@ def run_score(
     if out.exists() and not out.is_dir():
         raise RunError(f"--out {out} exists and is not a folder")
     names = parse_metrics(metrics)
+    dims = load_dimensions(names, options)  # options checked before anything is read
+    batch_size = _batch_size(batch_size)
     raw = read_metadata(metadata)
-    dims = [load_dimension(n, **options) for n in names]
     state = _distributed_state()
 
     prep = prepare_rows(raw, metadata.parent)
@@ -423,7 +438,7 @@ def run_score(
         out / WORK_DIR,
         n_rows=prep.n_rows,
         failed=prep.failed,
-        fingerprint=_fingerprint(metadata, names, options),
+        fingerprint=_fingerprint(metadata, dims),
         conflict=RunError(f"{out} holds results of another run (different metadata, metrics or options); "
                           "use a new --out folder or --overwrite"),
         overwrite=overwrite,
@@ -448,6 +463,7 @@ def run_score(
         metrics=names,
         versions={d.name: d.version for d in dims},
         models={k: v for d in dims for k, v in d.models().items()},
+        options={d.name: d.options_in_effect() for d in dims},
         n_processes=world,
         extra=extra,
     )
@@ -468,7 +484,9 @@ def run_score(
         },
     )
     if summary["n_scored"] == 0:
-        raise RunError(f"no row could be scored ({summary['n_failed']} failed); see {out / 'per_sample.jsonl'}")
+        first = results[0] if results else None
+        why = f"; row 0: {first.error}" if first is not None and first.error else ""
+        raise RunError(f"no row could be scored ({summary['n_failed']} failed{why}); every reason in {out / 'per_sample.jsonl'}")
     return summary
 
 

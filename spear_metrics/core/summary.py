@@ -2,7 +2,8 @@
 
 Flat: the benchmark keys named exactly as in the published leaderboard CSV
 (``spear_benchmark.csv``), then ``n_samples``, ``n_scored``, ``n_failed``, ``n_processes``,
-the metrics and their versions, the models behind each key and the package version. No run
+the metrics and their versions, the models behind each key, the options of each dimension
+in effect (``options``) and the package version. No run
 timings (those go to ``run_info.json``), so a resumed run writes the same file.
 """
 
@@ -44,10 +45,14 @@ def build_summary(
     metrics: Sequence[str],
     versions: dict[str, str],
     models: dict[str, str],
+    options: dict[str, dict[str, Any]] | None = None,
     n_processes: int = 1,
     extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The summary dict: aggregates first, then counts and provenance."""
+    """The summary dict: aggregates first, then counts and provenance.
+
+    ``options``: per dimension, every declared option with the value in effect
+    (:meth:`spear_metrics.core.dimension.Dimension.options_in_effect`), written as ``options``."""
     n_failed = sum(1 for r in results if not r.ok)
     summary: dict[str, Any] = dict(aggregates)
     summary.update(
@@ -59,6 +64,7 @@ def build_summary(
             "metrics": list(metrics),
             "metric_versions": dict(versions),
             "models": dict(models),
+            "options": {k: dict(v) for k, v in (options or {}).items()},
             "spearbench_version": spearbench_version(),
         }
     )

@@ -36,7 +36,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from spear_datasets.schema import SpearRow
-from spear_metrics.core.dimension import Dimension, MetricKey, OptionError, Sample, mean_or_none
+from spear_metrics.core.dimension import Dimension, MetricKey, Option, Sample, mean_or_none
 
 EMOTION_MODEL = "tiantiaf/whisper-large-v3-msp-podcast-emotion-dim"
 AVD = ("arousal", "valence", "dominance")
@@ -155,15 +155,18 @@ class Emotions(Dimension):
         MetricKey("emotional_naturalness_logit", "logit", "higher",
                   "mean shifted logit of a naturalness classifier on question+answer emotion embeddings (null without one)"),
     )
+    option_schema = (
+        Option("emotion_model", str, EMOTION_MODEL, "Vox-Profile emotion-dim model id or local folder"),
+        Option("min_question_s", float, MIN_QUESTION_S, "questions shorter than this (s) are not scored (SPEAR's "
+               "--min-len-question)", minimum=0),
+        Option("naturalness_classifier", str, None, "local folder of a naturalness classifier (none: key null with a note)"),
+        Option("naturalness_shift", float, None, "logit shift overriding the classifier's stored one"),
+        Option("model_batch_size", int, 8, "waves per model call", minimum=1),
+    )
 
     def __init__(self, **options: Any):
-        super().__init__(**options)
-        try:
-            self.min_question_s = float(options.get("min_question_s", MIN_QUESTION_S))
-        except (TypeError, ValueError):
-            raise OptionError(f"emotions: min_question_s must be a number of seconds, got {options.get('min_question_s')!r}") from None
-        if not np.isfinite(self.min_question_s) or self.min_question_s < 0:
-            raise OptionError(f"emotions: min_question_s must be a finite number >= 0, got {self.min_question_s!r}")
+        super().__init__(**options)  # option_schema: min_question_s a finite number >= 0 (OptionError otherwise)
+        self.min_question_s = float(self.options.get("min_question_s", MIN_QUESTION_S))
         self._model = None
         self._nat = None
 

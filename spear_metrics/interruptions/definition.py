@@ -12,7 +12,7 @@ from typing import Any, Sequence
 
 from spear_datasets.audio import TARGET_SR
 from spear_datasets.schema import SpearRow
-from spear_metrics.core.dimension import Dimension, MetricKey, OptionError, Sample, mean_or_none, percent_or_none
+from spear_metrics.core.dimension import Dimension, MetricKey, Option, Sample, mean_or_none, percent_or_none
 from spear_metrics.core.vad import Segment, clip_segments, shift_segments, speech_segments, total_overlap
 
 
@@ -96,14 +96,12 @@ class Interruptions(Dimension):
         MetricKey("no_speech_answers_%", "%", "lower",
                   "share of scored rows whose answer holds no VAD speech (a behaviour, not a failure)"),
     )
-
-    def __init__(self, **options: Any):
-        super().__init__(**options)
-        if options.get("vad_backend", "sequence") not in ("sequence", "jit"):
-            raise OptionError(f"vad_backend must be 'sequence' or 'jit', got {options['vad_backend']!r}")
-        res = options.get("vad_time_resolution", 1)
-        if isinstance(res, bool) or not isinstance(res, int) or not 0 <= res <= 6:
-            raise OptionError(f"vad_time_resolution must be an integer 0-6 (decimals of VAD seconds), got {res!r}")
+    option_schema = (
+        Option("vad_backend", str, "sequence", "Silero VAD front end: sequence (packaged ONNX, batched) or jit "
+               "(upstream's streaming call); same probabilities", choices=("sequence", "jit")),
+        Option("vad_time_resolution", int, 1, "decimals of VAD times in seconds (1 = upstream's 0.1 s, 3 = ms)",
+               minimum=0, maximum=6),
+    )
 
     def _vad(self, wav):
         return speech_segments(

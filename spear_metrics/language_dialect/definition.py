@@ -27,7 +27,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from spear_datasets.schema import SpearRow
-from spear_metrics.core.dimension import Dimension, MetricKey, Sample, percent_or_none
+from spear_metrics.core.dimension import Dimension, MetricKey, Option, Sample, percent_or_none
 
 LID_MODEL = "facebook/mms-lid-126"
 DIALECT_MODEL = "tiantiaf/voxlect-english-dialect-whisper-large-v3"
@@ -151,6 +151,13 @@ class LanguageDialect(Dimension):
                   "NOT a Spearman r: least-squares slope of answer on question dialect log-scores, flattened, min-max normalised (upstream)"),
         MetricKey("dialectal_variance", "log-prob^2", "closer_to_human",
                   "trace of the covariance (ddof 1) of English answers' 16 dialect log-score vectors"),
+    )
+    option_schema = (
+        Option("lid_model", str, LID_MODEL, "language-ID model id or local folder"),
+        Option("dialect_model", str, DIALECT_MODEL, "English dialect model id or local folder (Voxlect Whisper head)"),
+        Option("english_labels", str, "eng,en,english", "comma list of the language-ID labels that mean English"),
+        Option("dialect_labels", str, None, "comma list of dialect class names overriding the model's"),
+        Option("model_batch_size", int, 8, "waves per model call", minimum=1),
     )
 
     def __init__(self, **options: Any):

@@ -41,7 +41,7 @@ import numpy as np
 
 from spear_datasets.schema import SpearRow, strip_speaker_tags
 from spear_metrics.core.asr import load_asr, normalize_text
-from spear_metrics.core.dimension import Dimension, MetricKey, Sample, mean_or_none, percent_or_none
+from spear_metrics.core.dimension import Dimension, MetricKey, Option, Sample, mean_or_none, percent_or_none
 from spear_metrics.core.models import ModelUnavailableError
 from spear_metrics.core.mos import load_mos
 from spear_metrics.core.records import one_line
@@ -166,17 +166,30 @@ class SpeechQuality(Dimension):
         MetricKey("DistillMOS", "MOS 1-5", "higher", "DistillMOS v7 (distillmos wheel), embedded"),
         MetricKey("no_reference_%", "%", "lower", "share of scored rows without a reference after SPEAR's cleaning (left out of WER)"),
     )
+    option_schema = (
+        Option("profile", str, "embedded", "model preset: embedded (offline wheels) or reference (the published models)",
+               choices=tuple(PROFILES)),
+        Option("asr", str, None, "comma list of ASR backends pooled in order (default: the profile's)"),
+        Option("mos", str, None, "comma list of MOS backends: utmos, dnsmos, distillmos (default: the profile's)"),
+        Option("whisper_model", str, None, "Whisper model id or local folder (default: the backend's)"),
+        Option("qwen_asr_model", str, None, "Qwen3-ASR model id or local folder (default: the backend's)"),
+        Option("embedded_asr_model", str, None, "faster-whisper model folder (default: the packaged Whisper base)"),
+        Option("utmos_model", str, None, "UTMOS22 weights id or local folder (default: the backend's)"),
+        Option("device", str, None, "cpu, cuda or cuda:N (default: CUDA when available)"),
+        Option("asr_batch_size", int, 8, "waves per ASR call", minimum=1),
+        Option("language", str, "en", "ASR language: a language code, or auto (detect)"),
+        Option("empty_hypothesis", str, "error", "empty ASR output: error (100 % WER) or skip (row left out, upstream)",
+               choices=("error", "skip")),
+        Option("max_new_tokens", int, None, "Whisper (transformers) generation limit in tokens", minimum=1),
+    )
 
     def __init__(self, **options: Any):
         super().__init__(**options)
+        options = self.options  # typed and checked against option_schema
         profile = str(options.get("profile", "embedded"))
-        if profile not in PROFILES:
-            raise ValueError(f"unknown speech_quality profile {profile!r}; known: {', '.join(PROFILES)}")
         self.profile = profile
         self.asr_names = _names(options.get("asr") or PROFILES[profile]["asr"])
         self.mos_names = _names(options.get("mos") or PROFILES[profile]["mos"])
-        if options.get("empty_hypothesis", "error") not in ("error", "skip"):
-            raise ValueError("empty_hypothesis must be 'error' or 'skip'")
         lang = options.get("language", "en")
         common = {k: options[k] for k in ("device",) if options.get(k)}
         batch = int(options.get("asr_batch_size", 8))

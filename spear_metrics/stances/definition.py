@@ -58,7 +58,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from spear_datasets.schema import SpearRow
-from spear_metrics.core.dimension import Dimension, MetricKey, OptionError, Sample
+from spear_metrics.core.dimension import Dimension, MetricKey, Option, OptionError, Sample
 
 TAU0 = 0.45
 TAU2 = 0.75
@@ -405,6 +405,17 @@ class Stances(Dimension):
                   "share of judged (row, stance question) pairs whose oriented score has the sign of the category reference"),
         MetricKey("stance_more_negative_%", "%", "closer_to_human", "share of judged pairs scored lower than the reference (-2..+2, oriented)"),
         MetricKey("stance_more_positive_%", "%", "closer_to_human", "share of judged pairs scored higher than the reference (-2..+2, oriented)"),
+    )
+    option_schema = (
+        Option("stance_questions", str, None, "SPEAR's stance questions JSON (none: keys null with a note)"),
+        Option("stance_assets", str, None, "folder with SPEAR's role assets (interactions_role_ABmapped.csv)"),
+        Option("stance_category_roles", str, None, "CSV of category roles (optional)"),
+        Option("judge_base_url", str, None, "OpenAI-compatible API root of the judge, e.g. http://127.0.0.1:8000/v1"),
+        Option("judge_model", str, JUDGE_MODEL, "judge model name"),
+        Option("judge_api_key", str, None, "judge API key (default: OPENAI_API_KEY); never recorded", secret=True),
+        Option("judge_max_retries", int, 6, "retries of a failed judge call", minimum=0),
+        Option("judge_timeout", float, 120.0, "seconds per judge call", minimum=0.1),
+        Option("judge_backoff_s", float, 1.5, "seconds before the first retry (doubled each time)", minimum=0),
     )
 
     def __init__(self, **options: Any):

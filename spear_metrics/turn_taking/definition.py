@@ -35,7 +35,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from spear_datasets.schema import SpearRow
-from spear_metrics.core.dimension import Dimension, MetricKey, Sample, mean_or_none
+from spear_metrics.core.dimension import Dimension, MetricKey, Option, Sample, mean_or_none
 from spear_metrics.core.records import one_line
 from spear_metrics.core.vad import speech_segments
 from spear_metrics.turn_taking.vap import (CONTEXT_S, FRAME_HZ, MIN_UNIT_FRAMES, clean_vad, dialog_nll, future_vad_labels,
@@ -207,6 +207,20 @@ class TurnTaking(Dimension):
         MetricKey("turn_taking_naturalness_separated", "-nats", "higher",
                   "project key: as turn_taking_naturalness with the answer on the answerer's channel only "
                   "(null unless vap_separated=true)"),
+    )
+    option_schema = (
+        Option("vap_model", str, None, "TorchScript VAP model file or folder (none: turn_taking_naturalness null with a note)"),
+        Option("vap_sample_rate", int, SR, "audio rate (Hz) of a TorchScript VAP model", minimum=1),
+        Option("vap_frame_hz", float, FRAME_HZ, "VAP frame rate (Hz) of a TorchScript model", minimum=1),
+        Option("vap_threshold_ratio", float, 0.5, "the checkpoint's threshold_ratio", minimum=0, maximum=1),
+        Option("vap_batch_size", int, 1, "dialogs per VAP call (1 as SPEAR: padding is ignored by causal models only)",
+               minimum=1),
+        Option("vap_separated", bool, False, "also score turn_taking_naturalness_separated (answer on its own channel)"),
+        Option("offset_reference", str, None, "SPEAR metadata CSV of human answers for the offset KDE (none: key null)"),
+        Option("offset_reference_onset", str, "vad", "human onset: vad (first VAD speech) or none (answer_start_time alone)",
+               choices=("vad", "none")),
+        Option("vad_time_resolution", int, 1, "decimals of VAD times in seconds", minimum=0, maximum=6),
+        Option("vad_backend", str, "sequence", "Silero VAD front end", choices=("sequence", "jit")),
     )
 
     def __init__(self, **options: Any):
