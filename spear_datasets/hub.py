@@ -331,7 +331,7 @@ def push_dataset(
 ) -> str:
     """Upload a folder written by :func:`build_hub_dataset` as a Hub **dataset** repository.
 
-    Token: ``token`` if given, else ``HF_TOKEN`` / the stored ``huggingface-cli login`` token
+    Token: ``token`` if given, else ``HF_TOKEN`` / the stored ``hf auth login`` token
     (resolved by ``huggingface_hub`` itself); it is never printed or logged.
     ``api``: an ``HfApi``-like object (tests inject a fake; default ``huggingface_hub.HfApi``).
     Returns the commit URL (a string).

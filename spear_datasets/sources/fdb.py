@@ -116,8 +116,11 @@ def list_samples(root: str | os.PathLike, task: str) -> list[FDBSample]:
     Hidden folders (``.name``) are skipped; every other sub-folder is a sample, even one that
     lacks files (it fails when scored, with the reason).
 
+    The folder must look like ``task``'s (:func:`check_task_folder`): a smooth-turn-taking folder
+    scored as backchannel would otherwise be scored silently (backchannel needs no task file).
+
     Raises:
-        ValueError: unknown ``task``.
+        ValueError: unknown ``task``, or a folder whose sample folders hold another task's files.
         FileNotFoundError: ``root`` is not a folder.
     """
     if task not in TASK_FILES:
@@ -126,7 +129,43 @@ def list_samples(root: str | os.PathLike, task: str) -> list[FDBSample]:
     if not r.is_dir():
         raise FileNotFoundError(f"FDB task folder not found: {r}")
     names = sorted((p.name for p in r.iterdir() if p.is_dir() and not p.name.startswith(".")), key=_sort_key)
-    return [FDBSample(id=n, task=task, dir=r / n) for n in names]
+    samples = [FDBSample(id=n, task=task, dir=r / n) for n in names]
+    check_task_folder(samples, task, r)
+    return samples
+
+
+def folder_task(sample_dir: Path) -> str | None:
+    """The task a sample folder's files say it belongs to: the task whose task file it holds
+    (``pause.json`` -> ``pause_handling``...), ``"backchannel"`` when it holds none of them, and
+    ``None`` when it holds several (ambiguous)."""
+    found = [t for t, name in TASK_FILES.items() if name is not None and (sample_dir / name).is_file()]
+    if len(found) > 1:
+        return None
+    return found[0] if found else "backchannel"
+
+
+def check_task_folder(samples: list[FDBSample], task: str, root: Path) -> None:
+    """Refuse a task folder that holds another task's samples.
+
+    Each sample folder votes for the task its files name (:func:`folder_task`); when another
+    task has more votes than ``task``, the folder is another task's (one line naming it).
+    Single stray folders do not stop the run: a sample of ``task`` that lacks its task file
+    fails alone when scored.
+
+    Raises:
+        ValueError: the folder is another task's.
+    """
+    votes: dict[str | None, int] = {}
+    for s in samples:
+        t = folder_task(s.dir)
+        votes[t] = votes.get(t, 0) + 1
+    own = votes.get(task, 0)
+    other = max((t for t in votes if t not in (task, None)), key=lambda t: votes[t], default=None)
+    if other is not None and votes[other] > own:
+        need = TASK_FILES[task] if TASK_FILES[task] else "none of " + ", ".join(n for n in TASK_FILES.values() if n)
+        held = f"hold {TASK_FILES[other]}" if TASK_FILES[other] else "hold no task file"
+        raise ValueError(f"{root} looks like a {other} folder, not {task}: {votes[other]} of {len(samples)} sample "
+                         f"folders {held} ({task} samples hold {need}); pass --task {other} or the {task} folder")
 
 
 def _load_json(path: Path) -> Any:

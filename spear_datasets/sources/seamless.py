@@ -18,6 +18,7 @@ import numpy as np
 
 from spear_datasets.audio import TARGET_SR, load_audio
 from spear_datasets.protocol import Turn
+from spear_datasets.schema import NumberError, parse_number
 
 STEM_RE = re.compile(r"^(?P<conv>V\d+_S\d+_I\d+)_(?P<pid>P\d{4}A?)$")
 
@@ -25,7 +26,7 @@ STEM_RE = re.compile(r"^(?P<conv>V\d+_S\d+_I\d+)_(?P<pid>P\d{4}A?)$")
 def read_transcript(path: str | os.PathLike, speaker: str) -> list[Turn]:
     """Turns of one participant from a Seamless transcript JSON (seconds).
 
-    Entries without text or with non-numeric times are skipped.
+    Entries without text, or whose times are not finite numbers >= 0 (:func:`parse_number`), are skipped.
 
     Raises:
         ValueError: the file is not a JSON list.
@@ -36,8 +37,9 @@ def read_transcript(path: str | os.PathLike, speaker: str) -> list[Turn]:
     out = []
     for e in data:
         try:
-            start, end = float(e["start"]), float(e["end"])
-        except (KeyError, TypeError, ValueError):
+            start = parse_number(e["start"], what="start", minimum=0)
+            end = parse_number(e["end"], what="end", minimum=0)
+        except (KeyError, TypeError, NumberError):
             continue
         text = str(e.get("transcript") or "").strip()
         if text and end >= start:

@@ -14,6 +14,7 @@ from typing import Sequence
 import numpy as np
 
 from spear_datasets.protocol import Turn
+from spear_datasets.schema import NumberError, parse_number
 
 
 class TurnFileError(ValueError):
@@ -24,7 +25,8 @@ def read_rttm(path: str | os.PathLike) -> list[Turn]:
     """Speaker segments of an RTTM file as text-less :class:`Turn` objects (seconds).
 
     Raises:
-        TurnFileError: a ``SPEAKER`` line with fewer than 8 fields or non-numeric times.
+        TurnFileError: a ``SPEAKER`` line with fewer than 8 fields, or an onset/duration that is not a
+            finite number >= 0 (:func:`spear_datasets.schema.parse_number`).
     """
     out = []
     with open(path, encoding="utf-8") as f:
@@ -35,9 +37,10 @@ def read_rttm(path: str | os.PathLike) -> list[Turn]:
             if len(parts) < 8:
                 raise TurnFileError(f"{path}:{n}: RTTM line has {len(parts)} fields, needs 8+")
             try:
-                onset, dur = float(parts[3]), float(parts[4])
-            except ValueError:
-                raise TurnFileError(f"{path}:{n}: non-numeric onset/duration") from None
+                onset = parse_number(parts[3], what="onset", minimum=0)
+                dur = parse_number(parts[4], what="duration", minimum=0)
+            except NumberError as e:
+                raise TurnFileError(f"{path}:{n}: {e}") from None
             out.append(Turn(parts[7], onset, onset + dur))
     return sorted(out, key=lambda t: (t.start, t.end))
 
@@ -46,7 +49,8 @@ def read_stm(path: str | os.PathLike) -> list[Turn]:
     """Timed, speaker-labelled utterances of an STM file as :class:`Turn` objects (seconds).
 
     Raises:
-        TurnFileError: a line with fewer than 5 fields or non-numeric times.
+        TurnFileError: a line with fewer than 5 fields, or times that are not finite numbers >= 0 with
+            end >= start.
     """
     out = []
     with open(path, encoding="utf-8") as f:
@@ -57,9 +61,10 @@ def read_stm(path: str | os.PathLike) -> list[Turn]:
             if len(parts) < 5:
                 raise TurnFileError(f"{path}:{n}: STM line has {len(parts)} fields, needs 5+")
             try:
-                start, end = float(parts[3]), float(parts[4])
-            except ValueError:
-                raise TurnFileError(f"{path}:{n}: non-numeric start/end") from None
+                start = parse_number(parts[3], what="start", minimum=0)
+                end = parse_number(parts[4], what="end", minimum=start)
+            except NumberError as e:
+                raise TurnFileError(f"{path}:{n}: {e}") from None
             text = parts[5] if len(parts) > 5 else ""
             if text.startswith("<") and ">" in text:  # optional <label> field
                 text = text.split(">", 1)[1]

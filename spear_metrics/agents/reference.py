@@ -8,13 +8,12 @@ starts speaking at the chunk that contains its onset).
 
 from __future__ import annotations
 
-import math
 from typing import Optional
 
 import numpy as np
 
 from spear_datasets.audio import TARGET_SR, load_audio
-from spear_datasets.schema import SpearRow
+from spear_datasets.schema import SpearRow, parse_number
 from spear_metrics.agents.base import AgentAnswer, AgentError, GenerationConfig
 
 
@@ -37,10 +36,8 @@ class ScheduledSession:
 
 
 def _finite(name: str, value: float, *, minimum: float = 0.0) -> float:
-    v = float(value)
-    if not math.isfinite(v) or v < minimum:
-        raise ValueError(f"{name} must be a finite number >= {minimum}, got {value!r}")
-    return v
+    """``value`` as a finite float >= ``minimum`` (THE number parser); ``ValueError`` otherwise."""
+    return float(parse_number(value, what=name, minimum=minimum))
 
 
 class _ReplayHuman:

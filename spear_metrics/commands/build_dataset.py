@@ -10,14 +10,16 @@ from __future__ import annotations
 import argparse
 import sys
 
+from spear_metrics.commands import number
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--source", required=True, help="SPEAR data folder holding inputs/<split>/<subset>/metadata.csv")
     p.add_argument("--out", required=True, help="output folder (README.md + data/<subset>/<split>-*.parquet)")
-    p.add_argument("--max-shard-mb", type=float, default=500.0, help="approximate audio MB per parquet shard")
+    p.add_argument("--max-shard-mb", type=number(above=0), default=500.0, help="approximate audio MB per parquet shard (> 0)")
     p.add_argument("--overwrite", action="store_true", help="replace a dataset already in --out")
     p.add_argument("--push", metavar="REPO_ID", default=None,
-                   help="also upload the folder as this Hub dataset (token from HF_TOKEN or `huggingface-cli login`)")
+                   help="also upload the folder as this Hub dataset (token from HF_TOKEN or `hf auth login`)")
     p.add_argument("--private", action="store_true", help="create the Hub repository as private (with --push)")
     p.add_argument("--no-progress", action="store_true")
 

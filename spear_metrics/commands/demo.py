@@ -21,17 +21,20 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+from spear_metrics.commands import number
+
 DEFAULT_METRICS = "interruptions,explainable_features"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, help="output folder")
     p.add_argument("--metrics", default=DEFAULT_METRICS, help=f"dimensions to score (default {DEFAULT_METRICS})")
-    p.add_argument("--delay", type=float, default=0.7, help="fixed-delay system: onset after question end (s)")
-    p.add_argument("--lead", type=float, default=1.0, help="barge-in system: onset before question end (s)")
-    p.add_argument("--call", help="mono call WAV (default: pyannote.audio's sample.wav)")
-    p.add_argument("--rttm", help="its RTTM speaker turns")
-    p.add_argument("--stm", help="its STM timed transcript")
+    p.add_argument("--delay", type=number(minimum=0), default=0.7, help="fixed-delay system: onset after question end (s)")
+    p.add_argument("--lead", type=number(minimum=0), default=1.0, help="barge-in system: onset before question end (s)")
+    p.add_argument("--call", help="a two-person call to cut samples from, as a mono audio file; needs --rttm and --stm "
+                                  "of the same call (default: pyannote.audio's sample.wav with its RTTM and STM)")
+    p.add_argument("--rttm", help="with --call: the call's RTTM speaker turns (who speaks when)")
+    p.add_argument("--stm", help="with --call: the call's STM timed transcript (the question/answer texts)")
 
 
 def packaged_sample() -> tuple[Path, Path, Path]:
@@ -102,13 +105,29 @@ def _fmt(v) -> str:
 def run(args: argparse.Namespace) -> int:
     from spear_metrics.core.runner import run_score
 
+    from spear_datasets.audio import AudioError
+    from spear_datasets.sources.turns import TurnFileError
+
     out = Path(args.out)
+    given = {"--call": args.call, "--rttm": args.rttm, "--stm": args.stm}
+    if any(given.values()) and not all(given.values()):
+        missing = ", ".join(k for k, v in given.items() if not v)
+        print(f"spearbench demo: --call, --rttm and --stm go together (a mono call, its speaker turns and its "
+              f"timed transcript); missing {missing}", file=sys.stderr)
+        return 2
     try:
         call, rttm, stm = (Path(args.call), Path(args.rttm), Path(args.stm)) if args.call else packaged_sample()
+        for flag, p in zip(given, (call, rttm, stm)):
+            if not p.is_file():
+                raise FileNotFoundError(f"{flag} {p}: no such file")
     except FileNotFoundError as e:
         print(f"spearbench demo: {e}", file=sys.stderr)
         return 2
-    human = build_demo_data(call, rttm, stm, out / "data")
+    try:
+        human = build_demo_data(call, rttm, stm, out / "data")
+    except (AudioError, TurnFileError, ValueError, UnicodeDecodeError) as e:
+        print(f"spearbench demo: cannot cut samples from {call.name}: {' '.join(str(e).split())}", file=sys.stderr)
+        return 2
     from spear_datasets.schema import MetadataError, read_metadata
 
     try:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from spear_datasets.sources.fdb import TASKS
+from spear_metrics.commands import number
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -38,18 +39,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="backchannel: FDB's human distribution icc_gt_distribution.json (CC BY-NC, not shipped)")
     p.add_argument("--judge-url", default=None, help="user_interruption: OpenAI-compatible API root, e.g. http://127.0.0.1:8000/v1")
     p.add_argument("--judge-model", default=None, help="judge model name (FDB used gpt-4-turbo)")
-    p.add_argument("--judge-seed", type=int, default=0, help="seed sent to the judge (default 0, as FDB)")
+    p.add_argument("--judge-seed", type=number(integer=True), default=0, help="seed sent to the judge (default 0, as FDB)")
     p.add_argument("--asr", default="embedded", help="ASR backend for task-folder samples without output.json (spear_metrics.core.asr)")
     p.add_argument("--vad-backend", default="sequence", choices=("sequence", "jit"),
                    help="Silero VAD front end for backchannel (same probabilities; jit = upstream's exact call)")
     p.add_argument("--compat", default="none", choices=("none", "upstream"),
                    help="upstream: read the reply as FDB's scripts do (its samples as 16 kHz, no resampling) to "
                         "reproduce their figures; default: the correct reading (resampled to 16 kHz)")
-    p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples for the 95%% intervals (0 = none)")
-    p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    p.add_argument("--bootstrap", type=number(integer=True, minimum=0), default=1000, help="bootstrap resamples for the 95%% intervals (0 = none)")
+    p.add_argument("--seed", type=number(integer=True), default=0, help="bootstrap seed")
     p.add_argument("--compare", default=None, metavar="OTHER_RESULTS",
                    help="--task only: results folder of another system on the same task: paired bootstrap of this minus that")
-    p.add_argument("--batch-size", type=int, default=16, help="samples per logged batch (a kill loses at most one)")
+    p.add_argument("--batch-size", type=number(integer=True, minimum=1), default=16,
+                   help="samples per logged batch (>= 1; a kill loses at most one)")
     p.add_argument("--retry-failed", action="store_true", help="score again the samples that failed in an earlier run")
     p.add_argument("--overwrite", action="store_true", help="discard results of another run in --out")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (default: a bar over samples on stderr)")

@@ -15,21 +15,55 @@ class ModelUnavailableError(RuntimeError):
     """The model cannot be had here; the one-line message names it and how to provide it."""
 
 
+#: ``purpose`` of a :func:`resolve_model` call -> the ``score`` option that takes a local copy
+#: instead (named in the error, so "pass a local folder" says where).
+MODEL_OPTIONS: dict[str, str] = {
+    "language ID": "lid_model",
+    "English dialect ID": "dialect_model",
+    "emotion (arousal/valence/dominance)": "emotion_model",
+    "emotional naturalness classifier": "naturalness_classifier",
+    "VAP turn-taking": "vap_model",
+    "UTMOS": "utmos_model",
+    "ASR (Whisper)": "whisper_model",
+    "ASR (Qwen3-ASR)": "qwen_asr_model",
+    "ASR (faster-whisper)": "embedded_asr_model",
+    "embedded ASR": "embedded_asr_model",
+}
+
+
+def announce(text: str) -> None:
+    """One progress line on stderr (e.g. ``loading ...``) from the main process only, written
+    above any tqdm bar rather than through it."""
+    if int(os.environ.get("RANK", "0") or 0) != 0:
+        return
+    import sys
+
+    try:
+        from tqdm import tqdm
+
+        tqdm.write(text, file=sys.stderr)
+    except ImportError:  # pragma: no cover - tqdm is a dependency
+        print(text, file=sys.stderr)
+
+
 def hub_offline() -> bool:
     """True when ``HF_HUB_OFFLINE`` is set to a true value (as ``huggingface_hub`` reads it)."""
     return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}
 
 
 def resolve_model(model: str | os.PathLike, *, revision: str | None = None, cache_dir: str | os.PathLike | None = None,
-                  allow_patterns: list[str] | None = None, purpose: str = "model") -> Path:
-    """Local folder holding ``model``'s files.
+                  allow_patterns: list[str] | None = None, purpose: str = "model", option: str | None = None) -> Path:
+    """Local folder holding ``model``'s files; says ``loading <purpose> model <model>`` on stderr
+    first (models load on the first batch, while the progress bar waits).
 
     Args:
         model: a local folder or file (used as is), or a Hub repo id (``org/name``).
         revision: Hub revision (branch, tag or commit) to pin.
         cache_dir: Hub cache folder (default: ``huggingface_hub``'s, honouring ``HF_HOME``).
         allow_patterns: only fetch these files of the repo (e.g. ``["*.json", "*.safetensors"]``).
-        purpose: what the model is for, used in the error message (e.g. ``"UTMOS"``).
+        purpose: what the model is for, used in the messages (e.g. ``"UTMOS"``).
+        option: the option that takes a local copy instead (default: :data:`MODEL_OPTIONS`
+            of ``purpose``), named in the error.
 
     Returns:
         The folder (or file) path.
@@ -39,11 +73,16 @@ def resolve_model(model: str | os.PathLike, *, revision: str | None = None, cach
             cache nor downloadable (offline, no network, gated); one line naming the model.
     """
     p = Path(os.path.expanduser(str(model)))
+    text = str(model)
+    option = option or MODEL_OPTIONS.get(purpose)
+    instead = (f"pass a local folder instead with -o {option}=FOLDER" if option
+               else "pass the path of a local copy instead")
+    announce(f"loading {purpose} model {text}")
     if p.exists():
         return p
-    text = str(model)
     if text.startswith((".", "/", "~")) or text.count("/") != 1:
-        raise ModelUnavailableError(f"{purpose} model {text!r}: no such local path, and not a Hub id (org/name)")
+        raise ModelUnavailableError(f"{purpose} model {text!r}: no such local path, and not a Hub id (org/name)"
+                                    + (f"; give it with -o {option}=FOLDER" if option else ""))
     from huggingface_hub import snapshot_download
 
     try:
@@ -55,5 +94,5 @@ def resolve_model(model: str | os.PathLike, *, revision: str | None = None, cach
                else f"download failed ({type(e).__name__})")
         raise ModelUnavailableError(
             f"{purpose} model {text!r} is unavailable: {how}; download it once online "
-            f"(huggingface-cli download {text}) or pass a local folder instead"
+            f"(hf download {text}) or {instead}"
         ) from None
