@@ -349,14 +349,22 @@ def write_wav(path: str | os.PathLike, wav: np.ndarray, sr: int = TARGET_SR) -> 
 
     The file appears under its final name only once complete (write to a temporary name, then
     rename), so a killed run never leaves a truncated clip behind.
+
+    Raises:
+        spear_datasets.files.OutputError: the file cannot be written (read-only, disk full...);
+            no temporary file is left.
     """
     import soundfile as sf
 
+    from spear_datasets.files import atomic_path
+
     p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
     data = np.asarray(wav, dtype=np.float32)
     data = data[None, :] if data.ndim == 1 else data
-    tmp = p.with_name(f".{p.name}.tmp")
-    sf.write(str(tmp), np.clip(data.T, -1.0, 1.0), sr, subtype="PCM_16", format="WAV")
-    os.replace(tmp, p)
+    import io
+
+    buf = io.BytesIO()  # encoded in memory: a failed write is then a plain OSError with its errno
+    sf.write(buf, np.clip(data.T, -1.0, 1.0), sr, subtype="PCM_16", format="WAV")
+    with atomic_path(p) as tmp:
+        tmp.write_bytes(buf.getbuffer())
     return p

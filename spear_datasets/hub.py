@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -37,7 +38,9 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from spear_datasets.audio import TARGET_SR, AudioError, decode, input_clip_info
+from spear_datasets.files import atomic_path, make_dirs
 from spear_datasets.schema import (
+    PARTICIPANT_RE,
     SPEAR_COLUMNS,
     MetadataError,
     RowError,
@@ -66,6 +69,35 @@ class HubBuildError(RuntimeError):
     """The build cannot proceed as a whole (no metadata found, output folder in the way...)."""
 
 
+@dataclass(frozen=True)
+class DataSource:
+    """Where the recordings of a built dataset come from, as its card states it.
+
+    ``license`` is a Hub licence id (``cc-by-nc-4.0``, ``cc-by-4.0``, ``mit``...; ``unknown``
+    when nobody said); ``name`` one phrase (``""`` when unknown); ``url`` optional.
+    """
+
+    name: str
+    license: str = "unknown"
+    url: str | None = None
+
+
+#: Meta's Seamless Interaction recordings (the SPEAR benchmark's own source).
+SEAMLESS = DataSource("Meta's Seamless Interaction dataset", "cc-by-nc-4.0",
+                      "https://github.com/facebookresearch/seamless_interaction")
+_SEAMLESS_CONVERSATION = re.compile(r"V\d+_S\d+_I\d+")
+
+
+def is_seamless_row(row: Any) -> bool:
+    """A row (``SpearRow`` or dict of cells) whose ids are Seamless Interaction's:
+    ``conversation_id`` ``V<v>_S<s>_I<i>`` and two ``speakers`` matching
+    :data:`spear_datasets.schema.PARTICIPANT_RE` (``P1234A``)."""
+    get = row.get if isinstance(row, dict) else (lambda k: getattr(row, k, ""))
+    spk = [s for s in str(get("speakers") or "").split("|") if s]
+    return (bool(_SEAMLESS_CONVERSATION.fullmatch(str(get("conversation_id") or "")))
+            and len(spk) == 2 and all(PARTICIPANT_RE.fullmatch(s) for s in spk))
+
+
 @dataclass
 class BuildReport:
     """What :func:`build_hub_dataset` wrote.
@@ -78,6 +110,7 @@ class BuildReport:
     counts: dict[str, dict[str, int]] = field(default_factory=dict)
     skipped: list[dict[str, Any]] = field(default_factory=list)
     shards: list[str] = field(default_factory=list)
+    source: DataSource | None = None
 
     @property
     def n_rows(self) -> int:
@@ -184,21 +217,20 @@ def _write_shards(rows: list[dict[str, Any]], folder: Path, split: str, max_shar
             size = 0
         groups[-1].append(r)
         size += n
-    folder.mkdir(parents=True, exist_ok=True)
     paths = []
     for k, g in enumerate(groups):
         p = folder / f"{split}-{k:05d}-of-{len(groups):05d}.parquet"
-        tmp = p.with_name(f".{p.name}.tmp")
-        pq.write_table(pa.Table.from_pylist(g, schema=schema), tmp)
-        os.replace(tmp, p)
+        with atomic_path(p) as tmp:
+            pq.write_table(pa.Table.from_pylist(g, schema=schema), tmp)
         paths.append(p)
     return paths
 
 
-def dataset_card(counts: dict[str, dict[str, int]], *, skipped: int = 0) -> str:
-    """The dataset card (README.md): YAML header with ``configs`` (one per subset present and
-    ``all``, the default, pooling both), ``dataset_info`` (features; row counts are in the body
-    table and ``build_report.json``) and a body describing the columns. Only split/subset pairs with rows are listed."""
+def dataset_card(counts: dict[str, dict[str, int]], *, skipped: int = 0, source: DataSource = SEAMLESS) -> str:
+    """The dataset card (README.md): YAML header with ``license`` (of ``source``), ``configs``
+    (one per subset present and ``all``, the default, pooling both), ``dataset_info`` (features;
+    row counts are in the body table and ``build_report.json``) and a body naming the source of
+    the recordings and describing the columns. Only split/subset pairs with rows are listed."""
     import yaml
 
     feats = hf_features()
@@ -219,20 +251,27 @@ def dataset_card(counts: dict[str, dict[str, int]], *, skipped: int = 0) -> str:
             configs.append({"config_name": s,
                             "data_files": [{"split": sp, "path": f"data/{s}/{sp}-*.parquet"} for sp in present[s]]})
             infos.append({"config_name": s, "features": feats._to_yaml_list()})
+    seamless = source == SEAMLESS
     header = {
-        "license": "cc-by-nc-4.0",
+        "license": source.license or "unknown",
         "language": ["en"],
         "task_categories": ["audio-to-audio"],
-        "pretty_name": "SPEAR seamless_2t_2s_questions",
+        "pretty_name": "SPEAR seamless_2t_2s_questions" if seamless else "SPEAR question/answer samples",
         "configs": configs,
         "dataset_info": infos,
     }
     table = "\n".join(f"| {s} | {sp} | {counts[s][sp]} |" for s in SUBSETS for sp in present[s])
+    licence = "licence not stated: check the source's terms before sharing" if source.license in ("", "unknown") else (
+        f"licence {source.license}")
+    origin = source.name or "a source that was not named at build time (spearbench build-dataset --source-name)"
+    link = f" ({source.url})" if source.url else ""
+    title = "SPEAR `seamless_2t_2s_questions`" if seamless else "SPEAR question/answer samples"
+    repo = DEFAULT_REPO_ID if seamless else "PATH_OR_REPO_ID"
     body = f"""
-# SPEAR `seamless_2t_2s_questions`
+# {title}
 
-Question/answer exchanges cut from two-person conversations of Meta's Seamless Interaction
-dataset (CC BY-NC 4.0), as used by SPEARBench.
+Question/answer exchanges cut from two-person conversations of {origin}{link}, {licence}; in the
+SPEAR layout, as used by SPEARBench.
 
 | subset | split | rows |
 |---|---|---|
@@ -252,7 +291,7 @@ Columns:
 
 ```python
 from datasets import load_dataset
-ds = load_dataset("{DEFAULT_REPO_ID}", "improvised", split="test")
+ds = load_dataset("{repo}", "all", split="test")
 stereo = ds[0]["audio"].get_all_samples().data  # (2, n) at 16 kHz
 ```
 """
@@ -266,6 +305,7 @@ def build_hub_dataset(
     max_shard_bytes: int = 500 * 1024 * 1024,
     overwrite: bool = False,
     progress: bool = True,
+    data_source: DataSource | None = None,
 ) -> BuildReport:
     """Turn an upstream SPEAR data folder into the Hub layout (see module docstring).
 
@@ -274,6 +314,10 @@ def build_hub_dataset(
         out_dir: the Hub folder to write (created).
         max_shard_bytes: approximate audio bytes per parquet shard.
         overwrite: replace an existing ``data/`` + card in ``out_dir``.
+        data_source: where the recordings come from, for the card. ``None``: Seamless
+            Interaction (CC BY-NC 4.0) when every kept row carries Seamless ids
+            (:func:`is_seamless_row`), else an unnamed source of unknown licence: the card
+            never claims a licence the data was not given under.
 
     Bad rows are skipped and listed in ``out_dir/skipped_rows.jsonl`` (never raise).
 
@@ -281,6 +325,7 @@ def build_hub_dataset(
         HubBuildError: no metadata under ``source``, ``out_dir`` already holds a dataset (and
             not ``overwrite``), or no row at all could be kept.
         MetadataError: a metadata CSV is unusable as a whole.
+        spear_datasets.files.OutputError: ``out_dir`` cannot be written (no temporary file is left).
     """
     out = Path(out_dir)
     sources = find_sources(source)
@@ -291,7 +336,7 @@ def build_hub_dataset(
         if not overwrite:
             raise HubBuildError(f"{out} already holds a dataset; use another --out or --overwrite")
         shutil.rmtree(out / "data", ignore_errors=True)
-    out.mkdir(parents=True, exist_ok=True)
+    make_dirs(out)
     report = BuildReport(out_dir=out)
     counts: dict[str, dict[str, int]] = defaultdict(dict)
     iterator: Iterable = sources
@@ -299,24 +344,28 @@ def build_hub_dataset(
         from tqdm.auto import tqdm
 
         iterator = tqdm(sources, desc="build-dataset", unit="split")
+    all_seamless = True
     for split, subset, csv_path in iterator:
         rows, skipped = collect_rows(csv_path, subset, split)
         report.skipped.extend(skipped)
+        all_seamless = all_seamless and all(is_seamless_row(r) for r in rows)
         if rows:
             for p in _write_shards(rows, out / "data" / subset, split, max_shard_bytes):
                 report.shards.append(str(p.relative_to(out)))
             counts[subset][split] = len(rows)
         del rows
     report.counts = {k: dict(v) for k, v in counts.items()}
-    with open(out / SKIPPED_FILE, "w", encoding="utf-8") as f:
+    with atomic_path(out / SKIPPED_FILE) as tmp, open(tmp, "w", encoding="utf-8") as f:
         for s in report.skipped:
             f.write(json.dumps(s, ensure_ascii=False) + "\n")
-    (out / REPORT_FILE).write_text(json.dumps({"counts": report.counts, "n_rows": report.n_rows,
-                                               "n_skipped": len(report.skipped), "shards": report.shards},
-                                              indent=2) + "\n", encoding="utf-8")
+    with atomic_path(out / REPORT_FILE) as tmp:
+        tmp.write_text(json.dumps({"counts": report.counts, "n_rows": report.n_rows, "n_skipped": len(report.skipped),
+                                   "shards": report.shards}, indent=2) + "\n", encoding="utf-8")
     if report.n_rows == 0:
         raise HubBuildError(f"no row could be kept ({len(report.skipped)} skipped); see {out / SKIPPED_FILE}")
-    (out / "README.md").write_text(dataset_card(report.counts, skipped=len(report.skipped)), encoding="utf-8")
+    report.source = data_source or (SEAMLESS if all_seamless else DataSource(""))
+    with atomic_path(out / "README.md") as tmp:
+        tmp.write_text(dataset_card(report.counts, skipped=len(report.skipped), source=report.source), encoding="utf-8")
     return report
 
 
@@ -361,6 +410,6 @@ def push_dataset(
 
 
 __all__ = [
-    "ALL_CONFIG", "BuildReport", "DEFAULT_REPO_ID", "HubBuildError", "MetadataError", "SPLITS", "SUBSETS",
-    "build_hub_dataset", "collect_rows", "dataset_card", "find_sources", "push_dataset",
+    "ALL_CONFIG", "BuildReport", "DEFAULT_REPO_ID", "DataSource", "HubBuildError", "MetadataError", "SEAMLESS", "SPLITS",
+    "SUBSETS", "build_hub_dataset", "collect_rows", "dataset_card", "find_sources", "is_seamless_row", "push_dataset",
 ]

@@ -333,16 +333,19 @@ def read_metadata(path: str | os.PathLike, *, required: Iterable[str] = REQUIRED
 
 
 def write_metadata(path: str | os.PathLike, rows: Iterable[SpearRow | dict]) -> Path:
-    """Write rows with the exact SPEAR header (atomically: temp file, then rename)."""
+    """Write rows with the exact SPEAR header (atomically: temp file, then rename).
+
+    Raises:
+        spear_datasets.files.OutputError: the file cannot be written; no temporary file is left.
+    """
+    from spear_datasets.files import atomic_path
+
     p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_name(f".{p.name}.tmp")
-    with open(tmp, "w", newline="", encoding="utf-8") as f:
+    with atomic_path(p) as tmp, open(tmp, "w", newline="", encoding="utf-8") as f:
         w = csv.DictWriter(f, fieldnames=list(SPEAR_COLUMNS), extrasaction="ignore")
         w.writeheader()
         for r in rows:
             w.writerow(r.to_csv_dict() if isinstance(r, SpearRow) else {k: ("" if r.get(k) is None else r.get(k)) for k in SPEAR_COLUMNS})
-    os.replace(tmp, p)
     return p
 
 

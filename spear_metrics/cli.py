@@ -45,7 +45,12 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"spearbench {name}: needs the Python package {e.name!r}", file=sys.stderr)
                     return 2
     args = build_parser(available).parse_args(argv)
-    rc = int(available[args.command].run(args) or 0)
+    try:
+        rc = int(available[args.command].run(args) or 0)
+    except OSError as e:  # e.g. an output folder that cannot be written (read-only, full, a file in the way):
+        # spear_datasets.files.OutputError, whose message names the path; never a traceback
+        print(f"spearbench {args.command}: {' '.join(str(e).split()) or type(e).__name__}", file=sys.stderr)
+        rc = 2
     from spear_metrics.core.batching import exit_distributed
 
     exit_distributed(rc)  # under accelerate launch: barrier, teardown, os._exit(rc)

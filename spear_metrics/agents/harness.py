@@ -44,6 +44,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from spear_datasets.audio import TARGET_SR, AudioError, input_clip_info, load_audio, resample, write_wav
+from spear_datasets.files import OutputError, atomic_path
 from spear_datasets.schema import (
     RowError,
     SpearRow,
@@ -222,10 +223,8 @@ class DatasetSource(Source):
         data = value["bytes"]
         if dest.is_file() and dest.stat().st_size == len(data):
             return dest
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        tmp = dest.with_name(f".{dest.name}.tmp{os.getpid()}")
-        tmp.write_bytes(data)
-        os.replace(tmp, dest)
+        with atomic_path(dest, tmp_suffix=str(os.getpid())) as tmp:
+            tmp.write_bytes(data)
         return dest
 
     def input_file(self, i: int, out: Path) -> Path:
@@ -336,6 +335,8 @@ def _infer_row(agent: Any, source: Source, i: int, out: Path, config: Generation
             "text": ans.text,
             "finish_reason": ans.finish_reason,
         })
+    except OutputError:  # read-only / full output folder: no row's fault, the run stops (a rerun resumes)
+        raise
     except Exception as e:  # the row fails, the run goes on
         rec.update({"status": "failed", "error": _reason(e)})
     rec["elapsed_s"] = time.perf_counter() - t0
@@ -347,8 +348,8 @@ def _infer_row(agent: Any, source: Source, i: int, out: Path, config: Generation
 
 def _read_logs(work: Path) -> dict[int, dict[str, Any]]:
     done: dict[int, dict[str, Any]] = {}
-    for obj in read_rank_logs(work):
-        if isinstance(obj.get("row"), int):
+    for obj in read_rank_logs(work):  # valid records only (an int row >= 0, a known status)
+        if obj.get("status") != "ok" or isinstance(obj.get("answer_audio_path"), str):
             prev = done.get(obj["row"])
             # the latest record of a row wins, but an ok answer is never replaced by a failure
             if prev is None or obj.get("status") == "ok" or prev.get("status") != "ok":

@@ -21,15 +21,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--push", metavar="REPO_ID", default=None,
                    help="also upload the folder as this Hub dataset (token from HF_TOKEN or `hf auth login`)")
     p.add_argument("--private", action="store_true", help="create the Hub repository as private (with --push)")
+    p.add_argument("--source-name", default=None, help="where the recordings come from, for the dataset card "
+                   "(default: Meta's Seamless Interaction dataset when every row has Seamless ids, else unnamed)")
+    p.add_argument("--license", default=None, help="Hub licence id of the recordings for the card, e.g. cc-by-4.0 "
+                   "(default: cc-by-nc-4.0 for Seamless data, else unknown)")
+    p.add_argument("--source-url", default=None, help="link to the source of the recordings, for the card")
     p.add_argument("--no-progress", action="store_true")
 
 
 def run(args: argparse.Namespace) -> int:
-    from spear_datasets.hub import SKIPPED_FILE, HubBuildError, MetadataError, build_hub_dataset, push_dataset
+    from spear_datasets.hub import SKIPPED_FILE, DataSource, HubBuildError, MetadataError, build_hub_dataset, push_dataset
 
+    given = args.source_name or args.license or args.source_url
+    data_source = DataSource(args.source_name or "", args.license or "unknown", args.source_url) if given else None
     try:
         report = build_hub_dataset(args.source, args.out, max_shard_bytes=int(args.max_shard_mb * 1024 * 1024),
-                                   overwrite=args.overwrite, progress=not args.no_progress)
+                                   overwrite=args.overwrite, progress=not args.no_progress, data_source=data_source)
     except (HubBuildError, MetadataError) as e:
         print(f"spearbench build-dataset: {e}", file=sys.stderr)
         return 2
@@ -40,7 +47,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"skipped {len(report.skipped)} row(s); reasons in {args.out}/{SKIPPED_FILE}", file=sys.stderr)
         for s in report.skipped[:5]:
             print(f"  {s['subset']}/{s['split']} row {s['row']}: {s['reason']}", file=sys.stderr)
-    print(f"wrote {args.out} ({report.n_rows} rows, {len(report.shards)} shard(s))")
+    print(f"wrote {args.out} ({report.n_rows} rows, {len(report.shards)} shard(s)); card: "
+          f"{report.source.name or 'source not named'}, licence {report.source.license}")
     if args.push:
         try:
             url = push_dataset(args.out, args.push, private=args.private or None)

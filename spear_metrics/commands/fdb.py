@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from spear_datasets.sources.fdb import TASKS
-from spear_metrics.commands import number
+from spear_metrics.commands import format_value, number
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -76,6 +76,11 @@ def compare_runs(results_a: list[dict[str, Any]], results_b: list[dict[str, Any]
         out["metrics"][k] = paired_bootstrap([a.get(k) for a, _ in pairs], [b.get(k) for _, b in pairs],
                                              n_resamples=n_resamples, seed=seed)
     return out
+
+
+def _value(summary: dict, key: str) -> str:
+    """A summary value; a null one as ``- (why)`` (its ``<key>_note``)."""
+    return _fmt(summary[key]) if summary.get(key) is not None else format_value(summary, key)
 
 
 def _fmt(v: Any) -> str:
@@ -211,7 +216,7 @@ def _run_task(args: argparse.Namespace, setup, samples: list, other: list | None
     summary, results = done
     out = Path(args.out)
     for k in TASK_KEYS[args.task]:
-        print(f"{k:<22} {_fmt(summary.get(k))}  95% CI {_fmt(summary.get(k + '_ci95'))}  (n={summary.get(k + '_n')})")
+        print(f"{k:<22} {_value(summary, k)}  95% CI {_fmt(summary.get(k + '_ci95'))}  (n={summary.get(k + '_n')})")
     print(f"{'samples':<22} {summary['n_samples']} ({summary['n_scored']} scored, {summary['n_failed']} failed)")
     for r in results:
         if not r.ok:
@@ -242,7 +247,7 @@ def _run_release(args: argparse.Namespace, setup, release: Path, runs: list[str]
         print(f"run {run} ({summary.get('label') or summary.get('model') or '-'}; reading: {summary['compat']}): "
               f"{summary['n_samples']} rows, {summary['n_scored']} scored, {summary['n_failed']} failed")
         for k in RELEASE_COLUMNS:
-            print(f"  {k:<24} {_fmt(summary.get(k))}  95% CI {_fmt(summary.get(k + '_ci95'))}  (n={summary.get(k + '_n')})")
+            print(f"  {k:<24} {_value(summary, k)}  95% CI {_fmt(summary.get(k + '_ci95'))}  (n={summary.get(k + '_n')})")
         for r in results:
             if not r.ok:
                 print(f"  failed {r.values.get('stimulus') or r.row}: {r.error}", file=sys.stderr)

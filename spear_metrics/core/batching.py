@@ -23,6 +23,11 @@ def distributed_state():
     set, or when several processes were launched (``WORLD_SIZE`` > 1) and no CUDA device
     exists, so the ranks join one gloo group.
 
+    A launch that asked for several processes but started one (plain ``accelerate launch
+    --num_processes 2`` on a CPU-only machine runs its simple launcher: ``MASTER_ADDR`` set, no
+    ``WORLD_SIZE``; or ``ACCELERATE_NUM_PROCESSES`` > 1) gets one warning line on stderr
+    (:func:`single_process_launch`): the run goes on, on one process.
+
     Raises:
         RuntimeError: several processes were launched but accelerate still sees one.
     """
@@ -41,7 +46,33 @@ def distributed_state():
     if world > 1 and state.num_processes != world:
         raise RuntimeError(f"{world} processes were launched but accelerate sees {state.num_processes}; "
                            "on CPU launch with ACCELERATE_USE_CPU=true accelerate launch --multi_gpu --num_processes N")
+    global _WARNED
+    if state.num_processes == 1 and not _WARNED and single_process_launch(os.environ):
+        _WARNED = True
+        import sys
+
+        print("spearbench: warning: accelerate launch asked for several processes but this run has 1 (on a machine "
+              "without GPUs: ACCELERATE_USE_CPU=true accelerate launch --multi_gpu --num_processes N --num_machines 1 "
+              "--mixed_precision no --dynamo_backend no ...); going on with 1 process", file=sys.stderr)
     return state
+
+
+_WARNED = False
+
+
+def single_process_launch(env) -> bool:
+    """``True`` when the environment says ``accelerate launch`` was asked for several processes
+    but started a single one: its simple launcher (``MASTER_ADDR`` and ``ACCELERATE_MIXED_PRECISION``
+    set, which it does only for ``--num_processes`` > 1, and no ``WORLD_SIZE``), or
+    ``ACCELERATE_NUM_PROCESSES`` > 1 without ``WORLD_SIZE`` > 1."""
+    if int(env.get("WORLD_SIZE", "1") or 1) > 1:
+        return False
+    try:
+        asked = int(env.get("ACCELERATE_NUM_PROCESSES", "1") or 1)
+    except ValueError:
+        asked = 1
+    simple = bool(env.get("MASTER_ADDR")) and "ACCELERATE_MIXED_PRECISION" in env and "WORLD_SIZE" not in env
+    return asked > 1 or simple
 
 
 def exit_distributed(rc: int) -> None:

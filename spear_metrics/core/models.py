@@ -53,8 +53,8 @@ def hub_offline() -> bool:
 
 def resolve_model(model: str | os.PathLike, *, revision: str | None = None, cache_dir: str | os.PathLike | None = None,
                   allow_patterns: list[str] | None = None, purpose: str = "model", option: str | None = None) -> Path:
-    """Local folder holding ``model``'s files; says ``loading <purpose> model <model>`` on stderr
-    first (models load on the first batch, while the progress bar waits).
+    """Local folder holding ``model``'s files; once found, says ``loading <purpose> model <model>``
+    on stderr (models load on the first batch, while the progress bar waits).
 
     Args:
         model: a local folder or file (used as is), or a Hub repo id (``org/name``).
@@ -77,8 +77,8 @@ def resolve_model(model: str | os.PathLike, *, revision: str | None = None, cach
     option = option or MODEL_OPTIONS.get(purpose)
     instead = (f"pass a local folder instead with -o {option}=FOLDER" if option
                else "pass the path of a local copy instead")
-    announce(f"loading {purpose} model {text}")
     if p.exists():
+        announce(f"loading {purpose} model {text}")
         return p
     if text.startswith((".", "/", "~")) or text.count("/") != 1:
         raise ModelUnavailableError(f"{purpose} model {text!r}: no such local path, and not a Hub id (org/name)"
@@ -87,8 +87,8 @@ def resolve_model(model: str | os.PathLike, *, revision: str | None = None, cach
 
     try:
         # local_files_only under HF_HUB_OFFLINE: the cache or nothing, at once
-        return Path(snapshot_download(text, revision=revision, cache_dir=cache_dir, allow_patterns=allow_patterns,
-                                      local_files_only=hub_offline()))
+        found = Path(snapshot_download(text, revision=revision, cache_dir=cache_dir, allow_patterns=allow_patterns,
+                                       local_files_only=hub_offline()))
     except Exception as e:
         how = ("it is not in the Hugging Face cache and HF_HUB_OFFLINE is set" if hub_offline()
                else f"download failed ({type(e).__name__})")
@@ -96,3 +96,5 @@ def resolve_model(model: str | os.PathLike, *, revision: str | None = None, cach
             f"{purpose} model {text!r} is unavailable: {how}; download it once online "
             f"(hf download {text}) or {instead}"
         ) from None
+    announce(f"loading {purpose} model {text}")
+    return found

@@ -13,6 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from spear_datasets.files import OutputError, atomic_path, make_dirs, output_error
+
+__all__ = ["AppendLog", "OutputError", "SampleResult", "claim_work_dir", "clean_value", "dumps", "one_line",
+           "read_jsonl", "read_rank_logs", "valid_record", "write_json_atomic", "write_jsonl_atomic"]
+
 OK = "ok"
 FAILED = "failed"
 
@@ -122,24 +127,28 @@ def read_jsonl(path: str | os.PathLike) -> Iterator[dict[str, Any]]:
 
 
 def write_jsonl_atomic(path: str | os.PathLike, objs: Iterable[dict[str, Any]]) -> Path:
-    """Write JSON Lines under a temporary name, then rename (readers never see half a file)."""
+    """Write JSON Lines under a temporary name, then rename (readers never see half a file).
+
+    Raises:
+        OutputError: the file cannot be written (read-only, disk full...); no temporary file is left.
+    """
     p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_name(f".{p.name}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
+    with atomic_path(p) as tmp, open(tmp, "w", encoding="utf-8") as f:
         for o in objs:
             f.write(dumps(o) + "\n")
-    os.replace(tmp, p)
     return p
 
 
 def write_json_atomic(path: str | os.PathLike, obj: dict[str, Any]) -> Path:
-    """Write one JSON document atomically (strict: NaN/inf become ``null``)."""
+    """Write one JSON document atomically (strict: NaN/inf become ``null``).
+
+    Raises:
+        OutputError: as :func:`write_jsonl_atomic`.
+    """
     p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_name(f".{p.name}.tmp")
-    tmp.write_text(json.dumps(clean_value(obj), indent=2, ensure_ascii=False, allow_nan=False) + "\n", encoding="utf-8")
-    os.replace(tmp, p)
+    text = json.dumps(clean_value(obj), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    with atomic_path(p) as tmp:
+        tmp.write_text(text, encoding="utf-8")
     return p
 
 
@@ -147,21 +156,33 @@ class AppendLog:
     """An append-only JSON Lines work log, flushed and fsynced after each batch of records.
 
     Used by the runner so a killed run loses at most the batch in flight.
+
+    Raises:
+        OutputError: the log cannot be opened or written (the run stops; a rerun resumes).
     """
 
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._f = open(self.path, "a", encoding="utf-8")
+        make_dirs(self.path.parent)
+        try:
+            self._f = open(self.path, "a", encoding="utf-8")
+        except OSError as e:
+            raise output_error(e, self.path) from None
 
     def write(self, objs: Iterable[dict[str, Any]]) -> None:
-        for o in objs:
-            self._f.write(dumps(o) + "\n")
-        self._f.flush()
-        os.fsync(self._f.fileno())
+        try:
+            for o in objs:
+                self._f.write(dumps(o) + "\n")
+            self._f.flush()
+            os.fsync(self._f.fileno())
+        except OSError as e:
+            raise output_error(e, self.path) from None
 
     def close(self) -> None:
-        self._f.close()
+        try:
+            self._f.close()
+        except OSError:  # the write that failed already said why
+            pass
 
     def __enter__(self) -> "AppendLog":
         return self
@@ -182,7 +203,7 @@ def claim_work_dir(work: str | os.PathLike, fingerprint: dict[str, Any], *, over
     work = Path(work)
     fp = json.loads(json.dumps(fingerprint, default=str))
     path = work / "run.json"
-    if path.exists() and json.loads(path.read_text()) != fp:
+    if path.exists() and _read_json(path) != fp:  # an unreadable run.json is another run's too
         if not overwrite:
             raise conflict
         shutil.rmtree(work, ignore_errors=True)
@@ -191,12 +212,30 @@ def claim_work_dir(work: str | os.PathLike, fingerprint: dict[str, Any], *, over
                 shutil.rmtree(p, ignore_errors=True)
             else:
                 p.unlink(missing_ok=True)
-    work.mkdir(parents=True, exist_ok=True)
+    make_dirs(work)
     write_json_atomic(path, fp)
     return work
 
 
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+
+
+def valid_record(obj: dict[str, Any]) -> bool:
+    """A work-log record the resume logic can trust: ``row`` an ``int`` >= 0 (not a bool, not
+    ``"x"``, not ``1.5``) and ``status`` ``"ok"`` or ``"failed"``. Anything else (an edited or
+    corrupted line) is ignored, and its row is simply scored again."""
+    row = obj.get("row")
+    return isinstance(row, int) and not isinstance(row, bool) and row >= 0 and obj.get("status") in (OK, FAILED)
+
+
 def read_rank_logs(work: str | os.PathLike) -> Iterator[dict[str, Any]]:
-    """The records of every ``work/rank-<r>.jsonl`` work log, in file order (torn lines skipped)."""
+    """The valid records (:func:`valid_record`) of every ``work/rank-<r>.jsonl`` work log, in
+    file order; torn and malformed lines are skipped (their rows are redone)."""
     for log in sorted(Path(work).glob("rank-*.jsonl")):
-        yield from read_jsonl(log)
+        for obj in read_jsonl(log):
+            if valid_record(obj):
+                yield obj

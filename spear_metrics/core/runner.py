@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from spear_datasets.audio import AudioError, audio_info, input_clip_info
+from spear_datasets.files import atomic_path
 from spear_datasets.schema import (
     RowError,
     SpearRow,
@@ -507,7 +508,8 @@ def _missing_answers(inputs_csv: Path, prep: Prepared, out: Path) -> dict[str, A
     raw = read_metadata(inputs_csv, required=("audio_path",))
     answered = {Path(s.audio_path).name for s in prep.samples}
     missing = [r["audio_path"] for r in raw if Path(str(r["audio_path"])).name not in answered]
-    (out / "missing_answers.txt").write_text("".join(f"{m}\n" for m in missing), encoding="utf-8")
+    with atomic_path(out / "missing_answers.txt") as tmp:
+        tmp.write_text("".join(f"{m}\n" for m in missing), encoding="utf-8")
     return {"n_missing_answers": len(missing)}
 
 
