@@ -123,7 +123,8 @@ def test_published_wer_pools_row_asr_values_of_spears_two_systems(monkeypatch, r
 
     for key in texts:
         monkeypatch.setitem(asr_mod.ASR_BACKENDS, key, stand_in(key))
-    cols = {"audio_path": [str(real_dir / "speechbrain__p226_002.wav"), str(real_dir / "faster-whisper__jfk.flac")],
+    cols = {"audio_path": [str(real_dir / "DERIVED__pyannote-audio__seriously_29-60s_stereo_L-FEE016_R-MEO015.wav"),
+                           str(real_dir / "faster-whisper__jfk.flac")],  # stereo input clips (the rule of every command)
             "answer_audio_path": [str(real_dir / "speechbrain__p225_002.wav")] * 2,
             "context_end_time": [0.5] * 2, "question_end_time": [1.0] * 2, "answer_start_time": [0.2] * 2,
             "transcript_answer": ["P0002: Ask her to bring these things."] * 2}
