@@ -311,7 +311,8 @@ def write_results_dataset(
             that its rows do not give (:func:`~spear_metrics.results.validate.check_summary_values`),
             bad options, or metadata not matching.
     """
-    from datasets import Dataset
+    import pyarrow as pa
+    import pyarrow.parquet as pq
 
     if not model_name or not model_name.strip():
         raise ResultsError("a model name is needed (--model-name)")
@@ -352,8 +353,12 @@ def write_results_dataset(
     if data_dir.is_dir():
         shutil.rmtree(data_dir)
     data_dir.mkdir()
-    ds = Dataset.from_list(rows, features=_features(rows, audio_cols))
-    ds.to_parquet(str(data_dir / f"{split}-00000-of-00001.parquet"))
+    # written with pyarrow against the Features' own schema (their JSON rides in the parquet
+    # metadata, so load_dataset reads Audio columns back): datasets' Audio encoder would import
+    # torch and torchcodec just to pass the embedded bytes through
+    schema = _features(rows, audio_cols).arrow_schema
+    table = pa.Table.from_pylist([{c: r.get(c) for c in schema.names} for r in rows], schema=schema)
+    pq.write_table(table, data_dir / f"{split}-00000-of-00001.parquet")
     (out / "summary.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False, allow_nan=False) + "\n",
                                       encoding="utf-8")
     (out / "README.md").write_text(
