@@ -110,6 +110,21 @@ def pin_wheel(requirements: Path, wheel_name: str) -> None:
     requirements.write_text("\n".join(out) + "\n", encoding="utf-8")
 
 
+def _fresh(out: Path) -> Path:
+    """``out`` as a new empty folder (what was there is removed)."""
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    return out
+
+
+def _bundle(out: Path, wheel: Path) -> Path:
+    """Copy ``wheel`` into the Space folder ``out`` and pin it in its ``requirements.txt``."""
+    shutil.copy2(wheel, out / wheel.name)
+    pin_wheel(out / "requirements.txt", wheel.name)
+    return out
+
+
 def write_metric_space(metric: str, out: Path, wheel: Path) -> Path:
     """Write the Space folder of metric folder ``spear_metrics/<metric>/`` into ``out``.
 
@@ -121,14 +136,10 @@ def write_metric_space(metric: str, out: Path, wheel: Path) -> Path:
     missing = [f for f in files if not (src / f).is_file()]
     if missing:
         raise PublishError(f"metric folder {metric} lacks {', '.join(missing)}")
-    if out.exists():
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
+    _fresh(out)
     for f in files:
         shutil.copy2(src / f, out / f)
-    shutil.copy2(wheel, out / wheel.name)
-    pin_wheel(out / "requirements.txt", wheel.name)
-    return out
+    return _bundle(out, wheel)
 
 
 def write_leaderboard_space(out: Path, wheel: Path, results: Sequence[str] = ()) -> Path:
@@ -144,9 +155,7 @@ def write_leaderboard_space(out: Path, wheel: Path, results: Sequence[str] = ())
     bad = [r for r in results if not is_repo_id(r)]
     if bad:
         raise PublishError(f"--results takes Hub dataset ids OWNER/NAME, not {bad[0]!r}")
-    if out.exists():
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
+    _fresh(out)
     for f in SPACE_FILES:
         p = SPACE_DIR / f
         if p.is_dir():
@@ -155,9 +164,7 @@ def write_leaderboard_space(out: Path, wheel: Path, results: Sequence[str] = ())
             shutil.copy2(p, out / f)
     if results:
         (out / "results.txt").write_text("\n".join(results) + "\n", encoding="utf-8")
-    shutil.copy2(wheel, out / wheel.name)
-    pin_wheel(out / "requirements.txt", wheel.name)
-    return out
+    return _bundle(out, wheel)
 
 
 def write_dataset(hub_dir: Path, out: Path) -> Path:
@@ -172,9 +179,7 @@ def write_dataset(hub_dir: Path, out: Path) -> Path:
     if not (hub_dir / "README.md").is_file() or not any((hub_dir / "data").glob("*/*.parquet")):
         raise PublishError(f"--dataset {hub_dir.name}: not a folder written by `spearbench build-dataset` "
                            "(README.md and data/*/*.parquet expected)")
-    if out.exists():
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
+    _fresh(out)
     shutil.copy2(hub_dir / "README.md", out / "README.md")
     shutil.copytree(hub_dir / "data", out / "data", ignore=shutil.ignore_patterns(".*"))
     for f in (SKIPPED_FILE, REPORT_FILE):

@@ -425,3 +425,18 @@ def test_push_results_metadata_that_is_not_the_scored_one_is_refused(hostile, tm
         with pytest.raises(ResultsError) as e:
             write_results_dataset(hostile["run"], tmp_path / col, model_name="x", metadata=other)
         assert expected in str(e.value) and "row 4" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_card_records_the_options_the_run_was_scored_with(built, tmp_path):
+    """summary.json's ``options`` (per metric) land in the card's spearbench block and its text."""
+    from huggingface_hub import DatasetCard
+
+    from spear_metrics.results import write_results_dataset
+
+    opts = {"interruptions": {"vad_backend": "sequence", "vad_time_resolution": 1}}
+    run = _bad_copy(built["model_run"], tmp_path / "run", summary=lambda s: s.update(options=opts))
+    ds = write_results_dataset(run, tmp_path / "ds", model_name="toy",
+                               metadata=built["model_ds"].parent / "model_metadata.csv")
+    card = DatasetCard.load(ds / "README.md")
+    assert card.data.to_dict()["spearbench"]["options"] == opts
+    assert "  - interruptions: `vad_backend=sequence`, `vad_time_resolution=1`" in card.text

@@ -3,6 +3,7 @@ gradio_client, with results datasets scored from the real AMI stereo call. Loopb
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -58,9 +59,9 @@ def served(tmp_path_factory, real_dir):
         hf_constants.HF_HUB_OFFLINE = offline_before
 
 
-def test_browser_leaderboard_and_samples(served, tmp_path):
-    """Leaderboard renders at once (human latency 742.055), a bad folder is reported, a row click
-    opens the model in the sample browser, the three audio players load, next steps."""
+@contextlib.contextmanager
+def leaderboard_page(served):
+    """A headless Chromium page on the served app, its leaderboard rendered (skips without chromium)."""
     if not Path(CHROMIUM).exists():
         pytest.skip("system chromium not installed")
     from playwright.sync_api import sync_playwright
@@ -71,37 +72,44 @@ def test_browser_leaderboard_and_samples(served, tmp_path):
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             page.goto(served["url"], wait_until="domcontentloaded")
             page.wait_for_selector("#leaderboard >> text=742.055", timeout=30000)
-            assert page.locator("#leaderboard >> text=toy-delayed-model").count() >= 1
-            status = page.locator("#status").inner_text()
-            assert "rejected local:bad_version_ds: unknown metric version interruptions='7.0'" in status
-            assert "rejected local:RESULTS_model: a scored RESULTS folder, not a results dataset" in status
-            assert str(served["root"]) not in status
-            assert page.locator("#leaderboard >> text=Interruptions · latency_ms [ms] ≈human").count() >= 1
-            page.screenshot(path=str(tmp_path / "leaderboard.png"), full_page=True)
-
-            page.locator("#leaderboard >> text=toy-delayed-model").first.click()
-            page.get_by_role("tab", name="Samples").click()
-            page.wait_for_function(
-                "() => document.querySelector('#model input') && document.querySelector('#model input').value.startsWith('toy-delayed-model')",
-                timeout=20000)
-            page.wait_for_function(
-                "() => document.querySelector('#sample input') && document.querySelector('#sample input').value.startsWith('row 0')",
-                timeout=20000)
-            # each player shows the clip's duration once its audio has loaded (input 15.48 s, answers 9-10 s)
-            page.wait_for_selector("#audio_input >> text=0:15", timeout=20000)
-            page.wait_for_selector("#audio_human >> text=0:09", timeout=20000)
-            page.wait_for_selector("#audio_model >> text=/^0:(09|10)$/", timeout=20000)  # 9.94 s
-            assert "error: nan" not in page.locator("body").inner_text()
-            assert page.locator("#t_model textarea").input_value() == "MODEL: right, a menu on the remote."
-            page.screenshot(path=str(tmp_path / "samples.png"), full_page=True)
-            page.click("#next")
-            page.wait_for_function("() => document.querySelector('#sample input').value.startsWith('row 1')",
-                                   timeout=20000)
-            page.get_by_role("tab", name="Plots").click()
-            page.wait_for_timeout(1500)
-            page.screenshot(path=str(tmp_path / "plots.png"), full_page=True)
+            yield page
         finally:
             browser.close()
+
+
+def test_browser_leaderboard_and_samples(served, tmp_path):
+    """Leaderboard renders at once (human latency 742.055), a bad folder is reported, a row click
+    opens the model in the sample browser, the three audio players load, next steps."""
+    with leaderboard_page(served) as page:
+        assert page.locator("#leaderboard >> text=toy-delayed-model").count() >= 1
+        status = page.locator("#status").inner_text()
+        assert "rejected local:bad_version_ds: unknown metric version interruptions='7.0'" in status
+        assert "rejected local:RESULTS_model: a scored RESULTS folder, not a results dataset" in status
+        assert str(served["root"]) not in status
+        assert page.locator("#leaderboard >> text=Interruptions · latency_ms [ms] ≈human").count() >= 1
+        page.screenshot(path=str(tmp_path / "leaderboard.png"), full_page=True)
+
+        page.locator("#leaderboard >> text=toy-delayed-model").first.click()
+        page.get_by_role("tab", name="Samples").click()
+        page.wait_for_function(
+            "() => document.querySelector('#model input') && document.querySelector('#model input').value.startsWith('toy-delayed-model')",
+            timeout=20000)
+        page.wait_for_function(
+            "() => document.querySelector('#sample input') && document.querySelector('#sample input').value.startsWith('row 0')",
+            timeout=20000)
+        # each player shows the clip's duration once its audio has loaded (input 15.48 s, answers 9-10 s)
+        page.wait_for_selector("#audio_input >> text=0:15", timeout=20000)
+        page.wait_for_selector("#audio_human >> text=0:09", timeout=20000)
+        page.wait_for_selector("#audio_model >> text=/^0:(09|10)$/", timeout=20000)  # 9.94 s
+        assert "error: nan" not in page.locator("body").inner_text()
+        assert page.locator("#t_model textarea").input_value() == "MODEL: right, a menu on the remote."
+        page.screenshot(path=str(tmp_path / "samples.png"), full_page=True)
+        page.click("#next")
+        page.wait_for_function("() => document.querySelector('#sample input').value.startsWith('row 1')",
+                               timeout=20000)
+        page.get_by_role("tab", name="Plots").click()
+        page.wait_for_timeout(1500)
+        page.screenshot(path=str(tmp_path / "plots.png"), full_page=True)
     for name in ("leaderboard.png", "samples.png", "plots.png"):
         assert (tmp_path / name).stat().st_size > 10_000
     print("screenshots in", tmp_path)
@@ -167,24 +175,13 @@ def test_api_reads_only_start_sources_and_hub_ids(served, tmp_path):
 def test_browser_load_box_reports_whole_messages_that_stay(served):
     """A refused source typed in the Load box is reported whole (no cut mid-word) and stays after
     the table refresh that follows; a good Hub-looking id that cannot be fetched is reported too."""
-    if not Path(CHROMIUM).exists():
-        pytest.skip("system chromium not installed")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True)
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.goto(served["url"], wait_until="domcontentloaded")
-            page.wait_for_selector("#leaderboard >> text=742.055", timeout=30000)
-            typed = str(served["built"]["model_run"])
-            page.fill("#sources textarea", f"{typed}, nobody/no-such-results")
-            page.click("#load")
-            page.wait_for_selector("#status >> text=nobody/no-such-results", timeout=30000)
-            page.wait_for_timeout(2000)  # the refresh chained after the load has run by now
-            status = page.locator("#status").inner_text()
-            assert ("server folders are read only when given at start)" in status)  # the whole message, to its end
-            assert "rejected nobody/no-such-results: cannot fetch the Hub dataset (" in status
-            assert status.count("rejected") == 2
-        finally:
-            browser.close()
+    with leaderboard_page(served) as page:
+        typed = str(served["built"]["model_run"])
+        page.fill("#sources textarea", f"{typed}, nobody/no-such-results")
+        page.click("#load")
+        page.wait_for_selector("#status >> text=nobody/no-such-results", timeout=30000)
+        page.wait_for_timeout(2000)  # the refresh chained after the load has run by now
+        status = page.locator("#status").inner_text()
+        assert ("server folders are read only when given at start)" in status)  # the whole message, to its end
+        assert "rejected nobody/no-such-results: cannot fetch the Hub dataset (" in status
+        assert status.count("rejected") == 2
