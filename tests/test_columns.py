@@ -45,7 +45,9 @@ def test_derived_tables_follow_the_declarations():
     assert BENCHMARK_KEYS == benchmark_keys()
     assert KEY_INFO == {k.name: (k.unit, k.better, k.description) for k in KEYS}
     assert set(KEY_INFO) == {"tor", "latency_s", "relevance", "backchannel_frequency", "jsd"}
-    assert known_versions("interruptions") == {"1.0.0"}
+    from spear_metrics.interruptions.definition import Interruptions
+
+    assert known_versions("interruptions") == {Interruptions.version}  # the class's own version, no second list
 
 
 def test_template_keys_match_their_family_only():

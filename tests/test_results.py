@@ -249,7 +249,9 @@ def test_leaderboard_merge_missing_and_bad(built, app, tmp_path):
     model_label, bad_label = app.set_sources([str(built["model_ds"]), str(bad)])
     assert (model_label, bad_label) == ("local:ds_model", "local:bad_ds")
     rows, errors = app.all_rows([model_label, bad_label])
-    assert errors == ["rejected local:bad_ds: unknown metric version interruptions='0.1' (known: 1.0.0)"]
+    from spear_metrics.interruptions.definition import Interruptions
+
+    assert errors == [f"rejected local:bad_ds: unknown metric version interruptions='0.1' (known: {Interruptions.version})"]
     by = {(r["model"], r["source"]): r for r in rows}
     assert by[("human", "published")]["latency_ms"] == pytest.approx(742.055)
     assert by[("gpt-audio-1.5", "published")]["interrupted_time_ms"] is None

@@ -602,11 +602,14 @@ def build_app(sources: list[str] | None = None) -> gr.Blocks:
             return gr.update(value=rows[(i + delta) % len(rows)])
 
         filt_inputs = [src_state, model_dd, subset_dd, metric_dd, lo, hi]
+        view_outputs = [a_in, a_h, a_m, t_q, t_h, t_m, scores, info]
         for comp in (model_dd, subset_dd, metric_dd, lo, hi):
-            comp.change(update_samples, filt_inputs, [sample_dd, metric_dd], api_visibility="private")
+            # the view follows the model too: another model's first sample may keep the same row id,
+            # and a dropdown whose value does not change fires no change event
+            comp.change(update_samples, filt_inputs, [sample_dd, metric_dd], api_visibility="private").then(
+                sample_view, [src_state, model_dd, sample_dd], view_outputs, api_visibility="private")
         prev_btn.click(lambda *a: step(*a, -1), filt_inputs + [sample_dd], [sample_dd], api_visibility="private")
         next_btn.click(lambda *a: step(*a, 1), filt_inputs + [sample_dd], [sample_dd], api_visibility="private")
-        view_outputs = [a_in, a_h, a_m, t_q, t_h, t_m, scores, info]
         sample_dd.change(sample_view, [src_state, model_dd, sample_dd], view_outputs, api_visibility="private")
 
         def sample(source: str, row: float):
