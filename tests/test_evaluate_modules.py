@@ -71,3 +71,20 @@ def test_add_batch_with_the_five_inputs(clips):
         m.compute(transcript_answer=["MEO015: right"])
     with pytest.raises(ValueError, match="missing required input"):
         m.compute(audio_path=clips["q"])
+
+
+def test_metric_space_form_computes(clips):
+    """The metric Space's page (what each app.py launches) scores uploaded clips and reports a
+    bad input as one line instead of a traceback."""
+    import evaluate
+
+    from spear_metrics.core.evaluate_glue import metric_space
+
+    m = evaluate.load(str(REPO / "spear_metrics" / "interruptions"))
+    demo = metric_space(m, readme=REPO / "spear_metrics" / "interruptions" / "README.md")
+    (fn,) = [f.fn for f in demo.fns.values() if f.api_name == "compute"]
+    r = fn(clips["q"][0], clips["answers"][0], CONTEXT_END, QUESTION_END, "-0.02", "", "", "{}")
+    assert r["n_scored"] == 1 and r["latency_ms"] is not None
+    bad = fn(clips["q"][0], clips["answers"][0], CONTEXT_END, QUESTION_END, "", "", "", "{\"vad_backend\": \"nope\"}")
+    assert set(bad) == {"error"} and "vad_backend" in bad["error"] and "\n" not in bad["error"]
+    assert fn(None, None, 0, 0, "", "", "", "{}") == {"error": "upload the input clip (stereo: both speakers) and the answer"}
