@@ -1,9 +1,10 @@
 """Assemble the leaderboard Space as a folder that runs on Hugging Face Spaces unchanged.
 
-A Space installs ``requirements.txt`` from its own repository, and ``space/app.py`` imports
-``spear_metrics.results``: this script builds the ``spearbench`` wheel (``pip wheel --no-deps``),
-copies ``space/`` next to it and pins the wheel in ``requirements.txt``. Optionally uploads the
-folder with ``huggingface_hub`` (token from ``HF_TOKEN`` / login, never printed).
+A Space installs ``requirements.txt`` from its own repository, and its ``app.py`` imports
+``spear_metrics``: this script builds the ``spearbench`` wheel, copies ``spear_metrics/space/``
+next to it and pins the wheel in ``requirements.txt`` (the same folder ``spearbench publish``
+uploads: :func:`spear_metrics.publish.write_leaderboard_space`). Optionally uploads the folder
+(token from ``HF_TOKEN`` / login, never printed).
 
     .venv/bin/python scripts/build_space.py --out build/space [--push USER/spearbench-leaderboard]
 """
@@ -11,9 +12,7 @@ folder with ``huggingface_hub`` (token from ``HF_TOKEN`` / login, never printed)
 from __future__ import annotations
 
 import argparse
-import shutil
-import subprocess
-import sys
+import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -23,16 +22,14 @@ def build_space(out: Path) -> Path:
     """Write the deployable Space folder to ``out`` and return the wheel's path inside it.
 
     Raises:
-        subprocess.CalledProcessError: the wheel could not be built.
+        spear_metrics.publish.PublishError: the wheel could not be built.
     """
-    if out.exists():
-        shutil.rmtree(out)
-    shutil.copytree(REPO / "space", out, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(REPO)], check=True)
-    (wheel,) = out.glob("spearbench-*.whl")
-    lines = [l for l in (out / "requirements.txt").read_text().splitlines() if l.strip() and not l.lstrip().startswith("#")]
-    (out / "requirements.txt").write_text("\n".join([f"./{wheel.name}", *lines]) + "\n")
-    return wheel
+    from spear_metrics.publish import build_wheel, write_leaderboard_space
+
+    with tempfile.TemporaryDirectory(prefix="spearbench-wheel-") as tmp:
+        wheel = build_wheel(Path(tmp), REPO)
+        write_leaderboard_space(out, wheel)
+    return out / wheel.name
 
 
 def main() -> int:
@@ -45,11 +42,10 @@ def main() -> int:
     wheel = build_space(out)
     print(f"Space folder: {out} (pins {wheel.name})")
     if args.push:
-        from huggingface_hub import HfApi
+        from spear_metrics.results.hub import upload_folder
 
-        api = HfApi()
-        api.create_repo(args.push, repo_type="space", space_sdk="gradio", private=args.private, exist_ok=True)
-        api.upload_folder(folder_path=str(out), repo_id=args.push, repo_type="space")
+        upload_folder(out, args.push, repo_type="space", space_sdk="gradio", private=args.private,
+                      commit_message="SPEARBench leaderboard Space")
         print(f"uploaded to spaces/{args.push}")
     return 0
 

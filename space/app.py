@@ -2,17 +2,21 @@
 
 - Leaderboard: the published SPEAR table (``data/spear_benchmark.csv``, from
   ``thomasthebaud/SPEAR-benchmark-website``, MIT, licence in ``data/LICENSE.spear-website``) is
-  the table's initial value, merged with results datasets given by Hub id or local folder
-  (``SPEARBENCH_RESULTS`` env var, ``--results`` CLI argument, or the textbox). Columns are the
-  CSV keys grouped by the seven SPEAR dimensions, each labelled with its unit and direction of
-  "better" (the dimension registry's ``MetricKey`` where a dimension defines the key, else
-  ``spear_metrics.results.FALLBACK_KEYS``). Missing values show "-", never 0.
+  the table's initial value, merged with results datasets: local folders and Hub ids given at
+  start (``SPEARBENCH_RESULTS`` env var, ``--results`` CLI argument) and Hub ids typed in the
+  page or passed to the API. Columns are the published keys grouped by the seven SPEAR
+  dimensions, each labelled with its unit and direction of "better", all from the dimensions'
+  ``MetricKey`` declarations (:mod:`spear_metrics.core.columns`). Missing values show "-", never 0.
+- What may be read: :class:`spear_metrics.results.SourcePolicy` (start sources by their public
+  label, Hub ids; never a server path typed into the page or the API; no server path in any
+  message or cell).
 - Per-sample browser: input clip (both speakers), human answer and model answer, transcripts
   and that sample's scores; filters by subset and by a range of one per-sample value.
 - Plots: latency and answer-duration distributions against the human ones; per-dimension bars.
 
-Run locally: ``python space/app.py [--results SRC ...]`` (honours ``GRADIO_SERVER_NAME`` and
-``GRADIO_SERVER_PORT``).
+Run locally: ``python -m spear_metrics.space [--results SRC ...]`` (honours ``GRADIO_SERVER_NAME``
+and ``GRADIO_SERVER_PORT``). On Hugging Face Spaces this file is the Space's ``app.py``
+(``spearbench publish`` / ``scripts/build_space.py`` assemble the folder).
 """
 
 from __future__ import annotations
@@ -21,24 +25,20 @@ import argparse
 import hashlib
 import math
 import os
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-try:  # installed package, else the checkout this folder sits in
-    import spear_metrics.results  # noqa: F401
-except ModuleNotFoundError:
-    sys.path.insert(0, str(HERE.parent))
+import gradio as gr
+import numpy as np
+import pandas as pd
 
-import gradio as gr  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from spear_metrics.results import (  # noqa: E402
-    GROUPS, PROTOCOL, ColumnInfo, Results, ResultsError, column_info, leaderboard_row, load_results,
+from spear_metrics.core.columns import Column, groups, leaderboard_columns
+from spear_metrics.results import (
+    PROTOCOL, Results, ResultsError, SourcePolicy, leaderboard_row, public_path, public_text, subset_of,
 )
+
+HERE = Path(__file__).resolve().parent
 
 PUBLISHED_CSV = HERE / "data" / "spear_benchmark.csv"
 SOURCE_URL = "https://github.com/thomasthebaud/SPEAR-benchmark-website"
@@ -46,20 +46,21 @@ ARROWS = {"higher": "↑", "lower": "↓", "closer_to_human": "≈human"}
 ALL_SUBSETS = "all"
 NO_METRIC = "(no range filter)"
 CACHE = Path(tempfile.gettempdir()) / "spearbench-space-audio"
-#: Results already loaded in this process, by source string (Hub id or folder).
-_LOADED: dict[str, Results] = {}
+#: What this process may read (set by :func:`build_app`; a module-level default for helpers).
+POLICY = SourcePolicy()
 
 
 # ------------------------------------------------------------------------------------------------
 # data
 
 
-def columns() -> list[ColumnInfo]:
-    """The SPEAR columns in group order (see :func:`spear_metrics.results.column_info`)."""
-    return column_info()
+def columns() -> list[Column]:
+    """The published SPEAR columns in the published table's order
+    (:func:`spear_metrics.core.columns.leaderboard_columns`)."""
+    return leaderboard_columns()
 
 
-def header(c: ColumnInfo) -> str:
+def header(c: Column) -> str:
     """Display header of a column: dimension, exact CSV key, unit and direction, e.g.
     ``Interruptions · latency_ms [ms] ≈human``."""
     return f"{c.group} · {c.name} [{c.unit}] {ARROWS.get(c.better, c.better)}"
@@ -104,20 +105,9 @@ def split_sources(text: str | None) -> list[str]:
 
 
 def load_sources(sources: list[str]) -> tuple[list[Results], list[str]]:
-    """Load each source (cached); returns the loaded ones and one error line per rejected one."""
-    ok, errors = [], []
-    for s in sources:
-        if s not in _LOADED:
-            try:
-                _LOADED[s] = load_results(s)
-            except ResultsError as e:
-                errors.append(f"rejected {s}: {e}")
-                continue
-            except Exception as e:  # never let one source break the page
-                errors.append(f"rejected {s}: {type(e).__name__}: {' '.join(str(e).split())[:200]}")
-                continue
-        ok.append(_LOADED[s])
-    return ok, errors
+    """Load each source through :data:`POLICY` (cached); returns the loaded ones and one whole
+    message per rejected one (never cut mid-word, no server path)."""
+    return POLICY.load_many(sources)
 
 
 def all_rows(sources: list[str]) -> tuple[list[dict[str, Any]], list[str]]:
@@ -282,13 +272,22 @@ def _audio_file(value: Any) -> str | None:
     return str(p)
 
 
+def sample_key(audio_path: Any) -> tuple[str | None, str]:
+    """The identity of an input clip across results datasets: its subset and file name (the
+    same clip may be written ``data/improvised/audios/x.wav`` in one run and
+    ``inputs/test/improvised/audios/x.wav`` in another)."""
+    p = str(audio_path or "").strip().replace("\\", "/")
+    return subset_of(p), p.rsplit("/", 1)[-1]
+
+
 def _find(res_list: list[Results], audio_path: str, column: str, human_only: bool = False):
+    key = sample_key(audio_path)
     for r in res_list:
         if human_only and r.model.lower() != "human":
             continue
         if column not in r.samples:
             continue
-        m = r.samples[r.samples["audio_path"] == audio_path]
+        m = r.samples[r.samples["audio_path"].map(sample_key) == key]
         if len(m):
             return m.iloc[0]
     return None
@@ -316,6 +315,11 @@ def sample_view(sources: list[str], source: str | None, row: int | None) -> tupl
     empty = pd.DataFrame({"value": [], "key": []})[["key", "value"]]
     loaded, _ = load_sources(sources)
     res = next((r for r in loaded if r.source == source), None)
+    if res is None and source:
+        try:
+            res = POLICY.load(source)
+        except ResultsError as e:
+            return None, None, None, "", "", "", empty, f"rejected {e}"
     if res is None or row is None:
         return None, None, None, "", "", "", empty, "Load a results dataset and pick a sample."
     m = res.samples[res.samples["row"] == int(row)]
@@ -332,9 +336,10 @@ def sample_view(sources: list[str], source: str | None, row: int | None) -> tupl
     model_ans = _audio_file(s.get("answer_audio")) if "answer_audio" in res.samples else None
     skip = {"row", "audio_path", "answer_audio_path", "status", "error", "speakers", "conversation_id",
             "transcript_question", "transcript_answer", "subset", *res.audio_columns}
-    scores = [(k, _cell(v)) for k, v in s.items() if k not in skip]
-    info = (f"**{res.model}** · row {int(row)} · `{ap}` · subset {s.get('subset') or '-'} · status {s.get('status')}"
-            + (f" · error: {s.get('error')}" if isinstance(s.get("error"), str) and s.get("error") else ""))
+    scores = [(k, public_text(_cell(v))) for k, v in s.items() if k not in skip]
+    err = s.get("error")
+    info = (f"**{res.model}** · row {int(row)} · `{public_path(ap)}` · subset {s.get('subset') or '-'} · "
+            f"status {s.get('status')}" + (f" · error: {public_text(err)}" if isinstance(err, str) and err else ""))
     missing = [n for n, v in (("input clip", inp), ("human answer", human), ("model answer", model_ans)) if v is None]
     if missing:
         info += f"  \n(no audio for: {', '.join(missing)} — embed it with `push-results --with-audio/--with-inputs`," \
@@ -400,7 +405,7 @@ def dimension_plot(sources: list[str], group: str):
     import matplotlib.pyplot as plt
 
     rows, _ = all_rows(sources)
-    cols = [c for c in columns() if c.group == group] or [c for c in columns() if c.group == GROUPS[0][1]]
+    cols = [c for c in columns() if c.group == group] or [c for c in columns() if c.group == groups()[0][1]]
     fig, axes = plt.subplots(1, len(cols), figsize=(4.2 * len(cols), 4), squeeze=False)
     names = [r["model"] if r["source"] == "published" else f"{r['model']} (results)" for r in rows]
     for ax, c in zip(axes[0], cols):
@@ -427,23 +432,40 @@ def dimension_plot(sources: list[str], group: str):
 
 
 def default_sources(argv_sources: list[str] | None = None) -> list[str]:
-    """Sources given at start: ``SPEARBENCH_RESULTS`` (comma/newline separated) then ``--results``."""
-    return split_sources(os.environ.get("SPEARBENCH_RESULTS")) + list(argv_sources or [])
+    """Sources given at start: ``results.txt`` beside this file (one per line, written by
+    ``spearbench publish --results``), ``SPEARBENCH_RESULTS`` (comma/newline separated), then
+    ``--results``."""
+    listed = HERE / "results.txt"
+    from_file = split_sources(listed.read_text(encoding="utf-8")) if listed.is_file() else []
+    return from_file + split_sources(os.environ.get("SPEARBENCH_RESULTS")) + list(argv_sources or [])
+
+
+def status_text(n_loaded: int, messages: list[str]) -> str:
+    """The status line under the table: counts, then every message of the last load, whole."""
+    msg = f"{len(published_rows())} published rows · {n_loaded} results dataset(s) loaded"
+    return msg + "".join(f"  \n⚠️ {e}" for e in messages)
+
+
+def set_sources(sources: list[str]) -> list[str]:
+    """Make ``sources`` (local folders, Hub ids) the start sources of :data:`POLICY`, what this
+    process may read besides Hub ids; returns their public labels (what the page and the API
+    show and take)."""
+    global POLICY
+    POLICY = SourcePolicy(list(sources))
+    return POLICY.start_labels
 
 
 def build_app(sources: list[str] | None = None) -> gr.Blocks:
-    """The Blocks app; ``sources`` = results datasets (Hub ids or folders) merged at start."""
-    start = list(sources if sources is not None else default_sources())
-    rows0, errors0 = all_rows(start)
+    """The Blocks app; ``sources`` = results datasets (local folders, Hub ids) the Space may
+    read besides Hub ids typed in (:func:`set_sources`), shown by label."""
+    start_all = set_sources(list(sources if sources is not None else default_sources()))
+    loaded0, errors0 = load_sources(start_all)
+    start = [r.source for r in loaded0]  # the start sources that loaded (the others are reported)
+    rows0, _ = all_rows(start)
     modes0 = sorted({r["inference_mode"] or "not given" for r in rows0})
-    groups = [g[1] for g in GROUPS]
+    group_labels = [g[1] for g in groups()]
     sort_choices = ["model", *[c.name for c in columns()]]
     models0 = _samples_models(start)
-
-    def status_text(errors: list[str], sources_: list[str]) -> str:
-        loaded = len(sources_) - len(errors)
-        msg = f"{len(published_rows())} published rows · {loaded} results dataset(s) loaded"
-        return msg + ("".join(f"  \n⚠️ {e}" for e in errors))
 
     with gr.Blocks(title="SPEARBench leaderboard") as demo:
         src_state = gr.State(start)
@@ -458,16 +480,17 @@ def build_app(sources: list[str] | None = None) -> gr.Blocks:
                 modes = gr.CheckboxGroup(modes0, value=modes0, label="inference mode")
                 open_w = gr.Radio(["all", "open weights", "closed weights"], value="all", label="open weights")
             with gr.Row():
-                dims = gr.CheckboxGroup(groups, value=groups, label="dimensions shown")
+                dims = gr.CheckboxGroup(group_labels, value=group_labels, label="dimensions shown")
             with gr.Row():
                 sort_by = gr.Dropdown(sort_choices, value="model", label="sort by")
                 order = gr.Radio(["best first", "ascending", "descending"], value="ascending", label="order")
-            table = gr.Dataframe(value=display_frame(filter_sort(rows0, modes0, "all", "model", "ascending"), groups),
+            table = gr.Dataframe(value=display_frame(filter_sort(rows0, modes0, "all", "model", "ascending"), group_labels),
                                  interactive=False, wrap=True, label="SPEAR leaderboard", elem_id="leaderboard",
                                  max_height=600)
-            status = gr.Markdown(status_text(errors0, start), elem_id="status")
+            status = gr.Markdown(status_text(len(start), errors0), elem_id="status")
             with gr.Row():
-                src_box = gr.Textbox(label="add results datasets (Hub ids USER/NAME or folders, comma separated)",
+                src_box = gr.Textbox(label="add results datasets (Hub dataset ids OWNER/NAME, comma separated; "
+                                           "server folders are read only when given at start)",
                                      scale=4, elem_id="sources")
                 add_btn = gr.Button("Load", scale=1, elem_id="load")
             download = gr.File(value=write_csv(filter_sort(rows0, modes0, "all", "model", "ascending")),
@@ -499,31 +522,33 @@ def build_app(sources: list[str] | None = None) -> gr.Blocks:
             scores = gr.Dataframe(label="this sample's values (- = does not exist)", interactive=False)
         with gr.Tab("Plots"):
             dist = gr.Plot(label="latency and answer duration vs human")
-            group_dd = gr.Dropdown(groups, value=groups[1], label="dimension")
+            group_dd = gr.Dropdown(group_labels, value=group_labels[1], label="dimension")
             dim_plot = gr.Plot(label="per-dimension comparison")
             plot_btn = gr.Button("Refresh plots")
 
         # ---- leaderboard events
         def refresh(sources_, modes_, open_, dims_, sort_, order_):
-            rows, errors = all_rows(sources_)
+            # the status line is the last load's report: a refresh never overwrites it
+            rows, _ = all_rows(sources_)
             shown = filter_sort(rows, modes_, open_, sort_, order_)
-            return display_frame(shown, dims_), write_csv(shown), status_text(errors, sources_)
+            return display_frame(shown, dims_), write_csv(shown)
 
         lb_inputs = [src_state, modes, open_w, dims, sort_by, order]
-        lb_outputs = [table, download, status]
+        lb_outputs = [table, download]
         for comp in (modes, open_w, dims, sort_by, order):
             comp.change(refresh, lb_inputs, lb_outputs, api_visibility="private")
 
         def add_sources(sources_, text, modes_, open_):
-            new = list(sources_) + [s for s in split_sources(text) if s not in sources_]
-            rows, errors = all_rows(new)
-            kept = [s for s in new if s in _LOADED]  # rejected ones are reported, not kept
+            typed = [s for s in split_sources(text) if s not in sources_]
+            loaded, errors = load_sources(typed)  # rejected ones are reported (whole), not kept
+            kept = list(sources_) + [r.source for r in loaded if r.source not in sources_]
+            rows, _ = all_rows(kept)
             all_modes = sorted({r["inference_mode"] or "not given" for r in rows})
             modes_ = sorted(set(modes_ or []) | (set(all_modes) - set(modes0)))
             models = _samples_models(kept)
             return (kept, gr.update(choices=all_modes, value=modes_), "",
                     gr.update(choices=models, value=models[-1][1] if models else None),
-                    status_text(errors, new))
+                    status_text(len(kept), errors))
 
         add_btn.click(add_sources, [src_state, src_box, modes, open_w], [src_state, modes, src_box, model_dd, status],
                       api_visibility="private").then(refresh, lb_inputs, lb_outputs)
@@ -531,9 +556,12 @@ def build_app(sources: list[str] | None = None) -> gr.Blocks:
         def leaderboard(sources_text: str = "", inference_modes: str = "", open_weights: str = "all",
                         sort: str = "model", sort_order: str = "ascending") -> dict:
             """The leaderboard table ``{"headers", "data", "errors"}`` (cells are strings; "-" =
-            missing) for extra sources (comma separated), inference modes (comma separated, empty =
-            all), the open-weights filter ("all", "open weights", "closed weights"), sort column and order."""
-            rows, errors = all_rows(start + split_sources(sources_text))
+            missing; ``source`` = "published" or a results dataset's label) for extra sources (Hub
+            ids or labels of start sources, comma separated), inference modes (comma separated,
+            empty = all), the open-weights filter ("all", "open weights", "closed weights"), sort
+            column and order. ``errors``: the start sources' and the extra sources' rejections."""
+            rows, errors = all_rows(start + [s for s in split_sources(sources_text) if s not in start])
+            errors = errors0 + errors
             wanted = split_sources(inference_modes) or None
             df = display_frame(filter_sort(rows, wanted, open_weights, sort, sort_order), None)
             return {"headers": list(df.columns), "data": df.values.tolist(), "errors": errors}
@@ -574,16 +602,21 @@ def build_app(sources: list[str] | None = None) -> gr.Blocks:
             return gr.update(value=rows[(i + delta) % len(rows)])
 
         filt_inputs = [src_state, model_dd, subset_dd, metric_dd, lo, hi]
+        view_outputs = [a_in, a_h, a_m, t_q, t_h, t_m, scores, info]
         for comp in (model_dd, subset_dd, metric_dd, lo, hi):
-            comp.change(update_samples, filt_inputs, [sample_dd, metric_dd], api_visibility="private")
+            # the view follows the model too: another model's first sample may keep the same row id,
+            # and a dropdown whose value does not change fires no change event
+            comp.change(update_samples, filt_inputs, [sample_dd, metric_dd], api_visibility="private").then(
+                sample_view, [src_state, model_dd, sample_dd], view_outputs, api_visibility="private")
         prev_btn.click(lambda *a: step(*a, -1), filt_inputs + [sample_dd], [sample_dd], api_visibility="private")
         next_btn.click(lambda *a: step(*a, 1), filt_inputs + [sample_dd], [sample_dd], api_visibility="private")
-        view_outputs = [a_in, a_h, a_m, t_q, t_h, t_m, scores, info]
         sample_dd.change(sample_view, [src_state, model_dd, sample_dd], view_outputs, api_visibility="private")
 
         def sample(source: str, row: float):
-            """One sample of a results source (Hub id or folder; loaded when new): input clip, human
-            answer, model answer, question / human / model transcripts, the sample's values, an info line."""
+            """One sample of a results source (a start source's label or a Hub id; loaded when new):
+            input clip, human answer, model answer, question / human / model transcripts, the
+            sample's values, an info line (the rejection message when the source is refused)."""
+            source = str(source or "").strip()
             return sample_view(start + [s for s in [source] if s not in start], source, int(row))
 
         api_source = gr.Textbox(visible=False)
@@ -605,7 +638,8 @@ def build_app(sources: list[str] | None = None) -> gr.Blocks:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python space/app.py [--results SRC ...]``; host/port from GRADIO_SERVER_NAME/PORT."""
+    """``python -m spear_metrics.space [--results SRC ...]`` (or ``python app.py`` in the Space
+    folder); host/port from GRADIO_SERVER_NAME/PORT."""
     p = argparse.ArgumentParser(description="SPEARBench leaderboard Space")
     p.add_argument("--results", nargs="*", default=[], help="results datasets: Hub ids or local folders")
     args = p.parse_args(argv)

@@ -18,6 +18,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "infer": ("spear_metrics.commands.infer", "run a speech agent over a SPEAR split into a scoreable answer folder"),
     "fdb": ("spear_metrics.commands.fdb", "score Full-Duplex-Bench task folders"),
     "push-results": ("spear_metrics.commands.push_results", "publish a scored run as a Hub results dataset"),
+    "publish": ("spear_metrics.commands.publish", "publish the dataset, the metric Spaces and the leaderboard Space"),
 }
 
 

@@ -1,5 +1,6 @@
 """Results datasets (spear_metrics.results, ``spearbench push-results``) and the leaderboard logic
-of space/app.py, on real samples cut from the AMI stereo call and scored by the real runner."""
+of the Space (spear_metrics/space/app.py), on real samples cut from the AMI stereo call and scored
+by the real runner."""
 
 from __future__ import annotations
 
@@ -15,9 +16,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from _spear_samples import score_and_write  # noqa: E402
 
-from spear_metrics.results import (  # noqa: E402
-    FALLBACK_KEYS, GROUPS, PROTOCOL, ResultsError, column_info, load_results, read_run,
-)
+from spear_metrics.results import PROTOCOL, ResultsError, load_results, read_run  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -30,7 +29,7 @@ def built(tmp_path_factory, real_dir):
 
 @pytest.fixture(scope="module")
 def app():
-    spec = importlib.util.spec_from_file_location("spear_space_app", REPO / "space" / "app.py")
+    spec = importlib.util.spec_from_file_location("spear_space_app", REPO / "spear_metrics" / "space" / "app.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -174,35 +173,89 @@ def test_bad_results_rejected_with_one_line(built, tmp_path, capsys, case):
     assert not (tmp_path / "ds" / "summary.json").exists()
 
 
-def test_columns_units_and_directions(built):
-    """Every SPEAR column of the published CSV is in exactly one of the seven groups; registry keys win."""
-    header = next(csv.reader(open(REPO / "space/data/spear_benchmark.csv", encoding="utf-8")))
-    cols = column_info()
-    assert [c.name for c in cols] == header[4:]
-    assert len({c.group for c in cols}) == len(GROUPS) == 7
-    by = {c.name: c for c in cols}
-    from spear_metrics.core.registry import DIMENSIONS
-    from spear_metrics.results import _dimension_class
+EDITED_CASES = {
+    "summary_value": (dict(summary=lambda s: s.update(latency_ms=1.0)), "summary.json 'latency_ms' is 1.0 but its rows give"),
+    "row_value": (dict(rows=lambda r: r[0].update(latency_ms=1.0)), "summary.json 'latency_ms' is"),
+    "row_deleted": (dict(rows=lambda r: r.pop(2)), "n_samples is 4 but per_sample.jsonl has 3 rows"),
+    "row_id_repeated": (dict(rows=lambda r: r[2].update(row=1)), "repeats row 1"),
+    "row_id_negative": (dict(rows=lambda r: r[3].update(row=-3)), "'row' is not a row id (an integer >= 0): -3"),
+    "row_id_fraction": (dict(rows=lambda r: r[3].update(row=0.5)), "'row' is not a row id (an integer >= 0): 0.5"),
+    "count_negative": (dict(summary=lambda s: s.update(n_scored=-5)), "'n_scored' is not a count"),
+    "counts_not_the_rows": (dict(summary=lambda s: s.update(n_scored=4, n_failed=0)), "counts n_scored=4, n_failed=0"),
+    "key_of_another_metric": (dict(summary=lambda s: s.update(UTMOS=4.9)),
+                              "has 'UTMOS' but the run did not score metric 'speech_quality'"),
+}
 
-    for dim in DIMENSIONS:
-        for mk in getattr(_dimension_class(dim), "keys", ()):
-            if mk.name not in by:
-                continue
-            assert (by[mk.name].unit, by[mk.name].better, by[mk.name].source) == (mk.unit, mk.better, "registry")
-            # the fallback (used where the dimension cannot be imported, e.g. a Space without torch) agrees
-            assert FALLBACK_KEYS[mk.name][:2] == (mk.unit, mk.better), mk.name
+
+@pytest.mark.parametrize("case", sorted(EDITED_CASES))
+def test_edited_results_are_refused(built, tmp_path, capsys, case):
+    """A summary that its rows do not give, rows that are not exactly 0..n-1, counts that do not
+    count them: push-results exits 2 with one line and writes nothing."""
+    from spear_metrics.cli import main
+
+    mutate, expected = EDITED_CASES[case]
+    bad = _bad_copy(built["model_run"], tmp_path / "bad", **mutate)
+    md = built["model_ds"].parent / "model_metadata.csv"
+    assert main(["push-results", str(bad), "--local-dir", str(tmp_path / "ds"), "--model-name", "x",
+                 "--metadata", str(md)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("spearbench push-results: ") and expected in err and "\n" not in err, err
+    assert not (tmp_path / "ds" / "summary.json").exists()
+
+
+def test_edited_results_dataset_is_refused_by_the_loader(built, tmp_path):
+    """An edited summary.json in a written results dataset is refused where it is shown too."""
+    ds = tmp_path / "ds"
+    shutil.copytree(built["model_ds"], ds)
+    s = json.loads((ds / "summary.json").read_text())
+    s["latency_ms"] = 1.0
+    (ds / "summary.json").write_text(json.dumps(s))
+    with pytest.raises(ResultsError, match="'latency_ms' is 1.0 but its rows give"):
+        load_results(ds)
+
+
+def test_push_results_needs_the_metadata_for_a_key_computed_from_it(built, tmp_path):
+    """explainable_normalized_f0_std_avg groups answers by questioner (metadata): without
+    --metadata it cannot be checked, and the run is refused with the reason."""
+    from spear_metrics.results import write_results_dataset
+
+    with pytest.raises(ResultsError, match="explainable_normalized_f0_std_avg.*give --metadata"):
+        write_results_dataset(built["model_run"], tmp_path / "ds", model_name="x")
+
+
+def test_leaderboard_columns_come_from_the_metric_keys(app):
+    """The Space's columns are the published table's, in its order, each the MetricKey of its dimension."""
+    from spear_metrics.core.columns import groups
+    from spear_metrics.core.registry import dimension_class
+
+    header = next(csv.reader(open(REPO / "spear_metrics/space/data/spear_benchmark.csv", encoding="utf-8")))
+    cols = app.columns()
+    assert [c.name for c in cols] == header[4:]
+    assert len({c.group for c in cols}) == len(groups()) == 7
+    for c in cols:
+        assert c.key in dimension_class(c.dimension).keys and c.published
+    by = {c.name: c for c in cols}
     assert by["latency_ms"].unit == "ms" and by["explainable_duration_s"].unit == "s"
 
 
 def test_leaderboard_merge_missing_and_bad(built, app, tmp_path):
-    """Published rows + a results dataset; missing shows '-', never 0; a bad source is reported, the rest renders."""
-    bad = _bad_copy(built["model_run"], tmp_path / "bad", summary=lambda s: s["metric_versions"].update({"interruptions": "0.1"}))
-    rows, errors = app.all_rows([str(built["model_ds"]), str(bad)])
-    assert len(errors) == 1 and "unknown metric version" in errors[0] and str(bad) in errors[0]
+    """Published rows + a results dataset; missing shows '-', never 0; a bad source is reported
+    (by its label, never its server path), the rest renders."""
+    bad = tmp_path / "bad_ds"
+    shutil.copytree(built["model_ds"], bad)
+    s = json.loads((bad / "summary.json").read_text())
+    s["metric_versions"]["interruptions"] = "0.1"
+    (bad / "summary.json").write_text(json.dumps(s))
+    model_label, bad_label = app.set_sources([str(built["model_ds"]), str(bad)])
+    assert (model_label, bad_label) == ("local:ds_model", "local:bad_ds")
+    rows, errors = app.all_rows([model_label, bad_label])
+    from spear_metrics.interruptions.definition import Interruptions
+
+    assert errors == [f"rejected local:bad_ds: unknown metric version interruptions='0.1' (known: {Interruptions.version})"]
     by = {(r["model"], r["source"]): r for r in rows}
     assert by[("human", "published")]["latency_ms"] == pytest.approx(742.055)
     assert by[("gpt-audio-1.5", "published")]["interrupted_time_ms"] is None
-    toy = by[("toy-delayed-model", str(built["model_ds"]))]
+    toy = by[("toy-delayed-model", model_label)]
     summary = json.loads((built["model_run"] / "summary.json").read_text())
     assert toy["latency_ms"] == pytest.approx(summary["latency_ms"]) and toy["UTMOS"] is None
     df = app.display_frame(rows, None)
@@ -222,15 +275,17 @@ def test_leaderboard_merge_missing_and_bad(built, app, tmp_path):
     assert best_wer[0]["model"] == "gpt-audio-1.5" and best_wer[-1]["WER_%"] is None  # missing last
     # CSV download: the published keys, empty cell for missing
     path = app.write_csv(rows)
+    text = open(path).read()
     got = {r["model"] + "|" + r["source"]: r for r in csv.DictReader(open(path))}
     assert got["gpt-audio-1.5|published"]["interrupted_time_ms"] == ""
     assert float(got["human|published"]["latency_ms"]) == pytest.approx(742.055)
+    assert str(tmp_path) not in text and str(built["model_ds"]) not in text  # labels, not server paths
 
 
 def test_sample_filters_and_view(built, app):
     """Subset and value-range filters; the sample view pairs the model answer with the human one."""
-    srcs = [str(built["human_ds"]), str(built["model_ds"])]
-    res = load_results(srcs[1])
+    srcs = app.set_sources([str(built["human_ds"]), str(built["model_ds"])])
+    res = load_results(built["model_ds"])
     assert app.filtered_rows(res, "all", app.NO_METRIC, "", "") == [0, 1, 2, 3]
     assert app.filtered_rows(res, "naturalistic", app.NO_METRIC, "", "") == [1, 2]
     assert app.filtered_rows(res, "all", "interrupted_time_ms", "0.001", "") == [1]  # only interruptions
@@ -242,6 +297,7 @@ def test_sample_filters_and_view(built, app):
     assert tq.startswith("FEE016:") and th.startswith("MEO015:") and tm.startswith("MODEL:")
     vals = dict(zip(scores["key"], scores["value"]))
     assert vals["interruption"] == "false" and vals["latency_ms"] == "1000.000"
+    assert "`data/improvised/audios/c1_FEE016_MEO015_0.wav`" in info and str(built["model_ds"].parent) not in info
     *_, scores3, _ = app.sample_view(srcs, srcs[1], 3)
     vals3 = dict(zip(scores3["key"], scores3["value"]))
     assert vals3["latency_ms"] == "-" and vals3["interruption"] == "-"
@@ -249,7 +305,7 @@ def test_sample_filters_and_view(built, app):
 
 def test_plots_render(built, app):
     """Distribution and per-dimension figures build from the loaded data (axes labelled with the key)."""
-    srcs = [str(built["human_ds"]), str(built["model_ds"])]
+    srcs = app.set_sources([str(built["human_ds"]), str(built["model_ds"])])
     fig = app.distribution_plot(srcs)
     labels = [ax.get_xlabel() for ax in fig.axes]
     assert labels == ["latency_ms: latency (ms)", "explainable_duration_s: answer audio duration (s)"]
@@ -341,7 +397,10 @@ def test_push_results_decode_check_holds_even_for_a_row_marked_ok(hostile, tmp_p
         for r in rows[1:4]:
             r.update(status="ok", error=None)
 
-    forged = _bad_copy(hostile["run"], tmp_path / "forged", rows=forge)
+    def counts(s):  # the counts follow the forged statuses (else the run is refused as edited)
+        s.update(n_scored=s["n_scored"] + 3, n_failed=s["n_failed"] - 3)
+
+    forged = _bad_copy(hostile["run"], tmp_path / "forged", rows=forge, summary=counts)
     out = write_results_dataset(forged, tmp_path / "ds", model_name="forged", metadata=hostile["metadata"],
                                 with_audio=True)
     rows = _table_rows(out)
@@ -368,3 +427,18 @@ def test_push_results_metadata_that_is_not_the_scored_one_is_refused(hostile, tm
         with pytest.raises(ResultsError) as e:
             write_results_dataset(hostile["run"], tmp_path / col, model_name="x", metadata=other)
         assert expected in str(e.value) and "row 4" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_card_records_the_options_the_run_was_scored_with(built, tmp_path):
+    """summary.json's ``options`` (per metric) land in the card's spearbench block and its text."""
+    from huggingface_hub import DatasetCard
+
+    from spear_metrics.results import write_results_dataset
+
+    opts = {"interruptions": {"vad_backend": "sequence", "vad_time_resolution": 1}}
+    run = _bad_copy(built["model_run"], tmp_path / "run", summary=lambda s: s.update(options=opts))
+    ds = write_results_dataset(run, tmp_path / "ds", model_name="toy",
+                               metadata=built["model_ds"].parent / "model_metadata.csv")
+    card = DatasetCard.load(ds / "README.md")
+    assert card.data.to_dict()["spearbench"]["options"] == opts
+    assert "  - interruptions: `vad_backend=sequence`, `vad_time_resolution=1`" in card.text

@@ -3,6 +3,7 @@ gradio_client, with results datasets scored from the real AMI stereo call. Loopb
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -30,31 +31,37 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory, real_dir):
-    """The app on 127.0.0.1:<free port> with a human and a model results dataset and one bad folder."""
+    """The app on 127.0.0.1:<free port> started with a human and a model results dataset, a
+    results dataset of an unknown metric version and a raw scored folder (both refused)."""
     os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
+    import huggingface_hub.constants as hf_constants
+
+    os.environ["HF_HUB_OFFLINE"] = "1"  # a typed Hub id is looked up in the cache only: no network
+    offline_before, hf_constants.HF_HUB_OFFLINE = hf_constants.HF_HUB_OFFLINE, True
     root = tmp_path_factory.mktemp("space")
     built = score_and_write(root)
-    bad = root / "bad_run"
-    shutil.copytree(built["model_run"], bad)
+    bad = root / "bad_version_ds"
+    shutil.copytree(built["model_ds"], bad)
     s = json.loads((bad / "summary.json").read_text())
     s["metric_versions"]["interruptions"] = "7.0"
     (bad / "summary.json").write_text(json.dumps(s))
-    spec = importlib.util.spec_from_file_location("spear_space_app_served", REPO / "space" / "app.py")
+    spec = importlib.util.spec_from_file_location("spear_space_app_served", REPO / "spear_metrics" / "space" / "app.py")
     app = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(app)
-    sources = [str(built["human_ds"]), str(built["model_ds"]), str(bad)]
+    sources = [str(built["human_ds"]), str(built["model_ds"]), str(bad), str(built["model_run"])]
     demo = app.build_app(sources)
     port = _free_port()
     demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
     try:
-        yield {"url": f"http://127.0.0.1:{port}", "built": built, "bad": bad, "sources": sources}
+        yield {"url": f"http://127.0.0.1:{port}", "built": built, "bad": bad, "sources": sources, "root": root}
     finally:
         demo.close()
+        hf_constants.HF_HUB_OFFLINE = offline_before
 
 
-def test_browser_leaderboard_and_samples(served, tmp_path):
-    """Leaderboard renders at once (human latency 742.055), a bad folder is reported, a row click
-    opens the model in the sample browser, the three audio players load, next steps."""
+@contextlib.contextmanager
+def leaderboard_page(served):
+    """A headless Chromium page on the served app, its leaderboard rendered (skips without chromium)."""
     if not Path(CHROMIUM).exists():
         pytest.skip("system chromium not installed")
     from playwright.sync_api import sync_playwright
@@ -65,35 +72,44 @@ def test_browser_leaderboard_and_samples(served, tmp_path):
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             page.goto(served["url"], wait_until="domcontentloaded")
             page.wait_for_selector("#leaderboard >> text=742.055", timeout=30000)
-            assert page.locator("#leaderboard >> text=toy-delayed-model").count() >= 1
-            status = page.locator("#status").inner_text()
-            assert "rejected" in status and "unknown metric version interruptions='7.0'" in status
-            assert page.locator("#leaderboard >> text=Interruptions · latency_ms [ms] ≈human").count() >= 1
-            page.screenshot(path=str(tmp_path / "leaderboard.png"), full_page=True)
-
-            page.locator("#leaderboard >> text=toy-delayed-model").first.click()
-            page.get_by_role("tab", name="Samples").click()
-            page.wait_for_function(
-                "() => document.querySelector('#model input') && document.querySelector('#model input').value.startsWith('toy-delayed-model')",
-                timeout=20000)
-            page.wait_for_function(
-                "() => document.querySelector('#sample input') && document.querySelector('#sample input').value.startsWith('row 0')",
-                timeout=20000)
-            # each player shows the clip's duration once its audio has loaded (input 15.48 s, answers 9-10 s)
-            page.wait_for_selector("#audio_input >> text=0:15", timeout=20000)
-            page.wait_for_selector("#audio_human >> text=0:09", timeout=20000)
-            page.wait_for_selector("#audio_model >> text=/^0:(09|10)$/", timeout=20000)  # 9.94 s
-            assert "error: nan" not in page.locator("body").inner_text()
-            assert page.locator("#t_model textarea").input_value() == "MODEL: right, a menu on the remote."
-            page.screenshot(path=str(tmp_path / "samples.png"), full_page=True)
-            page.click("#next")
-            page.wait_for_function("() => document.querySelector('#sample input').value.startsWith('row 1')",
-                                   timeout=20000)
-            page.get_by_role("tab", name="Plots").click()
-            page.wait_for_timeout(1500)
-            page.screenshot(path=str(tmp_path / "plots.png"), full_page=True)
+            yield page
         finally:
             browser.close()
+
+
+def test_browser_leaderboard_and_samples(served, tmp_path):
+    """Leaderboard renders at once (human latency 742.055), a bad folder is reported, a row click
+    opens the model in the sample browser, the three audio players load, next steps."""
+    with leaderboard_page(served) as page:
+        assert page.locator("#leaderboard >> text=toy-delayed-model").count() >= 1
+        status = page.locator("#status").inner_text()
+        assert "rejected local:bad_version_ds: unknown metric version interruptions='7.0'" in status
+        assert "rejected local:RESULTS_model: a scored RESULTS folder, not a results dataset" in status
+        assert str(served["root"]) not in status
+        assert page.locator("#leaderboard >> text=Interruptions · latency_ms [ms] ≈human").count() >= 1
+        page.screenshot(path=str(tmp_path / "leaderboard.png"), full_page=True)
+
+        page.locator("#leaderboard >> text=toy-delayed-model").first.click()
+        page.get_by_role("tab", name="Samples").click()
+        page.wait_for_function(
+            "() => document.querySelector('#model input') && document.querySelector('#model input').value.startsWith('toy-delayed-model')",
+            timeout=20000)
+        page.wait_for_function(
+            "() => document.querySelector('#sample input') && document.querySelector('#sample input').value.startsWith('row 0')",
+            timeout=20000)
+        # each player shows the clip's duration once its audio has loaded (input 15.48 s, answers 9-10 s)
+        page.wait_for_selector("#audio_input >> text=0:15", timeout=20000)
+        page.wait_for_selector("#audio_human >> text=0:09", timeout=20000)
+        page.wait_for_selector("#audio_model >> text=/^0:(09|10)$/", timeout=20000)  # 9.94 s
+        assert "error: nan" not in page.locator("body").inner_text()
+        assert page.locator("#t_model textarea").input_value() == "MODEL: right, a menu on the remote."
+        page.screenshot(path=str(tmp_path / "samples.png"), full_page=True)
+        page.click("#next")
+        page.wait_for_function("() => document.querySelector('#sample input').value.startsWith('row 1')",
+                               timeout=20000)
+        page.get_by_role("tab", name="Plots").click()
+        page.wait_for_timeout(1500)
+        page.screenshot(path=str(tmp_path / "plots.png"), full_page=True)
     for name in ("leaderboard.png", "samples.png", "plots.png"):
         assert (tmp_path / name).stat().st_size > 10_000
     print("screenshots in", tmp_path)
@@ -109,15 +125,63 @@ def test_gradio_client_table_and_sample(served):
     lat = "Interruptions · latency_ms [ms] ≈human"
     assert rows["human|published"][lat] == "742.055"
     assert rows["gpt-audio-1.5|published"]["Interruptions · interrupted_time_ms [ms] ≈human"] == "-"
-    toy = rows[f"toy-delayed-model|{served['built']['model_ds']}"]
+    toy = rows["toy-delayed-model|local:ds_model"]
     assert toy["Speech quality · UTMOS [MOS 1-5] ↑"] == "-" and toy["inference mode"] == "Full-duplex"
     assert any("unknown metric version" in e for e in table["errors"])
     half = client.predict(inference_modes="Half-duplex", api_name="/leaderboard")
     assert sorted(r[0] for r in half["data"]) == ["Qwen2.5-Omni-7B", "mini-omni"]
 
-    inp, human, model, tq, th, tm, scores, info = client.predict(str(served["built"]["model_ds"]), 1, api_name="/sample")
+    inp, human, model, tq, th, tm, scores, info = client.predict("local:ds_model", 1, api_name="/sample")
     for f in (inp, human, model):
         assert Path(f).read_bytes()[:4] == b"RIFF"
     assert tq.startswith("FEE016:") and th.startswith("MEO015:") and tm.startswith("MODEL:")
     vals = dict(scores["data"])
     assert vals["interruption"] == "true" and float(vals["interrupted_time_ms"]) > 0
+
+
+def _no_server_path(text: str, served) -> None:
+    assert str(served["root"]) not in text and "/tmp/" not in text and "/etc" not in text, text
+
+
+def test_api_reads_only_start_sources_and_hub_ids(served, tmp_path):
+    """The API never reads a server folder it was not started with (an existing one, a missing
+    one, a traversal, the real path of a start source): the same refusal for each, naming no
+    server path; a Hub id is looked up on the Hub only (offline here: a one-line failure)."""
+    from gradio_client import Client
+
+    client = Client(served["url"], verbose=False)
+    existing = tmp_path / "anything"
+    existing.mkdir()
+    probes = [str(existing), str(tmp_path / "missing"), "../../..", "/etc", str(served["built"]["model_ds"]),
+              "tmp/anything"]
+    table = client.predict(sources_text=", ".join(probes[:-1]), api_name="/leaderboard")
+    refusals = [e for e in table["errors"] if "not a source this Space was started with" in e]
+    assert len(refusals) == len(probes) - 1
+    shapes = {e.split(": ", 1)[1] for e in refusals}
+    assert len(shapes) == 1  # existing or not, the same words: nothing tells whether a path exists
+    n_published = sum(1 for r in table["data"] if r[-1] == "published")
+    assert len(table["data"]) == n_published + 2  # the published rows and the two start datasets only
+    assert all(r[-1] in ("published", "local:ds_human", "local:ds_model") for r in table["data"])
+    hub = client.predict(sources_text="tmp/anything", api_name="/leaderboard")  # a Hub id, never the disk
+    assert any(e.startswith("rejected tmp/anything: cannot fetch the Hub dataset (") for e in hub["errors"])
+    for probe in probes:
+        *_, scores, info = client.predict(probe, 0, api_name="/sample")
+        assert not scores["data"] and "rejected" in info, (probe, info)
+        _no_server_path(info, served)
+    for e in table["errors"] + hub["errors"]:
+        _no_server_path(e, served)
+
+
+def test_browser_load_box_reports_whole_messages_that_stay(served):
+    """A refused source typed in the Load box is reported whole (no cut mid-word) and stays after
+    the table refresh that follows; a good Hub-looking id that cannot be fetched is reported too."""
+    with leaderboard_page(served) as page:
+        typed = str(served["built"]["model_run"])
+        page.fill("#sources textarea", f"{typed}, nobody/no-such-results")
+        page.click("#load")
+        page.wait_for_selector("#status >> text=nobody/no-such-results", timeout=30000)
+        page.wait_for_timeout(2000)  # the refresh chained after the load has run by now
+        status = page.locator("#status").inner_text()
+        assert ("server folders are read only when given at start)" in status)  # the whole message, to its end
+        assert "rejected nobody/no-such-results: cannot fetch the Hub dataset (" in status
+        assert status.count("rejected") == 2

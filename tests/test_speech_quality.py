@@ -39,7 +39,8 @@ def test_error_rates_empty_texts_and_tags():
 
 
 @pytest.fixture(scope="module")
-def run(real_dir, tmp_path_factory):
+def run_dir(real_dir, tmp_path_factory):
+    """A speech_quality run of three real clips (absolute paths, as infer writes them): (RESULTS, metadata)."""
     tmp = tmp_path_factory.mktemp("sq")
     rows = []
     # input clips are stereo (one speaker per channel, the rule of every command); the answers are measured
@@ -59,6 +60,12 @@ def run(real_dir, tmp_path_factory):
         w.writerows(rows)
     out = tmp / "out"
     run_score(meta, "speech_quality", out, options={"mos": "distillmos"}, progress=False)
+    return out, meta
+
+
+@pytest.fixture(scope="module")
+def run(run_dir):
+    out, _ = run_dir
     return json.loads((out / "summary.json").read_text()), [json.loads(l) for l in (out / "per_sample.jsonl").read_text().splitlines()]
 
 
@@ -162,3 +169,25 @@ def test_reference_profile_offline_rows_say_why(monkeypatch, real_dir):
     assert r["n_scored"] == 1 and r["UTMOS"] is None and r["WER_%"] is None
     assert "UTMOS unavailable" in r["UTMOS_note"] and "Blinorot/UTMOS-PyTorch" in r["UTMOS_note"]
     assert "openai/whisper-large-v3" in r["ASR_note"] and "Qwen/Qwen3-ASR-0.6B-hf" in r["ASR_note"]
+
+
+def test_speech_quality_run_publishes_and_loads_without_local_paths(run_dir, real_dir, tmp_path, capsys):
+    """push-results takes a speech_quality run (UTMOS null with its text note, per row too), the
+    results dataset carries no absolute local path (the metadata's paths are absolute), and the
+    Space's loader accepts it with the note as text."""
+    from spear_metrics.cli import main
+    from spear_metrics.results import load_results
+
+    out, meta = run_dir
+    ds = tmp_path / "ds"
+    rc = main(["push-results", str(out), "--local-dir", str(ds), "--model-name", "sq", "--with-audio",
+               "--metadata", str(meta)])
+    assert rc == 0, capsys.readouterr().err
+    for f in (p for p in ds.rglob("*") if p.is_file()):
+        data = f.read_bytes()
+        assert str(real_dir).encode() not in data and str(tmp_path).encode() not in data, f.name
+    res = load_results(ds)
+    assert list(res.samples["audio_path"]) == ["speechbrain__p225_002.wav", "faster-whisper__jfk.flac",
+                                               "speechbrain__p226_002.wav"]
+    assert res.summary["UTMOS"] is None and all("UTMOS not computed" in n for n in res.samples["UTMOS_note"])
+    assert res.summary["WER_%"] == pytest.approx(json.loads((out / "summary.json").read_text())["WER_%"])

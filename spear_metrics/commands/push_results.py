@@ -2,9 +2,13 @@
 
 Writes the dataset described in :mod:`spear_metrics.results` (per-sample parquet, summary.json,
 dataset card; answer audio with ``--with-audio``) and uploads it to the Hub, or only writes it
-to ``--local-dir``. Audio is embedded only for rows that ``per_sample.jsonl`` scored ``ok`` and
-whose file decodes as audio (paths resolved under the same root rules as ``score``); every other
-row gets a null audio cell. A row that failed scoring never stops the run from being published. The Hub token comes from ``HF_TOKEN`` or ``huggingface-cli login``; it is
+to ``--local-dir``. Before anything is written the run is checked: rows exactly ``0..n-1``,
+counts that match them, and a summary equal to what its rows give
+(:mod:`spear_metrics.results.validate`); an edited run is refused with one line (exit 2).
+Audio is embedded only for rows that ``per_sample.jsonl`` scored ``ok`` and whose file decodes
+as audio (paths resolved under the same root rules as ``score``); every other row gets a null
+audio cell. A row that failed scoring never stops the run from being published. No absolute
+local path is published. The Hub token comes from ``HF_TOKEN`` or ``hf auth login``; it is
 never printed or written.
 """
 
@@ -26,7 +30,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--open-weights", action=argparse.BooleanOptionalAction, default=None,
                    help="the model's weights are public (--no-open-weights: they are not; default: not given)")
     p.add_argument("--split", choices=SPLITS, default="test", help="split the run scored (leaderboard: test)")
-    p.add_argument("--metadata", default=None, help="the metadata CSV the run scored (adds transcripts, times, subset)")
+    p.add_argument("--metadata", default=None,
+                   help="the metadata CSV the run scored (adds transcripts, times, subset; needed to check "
+                        "explainable_normalized_f0_std_avg, which groups answers by questioner)")
     p.add_argument("--with-audio", action="store_true", help="embed the answer audio of rows scored ok (needs --metadata)")
     p.add_argument("--with-inputs", action="store_true",
                    help="embed the input clips of rows scored ok too (both speakers; mind the data licence; needs --metadata)")
@@ -37,6 +43,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Write and/or upload; exit 2 with a one-line message on invalid input."""
     from spear_metrics.results import ResultsError, push_results, write_results_dataset
+    from spear_metrics.results.hub import safe_error
 
     if not args.repo_id and not args.local_dir:
         print("spearbench push-results: give --repo-id USER/NAME and/or --local-dir DIR", file=sys.stderr)
@@ -55,7 +62,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"spearbench push-results: {e}", file=sys.stderr)
         return 2
     except Exception as e:  # network / auth errors from huggingface_hub: one line, no token
-        print(f"spearbench push-results: upload failed: {type(e).__name__}: {' '.join(str(e).split())[:300]}",
-              file=sys.stderr)
+        print(f"spearbench push-results: upload failed: {safe_error(e)}", file=sys.stderr)
         return 1
     return 0

@@ -9,6 +9,7 @@ the summary keys of the published leaderboard (``spear_benchmark.csv``).
 from __future__ import annotations
 
 import os
+import re
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,18 +23,54 @@ from spear_metrics.core.options import Option, OptionError, options_in_effect, v
 
 __all__ = ["Dimension", "MetricKey", "Option", "OptionError", "Sample", "mean_or_none", "percent_or_none"]
 
-Better = Literal["higher", "lower", "closer_to_human"]
+Better = Literal["higher", "lower", "closer_to_human", "task_dependent"]
 
 
 @dataclass(frozen=True)
 class MetricKey:
-    """One summary key: ``name`` as in the upstream CSV, ``unit`` (``"ms"``, ``"s"``, ``"%"``...),
-    ``better`` (direction), ``description`` (one line, with the source of the definition)."""
+    """One summary key: the one description of a column, from which the leaderboard, the Space,
+    the results datasets, the metric cards and the README tables are derived
+    (:mod:`spear_metrics.core.columns`).
+
+    Attributes:
+        name: the key as written in ``summary.json`` (a published key exactly as in the upstream
+            CSV). A ``<placeholder>`` part makes it a template for a family of keys, e.g.
+            ``WER_%_<asr>`` (one key per ASR backend; see :meth:`matches`).
+        unit: ``"ms"``, ``"s"``, ``"%"``, ``"MOS 1-5"``... (the value's unit, as displayed).
+        better: direction of "better": ``"higher"``, ``"lower"``, ``"closer_to_human"`` (the
+            published human row is the target) or ``"task_dependent"`` (FDB ``tor``).
+        description: what the value is, in one paragraph, with the source of the definition
+            (the metric card's "definition" column).
+        group: the leaderboard group label (the dimension as shown, e.g. ``"Interruptions"``).
+        published: ``True`` for a column of the published SPEAR leaderboard
+            (``spear_benchmark.csv``): it means exactly what upstream computes. ``False``: a
+            project key (an improvement or an extra, under a name of its own).
+        order: position of a published key among the published table's columns (1 = first,
+            as in ``spear_benchmark.csv``); ``None`` for project keys, which follow the published
+            keys of their group in declaration order.
+    """
 
     name: str
     unit: str
     better: Better
     description: str
+    group: str = ""
+    published: bool = False
+    order: int | None = None
+
+    @property
+    def is_template(self) -> bool:
+        """``True`` when the name has a ``<placeholder>`` part (a family of keys)."""
+        return "<" in self.name
+
+    def matches(self, key: str) -> bool:
+        """Whether summary key ``key`` is this key (or, for a template, one of its family:
+        ``WER_%_<asr>`` matches ``WER_%_embedded``; a placeholder stands for one or more of
+        ``[A-Za-z0-9._-]``)."""
+        if not self.is_template:
+            return key == self.name
+        parts = re.split(r"<[^<>]+>", self.name)
+        return re.fullmatch(r"[A-Za-z0-9._-]+".join(map(re.escape, parts)), key) is not None
 
 
 @dataclass
@@ -101,6 +138,9 @@ class Dimension:
     name: ClassVar[str]
     version: ClassVar[str] = "1"
     keys: ClassVar[tuple[MetricKey, ...]] = ()
+    #: earlier versions whose published results read the same as this one (accepted by
+    #: ``push-results`` and the Space besides ``version``)
+    compatible_versions: ClassVar[tuple[str, ...]] = ()
     #: the dimension uses neural models and benefits from accelerate sharding / batching
     model_based: ClassVar[bool] = False
     #: ``score_sample`` releases the GIL for most of its work (e.g. ONNX Runtime) and is

@@ -2,9 +2,13 @@
 
 Every module requires exactly the SPEAR timing columns as inputs (``audio_path``,
 ``answer_audio_path``, ``context_end_time``, ``question_end_time``, ``answer_start_time``;
-absolute paths or paths relative to the working directory / ``base_dir``); any other
-metadata column (``speakers``, ``transcript_question``, ``transcript_answer``...) and the
-dimension's options are optional keyword arguments of ``compute()``.
+absolute paths or paths relative to the working directory / ``base_dir``), given to
+``compute()`` or collected with ``add_batch()``; any other metadata column (``speakers``,
+``transcript_question``, ``transcript_answer``...) and the dimension's options are optional
+keyword arguments of ``compute()`` (per-row columns checked for length).
+
+A module keeps its dimension objects, and the models they loaded, between ``compute()`` calls
+with the same options (keyed by them, as ``evaluate``'s ``bertscore`` keeps its scorer).
 """
 
 from __future__ import annotations
@@ -77,8 +81,24 @@ def require_inputs(kwargs: dict[str, Any]) -> None:
         raise ValueError(f"missing required input(s): {', '.join(missing)} (required: {', '.join(INPUT_COLUMNS)})")
 
 
-def spear_compute(dimension: str, inputs: dict[str, list], kwargs: dict[str, Any]) -> dict[str, Any]:
-    """Run one dimension on the evaluate inputs; optional metadata columns come from ``kwargs``."""
+def options_key(options: dict[str, Any]) -> str:
+    """A stable key of a ``compute()`` call's dimension options: sorted names with the ``repr``
+    of each value (an object option, e.g. a judge, counts by its ``repr``: by identity)."""
+    return repr(sorted((str(k), repr(v)) for k, v in options.items()))
+
+
+def spear_compute(dimension: str, inputs: dict[str, list], kwargs: dict[str, Any],
+                  cache: dict[str, list] | None = None) -> dict[str, Any]:
+    """Run one dimension on the evaluate inputs; optional metadata columns come from ``kwargs``.
+
+    Args:
+        cache: options key (:func:`options_key`) -> the dimension objects built for those
+            options; reused when present, filled when not (the module's own dict).
+
+    Raises:
+        ValueError: an optional column whose length is not the number of samples.
+    """
+    from spear_metrics.core.registry import load_dimensions
     from spear_metrics.core.runner import score_columns
 
     columns = {k: list(inputs[k]) for k in INPUT_COLUMNS}
@@ -91,7 +111,12 @@ def spear_compute(dimension: str, inputs: dict[str, list], kwargs: dict[str, Any
             columns[c] = values
     base_dir = kwargs.pop("base_dir", ".")
     batch_size = kwargs.pop("batch_size", 16)  # checked (>= 1) by score_columns
-    return score_columns(dimension, columns, base_dir=base_dir, batch_size=batch_size, **kwargs)
+    if cache is None:
+        return score_columns(dimension, columns, base_dir=base_dir, batch_size=batch_size, **kwargs)
+    key = options_key(kwargs)
+    if key not in cache:
+        cache[key] = load_dimensions([dimension], kwargs)  # unknown options refused here (one line)
+    return score_columns(dimension, columns, base_dir=base_dir, batch_size=batch_size, dimensions=cache[key])
 
 
 def _metric_base():
@@ -101,8 +126,9 @@ def _metric_base():
         """Base of every SPEAR ``evaluate`` module: subclasses set ``dimension``,
         ``description`` and ``kwargs_description`` and nothing else.
 
-        ``compute()`` requires the five SPEAR inputs (:data:`INPUT_COLUMNS`); other metadata
-        columns and the dimension's options are keyword arguments.
+        ``compute()`` takes the five SPEAR inputs (:data:`INPUT_COLUMNS`), or none of them after
+        ``add_batch()`` calls that gave them; other metadata columns and the dimension's options
+        are keyword arguments. The dimension objects (and their models) are kept per options.
         """
 
         dimension: str = ""
@@ -113,14 +139,21 @@ def _metric_base():
             return spear_info(self, self.dimension, self.description, self.kwargs_description)
 
         def compute(self, **kwargs):
-            """Score the samples (inputs as in the module description); missing inputs raise ``ValueError``."""
-            require_inputs(kwargs)
+            """Score the samples (inputs as in the module description).
+
+            Raises:
+                ValueError: some of the five inputs given but not all, or none given and no
+                    ``add_batch()`` before.
+            """
+            if any(kwargs.get(c) is not None for c in INPUT_COLUMNS) or getattr(self, "writer", None) is None:
+                require_inputs(kwargs)
             return super().compute(**kwargs)
 
         def _compute(self, audio_path, answer_audio_path, context_end_time, question_end_time, answer_start_time, **kwargs):
             inputs = dict(audio_path=audio_path, answer_audio_path=answer_audio_path, context_end_time=context_end_time,
                           question_end_time=question_end_time, answer_start_time=answer_start_time)
-            return spear_compute(self.dimension, inputs, kwargs)
+            cache = self.__dict__.setdefault("_spear_dimensions", {})
+            return spear_compute(self.dimension, inputs, kwargs, cache=cache)
 
     return SpearMetric
 
@@ -132,3 +165,110 @@ def __getattr__(name: str):
         globals()["SpearMetric"] = cls
         return cls
     raise AttributeError(name)
+
+
+def _card_body(readme: Any) -> str:
+    """A metric card without its YAML header ("" when there is none)."""
+    from pathlib import Path
+
+    try:
+        text = Path(readme).read_text(encoding="utf-8") if readme else ""
+    except OSError:
+        return ""
+    if text.startswith("---\n"):
+        end = text.find("\n---\n", 4)
+        text = text[end + 5:] if end >= 0 else text
+    return text
+
+
+def metric_space(module: Any, readme: Any = None):
+    """The metric Space's page (gradio Blocks) for a loaded SPEAR evaluate ``module``: upload the
+    input clip (stereo, both speakers) and the answer, give the times (seconds) and optional
+    transcripts and options (JSON), get ``compute()``'s result as JSON (a failure as
+    ``{"error": one line}``). For ``full_duplex`` (input ``sample_dir``): upload ``input.wav``,
+    ``output.wav``, the task's JSON file and optionally ``output.json``.
+
+    ``evaluate.utils.launch_gradio_widget`` is not used: it calls gradio 3's ``gr.inputs``, gone
+    since gradio 4. Each Space's ``app.py`` calls this and ``.launch()``.
+
+    Args:
+        readme: path of the metric card shown under the form (its YAML header dropped).
+    """
+    import json
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    import gradio as gr
+
+    from spear_metrics.core.records import one_line
+
+    def options(text: str) -> dict[str, Any]:
+        opts = json.loads(text) if text and text.strip() else {}
+        if not isinstance(opts, dict):
+            raise ValueError("options must be a JSON object, e.g. {\"vad_time_resolution\": 3}")
+        return opts
+
+    def run_spear(input_clip, answer, context_end, question_end, answer_start, transcript_question,
+                  transcript_answer, options_text):
+        if not input_clip or not answer:
+            return {"error": "upload the input clip (stereo: both speakers) and the answer"}
+        try:
+            kw: dict[str, Any] = dict(
+                audio_path=[input_clip], answer_audio_path=[answer], context_end_time=[float(context_end)],
+                question_end_time=[float(question_end)],
+                answer_start_time=[None if answer_start in (None, "") else float(answer_start)])
+            for name, value in (("transcript_question", transcript_question), ("transcript_answer", transcript_answer)):
+                if value and value.strip():
+                    kw[name] = [value]
+            return module.compute(**kw, **options(options_text))
+        except Exception as e:  # the page shows the reason, never a traceback
+            return {"error": one_line(e)}
+
+    def run_fdb(task, input_wav, output_wav, task_json, output_json, options_text):
+        if not (input_wav and output_wav and task_json):
+            return {"error": "upload input.wav, output.wav and the task's JSON file"}
+        try:
+            with tempfile.TemporaryDirectory(prefix="spearbench-fdb-") as tmp:
+                sample = Path(tmp) / "0"
+                sample.mkdir()
+                shutil.copy(input_wav, sample / "input.wav")
+                shutil.copy(output_wav, sample / "output.wav")
+                shutil.copy(task_json, sample / Path(task_json).name)
+                if output_json:
+                    shutil.copy(output_json, sample / "output.json")
+                return module.compute(sample_dir=[str(sample)], task=task, **options(options_text))
+        except Exception as e:
+            return {"error": one_line(e)}
+
+    name = getattr(module, "name", "metric")
+    with gr.Blocks(title=f"SPEARBench metric: {name}") as demo:
+        gr.Markdown(f"# SPEARBench metric `{name}`")
+        if "sample_dir" in (module.features or {}):
+            with gr.Row():
+                task = gr.Dropdown(["pause_handling", "smooth_turn_taking", "backchannel", "user_interruption"],
+                                   value="smooth_turn_taking", label="task")
+                files = [gr.File(label=n, type="filepath") for n in
+                         ("input.wav", "output.wav", "task JSON (e.g. turn_taking.json)", "output.json (optional)")]
+            opts = gr.Textbox(label="options (JSON object)", value="{\"bootstrap\": 0}")
+            inputs, fn = [task, *files, opts], run_fdb
+        else:
+            with gr.Row():
+                clip = gr.Audio(label="input clip (context + question, stereo: both speakers)", type="filepath")
+                ans = gr.Audio(label="answer", type="filepath")
+            with gr.Row():
+                ctx = gr.Number(label="context_end_time (s)", value=0.0)
+                qend = gr.Number(label="question_end_time (s)", value=0.0)
+                ast = gr.Textbox(label="answer_start_time (s; empty = at the question end)", value="")
+            with gr.Row():
+                tq = gr.Textbox(label="transcript_question (optional, 'SPK: text')")
+                ta = gr.Textbox(label="transcript_answer (optional, 'SPK: text')")
+            opts = gr.Textbox(label="options (JSON object)", value="{}")
+            inputs, fn = [clip, ans, ctx, qend, ast, tq, ta, opts], run_spear
+        btn = gr.Button("compute")
+        out = gr.JSON(label="result")
+        btn.click(fn, inputs, out, api_name="compute")
+        body = _card_body(readme)
+        if body:
+            gr.Markdown(body)
+    return demo

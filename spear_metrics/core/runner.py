@@ -196,15 +196,19 @@ def aggregate(dims: Sequence[Dimension], rows: dict[int, SpearRow], results: Seq
     return out
 
 
-def score_columns(metric: str, columns: dict[str, Sequence[Any]], *, base_dir: str | os.PathLike = ".", batch_size: int = 16, **options: Any) -> dict[str, Any]:
+def score_columns(metric: str, columns: dict[str, Sequence[Any]], *, base_dir: str | os.PathLike = ".", batch_size: int = 16,
+                  dimensions: Sequence[Dimension] | None = None, **options: Any) -> dict[str, Any]:
     """Score in memory (what the ``evaluate`` modules call): columns of equal length in, the
-    summary keys plus ``per_sample`` (one flat dict per row) and the counts out."""
+    summary keys plus ``per_sample`` (one flat dict per row) and the counts out.
+
+    ``dimensions``: already built dimension objects for ``metric`` (an evaluate module keeps
+    them, and the models they loaded, between calls); ``options`` are then ignored."""
     n = {len(v) for v in columns.values()}
     if len(n) != 1:
         raise ValueError(f"all inputs must have the same length, got lengths {sorted(n)}")
     (length,) = n
     raw = [{k: ("" if v[i] is None else v[i]) for k, v in columns.items()} for i in range(length)]
-    dims = load_dimensions(parse_metrics(metric), options)
+    dims = list(dimensions) if dimensions is not None else load_dimensions(parse_metrics(metric), options)
     batch_size = _batch_size(batch_size)
     prep = prepare_rows(raw, base_dir)
     results = score_samples(dims, prep.samples, batch_size=batch_size)

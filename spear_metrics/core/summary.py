@@ -15,18 +15,15 @@ from typing import Any, Sequence
 
 from spear_metrics.core.records import SampleResult, write_json_atomic
 
-#: The leaderboard keys of the published table (``spear_benchmark.csv``), in its column order.
-BENCHMARK_KEYS: tuple[str, ...] = (
-    "UTMOS", "WER_%", "CER_%",
-    "latency_ms", "interrupted_time_ms", "interruptions_%",
-    "english_answers_%", "same_dialect_as_question_%", "north_american_dialect_%",
-    "dialectal_entrainment_spearman", "dialectal_variance",
-    "turn_taking_naturalness",
-    "emotional_naturalness_logit", "arousal_question_answer_corr", "valence_question_answer_corr",
-    "dominance_question_answer_corr",
-    "stance_same_as_question_%", "stance_more_negative_%", "stance_more_positive_%",
-    "explainable_duration_s", "explainable_voiced_ratio", "explainable_normalized_f0_std_avg",
-)
+
+def __getattr__(name: str):
+    # ``BENCHMARK_KEYS``: the published leaderboard keys in the published table's column order,
+    # derived from the dimensions' MetricKeys (spear_metrics.core.columns.benchmark_keys)
+    if name == "BENCHMARK_KEYS":
+        from spear_metrics.core.columns import benchmark_keys
+
+        return benchmark_keys()
+    raise AttributeError(name)
 
 
 def spearbench_version() -> str:

@@ -150,10 +150,13 @@ class Emotions(Dimension):
     model_based = True
     keys = (
         *(MetricKey(f"{d}_question_answer_corr", "r", "closer_to_human",
-                    f"Pearson r across samples between question-turn and answer {d} (Vox-Profile emotion-dim, [0,1], "
-                    "one whole-turn pass per side; benchmark_line.avd_correlation)") for d in AVD),
+                    f"Pearson r across samples between the question turn's and the answer's predicted {d} (Vox-Profile "
+                    "emotion-dim, [0, 1], one whole-turn pass per side: SPEAR's full-turn scores)",
+                    group="Emotions", published=True, order=14 + i) for i, d in enumerate(AVD)),
         MetricKey("emotional_naturalness_logit", "logit", "higher",
-                  "mean shifted logit of a naturalness classifier on question+answer emotion embeddings (null without one)"),
+                  "mean logit of a naturalness classifier on [question, answer] emotion embeddings, shifted so 99 % of "
+                  "human dev logits are > 0; **null** without a classifier",
+                  group="Emotions", published=True, order=13),
     )
     option_schema = (
         Option("emotion_model", str, EMOTION_MODEL, "Vox-Profile emotion-dim model id or local folder"),

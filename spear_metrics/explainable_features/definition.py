@@ -72,10 +72,19 @@ class ExplainableFeatures(Dimension):
     name = "explainable_features"
     version = "2.0.0"
     keys = (
-        MetricKey("explainable_duration_s", "s", "closer_to_human", "duration of the answer audio file (not of its speech); mean"),
-        MetricKey("explainable_voiced_ratio", "ratio", "closer_to_human", "share of voiced pitch frames (Praat AC, 75-500 Hz); mean"),
+        MetricKey("explainable_duration_s", "s", "closer_to_human",
+                  "duration of the answer audio file as Praat reads it (not of its speech); mean",
+                  group="Explainable features", published=True, order=20),
+        MetricKey("explainable_voiced_ratio", "ratio", "closer_to_human",
+                  "share of voiced frames of Praat's autocorrelation pitch (75–500 Hz, 10 ms step) of the answer file; mean",
+                  group="Explainable features", published=True, order=21),
         MetricKey("explainable_normalized_f0_std_avg", "ratio", "closer_to_human",
-                  "mean over 7 F0 statistics of their across-sample std, per-questioner normalised"),
+                  "F0 min, p10, p25, median, p75, p90, max of each answer divided by the mean F0 of the answers to the "
+                  "same questioner (last speaker tag of `transcript_question`) **within the same split/subset table** (the "
+                  "`improvised`/`naturalistic` folder of `audio_path`; one table when the path names none); subsets "
+                  "pooled, then the mean over the 7 features of their across-sample std (ddof 1; a feature with a single "
+                  "value counts 0.0, as upstream)",
+                  group="Explainable features", published=True, order=22),
     )
 
     def score_sample(self, sample: Sample) -> dict[str, Any]:

@@ -2,7 +2,16 @@
 
 import evaluate
 
-from spear_metrics.core import evaluate_glue as glue
+try:  # the code lives in the spearbench package (an indented import: evaluate's own check would name the wrong package)
+    from spear_metrics.core import evaluate_glue as glue
+except ModuleNotFoundError as e:
+    if not (e.name or "").startswith(("spear_metrics", "spear_datasets")):
+        raise
+    raise ImportError(
+        "the SPEARBench metric 'explainable_features' needs the Python package spearbench: pip install 'spearbench[score]' "
+        "(until it is on PyPI: pip install './spearbench-<version>-py3-none-any.whl[score]' with the wheel "
+        "from the files of the Space spearbench/explainable_features)"
+    ) from None
 
 _DESCRIPTION = """\
 Explainable acoustic features of spoken answers (SPEARBench). explainable_duration_s: duration

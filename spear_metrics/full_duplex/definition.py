@@ -34,6 +34,7 @@ from spear_datasets.sources.fdb import (
     read_rating_json,
     read_turn_taking,
 )
+from spear_metrics.core.dimension import MetricKey
 
 VERSION = "1.0.0"
 
@@ -567,16 +568,29 @@ TASK_KEYS: dict[str, tuple[str, ...]] = {
     "backchannel": ("tor", "backchannel_frequency", "jsd"),
 }
 
-#: key -> (unit, better, description) for the metric card and the summary
-KEY_INFO: dict[str, tuple[str, str, str]] = {
-    "tor": ("fraction", "task-dependent",
-            "take-over rate: mean of per-sample TOR (pause handling and backchannel: lower is better; "
-            "turn-taking and interruption: higher is better)"),
-    "latency_s": ("s", "lower", "mean latency over TOR = 1 samples, negatives as 0"),
-    "relevance": ("0-5", "higher", "mean LLM-judge rating over TOR = 1 samples that got a rating"),
-    "backchannel_frequency": ("1/s", "closer_to_human", "mean counted backchannel segments per second of output.wav"),
-    "jsd": ("distance", "lower", "mean Jensen-Shannon distance (natural log) to FDB's human backchannel timing"),
-}
+#: the FDB summary keys (one description of each column; the metric card's table is generated from it)
+KEYS: tuple[MetricKey, ...] = (
+    MetricKey("tor", "fraction", "task_dependent",
+              "take-over rate (pause handling, backchannel: lower is better; turn-taking, interruption: higher). Per "
+              "sample from the ASR words of `output.json`: no word -> 0; span (last end - first start) < 1 s and <= 3 "
+              "words -> 0; else 1. Backchannel: the VAD walk below", group="Full-Duplex-Bench", published=True, order=1),
+    MetricKey("latency_s", "s", "lower",
+              "first reply word start - `turn_taking.json[0].timestamp[0]` (turn-taking) or - "
+              "`interrupt.json[0].timestamp[1]` (interruption); TOR = 1 samples only; negatives count as 0",
+              group="Full-Duplex-Bench", published=True, order=2),
+    MetricKey("relevance", "0-5", "higher",
+              "interruption: LLM judge rating of the reply given the context turn, the interrupting turn and the reply "
+              "text; TOR = 1 samples; `null` (+ `relevance_note`) without a judge",
+              group="Full-Duplex-Bench", published=True, order=3),
+    MetricKey("backchannel_frequency", "1/s", "closer_to_human",
+              "counted backchannel segments / duration of `output.wav`", group="Full-Duplex-Bench", published=True, order=4),
+    MetricKey("jsd", "distance", "lower",
+              "Jensen-Shannon **distance** (natural log) between the backchannels' 0.2 s time histogram and FDB's human "
+              "one for that id; no backchannel -> 1; `null` (+ `jsd_note`) without `--reference`",
+              group="Full-Duplex-Bench", published=True, order=5),
+)
+#: key -> (unit, better, description), derived from :data:`KEYS`
+KEY_INFO: dict[str, tuple[str, str, str]] = {k.name: (k.unit, k.better, k.description) for k in KEYS}
 
 
 def aggregate(task: str, values: Sequence[dict[str, Any]], *, n_resamples: int = 1000, seed: int = 0,

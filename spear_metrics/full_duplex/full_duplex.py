@@ -3,7 +3,16 @@
 import datasets
 import evaluate
 
-from spear_metrics.core.evaluate_glue import CITATION
+try:  # the code lives in the spearbench package (an indented import: evaluate's own check would name the wrong package)
+    from spear_metrics.core import evaluate_glue as glue
+except ModuleNotFoundError as e:
+    if not (e.name or "").startswith(("spear_metrics", "spear_datasets")):
+        raise
+    raise ImportError(
+        "the SPEARBench metric 'full_duplex' needs the Python package spearbench: pip install 'spearbench[score]' "
+        "(until it is on PyPI: pip install './spearbench-<version>-py3-none-any.whl[score]' with the wheel "
+        "from the files of the Space spearbench/full_duplex)"
+    ) from None
 
 _DESCRIPTION = """\
 Full-Duplex-Bench v1.0 (arXiv 2503.04721) scored by SPEARBench, values as the upstream scripts.
@@ -45,7 +54,7 @@ class FullDuplex(evaluate.Metric):
         return evaluate.MetricInfo(
             module_type="metric",
             description=_DESCRIPTION,
-            citation=CITATION,
+            citation=glue.CITATION,
             inputs_description=_KWARGS_DESCRIPTION,
             features=datasets.Features({"sample_dir": datasets.Value("string")}),
             reference_urls=["https://github.com/DanielLin94144/Full-Duplex-Bench", "https://arxiv.org/abs/2503.04721"],
@@ -58,11 +67,18 @@ class FullDuplex(evaluate.Metric):
         from spear_datasets.sources.fdb import FDBSample, read_reference_distribution
         from spear_metrics.full_duplex.definition import FullDuplexScorer, score_samples, summarize
 
-        if isinstance(reference, (str, Path)):
-            reference = read_reference_distribution(reference)
+        # the scorer (and the models it loads) is kept between calls with the same options
+        cache = self.__dict__.setdefault("_spear_scorers", {})
+        key = glue.options_key(dict(task=task, reference=reference, judge=judge, asr=asr, vad_backend=vad_backend,
+                                    compat=compat))
+        if key not in cache:
+            if isinstance(reference, (str, Path)):
+                reference = read_reference_distribution(reference)
+            cache[key] = FullDuplexScorer(task=task, reference=reference, judge=judge, asr=asr, vad_backend=vad_backend,
+                                          compat=compat)
+        scorer = cache[key]
+        reference = scorer.reference
         samples = [FDBSample(id=Path(d).name, task=task, dir=Path(d)) for d in sample_dir]
-        scorer = FullDuplexScorer(task=task, reference=reference, judge=judge, asr=asr, vad_backend=vad_backend,
-                                  compat=compat)
         results = score_samples(samples, scorer)
         out = summarize(task, results, n_resamples=int(bootstrap), seed=int(seed), judge=judge,
                         reference_given=reference is not None, compat=compat)

@@ -1,7 +1,13 @@
-"""Space entry point of the `interruptions` metric (the standard evaluate widget)."""
+"""Space entry point of the `interruptions` metric: a form over the module file next to this one
+(``interruptions.py``), so the Space runs the code it publishes (the form:
+``spear_metrics.core.evaluate_glue.metric_space``)."""
+
+from pathlib import Path
 
 import evaluate
-from evaluate.utils import launch_gradio_widget
 
-module = evaluate.load("spearbench/interruptions")
-launch_gradio_widget(module)
+from spear_metrics.core.evaluate_glue import metric_space
+
+HERE = Path(__file__).resolve().parent
+module = evaluate.load(str(HERE / "interruptions.py"))
+metric_space(module, readme=HERE / "README.md").launch()

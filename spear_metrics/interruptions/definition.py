@@ -84,17 +84,25 @@ class Interruptions(Dimension):
     threaded_samples = True  # Silero's ONNX front end releases the GIL
     keys = (
         MetricKey("latency_ms", "ms", "closer_to_human",
-                  "question gap + max(0, answer_start_time) + first VAD start of the answer cut at the skip point "
-                  "(0 when the cut answer is silent); mean over every scored row (SPEAR compute_latency)"),
+                  "SPEAR's `compute_latency`: (question end − end of last question speech)₊ + `answer_start_time`₊ + the "
+                  "first VAD start in the answer **cut** at the skip point (skip = max(0, −`answer_start_time`); VAD re-run "
+                  "on the cut audio, so a tail of < 250 ms of speech left after the cut is dropped and the next segment "
+                  "counts; 0 when the cut holds no speech); mean over every scored row, silent answers included",
+                  group="Interruptions", published=True, order=4),
         MetricKey("latency_ms_speech", "ms", "closer_to_human",
-                  "project key: the same per-row latency, averaged only over rows whose cut answer holds speech "
-                  "(a silent answer has no onset to measure)"),
+                  "the same per-row latency averaged only over rows whose cut answer holds speech "
+                  "(`answer_speech_after_skip`): a silent answer has no onset, and SPEAR's onset 0 rewards it with a "
+                  "short latency", group="Interruptions"),
         MetricKey("interrupted_time_ms", "ms", "closer_to_human",
-                  "overlap of answer speech with question speech; mean over rows with an answer_start_time, zeros included"),
+                  "overlap of answer speech placed at question end + `answer_start_time` with question speech clipped to "
+                  "[context end, question end]; mean, zeros included; null for rows without `answer_start_time`",
+                  group="Interruptions", published=True, order=5),
         MetricKey("interruptions_%", "%", "closer_to_human",
-                  "share of rows (with an answer_start_time) whose answer overlaps question speech"),
+                  "share of rows (with an `answer_start_time`) whose answer overlaps question speech",
+                  group="Interruptions", published=True, order=6),
         MetricKey("no_speech_answers_%", "%", "lower",
-                  "share of scored rows whose answer holds no VAD speech (a behaviour, not a failure)"),
+                  "share of scored rows whose answer holds no VAD speech (scored: a behaviour, not a failure)",
+                  group="Interruptions"),
     )
     option_schema = (
         Option("vad_backend", str, "sequence", "Silero VAD front end: sequence (packaged ONNX, batched) or jit "

@@ -142,15 +142,22 @@ class LanguageDialect(Dimension):
     model_based = True
     keys = (
         MetricKey("english_answers_%", "%", "closer_to_human",
-                  "share of answers identified as English by mms-lid-126 (answers < 1 s or top prob < 0.5 excluded)"),
+                  "share of answers that `facebook/mms-lid-126` identifies as English (`eng`); answers < 1.0 s or with top "
+                  "probability < 0.5 are *unknown* and **excluded** (the spec; upstream counted them in the denominator)",
+                  group="Language & dialect", published=True, order=7),
         MetricKey("same_dialect_as_question_%", "%", "closer_to_human",
-                  "among English answers: share whose Voxlect English dialect equals the input clip's"),
+                  "among English answers: Voxlect English dialect (16 classes) of the answer equals that of the input clip",
+                  group="Language & dialect", published=True, order=8),
         MetricKey("north_american_dialect_%", "%", "closer_to_human",
-                  "among English answers: share classified 'North America' by Voxlect English dialect ID"),
+                  "among English answers: share classified `North America`",
+                  group="Language & dialect", published=True, order=9),
         MetricKey("dialectal_entrainment_spearman", "slope", "closer_to_human",
-                  "NOT a Spearman r: least-squares slope of answer on question dialect log-scores, flattened, min-max normalised (upstream)"),
+                  "**not a Spearman r** (name kept for the published table): least-squares slope of the answers' dialect "
+                  "log-scores on the questions', all (sample, dialect) pairs flattened, each side min–max normalised to [0, 1]",
+                  group="Language & dialect", published=True, order=10),
         MetricKey("dialectal_variance", "log-prob^2", "closer_to_human",
-                  "trace of the covariance (ddof 1) of English answers' 16 dialect log-score vectors"),
+                  "trace of the covariance (ddof 1) of the English answers' 16-dim dialect log-score vectors",
+                  group="Language & dialect", published=True, order=11),
     )
     option_schema = (
         Option("lid_model", str, LID_MODEL, "language-ID model id or local folder"),

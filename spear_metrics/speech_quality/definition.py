@@ -155,16 +155,36 @@ class SpeechQuality(Dimension):
     version = "2.0.0"
     model_based = True
     keys = (
-        MetricKey("UTMOS", "MOS 1-5", "higher", "UTMOS22 strong predicted MOS of the answer (SPEAR_PROTOCOL.md 2); null + UTMOS_note when not run"),
-        MetricKey("WER_%", "%", "lower", "SPEAR: jiwer WER x100 of raw text (case and punctuation count), mean over (row, ASR) values "
-                                         "of Whisper large-v3 and Qwen3-ASR-0.6B; null + WER_note with other ASR systems"),
-        MetricKey("CER_%", "%", "lower", "SPEAR: jiwer CER x100, same texts and pooling as WER_%"),
-        MetricKey("WER_norm_%", "%", "lower", "project key: WER x100 after Whisper's English normaliser on both sides, "
-                                              "empty hypothesis = 100 %, mean over (row, ASR) values of the ASR systems that ran"),
-        MetricKey("CER_norm_%", "%", "lower", "project key: CER x100, same texts and pooling as WER_norm_%"),
-        MetricKey("DNSMOS_OVRL", "MOS 1-5", "higher", "DNSMOS P.835 overall (speechmos ONNX), embedded"),
-        MetricKey("DistillMOS", "MOS 1-5", "higher", "DistillMOS v7 (distillmos wheel), embedded"),
-        MetricKey("no_reference_%", "%", "lower", "share of scored rows without a reference after SPEAR's cleaning (left out of WER)"),
+        MetricKey("UTMOS", "MOS 1-5", "higher",
+                  "UTMOS22 \"strong\" predicted MOS of the answer (channels averaged, 16 kHz; SPEAR_PROTOCOL.md §2). "
+                  "**Null** unless the `utmos` backend ran; `UTMOS_note` says why",
+                  group="Speech quality", published=True, order=1),
+        MetricKey("WER_%", "%", "lower",
+                  "**SPEAR's rule**: 100 × jiwer WER of raw text (case and punctuation count), mean over every (row, ASR) "
+                  "value of SPEAR's two systems (Whisper large-v3, Qwen3-ASR-0.6B). **Null** with `WER_note` when other "
+                  "ASR systems ran", group="Speech quality", published=True, order=2),
+        MetricKey("CER_%", "%", "lower", "**SPEAR's rule**: 100 × jiwer CER, same texts and pooling as `WER_%`",
+                  group="Speech quality", published=True, order=3),
+        MetricKey("WER_%_<asr>", "%", "lower",
+                  "SPEAR's rule for one ASR (`whisper-large-v3`, `Qwen3-ASR-0.6B`, `faster-whisper-base`...)",
+                  group="Speech quality"),
+        MetricKey("CER_%_<asr>", "%", "lower", "SPEAR's CER rule for one ASR", group="Speech quality"),
+        MetricKey("WER_norm_%", "%", "lower",
+                  "both texts through Whisper's English normaliser, the row's speaker tags removed, empty hypothesis = "
+                  "100 %; mean over (row, ASR) values of the ASR systems that ran", group="Speech quality"),
+        MetricKey("CER_norm_%", "%", "lower", "CER, same texts and pooling as `WER_norm_%`", group="Speech quality"),
+        MetricKey("WER_norm_%_<asr>", "%", "lower", "`WER_norm_%` for one ASR", group="Speech quality"),
+        MetricKey("CER_norm_%_<asr>", "%", "lower", "`CER_norm_%` for one ASR", group="Speech quality"),
+        MetricKey("DNSMOS_OVRL", "MOS 1-5", "higher", "DNSMOS P.835 overall (ONNX in `speechmos`), embedded",
+                  group="Speech quality"),
+        MetricKey("DNSMOS_SIG", "MOS 1-5", "higher", "DNSMOS P.835 signal quality", group="Speech quality"),
+        MetricKey("DNSMOS_BAK", "MOS 1-5", "higher", "DNSMOS P.835 background-noise quality", group="Speech quality"),
+        MetricKey("DNSMOS_P808", "MOS 1-5", "higher", "DNSMOS P.808 MOS", group="Speech quality"),
+        MetricKey("DistillMOS", "MOS 1-5", "higher", "DistillMOS v7 (weights in the `distillmos` wheel), embedded",
+                  group="Speech quality"),
+        MetricKey("no_reference_%", "%", "lower",
+                  "share of scored rows with no reference after SPEAR's cleaning (left out of `WER_%`)",
+                  group="Speech quality"),
     )
     option_schema = (
         Option("profile", str, "embedded", "model preset: embedded (offline wheels) or reference (the published models)",

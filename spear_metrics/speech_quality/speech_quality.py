@@ -2,7 +2,16 @@
 
 import evaluate
 
-from spear_metrics.core import evaluate_glue as glue
+try:  # the code lives in the spearbench package (an indented import: evaluate's own check would name the wrong package)
+    from spear_metrics.core import evaluate_glue as glue
+except ModuleNotFoundError as e:
+    if not (e.name or "").startswith(("spear_metrics", "spear_datasets")):
+        raise
+    raise ImportError(
+        "the SPEARBench metric 'speech_quality' needs the Python package spearbench: pip install 'spearbench[score,quality]' "
+        "(until it is on PyPI: pip install './spearbench-<version>-py3-none-any.whl[score,quality]' with the wheel "
+        "from the files of the Space spearbench/speech_quality)"
+    ) from None
 
 _DESCRIPTION = """\
 Speech quality and intelligibility of a spoken answer (SPEARBench). UTMOS: UTMOS22 "strong"

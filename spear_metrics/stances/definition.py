@@ -402,9 +402,12 @@ class Stances(Dimension):
     model_based = True
     keys = (
         MetricKey("stance_same_as_question_%", "%", "higher",
-                  "share of judged (row, stance question) pairs whose oriented score has the sign of the category reference"),
-        MetricKey("stance_more_negative_%", "%", "closer_to_human", "share of judged pairs scored lower than the reference (-2..+2, oriented)"),
-        MetricKey("stance_more_positive_%", "%", "closer_to_human", "share of judged pairs scored higher than the reference (-2..+2, oriented)"),
+                  "share of judged (row, stance question) pairs whose oriented −2…+2 score has the sign of the oriented "
+                  "reference", group="Stances", published=True, order=17),
+        MetricKey("stance_more_negative_%", "%", "closer_to_human", "share of those pairs scored lower than the reference",
+                  group="Stances", published=True, order=18),
+        MetricKey("stance_more_positive_%", "%", "closer_to_human", "share of those pairs scored higher than the reference",
+                  group="Stances", published=True, order=19),
     )
     option_schema = (
         Option("stance_questions", str, None, "SPEAR's stance questions JSON (none: keys null with a note)"),

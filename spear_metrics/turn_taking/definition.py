@@ -201,12 +201,14 @@ class TurnTaking(Dimension):
     model_based = True
     keys = (
         MetricKey("turn_taking_naturalness", "-nats", "higher",
-                  "mean -DialogNLL of a VAP checkpoint (256 classes) on SPEAR's question+answer dialog (null without a VAP model)"),
-        MetricKey("turn_taking_offset_loglik", "log(1/s)", "higher",
-                  "mean log density of the response offset under a KDE of human offsets of a reference set (null without one)"),
+                  "mean over samples of −DialogNLL of a VAP checkpoint (256 classes) on SPEAR's question+answer dialog; "
+                  "**null** without `vap_model`", group="Turn-taking", published=True, order=12),
         MetricKey("turn_taking_naturalness_separated", "-nats", "higher",
-                  "project key: as turn_taking_naturalness with the answer on the answerer's channel only "
-                  "(null unless vap_separated=true)"),
+                  "the same with the answer on the answerer's channel only; **null** unless `vap_separated=true`",
+                  group="Turn-taking"),
+        MetricKey("turn_taking_offset_loglik", "log(1/s)", "higher",
+                  "mean log density of the response offset under a Gaussian KDE of the human offsets of a reference set; "
+                  "**null** without `offset_reference`", group="Turn-taking"),
     )
     option_schema = (
         Option("vap_model", str, None, "TorchScript VAP model file or folder (none: turn_taking_naturalness null with a note)"),

@@ -2,7 +2,16 @@
 
 import evaluate
 
-from spear_metrics.core import evaluate_glue as glue
+try:  # the code lives in the spearbench package (an indented import: evaluate's own check would name the wrong package)
+    from spear_metrics.core import evaluate_glue as glue
+except ModuleNotFoundError as e:
+    if not (e.name or "").startswith(("spear_metrics", "spear_datasets")):
+        raise
+    raise ImportError(
+        "the SPEARBench metric 'turn_taking' needs the Python package spearbench: pip install 'spearbench[score]' "
+        "(until it is on PyPI: pip install './spearbench-<version>-py3-none-any.whl[score]' with the wheel "
+        "from the files of the Space spearbench/turn_taking)"
+    ) from None
 
 _DESCRIPTION = """\
 Turn-taking of spoken answers (SPEARBench). turn_taking_naturalness = -DialogNLL of a

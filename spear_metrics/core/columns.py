@@ -1,0 +1,158 @@
+"""THE table of columns: every summary key of every metric, derived from the dimensions'
+:class:`~spear_metrics.core.dimension.MetricKey` declarations (their only source).
+
+The leaderboard's columns and groups, the published benchmark keys (``summary.json``), the
+metric versions a results dataset may carry, the Space's headers and legend, the results
+dataset card and the key tables of ``README.md`` and of every metric card
+(``scripts/gen_docs.py``) all come from here.
+
+Import cost: the standard library and the dimensions' ``definition`` modules, which import
+numpy and nothing that loads a model (torch, transformers... are imported when a model is
+first used), so this module works in the light install (``pip install spearbench``).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+from spear_metrics.core.dimension import MetricKey
+
+#: The Full-Duplex-Bench metric folder: an evaluate module (and metric Space) that is not a
+#: registered SPEAR dimension.
+FDB_METRIC = "full_duplex"
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column: its :class:`MetricKey` and the metric (registry name or ``"full_duplex"``)
+    that writes it. ``name``, ``unit``, ``better``, ``description``, ``group``, ``published`` and
+    ``order`` are the key's."""
+
+    key: MetricKey
+    dimension: str
+
+    @property
+    def name(self) -> str:
+        return self.key.name
+
+    @property
+    def unit(self) -> str:
+        return self.key.unit
+
+    @property
+    def better(self) -> str:
+        return self.key.better
+
+    @property
+    def description(self) -> str:
+        return self.key.description
+
+    @property
+    def group(self) -> str:
+        return self.key.group
+
+    @property
+    def published(self) -> bool:
+        return self.key.published
+
+    @property
+    def order(self) -> int | None:
+        return self.key.order
+
+
+def metric_names() -> tuple[str, ...]:
+    """Every metric folder that is an evaluate module: the registered SPEAR dimensions in
+    registry order, then ``full_duplex``."""
+    from spear_metrics.core.registry import DIMENSIONS
+
+    return (*DIMENSIONS, FDB_METRIC)
+
+
+def metric_keys(metric: str) -> tuple[MetricKey, ...]:
+    """The declared keys of ``metric`` (a registered dimension's ``keys``; FDB's ``KEYS``).
+
+    Raises:
+        UnknownDimensionError: not a registered dimension nor ``full_duplex``.
+    """
+    if metric == FDB_METRIC:
+        from spear_metrics.full_duplex.definition import KEYS
+
+        return KEYS
+    from spear_metrics.core.registry import dimension_class
+
+    return tuple(dimension_class(metric).keys)
+
+
+@functools.lru_cache(maxsize=8)
+def _spear_columns(registry: tuple[tuple[str, str], ...]) -> tuple[Column, ...]:
+    by_dim = {name: metric_keys(name) for name, _ in registry}
+
+    def first_order(name: str) -> float:
+        orders = [k.order for k in by_dim[name] if k.published and k.order is not None]
+        return min(orders) if orders else float("inf")
+
+    out: list[Column] = []
+    dims = sorted(by_dim, key=lambda n: (first_order(n), [r[0] for r in registry].index(n)))
+    for name in dims:
+        keys = by_dim[name]
+        published = sorted((k for k in keys if k.published), key=lambda k: (k.order is None, k.order or 0))
+        out += [Column(k, name) for k in published]
+        out += [Column(k, name) for k in keys if not k.published]
+    return tuple(out)
+
+
+def columns(*, published_only: bool = False) -> list[Column]:
+    """The SPEAR columns in leaderboard order: dimensions ordered by their first published
+    column, each dimension's published keys by ``order`` and then its project keys in
+    declaration order. ``published_only``: the published table's columns only."""
+    from spear_metrics.core.registry import DIMENSIONS
+
+    cols = list(_spear_columns(tuple(DIMENSIONS.items())))
+    return [c for c in cols if c.published] if published_only else cols
+
+
+def leaderboard_columns() -> list[Column]:
+    """The published SPEAR leaderboard columns, in the published table's order."""
+    return sorted(columns(published_only=True), key=lambda c: c.order or 0)
+
+
+def benchmark_keys() -> tuple[str, ...]:
+    """Names of the published leaderboard columns (``spear_benchmark.csv`` order)."""
+    return tuple(c.name for c in leaderboard_columns())
+
+
+def groups() -> list[tuple[str, str, tuple[str, ...]]]:
+    """``(dimension, group label, published keys)`` per dimension, in leaderboard order."""
+    out: dict[str, tuple[str, list[str]]] = {}
+    for c in leaderboard_columns():
+        out.setdefault(c.dimension, (c.group, []))[1].append(c.name)
+    return [(d, label, tuple(keys)) for d, (label, keys) in out.items()]
+
+
+def find_column(name: str, metrics: tuple[str, ...] | list[str] | None = None) -> Column | None:
+    """The column that summary key ``name`` is (templates such as ``WER_%_<asr>`` match their
+    family); ``metrics`` restricts the search to those dimensions. ``None`` when no declared
+    key matches."""
+    for c in columns():
+        if (metrics is None or c.dimension in metrics) and c.key.matches(name):
+            return c
+    return None
+
+
+def known_versions(dimension: str) -> frozenset[str]:
+    """Metric versions of ``dimension`` whose results this code reads: the class ``version``
+    and its ``compatible_versions``.
+
+    Raises:
+        UnknownDimensionError: not a registered dimension.
+    """
+    from spear_metrics.core.registry import dimension_class
+
+    cls = dimension_class(dimension)
+    return frozenset({str(cls.version), *map(str, getattr(cls, "compatible_versions", ()))})
+
+
+def better_text(better: str) -> str:
+    """``"closer_to_human"`` -> ``"closer to human"`` (the cards' and tables' wording)."""
+    return better.replace("_", " ")

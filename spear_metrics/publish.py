@@ -1,0 +1,262 @@
+"""Publishing SPEARBench to the Hub: the dataset, one metric Space per metric folder, and the
+leaderboard Space (``spearbench publish``; ``scripts/build_space.py`` for the leaderboard alone).
+
+Each repository is first written as a folder, exactly what is uploaded::
+
+    OUT/datasets/<dataset name>/     the folder ``build-dataset`` wrote (card, data/, reports)
+    OUT/spaces/<metric>/             <metric>.py (the evaluate module), README.md (card + Space
+                                     YAML), app.py, requirements.txt, spearbench-*.whl
+    OUT/spaces/<leaderboard>/        app.py, README.md, requirements.txt, packages.txt, data/,
+                                     results.txt (Hub ids shown at start), spearbench-*.whl
+
+Until ``spearbench`` is on a package index, every Space bundles the wheel and its
+``requirements.txt`` names it (``./spearbench-<version>-py3-none-any.whl[extras]``, the extras
+of the folder's own ``spearbench[...]`` line). ``--dry-run OUT`` stops after writing; otherwise
+the folders are written to a temporary directory and uploaded (token from ``HF_TOKEN`` or the
+login, never printed or written).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import spear_metrics
+from spear_metrics.results.validate import PROTOCOL
+
+PACKAGE_DIR = Path(spear_metrics.__file__).resolve().parent
+#: Files of a metric folder that make its Space (besides the module ``<metric>.py``).
+METRIC_SPACE_FILES = ("README.md", "app.py", "requirements.txt")
+#: A requirements line naming the spearbench package (with optional extras).
+_PACKAGE_LINE = re.compile(r"^spearbench(\[[A-Za-z0-9_,\s-]*\])?\s*$")
+
+
+class PublishError(RuntimeError):
+    """Publishing cannot proceed (one-line reason)."""
+
+
+@dataclass(frozen=True)
+class Repo:
+    """One repository to publish: ``repo_id``, ``repo_type`` (``"dataset"``/``"space"``) and
+    the folder holding exactly its files."""
+
+    repo_id: str
+    repo_type: str
+    folder: Path
+
+
+def source_checkout() -> Path | None:
+    """The source checkout this package was imported from (it holds ``pyproject.toml`` naming
+    ``spearbench``), or ``None`` for an installed wheel."""
+    root = PACKAGE_DIR.parent
+    pp = root / "pyproject.toml"
+    try:
+        return root if pp.is_file() and re.search(r'(?m)^name\s*=\s*"spearbench"', pp.read_text()) else None
+    except OSError:
+        return None
+
+
+def build_wheel(out_dir: Path, checkout: Path | None = None) -> Path:
+    """Build the ``spearbench`` wheel from the source checkout into ``out_dir`` with
+    ``pip wheel --no-deps`` (no build isolation when setuptools is importable here, so no index
+    is needed).
+
+    Raises:
+        PublishError: no checkout (pass a wheel instead), or the build failed.
+    """
+    checkout = checkout or source_checkout()
+    if checkout is None:
+        raise PublishError("spearbench is installed from a wheel here: give that wheel with --wheel PATH")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out_dir), str(checkout)]
+    try:
+        import setuptools  # noqa: F401
+
+        cmd.insert(5, "--no-build-isolation")
+    except ImportError:
+        pass
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    wheels = sorted(out_dir.glob("spearbench-*.whl"))
+    if done.returncode != 0 or not wheels:
+        tail = " ".join((done.stderr or done.stdout).split())[-300:]
+        raise PublishError(f"building the spearbench wheel failed: {tail}")
+    return wheels[-1]
+
+
+def pin_wheel(requirements: Path, wheel_name: str) -> None:
+    """Replace the ``spearbench[...]`` line of ``requirements`` with ``./<wheel_name>[...]``
+    (extras kept); comments and other pins stay.
+
+    Raises:
+        PublishError: the file has no ``spearbench`` line.
+    """
+    lines = requirements.read_text(encoding="utf-8").splitlines()
+    out, found = [], False
+    for line in lines:
+        m = _PACKAGE_LINE.match(line.strip())
+        if m and not found:
+            out.append(f"./{wheel_name}{(m.group(1) or '').replace(' ', '')}")
+            found = True
+        else:
+            out.append(line)
+    if not found:
+        raise PublishError(f"{requirements.name} has no 'spearbench' line to pin the wheel on")
+    requirements.write_text("\n".join(out) + "\n", encoding="utf-8")
+
+
+def _fresh(out: Path) -> Path:
+    """``out`` as a new empty folder (what was there is removed)."""
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    return out
+
+
+def _bundle(out: Path, wheel: Path) -> Path:
+    """Copy ``wheel`` into the Space folder ``out`` and pin it in its ``requirements.txt``."""
+    shutil.copy2(wheel, out / wheel.name)
+    pin_wheel(out / "requirements.txt", wheel.name)
+    return out
+
+
+def write_metric_space(metric: str, out: Path, wheel: Path) -> Path:
+    """Write the Space folder of metric folder ``spear_metrics/<metric>/`` into ``out``.
+
+    Raises:
+        PublishError: the folder lacks one of its Space files.
+    """
+    src = PACKAGE_DIR / metric
+    files = (f"{metric}.py", *METRIC_SPACE_FILES)
+    missing = [f for f in files if not (src / f).is_file()]
+    if missing:
+        raise PublishError(f"metric folder {metric} lacks {', '.join(missing)}")
+    _fresh(out)
+    for f in files:
+        shutil.copy2(src / f, out / f)
+    return _bundle(out, wheel)
+
+
+def write_leaderboard_space(out: Path, wheel: Path, results: Sequence[str] = ()) -> Path:
+    """Write the leaderboard Space folder (``spear_metrics/space``) into ``out``; ``results``
+    (Hub dataset ids) go to ``results.txt``, the sources the Space shows at start.
+
+    Raises:
+        PublishError: a results entry that is not a Hub dataset id.
+    """
+    from spear_metrics.results.hub import is_repo_id
+    from spear_metrics.space import SPACE_DIR, SPACE_FILES
+
+    bad = [r for r in results if not is_repo_id(r)]
+    if bad:
+        raise PublishError(f"--results takes Hub dataset ids OWNER/NAME, not {bad[0]!r}")
+    _fresh(out)
+    for f in SPACE_FILES:
+        p = SPACE_DIR / f
+        if p.is_dir():
+            shutil.copytree(p, out / f, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        else:
+            shutil.copy2(p, out / f)
+    if results:
+        (out / "results.txt").write_text("\n".join(results) + "\n", encoding="utf-8")
+    return _bundle(out, wheel)
+
+
+def write_dataset(hub_dir: Path, out: Path) -> Path:
+    """Copy the files of a ``build-dataset`` folder that are uploaded (the same patterns as
+    :func:`spear_datasets.hub.push_dataset`) into ``out``.
+
+    Raises:
+        PublishError: ``hub_dir`` is not a built dataset.
+    """
+    from spear_datasets.hub import REPORT_FILE, SKIPPED_FILE
+
+    if not (hub_dir / "README.md").is_file() or not any((hub_dir / "data").glob("*/*.parquet")):
+        raise PublishError(f"--dataset {hub_dir.name}: not a folder written by `spearbench build-dataset` "
+                           "(README.md and data/*/*.parquet expected)")
+    _fresh(out)
+    shutil.copy2(hub_dir / "README.md", out / "README.md")
+    shutil.copytree(hub_dir / "data", out / "data", ignore=shutil.ignore_patterns(".*"))
+    for f in (SKIPPED_FILE, REPORT_FILE):
+        if (hub_dir / f).is_file():
+            shutil.copy2(hub_dir / f, out / f)
+    return out
+
+
+def prepare(out: Path, *, dataset: Path, namespace: str, wheel: Path | None = None, metrics: Sequence[str] | None = None,
+            dataset_name: str = PROTOCOL, leaderboard: str = "leaderboard", results: Sequence[str] = ()) -> list[Repo]:
+    """Write every repository's folder under ``out`` (``datasets/<name>``, ``spaces/<name>``).
+
+    Args:
+        wheel: the spearbench wheel to bundle (default: built from the source checkout).
+        metrics: metric folders to publish (default: every one, :func:`spear_metrics.core.columns.metric_names`).
+
+    Raises:
+        PublishError: a bad argument, a dataset folder that is not one, a metric folder lacking
+            a Space file, or no wheel.
+    """
+    from spear_metrics.core.columns import metric_names
+    from spear_metrics.results.hub import is_repo_id
+
+    names = list(metrics) if metrics else list(metric_names())
+    unknown = [m for m in names if m not in metric_names()]
+    if unknown:
+        raise PublishError(f"unknown metric {unknown[0]!r}; known: {', '.join(metric_names())}")
+    for name in (dataset_name, leaderboard, *names):
+        if not is_repo_id(f"{namespace}/{name}"):
+            raise PublishError(f"{namespace}/{name} is not a Hub repository id OWNER/NAME")
+    out.mkdir(parents=True, exist_ok=True)
+    if wheel is None:
+        wheel = build_wheel(out / ".wheel")
+    elif not (wheel.is_file() and wheel.name.startswith("spearbench-") and wheel.suffix == ".whl"):
+        raise PublishError(f"--wheel {wheel.name}: not a spearbench wheel file")
+    repos = [Repo(f"{namespace}/{dataset_name}", "dataset", write_dataset(dataset, out / "datasets" / dataset_name))]
+    for m in names:
+        repos.append(Repo(f"{namespace}/{m}", "space", write_metric_space(m, out / "spaces" / m, wheel)))
+    repos.append(Repo(f"{namespace}/{leaderboard}", "space",
+                      write_leaderboard_space(out / "spaces" / leaderboard, wheel, results)))
+    if (out / ".wheel").is_dir():
+        shutil.rmtree(out / ".wheel")
+    return repos
+
+
+def upload(repos: Sequence[Repo], *, api: Any = None, private: bool = False) -> list[str]:
+    """Upload each prepared folder: the dataset with :func:`spear_datasets.hub.push_dataset`,
+    the Spaces with :func:`spear_metrics.results.hub.upload_folder` (gradio SDK); returns one
+    URL per repository."""
+    from spear_metrics.results.hub import hub_api, upload_folder
+
+    from spear_datasets.hub import push_dataset
+
+    api = hub_api(api)
+    urls = []
+    for r in repos:
+        if r.repo_type == "dataset":  # build-dataset's own upload: a rebuilt dataset replaces the old shards
+            urls.append(push_dataset(r.folder, r.repo_id, private=private, api=api,
+                                     commit_message=f"spearbench publish: {r.repo_id}"))
+        else:
+            urls.append(upload_folder(r.folder, r.repo_id, repo_type="space", api=api, private=private,
+                                      space_sdk="gradio", commit_message=f"spearbench publish: {r.repo_id}"))
+    return urls
+
+
+def publish(*, dataset: Path, namespace: str = "spearbench", dry_run: Path | None = None, api: Any = None,
+            private: bool = False, **kwargs: Any) -> tuple[list[Repo], list[str]]:
+    """Prepare every repository (:func:`prepare`) under ``dry_run`` (kept) or a temporary folder,
+    and upload them unless ``dry_run``. Returns the repositories and their URLs (none in a dry run).
+
+    Raises:
+        PublishError: see :func:`prepare`.
+        Exception: upload errors from huggingface_hub (callers print
+            :func:`spear_metrics.results.hub.safe_error`).
+    """
+    if dry_run is not None:
+        return prepare(Path(dry_run), dataset=Path(dataset), namespace=namespace, **kwargs), []
+    with tempfile.TemporaryDirectory(prefix="spearbench-publish-") as tmp:
+        repos = prepare(Path(tmp), dataset=Path(dataset), namespace=namespace, **kwargs)
+        return repos, upload(repos, api=api, private=private)

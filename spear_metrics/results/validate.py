@@ -1,0 +1,359 @@
+"""Checking a scored run before it is published or shown: its files, its columns, its rows and
+its summary against its rows.
+
+A run (``summary.json`` + ``per_sample.jsonl``, or a results dataset's ``summary.json`` + parquet
+rows) is accepted only when
+
+- every file parses, every required summary key and per-sample column is there, and each metric
+  and metric version is one this code knows (:func:`spear_metrics.core.columns.known_versions`);
+- each per-sample column holds one kind of value (numbers, booleans, text, or lists of numbers;
+  null anywhere), and a column that is a declared key (:class:`MetricKey`) holds numbers: notes
+  such as ``UTMOS_note`` are text and welcome;
+- the rows are exactly ``0..n-1`` (integers, each once) with ``n = n_samples``, and
+  ``n_scored`` / ``n_failed`` count the ``ok`` / ``failed`` rows;
+- every summary value of a declared key equals what the metric's own
+  :meth:`~spear_metrics.core.dimension.Dimension.aggregate` gives on the ``ok`` rows
+  (:func:`check_summary_values`): an edited ``summary.json`` or an edited row is refused.
+
+Every refusal is a :class:`ResultsError` with a one-line message naming the place (``where``)
+and the first problem.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any, Sequence
+
+#: The protocol every SPEARBench results dataset of this version is scored on.
+PROTOCOL = "seamless_2t_2s_questions"
+#: Accepted inference modes (as in the published leaderboard; ``Human`` only for the human row).
+INFERENCE_MODES: tuple[str, ...] = ("Full-duplex", "Half-duplex", "Non-streaming")
+#: Splits of the protocol.
+SPLITS: tuple[str, ...] = ("test", "dev")
+#: Per-sample columns every ``per_sample.jsonl`` row carries (``SampleResult.to_json``).
+BASE_SAMPLE_COLUMNS: tuple[str, ...] = ("row", "audio_path", "answer_audio_path", "status", "error")
+#: Summary keys every ``summary.json`` carries (``build_summary``).
+REQUIRED_SUMMARY_KEYS: tuple[str, ...] = ("n_samples", "n_scored", "n_failed", "metrics", "metric_versions")
+#: SPEAR metadata columns copied next to the scores when ``--metadata`` is given (times in s).
+METADATA_COLUMNS: tuple[str, ...] = (
+    "context_end_time", "question_end_time", "answer_duration", "speakers", "conversation_id",
+    "transcript_question", "transcript_answer", "answer_start_time",
+)
+METADATA_FLOATS = frozenset({"context_end_time", "question_end_time", "answer_duration", "answer_start_time"})
+#: Per-sample columns that hold text (or null) whatever the run.
+TEXT_SAMPLE_COLUMNS: frozenset[str] = frozenset(
+    {"audio_path", "answer_audio_path", "status", "error", "speakers", "conversation_id",
+     "transcript_question", "transcript_answer", "subset", "model"}
+)
+#: The two row statuses (``SampleResult.status``).
+STATUSES = ("ok", "failed")
+#: Tolerance when a summary value is compared with its recomputation (floating-point sums in
+#: another order; an edit of a published figure is far larger).
+REL_TOL, ABS_TOL = 1e-6, 1e-9
+
+
+class ResultsError(ValueError):
+    """A results folder or results dataset that cannot be published or shown. One-line message."""
+
+
+def is_number(v: Any) -> bool:
+    """A JSON number (not a bool) that is finite."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(float(v))
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def value_kind(v: Any) -> str | None:
+    """The kind of one per-sample value: ``None`` (null), ``"bool"``, ``"number"``, ``"text"``
+    or ``"numbers"`` (a list of numbers/nulls); ``"invalid"`` for anything else (NaN, inf,
+    objects, nested lists)."""
+    if v is None:
+        return None
+    if isinstance(v, bool):
+        return "bool"
+    if isinstance(v, (int, float)):
+        return "number" if math.isfinite(float(v)) else "invalid"
+    if isinstance(v, str):
+        return "text"
+    if isinstance(v, (list, tuple)) and all(x is None or is_number(x) for x in v):
+        return "numbers"
+    return "invalid"
+
+
+def _short(v: Any) -> str:
+    s = repr(v)
+    return s if len(s) <= 60 else s[:57] + "..."
+
+
+def validate_summary(summary: Any, *, where: str = "results") -> None:
+    """Check ``summary.json`` alone: required keys, counts, metrics, versions, the published keys
+    of each scored metric (present), every declared key (number or null), and no declared key
+    of a metric the run did not score.
+
+    Raises:
+        ResultsError: one line naming the first problem.
+    """
+    from spear_metrics.core.columns import columns, known_versions
+    from spear_metrics.core.registry import DIMENSIONS
+
+    if not isinstance(summary, dict):
+        raise ResultsError(f"{where}: summary.json is not a JSON object")
+    for k in REQUIRED_SUMMARY_KEYS:
+        if k not in summary:
+            raise ResultsError(f"{where}: summary.json is missing column {k!r}")
+    for k in ("n_samples", "n_scored", "n_failed"):
+        if not _is_int(summary[k]) or summary[k] < 0:
+            raise ResultsError(f"{where}: summary.json {k!r} is not a count (a non-negative integer): {_short(summary[k])}")
+    metrics, versions = summary["metrics"], summary["metric_versions"]
+    if not isinstance(metrics, list) or not isinstance(versions, dict):
+        raise ResultsError(f"{where}: summary.json 'metrics' must be a list and 'metric_versions' an object")
+    for name in metrics:
+        if not isinstance(name, str) or name not in DIMENSIONS:
+            raise ResultsError(f"{where}: unknown metric {_short(name)} (known: {', '.join(sorted(DIMENSIONS))})")
+        if name not in versions:
+            raise ResultsError(f"{where}: summary.json has no metric version for {name!r}")
+        ok = known_versions(name)
+        if str(versions[name]) not in ok:
+            raise ResultsError(f"{where}: unknown metric version {name}={versions[name]!r} (known: {', '.join(sorted(ok))})")
+    for c in columns(published_only=True):  # project keys depend on options (e.g. which MOS backends ran)
+        if c.dimension in metrics and c.name not in summary:
+            raise ResultsError(f"{where}: summary.json is missing column {c.name!r} (metric {c.dimension!r})")
+    for key, v in summary.items():
+        col = next((c for c in columns() if c.key.matches(key)), None)
+        if col is None:
+            continue
+        if col.dimension not in metrics:
+            raise ResultsError(f"{where}: summary.json has {key!r} but the run did not score metric {col.dimension!r}")
+        if v is not None and not is_number(v):
+            raise ResultsError(f"{where}: summary.json {key!r} is not numeric: {_short(v)}")
+
+
+def validate_rows(summary: dict[str, Any], rows: Sequence[dict[str, Any]], *, where: str = "results") -> None:
+    """Check the per-sample rows against themselves and the summary's counts.
+
+    Rows may come in any order; their ``row`` ids must be exactly ``0..n_samples-1``.
+
+    Raises:
+        ResultsError: a missing column, a bad ``row`` id (not an integer, negative, repeated,
+            missing), a status other than ``ok``/``failed``, counts that do not match the rows,
+            a value of another kind than the rest of its column, or a non-number under a key.
+    """
+    from spear_metrics.core.columns import find_column
+
+    if not rows:
+        raise ResultsError(f"{where}: per_sample.jsonl has no rows")
+    metrics = tuple(summary.get("metrics") or ())
+    seen: dict[int, int] = {}
+    kinds: dict[str, tuple[str, int]] = {}
+    n_ok = 0
+    for i, r in enumerate(rows):
+        line = f"per_sample.jsonl line {i + 1}"
+        for c in BASE_SAMPLE_COLUMNS:
+            if c not in r:
+                raise ResultsError(f"{where}: {line} is missing column {c!r}")
+        rid = r["row"]
+        if not _is_int(rid) or rid < 0:
+            raise ResultsError(f"{where}: {line} 'row' is not a row id (an integer >= 0): {_short(rid)}")
+        if rid in seen:
+            raise ResultsError(f"{where}: {line} repeats row {rid} (also line {seen[rid] + 1})")
+        seen[rid] = i
+        if r["status"] not in STATUSES:
+            raise ResultsError(f"{where}: row {rid} status is not 'ok' or 'failed': {_short(r['status'])}")
+        n_ok += r["status"] == "ok"
+        for k, v in r.items():
+            if k == "row" or k.endswith("_audio") or k == "timings":
+                continue
+            kind = value_kind(v)
+            if kind is None:
+                continue
+            if kind == "invalid":
+                raise ResultsError(f"{where}: row {rid} value {k!r} is not a number, text, boolean or list of numbers: {_short(v)}")
+            if k in TEXT_SAMPLE_COLUMNS and kind != "text":
+                raise ResultsError(f"{where}: row {rid} value {k!r} is not text: {_short(v)}")
+            if (k in METADATA_FLOATS or find_column(k, metrics) is not None) and kind != "number":
+                raise ResultsError(f"{where}: row {rid} value {k!r} is not numeric: {_short(v)}")
+            if k not in kinds:
+                kinds[k] = (kind, rid)
+            elif kinds[k][0] != kind:
+                raise ResultsError(f"{where}: row {rid} value {k!r} is {kind} ({_short(v)}) where row "
+                                   f"{kinds[k][1]} holds {kinds[k][0]}")
+    n = len(rows)
+    if summary.get("n_samples") != n:
+        raise ResultsError(f"{where}: summary.json n_samples is {summary.get('n_samples')} but per_sample.jsonl has {n} rows")
+    missing = next((i for i in range(n) if i not in seen), None)
+    if missing is not None:
+        raise ResultsError(f"{where}: per_sample.jsonl has no row {missing} (rows must be 0..{n - 1}, each once)")
+    if summary.get("n_scored") != n_ok or summary.get("n_failed") != n - n_ok:
+        raise ResultsError(f"{where}: summary.json counts n_scored={summary.get('n_scored')}, n_failed="
+                           f"{summary.get('n_failed')} but per_sample.jsonl has {n_ok} ok and {n - n_ok} failed rows")
+
+
+def _spear_rows(rows: Sequence[dict[str, Any]], variant: str):
+    """SpearRows for a dimension's ``aggregate``: from the rows' metadata columns (``"meta"``),
+    or two stand-ins that differ in every metadata field (``"a"``/``"b"``) to tell whether an
+    aggregate depends on metadata the rows do not carry."""
+    from spear_datasets.schema import SpearRow
+
+    out = []
+    for i, r in enumerate(rows):
+        if variant == "meta":
+            out.append(SpearRow(
+                audio_path=str(r.get("audio_path") or ""), answer_audio_path=r.get("answer_audio_path"),
+                context_end_time=float(r.get("context_end_time") or 0.0),
+                question_end_time=float(r.get("question_end_time") or 0.0),
+                answer_duration=r.get("answer_duration"), speakers=r.get("speakers") or "",
+                conversation_id=r.get("conversation_id") or "", transcript_question=r.get("transcript_question") or "",
+                transcript_answer=r.get("transcript_answer") or "", answer_start_time=r.get("answer_start_time")))
+        elif variant == "a":
+            out.append(SpearRow(audio_path=str(r.get("audio_path") or ""), answer_audio_path=r.get("answer_audio_path"),
+                                context_end_time=0.0, question_end_time=0.0))
+        else:
+            out.append(SpearRow(audio_path=str(r.get("audio_path") or ""), answer_audio_path=r.get("answer_audio_path"),
+                                context_end_time=float(i + 1), question_end_time=float(i + 2), answer_duration=float(i + 1),
+                                speakers=f"Q{i}|A{i}", conversation_id=f"c{i}", transcript_question=f"Q{i}: q",
+                                transcript_answer=f"A{i}: a", answer_start_time=float(i)))
+    return out
+
+
+def _dimension_for_check(name: str, summary: dict[str, Any], use_options: bool):
+    """The dimension object whose ``aggregate`` recomputes the summary. With ``use_options``,
+    the options recorded in ``summary.json`` (``options``: per metric or shared) when the
+    dimension accepts them; otherwise (and on a refusal) its defaults: the aggregates of the
+    declared keys do not depend on options, only which per-backend keys exist does."""
+    from spear_metrics.core.registry import dimension_class
+
+    cls = dimension_class(name)
+    opts = summary.get("options") if use_options else None
+    if isinstance(opts, dict):
+        per = opts.get(name) if isinstance(opts.get(name), dict) else (
+            None if any(k in opts for k in summary.get("metrics", ())) else opts)
+        if per:
+            try:
+                return cls(**per)
+            except Exception:
+                pass
+    return cls()
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal values: both null, equal numbers within the tolerance, or equal otherwise."""
+    if a is None or b is None:
+        return a is None and b is None
+    if is_number(a) and is_number(b):
+        return math.isclose(float(a), float(b), rel_tol=REL_TOL, abs_tol=ABS_TOL)
+    return a == b
+
+
+def check_summary_values(summary: dict[str, Any], rows: Sequence[dict[str, Any]], *, where: str = "results",
+                         use_options: bool = False) -> None:
+    """Recompute each scored metric's summary from the ``ok`` rows (row order) with the metric's
+    own :meth:`Dimension.aggregate` and compare every declared key the summary holds.
+
+    The rows' metadata columns (``transcript_question``...) are used when present; an
+    aggregate that depends on metadata the rows do not carry cannot be checked and is refused
+    (push with ``--metadata``).
+
+    Args:
+        use_options: build the dimensions with the options recorded in ``summary.json`` (on the
+            machine that scored the run; never in the Space, where an option could name a server
+            file).
+
+    Raises:
+        ResultsError: a value that differs from its recomputation (``rel 1e-6``), or one that
+            cannot be recomputed.
+    """
+    from spear_metrics.core.columns import find_column
+
+    ok = sorted((r for r in rows if r.get("status") == "ok"), key=lambda r: r["row"])
+    has_meta = bool(ok) and all("transcript_question" in r for r in ok)
+    for name in summary.get("metrics", ()):
+        dim = _dimension_for_check(name, summary, use_options)
+        try:
+            if has_meta:
+                got, unsure = dim.aggregate(_spear_rows(ok, "meta"), ok), set()
+            else:
+                got = dim.aggregate(_spear_rows(ok, "a"), ok)
+                other = dim.aggregate(_spear_rows(ok, "b"), ok)
+                unsure = {k for k in got if find_column(k, (name,)) and not _same(got[k], other.get(k))}
+        except Exception as e:  # values of a kind the aggregate cannot use
+            raise ResultsError(f"{where}: the per-sample values of metric {name!r} cannot be aggregated: "
+                               f"{' '.join(str(e).split()) or type(e).__name__}") from None
+        for k, v in got.items():
+            if k not in summary or find_column(k, (name,)) is None:
+                continue
+            if k in unsure:
+                raise ResultsError(f"{where}: summary.json {k!r} cannot be checked against the rows without the "
+                                   "metadata it is computed from: give --metadata (the CSV the run scored)")
+            if not _same(summary[k], v):
+                raise ResultsError(f"{where}: summary.json {k!r} is {summary[k]!r} but its rows give {v!r} "
+                                   "(edited results? a summary must be the one its rows were scored into)")
+
+
+def validate_run(summary: dict[str, Any], rows: Sequence[dict[str, Any]], *, where: str = "results",
+                 use_options: bool = False) -> None:
+    """Every check of this module, in order: :func:`validate_summary`, :func:`validate_rows`,
+    :func:`check_summary_values`.
+
+    Raises:
+        ResultsError: one line naming ``where`` and the first problem.
+    """
+    validate_summary(summary, where=where)
+    validate_rows(summary, rows, where=where)
+    check_summary_values(summary, rows, where=where, use_options=use_options)
+
+
+def read_run_files(results_dir: str | os.PathLike, *, where: str | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Parse ``RESULTS/summary.json`` and ``RESULTS/per_sample.jsonl`` (no checks beyond JSON;
+    ``timings`` dropped).
+
+    Raises:
+        ResultsError: a file is missing or is not JSON (objects, one per line).
+    """
+    d = Path(results_dir)
+    where = where or str(d)
+    sp, pp = d / "summary.json", d / "per_sample.jsonl"
+    for p in (sp, pp):
+        if not p.is_file():
+            raise ResultsError(f"{where}: {p.name} not found (is this a scored RESULTS folder?)")
+    try:
+        summary = json.loads(sp.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ResultsError(f"{where}: summary.json is not valid JSON: {' '.join(str(e).split())}") from None
+    rows = []
+    try:
+        text = pp.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ResultsError(f"{where}: per_sample.jsonl cannot be read: {' '.join(str(e).split())}") from None
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise ResultsError(f"{where}: per_sample.jsonl line {n} is not valid JSON: {e}") from None
+        if not isinstance(obj, dict):
+            raise ResultsError(f"{where}: per_sample.jsonl line {n} is not a JSON object")
+        obj.pop("timings", None)
+        rows.append(obj)
+    return summary, rows
+
+
+def read_run(results_dir: str | os.PathLike) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Read a scored ``RESULTS/`` folder and check its summary and rows
+    (:func:`validate_summary`, :func:`validate_rows`); rows returned in row order. The summary
+    is compared with its recomputation (:func:`check_summary_values`) once the metadata
+    columns are merged in (:func:`spear_metrics.results.write.write_results_dataset`).
+
+    Raises:
+        ResultsError: a file is missing or unparsable, or a check refuses it.
+    """
+    summary, rows = read_run_files(results_dir)
+    validate_summary(summary, where=str(results_dir))
+    validate_rows(summary, rows, where=str(results_dir))
+    rows.sort(key=lambda r: r["row"])
+    return summary, rows
