@@ -94,7 +94,8 @@ def test_installed_wheel_end_to_end(env, real_dir):
     root = env["root"]
     for m in ("interruptions", "speech_quality"):
         shutil.copytree(REPO / "spear_metrics" / m, root / "copies" / m)
-    q, a = real_dir / "pyannote-audio__sample.wav", real_dir / "speechbrain__p226_002.wav"
+    # a stereo input clip (the one channel rule of every command)
+    q, a = real_dir / "DERIVED__pyannote-audio__seriously_29-60s_stereo_L-FEE016_R-MEO015.wav", real_dir / "speechbrain__p226_002.wav"
     metrics = subprocess.Popen([str(env["py"]), "-c", textwrap.dedent(f"""
         import json, evaluate, spear_metrics
         kw = dict(audio_path=[{str(q)!r}], answer_audio_path=[{str(a)!r}], context_end_time=[10.0],

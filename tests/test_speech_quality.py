@@ -187,7 +187,7 @@ def test_speech_quality_run_publishes_and_loads_without_local_paths(run_dir, rea
         data = f.read_bytes()
         assert str(real_dir).encode() not in data and str(tmp_path).encode() not in data, f.name
     res = load_results(ds)
-    assert list(res.samples["audio_path"]) == ["speechbrain__p225_002.wav", "faster-whisper__jfk.flac",
-                                               "speechbrain__p226_002.wav"]
+    assert list(res.samples["audio_path"]) == ["DERIVED__pyannote-audio__seriously_29-60s_stereo_L-FEE016_R-MEO015.wav",
+                                               "faster-whisper__jfk.flac", "faster-whisper__stereo_diarization.wav"]
     assert res.summary["UTMOS"] is None and all("UTMOS not computed" in n for n in res.samples["UTMOS_note"])
     assert res.summary["WER_%"] == pytest.approx(json.loads((out / "summary.json").read_text())["WER_%"])
