@@ -142,6 +142,10 @@ def test_published_wer_pools_row_asr_values_of_spears_two_systems(monkeypatch, r
     assert r["WER_%"] == pytest.approx(100.0 / 3)  # (0 + 100 + 0) / 3 values; per-ASR means would give 25
     assert r["WER_%_whisper-large-v3"] == 50.0 and r["WER_%_Qwen3-ASR-0.6B"] == 0.0
     assert "WER_note" not in r
+    # a results check (push-results, the Space) rebuilds the dimension with its defaults: the pooled
+    # WER_% comes back from the rows' own ASR labels, not from the checker's options
+    fresh = SpeechQuality().aggregate([], r["per_sample"])
+    assert fresh["WER_%"] == pytest.approx(r["WER_%"]) and fresh["CER_%"] == pytest.approx(r["CER_%"])
     # the normalised project key counts the empty hypothesis as 100 % (all deleted)
     assert r["WER_norm_%"] == pytest.approx((0 + 100 + 100 + 0) / 4)
 

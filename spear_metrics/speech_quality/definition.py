@@ -122,6 +122,11 @@ def error_rates(reference: str | None, hypothesis: str | None) -> tuple[float | 
     return float(jiwer.wer(ref, hyp)), float(jiwer.cer(ref, hyp))
 
 
+def _is_spear_pair(labels: Sequence[str]) -> bool:
+    """Exactly SPEAR's two ASR systems (by their key labels)."""
+    return sorted(labels) == sorted(label for label, _ in SPEAR_ASR_SYSTEMS.values())
+
+
 def _pooled(values: Sequence[dict[str, Any]], keys: Sequence[str]) -> float | None:
     """Mean over every (row, key) value that exists: SPEAR concatenates the per-ASR columns."""
     return mean_or_none([v.get(k) for v in values for k in keys])
@@ -214,7 +219,6 @@ class SpeechQuality(Dimension):
         common = {k: options[k] for k in ("device",) if options.get(k)}
         batch = int(options.get("asr_batch_size", 8))
         self.asrs = []  # (label used in keys, backend)
-        spear_models_ok = True
         for n in self.asr_names:
             kw = dict(common, batch_size=batch)
             if n not in SPEAR_ASR_SYSTEMS:  # SPEAR's systems keep SPEAR's call (no language forced)
@@ -229,15 +233,15 @@ class SpeechQuality(Dimension):
             if n.startswith("whisper") and n not in SPEAR_ASR_SYSTEMS and options.get("max_new_tokens"):
                 kw["max_new_tokens"] = int(options["max_new_tokens"])
             backend = load_asr(n, **kw)
+            label = backend.name
             if n in SPEAR_ASR_SYSTEMS:
-                label, default_id = SPEAR_ASR_SYSTEMS[n]
-                # a local folder is taken as a copy of SPEAR's weights; another Hub id is another model
-                if override and str(override) != default_id and not Path(str(override)).is_dir():
-                    spear_models_ok = False
-            else:
-                label = backend.name
+                spear_label, default_id = SPEAR_ASR_SYSTEMS[n]
+                # a local folder is taken as a copy of SPEAR's weights; another Hub id is another
+                # model and keeps its own label (so its values never stand under SPEAR's name)
+                if not override or str(override) == default_id or Path(str(override)).is_dir():
+                    label = spear_label
             self.asrs.append((label, backend))
-        self.spear_asr = spear_models_ok and sorted(self.asr_names) == sorted(SPEAR_ASR_SYSTEMS)
+        self.spear_asr = _is_spear_pair([label for label, _ in self.asrs])
         self.moss = []
         for n in self.mos_names:
             kw = dict(common)
@@ -327,9 +331,13 @@ class SpeechQuality(Dimension):
     def aggregate(self, rows: Sequence[SpearRow], values: Sequence[dict[str, Any]]) -> dict[str, Any]:
         keys = ["UTMOS", *[k for m in self.moss for k in m.keys if k != "UTMOS"]]
         out: dict[str, Any] = {k: mean_or_none([v.get(k) for v in values]) for k in dict.fromkeys(keys)}
-        labels = [label for label, _ in self.asrs]
+        # the ASR labels of the rows themselves (a results check rebuilds this dimension with its
+        # defaults): SPEAR's rule applies when exactly SPEAR's two systems transcribed them
+        seen = list(dict.fromkeys(k[len("asr_text_"):] for v in values for k in v if k.startswith("asr_text_")))
+        labels = seen or [label for label, _ in self.asrs]
+        spear_asr = _is_spear_pair(labels)
         for base in ("WER_%", "CER_%"):
-            out[base] = _pooled(values, [f"{base}_{x}" for x in labels]) if self.spear_asr else None
+            out[base] = _pooled(values, [f"{base}_{x}" for x in labels]) if spear_asr else None
         for base in ("WER_norm_%", "CER_norm_%"):
             out[base] = _pooled(values, [f"{base}_{x}" for x in labels])
         for x in labels:
@@ -337,7 +345,7 @@ class SpeechQuality(Dimension):
                 out[f"{base}_{x}"] = mean_or_none([v.get(f"{base}_{x}") for v in values])
         out["no_reference_%"] = percent_or_none([v.get("reference_empty") for v in values])
         out["asr_models"] = labels
-        if not self.spear_asr:
+        if not spear_asr:
             out["WER_note"] = (f"WER_%/CER_% need SPEAR's ASR systems (whisper-large-v3 and qwen3-asr-0.6b, "
                                f"--option profile=reference); this run used {', '.join(labels) or 'none'}: "
                                f"see WER_%_<asr> (SPEAR's text rule) and WER_norm_% (normalised)")
