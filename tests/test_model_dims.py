@@ -44,7 +44,8 @@ def test_dialectal_variance_is_trace_of_ddof1_covariance():
     a = np.array([[0.0, 1.0], [2.0, 1.0], [4.0, 4.0]])
     # column 0: mean 2, var ddof1 = (4+0+4)/2 = 4; column 1: mean 2, (1+1+4)/2 = 3 -> trace 7
     assert dialectal_variance(a) == pytest.approx(7.0)
-    assert dialectal_variance(a[:1]) is None
+    assert dialectal_variance(a[:1]) == 0.0  # one answer: upstream answer_total_variance gives 0.0
+    assert dialectal_variance(a[:0]) is None
 
 
 def test_language_decision_thresholds():

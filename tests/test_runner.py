@@ -234,3 +234,26 @@ def test_unavailable_model_stops_the_run_with_one_line(tmp_path, real_dir, capsy
     assert rc == 2 and len(err.splitlines()) == 1 and "no-such-model" in err
     assert not (out / "per_sample.jsonl").exists()
     assert (out / ".work" / "rank-0.jsonl").read_text() == ""
+
+
+def test_resume_keeps_a_retried_ok_and_refuses_another_version(tmp_path, real_dir, monkeypatch):
+    """An ok record in one rank's log beats an older failure of the same row in another rank's
+    log (a 2-process run retried with 1 process), and a work folder of another metric version
+    (another rule) is not resumed."""
+    q, a = make_clips(STEREO_DIALOGUE, tmp_path)
+    meta = write_rows(tmp_path / "m.csv", [row(q.name, a.name, None)])
+    out = tmp_path / "r"
+    args = ["score", "--metadata", str(meta), "--metrics", "interruptions", "--out", str(out), "--no-progress"]
+    assert main(args) == 0
+    ok = _per_sample(out)[0]
+    work = out / ".work"
+    (log0,) = work.glob("rank-*.jsonl")
+    log0.rename(work / "rank-0.jsonl")
+    failed = {"row": 0, "status": "failed", "error": "an earlier failure", "values": {}}
+    (work / "rank-1.jsonl").write_text(json.dumps(failed) + "\n")  # sorts after rank-0: read last
+    assert main(args) == 0
+    assert _per_sample(out)[0]["status"] == "ok" and _per_sample(out)[0]["latency_ms"] == ok["latency_ms"]
+    from spear_metrics.interruptions.definition import Interruptions
+
+    monkeypatch.setattr(Interruptions, "version", "9.9.9")
+    assert main(args) == 2  # the logged rows were scored by another version: not resumed

@@ -233,12 +233,14 @@ def _batch_size(value: Any) -> int:
 
 
 def _fingerprint(metadata: Path, dims: Sequence[Dimension]) -> dict[str, Any]:
-    """What a resumed run must share with the first: the metadata bytes, the metrics and the
-    options in effect (typed, defaults included, secrets masked)."""
+    """What a resumed run must share with the first: the metadata bytes, the metrics and their
+    versions (a logged row of another version means another rule) and the options in effect
+    (typed, defaults included, secrets masked)."""
     return {
         "metadata": str(metadata.resolve()),
         "metadata_sha256": hashlib.sha256(metadata.read_bytes()).hexdigest(),
         "metrics": [d.name for d in dims],
+        "metric_versions": {d.name: d.version for d in dims},
         "options": {d.name: d.options_in_effect() for d in dims},
     }
 
@@ -336,7 +338,10 @@ def run_resumable(
     for obj in read_rank_logs(work):
         rec = SampleResult.from_json(obj)
         if rec.row in ids and (not retry_failed or rec.ok):
-            done[rec.row] = rec  # a row logged twice (retried) keeps its latest result
+            # a row logged twice was retried (--retry-failed only redoes failed rows): an ok result
+            # wins whichever rank's log holds it, else the latest failure
+            if rec.ok or rec.row not in done or not done[rec.row].ok:
+                done[rec.row] = rec
     n_resumed = len(done)
     pending = [it for it in items if it.row not in done]
     # every rank must deal from the same snapshot of the logs: none writes before all have read
@@ -447,6 +452,8 @@ def run_score(
         conflict=RunError(f"{out} holds results of another run (different metadata, metrics or options); "
                           "use a new --out folder or --overwrite"),
         overwrite=overwrite,
+        # a run replaced with --overwrite must not leave the old run's outputs behind if it is killed
+        stale=[out / n for n in ("summary.json", "per_sample.jsonl", "run_info.json", "missing_answers.txt")],
         batch_size=batch_size,
         retry_failed=retry_failed,
         progress_desc=f"scoring {','.join(names)}" if progress else None,

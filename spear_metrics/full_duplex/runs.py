@@ -100,6 +100,7 @@ class ScoringSetup:
         the summary is recomputed on every run)."""
         judge = self.judge
         return {
+            "version": VERSION,
             "reference_sha256": _sha256(self.reference_path) if self.reference_path else None,
             "judge": None if judge is None else (judge.describe() if hasattr(judge, "describe") else str(judge)),
             "asr": self.asr_name,

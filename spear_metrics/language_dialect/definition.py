@@ -7,7 +7,7 @@ Definitions: ``SPEAR_PROTOCOL.md`` section 2 ("Language & dialect"), following u
 - spoken language ID of the **answer** (channels averaged, 16 kHz) with an audio
   classifier (reference ``facebook/mms-lid-126``, ``Wav2Vec2ForSequenceClassification``);
   an answer shorter than 1.0 s or whose top probability is < 0.5 is *unknown* and left out of
-  ``english_answers_%`` (the spec's choice; upstream counted unknowns in the denominator);
+  ``english_answers_%`` (as upstream: ``benchmark_line.language_counts`` drops "unknown" labels);
 - English dialect ID (reference ``tiantiaf/voxlect-english-dialect-whisper-large-v3``,
   16 classes, see :mod:`spear_metrics.core.vox_whisper`) of the **input clip** (both channels
   averaged, first 15 s as the model reads it) and of the answer (first 15 s), only for
@@ -84,10 +84,13 @@ def dialect_entrainment_slope(question_logscores: np.ndarray, answer_logscores: 
 
 def dialectal_variance(answer_logscores: np.ndarray) -> float | None:
     """Trace of the covariance matrix (ddof 1) of answers' dialect log-score vectors
-    ``(n, k)``: the sum over dialects of the across-answer variance. ``None`` for n < 2."""
+    ``(n, k)``: the sum over dialects of the across-answer variance. 0.0 for a single answer
+    (``benchmark_line.answer_total_variance``), ``None`` for none."""
     a = np.asarray(answer_logscores, dtype=np.float64)
-    if a.ndim != 2 or a.shape[0] < 2:
+    if a.ndim != 2 or a.shape[0] == 0:
         return None
+    if a.shape[0] == 1:
+        return 0.0
     return float(np.trace(np.cov(a, rowvar=False, ddof=1)))
 
 
@@ -143,7 +146,7 @@ class LanguageDialect(Dimension):
     keys = (
         MetricKey("english_answers_%", "%", "closer_to_human",
                   "share of answers that `facebook/mms-lid-126` identifies as English (`eng`); answers < 1.0 s or with top "
-                  "probability < 0.5 are *unknown* and **excluded** (the spec; upstream counted them in the denominator)",
+                  "probability < 0.5 are *unknown* and excluded (as upstream's language_counts)",
                   group="Language & dialect", published=True, order=7),
         MetricKey("same_dialect_as_question_%", "%", "closer_to_human",
                   "among English answers: Voxlect English dialect (16 classes) of the answer equals that of the input clip",
