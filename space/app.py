@@ -301,6 +301,8 @@ def _cell(v: Any) -> str:
         return "true" if v else "false"
     if isinstance(v, str):
         return v
+    if isinstance(v, (list, tuple, np.ndarray)):  # *_segments_s: [start, end] seconds
+        return " ".join(f"[{float(p[0]):.2f}, {float(p[1]):.2f}]" for p in v) or "(none)"
     return f"{float(v):.3f}"
 
 

@@ -324,6 +324,12 @@ class SpeechQuality(Dimension):
 
     # ------------------------------------------------------------------ summary
 
+    def aggregate_counts(self, rows: Sequence[SpearRow], values: Sequence[dict[str, Any]], keys: Sequence[str]) -> dict[str, int]:
+        """``no_reference_%``: every scored row with a reference decision; the rest: rows with a value."""
+        out = super().aggregate_counts(rows, values, keys)
+        out["no_reference_%"] = sum(1 for v in values if v.get("reference_empty") is not None)
+        return out
+
     def aggregate(self, rows: Sequence[SpearRow], values: Sequence[dict[str, Any]]) -> dict[str, Any]:
         keys = ["UTMOS", *[k for m in self.moss for k in m.keys if k != "UTMOS"]]
         out: dict[str, Any] = {k: mean_or_none([v.get(k) for v in values]) for k in dict.fromkeys(keys)}
