@@ -339,9 +339,12 @@ def compare_runs(
         seen_a.add(m)
         if m in by_b:
             pairs.append((r, by_b[m]))
+    only_a: list[str] = []
+    only_b: list[str] = []
     if keys is None:
-        shared = set(numeric_keys(ok_b, exclude))
-        keys = [k for k in numeric_keys(ok_a, exclude) if k in shared]
+        ka, kb = numeric_keys(ok_a, exclude), numeric_keys(ok_b, exclude)
+        keys = [k for k in ka if k in set(kb)]
+        only_a, only_b = [k for k in ka if k not in set(kb)], [k for k in kb if k not in set(ka)]
     notes = []
     if len(ok_a) < len(rows_a) or len(ok_b) < len(rows_b):
         notes.append(f"failed rows left out: {len(rows_a) - len(ok_a)} in A, {len(rows_b) - len(ok_b)} in B")
@@ -352,6 +355,10 @@ def compare_runs(
         notes.append(f"n = {len(pairs)} shared sample: no paired interval or test")
     if not keys:
         notes.append("no numeric per-sample key is shared by both runs")
+    if only_a:
+        notes.append(f"not comparable (only in A): {', '.join(only_a)}")
+    if only_b:
+        notes.append(f"not comparable (only in B): {', '.join(only_b)}")
     groups = ["all"]
     if group is not None:
         labels = sorted({g for g in (group(r) for r in [*ok_a, *ok_b]) if g})
@@ -359,7 +366,7 @@ def compare_runs(
     out: dict[str, Any] = {
         "n_ok_a": len(ok_a), "n_ok_b": len(ok_b), "n_common": len(pairs),
         "n_only_a": len(seen_a) - len(pairs), "n_only_b": len(by_b) - len(pairs),
-        "comparable": bool(pairs), "notes": notes,
+        "comparable": bool(pairs), "notes": notes, "keys_only_a": only_a, "keys_only_b": only_b,
         "bootstrap": {"n_resamples": int(n_resamples), "seed": int(seed), "method": "percentile", "confidence": confidence},
         "keys": {},
     }

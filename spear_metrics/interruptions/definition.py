@@ -13,7 +13,7 @@ from typing import Any, Sequence
 from spear_datasets.audio import TARGET_SR
 from spear_datasets.schema import SpearRow
 from spear_metrics.core.dimension import Dimension, MetricKey, Option, Sample, mean_or_none, percent_or_none
-from spear_metrics.core.vad import Segment, clip_segments, shift_segments, speech_segments, total_overlap
+from spear_metrics.core.vad import Segment, clip_segments, intersect_segments, shift_segments, speech_segments, total_length
 
 
 def skip_point_s(answer_start_time: float | None) -> float:
@@ -56,14 +56,14 @@ def latency_s(
     return gap + max(0.0, ast) + max(0.0, onset)
 
 
-def interrupted_time_s(
+def overlap_spans(
     question_segments: Sequence[Segment],
     answer_segments: Sequence[Segment],
     context_end_time: float,
     question_end_time: float,
     answer_start_time: float | None,
-) -> float | None:
-    """Overlap (s) between answer speech placed on the question's time line and question speech.
+) -> list[Segment] | None:
+    """The spans (s, question's time line) where answer speech overlaps question speech.
 
     Answer segments are shifted by ``question_end_time + answer_start_time``; question segments
     are clipped to ``[context_end_time, question_end_time]``. ``None`` when
@@ -73,7 +73,20 @@ def interrupted_time_s(
         return None
     placed = shift_segments(answer_segments, question_end_time + float(answer_start_time))
     question = clip_segments(question_segments, context_end_time, question_end_time)
-    return total_overlap(placed, question)
+    return intersect_segments(placed, question)
+
+
+def interrupted_time_s(
+    question_segments: Sequence[Segment],
+    answer_segments: Sequence[Segment],
+    context_end_time: float,
+    question_end_time: float,
+    answer_start_time: float | None,
+) -> float | None:
+    """Overlap (s) between answer speech placed on the question's time line and question speech:
+    the summed lengths of :func:`overlap_spans` (``None`` when ``answer_start_time`` is ``None``)."""
+    spans = overlap_spans(question_segments, answer_segments, context_end_time, question_end_time, answer_start_time)
+    return None if spans is None else total_length(spans)
 
 
 def _segments_json(segs: Sequence[Segment]) -> list[list[float]]:
@@ -84,6 +97,7 @@ def timing_evidence(
     question_segments: Sequence[Segment],
     answer_segments: Sequence[Segment],
     cut_answer_segments: Sequence[Segment],
+    overlaps: Sequence[Segment] | None,
     question_end_time: float,
     answer_start_time: float | None,
     skip_s: float,
@@ -95,6 +109,8 @@ def timing_evidence(
     - ``answer_vad_segments_s``: VAD segments of the whole (uncut) answer placed on the
       question's time line, shifted by ``question_end_time + answer_start_time`` (an empty
       ``answer_start_time`` counts as 0), as the overlap uses them;
+    - ``overlap_segments_s``: the spans of :func:`overlap_spans` (their summed length is
+      ``interrupted_time_ms``; ``None`` without an ``answer_start_time``);
     - ``question_speech_end_s``: end of the last question segment (``None``: no question
       speech, the question gap is then 0);
     - ``skip_point_s``: where the answer was cut before its onset was looked for, s from the
@@ -110,6 +126,7 @@ def timing_evidence(
     return {
         "question_vad_segments_s": _segments_json(question_segments),
         "answer_vad_segments_s": _segments_json(shift_segments(answer_segments, question_end_time + ast)),
+        "overlap_segments_s": None if overlaps is None else _segments_json(overlaps),
         "question_speech_end_s": max((round(float(e), 6) for _, e in question_segments), default=None),
         "skip_point_s": round(float(skip_s), 6),
         "answer_onset_after_skip_s": None if onset is None else round(float(onset), 6),
@@ -174,14 +191,15 @@ class Interruptions(Dimension):
         skip = skip_point_s(m.answer_start_time)
         cut = self._cut_vad(sample, skip, a)
         lat = latency_s(q, cut, m.question_end_time, m.answer_start_time)
-        it = interrupted_time_s(q, a, m.context_end_time, m.question_end_time, m.answer_start_time)
+        spans = overlap_spans(q, a, m.context_end_time, m.question_end_time, m.answer_start_time)
+        it = None if spans is None else total_length(spans)  # = interrupted_time_s(...)
         return {
             "latency_ms": round(1000.0 * lat, 6),
             "answer_speech_after_skip": bool(cut),
             "interrupted_time_ms": None if it is None else round(1000.0 * it, 6),
             "interruption": None if it is None else bool(it > 0),
             "no_speech_answer": len(a) == 0,
-            **timing_evidence(q, a, cut, m.question_end_time, m.answer_start_time, skip),
+            **timing_evidence(q, a, cut, spans, m.question_end_time, m.answer_start_time, skip),
         }
 
     def aggregate_counts(self, rows: Sequence[SpearRow], values: Sequence[dict[str, Any]], keys: Sequence[str]) -> dict[str, int]:
