@@ -208,7 +208,7 @@ def paired_comparison(
         out["p_value"] = float(min(1.0, 2.0 * min(np.mean(means <= 0.0), np.mean(means >= 0.0))))
     out["wilcoxon_p"] = _wilcoxon_p(d)
     sd = float(d.std(ddof=1))
-    if sd > 0:
+    if np.ptp(d) > 1e-9 * max(1.0, float(np.abs(d).max())):  # not a constant difference (up to rounding)
         out["d_z"] = float(d.mean() / sd)
     else:
         out["note"] = "constant non-zero difference: d_z does not exist (SD of the differences is 0)"
@@ -321,7 +321,8 @@ def compare_runs(
 
     Returns:
         ``{"n_ok_a", "n_ok_b", "n_common", "n_only_a", "n_only_b", "comparable", "notes",
-        "bootstrap", "keys"}`` where ``keys[k]`` is :func:`paired_comparison` of the matched
+        "keys_only_a", "keys_only_b", "bootstrap", "keys"}`` (``n_only_*``: rows of one run
+        whose input the other lacks; ``keys_only_*``: numeric keys with values in one run only) where ``keys[k]`` is :func:`paired_comparison` of the matched
         rows plus ``"unpaired"``: ``{"all": unpaired_tests(...), <subset>: ...}`` over every ok
         row of each run. ``comparable`` is false when no row is shared; ``notes`` say why in words.
     """
@@ -356,9 +357,9 @@ def compare_runs(
     if not keys:
         notes.append("no numeric per-sample key is shared by both runs")
     if only_a:
-        notes.append(f"not comparable (only in A): {', '.join(only_a)}")
+        notes.append(f"not comparable (values only in A): {', '.join(only_a)}")
     if only_b:
-        notes.append(f"not comparable (only in B): {', '.join(only_b)}")
+        notes.append(f"not comparable (values only in B): {', '.join(only_b)}")
     groups = ["all"]
     if group is not None:
         labels = sorted({g for g in (group(r) for r in [*ok_a, *ok_b]) if g})

@@ -344,8 +344,10 @@ def _timelines(page: Page, run: RunData) -> None:
              "end of question speech to the answer's first speech after the skip point.</p>")
     for r in rows:
         stem = Path(str(r.get("audio_path") or "")).stem
-        title = (f"row {r['row']} · {stem} · latency {fmt(r.get('latency_ms'), 0)} ms · "
-                 f"overlap {fmt(r.get('interrupted_time_ms'), 0)} ms · skip point {fmt(r.get('skip_point_s'), 2)} s")
+        overlap = ("overlap not measured (no answer_start_time)" if r.get("interrupted_time_ms") is None
+                   else f"overlap {fmt(r.get('interrupted_time_ms'), 0)} ms")
+        title = (f"row {r['row']} · {stem} · latency {fmt(r.get('latency_ms'), 0)} ms · {overlap} · "
+                 f"skip point {fmt(r.get('skip_point_s'), 2)} s")
         page.figure(f"interruptions__timeline_row{r['row']}.png", title,
                     plots.timeline(r, title=title, question_end_time=r.get("question_end_time"),
                                    context_end_time=r.get("context_end_time")))
