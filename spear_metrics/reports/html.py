@@ -47,7 +47,7 @@ DIMENSIONS: tuple[tuple[str, str], ...] = (
 #: per-sample keys tested against the human answers, per dimension (patterns on key names;
 #: question-side values are the same input for both runs and are not tested)
 SAMPLE_KEYS: dict[str, tuple[str, ...]] = {
-    "speech_quality": (r"^UTMOS$", r"^DNSMOS_\w+$", r"^DistillMOS$", r"^(WER|CER)_%"),
+    "speech_quality": (r"^UTMOS$", r"^DNSMOS_\w+$", r"^DistillMOS$", r"^(WER|CER)_"),
     "interruptions": (r"^latency_ms$", r"^interrupted_time_ms$", r"^interruption$", r"^no_speech_answer$",
                       r"^answer_speech_after_skip$"),
     "language_dialect": (r"^english_answer$", r"^same_dialect_as_question$", r"^north_american_dialect$"),
@@ -259,11 +259,14 @@ def _plots_for(dim: str, page: Page, runs: Sequence[tuple[str, RunData]]) -> lis
     elif dim == "speech_quality":
         for k in ("UTMOS", "DNSMOS_OVRL", "DistillMOS"):
             hist(k, "predicted MOS (1-5)", k)
-        wer = "WER_%"
+        # the per-sample WER: SPEAR's text rule of the first ASR (WER_%_<asr>), else the normalised one
+        cands = [k for _, run in runs for r in run.ok_rows for k in r if re.match(r"^WER_%_", k)]
+        cands += [k for _, run in runs for r in run.ok_rows for k in r if re.match(r"^WER_norm_%_", k)]
+        wer = cands[0] if cands else "WER_%"
         both = [(label, run) for label, run in runs
                 if any(r.get(wer) is not None and r.get("explainable_duration_s") is not None for r in run.ok_rows)]
         if both:
-            page.figure(f"{dim}__wer_vs_length.png", "WER_% of each answer against its duration (explainable_duration_s)",
+            page.figure(f"{dim}__wer_vs_length.png", f"{wer} of each answer against its duration (explainable_duration_s)",
                         plots.scatter("WER against answer length", "answer duration (s)", "WER (%)",
                                       [(label, [r.get("explainable_duration_s") for r in run.ok_rows],
                                         [r.get(wer) for r in run.ok_rows]) for label, run in both]))
@@ -271,7 +274,7 @@ def _plots_for(dim: str, page: Page, runs: Sequence[tuple[str, RunData]]) -> lis
             hist(wer, "WER (%)", "WER_%")
             missing.append("WER against answer length: no answer durations (score explainable_features too)")
         else:
-            missing.append("WER: no run has per-sample WER_% values")
+            missing.append("WER: no run has per-sample WER values")
     elif dim == "emotions":
         avd = ("arousal", "valence", "dominance")
         if any(_has(runs, f"answer_{d}") for d in avd):

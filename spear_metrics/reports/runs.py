@@ -123,7 +123,8 @@ def load_run(source: str | Path, *, name: str | None = None) -> RunData:
         RunLoadError: nothing readable there (no such folder and not a loadable Hub id, or a
             folder with neither ``per_sample.jsonl`` nor a results dataset).
     """
-    from spear_metrics.results import ResultsError, load_results, subset_of, validate_run
+    from spear_datasets.schema import subset_of
+    from spear_metrics.results import ResultsError, load_results, validate_run
 
     src = str(source)
     d = Path(src).expanduser()
