@@ -14,13 +14,12 @@ pair a model's rows with the original answers by ``Path(audio_path).stem``).
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 
+from spear_metrics.core.records import clean_value
 from spear_metrics.core.stats import DEFAULT_RESAMPLES, compare_runs
 
 #: Per-sample columns that are bookkeeping, metadata or evidence, not measurements: never compared.
@@ -66,22 +65,6 @@ class RunData:
     @property
     def failed_rows(self) -> list[dict[str, Any]]:
         return [r for r in self.rows if r.get("status") != "ok"]
-
-
-def _plain(v: Any) -> Any:
-    """A pandas/parquet cell as plain JSON-like Python: NaN -> None, arrays -> lists."""
-    if isinstance(v, np.ndarray):
-        return [_plain(x) for x in v.tolist()]
-    if isinstance(v, (list, tuple)):
-        return [_plain(x) for x in v]
-    if hasattr(v, "item") and not isinstance(v, (str, bytes, dict)):
-        try:
-            v = v.item()
-        except (ValueError, AttributeError):
-            pass
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
-    return v
 
 
 def _read_raw_folder(d: Path) -> tuple[dict[str, Any], list[dict[str, Any]], list[str]]:
@@ -151,7 +134,7 @@ def load_run(source: str | Path, *, name: str | None = None) -> RunData:
         else:
             summary, frame, display, mode = res.summary, res.samples, name or res.model, res.inference_mode
         audio_cols = [c for c in frame.columns if c.endswith("_audio")]
-        rows = [{k: _plain(v) for k, v in r.items() if k not in audio_cols} for r in frame.to_dict("records")]
+        rows = [{k: clean_value(v) for k, v in r.items() if k not in audio_cols} for r in frame.to_dict("records")]
     if summary and rows:
         try:
             validate_run(summary, rows, where=src)
