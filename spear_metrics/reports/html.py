@@ -53,7 +53,7 @@ SAMPLE_KEYS: dict[str, tuple[str, ...]] = {
     "language_dialect": (r"^english_answer$", r"^same_dialect_as_question$", r"^north_american_dialect$"),
     "turn_taking": (r"^turn_taking_",),
     "emotions": (r"^answer_(arousal|valence|dominance)$", r"^emotional_naturalness_logit$"),
-    "stances": (r"^stance_",),
+    "stances": (r"^stance_q\d+_score$",),
     "explainable_features": (r"^explainable_", r"^f0_"),
 }
 
@@ -290,9 +290,11 @@ def _plots_for(dim: str, page: Page, runs: Sequence[tuple[str, RunData]]) -> lis
         else:
             missing.append("dialect breakdown: no run has answer dialects")
     elif dim == "stances":
-        if _has(runs, "stance_score"):
-            page.figure(f"{dim}__stance_scores.png", "judged stance score (-2..+2), share per run",
-                        plots.category_bars("stance score", _series_rows(runs, "stance_score"), order=[-2, -1, 0, 1, 2]))
+        scores = [(label, [v for r in run.ok_rows for k, v in r.items() if re.match(r"^stance_q\d+_score$", k)])
+                  for label, run in runs]
+        if any(v is not None for _, vals in scores for v in vals):
+            page.figure(f"{dim}__stance_scores.png", "judged stance score (-2..+2) of every (row, question) pair, share per run",
+                        plots.category_bars("stance score", scores, order=[-2, -1, 0, 1, 2]))
         else:
             missing.append("stance breakdown: no run has judged stances")
     elif dim == "turn_taking":
