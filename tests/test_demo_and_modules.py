@@ -45,7 +45,8 @@ def test_demo_on_the_packaged_real_call(tmp_path, capsys):
         c = board["cascade"]
         assert c["interruptions_%"] == "" and float(c["explainable_duration_s"]) > 1.0
     assert (tmp_path / "datasets" / "human" / "summary.json").is_file()
-    report = tmp_path / "report" / "index.html"
+    subject = "cascade" if "cascade" in board else "fixed-delay-0.7s"
+    report = tmp_path / "results" / subject / "report" / "index.html"
     assert report.is_file() and printed.rstrip().endswith(f"report: {report}")
     assert "barge-in-1s" in printed and "latency_ms" in printed
 

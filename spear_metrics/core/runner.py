@@ -469,6 +469,7 @@ def run_score(
         conflict=RunError(f"{out} holds results of another run (different metadata, metrics or options); "
                           "use a new --out folder or --overwrite"),
         overwrite=overwrite,
+        stale=(out / "report",),  # a report of the old run (``spearbench report RESULTS --out RESULTS/report``)
         batch_size=batch_size,
         retry_failed=retry_failed,
         progress_desc=f"scoring {','.join(names)}" if progress else None,
