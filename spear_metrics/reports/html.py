@@ -57,6 +57,15 @@ SAMPLE_KEYS: dict[str, tuple[str, ...]] = {
     "explainable_features": (r"^explainable_", r"^f0_"),
 }
 
+#: why a key has no unit at all, where the reason is known from the definition (else "n = 0")
+EMPTY_REASONS: dict[str, str] = {
+    "interrupted_time_ms": "n = 0: no row has an answer_start_time (answers placed at the question end, "
+                           "the published '-' of half-duplex systems)",
+    "interruptions_%": "n = 0: no row has an answer_start_time (answers placed at the question end, "
+                       "the published '-' of half-duplex systems)",
+    "latency_ms_speech": "n = 0: no answer holds speech after the skip point",
+}
+
 #: how many samples get a timing timeline in the report
 N_TIMELINES = 6
 
@@ -149,7 +158,7 @@ def why_missing(summary: dict[str, Any], key: str, dim: str, scored: bool) -> st
         if summary.get(note):
             return str(summary[note])
     if summary.get(f"{key}_n") == 0:
-        return "n = 0: no scored row has a value"
+        return EMPTY_REASONS.get(key, "n = 0: no scored row has a value")
     return "null in summary.json"
 
 
