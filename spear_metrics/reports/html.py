@@ -7,7 +7,7 @@
    wrong with the run (:attr:`spear_metrics.reports.runs.RunData.problems`);
 2. one section per SPEAR dimension: each aggregate key's value with its 95 % interval and ``n``
    next to the human answers' (``--human``, a results folder of the human answers scored by the
-   same code), the published human row (``spear_metrics/data/spear_benchmark.csv``) and any
+   same code), the published human row (``spear_metrics/space/data/spear_benchmark.csv``) and any
    ``--against`` runs; a key without a value says why (its note, ``n = 0``, or "not scored");
    the tests against the human answers (paired where rows match, and the unpaired tests of
    SPEAR's ``generate_short_report.py``: Welch, Mann-Whitney U, per subset and pooled, with
@@ -71,9 +71,10 @@ N_TIMELINES = 6
 
 
 def published_human_row() -> dict[str, float | None]:
-    """The ``human`` row of the published SPEAR leaderboard (``spear_metrics/data/spear_benchmark.csv``,
-    from ``thomasthebaud/SPEAR-benchmark-website``, MIT): key -> value (``None`` = "-" / empty)."""
-    path = Path(__file__).resolve().parents[1] / "data" / "spear_benchmark.csv"
+    """The ``human`` row of the published SPEAR leaderboard (the Space's table,
+    ``spear_metrics/space/data/spear_benchmark.csv``, from ``thomasthebaud/SPEAR-benchmark-website``,
+    MIT): key -> value (``None`` = "-" / empty)."""
+    path = Path(__file__).resolve().parents[1] / "space" / "data" / "spear_benchmark.csv"
     with open(path, newline="", encoding="utf-8") as f:
         for rec in csv.DictReader(f):
             if rec.get("model") == "human":
@@ -87,28 +88,26 @@ def published_human_row() -> dict[str, float | None]:
     return {}
 
 
-def _key_info(dim: str) -> dict[str, tuple[str, str, str]]:
-    """key -> (unit, better, description) from the dimension's MetricKeys (or the fallback table)."""
-    from spear_metrics.results import FALLBACK_KEYS, _dimension_class
+def _key_info(dim: str, key: str) -> tuple[str, str, str]:
+    """(unit, better, description) of ``key`` from its MetricKey (:mod:`spear_metrics.core.columns`;
+    a template such as ``WER_%_<asr>`` covers its family); ``("-", "-", "")`` when undeclared."""
+    from spear_metrics.core.columns import better_text, find_column
 
-    out = {k: v for k, v in FALLBACK_KEYS.items()}
-    cls = _dimension_class(dim)
-    for mk in getattr(cls, "keys", ()) if cls is not None else ():
-        out[mk.name] = (mk.unit, mk.better, mk.description)
-    return out
+    c = find_column(key, (dim,))
+    return (c.unit, better_text(c.better), c.description) if c is not None else ("-", "-", "")
 
 
 def _aggregate_keys(dim: str, runs: Sequence[RunData]) -> list[str]:
     """The dimension's aggregate keys: what the runs' summaries list under ``metric_keys``,
     else its MetricKeys (published columns first)."""
-    from spear_metrics.results import dimension_keys
+    from spear_metrics.core.columns import columns
 
     keys: list[str] = []
     for r in runs:
         for k in (r.summary.get("metric_keys") or {}).get(dim, []):
             if k not in keys:
                 keys.append(k)
-    for k in dimension_keys(dim):
+    for k in (c.name for c in columns() if c.dimension == dim and not c.key.is_template):
         if k not in keys:
             keys.append(k)
     return keys
@@ -464,7 +463,6 @@ def build_report(
         scored_by = [label for label, r in labelled if dim in (r.summary.get("metrics") or [])]
         if not scored_by:
             page.add(f'<p class="why">Not scored in any run of this report (run <code>spearbench score --metrics {dim}</code>).</p>')
-        info = _key_info(dim)
         head = ["key", "unit", "better", _e(run.name)]
         if human is not None:
             head.append("human answers")
@@ -472,8 +470,8 @@ def build_report(
         head += [_e(a.name) for a in against]
         rows = []
         for k in _aggregate_keys(dim, [r for _, r in labelled]):
-            unit, better, desc = info.get(k, ("-", "-", ""))
-            cells = [f'<code title="{_e(desc)}">{_e(k)}</code>', _e(unit), _e(better.replace("_", " ")), value_cell(run, k, dim)]
+            unit, better, desc = _key_info(dim, k)
+            cells = [f'<code title="{_e(desc)}">{_e(k)}</code>', _e(unit), _e(better), value_cell(run, k, dim)]
             if human is not None:
                 cells.append(value_cell(human, k, dim))
             pv = published.get(k)

@@ -37,6 +37,7 @@ class Results:
         summary: the run's summary dict.
         samples: per-sample table (pandas; missing values are NaN/None, never 0), audio columns
             hold ``{"bytes", "path"}`` dicts or ``None``.
+        report: the dataset's ``report/index.html`` (``spearbench report``), ``None`` without one.
     """
 
     source: str
@@ -47,6 +48,7 @@ class Results:
     samples: pd.DataFrame
     split: str = "test"
     audio_columns: list[str] = field(default_factory=list)
+    report: Path | None = None
 
 
 def _card_info(folder: Path, where: str) -> dict[str, Any]:
@@ -111,13 +113,16 @@ def load_results_folder(folder: str | os.PathLike, *, where: str) -> Results:
         raise ResultsError(f"{where}: card inference_mode {mode!r} is not one of {', '.join(INFERENCE_MODES)}")
     ow = info.get("open_weights")
     rows.sort(key=lambda r: r["row"])
+    report = folder / "report" / "index.html"
     return Results(where, str(info.get("model_name") or folder.name), mode, ow if isinstance(ow, bool) else None,
-                   summary, pd.DataFrame(rows), split=split, audio_columns=audio_cols)
+                   summary, pd.DataFrame(rows), split=split, audio_columns=audio_cols,
+                   report=report if report.is_file() else None)
 
 
 def load_hub_results(repo_id: str) -> Results:
     """Fetch the Hub results dataset ``repo_id`` (``huggingface_hub.snapshot_download``: honours
-    ``HF_HUB_OFFLINE`` and the cache; only the card, ``summary.json`` and parquet files) and load it.
+    ``HF_HUB_OFFLINE`` and the cache; only the card, ``summary.json``, the parquet files and the
+    report's page and PNGs) and load it.
 
     Raises:
         ResultsError: not a repository id, cannot be fetched (the message names the error type
@@ -129,7 +134,8 @@ def load_hub_results(repo_id: str) -> Results:
         from huggingface_hub import snapshot_download
 
         folder = snapshot_download(repo_id, repo_type="dataset",
-                                   allow_patterns=["README.md", "summary.json", "data/*.parquet"])
+                                   allow_patterns=["README.md", "summary.json", "data/*.parquet",
+                                                   "report/index.html", "report/*.png"])
     except Exception as e:
         raise ResultsError(f"{repo_id}: cannot fetch the Hub dataset ({type(e).__name__})") from None
     return load_results_folder(folder, where=repo_id)
