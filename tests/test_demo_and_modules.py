@@ -38,7 +38,7 @@ def test_demo_on_the_packaged_real_call(tmp_path, capsys):
     # same answer audio for all three systems: same explainable features and speech quality
     assert h["explainable_duration_s"] == fd["explainable_duration_s"] == bi["explainable_duration_s"]
     assert float(h["explainable_duration_s"]) == pytest.approx((1.362 + 1.542) / 2, abs=0.001)
-    assert h["WER_%"] == fd["WER_%"] and h["DNSMOS_OVRL"] == bi["DNSMOS_OVRL"] != ""
+    assert h["WER_norm_%"] == fd["WER_norm_%"] != "" and h["DNSMOS_OVRL"] == bi["DNSMOS_OVRL"] != ""
     s = json.loads((tmp_path / "results" / "human" / "summary.json").read_text())
     assert s["latency_ms_n"] == 2 and len(s["latency_ms_ci95"]) == 2 and "speech_quality" in s["metrics"]
     if "cascade" in board:  # espeak-ng speech, placed at the question end: no interruption values

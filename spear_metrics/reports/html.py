@@ -142,7 +142,11 @@ def fmt_p(p: Any) -> str:
 
 
 def _e(s: Any) -> str:
-    return html.escape(str(s), quote=True)
+    """Text for the page: escaped, absolute local paths reduced to their public form
+    (:func:`spear_metrics.results.public_text`: a report travels with a results dataset)."""
+    from spear_metrics.results import public_text
+
+    return html.escape(public_text(str(s)) or "", quote=True)
 
 
 def why_missing(summary: dict[str, Any], key: str, dim: str, scored: bool) -> str:

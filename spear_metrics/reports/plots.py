@@ -26,6 +26,15 @@ def _figure(width: float = 7.0, height: float = 3.6):
     return fig
 
 
+def message(text: str, width: float = 10.0, height: float = 1.6):
+    """A figure that only says ``text`` (a plot that cannot be drawn says why)."""
+    fig = _figure(width, height)
+    ax = fig.add_subplot()
+    ax.text(0.5, 0.5, text, ha="center", va="center", fontsize=10, wrap=True)
+    ax.set_axis_off()
+    return fig
+
+
 def png(fig) -> bytes:
     """The figure as PNG bytes (Agg)."""
     buf = io.BytesIO()
@@ -214,10 +223,12 @@ def timeline(
     lanes = {"question": 1.0, "answer": 0.0}
     ends = [e for _, e in [*q, *a]] + [x for x in (question_end_time, evidence.get("answer_speech_start_s")) if x is not None]
     if input_wave is not None and np.size(input_wave):
-        w = np.asarray(input_wave, dtype=np.float32)
-        w = w.mean(axis=0) if w.ndim == 2 else w
-        t = np.arange(w.size) / sample_rate
-        ax.plot(t, lanes["question"] + 0.35 * w / max(1e-6, float(np.abs(w).max())), color="#9ecae1", linewidth=0.4)
+        w = np.atleast_2d(np.asarray(input_wave, dtype=np.float32))
+        peak = max(1e-6, float(np.abs(w).max()))
+        t = np.arange(w.shape[1]) / sample_rate
+        for ch, colour in zip(range(w.shape[0]), ("#6baed6", "#74c476")):  # one colour per speaker (channel)
+            ax.plot(t, lanes["question"] + 0.3 * w[ch] / peak, color=colour, linewidth=0.4,
+                    label=f"input channel {ch}")
         ends.append(float(t[-1]) if t.size else 0.0)
     if answer_wave is not None and np.size(answer_wave) and question_end_time is not None:
         w = np.asarray(answer_wave, dtype=np.float32)
@@ -227,12 +238,14 @@ def timeline(
         ast = evidence.get("answer_start_time")
         placed = question_end_time + (float(ast) if ast is not None else -float(evidence.get("skip_point_s") or 0.0))
         t = placed + np.arange(w.size) / sample_rate
-        ax.plot(t, lanes["answer"] + 0.35 * w / max(1e-6, float(np.abs(w).max())), color="#fdae6b", linewidth=0.4)
+        ax.plot(t, lanes["answer"] + 0.3 * w / max(1e-6, float(np.abs(w).max())), color="#fd8d3c", linewidth=0.4,
+                label="answer")
         ends.append(float(t[-1]) if t.size else 0.0)
+    # VAD segments as bars under each lane's waveform
     for s, e in q:
-        ax.broken_barh([(s, e - s)], (lanes["question"] - 0.12, 0.24), color=COLOURS[0], alpha=0.8)
+        ax.broken_barh([(s, e - s)], (lanes["question"] - 0.42, 0.08), color=COLOURS[0])
     for s, e in a:
-        ax.broken_barh([(s, e - s)], (lanes["answer"] - 0.12, 0.24), color=COLOURS[5], alpha=0.8)
+        ax.broken_barh([(s, e - s)], (lanes["answer"] - 0.42, 0.08), color=COLOURS[5])
     for s, e in ov:
         ax.axvspan(s, e, color=COLOURS[2], alpha=0.25)
     qse = evidence.get("question_speech_end_s")
@@ -252,10 +265,12 @@ def timeline(
         ax.text(context_end_time, 1.42, "context end", fontsize=7, ha="center")
     it = evidence.get("interrupted_time_ms")
     if ov:
-        ax.text(ov[0][0], -0.45, f"overlap {it:.0f} ms" if it is not None else "overlap", color=COLOURS[2], fontsize=8)
+        ax.text(ov[0][0], -0.56, f"overlap {it:.0f} ms" if it is not None else "overlap", color=COLOURS[2], fontsize=8)
     ax.set_yticks([lanes["answer"], lanes["question"]])
-    ax.set_yticklabels(["answer (placed)", "input clip"])
+    ax.set_yticklabels(["answer (placed)\n+ its VAD", "input clip\n+ its VAD (mixed)"])
     ax.set_ylim(-0.6, 1.55)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7, loc="upper left")
     if ends:
         ax.set_xlim(min([0.0] + [s for s, _ in [*q, *a]]), max(ends) + 0.2)
     ax.set_xlabel("s on the question's time line")

@@ -107,7 +107,9 @@ def load_run(source: str | Path, *, name: str | None = None) -> RunData:
             folder with neither ``per_sample.jsonl`` nor a results dataset).
     """
     from spear_datasets.schema import subset_of
-    from spear_metrics.results import ResultsError, load_results, validate_run
+    from spear_metrics.results import (
+        ResultsError, check_summary_values, load_results, validate_rows, validate_summary,
+    )
 
     src = str(source)
     d = Path(src).expanduser()
@@ -137,7 +139,11 @@ def load_run(source: str | Path, *, name: str | None = None) -> RunData:
         rows = [{k: clean_value(v) for k, v in r.items() if k not in audio_cols} for r in frame.to_dict("records")]
     if summary and rows:
         try:
-            validate_run(summary, rows, where=src)
+            validate_summary(summary, where=src)
+            validate_rows(summary, rows, where=src)
+            ok = [r for r in rows if r.get("status") == "ok"]
+            if ok and all("transcript_question" in r for r in ok):  # the metadata some aggregates need
+                check_summary_values(summary, rows, where=src)
         except ResultsError as e:
             if str(e) not in problems:
                 problems.append(str(e))

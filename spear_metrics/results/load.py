@@ -267,7 +267,8 @@ class SourcePolicy:
 def leaderboard_row(res: Results) -> dict[str, Any]:
     """One leaderboard row of a loaded results source: the published CSV's columns
     (``protocol, model, inference_mode, open_weights`` then every published SPEAR key;
-    ``None`` = missing)."""
+    ``None`` = missing), and for each key its ``<key>_ci95`` (``[lo, hi]`` or ``None``) and
+    ``<key>_n`` (units that entered it, ``None`` when the summary has no count)."""
     from spear_metrics.core.columns import leaderboard_columns
 
     row: dict[str, Any] = {
@@ -279,4 +280,8 @@ def leaderboard_row(res: Results) -> dict[str, Any]:
     for c in leaderboard_columns():
         v = res.summary.get(c.name)
         row[c.name] = float(v) if is_number(v) and math.isfinite(float(v)) else None
+        ci, n = res.summary.get(f"{c.name}_ci95"), res.summary.get(f"{c.name}_n")
+        row[f"{c.name}_ci95"] = [float(x) for x in ci] if isinstance(ci, list) and len(ci) == 2 and all(
+            is_number(x) for x in ci) else None
+        row[f"{c.name}_n"] = n if is_number(n) else None
     return row
