@@ -396,8 +396,10 @@ def _provenance(page: Page, run: RunData) -> None:
         page.add('<p class="why">summary.json names no model.</p>')
     page.add("<h3>Options</h3>")
     opts = s.get("options")
-    if opts:
-        page.table(["option", "value"], [[f"<code>{_e(k)}</code>", _e(v)] for k, v in opts.items()])
+    if opts:  # per dimension: every option with the value in effect (older runs: one flat dict)
+        rows_ = [[_e(d), f"<code>{_e(k)}</code>", _e(v)] for d, o in opts.items() if isinstance(o, dict) for k, v in o.items()]
+        rows_ += [["-", f"<code>{_e(k)}</code>", _e(v)] for k, v in opts.items() if not isinstance(v, dict)]
+        page.table(["metric", "option", "value in effect"], rows_)
     else:
         page.add("<p>" + ("Defaults (no option given)." if opts == {} else
                           '<span class="why">not recorded in summary.json (older version)</span>') + "</p>")
