@@ -20,7 +20,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("results_a", metavar="RESULTS_A", help="scored run folder or results dataset (folder or Hub id)")
     p.add_argument("results_b", metavar="RESULTS_B", help="the run it is compared with (difference = A - B)")
     p.add_argument("--out", default=None, help="folder for comparison.json")
-    p.add_argument("--bootstrap", type=number(integer=True, minimum=0), default=1000, metavar="N", help="bootstrap resamples (default 1000)")
+    p.add_argument("--bootstrap", type=number(integer=True, minimum=0), default=1000, metavar="N",
+                   help="bootstrap resamples (default 1000)")
     p.add_argument("--seed", type=number(integer=True), default=0, help="bootstrap seed")
 
 
@@ -35,9 +36,6 @@ def run(args: argparse.Namespace) -> int:
     from spear_metrics.core.records import write_json_atomic
     from spear_metrics.reports.runs import RunLoadError, compare, comparison_table, load_run
 
-    if args.bootstrap < 0:
-        print(f"spearbench compare: --bootstrap must be >= 0, got {args.bootstrap}", file=sys.stderr)
-        return 2
     out = Path(args.out) if args.out else None
     if out is not None and out.exists() and not out.is_dir():
         print(f"spearbench compare: --out {out} exists and is not a folder", file=sys.stderr)
