@@ -13,25 +13,20 @@ from __future__ import annotations
 import argparse
 import sys
 
-from spear_metrics.commands import number
+from spear_metrics.commands import add_bootstrap_arguments, missing_package
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("results_a", metavar="RESULTS_A", help="scored run folder or results dataset (folder or Hub id)")
     p.add_argument("results_b", metavar="RESULTS_B", help="the run it is compared with (difference = A - B)")
     p.add_argument("--out", default=None, help="folder for comparison.json")
-    p.add_argument("--bootstrap", type=number(integer=True, minimum=0), default=1000, metavar="N",
-                   help="bootstrap resamples (default 1000)")
-    p.add_argument("--seed", type=number(integer=True), default=0, help="bootstrap seed")
+    add_bootstrap_arguments(p, "the paired differences")
 
 
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    try:
-        import scipy  # noqa: F401
-    except ModuleNotFoundError as e:
-        print(f"spearbench compare: needs the Python package {e.name!r} (pip install 'spearbench[report]')", file=sys.stderr)
+    if missing_package("compare", ["scipy"], "report"):
         return 2
     from spear_metrics.core.records import write_json_atomic
     from spear_metrics.reports.runs import RunLoadError, compare, comparison_table, load_run

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from spear_metrics.commands import number
+from spear_metrics.commands import add_bootstrap_arguments, missing_package
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -22,19 +22,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="another run shown beside (repeatable)")
     p.add_argument("--out", required=True, help="report folder (index.html + PNG files)")
     p.add_argument("--name", default=None, help="display name of the run (default: the results card's model name or folder name)")
-    p.add_argument("--bootstrap", type=number(integer=True, minimum=0), default=1000, metavar="N",
-                   help="bootstrap resamples of the paired tests (default 1000)")
-    p.add_argument("--seed", type=number(integer=True), default=0, help="bootstrap seed")
+    add_bootstrap_arguments(p, "the paired tests against the human answers")
 
 
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    try:
-        import matplotlib  # noqa: F401
-        import scipy  # noqa: F401
-    except ModuleNotFoundError as e:
-        print(f"spearbench report: needs the Python package {e.name!r} (pip install 'spearbench[report]')", file=sys.stderr)
+    if missing_package("report", ["scipy", "matplotlib"], "report"):
         return 2
     from spear_metrics.reports.html import build_report, load_for_report
     from spear_metrics.reports.runs import RunLoadError, load_run

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from spear_metrics.commands import SHOWN_FAILURES, format_value, number, parse_options, print_failures
+from spear_metrics.commands import SHOWN_FAILURES, add_bootstrap_arguments, format_value, number, parse_options, print_failures
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -17,9 +17,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "with the valid ones; the options in effect are recorded in summary.json)")
     p.add_argument("--inputs", default=None, help="the benchmark's input metadata: inputs without an answer are reported")
     p.add_argument("--batch-size", type=number(integer=True, minimum=1), default=16, help="samples per batch (>= 1, default 16)")
-    p.add_argument("--bootstrap", type=number(integer=True, minimum=0), default=1000, metavar="N",
-                   help="bootstrap resamples behind every <key>_ci95 in summary.json (0 = no intervals; default 1000)")
-    p.add_argument("--seed", type=number(integer=True), default=0, help="bootstrap seed (same seed, same summary.json)")
+    add_bootstrap_arguments(p, "every <key>_ci95 in summary.json")
     p.add_argument("--retry-failed", action="store_true", help="score again the rows that failed in an earlier run")
     p.add_argument("--overwrite", action="store_true", help="discard results of another run in --out")
     p.add_argument("--no-progress", action="store_true")
