@@ -12,7 +12,12 @@
   message or cell).
 - Per-sample browser: input clip (both speakers), human answer and model answer, transcripts
   and that sample's scores; filters by subset and by a range of one per-sample value.
-- Plots: latency and answer-duration distributions against the human ones; per-dimension bars.
+- Plots: latency and answer-duration distributions against the human ones; per-dimension bars
+  with the 95 % intervals of results datasets as error bars.
+- A results dataset's values show their 95 % bootstrap interval and ``n`` (``summary.json``
+  ``<key>_ci95`` / ``<key>_n``); a sample's timing evidence is drawn as a timeline (both
+  speakers' waveforms, the VAD segments, latency and overlap); the Report tab shows each results
+  dataset's ``report/index.html`` (``spearbench report``) in a sandboxed frame.
 
 Run locally: ``python -m spear_metrics.space [--results SRC ...]`` (honours ``GRADIO_SERVER_NAME``
 and ``GRADIO_SERVER_PORT``). On Hugging Face Spaces this file is the Space's ``app.py``
@@ -166,6 +171,21 @@ def _fmt(v: Any) -> str:
     return "-" if v is None else f"{v:.3f}"
 
 
+def value_text(row: dict[str, Any], key: str) -> str:
+    """A table cell: the value, and for a results dataset its 95 % interval and n
+    (``742.055``; ``800.000 [700.000, 900.000] n=2``; ``800.000 n=1`` when no interval exists)."""
+    v = row.get(key)
+    if v is None:
+        return "-"
+    text = _fmt(v)
+    ci, n = row.get(f"{key}_ci95"), row.get(f"{key}_n")
+    if ci:
+        text += f" [{ci[0]:.3f}, {ci[1]:.3f}]"
+    if n is not None:
+        text += f" n={int(n)}"
+    return text
+
+
 def _ow(v: bool | None) -> str:
     return "-" if v is None else ("yes" if v else "no")
 
@@ -177,7 +197,7 @@ def display_frame(rows: list[dict[str, Any]], dims: list[str] | None) -> pd.Data
     for r in rows:
         d = {"model": r["model"], "inference mode": r["inference_mode"] or "-", "open weights": _ow(r["open_weights"])}
         for c in cols:
-            d[header(c)] = _fmt(r.get(c.name))
+            d[header(c)] = value_text(r, c.name)
         d["source"] = r["source"]
         data.append(d)
     return pd.DataFrame(data, columns=["model", "inference mode", "open weights", *[header(c) for c in cols], "source"])
@@ -301,6 +321,8 @@ def _cell(v: Any) -> str:
         return "true" if v else "false"
     if isinstance(v, str):
         return v
+    if isinstance(v, (list, tuple, np.ndarray)):  # *_segments_s: [start, end] seconds
+        return " ".join(f"[{float(p[0]):.2f}, {float(p[1]):.2f}]" for p in v) or "(none)"
     return f"{float(v):.3f}"
 
 
@@ -347,6 +369,84 @@ def sample_view(sources: list[str], source: str | None, row: int | None) -> tupl
     return (inp, _audio_file(human.get("answer_audio")) if human is not None else None, model_ans,
             s.get("transcript_question") or "-", (human_any.get("transcript_answer") if human_any is not None else None) or "-",
             s.get("transcript_answer") or "-", pd.DataFrame(scores, columns=["key", "value"]), info)
+
+
+def _plain_row(s: pd.Series) -> dict[str, Any]:
+    from spear_metrics.core.records import clean_value
+
+    return {k: clean_value(v) for k, v in s.items()}
+
+
+def timeline_view(sources: list[str], source: str | None, row: int | None):
+    """The sample's timing evidence on the question's time line
+    (:func:`spear_metrics.reports.plots.timeline`): the input clip's waveform (both speakers)
+    and VAD segments, the model's answer placed at its onset with its VAD segments, the overlap
+    and the latency. A figure that says why when the results dataset has no evidence."""
+    from spear_metrics.reports import plots
+
+    loaded, _ = load_sources(sources)
+    res = next((r for r in loaded if r.source == source), None)
+    if res is None or row is None:
+        return plots.message("Pick a sample to see its timing.")
+    m = res.samples[res.samples["row"] == int(row)]
+    if not len(m):
+        return plots.message(f"row {row} is not in {res.model}")
+    s = _plain_row(m.iloc[0])
+    if s.get("question_vad_segments_s") is None:
+        why = (f"row {row} failed: {public_text(s.get('error'))}" if s.get("status") != "ok" else
+               "no timing evidence in this results dataset (scored without interruptions, or by a version "
+               "that did not keep question_vad_segments_s...)")
+        return plots.message(why)
+    inp = _audio_file(s.get("input_audio")) if "input_audio" in res.samples else None
+    if inp is None:
+        other = _find(loaded, s.get("audio_path"), "input_audio")
+        inp = _audio_file(other.get("input_audio")) if other is not None else None
+    ans = _audio_file(s.get("answer_audio")) if "answer_audio" in res.samples else None
+    from spear_datasets.audio import AudioError, load_audio
+
+    def wave(path):
+        try:
+            return load_audio(path, sr=16000, channels="keep") if path else None
+        except AudioError:
+            return None
+
+    title = (f"{res.model} · row {int(row)} · latency {_fmt(s.get('latency_ms'))} ms · overlap "
+             + ("not measured (answer placed at the question end)" if s.get("interrupted_time_ms") is None
+                else f"{_fmt(s.get('interrupted_time_ms'))} ms"))
+    return plots.timeline(s, title=title, question_end_time=s.get("question_end_time"),
+                          context_end_time=s.get("context_end_time"), input_wave=wave(inp), answer_wave=wave(ans))
+
+
+REPORT_FRAME = ('<iframe sandbox="" title="report" srcdoc="{doc}" '
+                'style="width:100%;height:1100px;border:1px solid #ddd;background:white"></iframe>')
+
+
+def report_view(sources: list[str], source: str | None) -> tuple[str, str | None]:
+    """A results dataset's report (``report/index.html``, written by ``spearbench report``):
+    the page in a sandboxed frame (no script, no same-origin: the page is the dataset's, not
+    ours) and a copy to download; a sentence instead when the dataset has none."""
+    import html as html_lib
+
+    loaded, _ = load_sources(sources)
+    res = next((r for r in loaded if r.source == source), None)
+    if res is None:
+        return "<p>Load a results dataset to see its report.</p>", None
+    if res.report is None:
+        return (f"<p>{html_lib.escape(res.model)} ({html_lib.escape(res.source)}) has no report: write one with "
+                "<code>spearbench report RESULTS --human HUMAN_RESULTS --out RESULTS/report</code> before "
+                "<code>spearbench push-results</code>, which then includes <code>report/</code>.</p>"), None
+    data = res.report.read_bytes()
+    CACHE.mkdir(parents=True, exist_ok=True)
+    copy = CACHE / f"report-{hashlib.sha1(data).hexdigest()[:16]}.html"
+    if not copy.exists():
+        copy.write_bytes(data)
+    doc = html_lib.escape(data.decode("utf-8", errors="replace"), quote=True)
+    return REPORT_FRAME.format(doc=doc), str(copy)
+
+
+def _report_choices(sources: list[str]) -> list[tuple[str, str]]:
+    loaded, _ = load_sources(sources)
+    return [(f"{r.model} ({r.source})" + ("" if r.report is not None else " · no report"), r.source) for r in loaded]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -398,7 +498,8 @@ def _values(res: Results | None, key: str) -> list[float]:
 
 def dimension_plot(sources: list[str], group: str):
     """One bar panel per key of dimension ``group``: every leaderboard row with a value (rows
-    without one get no bar and are marked "-"); the published human value as a dashed line."""
+    without one get no bar and are marked "-"), a results dataset's 95 % interval as its error
+    bar; the published human value as a dashed line."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -411,7 +512,10 @@ def dimension_plot(sources: list[str], group: str):
     for ax, c in zip(axes[0], cols):
         vals = [r.get(c.name) for r in rows]
         xs = list(range(len(rows)))
-        ax.bar([x for x, v in zip(xs, vals) if v is not None], [v for v in vals if v is not None],
+        cis = [r.get(f"{c.name}_ci95") for r, v in zip(rows, vals) if v is not None]
+        err = [[max(0.0, v - ci[0]) if ci else 0.0 for v, ci in zip([v for v in vals if v is not None], cis)],
+               [max(0.0, ci[1] - v) if ci else 0.0 for v, ci in zip([v for v in vals if v is not None], cis)]]
+        ax.bar([x for x, v in zip(xs, vals) if v is not None], [v for v in vals if v is not None], yerr=err, capsize=3,
                color=["0.6" if n.startswith("human") else "C0" for n, v in zip(names, vals) if v is not None])
         for x, v in zip(xs, vals):
             if v is None:
@@ -519,12 +623,21 @@ def build_app(sources: list[str] | None = None) -> gr.Blocks:
                 t_q = gr.Textbox(label="question transcript (context + question)", lines=4)
                 t_h = gr.Textbox(label="human answer transcript", lines=4)
                 t_m = gr.Textbox(label="model answer transcript", lines=4, elem_id="t_model")
+            timeline = gr.Plot(label="timing: why this latency and overlap (s on the question's time line)",
+                               elem_id="timeline")
             scores = gr.Dataframe(label="this sample's values (- = does not exist)", interactive=False)
         with gr.Tab("Plots"):
             dist = gr.Plot(label="latency and answer duration vs human")
             group_dd = gr.Dropdown(group_labels, value=group_labels[1], label="dimension")
             dim_plot = gr.Plot(label="per-dimension comparison")
             plot_btn = gr.Button("Refresh plots")
+        with gr.Tab("Report"):
+            reports0 = _report_choices(start)
+            with_report = [v for label, v in reports0 if not label.endswith("no report")]
+            report_dd = gr.Dropdown(reports0, value=(with_report or [None])[0] if reports0 else None,
+                                    label="results dataset", elem_id="report_model")
+            report_html = gr.HTML(elem_id="report")
+            report_file = gr.File(label="download the report (index.html, self-contained)")
 
         # ---- leaderboard events
         def refresh(sources_, modes_, open_, dims_, sort_, order_):
@@ -548,9 +661,10 @@ def build_app(sources: list[str] | None = None) -> gr.Blocks:
             models = _samples_models(kept)
             return (kept, gr.update(choices=all_modes, value=modes_), "",
                     gr.update(choices=models, value=models[-1][1] if models else None),
-                    status_text(len(kept), errors))
+                    status_text(len(kept), errors), gr.update(choices=_report_choices(kept)))
 
-        add_btn.click(add_sources, [src_state, src_box, modes, open_w], [src_state, modes, src_box, model_dd, status],
+        add_btn.click(add_sources, [src_state, src_box, modes, open_w],
+                      [src_state, modes, src_box, model_dd, status, report_dd],
                       api_visibility="private").then(refresh, lb_inputs, lb_outputs)
 
         def leaderboard(sources_text: str = "", inference_modes: str = "", open_weights: str = "all",
@@ -607,10 +721,13 @@ def build_app(sources: list[str] | None = None) -> gr.Blocks:
             # the view follows the model too: another model's first sample may keep the same row id,
             # and a dropdown whose value does not change fires no change event
             comp.change(update_samples, filt_inputs, [sample_dd, metric_dd], api_visibility="private").then(
-                sample_view, [src_state, model_dd, sample_dd], view_outputs, api_visibility="private")
+                sample_view, [src_state, model_dd, sample_dd], view_outputs, api_visibility="private").then(
+                timeline_view, [src_state, model_dd, sample_dd], [timeline], api_visibility="private")
         prev_btn.click(lambda *a: step(*a, -1), filt_inputs + [sample_dd], [sample_dd], api_visibility="private")
         next_btn.click(lambda *a: step(*a, 1), filt_inputs + [sample_dd], [sample_dd], api_visibility="private")
         sample_dd.change(sample_view, [src_state, model_dd, sample_dd], view_outputs, api_visibility="private")
+        sample_dd.change(timeline_view, [src_state, model_dd, sample_dd], [timeline], api_visibility="private")
+        report_dd.change(report_view, [src_state, report_dd], [report_html, report_file], api_visibility="private")
 
         def sample(source: str, row: float):
             """One sample of a results source (a start source's label or a Hub id; loaded when new):
@@ -629,11 +746,13 @@ def build_app(sources: list[str] | None = None) -> gr.Blocks:
                        [dist, dim_plot], api_visibility="private")
         group_dd.change(dimension_plot, [src_state, group_dd], [dim_plot], api_visibility="private")
 
-        def on_load(sources_, source, subset, metric, lo_, hi_, group):
+        def on_load(sources_, source, subset, metric, lo_, hi_, group, report_src):
             samples_upd, metric_upd = update_samples(sources_, source, subset, metric, lo_, hi_)
-            return samples_upd, metric_upd, distribution_plot(sources_), dimension_plot(sources_, group)
+            return (samples_upd, metric_upd, distribution_plot(sources_), dimension_plot(sources_, group),
+                    *report_view(sources_, report_src))
 
-        demo.load(on_load, filt_inputs + [group_dd], [sample_dd, metric_dd, dist, dim_plot], api_visibility="private")
+        demo.load(on_load, filt_inputs + [group_dd, report_dd],
+                  [sample_dd, metric_dd, dist, dim_plot, report_html, report_file], api_visibility="private")
     return demo
 
 

@@ -7,6 +7,7 @@ Source of every column: ``SPEAR_PROTOCOL.md`` section 1 (upstream
 from __future__ import annotations
 
 import csv
+import functools
 import math
 import os
 import re
@@ -79,9 +80,10 @@ class SpearRow:
             out[k] = "" if v is None else (repr(float(v)) if isinstance(v, float) else str(v))
         return out
 
-    @property
+    @functools.cached_property
     def questioner(self) -> str:
-        """Speaker tag of the question (the last turn of ``transcript_question``), or ``""``."""
+        """Speaker tag of the question (the last turn of ``transcript_question``), or ``""``.
+        Computed once per row (aggregates read it on every bootstrap resample)."""
         return last_speaker(self.transcript_question)
 
 

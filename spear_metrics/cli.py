@@ -19,6 +19,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "fdb": ("spear_metrics.commands.fdb", "score Full-Duplex-Bench task folders"),
     "push-results": ("spear_metrics.commands.push_results", "publish a scored run as a Hub results dataset"),
     "publish": ("spear_metrics.commands.publish", "publish the dataset, the metric Spaces and the leaderboard Space"),
+    "compare": ("spear_metrics.commands.compare", "paired comparison of two scored runs on the same inputs (A - B)"),
+    "report": ("spear_metrics.commands.report", "a self-contained HTML report of a scored run against the human answers"),
 }
 
 

@@ -67,18 +67,24 @@ def make_samples(root: Path) -> dict[str, Path]:
 
 
 def score_and_write(root: Path) -> dict[str, Path]:
-    """Score both runs (interruptions, explainable_features) and write their results datasets.
+    """Score both runs (interruptions, explainable_features), write the model's report against the
+    human answers into its run (``RESULTS_model/report``) and write their results datasets.
 
     Returns ``{"human_run", "model_run", "human_ds", "model_ds"}`` folders.
     """
     from spear_metrics.core.runner import run_score
+    from spear_metrics.reports.html import build_report
+    from spear_metrics.reports.runs import load_run
     from spear_metrics.results import write_results_dataset
 
     md = make_samples(root)
     out = {}
     for who in ("human", "model"):
         run = root / f"RESULTS_{who}"
-        run_score(md[who], "interruptions,explainable_features", run, progress=False)
+        run_score(md[who], "interruptions,explainable_features", run, progress=False, n_resamples=200)
+        if who == "model":
+            build_report(load_run(run, name="toy-delayed-model"), run / "report", human=load_run(out["human_run"]),
+                         n_resamples=200)
         out[f"{who}_run"] = run
         out[f"{who}_ds"] = write_results_dataset(
             run, root / f"ds_{who}", model_name="human" if who == "human" else "toy-delayed-model",

@@ -9,7 +9,13 @@ from spear_metrics.cli import main
 from conftest import REPO
 
 
+@pytest.mark.slow
 def test_demo_on_the_packaged_real_call(tmp_path, capsys):
+    """The README's first command: four systems (the cascade makes its own speech), every offline
+    dimension with intervals, a results dataset per system (the human answers' too), the report."""
+    import json
+    import shutil
+
     from spear_metrics.commands.demo import packaged_sample
 
     try:
@@ -19,7 +25,8 @@ def test_demo_on_the_packaged_real_call(tmp_path, capsys):
     assert main(["demo", "--out", str(tmp_path)]) == 0
     printed = capsys.readouterr().out
     board = {r["model"]: r for r in csv.DictReader(open(tmp_path / "leaderboard.csv"))}
-    assert set(board) == {"human", "fixed-delay-0.7s", "barge-in-1s"}
+    expected = {"human", "fixed-delay-0.7s", "barge-in-1s"} | ({"cascade"} if shutil.which("espeak-ng") else set())
+    assert set(board) == expected
     assert all(r["n_samples"] == "2" and r["n_failed"] == "0" for r in board.values())
     h, fd, bi = board["human"], board["fixed-delay-0.7s"], board["barge-in-1s"]
     # the two human answers start 0.281 s and 0.020 s after their questions (STM times);
@@ -28,9 +35,19 @@ def test_demo_on_the_packaged_real_call(tmp_path, capsys):
     # human answers do not overlap the questions; barge-in overlaps question speech in every sample
     assert float(h["interruptions_%"]) == 0.0 and float(bi["interruptions_%"]) == 100.0
     assert float(bi["interrupted_time_ms"]) > 0 and float(bi["latency_ms"]) == 0.0
-    # same answer audio for all three systems: same explainable features
+    # same answer audio for all three systems: same explainable features and speech quality
     assert h["explainable_duration_s"] == fd["explainable_duration_s"] == bi["explainable_duration_s"]
     assert float(h["explainable_duration_s"]) == pytest.approx((1.362 + 1.542) / 2, abs=0.001)
+    assert h["WER_norm_%"] == fd["WER_norm_%"] != "" and h["DNSMOS_OVRL"] == bi["DNSMOS_OVRL"] != ""
+    s = json.loads((tmp_path / "results" / "human" / "summary.json").read_text())
+    assert s["latency_ms_n"] == 2 and len(s["latency_ms_ci95"]) == 2 and "speech_quality" in s["metrics"]
+    if "cascade" in board:  # espeak-ng speech, placed at the question end: no interruption values
+        c = board["cascade"]
+        assert c["interruptions_%"] == "" and float(c["explainable_duration_s"]) > 1.0
+    assert (tmp_path / "datasets" / "human" / "summary.json").is_file()
+    subject = "cascade" if "cascade" in board else "fixed-delay-0.7s"
+    report = tmp_path / "results" / subject / "report" / "index.html"
+    assert report.is_file() and printed.rstrip().endswith(f"report: {report}")
     assert "barge-in-1s" in printed and "latency_ms" in printed
 
 

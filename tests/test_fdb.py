@@ -18,7 +18,7 @@ import pytest
 from spear_datasets.sources.fdb import Chunk, FDBSample, list_samples, read_reference_distribution
 from spear_metrics.cli import main as cli_main
 from spear_metrics.core.records import read_jsonl
-from spear_metrics.core.stats import bootstrap_ci, paired_bootstrap
+from spear_metrics.core.stats import bootstrap_ci, paired_comparison
 from spear_metrics.full_duplex.definition import (
     FDBInputError,
     FullDuplexScorer,
@@ -221,11 +221,11 @@ def test_cli_paired_comparison(fdb_dir, tmp_path):
     assert cli_main(args + ["--root", str(b), "--out", str(tmp_path / "rb")]) == 0
     assert cli_main(args + ["--root", str(a), "--out", str(tmp_path / "ra"), "--compare", str(tmp_path / "rb")]) == 0
     comp = json.loads((tmp_path / "ra" / "comparison.json").read_text())
-    assert comp["n_common_samples"] == 2  # samples 1 and 6 scored in both
-    lat = comp["metrics"]["latency_s"]
-    assert lat["n_pairs"] == 1 and lat["diff"] == pytest.approx(-0.5)  # 1.35 vs 1.85 s
-    tor = comp["metrics"]["tor"]
-    assert tor["n_pairs"] == 2 and tor["diff"] == 0.0 and tor["diff_ci95"] == [0.0, 0.0]
+    assert comp["n_common"] == 2  # samples 1 and 6 scored in both
+    lat = comp["keys"]["latency_s"]
+    assert lat["n"] == 1 and lat["diff"] == pytest.approx(-0.5)  # 1.35 vs 1.85 s
+    tor = comp["keys"]["tor"]
+    assert tor["n"] == 2 and tor["diff"] == 0.0 and tor["diff_ci95"] == [0.0, 0.0] and tor["p_value"] == 1.0
 
 
 # ------------------------------------------------------------------ statistics
@@ -241,11 +241,11 @@ def test_bootstrap_reproducible():
     assert bootstrap_ci([1.0], seed=0) is None and bootstrap_ci([], seed=0) is None
     # paired: b = a + 1 exactly -> the difference is -1 in every resample
     pa = [0.1, 0.5, 0.9, 1.3]
-    r = paired_bootstrap(pa, [v + 1 for v in pa], n_resamples=300, seed=0)
+    r = paired_comparison(pa, [v + 1 for v in pa], n_resamples=300, seed=0)
     assert r["diff"] == pytest.approx(-1.0) and r["diff_ci95"] == pytest.approx([-1.0, -1.0]) and r["p_value"] == 0.0
-    r2 = paired_bootstrap([1, 2, None, 4], [1, 1, 5, 1], n_resamples=300, seed=1)
-    assert r2["n_pairs"] == 3 and r2["diff"] == pytest.approx(4 / 3)
-    assert r2 == paired_bootstrap([1, 2, None, 4], [1, 1, 5, 1], n_resamples=300, seed=1)
+    r2 = paired_comparison([1, 2, None, 4], [1, 1, 5, 1], n_resamples=300, seed=1)
+    assert r2["n"] == 3 and r2["diff"] == pytest.approx(4 / 3)
+    assert r2 == paired_comparison([1, 2, None, 4], [1, 1, 5, 1], n_resamples=300, seed=1)
 
 
 # ------------------------------------------------------------------ ASR fallback (injected backend)

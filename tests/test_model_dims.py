@@ -290,6 +290,9 @@ def test_emotions_score_whole_turns_of_the_averaged_clip(tiny):
     cols = _columns(md)
     r = score_columns("emotions", cols, base_dir=md.parent, emotion_model=models["emotion_model"], model_batch_size=3)
     assert r["n_scored"] == 5 and r["emotions_n_pairs"] == 5 and r["emotions_min_question_s"] == 1.0
+    # r over the 5 pairs, recomputed on each bootstrap resample; counts and settings get no interval
+    assert r["arousal_question_answer_corr_n"] == 5 and "arousal_question_answer_corr_ci95" in r
+    assert "emotions_n_pairs_ci95" not in r and "emotions_min_question_s_n" not in r
     vox = VoxWhisper(models["emotion_model"], EMOTION_DIM_HEADS, positions="checkpoint")
     k = 4  # question turn 4.0 .. 15.48 s of the stereo AMI clip (both speakers talk in it)
     clip = load_audio(md.parent / cols["audio_path"][k])  # (2, n)

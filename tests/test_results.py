@@ -123,7 +123,11 @@ def test_cli_push_results_at_the_hub_boundary(built, monkeypatch, capsys, tmp_pa
     assert [c[0] for c in api.calls] == ["create_repo", "upload_folder"]
     assert api.calls[0][1] == {"repo_id": "me/toy-results", "repo_type": "dataset", "private": True, "exist_ok": True}
     assert api.calls[1][1]["repo_type"] == "dataset" and api.calls[1][1]["repo_id"] == "me/toy-results"
-    assert set(api.uploaded) == {"README.md", "summary.json", "data/test-00000-of-00001.parquet"}
+    # the run's report (RESULTS/report, written by the helper) travels with it: page and PNGs only
+    report = {k for k in api.uploaded if k.startswith("report/")}
+    assert set(api.uploaded) - report == {"README.md", "summary.json", "data/test-00000-of-00001.parquet"}
+    assert "report/index.html" in report and all(k.endswith((".html", ".png")) for k in report)
+    assert b"report/index.html" in api.uploaded["README.md"]
     (tmp_path / "t.parquet").write_bytes(api.uploaded["data/test-00000-of-00001.parquet"])
     table = pq.read_table(tmp_path / "t.parquet")
     assert table.num_rows == 4 and "answer_audio" in table.column_names

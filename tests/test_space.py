@@ -53,7 +53,8 @@ def served(tmp_path_factory, real_dir):
     port = _free_port()
     demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
     try:
-        yield {"url": f"http://127.0.0.1:{port}", "built": built, "bad": bad, "sources": sources, "root": root}
+        yield {"url": f"http://127.0.0.1:{port}", "built": built, "bad": bad, "sources": sources, "root": root,
+               "app": app}
     finally:
         demo.close()
         hf_constants.HF_HUB_OFFLINE = offline_before
@@ -113,6 +114,49 @@ def test_browser_leaderboard_and_samples(served, tmp_path):
     for name in ("leaderboard.png", "samples.png", "plots.png"):
         assert (tmp_path / name).stat().st_size > 10_000
     print("screenshots in", tmp_path)
+
+
+def test_browser_intervals_timeline_and_report(served, tmp_path):
+    """A results dataset's values carry their interval and n; a sample's timing evidence is drawn;
+    the Report tab shows the model dataset's report/ (pushed with it) in a sandboxed frame and
+    says so when a dataset has none."""
+    import re
+
+    with leaderboard_page(served) as page:
+        text = page.locator("#leaderboard").inner_text()
+        # the toy model's 3 scored rows: latency mean, its bootstrap interval, n
+        assert re.search(r"\d+\.\d{3} \[\d+\.\d{3}, \d+\.\d{3}\] n=3", text)
+        page.get_by_role("tab", name="Samples").click()
+        page.wait_for_selector("#timeline img", timeout=60000)
+        assert page.evaluate("() => document.querySelector('#timeline img').naturalWidth") > 300
+        page.locator("#timeline").screenshot(path=str(tmp_path / "timeline.png"))
+        page.get_by_role("tab", name="Report").click()
+        frame = page.frame_locator("#report iframe")
+        assert frame.locator("h1").inner_text(timeout=30000) == "SPEARBench report: toy-delayed-model"
+        assert frame.locator("#dim-interruptions").is_visible()
+        assert page.locator("#report iframe").get_attribute("sandbox") == ""
+        page.locator("#report_model input").click()
+        page.get_by_role("option", name=re.compile(r"^human .*no report")).click()
+        page.wait_for_selector("#report >> text=has no report", timeout=30000)
+    assert (tmp_path / "timeline.png").stat().st_size > 10_000
+
+
+def test_timeline_draws_the_evidence(served):
+    """The timeline of the model's interrupting sample (answer 1 s before the question end) draws
+    the input's and the answer's VAD segments and the overlap the evidence holds."""
+    app, built = served["app"], served["built"]
+    label = next(v for _, v in app._samples_models(app.POLICY.start_labels) if v.endswith("ds_model"))
+    row = json.loads((built["model_run"] / "per_sample.jsonl").read_text().splitlines()[1])
+    assert row["skip_point_s"] == 1.0 and row["overlap_segments_s"]
+    fig = app.timeline_view(app.POLICY.start_labels, label, 1)
+    ax = fig.axes[0]
+    assert "overlap" in ax.get_title() and f"{row['interrupted_time_ms']:.3f}" in ax.get_title()
+    bars = [c for c in ax.collections if type(c).__name__ == "PolyCollection"]  # broken_barh
+    assert len(bars) == len(row["question_vad_segments_s"]) + len(row["answer_vad_segments_s"])
+    spans = [p for p in ax.patches if type(p).__name__ in ("Rectangle", "Polygon")]
+    assert len(spans) >= len(row["overlap_segments_s"])
+    none = app.timeline_view(app.POLICY.start_labels, label, 3)  # the failed row: said in words
+    assert "failed" in none.axes[0].texts[0].get_text()
 
 
 def test_gradio_client_table_and_sample(served):

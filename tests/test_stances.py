@@ -146,7 +146,8 @@ def test_stances_spear_protocol_with_local_judge(stance_data):
     assert ps[2]["stance_pairs"] == 0  # no asset row for its file id: no usable question, no pair
     assert "gave no usable answer after 2 attempt(s)" in ps[3]["error"] and "\n" not in ps[3]["error"]
     assert ps[4]["stance_q0_reference"] is None and ps[4]["stance_q0_score"] is None and ps[4]["stance_pairs"] == 0
-    assert r["stance_n_pairs"] == 2
+    assert r["stance_n_pairs"] == 2 and r["stance_same_as_question_%_n"] == 2  # (row, question) pairs, not rows
+    assert "stance_n_pairs_ci95" not in r
     assert r["stance_same_as_question_%"] == 50.0 and r["stance_more_negative_%"] == 50.0 and r["stance_more_positive_%"] == 0.0
     # the requests: SPEAR's prompt fields, schema, temperature 0, no seed; only pairs with a reference are judged
     texts = [b["messages"][-1]["content"][0]["text"] for b in srv.requests]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 #: failed rows printed on the console (the rest are in the run's files)
 SHOWN_FAILURES = 5
@@ -69,3 +69,25 @@ def format_value(summary: Mapping[str, Any], key: str, dimension: str | None = N
     if v is None:
         return f"- ({null_reason(summary, key, dimension)})"
     return f"{v:.{digits}f}" if isinstance(v, float) else str(v)
+
+
+def add_bootstrap_arguments(p, what: str) -> None:
+    """``--bootstrap N`` (resamples, >= 0, default 1000) and ``--seed`` (THE number parser)."""
+    p.add_argument("--bootstrap", type=number(integer=True, minimum=0), default=1000, metavar="N",
+                   help=f"bootstrap resamples of {what} (default 1000; 0 = none)")
+    p.add_argument("--seed", type=number(integer=True), default=0, help="bootstrap seed (same seed, same output)")
+
+
+def missing_package(prog: str, modules: Sequence[str], extra: str) -> bool:
+    """``True`` (after one line on stderr naming the package and the extra that brings it) when
+    one of ``modules`` cannot be imported."""
+    import importlib
+
+    for m in modules:
+        try:
+            importlib.import_module(m)
+        except ModuleNotFoundError as e:
+            print(f"spearbench {prog}: needs the Python package {e.name!r} (pip install 'spearbench[{extra}]')",
+                  file=sys.stderr)
+            return True
+    return False

@@ -5,12 +5,21 @@
    only the files are read, none of its models), or the files given with ``--call/--rttm/--stm``.
 2. Splits the mono call into one channel per speaker with the RTTM turns and cuts SPEAR
    samples with the selection protocol (STM text, speakers mapped onto RTTM labels by overlap).
-3. Scores the human answers and two reference systems whose behaviour is known by
-   construction, both replaying the human answer: ``fixed-delay`` (onset ``--delay`` s after the
-   question end) and ``barge-in`` (onset ``--lead`` s before the question end, so it overlaps
-   question speech in every sample).
-4. Prints the leaderboard and writes ``DIR/leaderboard.csv`` (``model`` + benchmark keys).
-Nothing is downloaded.
+3. Answers them with four systems: the human answers; two reference systems whose behaviour is
+   known by construction, both replaying the human answer: ``fixed-delay`` (onset ``--delay`` s
+   after the question end) and ``barge-in`` (onset ``--lead`` s before the question end, so it
+   overlaps question speech in every sample); and ``cascade``, a real system that makes its own
+   speech (packaged Whisper base -> a rule-based reply -> espeak-ng), run through ``spearbench infer``.
+4. Scores every system on every dimension that runs offline (``interruptions``,
+   ``explainable_features``, ``speech_quality`` with its packaged models), with 95 % intervals;
+   the models are loaded once for all systems.
+5. Writes each scored run as a results dataset (``DIR/datasets/<system>``, the human answers'
+   one included, loadable by the Space), prints the leaderboard, writes ``DIR/leaderboard.csv``,
+   and ends with the report of the cascade against the human answers and the two references
+   (``DIR/results/cascade/report/index.html``, where ``push-results`` finds it), printing its path.
+
+Nothing is downloaded. ``turn_taking``'s offline key needs human offsets of another split (not
+in the call) and the other dimensions need Hub weights or a judge: they are not run here.
 """
 
 from __future__ import annotations
@@ -23,7 +32,8 @@ from pathlib import Path
 
 from spear_metrics.commands import number
 
-DEFAULT_METRICS = "interruptions,explainable_features"
+DEFAULT_METRICS = "interruptions,explainable_features,speech_quality"
+CASCADE = "cascade"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -85,7 +95,8 @@ def write_leaderboard(path: Path, summaries: dict[str, dict]) -> list[str]:
     from spear_metrics.core.summary import BENCHMARK_KEYS
 
     keys = [k for k in BENCHMARK_KEYS if any(k in s for s in summaries.values())]
-    extra = [k for k in ("DNSMOS_OVRL", "DistillMOS", "no_speech_answers_%", "n_samples", "n_scored", "n_failed")
+    extra = [k for k in ("WER_norm_%", "CER_norm_%", "latency_ms_speech", "DNSMOS_OVRL", "DistillMOS",
+                         "no_speech_answers_%", "n_samples", "n_scored", "n_failed")
              if any(k in s for s in summaries.values())]
     cols = ["model", *keys, *extra]
     with open(path, "w", newline="", encoding="utf-8") as f:
@@ -102,12 +113,45 @@ def _fmt(v) -> str:
     return f"{v:.3f}" if isinstance(v, float) else str(v)
 
 
+def _dimensions(metrics: str) -> tuple[list, list[str]]:
+    """The dimensions of ``metrics`` built once for every system; one that cannot be built
+    here (a missing package) is left out with a note."""
+    from spear_metrics.core.registry import load_dimension, parse_metrics
+
+    dims, notes = [], []
+    for name in parse_metrics(metrics):
+        try:
+            dims.append(load_dimension(name))
+        except (ImportError, ValueError) as e:
+            notes.append(f"{name} left out: {e}")
+    return dims, notes
+
+
+def _cascade(human: Path, out: Path) -> tuple[Path | None, str | None]:
+    """Run the built-in cascade agent over the samples (``spearbench infer``); its metadata CSV,
+    or ``None`` and why it could not run."""
+    from spear_metrics.agents.harness import InferError, run_inference
+
+    try:
+        info = run_inference(CASCADE, str(human), out, progress=False, overwrite=True)
+    except (InferError, ValueError, ImportError, OSError) as e:
+        return None, f"cascade left out: {e}"
+    if info is not None and info["n_answered"] == 0:
+        return None, f"cascade left out: no input answered (see {out / 'failures.jsonl'})"
+    return out / "metadata.csv", None
+
+
 def run(args: argparse.Namespace) -> int:
-    from spear_metrics.core.runner import run_score
+    import time
+
+    from spear_metrics.core.models import ModelUnavailableError
+    from spear_metrics.core.runner import RunError, run_score
+    from spear_metrics.results import ResultsError, write_results_dataset
 
     from spear_datasets.audio import AudioError
     from spear_datasets.sources.turns import TurnFileError
 
+    t0 = time.perf_counter()
     out = Path(args.out)
     given = {"--call": args.call, "--rttm": args.rttm, "--stm": args.stm}
     if any(given.values()) and not all(given.values()):
@@ -141,15 +185,70 @@ def run(args: argparse.Namespace) -> int:
         f"fixed-delay-{args.delay:g}s": write_system_metadata(human, "fixed-delay", args.delay),
         f"barge-in-{args.lead:g}s": write_system_metadata(human, "barge-in", -args.lead),
     }
+    notes: list[str] = []
+    cascade_csv, why = _cascade(human, out / "cascade")
+    if cascade_csv is not None:
+        systems[CASCADE] = cascade_csv
+    else:
+        notes.append(why)
+    dims, dim_notes = _dimensions(args.metrics)
+    notes += dim_notes
     summaries = {}
     for name, meta in systems.items():
-        summaries[name] = run_score(meta, args.metrics, out / "results" / name, progress=False, overwrite=True)
+        while True:
+            metrics = ",".join(d.name for d in dims)
+            try:
+                summaries[name] = run_score(meta, metrics, out / "results" / name, progress=False, overwrite=True,
+                                            dimensions=dims)
+                break
+            except ModelUnavailableError as e:  # a packaged model that cannot be had: the others still run
+                heavy = [d for d in dims if d.model_based]
+                if not heavy or len(heavy) == len(dims):
+                    print(f"spearbench demo: {e}", file=sys.stderr)
+                    return 2
+                notes.append(f"{', '.join(d.name for d in heavy)} left out: {e}")
+                dims = [d for d in dims if not d.model_based]
+            except RunError as e:
+                print(f"spearbench demo: {name}: {e}", file=sys.stderr)
+                return 2
+    report = _report(out, systems)
+    from datasets.utils.logging import disable_progress_bar
+
+    disable_progress_bar()  # one parquet file per system: no bars in the demo's output
+    for name, meta in systems.items():
+        try:
+            write_results_dataset(out / "results" / name, out / "datasets" / name, model_name=name,
+                                  inference_mode=None if name == "human" else
+                                  ("Half-duplex" if name == CASCADE else "Full-duplex"),
+                                  open_weights=None if name == "human" else True, metadata=meta, with_audio=True,
+                                  with_inputs=(name == "human"))
+        except ResultsError as e:
+            notes.append(f"results dataset of {name} not written: {e}")
     cols = write_leaderboard(out / "leaderboard.csv", summaries)
     n = summaries["human"]["n_samples"]
-    print(f"SPEAR demo: {n} samples cut from {call.name} ({len(systems)} systems)\n")
+    print(f"SPEAR demo: {n} samples cut from {call.name} ({len(systems)} systems: {', '.join(systems)})\n")
     table = [cols] + [[model] + [_fmt(s.get(c)) or "-" for c in cols[1:]] for model, s in summaries.items()]
     widths = [max(len(r[i]) for r in table) for i in range(len(cols))]
     for r in table:
         print("  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))))
-    print(f"\nwrote {out / 'leaderboard.csv'}; samples in {out / 'data'}, per-system results in {out / 'results'}")
+    for note in notes:
+        print(f"note: {note}")
+    print(f"\nwrote {out / 'leaderboard.csv'}; samples in {out / 'data'}, per-system results in {out / 'results'}, "
+          f"results datasets in {out / 'datasets'}")
+    print(f"demo took {time.perf_counter() - t0:.0f} s")
+    print(f"report: {report}")
     return 0
+
+
+def _report(out: Path, systems: dict[str, Path]) -> Path:
+    """The report of the system that makes its own speech (else the first reference) against the
+    human answers, with the other systems beside it."""
+    from spear_metrics.reports.html import build_report
+    from spear_metrics.reports.runs import load_run
+
+    names = [n for n in systems if n != "human"]
+    subject = CASCADE if CASCADE in systems else names[0]
+    runs = {n: load_run(out / "results" / n, name=n) for n in systems}
+    # inside the run's folder, where push-results picks it up (results dataset ``report/``)
+    return build_report(runs[subject], out / "results" / subject / "report", human=runs["human"],
+                        against=[runs[n] for n in names if n != subject])

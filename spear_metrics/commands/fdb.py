@@ -4,8 +4,8 @@ Two inputs:
 
 - ``--task T --root DIR --out RESULTS/``: one task folder (upstream sample-folder layout).
   Writes ``RESULTS/summary.json`` (aggregates with bootstrap 95 % intervals, counts, provenance)
-  and ``RESULTS/per_sample.jsonl``; ``--compare OTHER_RESULTS/`` adds ``comparison.json`` (paired
-  bootstrap of this run minus the other on the samples both scored).
+  and ``RESULTS/per_sample.jsonl``; ``--compare OTHER_RESULTS/`` adds ``comparison.json`` (this run
+  minus the other on the samples both scored, by the code of ``spearbench compare``).
 - ``--release R --run RUN[,RUN...] --stimuli FDB_V1_ROOT --out OUT/``: runs of the public FDB v1.0
   model-outputs release (a folder or a Hub dataset id): ``OUT/<run>/summary.json`` with the
   release leaderboard's ten columns, ``OUT/<run>/per_sample.jsonl``, ``OUT/leaderboard.md``, and
@@ -57,24 +57,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bar (default: a bar over samples on stderr)")
 
 
-def compare_runs(results_a: list[dict[str, Any]], results_b: list[dict[str, Any]], task: str, *,
-                 n_resamples: int = 1000, seed: int = 0) -> dict[str, Any]:
-    """Paired comparison of two systems' per-sample rows (``per_sample.jsonl`` objects) of one task.
-
-    Samples are matched by ``id``; only rows ``ok`` in both count. For each key of the task the
-    paired bootstrap of ``a - b`` (:func:`spear_metrics.core.stats.paired_bootstrap`) over the
-    samples where both values exist.
-    """
-    from spear_metrics.core.stats import paired_bootstrap
+def compare_fdb_runs(results_a: list[dict[str, Any]], results_b: list[dict[str, Any]], task: str, *,
+                     n_resamples: int = 1000, seed: int = 0) -> dict[str, Any]:
+    """Paired comparison of two systems' per-sample rows (``per_sample.jsonl`` objects) of one task:
+    the implementation ``spearbench compare`` uses (:func:`spear_metrics.core.stats.compare_runs`),
+    samples matched by ``id``, only rows ``ok`` in both, the task's keys, no subsets.
+    ``keys[<key>]`` holds ``n``, ``mean_a``, ``mean_b``, ``diff`` (this run minus the other),
+    ``diff_ci95``, ``p_value``, ``wilcoxon_p``, ``d_z`` and the unpaired tests."""
+    from spear_metrics.core.stats import compare_runs
     from spear_metrics.full_duplex.definition import TASK_KEYS
 
-    b_by_id = {str(r.get("id")): r for r in results_b if r.get("status") == "ok"}
-    pairs = [(r, b_by_id[str(r.get("id"))]) for r in results_a if r.get("status") == "ok" and str(r.get("id")) in b_by_id]
-    out: dict[str, Any] = {"task": task, "n_common_samples": len(pairs), "bootstrap": {"n_resamples": n_resamples, "seed": seed},
-                           "difference": "this run minus the other run", "metrics": {}}
-    for k in TASK_KEYS[task]:
-        out["metrics"][k] = paired_bootstrap([a.get(k) for a, _ in pairs], [b.get(k) for _, b in pairs],
-                                             n_resamples=n_resamples, seed=seed)
+    out: dict[str, Any] = {"task": task, "difference": "this run minus the other run", "matching": "sample id"}
+    out.update(compare_runs(results_a, results_b, match=lambda r: str(r.get("id")), keys=TASK_KEYS[task],
+                            n_resamples=n_resamples, seed=seed))
     return out
 
 
@@ -222,11 +217,13 @@ def _run_task(args: argparse.Namespace, setup, samples: list, other: list | None
         if not r.ok:
             print(f"  failed {r.values.get('id')}: {r.error}", file=sys.stderr)
     if other is not None:
-        comp = compare_runs([r.to_json() for r in results], other, args.task, n_resamples=args.bootstrap, seed=args.seed)
+        comp = compare_fdb_runs([r.to_json() for r in results], other, args.task, n_resamples=args.bootstrap, seed=args.seed)
         comp["other"] = str(Path(args.compare).resolve())
         write_json_atomic(out / "comparison.json", comp)
-        for k, c in comp["metrics"].items():
-            print(f"diff {k:<17} {_fmt(c['diff'])}  95% CI {_fmt(c['diff_ci95'])}  p={_fmt(c['p_value'])}  (pairs={c['n_pairs']})")
+        for note in comp["notes"]:
+            print(f"compare: {note}")
+        for k, c in comp["keys"].items():
+            print(f"diff {k:<17} {_fmt(c['diff'])}  95% CI {_fmt(c['diff_ci95'])}  p={_fmt(c['p_value'])}  (pairs={c['n']})")
     print(f"wrote {out}/summary.json and per_sample.jsonl" + (" and comparison.json" if other is not None else ""))
     return 0
 

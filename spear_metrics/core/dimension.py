@@ -143,6 +143,8 @@ class Dimension:
     compatible_versions: ClassVar[tuple[str, ...]] = ()
     #: the dimension uses neural models and benefits from accelerate sharding / batching
     model_based: ClassVar[bool] = False
+    #: aggregate outputs that are settings of the run, not measurements (no interval, no ``_n``)
+    setting_keys: ClassVar[frozenset[str]] = frozenset()
     #: ``score_sample`` releases the GIL for most of its work (e.g. ONNX Runtime) and is
     #: thread-safe: the default ``score_batch`` then scores the samples of a batch in threads
     threaded_samples: ClassVar[bool] = False
@@ -180,6 +182,48 @@ class Dimension:
     def aggregate(self, rows: Sequence[SpearRow], values: Sequence[dict[str, Any]]) -> dict[str, Any]:
         """Summary values from the per-sample values of the scored (``ok``) rows, in row order."""
         raise NotImplementedError
+
+    def aggregate_counts(self, rows: Sequence[SpearRow], values: Sequence[dict[str, Any]], keys: Sequence[str]) -> dict[str, int]:
+        """How many units entered each aggregate key (written as ``<key>_n``).
+
+        Default: for each key, the scored rows whose per-sample value of the same name exists.
+        A dimension whose key averages another per-sample value, a subset of rows, or units other
+        than rows (pairs, (row, ASR) values) overrides this for those keys.
+        """
+        return {k: sum(1 for v in values if v.get(k) is not None) for k in keys}
+
+    def summarize(self, rows: Sequence[SpearRow], values: Sequence[dict[str, Any]], *,
+                  n_resamples: int = 0, seed: int = 0) -> dict[str, Any]:
+        """:meth:`aggregate` plus, for every aggregate key whose value is a float (or ``None``),
+        ``<key>_ci95`` and ``<key>_n`` right after it. Integers (counts such as ``stance_n_pairs``)
+        and :attr:`setting_keys` are provenance, not measurements: they get neither.
+
+        ``<key>_ci95``: percentile bootstrap 95 % interval (:func:`spear_metrics.core.stats.aggregate_intervals`):
+        the scored rows are resampled with replacement and :meth:`aggregate` is recomputed on each
+        resample, so every per-row value of a row (its (row, ASR) values, its (row, question)
+        pairs) moves with its row and whole-set statistics are recomputed from fixed per-row
+        inputs. ``None`` with ``n_resamples`` = 0, fewer than 2 rows, or ``<key>_n`` < 2.
+        ``<key>_n``: :meth:`aggregate_counts`.
+        """
+        from spear_metrics.core.stats import aggregate_intervals, as_number
+
+        agg = self.aggregate(rows, values)
+        keys = [k for k, v in agg.items() if k not in self.setting_keys
+                and (v is None or (isinstance(v, float) and as_number(v) is not None))]
+        counts = self.aggregate_counts(rows, values, keys)
+        live = [k for k in keys if agg[k] is not None and counts.get(k, 0) >= 2]
+
+        def recompute(idx):
+            return self.aggregate([rows[i] for i in idx], [values[i] for i in idx])
+
+        cis = aggregate_intervals(recompute, len(values), live, n_resamples=n_resamples, seed=seed) if live else {}
+        out: dict[str, Any] = {}
+        for k, v in agg.items():
+            out[k] = v
+            if k in keys:
+                out[f"{k}_ci95"] = cis.get(k)
+                out[f"{k}_n"] = int(counts.get(k, 0))
+        return out
 
     def models(self) -> dict[str, str]:
         """Which model (id and version) produced which keys, for the summary's provenance."""

@@ -33,6 +33,7 @@ Args:
         (negative = overlap; None = placed at the question end).
     speakers, transcript_question, transcript_answer (list of str, optional): metadata columns.
     base_dir (str, optional): folder relative paths resolve against (default: working directory).
+    bootstrap (int, optional): resamples behind each ``<key>_ci95`` (default 1000; 0 = none); seed (int, optional).
 """
 
 CITATION = """\
@@ -111,12 +112,17 @@ def spear_compute(dimension: str, inputs: dict[str, list], kwargs: dict[str, Any
             columns[c] = values
     base_dir = kwargs.pop("base_dir", ".")
     batch_size = kwargs.pop("batch_size", 16)  # checked (>= 1) by score_columns
+    from spear_metrics.core.stats import DEFAULT_RESAMPLES
+
+    n_resamples = int(kwargs.pop("bootstrap", DEFAULT_RESAMPLES))
+    seed = int(kwargs.pop("seed", 0))
     if cache is None:
         return score_columns(dimension, columns, base_dir=base_dir, batch_size=batch_size, **kwargs)
     key = options_key(kwargs)
     if key not in cache:
         cache[key] = load_dimensions([dimension], kwargs)  # unknown options refused here (one line)
-    return score_columns(dimension, columns, base_dir=base_dir, batch_size=batch_size, dimensions=cache[key])
+    return score_columns(dimension, columns, base_dir=base_dir, batch_size=batch_size, n_resamples=n_resamples,
+                         seed=seed, dimensions=cache[key])
 
 
 def _metric_base():

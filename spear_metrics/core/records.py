@@ -23,7 +23,10 @@ FAILED = "failed"
 
 
 def clean_value(v: Any) -> Any:
-    """Map NaN/inf floats (also inside lists/dicts) to ``None`` and numpy scalars to Python."""
+    """Map NaN/inf floats (also inside lists/dicts/arrays) to ``None``, numpy scalars to Python and
+    numpy arrays (e.g. a parquet list cell) to lists."""
+    if getattr(v, "ndim", 0) and hasattr(v, "tolist"):
+        return clean_value(v.tolist())
     if isinstance(v, dict):
         return {k: clean_value(x) for k, x in v.items()}
     if isinstance(v, (list, tuple)):

@@ -41,6 +41,7 @@ from spear_metrics.core.dimension import Dimension, Sample
 from spear_metrics.core.models import ModelUnavailableError
 from spear_metrics.core.records import AppendLog, SampleResult, claim_work_dir, one_line, read_jsonl, read_rank_logs, write_json_atomic, write_jsonl_atomic
 from spear_metrics.core.registry import load_dimensions, parse_metrics
+from spear_metrics.core.stats import CONFIDENCE, DEFAULT_RESAMPLES
 from spear_metrics.core.summary import build_summary, write_summary
 
 WORK_DIR = ".work"
@@ -187,19 +188,27 @@ def _score_dimension(dim: Dimension, live: Sequence[Sample]) -> tuple[list, floa
     return outs, (time.perf_counter() - t0) / len(live)
 
 
-def aggregate(dims: Sequence[Dimension], rows: dict[int, SpearRow], results: Sequence[SampleResult]) -> dict[str, Any]:
-    """Summary values of every dimension from the ``ok`` results (row order)."""
+def aggregate(dims: Sequence[Dimension], rows: dict[int, SpearRow], results: Sequence[SampleResult], *,
+              n_resamples: int = 0, seed: int = 0, keys_by_metric: dict[str, list[str]] | None = None) -> dict[str, Any]:
+    """Summary values of every dimension from the ``ok`` results (row order), each measured key
+    with ``<key>_ci95`` (``n_resamples`` > 0) and ``<key>_n`` (:meth:`Dimension.summarize`).
+    ``keys_by_metric``, when given, receives each dimension's measured aggregate keys."""
     ok = sorted((r for r in results if r.ok), key=lambda r: r.row)
     out: dict[str, Any] = {}
     for dim in dims:
-        out.update(dim.aggregate([rows[r.row] for r in ok], [r.values for r in ok]))
+        part = dim.summarize([rows[r.row] for r in ok], [r.values for r in ok], n_resamples=n_resamples, seed=seed)
+        if keys_by_metric is not None:
+            keys_by_metric[dim.name] = [k for k in part if f"{k}_n" in part]
+        out.update(part)
     return out
 
 
 def score_columns(metric: str, columns: dict[str, Sequence[Any]], *, base_dir: str | os.PathLike = ".", batch_size: int = 16,
-                  dimensions: Sequence[Dimension] | None = None, **options: Any) -> dict[str, Any]:
+                  n_resamples: int = 0, seed: int = 0, dimensions: Sequence[Dimension] | None = None,
+                  **options: Any) -> dict[str, Any]:
     """Score in memory (what the ``evaluate`` modules call): columns of equal length in, the
-    summary keys plus ``per_sample`` (one flat dict per row) and the counts out.
+    summary keys (with ``<key>_ci95`` from ``n_resamples`` bootstrap resamples and ``<key>_n``)
+    plus ``per_sample`` (one flat dict per row) and the counts out.
 
     ``dimensions``: already built dimension objects for ``metric`` (an evaluate module keeps
     them, and the models they loaded, between calls); ``options`` are then ignored."""
@@ -213,7 +222,7 @@ def score_columns(metric: str, columns: dict[str, Sequence[Any]], *, base_dir: s
     prep = prepare_rows(raw, base_dir)
     results = score_samples(dims, prep.samples, batch_size=batch_size)
     all_results = sorted([*results, *prep.failed.values()], key=lambda r: r.row)
-    out = aggregate(dims, prep.rows, all_results)
+    out = aggregate(dims, prep.rows, all_results, n_resamples=n_resamples, seed=seed)
     out["per_sample"] = [r.to_json() for r in all_results]
     out["n_samples"] = length
     out["n_scored"] = sum(r.ok for r in all_results)
@@ -419,9 +428,17 @@ def run_score(
     overwrite: bool = False,
     progress: bool = True,
     inputs_metadata: str | os.PathLike | None = None,
+    n_resamples: int = DEFAULT_RESAMPLES,
+    seed: int = 0,
+    dimensions: Sequence[Dimension] | None = None,
 ) -> dict[str, Any] | None:
     """Score a metadata CSV into ``out_dir`` (see module docstring) through
     :func:`run_resumable`; returns the summary on the main process (``None`` on the others).
+
+    ``n_resamples`` / ``seed``: the percentile bootstrap behind every ``<key>_ci95`` of the
+    summary (0 = no intervals; same seed, same file). ``dimensions``: already-built instances of
+    ``metrics`` (same names) to reuse their loaded models across runs (the demo); ``options``
+    are then ignored.
 
     Raises:
         MetadataError: the CSV is unusable as a whole.
@@ -435,7 +452,12 @@ def run_score(
     if out.exists() and not out.is_dir():
         raise RunError(f"--out {out} exists and is not a folder")
     names = parse_metrics(metrics)
-    dims = load_dimensions(names, options)  # options checked before anything is read
+    if n_resamples < 0:
+        raise RunError(f"--bootstrap must be >= 0, got {n_resamples}")
+    # options checked before anything is read
+    dims = list(dimensions) if dimensions is not None else load_dimensions(names, options)
+    if [d.name for d in dims] != names:
+        raise RunError(f"dimensions {[d.name for d in dims]} do not match metrics {names}")
     batch_size = _batch_size(batch_size)
     raw = read_metadata(metadata)
     state = _distributed_state()
@@ -452,8 +474,8 @@ def run_score(
         conflict=RunError(f"{out} holds results of another run (different metadata, metrics or options); "
                           "use a new --out folder or --overwrite"),
         overwrite=overwrite,
-        # a run replaced with --overwrite must not leave the old run's outputs behind if it is killed
-        stale=[out / n for n in ("summary.json", "per_sample.jsonl", "run_info.json", "missing_answers.txt")],
+        # a run replaced with --overwrite must not leave the old run's outputs (or its report) behind
+        stale=[out / n for n in ("summary.json", "per_sample.jsonl", "run_info.json", "missing_answers.txt", "report")],
         batch_size=batch_size,
         retry_failed=retry_failed,
         progress_desc=f"scoring {','.join(names)}" if progress else None,
@@ -465,8 +487,14 @@ def run_score(
         return None
     results, new, world = outcome.results, outcome.new, outcome.n_processes
 
-    aggregates = aggregate(dims, prep.rows, results)
-    extra: dict[str, Any] = {}
+    metric_keys: dict[str, list[str]] = {}
+    aggregates = aggregate(dims, prep.rows, results, n_resamples=n_resamples, seed=seed, keys_by_metric=metric_keys)
+    extra: dict[str, Any] = {
+        "metric_keys": metric_keys,
+        "bootstrap": {"n_resamples": int(n_resamples), "seed": int(seed), "method": "percentile", "confidence": CONFIDENCE,
+                      "unit": "scored row: rows resampled with replacement, every aggregate recomputed on each resample; "
+                              "<key>_n counts the units that entered the key (see each metric card)"},
+    }
     if inputs_metadata is not None:
         extra.update(_missing_answers(Path(inputs_metadata), prep, out))
     summary = build_summary(

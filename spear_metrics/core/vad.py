@@ -93,25 +93,33 @@ def speech_segments(
     return [(float(t["start"]), float(t["end"])) for t in ts]
 
 
-def total_overlap(a: Sequence[Segment], b: Sequence[Segment]) -> float:
-    """Total time (s) during which a segment of ``a`` and a segment of ``b`` are both active.
-
-    Both lists must be internally non-overlapping (as VAD output is). Two-pointer sweep.
+def intersect_segments(a: Sequence[Segment], b: Sequence[Segment]) -> list[Segment]:
+    """The spans (s) during which a segment of ``a`` and a segment of ``b`` are both active, in
+    time order. Both lists must be internally non-overlapping (as VAD output is). Two-pointer sweep.
     """
     a = sorted(a)
     b = sorted(b)
     i = j = 0
-    total = 0.0
+    out: list[Segment] = []
     while i < len(a) and j < len(b):
         lo = max(a[i][0], b[j][0])
         hi = min(a[i][1], b[j][1])
         if hi > lo:
-            total += hi - lo
+            out.append((lo, hi))
         if a[i][1] < b[j][1]:
             i += 1
         else:
             j += 1
+    return out
+
+
+def total_length(segs: Sequence[Segment]) -> float:
+    """Summed length (s) of non-overlapping segments, added in order."""
+    total = 0.0
+    for lo, hi in segs:
+        total += hi - lo
     return total
+
 
 
 def clip_segments(segs: Sequence[Segment], lo: float, hi: float) -> list[Segment]:

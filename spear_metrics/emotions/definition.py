@@ -148,6 +148,7 @@ class Emotions(Dimension):
     name = "emotions"
     version = "2.0.0"
     model_based = True
+    setting_keys = frozenset({"emotions_min_question_s"})  # an option echoed into the summary
     keys = (
         *(MetricKey(f"{d}_question_answer_corr", "r", "closer_to_human",
                     f"Pearson r across samples between the question turn's and the answer's predicted {d} (Vox-Profile "
@@ -254,6 +255,14 @@ class Emotions(Dimension):
             raise ValueError(f"naturalness classifier expects {clf.input_dim} inputs, emotion embeddings give {2 * q_emb.shape[1]}")
         for k, lg in zip(ok, clf.logits(q_emb, a_emb)):
             out[todo[k]]["emotional_naturalness_logit"] = round(float(lg) + shift, 6)
+
+    def aggregate_counts(self, rows: Sequence[SpearRow], values: Sequence[dict[str, Any]], keys: Sequence[str]) -> dict[str, int]:
+        """The three correlations: rows with both the question's and the answer's value (pairs)."""
+        out = super().aggregate_counts(rows, values, keys)
+        for d in AVD:
+            out[f"{d}_question_answer_corr"] = sum(
+                1 for v in values if v.get(f"question_{d}") is not None and v.get(f"answer_{d}") is not None)
+        return out
 
     def aggregate(self, rows: Sequence[SpearRow], values: Sequence[dict[str, Any]]) -> dict[str, Any]:
         out: dict[str, Any] = {

@@ -96,6 +96,15 @@ class ExplainableFeatures(Dimension):
                     "explainable_note": f"answer too short for Praat pitch analysis ({duration:.3f} s)"}
         return {"explainable_duration_s": duration, "explainable_voiced_ratio": track.voiced_ratio, **track.stats()}
 
+    def aggregate_counts(self, rows: Sequence[SpearRow], values: Sequence[dict[str, Any]], keys: Sequence[str]) -> dict[str, int]:
+        """``explainable_normalized_f0_std_avg``: the answers with voiced frames (a mean F0, so
+        their questioner's group has a normaliser, and at least one F0 statistic) that entered
+        the per-feature spreads; the two means: rows with a value."""
+        out = super().aggregate_counts(rows, values, keys)
+        out["explainable_normalized_f0_std_avg"] = sum(
+            1 for v in values if v.get("f0_mean_hz") is not None and any(v.get(k) is not None for k in F0_STATS))
+        return out
+
     def aggregate(self, rows: Sequence[SpearRow], values: Sequence[dict[str, Any]]) -> dict[str, Any]:
         return {
             "explainable_duration_s": mean_or_none([v.get("explainable_duration_s") for v in values]),

@@ -13,7 +13,7 @@ from typing import Any, Sequence
 from spear_datasets.audio import TARGET_SR
 from spear_datasets.schema import SpearRow
 from spear_metrics.core.dimension import Dimension, MetricKey, Option, Sample, mean_or_none, percent_or_none
-from spear_metrics.core.vad import Segment, clip_segments, shift_segments, speech_segments, total_overlap
+from spear_metrics.core.vad import Segment, clip_segments, intersect_segments, shift_segments, speech_segments, total_length
 
 
 def skip_point_s(answer_start_time: float | None) -> float:
@@ -56,14 +56,14 @@ def latency_s(
     return gap + max(0.0, ast) + max(0.0, onset)
 
 
-def interrupted_time_s(
+def overlap_spans(
     question_segments: Sequence[Segment],
     answer_segments: Sequence[Segment],
     context_end_time: float,
     question_end_time: float,
     answer_start_time: float | None,
-) -> float | None:
-    """Overlap (s) between answer speech placed on the question's time line and question speech.
+) -> list[Segment] | None:
+    """The spans (s, question's time line) where answer speech overlaps question speech.
 
     Answer segments are shifted by ``question_end_time + answer_start_time``; question segments
     are clipped to ``[context_end_time, question_end_time]``. ``None`` when
@@ -73,7 +73,65 @@ def interrupted_time_s(
         return None
     placed = shift_segments(answer_segments, question_end_time + float(answer_start_time))
     question = clip_segments(question_segments, context_end_time, question_end_time)
-    return total_overlap(placed, question)
+    return intersect_segments(placed, question)
+
+
+def interrupted_time_s(
+    question_segments: Sequence[Segment],
+    answer_segments: Sequence[Segment],
+    context_end_time: float,
+    question_end_time: float,
+    answer_start_time: float | None,
+) -> float | None:
+    """Overlap (s) between answer speech placed on the question's time line and question speech:
+    the summed lengths of :func:`overlap_spans` (``None`` when ``answer_start_time`` is ``None``)."""
+    spans = overlap_spans(question_segments, answer_segments, context_end_time, question_end_time, answer_start_time)
+    return None if spans is None else total_length(spans)
+
+
+def _segments_json(segs: Sequence[Segment]) -> list[list[float]]:
+    return [[round(float(s), 6), round(float(e), 6)] for s, e in segs]
+
+
+def timing_evidence(
+    question_segments: Sequence[Segment],
+    answer_segments: Sequence[Segment],
+    cut_answer_segments: Sequence[Segment],
+    overlaps: Sequence[Segment] | None,
+    question_end_time: float,
+    answer_start_time: float | None,
+    skip_s: float,
+) -> dict[str, Any]:
+    """What each timing value of a row was computed from, for ``per_sample.jsonl`` (all in s):
+
+    - ``question_vad_segments_s``: VAD segments of the input clip, channels mixed, on the clip's
+      time line (what the question speech end and the overlap use);
+    - ``answer_vad_segments_s``: VAD segments of the whole (uncut) answer placed on the
+      question's time line, shifted by ``question_end_time + answer_start_time`` (an empty
+      ``answer_start_time`` counts as 0), as the overlap uses them;
+    - ``overlap_segments_s``: the spans of :func:`overlap_spans` (their summed length is
+      ``interrupted_time_ms``; ``None`` without an ``answer_start_time``);
+    - ``question_speech_end_s``: end of the last question segment (``None``: no question
+      speech, the question gap is then 0);
+    - ``skip_point_s``: where the answer was cut before its onset was looked for, s from the
+      start of the answer (:func:`skip_point_s`);
+    - ``answer_onset_after_skip_s``: start of the first VAD segment of the cut answer, s from
+      the skip point (``None``: no speech after the cut, latency counts onset 0);
+    - ``answer_speech_start_s``: that onset on the question's time line,
+      ``question_end_time + max(0, answer_start_time) + answer_onset_after_skip_s``; latency is
+      then ``answer_speech_start_s - min(question_speech_end_s, question_end_time)``.
+    """
+    ast = 0.0 if answer_start_time is None else float(answer_start_time)
+    onset = min((s for s, _ in cut_answer_segments), default=None)
+    return {
+        "question_vad_segments_s": _segments_json(question_segments),
+        "answer_vad_segments_s": _segments_json(shift_segments(answer_segments, question_end_time + ast)),
+        "overlap_segments_s": None if overlaps is None else _segments_json(overlaps),
+        "question_speech_end_s": max((round(float(e), 6) for _, e in question_segments), default=None),
+        "skip_point_s": round(float(skip_s), 6),
+        "answer_onset_after_skip_s": None if onset is None else round(float(onset), 6),
+        "answer_speech_start_s": None if onset is None else round(question_end_time + max(0.0, ast) + max(0.0, float(onset)), 6),
+    }
 
 
 class Interruptions(Dimension):
@@ -130,16 +188,29 @@ class Interruptions(Dimension):
         m = sample.meta
         q = sample.cached("vad:input_mix", lambda: self._vad(sample.input_audio("mix")))
         a = sample.cached("vad:answer", lambda: self._vad(sample.answer_audio()))
-        cut = self._cut_vad(sample, skip_point_s(m.answer_start_time), a)
+        skip = skip_point_s(m.answer_start_time)
+        cut = self._cut_vad(sample, skip, a)
         lat = latency_s(q, cut, m.question_end_time, m.answer_start_time)
-        it = interrupted_time_s(q, a, m.context_end_time, m.question_end_time, m.answer_start_time)
+        spans = overlap_spans(q, a, m.context_end_time, m.question_end_time, m.answer_start_time)
+        it = None if spans is None else total_length(spans)  # = interrupted_time_s(...)
         return {
             "latency_ms": round(1000.0 * lat, 6),
             "answer_speech_after_skip": bool(cut),
             "interrupted_time_ms": None if it is None else round(1000.0 * it, 6),
             "interruption": None if it is None else bool(it > 0),
             "no_speech_answer": len(a) == 0,
+            **timing_evidence(q, a, cut, spans, m.question_end_time, m.answer_start_time, skip),
         }
+
+    def aggregate_counts(self, rows: Sequence[SpearRow], values: Sequence[dict[str, Any]], keys: Sequence[str]) -> dict[str, int]:
+        """Rows that entered each key: every row with a latency; rows whose cut answer holds
+        speech (``latency_ms_speech``); rows with an ``answer_start_time`` (the two
+        interruption keys); every scored row (``no_speech_answers_%``)."""
+        out = super().aggregate_counts(rows, values, keys)
+        out["latency_ms_speech"] = sum(1 for v in values if v.get("answer_speech_after_skip") and v.get("latency_ms") is not None)
+        out["interruptions_%"] = sum(1 for v in values if v.get("interruption") is not None)
+        out["no_speech_answers_%"] = sum(1 for v in values if v.get("no_speech_answer") is not None)
+        return out
 
     def aggregate(self, rows: Sequence[SpearRow], values: Sequence[dict[str, Any]]) -> dict[str, Any]:
         return {

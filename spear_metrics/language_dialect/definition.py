@@ -231,6 +231,17 @@ class LanguageDialect(Dimension):
                 })
         return out
 
+    def aggregate_counts(self, rows: Sequence[SpearRow], values: Sequence[dict[str, Any]], keys: Sequence[str]) -> dict[str, int]:
+        """``english_answers_%``: rows with a language decision; the dialect keys: English
+        answers with dialect log-scores (the rows :meth:`aggregate` uses for them)."""
+        en = [v for v in values if v.get("english_answer") and v.get("answer_dialect_logscores") is not None]
+        out = super().aggregate_counts(rows, values, keys)
+        out["english_answers_%"] = sum(1 for v in values if v.get("english_answer") is not None)
+        out["same_dialect_as_question_%"] = sum(1 for v in en if v.get("same_dialect_as_question") is not None)
+        out["north_american_dialect_%"] = sum(1 for v in en if v.get("north_american_dialect") is not None)
+        out["dialectal_entrainment_spearman"] = out["dialectal_variance"] = len(en)
+        return out
+
     def aggregate(self, rows: Sequence[SpearRow], values: Sequence[dict[str, Any]]) -> dict[str, Any]:
         en = [v for v in values if v.get("english_answer") and v.get("answer_dialect_logscores") is not None]
         q = np.array([v["question_dialect_logscores"] for v in en], dtype=np.float64)

@@ -37,6 +37,7 @@ class Results:
         summary: the run's summary dict.
         samples: per-sample table (pandas; missing values are NaN/None, never 0), audio columns
             hold ``{"bytes", "path"}`` dicts or ``None``.
+        report: the dataset's ``report/index.html`` (``spearbench report``), ``None`` without one.
     """
 
     source: str
@@ -47,6 +48,7 @@ class Results:
     samples: pd.DataFrame
     split: str = "test"
     audio_columns: list[str] = field(default_factory=list)
+    report: Path | None = None
 
 
 def _card_info(folder: Path, where: str) -> dict[str, Any]:
@@ -111,13 +113,16 @@ def load_results_folder(folder: str | os.PathLike, *, where: str) -> Results:
         raise ResultsError(f"{where}: card inference_mode {mode!r} is not one of {', '.join(INFERENCE_MODES)}")
     ow = info.get("open_weights")
     rows.sort(key=lambda r: r["row"])
+    report = folder / "report" / "index.html"
     return Results(where, str(info.get("model_name") or folder.name), mode, ow if isinstance(ow, bool) else None,
-                   summary, pd.DataFrame(rows), split=split, audio_columns=audio_cols)
+                   summary, pd.DataFrame(rows), split=split, audio_columns=audio_cols,
+                   report=report if report.is_file() else None)
 
 
 def load_hub_results(repo_id: str) -> Results:
     """Fetch the Hub results dataset ``repo_id`` (``huggingface_hub.snapshot_download``: honours
-    ``HF_HUB_OFFLINE`` and the cache; only the card, ``summary.json`` and parquet files) and load it.
+    ``HF_HUB_OFFLINE`` and the cache; only the card, ``summary.json``, the parquet files and the
+    report's page and PNGs) and load it.
 
     Raises:
         ResultsError: not a repository id, cannot be fetched (the message names the error type
@@ -129,7 +134,8 @@ def load_hub_results(repo_id: str) -> Results:
         from huggingface_hub import snapshot_download
 
         folder = snapshot_download(repo_id, repo_type="dataset",
-                                   allow_patterns=["README.md", "summary.json", "data/*.parquet"])
+                                   allow_patterns=["README.md", "summary.json", "data/*.parquet",
+                                                   "report/index.html", "report/*.png"])
     except Exception as e:
         raise ResultsError(f"{repo_id}: cannot fetch the Hub dataset ({type(e).__name__})") from None
     return load_results_folder(folder, where=repo_id)
@@ -261,7 +267,8 @@ class SourcePolicy:
 def leaderboard_row(res: Results) -> dict[str, Any]:
     """One leaderboard row of a loaded results source: the published CSV's columns
     (``protocol, model, inference_mode, open_weights`` then every published SPEAR key;
-    ``None`` = missing)."""
+    ``None`` = missing), and for each key its ``<key>_ci95`` (``[lo, hi]`` or ``None``) and
+    ``<key>_n`` (units that entered it, ``None`` when the summary has no count)."""
     from spear_metrics.core.columns import leaderboard_columns
 
     row: dict[str, Any] = {
@@ -273,4 +280,8 @@ def leaderboard_row(res: Results) -> dict[str, Any]:
     for c in leaderboard_columns():
         v = res.summary.get(c.name)
         row[c.name] = float(v) if is_number(v) and math.isfinite(float(v)) else None
+        ci, n = res.summary.get(f"{c.name}_ci95"), res.summary.get(f"{c.name}_n")
+        row[f"{c.name}_ci95"] = [float(x) for x in ci] if isinstance(ci, list) and len(ci) == 2 and all(
+            is_number(x) for x in ci) else None
+        row[f"{c.name}_n"] = n if is_number(n) else None
     return row

@@ -69,9 +69,11 @@ def _is_int(v: Any) -> bool:
 
 
 def value_kind(v: Any) -> str | None:
-    """The kind of one per-sample value: ``None`` (null), ``"bool"``, ``"number"``, ``"text"``
-    or ``"numbers"`` (a list of numbers/nulls); ``"invalid"`` for anything else (NaN, inf,
-    objects, nested lists)."""
+    """The kind of one per-sample value: ``None`` (null), ``"bool"``, ``"number"``, ``"text"``,
+    ``"numbers"`` (a list of numbers/nulls) or ``"segments"`` (a list of ``[start, end]`` pairs
+    of numbers: the VAD evidence ``*_segments_s``), ``"empty"`` (an empty list, which fits a
+    column of either list kind); ``"invalid"`` for anything else (NaN, inf, objects, other
+    nested lists)."""
     if v is None:
         return None
     if isinstance(v, bool):
@@ -80,14 +82,28 @@ def value_kind(v: Any) -> str | None:
         return "number" if math.isfinite(float(v)) else "invalid"
     if isinstance(v, str):
         return "text"
+    if isinstance(v, (list, tuple)) and not v:
+        return "empty"
     if isinstance(v, (list, tuple)) and all(x is None or is_number(x) for x in v):
         return "numbers"
+    if isinstance(v, (list, tuple)) and all(isinstance(x, (list, tuple)) and len(x) == 2 and all(is_number(y) for y in x)
+                                            for x in v):
+        return "segments"
     return "invalid"
 
 
 def _short(v: Any) -> str:
     s = repr(v)
     return s if len(s) <= 60 else s[:57] + "..."
+
+
+def interval_base(key: str, summary: dict[str, Any]) -> str | None:
+    """The aggregate key that ``key`` gives the interval (``<base>_ci95``) or unit count
+    (``<base>_n``) of, when ``<base>`` is in the summary; else ``None``."""
+    for suffix in ("_ci95", "_n"):
+        if key.endswith(suffix) and key[: -len(suffix)] in summary:
+            return key[: -len(suffix)]
+    return None
 
 
 def validate_summary(summary: Any, *, where: str = "results") -> None:
@@ -124,6 +140,14 @@ def validate_summary(summary: Any, *, where: str = "results") -> None:
         if c.dimension in metrics and c.name not in summary:
             raise ResultsError(f"{where}: summary.json is missing column {c.name!r} (metric {c.dimension!r})")
     for key, v in summary.items():
+        base = interval_base(key, summary)
+        if base is not None:  # <key>_ci95: [lo, hi] or null; <key>_n: a count
+            if key.endswith("_ci95") and v is not None and not (
+                    isinstance(v, list) and len(v) == 2 and all(is_number(x) for x in v) and v[0] <= v[1]):
+                raise ResultsError(f"{where}: summary.json {key!r} is not an interval [lo, hi] or null: {_short(v)}")
+            if key.endswith("_n") and not (_is_int(v) and v >= 0):
+                raise ResultsError(f"{where}: summary.json {key!r} is not a count (a non-negative integer): {_short(v)}")
+            continue
         col = next((c for c in columns() if c.key.matches(key)), None)
         if col is None:
             continue
@@ -171,6 +195,9 @@ def validate_rows(summary: dict[str, Any], rows: Sequence[dict[str, Any]], *, wh
             kind = value_kind(v)
             if kind is None:
                 continue
+            if kind == "empty" and k not in TEXT_SAMPLE_COLUMNS and k not in METADATA_FLOATS \
+                    and find_column(k, metrics) is None:
+                continue  # an empty list fits a column of lists of either kind
             if kind == "invalid":
                 raise ResultsError(f"{where}: row {rid} value {k!r} is not a number, text, boolean or list of numbers: {_short(v)}")
             if k in TEXT_SAMPLE_COLUMNS and kind != "text":

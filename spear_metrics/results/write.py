@@ -30,6 +30,7 @@ from spear_metrics.results.validate import (
     TEXT_SAMPLE_COLUMNS,
     ResultsError,
     check_summary_values,
+    interval_base,
     read_run,
     value_kind,
 )
@@ -152,8 +153,9 @@ def _row_audio(r: dict[str, Any], column: str, csv_dir: Path) -> dict[str, Any] 
 def _features(rows: list[dict[str, Any]], audio_cols: Iterable[str]):
     """``datasets.Features`` for the per-sample table from each column's kind
     (:func:`~spear_metrics.results.validate.value_kind`): ``row`` int64, numbers float64,
-    booleans bool, text string, lists of numbers a list of float64, audio ``Audio``; a column
-    of nulls only is string when it is a text column, else float64."""
+    booleans bool, text string, lists of numbers a list of float64, segments a list of
+    ``[start, end]`` float64 lists, audio ``Audio``; a column of nulls only is string when it is
+    a text column, else float64."""
     from datasets import Audio, Features, List, Value
 
     cols: list[str] = []
@@ -166,8 +168,11 @@ def _features(rows: list[dict[str, Any]], audio_cols: Iterable[str]):
         if c in audio_cols:
             feats[c] = Audio()
             continue
-        kinds = {value_kind(r.get(c)) for r in rows} - {None}
+        found = {value_kind(r.get(c)) for r in rows}
+        kinds = found - {None, "empty"}
         kind = kinds.pop() if len(kinds) == 1 else None
+        if kind is None and "empty" in found:  # only empty lists: segments by name, else numbers
+            kind = "segments" if c.endswith("_segments_s") else "numbers"
         if c == "row":
             feats[c] = Value("int64")
         elif c in TEXT_SAMPLE_COLUMNS or kind == "text":
@@ -176,6 +181,8 @@ def _features(rows: list[dict[str, Any]], audio_cols: Iterable[str]):
             feats[c] = Value("bool")
         elif kind == "numbers":
             feats[c] = List(Value("float64"))
+        elif kind == "segments":
+            feats[c] = List(List(Value("float64")))
         else:
             feats[c] = Value("float64")
     return Features(feats)
@@ -196,7 +203,7 @@ def _options_lines(options: Any) -> list[str]:
 
 
 def card_text(summary: dict[str, Any], *, model_name: str, inference_mode: str | None, open_weights: bool | None,
-              split: str, n_rows: int, audio_cols: Sequence[str]) -> str:
+              split: str, n_rows: int, audio_cols: Sequence[str], has_report: bool = False) -> str:
     """The dataset card (README.md) with its YAML header: the ``spearbench:`` block (model,
     mode, weights, protocol, split, metrics and versions, models, options, counts) and a table
     of the run's columns (every declared key in the summary, from the column registry)."""
@@ -227,11 +234,16 @@ def card_text(summary: dict[str, Any], *, model_name: str, inference_mode: str |
     )
     lines = []
     for c in columns():
-        for key in [k for k in summary if c.key.matches(k)]:
+        for key in [k for k in summary if c.key.matches(k) and interval_base(k, summary) is None]:
             v = summary[key]
             kind = "published" if c.published else "project"
-            lines.append(f"| {c.group} | `{key}` | {kind} | {c.unit} | {better_text(c.better)} | "
-                         f"{'-' if v is None else format(v, '.3f')} |")
+            ci, n = summary.get(f"{key}_ci95"), summary.get(f"{key}_n")
+            cell = "-" if v is None else format(v, ".3f")
+            if v is not None and isinstance(ci, list) and len(ci) == 2:
+                cell += f" [{ci[0]:.3f}, {ci[1]:.3f}]"
+            if n is not None:
+                cell += f" (n={n})"
+            lines.append(f"| {c.group} | `{key}` | {kind} | {c.unit} | {better_text(c.better)} | {cell} |")
     body = "\n".join([
         f"# SPEARBench results: {model_name}",
         "",
@@ -244,7 +256,9 @@ def card_text(summary: dict[str, Any], *, model_name: str, inference_mode: str |
         *_options_lines(info["options"]),
         f"- per-sample table: `data/{split}-*.parquet` ({n_rows} rows; null = value does not exist)"
         + (f"; audio columns: {', '.join(audio_cols)}" if audio_cols else ""),
-        "- run summary: `summary.json` (checked against the rows when written)",
+        "- run summary: `summary.json` (checked against the rows when written); values with their "
+        "95 % bootstrap interval [lo, hi] and n (units that entered them)",
+        *(["- report: `report/index.html` (self-contained; `spearbench report`)"] if has_report else []),
         "",
         "| dimension | key | column | unit | better | value |",
         "|---|---|---|---|---|---|",
@@ -298,6 +312,9 @@ def write_results_dataset(
             scored ``ok`` in ``per_sample.jsonl`` whose answer file decodes as audio get bytes;
             every other row gets a null cell (see :func:`_audio_bytes`).
         with_inputs: embed each input clip (both speakers) as ``input_audio``, under the same rule.
+
+    A report of the run (``results_dir/report/``, as ``spearbench report RESULTS --out
+    RESULTS/report`` writes it: ``index.html`` and its PNG files) is copied to ``out_dir/report/``.
 
     Paths: ``audio_path``/``answer_audio_path`` are written relative to the metadata's folder
     (or the results folder); other absolute paths (in errors, notes, model names) are reduced to
@@ -363,6 +380,15 @@ def write_results_dataset(
                                       encoding="utf-8")
     (out / "README.md").write_text(
         card_text(summary, model_name=model_name.strip(), inference_mode=inference_mode, open_weights=open_weights,
-                  split=split, n_rows=len(rows), audio_cols=audio_cols),
+                  split=split, n_rows=len(rows), audio_cols=audio_cols,
+                  has_report=(Path(results_dir) / "report" / "index.html").is_file()),
         encoding="utf-8")
+    report = Path(results_dir) / "report"
+    if (out / "report").is_dir():
+        shutil.rmtree(out / "report")
+    if (report / "index.html").is_file():
+        (out / "report").mkdir()
+        for f in sorted(report.iterdir()):  # the page and its PNGs only (no links, no folders)
+            if f.is_file() and not f.is_symlink() and f.suffix in (".html", ".png"):
+                shutil.copyfile(f, out / "report" / f.name)
     return out

@@ -328,6 +328,19 @@ class SpeechQuality(Dimension):
 
     # ------------------------------------------------------------------ summary
 
+    def aggregate_counts(self, rows: Sequence[SpearRow], values: Sequence[dict[str, Any]], keys: Sequence[str]) -> dict[str, int]:
+        """The pooled ``WER_%``, ``CER_%``, ``WER_norm_%``, ``CER_norm_%``: the (row, ASR) values
+        that exist (each row carries its ASR values, so resampling rows keeps them together);
+        ``no_reference_%``: every scored row with a reference decision; the rest: rows with a value."""
+        out = super().aggregate_counts(rows, values, keys)
+        labels = [label for label, _ in self.asrs]
+        for base in ("WER_%", "CER_%", "WER_norm_%", "CER_norm_%"):
+            if base in keys:  # WER_%/CER_% exist only with SPEAR's ASR systems (else null: n = 0)
+                pooled = self.spear_asr or "norm" in base
+                out[base] = sum(1 for v in values for x in labels if v.get(f"{base}_{x}") is not None) if pooled else 0
+        out["no_reference_%"] = sum(1 for v in values if v.get("reference_empty") is not None)
+        return out
+
     def aggregate(self, rows: Sequence[SpearRow], values: Sequence[dict[str, Any]]) -> dict[str, Any]:
         keys = ["UTMOS", *[k for m in self.moss for k in m.keys if k != "UTMOS"]]
         out: dict[str, Any] = {k: mean_or_none([v.get(k) for v in values]) for k in dict.fromkeys(keys)}

@@ -485,6 +485,14 @@ class Stances(Dimension):
             v["stance_higher_n"] += int(flags["higher"])
         return v
 
+    def aggregate_counts(self, rows: Sequence[SpearRow], values: Sequence[dict[str, Any]], keys: Sequence[str]) -> dict[str, int]:
+        """The three shares: judged (row, stance question) pairs with a reference (``stance_pairs``
+        of each row; resampling rows keeps a row's pairs together)."""
+        out = super().aggregate_counts(rows, values, keys)
+        n = sum(int(v.get("stance_pairs") or 0) for v in values)
+        out.update({k: n for k in ("stance_same_as_question_%", "stance_more_negative_%", "stance_more_positive_%")})
+        return out
+
     def aggregate(self, rows: Sequence[SpearRow], values: Sequence[dict[str, Any]]) -> dict[str, Any]:
         n = sum(int(v.get("stance_pairs") or 0) for v in values)
 

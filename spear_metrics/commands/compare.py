@@ -1,0 +1,49 @@
+"""``spearbench compare RESULTS_A/ RESULTS_B/ [--out DIR]``: two runs on the same inputs, A minus B.
+
+Rows are paired by input clip file name (as SPEAR's reports pair them); for every numeric
+per-sample key both runs share: n pairs, both means, the mean difference with a paired
+bootstrap 95 % interval and p-value, the Wilcoxon signed-rank p-value, d_z, and the unpaired
+tests of SPEAR's reports (Welch, Mann-Whitney U, Cliff's delta) pooled and per subset
+(:func:`spear_metrics.core.stats.compare_runs`). Prints a table; with ``--out`` writes
+``DIR/comparison.json``. Runs that share no row are reported as "not comparable" (n = 0).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from spear_metrics.commands import add_bootstrap_arguments, missing_package
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("results_a", metavar="RESULTS_A", help="scored run folder or results dataset (folder or Hub id)")
+    p.add_argument("results_b", metavar="RESULTS_B", help="the run it is compared with (difference = A - B)")
+    p.add_argument("--out", default=None, help="folder for comparison.json")
+    add_bootstrap_arguments(p, "the paired differences")
+
+
+def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    if missing_package("compare", ["scipy"], "report"):
+        return 2
+    from spear_metrics.core.records import write_json_atomic
+    from spear_metrics.reports.runs import RunLoadError, compare, comparison_table, load_run
+
+    out = Path(args.out) if args.out else None
+    if out is not None and out.exists() and not out.is_dir():
+        print(f"spearbench compare: --out {out} exists and is not a folder", file=sys.stderr)
+        return 2
+    try:
+        a, b = load_run(args.results_a), load_run(args.results_b)
+    except RunLoadError as e:
+        print(f"spearbench compare: {e}", file=sys.stderr)
+        return 2
+    comp = compare(a, b, n_resamples=args.bootstrap, seed=args.seed)
+    print(comparison_table(comp))
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(out / "comparison.json", comp)
+        print(f"wrote {out / 'comparison.json'}")
+    return 0

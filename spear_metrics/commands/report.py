@@ -1,0 +1,62 @@
+"""``spearbench report RESULTS/ [--human HUMAN_RESULTS/] [--against OTHER/ ...] --out REPORT_DIR/``.
+
+Writes ``REPORT_DIR/index.html`` (one self-contained page: provenance, each dimension's values
+with 95 % intervals next to the human answers' and the published human row, the tests against
+the human answers, distribution plots, timing evidence) and the plots as PNG files beside it
+(:mod:`spear_metrics.reports.html`). A run with problems (failed rows, missing keys, a single
+row, no row shared with the human answers) is reported with the problems said in words.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from spear_metrics.commands import add_bootstrap_arguments, missing_package
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("results", metavar="RESULTS", help="the scored run (RESULTS folder or results dataset)")
+    p.add_argument("--human", default=None, help="the human answers scored by the same code (RESULTS folder or results dataset)")
+    p.add_argument("--against", action="append", default=[], metavar="OTHER",
+                   help="another run shown beside (repeatable)")
+    p.add_argument("--out", required=True, help="report folder (index.html + PNG files)")
+    p.add_argument("--name", default=None, help="display name of the run (default: the results card's model name or folder name)")
+    add_bootstrap_arguments(p, "the paired tests against the human answers")
+
+
+def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    if missing_package("report", ["scipy", "matplotlib"], "report"):
+        return 2
+    from spear_metrics.reports.html import build_report, load_for_report
+    from spear_metrics.reports.runs import RunLoadError, load_run
+
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        print(f"spearbench report: --out {out} exists and is not a folder", file=sys.stderr)
+        return 2
+    try:
+        run_ = load_run(args.results, name=args.name)
+    except RunLoadError as e:
+        print(f"spearbench report: {e}", file=sys.stderr)
+        return 2
+    notes = []
+    human = None
+    if args.human:
+        human, why = load_for_report(args.human, "human answers", load_run)
+        if why:
+            notes.append(why)
+    others = []
+    for src in args.against:
+        r, why = load_for_report(src, "run", load_run)
+        if why:
+            notes.append(why)
+        else:
+            others.append(r)
+    path = build_report(run_, out, human=human, against=others, notes=notes, n_resamples=args.bootstrap, seed=args.seed)
+    for n in notes + run_.problems:
+        print(f"spearbench report: note: {n}", file=sys.stderr)
+    print(f"wrote {path}")
+    return 0

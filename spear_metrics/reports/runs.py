@@ -1,0 +1,204 @@
+"""Scored runs as the report and ``spearbench compare`` read them, and their paired comparison.
+
+A run is a scored ``RESULTS/`` folder (``summary.json`` + ``per_sample.jsonl``) or a results
+dataset (``push-results --local-dir`` folder or Hub id, :func:`spear_metrics.results.load_results`).
+Unlike the leaderboard, which refuses a run that fails :func:`spear_metrics.results.validate_run`,
+a report shows what there is: :func:`load_run` keeps a run it can parse and lists what is wrong
+with it in ``problems`` (a missing key, an unknown metric version, a broken line), so the report
+says so in words and still renders everything else.
+
+Rows of two runs are paired by the input clip's file name without extension (SPEAR's reports
+pair a model's rows with the original answers by ``Path(audio_path).stem``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+from spear_metrics.core.records import clean_value
+from spear_metrics.core.stats import DEFAULT_RESAMPLES, compare_runs
+
+#: Per-sample columns that are bookkeeping, metadata or evidence, not measurements: never compared.
+#: The timing evidence of :func:`spear_metrics.interruptions.definition.timing_evidence` describes
+#: how a value was found (tests keep the two lists in step).
+NOT_COMPARED: frozenset[str] = frozenset({
+    "row", "context_end_time", "question_end_time", "answer_duration", "answer_start_time",
+    "question_speech_end_s", "skip_point_s", "answer_onset_after_skip_s", "answer_speech_start_s",
+    "language_prob",
+})
+
+MATCHING = "input clip file name without extension (as SPEAR's reports pair runs)"
+
+
+class RunLoadError(ValueError):
+    """A source that holds no readable run at all (one-line message)."""
+
+
+@dataclass
+class RunData:
+    """One scored run, as read for a report or a comparison.
+
+    Attributes:
+        source: the folder or Hub id given.
+        name: display name (the results card's model name, else the folder name).
+        summary: the parsed ``summary.json`` (``{}`` when it could not be read).
+        rows: per-sample rows (``per_sample.jsonl`` objects; values missing = ``None``), row order.
+        problems: one line per thing wrong with the run (shown, never fatal).
+        inference_mode: from the results card, when there is one.
+    """
+
+    source: str
+    name: str
+    summary: dict[str, Any]
+    rows: list[dict[str, Any]]
+    problems: list[str] = field(default_factory=list)
+    inference_mode: str | None = None
+
+    @property
+    def ok_rows(self) -> list[dict[str, Any]]:
+        return [r for r in self.rows if r.get("status") == "ok"]
+
+    @property
+    def failed_rows(self) -> list[dict[str, Any]]:
+        return [r for r in self.rows if r.get("status") != "ok"]
+
+
+def _read_raw_folder(d: Path) -> tuple[dict[str, Any], list[dict[str, Any]], list[str]]:
+    problems: list[str] = []
+    summary: dict[str, Any] = {}
+    sp = d / "summary.json"
+    if not sp.is_file():
+        problems.append("summary.json not found: no aggregate values")
+    else:
+        try:
+            obj = json.loads(sp.read_text(encoding="utf-8"))
+            if isinstance(obj, dict):
+                summary = obj
+            else:
+                problems.append("summary.json is not a JSON object")
+        except (OSError, ValueError) as e:
+            problems.append(f"summary.json is not valid JSON: {' '.join(str(e).split())[:160]}")
+    rows: list[dict[str, Any]] = []
+    for n, line in enumerate((d / "per_sample.jsonl").read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            problems.append(f"per_sample.jsonl line {n} is not valid JSON (left out)")
+            continue
+        if not isinstance(obj, dict) or not isinstance(obj.get("row"), int):
+            problems.append(f"per_sample.jsonl line {n} is not a row object (left out)")
+            continue
+        obj.pop("timings", None)
+        rows.append(obj)
+    return summary, rows, problems
+
+
+def load_run(source: str | Path, *, name: str | None = None) -> RunData:
+    """Read a run for a report or a comparison (see the module docstring).
+
+    Raises:
+        RunLoadError: nothing readable there (no such folder and not a loadable Hub id, or a
+            folder with neither ``per_sample.jsonl`` nor a results dataset).
+    """
+    from spear_datasets.schema import subset_of
+    from spear_metrics.results import (
+        ResultsError, check_summary_values, load_results, validate_rows, validate_summary,
+    )
+
+    src = str(source)
+    d = Path(src).expanduser()
+    problems: list[str] = []
+    mode = None
+    if d.is_dir() and (d / "per_sample.jsonl").is_file():
+        summary, rows, problems = _read_raw_folder(d)
+        display = name or d.name
+    else:
+        try:
+            res = load_results(src)
+        except ResultsError as e:
+            if not (d.is_dir() and (d / "data").is_dir()):
+                raise RunLoadError(str(e)) from None
+            problems.append(str(e))  # a results dataset that fails validation: read it anyway
+            import pandas as pd
+
+            try:
+                summary = json.loads((d / "summary.json").read_text(encoding="utf-8"))
+                frame = pd.concat([pd.read_parquet(p) for p in sorted((d / "data").glob("*.parquet"))], ignore_index=True)
+            except Exception as e2:
+                raise RunLoadError(f"{src}: cannot read the results dataset: {' '.join(str(e2).split())[:200]}") from None
+            display = name or d.name
+        else:
+            summary, frame, display, mode = res.summary, res.samples, name or res.model, res.inference_mode
+        audio_cols = [c for c in frame.columns if c.endswith("_audio")]
+        rows = [{k: clean_value(v) for k, v in r.items() if k not in audio_cols} for r in frame.to_dict("records")]
+    if summary and rows:
+        try:
+            validate_summary(summary, where=src)
+            validate_rows(summary, rows, where=src)
+            ok = [r for r in rows if r.get("status") == "ok"]
+            if ok and all("transcript_question" in r for r in ok):  # the metadata some aggregates need
+                check_summary_values(summary, rows, where=src)
+        except ResultsError as e:
+            if str(e) not in problems:
+                problems.append(str(e))
+    if not rows:
+        problems.append("no per-sample rows: n = 0")
+    for r in rows:
+        r.setdefault("subset", subset_of(r.get("audio_path")))
+    rows.sort(key=lambda r: r["row"])
+    return RunData(src, display, summary if isinstance(summary, dict) else {}, rows, problems, mode)
+
+
+def input_id(row: dict[str, Any]) -> str:
+    """The pairing id of a row: its input clip's file name without extension."""
+    return Path(str(row.get("audio_path") or "").replace("\\", "/")).stem
+
+
+def compare(a: RunData, b: RunData, *, n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0) -> dict[str, Any]:
+    """``comparison.json`` content: run A minus run B on every numeric per-sample key both share
+    (:func:`spear_metrics.core.stats.compare_runs`; rows paired by :func:`input_id`; unpaired
+    tests pooled and per subset), with each run's identity and problems."""
+    comp = compare_runs(a.rows, b.rows, match=input_id, exclude=NOT_COMPARED, group=lambda r: r.get("subset"),
+                        n_resamples=n_resamples, seed=seed)
+    side = lambda r: {"source": r.source, "name": r.name, "n_rows": len(r.rows), "n_ok": len(r.ok_rows),  # noqa: E731
+                      "problems": list(r.problems)}
+    out = {"a": side(a), "b": side(b), "difference": "A - B", "matching": MATCHING}
+    out.update(comp)
+    return out
+
+
+def _f(v: Any, digits: int = 3) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.{digits}g}" if abs(v) and (abs(v) < 1e-3 or abs(v) >= 1e5) else f"{v:.{digits}f}"
+    return str(v)
+
+
+def comparison_table(comp: dict[str, Any]) -> str:
+    """The comparison as a plain-text table (one line per key), with its notes."""
+    head = ["key", "n", "mean A", "mean B", "A-B", "95% CI", "p boot", "p Wilcoxon", "d_z", "p Welch", "p MWU", "Cliff d"]
+    lines = [head]
+    for k, e in comp["keys"].items():
+        u = e["unpaired"]["all"]
+        ci = e["diff_ci95"]
+        lines.append([k, str(e["n"]), _f(e["mean_a"]), _f(e["mean_b"]), _f(e["diff"]),
+                      "-" if ci is None else f"[{_f(ci[0])}, {_f(ci[1])}]", _f(e["p_value"]), _f(e["wilcoxon_p"]),
+                      _f(e["d_z"]), _f(u["welch_p"]), _f(u["mannwhitney_p"]), _f(u["cliffs_delta"])])
+    widths = [max(len(r[i]) for r in lines) for i in range(len(head))]
+    text = [f"A = {comp['a']['name']} ({comp['a']['n_ok']} scored rows), B = {comp['b']['name']} "
+            f"({comp['b']['n_ok']} scored rows); pairs matched by {comp['matching']}: {comp['n_common']}"]
+    for side in ("a", "b"):
+        for p in comp[side]["problems"]:
+            text.append(f"{side.upper()}: {p}")
+    text += [f"note: {n}" for n in comp["notes"]]
+    text += ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in lines]
+    if len(lines) == 1:
+        text.append("(no key to compare)")
+    return "\n".join(text)
