@@ -148,9 +148,13 @@ def _probe(path: str) -> tuple[AudioInfo | None, str]:
     give a length (some MP3/OGG streams).
 
     Raises:
-        AudioError: a bad header (limits, WAVE ``fmt`` values) or a truncated WAV.
+        AudioError: a bad header (limits, WAVE ``fmt`` values), a truncated WAV, or a file the
+            system will not let us read (permission denied, I/O error).
     """
-    _check_riff(path)
+    try:
+        _check_riff(path)
+    except OSError as e:
+        raise AudioError(f"cannot read audio file {path}: {e.strerror or e}") from None
     try:
         import soundfile as sf
 

@@ -311,6 +311,7 @@ def read_metadata(path: str | os.PathLike, *, required: Iterable[str] = REQUIRED
     p = Path(path)
     if not p.is_file():
         raise MetadataError(f"metadata file not found: {p}")
+    csv.field_size_limit(max(csv.field_size_limit(), 64 * 2**20))  # a long transcript is one cell, not an error
     try:
         with open(p, newline="", encoding="utf-8-sig") as f:
             reader = csv.reader(f)

@@ -457,3 +457,44 @@ def test_output_faults_end_with_one_line(clips, tmp_path, monkeypatch, capsys):
     before = (reference / "per_sample.jsonl").read_text()
     assert main([*args, "--out", str(reference)]) == 0
     assert (reference / "per_sample.jsonl").read_text() == before
+
+
+def test_second_breaker_pass_faults_end_in_one_line(tmp_path, real_dir, capsys, monkeypatch):
+    """Found by the second breaker pass: an answer the system will not let us read (EACCES,
+    simulated) fails its row only; a work log with a non-UTF-8 byte is a torn line; a 300 KB
+    transcript cell is read; an absurd --bootstrap is refused by argparse; infer refuses to write
+    over its own input metadata."""
+    from helpers import make_clips, row, write_rows
+    from spear_datasets import audio as audio_mod
+    from spear_metrics.cli import main
+    from conftest import STEREO_DIALOGUE
+
+    q, a = make_clips(STEREO_DIALOGUE, tmp_path)
+    q2 = tmp_path / "in2.wav"
+    os.link(q, q2)
+    shutil.copy(a, tmp_path / "locked.wav")
+    real_check = audio_mod._check_riff
+
+    def denied(path):
+        if str(path).endswith("locked.wav"):
+            raise PermissionError(errno.EACCES, "Permission denied", str(path))
+        return real_check(path)
+
+    monkeypatch.setattr(audio_mod, "_check_riff", denied)
+    meta = write_rows(tmp_path / "metadata.csv", [row(q.name, a.name, None, transcript_answer="P0002: " + "word " * 60000),
+                                                  row(q2.name, "locked.wav", None)])
+    out = tmp_path / "r"
+    args = ["score", "--metadata", str(meta), "--metrics", "interruptions", "--out", str(out), "--no-progress"]
+    assert main(args) == 0
+    rows = [json.loads(line) for line in (out / "per_sample.jsonl").read_text().splitlines()]
+    assert rows[0]["status"] == "ok" and rows[1]["status"] == "failed" and "Permission denied" in rows[1]["error"]
+    log = next((out / ".work").glob("rank-*.jsonl"))
+    with open(log, "ab") as f:
+        f.write(b"\xff\xfe{not json\n")
+    assert main(args) == 0 and [json.loads(line) for line in (out / "per_sample.jsonl").read_text().splitlines()] == rows
+    with pytest.raises(SystemExit) as e:
+        main([*args, "--bootstrap", "100000000000"])
+    assert e.value.code == 2 and "at most" in capsys.readouterr().err
+    before = meta.read_bytes()
+    assert main(["infer", "--agent", "fixed-delay", "--data", str(meta), "--out", str(tmp_path), "--no-progress"]) == 2
+    assert "would overwrite the input metadata" in capsys.readouterr().err and meta.read_bytes() == before

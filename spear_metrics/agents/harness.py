@@ -395,6 +395,8 @@ def run_inference(
     config = config or GenerationConfig()
     agent_options = dict(agent_options or {})
     out = Path(out_dir)
+    if Path(data).exists() and (out.resolve() / "metadata.csv") in {Path(data).resolve(), Path(data).resolve() / "metadata.csv"}:
+        raise InferError(f"--out {out} would overwrite the input metadata {data}: choose another folder")
     state = distributed_state()
     rank, world = state.process_index, state.num_processes
     source = open_source(data, split=split, subset=subset)

@@ -23,7 +23,12 @@ def parse_options(pairs: list[str] | None) -> dict[str, str]:
     return parse_pairs(pairs)
 
 
-def number(*, integer: bool = False, minimum: float | None = None, above: float | None = None) -> Callable[[str], Any]:
+#: most bootstrap resamples a command accepts (more would not fit in memory for a full split)
+MAX_RESAMPLES = 100_000
+
+
+def number(*, integer: bool = False, minimum: float | None = None, above: float | None = None,
+           maximum: float | None = None) -> Callable[[str], Any]:
     """An argparse ``type=`` reading a flag's value with THE number parser
     (:func:`spear_datasets.schema.parse_number`): ``--batch-size 0``, ``nan`` or ``1_000`` give
     argparse's one-line error and exit 2."""
@@ -31,7 +36,10 @@ def number(*, integer: bool = False, minimum: float | None = None, above: float 
 
     def convert(text: str) -> Any:
         try:
-            return parse_number(text, what="value", integer=integer, minimum=minimum, above=above)
+            x = parse_number(text, what="value", integer=integer, minimum=minimum, above=above)
+            if maximum is not None and x > maximum:
+                raise NumberError(f"value must be at most {maximum:g}, got {text!r}")
+            return x
         except NumberError as e:
             raise argparse.ArgumentTypeError(str(e).replace("value ", "", 1)) from None
 
@@ -73,8 +81,8 @@ def format_value(summary: Mapping[str, Any], key: str, dimension: str | None = N
 
 def add_bootstrap_arguments(p, what: str) -> None:
     """``--bootstrap N`` (resamples, >= 0, default 1000) and ``--seed`` (THE number parser)."""
-    p.add_argument("--bootstrap", type=number(integer=True, minimum=0), default=1000, metavar="N",
-                   help=f"bootstrap resamples of {what} (default 1000; 0 = none)")
+    p.add_argument("--bootstrap", type=number(integer=True, minimum=0, maximum=MAX_RESAMPLES), default=1000, metavar="N",
+                   help=f"bootstrap resamples of {what} (default 1000; 0 = none; at most {MAX_RESAMPLES})")
     p.add_argument("--seed", type=number(integer=True), default=0, help="bootstrap seed (same seed, same output)")
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from spear_datasets.sources.fdb import TASKS
-from spear_metrics.commands import format_value, number
+from spear_metrics.commands import add_bootstrap_arguments, format_value, number
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -46,8 +46,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--compat", default="none", choices=("none", "upstream"),
                    help="upstream: read the reply as FDB's scripts do (its samples as 16 kHz, no resampling) to "
                         "reproduce their figures; default: the correct reading (resampled to 16 kHz)")
-    p.add_argument("--bootstrap", type=number(integer=True, minimum=0), default=1000, help="bootstrap resamples for the 95%% intervals (0 = none)")
-    p.add_argument("--seed", type=number(integer=True), default=0, help="bootstrap seed")
+    add_bootstrap_arguments(p, "the 95%% intervals")
     p.add_argument("--compare", default=None, metavar="OTHER_RESULTS",
                    help="--task only: results folder of another system on the same task: paired bootstrap of this minus that")
     p.add_argument("--batch-size", type=number(integer=True, minimum=1), default=16,

@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     except Exception as e:  # network / auth errors from huggingface_hub: one line, no token
         print(f"spearbench publish: upload failed: {safe_error(e)}", file=sys.stderr)
-        return 1
+        return 2  # one line, exit 2: a whole-run problem
     for i, r in enumerate(repos):
         where = urls[i] if urls else r.folder
         print(f"{r.repo_type} {r.repo_id}: {where}")

@@ -63,5 +63,5 @@ def run(args: argparse.Namespace) -> int:
         return 2
     except Exception as e:  # network / auth errors from huggingface_hub: one line, no token
         print(f"spearbench push-results: upload failed: {safe_error(e)}", file=sys.stderr)
-        return 1
+        return 2  # one line, exit 2: a whole-run problem
     return 0

@@ -116,7 +116,7 @@ def read_jsonl(path: str | os.PathLike) -> Iterator[dict[str, Any]]:
     p = Path(path)
     if not p.exists():
         return
-    with open(p, encoding="utf-8") as f:
+    with open(p, encoding="utf-8", errors="replace") as f:  # a corrupted byte spoils its line only
         for line in f:
             line = line.strip()
             if not line:
