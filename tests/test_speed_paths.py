@@ -1,0 +1,140 @@
+"""The fast paths give the values of the plain paths: one decode per file shared by every view
+and dimension, the runner's read-ahead, the cut-then-VAD pass only where the onset is negative,
+threads per process. (Speed itself is measured by scripts/bench_full_split.py, not here.)"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from spear_datasets.audio import load_audio, write_wav
+from spear_datasets.schema import read_metadata
+from spear_metrics.core import dimension as dimension_mod
+from spear_metrics.core.dimension import Sample, cpu_share
+from spear_metrics.core.registry import load_dimension
+from spear_metrics.core.runner import prepare_rows, score_samples
+
+from conftest import REAL, STEREO_DIALOGUE
+from helpers import make_clips, row, write_rows
+
+JFK = REAL / "faster-whisper__jfk.flac"  # 44.1 kHz, 2 channels, 24-bit FLAC
+VCTK = REAL / "speechbrain__p225_002.wav"  # 48 kHz mono
+
+
+def _counting_decode(monkeypatch) -> dict[str, int]:
+    calls: dict[str, int] = {}
+    real = dimension_mod.decode
+
+    def counted(path):
+        calls[Path(path).name] = calls.get(Path(path).name, 0) + 1
+        return real(path)
+
+    monkeypatch.setattr(dimension_mod, "decode", counted)
+    return calls
+
+
+def _folder(tmp_path: Path, answers: list[Path], onsets: list[float | None]) -> Path:
+    q, _ = make_clips(STEREO_DIALOGUE, tmp_path)
+    rows = []
+    for i, (a, ast) in enumerate(zip(answers, onsets)):
+        p = tmp_path / f"in{i}.wav"
+        if not p.exists():
+            os.link(q, p)
+        rows.append(row(p.name, str(a), ast))
+    return write_rows(tmp_path / "metadata.csv", rows)
+
+
+def test_each_file_is_decoded_once_whatever_the_views(real_dir, tmp_path, monkeypatch):
+    """Input clip as stereo and as a mix, answer resampled from 44.1 kHz: one decode per file,
+    and each view equals what the audio loader gives for that file on its own."""
+    calls = _counting_decode(monkeypatch)
+    meta = _folder(tmp_path, [JFK], [None])
+    (s,) = prepare_rows(read_metadata(meta), meta.parent).samples
+    keep, mix, ans = s.input_audio("keep"), s.input_audio("mix"), s.answer_audio()
+    assert calls == {"in0.wav": 1, JFK.name: 1}
+    np.testing.assert_array_equal(keep, load_audio(s.audio_path, channels="keep", resampler="torchaudio"))
+    np.testing.assert_array_equal(mix, load_audio(s.audio_path, channels="mix", resampler="torchaudio"))
+    np.testing.assert_array_equal(ans, load_audio(JFK, channels="mix", resampler="torchaudio"))
+    assert ans.shape == (1, round(11.0 * 16000))  # 11 s at 16 kHz, channels averaged
+    assert keep.shape[0] == 2 and mix.shape[0] == 1
+    s.release()
+    assert s._cache == {}
+
+
+def test_two_dimensions_share_one_decode_per_file(real_dir, tmp_path, monkeypatch):
+    """interruptions + explainable_features in one run: each input clip and each answer is
+    decoded once (also with the read-ahead thread racing the dimensions), and nothing stays
+    cached once a batch is scored (memory does not grow with the rows)."""
+    calls = _counting_decode(monkeypatch)
+    answers = [JFK, VCTK, REAL / "lhotse__ES2011a.Headset-0-40s-46s.wav", JFK, VCTK]
+    meta = _folder(tmp_path, answers, [None, -0.5, 0.3, -1.0, 0.0])
+    prep = prepare_rows(read_metadata(meta), meta.parent)
+    dims = [load_dimension("interruptions"), load_dimension("explainable_features")]
+    res = score_samples(dims, prep.samples, batch_size=2)
+    assert all(r.ok for r in res), [r.error for r in res]
+    assert {f"in{i}.wav": 1 for i in range(5)}.items() <= calls.items()
+    assert calls[JFK.name] == 2 and calls[VCTK.name] == 2  # two rows each: once per row
+    assert all(s._cache == {} for s in prep.samples)
+
+
+def test_read_ahead_changes_no_value_and_no_failure_reason(real_dir, tmp_path):
+    """The same rows scored one per batch (read-ahead of one row) and five per batch give the
+    same values; a missing answer fails with the loader's reason either way."""
+    answers = [JFK, VCTK, tmp_path / "missing.wav", REAL / "lhotse__ES2011a.Headset-0-40s-46s.wav", JFK]
+    meta = _folder(tmp_path, answers, [None, -0.5, 0.3, -1.0, 0.0])
+    dims = [load_dimension("interruptions"), load_dimension("explainable_features")]
+    out = []
+    for bs in (1, 5):
+        prep = prepare_rows(read_metadata(meta), meta.parent)
+        out.append([json.dumps(r.to_json(), sort_keys=True) for r in score_samples(dims, prep.samples, batch_size=bs)])
+    assert out[0] == out[1]
+    failed = [json.loads(o) for o in out[0] if json.loads(o)["status"] != "ok"]
+    assert len(failed) == 1 and "not found" in failed[0]["error"] and "missing.wav" in failed[0]["error"]
+
+
+def test_cut_answer_is_run_through_vad_only_when_the_onset_is_negative(real_dir, tmp_path, monkeypatch):
+    """Per row: VAD on the mixed input clip and on the answer; a third pass on the answer cut
+    at the skip point only where answer_start_time < 0 (skip 0 = the whole answer's VAD)."""
+    _, talk = make_clips(STEREO_DIALOGUE, tmp_path, pad_s=0.5)
+    meta = _folder(tmp_path, [talk] * 4, [None, 0.0, 0.4, -0.3])
+    dim = load_dimension("interruptions")
+    lengths: list[int] = []
+    real_vad = dim._vad
+
+    def counted(wav):
+        lengths.append(np.asarray(wav).reshape(-1).size)
+        return real_vad(wav)
+
+    monkeypatch.setattr(dim, "_vad", counted)
+    prep = prepare_rows(read_metadata(meta), meta.parent)
+    for s in prep.samples[:3]:
+        dim.score_sample(s)
+    assert len(lengths) == 6
+    dim.score_sample(prep.samples[3])
+    assert len(lengths) == 9
+    answer_n = prep.samples[3].answer_audio().shape[1]
+    assert lengths[-1] == answer_n - round(0.3 * 16000)  # the cut answer
+
+
+def test_cpu_share_divides_the_cores_among_local_processes(monkeypatch):
+    cores = len(os.sched_getaffinity(0))
+    monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    assert cpu_share() == cores
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", str(cores * 4))
+    assert cpu_share() == 1
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    assert cpu_share() == max(1, cores // 2)
+
+
+def test_decoded_names_the_two_files_only(real_dir, tmp_path):
+    q, a = make_clips(STEREO_DIALOGUE, tmp_path)
+    write_wav(tmp_path / "x.wav", np.zeros(1600, np.float32))
+    s = Sample(row=0, meta=None, audio_path=q, answer_audio_path=a)
+    with pytest.raises(ValueError):
+        s.decoded("question")
+    wav, sr = s.decoded("input")
+    assert sr == 16000 and wav.shape[0] == 2
