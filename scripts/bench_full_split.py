@@ -225,7 +225,10 @@ def _cmd_name(pid: int) -> str:
 
 def timed(cmd: list[str], env: dict) -> dict:
     """Run ``cmd``; wall seconds and each process's peak RSS (MB, ``VmHWM`` polled every 50 ms)."""
+    import resource
+
     load = _loadavg()
+    ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     peaks: dict[int, float] = {}
@@ -237,13 +240,15 @@ def timed(cmd: list[str], env: dict) -> dict:
                 peaks[pid] = v
                 names.setdefault(pid, _cmd_name(pid))
         time.sleep(0.05)
-    wall = time.perf_counter() - t0
     out, err = p.communicate()
+    wall = time.perf_counter() - t0
+    ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (ru1.ru_utime + ru1.ru_stime) - (ru0.ru_utime + ru0.ru_stime)
     if p.returncode != 0:
         raise SystemExit(f"command failed ({p.returncode}): {' '.join(cmd)}\n{err[-3000:]}")
     procs = [{"pid": pid, "cmd": names[pid], "peak_rss_mb": round(v, 1)} for pid, v in peaks.items()
              if "python" in names[pid] or "spearbench" in names[pid] or "accelerate" in names[pid]]
-    return {"wall_s": wall, "load_before": load, "processes": procs, "stdout": out}
+    return {"wall_s": wall, "cpu_s": cpu, "load_before": load, "processes": procs, "stdout": out}
 
 
 def score_cmd(meta: Path, out: Path, nproc: int) -> list[str]:
@@ -287,7 +292,7 @@ def plain_loop(meta: Path, rows: list[int], out_json: Path) -> None:
         return [(float(t["start"]), float(t["end"])) for t in ts]
 
     out = {}
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     with torch.no_grad():
         for i in rows:
             r = parse_row(raw[i])
@@ -313,10 +318,10 @@ def plain_loop(meta: Path, rows: list[int], out_json: Path) -> None:
                       "interruption": None if it is None else bool(it > 0), "no_speech_answer": len(as_) == 0,
                       "explainable_duration_s": snd.get_total_duration(), "explainable_voiced_ratio": track.voiced_ratio,
                       **track.stats()}
-    dt = time.perf_counter() - t0
+    dt, cpu = time.perf_counter() - t0, time.process_time() - c0
     import resource
 
-    out_json.write_text(json.dumps({"seconds": dt, "values": out,
+    out_json.write_text(json.dumps({"seconds": dt, "cpu_s": cpu, "values": out,
                                     "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 
 
@@ -413,16 +418,17 @@ def _main(a: argparse.Namespace, root: Path) -> int:
                            + sf.info(str(meta.parent / raw[i]["answer_audio_path"])).duration for i in sample_rows)
         per_row = plain["seconds"] / len(sample_rows)
         runs["plain loop (extrapolated)"] = {"wall_s": per_row * n, "scoring_s": per_row * n, "rows": n,
+                                             "cpu_s": plain["cpu_s"] / len(sample_rows) * n,
                                              "audio_s": facts["audio_s"], "load_before": load,
                                              "measured_rows": len(sample_rows), "measured_s": plain["seconds"],
                                              "measured_x_real_time": sample_audio / plain["seconds"],
                                              "processes": [{"cmd": "plain loop", "peak_rss_mb": round(plain["peak_rss_mb"], 1)}]}
     print()
-    print(f"{'run':<28}{'rows':>6}{'wall s':>9}{'scoring s':>10}{'x RT':>8}{'RTF':>9}{'rows/s':>8}  peak RSS MB per process  load")
+    print(f"{'run':<28}{'rows':>6}{'wall s':>9}{'scoring s':>10}{'CPU s':>8}{'x RT':>8}{'RTF':>9}{'rows/s':>8}  peak RSS MB per process  load")
     for name, r in runs.items():
         rss = ", ".join(f"{p['peak_rss_mb']:.0f}" for p in r["processes"] if "accelerate launch" not in p["cmd"]
                         or len(r["processes"]) == 1)
-        print(f"{name:<28}{r['rows']:>6}{r['wall_s']:>9.1f}{r['scoring_s']:>10.1f}{r['audio_s'] / r['wall_s']:>7.0f}x"
+        print(f"{name:<28}{r['rows']:>6}{r['wall_s']:>9.1f}{r['scoring_s']:>10.1f}{r['cpu_s']:>8.1f}{r['audio_s'] / r['wall_s']:>7.0f}x"
               f"{r['wall_s'] / r['audio_s']:>9.5f}{r['rows'] / r['wall_s']:>8.1f}  {rss:<24} {r['load_before']}")
     rc = 0
     if plain is not None:

@@ -138,3 +138,95 @@ def test_decoded_names_the_two_files_only(real_dir, tmp_path):
         s.decoded("question")
     wav, sr = s.decoded("input")
     assert sr == 16000 and wav.shape[0] == 2
+
+
+# ------------------------------------------------- model-based dimensions: batch size, dtype, order
+
+
+def test_batch_size_given_or_from_free_memory():
+    from spear_metrics.core.batching import batch_size_for
+
+    never = lambda: pytest.fail("no probe when the size is given or on CPU")  # noqa: E731
+    assert batch_size_for(12, "cpu", never) == 12 and batch_size_for("3", "cpu", never) == 3
+    assert batch_size_for("auto", "cpu", never, default=8) == 8  # CPU: the cores, not memory, set it
+    # CUDA: 0.8 x free / per-item bytes, within [1, cap]; the probe runs once it is needed
+    gib = 1 << 30
+    assert batch_size_for("auto", "cuda:0", lambda: 0.5 * gib, free_bytes=lambda d: 20 * gib) == 32
+    assert batch_size_for(None, "cuda:0", lambda: 0.5 * gib, free_bytes=lambda d: 20 * gib, cap=16) == 16
+    assert batch_size_for("auto", "cuda:0", lambda: 40 * gib, free_bytes=lambda d: 20 * gib) == 1
+    for bad in (0, -2, "many"):
+        with pytest.raises(ValueError):
+            batch_size_for(bad, "cpu", never)
+
+
+def test_model_options_are_checked_before_any_row():
+    from spear_metrics.core.batching import model_dtype
+    from spear_metrics.core.dimension import OptionError
+
+    import torch
+
+    assert model_dtype(None, "cpu") == torch.float32 and model_dtype("auto", "cpu") == torch.float32
+    assert model_dtype("bf16", "cpu") == torch.bfloat16 and model_dtype("float16", "cpu") == torch.float16
+    for dim in ("emotions", "language_dialect"):
+        load_dimension(dim, model_batch_size="auto", model_dtype="bfloat16")
+        with pytest.raises(OptionError, match="model_batch_size"):
+            load_dimension(dim, model_batch_size=0)
+        with pytest.raises(OptionError, match="model_dtype"):
+            load_dimension(dim, model_dtype="int8")
+
+
+def test_half_precision_heads_stay_within_tolerance(real_dir, tmp_path):
+    """Tiny random Vox-Profile emotion head and MMS-LID layout in bfloat16 vs float32 on real
+    speech: A/V/D scores within 0.02, the same top language; ``auto`` batch size on CPU = 8."""
+    from model_fixtures import tiny_lid, tiny_vox
+
+    from spear_metrics.core.vox_whisper import EMOTION_DIM_HEADS, VoxWhisper
+    from spear_metrics.language_dialect.definition import LanguageID
+
+    waves = [load_audio(REAL / n, channels="mix", resampler="torchaudio")[0]
+             for n in ("speechbrain__p225_002.wav", "faster-whisper__jfk.flac", "lhotse__ES2011a.Headset-0-40s-46s.wav")]
+    emo = tiny_vox(tmp_path / "emo", EMOTION_DIM_HEADS, seed=1)
+    full = VoxWhisper(str(emo), EMOTION_DIM_HEADS, device="cpu")
+    half = VoxWhisper(str(emo), EMOTION_DIM_HEADS, device="cpu", dtype="bfloat16")
+    import torch
+
+    assert full.batch_size("auto") == 8 and half.net.backbone_model.encoder.conv1.weight.dtype == torch.bfloat16
+    a, b = full.predict(waves, batch_size="auto"), half.predict(waves, batch_size=2)
+    for x, y in zip(a, b):
+        for h in EMOTION_DIM_HEADS:
+            assert abs(float(x[h][0]) - float(y[h][0])) < 0.02
+    lid = tiny_lid(tmp_path / "lid")
+    p32 = LanguageID(str(lid), device="cpu").predict(waves, batch_size="auto")
+    p16 = LanguageID(str(lid), device="cpu", dtype="bfloat16").predict(waves, batch_size=1)
+    assert [l for l, _ in p32] == [l for l, _ in p16] == ["eng"] * 3
+    assert all(abs(p - q) < 0.02 for (_, p), (_, q) in zip(p32, p16))
+
+
+def test_model_rows_are_scored_longest_answer_first(real_dir, tmp_path):
+    """For model-based dimensions the runner orders rows by answer duration read from the
+    header (a 48 kHz file is bigger than a 16 kHz one of the same length, not longer)."""
+    from spear_metrics.core import runner
+
+    seen: list[float] = []
+
+    class Probe(dimension_mod.Dimension):
+        name = "probe"
+        model_based = True
+
+        def score_batch(self, samples):
+            seen.extend(s.answer_audio().shape[1] / 16000 for s in samples)
+            return [{} for _ in samples]
+
+        def aggregate(self, rows, values):
+            return {}
+
+    answers = [VCTK, JFK, REAL / "lhotse__ES2011a.Headset-0-40s-46s.wav"]  # 4.06 s at 48 kHz, 11 s, 6 s
+    meta = _folder(tmp_path, answers, [None, None, None])
+    monkeypatch = pytest.MonkeyPatch()
+    monkeypatch.setattr(runner, "load_dimension", lambda n, **o: Probe())
+    monkeypatch.setattr(runner, "parse_metrics", lambda m: ["probe"])
+    try:
+        runner.run_score(meta, "probe", tmp_path / "out", batch_size=1, progress=False)
+    finally:
+        monkeypatch.undo()
+    assert seen == sorted(seen, reverse=True) and len(seen) == 3

@@ -114,13 +114,14 @@ def score_samples(
     size = max(1, batch_size)
     batches = [list(samples[i : i + size]) for i in range(0, len(samples), size)]
     # read-ahead: one thread decodes the next batch's files while this batch is scored (decoding
-    # releases the GIL); at most two batches of audio are held at once
-    reader = ThreadPoolExecutor(1, thread_name_prefix="spear-read-ahead")
-    ahead = [reader.submit(_read_ahead, batches[0])] if batches else []
+    # releases the GIL); at most two batches of audio are held at once. (``run_score`` hands one
+    # batch at a time and reads ahead itself: see ``run_resumable``.)
+    reader = ThreadPoolExecutor(1, thread_name_prefix="spear-read-ahead") if len(batches) > 1 else None
+    ahead: dict[int, Any] = {}
     try:
         for k, batch in enumerate(batches):
-            if k + 1 < len(batches):
-                ahead.append(reader.submit(_read_ahead, batches[k + 1]))
+            if reader is not None and k + 1 < len(batches):
+                ahead[k + 1] = reader.submit(_read_ahead, batches[k + 1])
             recs = {s.row: SampleResult(row=s.row, audio_path=s.meta.audio_path, answer_audio_path=s.meta.answer_audio_path) for s in batch}
             live = []
             for s in batch:
@@ -146,7 +147,8 @@ def score_samples(
                         else:
                             rec.values.update(out)
                 live = [s for s in live if recs[s.row].ok]  # a failed row enters no mean: stop spending on it
-            ahead[k].result()  # its read-ahead is over: nothing is cached again after the release
+            if k in ahead:
+                ahead.pop(k).result()  # its read-ahead is over: nothing is cached again after the release
             for s in batch:
                 s.release()
             done = [recs[s.row] for s in batch]
@@ -156,7 +158,8 @@ def score_samples(
             if progress is not None:
                 progress.update(len(batch))
     finally:
-        reader.shutdown(wait=True, cancel_futures=True)
+        if reader is not None:
+            reader.shutdown(wait=True, cancel_futures=True)
         for batch in batches:  # a run stopped by an error keeps no audio
             for s in batch:
                 s.release()
@@ -325,6 +328,7 @@ def run_resumable(
     retry_failed: bool = False,
     progress_desc: str | None = None,
     order: Callable[[Any], Any] | None = None,
+    read_ahead: Callable[[list[Any]], None] | None = None,
     state: Any = None,
 ) -> RunOutcome | None:
     """THE resumable, sharded loop every scored run goes through (SPEAR ``score``, FDB ``fdb``).
@@ -346,6 +350,9 @@ def run_resumable(
         retry_failed: score again the rows logged as failed.
         progress_desc: a tqdm bar with this label on the main process (``None``: no bar).
         order: sort key of this process's share (e.g. longest answers first for batching).
+        read_ahead: prepares the NEXT batch in a background thread while a batch is scored (e.g.
+            decodes its audio); once a batch is scored and its read-ahead is over, items with a
+            ``release()`` method are released (nothing cached on them outlives their batch).
         state: the accelerate process state (default: :func:`spear_metrics.core.batching.distributed_state`).
 
     Items already logged are not scored again; the pending ones are dealt round-robin
@@ -393,11 +400,20 @@ def run_resumable(
     t0 = time.perf_counter()
     new: list[SampleResult] = []
     error: BaseException | None = None
+    batches = [mine[i : i + max(1, batch_size)] for i in range(0, len(mine), max(1, batch_size))]
+    reader = ThreadPoolExecutor(1, thread_name_prefix="spear-read-ahead") if read_ahead and len(batches) > 1 else None
+    ahead: dict[int, Any] = {}
     try:
         with AppendLog(work / f"rank-{rank}.jsonl") as log:
-            for start in range(0, len(mine), max(1, batch_size)):
-                batch = mine[start : start + max(1, batch_size)]
+            for k, batch in enumerate(batches):
+                if reader is not None and k + 1 < len(batches):
+                    ahead[k + 1] = reader.submit(read_ahead, batches[k + 1])
                 recs = score_batch(batch)
+                if k in ahead:
+                    ahead.pop(k).result()
+                    for it in batch:  # after its read-ahead: nothing cached on it outlives the batch
+                        if hasattr(it, "release"):
+                            it.release()
                 log.write(r.to_json(with_timings=True) for r in recs)
                 new.extend(recs)
                 if bar is not None:
@@ -405,6 +421,12 @@ def run_resumable(
     except Exception as e:  # raised on every rank below, after the others have been told
         error = e
     finally:
+        if reader is not None:
+            reader.shutdown(wait=True, cancel_futures=True)
+            for batch in batches:
+                for it in batch:
+                    if hasattr(it, "release"):
+                        it.release()
         if bar is not None:
             bar.close()
     elapsed = time.perf_counter() - t0
@@ -503,8 +525,9 @@ def run_score(
         batch_size=batch_size,
         retry_failed=retry_failed,
         progress_desc=f"scoring {','.join(names)}" if progress else None,
-        # similar lengths together: less padding per batch
-        order=(lambda s: -_size(s.answer_audio_path)) if any(d.model_based for d in dims) else None,
+        # similar answer durations together: less padding per batch
+        order=(lambda s: -_answer_seconds(s)) if any(d.model_based for d in dims) else None,
+        read_ahead=_read_ahead,
         state=state,
     )
     if outcome is None:
@@ -576,11 +599,14 @@ def _missing_answers(inputs_csv: Path, prep: Prepared, out: Path) -> dict[str, A
     return {"n_missing_answers": len(missing)}
 
 
-def _size(p: Path) -> int:
+def _answer_seconds(s: Sample) -> float:
+    """Answer duration from the file header (0 for a file that cannot be read: it fails later).
+    Duration, not file size: a 48 kHz or stereo answer is not longer than a 16 kHz mono one of
+    the same length once the models see it."""
     try:
-        return p.stat().st_size
-    except OSError:
-        return 0
+        return audio_info(s.answer_audio_path).duration
+    except Exception:
+        return 0.0
 
 
 def _duration_or_zero(s: Sample) -> float:
