@@ -24,20 +24,24 @@ What it times, each in a fresh process:
 - ``spearbench score --metrics interruptions,explainable_features`` on the whole split, 1 process
   and 2 processes (CPU form of ``accelerate launch``); a smaller run (``--small`` rows) shows
   whether peak RSS grows with the number of rows;
-- the plain loop on ``--sample`` evenly spaced rows: per row, ``torchaudio.load`` of each file,
-  channels averaged, answer resampled with ``torchaudio.functional.resample``, Silero's
-  ``get_speech_timestamps`` (the JIT model, library defaults, as upstream) on the question, the
-  answer and, where ``answer_start_time`` < 0, the answer cut at the skip point, and Praat pitch
-  as upstream's ``run_f0_extraction.py`` reads it (``parselmouth.Sound(path).to_pitch_ac(75, 500)``).
-  The arithmetic on the segments is the project's pure functions (microseconds), so the check
-  compares the decode/VAD/pitch pipelines. Its time is extrapolated to the full split (stated as
-  such).
+- two baseline loops on the same ``--sample`` evenly spaced rows, each in its own process, their
+  times EXTRAPOLATED to the full split (stated as such):
+  (1) "SPEAR re-statement": ``scripts/spear_reference.py`` (no project code), SPEAR's rules as
+  upstream runs them, each metric its own pass over its own ``torchaudio.load``-ed audio with
+  Silero's JIT ``get_speech_timestamps`` (defaults): the question's VAD twice per row (latency,
+  overlap), the answer's twice (whole, and cut at the skip point), Praat pitch of the file
+  (``parselmouth.Sound(path).to_pitch_ac(75, 500)``);
+  (2) "plain single-pass loop", a stricter baseline: each file loaded once, the same JIT VAD on the
+  question, the answer and, only where ``answer_start_time`` < 0, the cut answer, the same Praat
+  call.
 
 Reports wall time (command start to exit: imports, model loading, process start-up included) and
 the runner's scoring time (``run_info.json``), × real time (question + answer audio seconds per
 wall second), the real-time factor (wall seconds per audio second), rows/s, peak RSS of each
 process (``VmHWM`` polled from ``/proc``), the machine load (``/proc/loadavg``) before each run,
-and asserts that the per-row values of the sample rows equal the plain loop's (exit 1 otherwise).
+CPU seconds (user + system of every process), and checks that the per-row values of the sample
+rows equal each loop's to 6 decimals (exit 1 otherwise); 1 and 2 processes must write the same
+``per_sample.jsonl``.
 
     .venv/bin/python scripts/bench_full_split.py [--sample 96] [--json out.json]
 """
@@ -64,7 +68,7 @@ N_IMPROVISED, N_NATURALISTIC = 994, 1731
 MEAN_INPUT_S, MEAN_ANSWER_S = 14.85, 8.79
 METRICS = "interruptions,explainable_features"
 #: per-row values compared with the plain loop (those both compute)
-COMPARED = ("latency_ms", "interrupted_time_ms", "interruption", "no_speech_answer", "explainable_duration_s",
+COMPARED = ("latency_ms", "interrupted_time_ms", "interruption", "explainable_duration_s",
             "explainable_voiced_ratio", "f0_min_hz", "f0_p10_hz", "f0_p25_hz", "f0_median_hz", "f0_p75_hz",
             "f0_p90_hz", "f0_max_hz", "f0_mean_hz")
 
@@ -114,7 +118,7 @@ def build_pool(root: Path, n: int, seed: int) -> tuple[list[dict], list[dict]]:
     jfk, jfk_sr = _read("faster-whisper__jfk.flac")
     vctk = [_read("speechbrain__p225_002.wav"), _read("speechbrain__p226_002.wav")]
     answers = []
-    want = _lengths(rng, n, MEAN_ANSWER_S * 1.12, 1.0, 30.0)  # the 44.1/48 kHz sources are short: lift the others
+    want = _lengths(rng, n, MEAN_ANSWER_S * 1.055, 1.0, 30.0)  # the 44.1/48 kHz sources are short: lift the others
     for k, L in enumerate(want):
         kind = k % 12
         if kind < 8:  # human-answer format: 16 kHz stereo, answerer's channel on both
@@ -271,8 +275,42 @@ def run_ours(meta: Path, out: Path, nproc: int, env: dict) -> dict:
     return r
 
 
-def plain_loop(meta: Path, rows: list[int], out_json: Path) -> None:
-    """The plain upstream-style loop on ``rows`` (runs in its own process; see module docstring)."""
+def spear_loop(meta: Path, rows: list[int], out_json: Path) -> None:
+    """SPEAR's rules as upstream runs them (``scripts/spear_reference.py``, no project code: each
+    metric its own pass that loads and VADs its own audio) on ``rows``, in this process."""
+    import spear_reference as ref
+
+    from spear_datasets.schema import read_metadata
+
+    raw = read_metadata(meta)
+    ref.vad(ref.load_mono_16k(str(meta.parent / raw[0]["audio_path"])))  # model load + first call outside the timing
+    out = {}
+    t0, c0 = time.perf_counter(), time.process_time()
+    for i in rows:
+        r = raw[i]
+        q, a = ref.resolve(meta.parent, r["audio_path"]), ref.resolve(meta.parent, r["answer_audio_path"])
+        qe, ce = float(r["question_end_time"]), float(r["context_end_time"])
+        lat = ref.latency_ms(q, a, qe, r["answer_start_time"])
+        it = ref.interruption(q, a, ce, qe, r["answer_start_time"])
+        f0 = ref.f0_features(a)
+        out[i] = {"latency_ms": lat, "interrupted_time_ms": it["interrupted_time_ms"], "interruption": bool(it["interruption"]),
+                  "explainable_duration_s": f0.get("total_duration_s"), "explainable_voiced_ratio": f0.get("voiced_ratio"),
+                  **{ours: f0.get(theirs) for ours, theirs in REFERENCE_KEYS.items()}}
+    _write_loop(out_json, out, t0, c0)
+
+
+#: scripts/spear_reference.py F0 keys -> the project's per-sample keys
+REFERENCE_KEYS = {"f0_min_hz": "f0_min_raw", "f0_p10_hz": "f0_p10", "f0_p25_hz": "f0_p25", "f0_median_hz": "f0_median_raw",
+                  "f0_p75_hz": "f0_p75", "f0_p90_hz": "f0_p90", "f0_max_hz": "f0_max_raw", "f0_mean_hz": "f0_mean_raw"}
+
+
+def single_pass_loop(meta: Path, rows: list[int], out_json: Path) -> None:
+    """A leaner plain loop (stricter baseline): per row each file loaded once with
+    ``torchaudio.load``, the answer resampled once with ``torchaudio.functional.resample``,
+    Silero's JIT ``get_speech_timestamps`` (defaults) on the question and the answer and, only
+    where ``answer_start_time`` < 0, on the answer cut at the skip point; Praat pitch of the
+    file (``parselmouth.Sound(path).to_pitch_ac(75, 500)``). Arithmetic: the project's pure
+    functions (microseconds)."""
     import parselmouth
     import torch
     import torchaudio
@@ -296,47 +334,59 @@ def plain_loop(meta: Path, rows: list[int], out_json: Path) -> None:
     with torch.no_grad():
         for i in rows:
             r = parse_row(raw[i])
-            q, qsr = torchaudio.load(str(meta.parent / r.audio_path))
-            q = q.mean(dim=0)
+            q, _ = torchaudio.load(str(meta.parent / r.audio_path))
             a, asr = torchaudio.load(str(meta.parent / r.answer_audio_path))
             a = a.mean(dim=0, keepdim=True)
             if asr != SR:
                 a = taf.resample(a, asr, SR)
             a = a[0]
-            qs, as_ = vad(q), vad(a)
+            qs, as_ = vad(q.mean(dim=0)), vad(a)
             skip = max(0.0, -r.answer_start_time)
             cut = vad(a[int(round(skip * SR)):]) if skip > 0 else as_
             lat = latency_s(qs, cut, r.question_end_time, r.answer_start_time)
             it = interrupted_time_s(qs, as_, r.context_end_time, r.question_end_time, r.answer_start_time)
             snd = parselmouth.Sound(str(meta.parent / r.answer_audio_path))
-            try:
-                pitch = snd.to_pitch_ac(pitch_floor=75.0, pitch_ceiling=500.0)
-                track = PitchTrack(np.asarray(pitch.selected_array["frequency"], dtype=np.float64), float(pitch.time_step))
-            except parselmouth.PraatError:
-                track = PitchTrack(np.zeros(0), 0.01)
-            out[i] = {"latency_ms": round(1000.0 * lat, 6), "interrupted_time_ms": None if it is None else round(1000.0 * it, 6),
-                      "interruption": None if it is None else bool(it > 0), "no_speech_answer": len(as_) == 0,
-                      "explainable_duration_s": snd.get_total_duration(), "explainable_voiced_ratio": track.voiced_ratio,
-                      **track.stats()}
-    dt, cpu = time.perf_counter() - t0, time.process_time() - c0
+            pitch = snd.to_pitch_ac(pitch_floor=75.0, pitch_ceiling=500.0)
+            track = PitchTrack(np.asarray(pitch.selected_array["frequency"], dtype=np.float64), float(pitch.time_step))
+            out[i] = {"latency_ms": 1000.0 * lat, "interrupted_time_ms": None if it is None else 1000.0 * it,
+                      "interruption": None if it is None else bool(it > 0), "explainable_duration_s": snd.get_total_duration(),
+                      "explainable_voiced_ratio": track.voiced_ratio, **track.stats()}
+    _write_loop(out_json, out, t0, c0)
+
+
+def _write_loop(out_json: Path, out: dict, t0: float, c0: float) -> None:
     import resource
 
+    dt, cpu = time.perf_counter() - t0, time.process_time() - c0
     out_json.write_text(json.dumps({"seconds": dt, "cpu_s": cpu, "values": out,
                                     "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 
 
-def compare(ours_dir: Path, plain: dict) -> list[str]:
+#: baselines timed on the sample rows: label -> function of this module
+LOOPS = {"SPEAR re-statement (upstream loop)": "spear_loop", "plain single-pass loop": "single_pass_loop"}
+
+
+def _same(a, b) -> bool:
+    """Equal as the project writes values: floats to 6 decimals (ms, s, Hz), the rest exactly."""
+    if isinstance(a, float) and isinstance(b, (int, float)) and not isinstance(b, bool):
+        return round(a, 6) == round(float(b), 6)
+    if isinstance(b, float) and isinstance(a, (int, float)) and not isinstance(a, bool):
+        return round(b, 6) == round(float(a), 6)
+    return a == b
+
+
+def compare(ours_dir: Path, loop: dict) -> list[str]:
+    """Rows and keys where the loop's values differ from ours (``per_sample.jsonl``)."""
     per = {}
     for line in (ours_dir / "per_sample.jsonl").read_text().splitlines():
         o = json.loads(line)
         per[o["row"]] = o
     diffs = []
-    for i, v in plain["values"].items():
+    for i, v in loop["values"].items():
         o = per[int(i)]
         for k in COMPARED:
-            a, b = v.get(k), o.get(k)
-            if not (a == b or (isinstance(a, float) and isinstance(b, float) and math.isclose(a, b, rel_tol=0, abs_tol=0))):
-                diffs.append(f"row {i} {k}: plain {a!r} ours {b!r}")
+            if k in v and not _same(v[k], o.get(k)):
+                diffs.append(f"row {i} {k}: loop {v[k]!r} ours {o.get(k)!r}")
     return diffs
 
 
@@ -344,7 +394,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--workdir", default=None, help="build the split here (kept); default: a temporary folder")
     ap.add_argument("--pool", type=int, default=48, help="distinct input clips (and answers) behind the hard links")
-    ap.add_argument("--sample", type=int, default=96, help="rows timed with the plain loop (evenly spaced)")
+    ap.add_argument("--sample", type=int, default=96, help="rows timed with each baseline loop (evenly spaced)")
     ap.add_argument("--small", type=int, default=340, help="rows of the small 1-process run (RSS vs rows)")
     ap.add_argument("--rows", type=int, default=None, help="scale the split down to this many rows (testing only)")
     ap.add_argument("--skip", default="", help="comma list of runs to skip: one,two,small,plain")
@@ -399,54 +449,56 @@ def _main(a: argparse.Namespace, root: Path) -> int:
         r = run_ours(meta, root / f"out_{nproc}", nproc, env)
         runs[f"ours, {nproc} process{'es' if nproc > 1 else ''}"] = {**r, "rows": n, "audio_s": facts["audio_s"]}
         print(json.dumps({"run": f"ours {nproc}", **r}), flush=True)
-    plain = None
+    loops: dict[str, dict] = {}
     if "plain" not in skip:
-        step = max(1, n // a.sample)
-        sample_rows = list(range(0, n, step))[: a.sample]
-        res = root / "plain.json"
-        code = (f"import sys, json; sys.path.insert(0, {str(REPO / 'scripts')!r}); import bench_full_split as b; "
-                f"from pathlib import Path; b.plain_loop(Path({str(meta)!r}), {sample_rows!r}, Path({str(res)!r}))")
-        load = _loadavg()
-        subprocess.run([sys.executable, "-c", code], env=env, check=True)
-        plain = json.loads(res.read_text())
         from spear_datasets.schema import read_metadata
-
-        raw = read_metadata(meta)
         import soundfile as sf
 
+        raw = read_metadata(meta)
+        step = max(1, n // a.sample)
+        sample_rows = list(range(0, n, step))[: a.sample]
         sample_audio = sum(sf.info(str(meta.parent / raw[i]["audio_path"])).duration
                            + sf.info(str(meta.parent / raw[i]["answer_audio_path"])).duration for i in sample_rows)
-        per_row = plain["seconds"] / len(sample_rows)
-        runs["plain loop (extrapolated)"] = {"wall_s": per_row * n, "scoring_s": per_row * n, "rows": n,
-                                             "cpu_s": plain["cpu_s"] / len(sample_rows) * n,
-                                             "audio_s": facts["audio_s"], "load_before": load,
-                                             "measured_rows": len(sample_rows), "measured_s": plain["seconds"],
-                                             "measured_x_real_time": sample_audio / plain["seconds"],
-                                             "processes": [{"cmd": "plain loop", "peak_rss_mb": round(plain["peak_rss_mb"], 1)}]}
+        for label, fn in LOOPS.items():
+            res = root / f"{fn}.json"
+            code = (f"import sys; sys.path.insert(0, {str(REPO / 'scripts')!r}); import bench_full_split as b; "
+                    f"from pathlib import Path; b.{fn}(Path({str(meta)!r}), {sample_rows!r}, Path({str(res)!r}))")
+            load = _loadavg()
+            subprocess.run([sys.executable, "-c", code], env=env, check=True)
+            lp = json.loads(res.read_text())
+            loops[label] = lp
+            per_row, cpu_row = lp["seconds"] / len(sample_rows), lp["cpu_s"] / len(sample_rows)
+            runs[label] = {"wall_s": per_row * n, "scoring_s": per_row * n, "cpu_s": cpu_row * n, "rows": n,
+                           "audio_s": facts["audio_s"], "load_before": load, "measured_rows": len(sample_rows),
+                           "measured_s": lp["seconds"], "measured_x_real_time": sample_audio / lp["seconds"],
+                           "processes": [{"cmd": label, "peak_rss_mb": round(lp["peak_rss_mb"], 1)}]}
+            print(json.dumps({"run": label, **{k: v for k, v in runs[label].items() if k != "processes"}}), flush=True)
     print()
-    print(f"{'run':<28}{'rows':>6}{'wall s':>9}{'scoring s':>10}{'CPU s':>8}{'x RT':>8}{'RTF':>9}{'rows/s':>8}  peak RSS MB per process  load")
+    print(f"{'run':<34}{'rows':>6}{'wall s':>9}{'scoring s':>10}{'CPU s':>8}{'x RT':>8}{'RTF':>9}{'rows/s':>8}  peak RSS MB  load before")
     for name, r in runs.items():
-        rss = ", ".join(f"{p['peak_rss_mb']:.0f}" for p in r["processes"] if "accelerate launch" not in p["cmd"]
-                        or len(r["processes"]) == 1)
-        print(f"{name:<28}{r['rows']:>6}{r['wall_s']:>9.1f}{r['scoring_s']:>10.1f}{r['cpu_s']:>8.1f}{r['audio_s'] / r['wall_s']:>7.0f}x"
-              f"{r['wall_s'] / r['audio_s']:>9.5f}{r['rows'] / r['wall_s']:>8.1f}  {rss:<24} {r['load_before']}")
+        rss = ", ".join(f"{p['peak_rss_mb']:.0f}" for p in r["processes"] if "accelerate launch" not in p["cmd"])
+        print(f"{name:<34}{r['rows']:>6}{r['wall_s']:>9.1f}{r['scoring_s']:>10.1f}{r['cpu_s']:>8.1f}{r['audio_s'] / r['wall_s']:>7.0f}x"
+              f"{r['wall_s'] / r['audio_s']:>9.5f}{r['rows'] / r['wall_s']:>8.1f}  {rss:<12} {r['load_before']}")
+    launcher = [p for r in runs.values() for p in r["processes"] if "accelerate launch" in p["cmd"]]
+    if launcher:
+        print(f"(the accelerate launcher process itself: peak RSS {launcher[0]['peak_rss_mb']:.0f} MB)")
     rc = 0
-    if plain is not None:
-        pr = runs["plain loop (extrapolated)"]
-        print(f"\nplain loop: measured on {pr['measured_rows']} evenly spaced rows in {pr['measured_s']:.1f} s "
-              f"({pr['measured_x_real_time']:.0f}x real time), extrapolated to {n} rows")
+    for label, lp in loops.items():
+        lr = runs[label]
+        print(f"\n{label}: measured on {lr['measured_rows']} evenly spaced rows in {lr['measured_s']:.1f} s "
+              f"({lr['measured_x_real_time']:.0f}x real time), EXTRAPOLATED to {n} rows")
         for name in ("ours, 1 process", "ours, 2 processes"):
-            if name in runs:
-                print(f"{name} vs plain loop: {pr['wall_s'] / runs[name]['wall_s']:.1f}x faster (wall), "
-                      f"{pr['wall_s'] / runs[name]['scoring_s']:.1f}x (scoring time)")
-        for name in ("ours, 1 process", "ours, 2 processes"):
-            if name in runs:
-                diffs = compare(root / f"out_{1 if '1' in name else 2}", plain)
-                print(f"same per-row values as the plain loop on the {len(plain['values'])} sample rows ({name}): "
-                      f"{'yes' if not diffs else 'NO'}")
-                for d in diffs[:10]:
-                    print("  " + d)
-                rc = rc or (1 if diffs else 0)
+            if name not in runs:
+                continue
+            o = runs[name]
+            print(f"  {name}: {lr['wall_s'] / o['wall_s']:.1f}x faster (wall, start-up included), "
+                  f"{lr['wall_s'] / o['scoring_s']:.1f}x (scoring time), {lr['cpu_s'] / o['cpu_s']:.1f}x less CPU")
+            diffs = compare(root / f"out_{1 if '1 process' in name else 2}", lp)
+            print(f"  same per-row values on the {len(lp['values'])} sample rows ({len(COMPARED)} keys, 6 decimals): "
+                  f"{'yes' if not diffs else 'NO'}")
+            for d in diffs[:10]:
+                print("    " + d)
+            rc = rc or (1 if diffs else 0)
     if "ours, 1 process" in runs and "ours, 2 processes" in runs:
         n1, n2 = runs["ours, 1 process"], runs["ours, 2 processes"]
         same = (root / "out_1" / "per_sample.jsonl").read_text() == (root / "out_2" / "per_sample.jsonl").read_text()
