@@ -230,3 +230,16 @@ def test_model_rows_are_scored_longest_answer_first(real_dir, tmp_path):
     finally:
         monkeypatch.undo()
     assert seen == sorted(seen, reverse=True) and len(seen) == 3
+
+
+def test_loading_the_vad_leaves_torch_threads_alone(real_dir):
+    """silero_vad's import sets torch to one thread for the whole process; loading the VAD must
+    not leave the model-based dimensions of the same run on one core."""
+    import subprocess
+    import sys
+
+    code = ("import torch; torch.set_num_threads(2); import numpy as np; from spear_metrics.core.vad import speech_segments; "
+            "speech_segments(np.zeros(16000, np.float32)); speech_segments(np.zeros(16000, np.float32), backend='jit'); "
+            "print(torch.get_num_threads())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "2"
