@@ -43,7 +43,7 @@ CPU seconds (user + system of every process), and checks that the per-row values
 rows equal each loop's to 6 decimals (exit 1 otherwise); 1 and 2 processes must write the same
 ``per_sample.jsonl``.
 
-    .venv/bin/python scripts/bench_full_split.py [--sample 96] [--json out.json]
+    .venv/bin/python scripts/bench_full_split.py [--sample 48] [--json out.json]
 """
 
 from __future__ import annotations
@@ -394,8 +394,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--workdir", default=None, help="build the split here (kept); default: a temporary folder")
     ap.add_argument("--pool", type=int, default=48, help="distinct input clips (and answers) behind the hard links")
-    ap.add_argument("--sample", type=int, default=96, help="rows timed with each baseline loop (evenly spaced)")
-    ap.add_argument("--small", type=int, default=340, help="rows of the small 1-process run (RSS vs rows)")
+    ap.add_argument("--sample", type=int, default=48, help="rows timed with each baseline loop (evenly spaced)")
+    ap.add_argument("--small", type=int, default=272, help="rows of the small 1-process run (RSS vs rows)")
     ap.add_argument("--rows", type=int, default=None, help="scale the split down to this many rows (testing only)")
     ap.add_argument("--skip", default="", help="comma list of runs to skip: one,two,small,plain")
     ap.add_argument("--json", default=None, help="write all figures here")

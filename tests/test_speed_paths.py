@@ -243,3 +243,18 @@ def test_loading_the_vad_leaves_torch_threads_alone(real_dir):
             "print(torch.get_num_threads())")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip().splitlines()[-1] == "2"
+
+
+def test_freed_audio_memory_is_returned_after_each_batch(real_dir, tmp_path, monkeypatch):
+    """The runner trims the C heap once per scored batch (glibc ``malloc_trim``): the peak RSS of
+    a run must not grow with its rows (checked by scripts/bench_full_split.py; here: it is called)."""
+    from spear_metrics.core import runner
+
+    calls = []
+    monkeypatch.setattr(runner, "_return_freed_memory", lambda: calls.append(1))
+    meta = _folder(tmp_path, [VCTK, JFK, VCTK], [None, -0.5, 0.2])
+    prep = prepare_rows(read_metadata(meta), meta.parent)
+    score_samples([load_dimension("interruptions")], prep.samples, batch_size=2)
+    assert len(calls) == 2  # two batches
+    monkeypatch.undo()
+    runner._return_freed_memory()  # the real call is harmless here (glibc, or a no-op)

@@ -151,6 +151,7 @@ def score_samples(
                 ahead.pop(k).result()  # its read-ahead is over: nothing is cached again after the release
             for s in batch:
                 s.release()
+            _return_freed_memory()
             done = [recs[s.row] for s in batch]
             results.extend(done)
             if on_batch:
@@ -164,6 +165,30 @@ def score_samples(
             for s in batch:
                 s.release()
     return results
+
+
+def _return_freed_memory() -> None:
+    """Hand the pages of freed audio back to the OS (glibc ``malloc_trim(0)``; a no-op elsewhere).
+
+    Without it the peak RSS of a run grew with its rows (+180 MB from 340 to 2,725 rows here)
+    although the live Python/numpy memory stayed flat: glibc raises its mmap threshold after
+    large frees, so later audio buffers come from heaps that fragment and keep their pages.
+    """
+    global _LIBC
+    if _LIBC is None:
+        import ctypes
+        import ctypes.util
+
+        try:
+            _LIBC = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+            _LIBC.malloc_trim  # noqa: B018 (glibc only)
+        except (OSError, AttributeError):
+            _LIBC = False
+    if _LIBC:
+        _LIBC.malloc_trim(0)
+
+
+_LIBC = None
 
 
 def _read_ahead(batch: Sequence[Sample]) -> None:
