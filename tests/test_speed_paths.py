@@ -223,7 +223,7 @@ def test_model_rows_are_scored_longest_answer_first(real_dir, tmp_path):
     answers = [VCTK, JFK, REAL / "lhotse__ES2011a.Headset-0-40s-46s.wav"]  # 4.06 s at 48 kHz, 11 s, 6 s
     meta = _folder(tmp_path, answers, [None, None, None])
     monkeypatch = pytest.MonkeyPatch()
-    monkeypatch.setattr(runner, "load_dimension", lambda n, **o: Probe())
+    monkeypatch.setattr(runner, "load_dimensions", lambda names, options=None: [Probe()])
     monkeypatch.setattr(runner, "parse_metrics", lambda m: ["probe"])
     try:
         runner.run_score(meta, "probe", tmp_path / "out", batch_size=1, progress=False)
@@ -258,3 +258,30 @@ def test_freed_audio_memory_is_returned_after_each_batch(real_dir, tmp_path, mon
     assert len(calls) == 2  # two batches
     monkeypatch.undo()
     runner._return_freed_memory()  # the real call is harmless here (glibc, or a no-op)
+
+
+def test_score_reads_the_next_batch_ahead_and_decodes_each_file_once(real_dir, tmp_path, monkeypatch):
+    """Through ``run_score`` (one batch per call, the read-ahead in ``run_resumable``): each
+    file decoded once, no audio left cached on any row afterwards, the same values as an
+    in-memory run."""
+    from spear_metrics.core import runner
+
+    calls = _counting_decode(monkeypatch)
+    answers = [JFK, VCTK, REAL / "lhotse__ES2011a.Headset-0-40s-46s.wav", JFK]
+    meta = _folder(tmp_path, answers, [None, -0.5, 0.3, -1.0])
+    seen: list = []
+    real_prepare = runner.prepare_rows
+
+    def keep(*a, **k):
+        prep = real_prepare(*a, **k)
+        seen.extend(prep.samples)
+        return prep
+
+    monkeypatch.setattr(runner, "prepare_rows", keep)
+    runner.run_score(meta, "interruptions,explainable_features", tmp_path / "out", batch_size=1, progress=False)
+    assert {f"in{i}.wav": 1 for i in range(4)}.items() <= calls.items() and calls[JFK.name] == 2
+    assert len(seen) == 4 and all(s._cache == {} for s in seen)
+    ours = [json.loads(l) for l in (tmp_path / "out" / "per_sample.jsonl").read_text().splitlines()]
+    mem = score_samples([load_dimension("interruptions"), load_dimension("explainable_features")],
+                        real_prepare(read_metadata(meta), meta.parent).samples, batch_size=4)
+    assert [o["latency_ms"] for o in ours] == [r.values["latency_ms"] for r in mem]
