@@ -67,8 +67,8 @@ def test_each_file_is_decoded_once_whatever_the_views(real_dir, tmp_path, monkey
 
 def test_two_dimensions_share_one_decode_per_file(real_dir, tmp_path, monkeypatch):
     """interruptions + explainable_features in one run: each input clip and each answer is
-    decoded once (also with the read-ahead thread racing the dimensions), and nothing stays
-    cached once a batch is scored (memory does not grow with the rows)."""
+    decoded once, and nothing stays cached once a batch is scored (memory does not grow with
+    the rows)."""
     calls = _counting_decode(monkeypatch)
     answers = [JFK, VCTK, REAL / "lhotse__ES2011a.Headset-0-40s-46s.wav", JFK, VCTK]
     meta = _folder(tmp_path, answers, [None, -0.5, 0.3, -1.0, 0.0])
@@ -81,9 +81,9 @@ def test_two_dimensions_share_one_decode_per_file(real_dir, tmp_path, monkeypatc
     assert all(s._cache == {} for s in prep.samples)
 
 
-def test_read_ahead_changes_no_value_and_no_failure_reason(real_dir, tmp_path):
-    """The same rows scored one per batch (read-ahead of one row) and five per batch give the
-    same values; a missing answer fails with the loader's reason either way."""
+def test_batching_changes_no_value_and_no_failure_reason(real_dir, tmp_path):
+    """The same rows scored one per batch and five per batch (one shared decode per file) give
+    the same values; a missing answer fails with the loader's reason either way."""
     answers = [JFK, VCTK, tmp_path / "missing.wav", REAL / "lhotse__ES2011a.Headset-0-40s-46s.wav", JFK]
     meta = _folder(tmp_path, answers, [None, -0.5, 0.3, -1.0, 0.0])
     dims = [load_dimension("interruptions"), load_dimension("explainable_features")]

@@ -111,59 +111,42 @@ def score_samples(
     enter no mean. ``on_batch`` receives each finished batch (the runner's log).
     """
     results: list[SampleResult] = []
-    size = max(1, batch_size)
-    batches = [list(samples[i : i + size]) for i in range(0, len(samples), size)]
-    # read-ahead: one thread decodes the next batch's files while this batch is scored (decoding
-    # releases the GIL); at most two batches of audio are held at once. (``run_score`` hands one
-    # batch at a time and reads ahead itself: see ``run_resumable``.)
-    reader = ThreadPoolExecutor(1, thread_name_prefix="spear-read-ahead") if len(batches) > 1 else None
-    ahead: dict[int, Any] = {}
-    try:
-        for k, batch in enumerate(batches):
-            if reader is not None and k + 1 < len(batches):
-                ahead[k + 1] = reader.submit(_read_ahead, batches[k + 1])
-            recs = {s.row: SampleResult(row=s.row, audio_path=s.meta.audio_path, answer_audio_path=s.meta.answer_audio_path) for s in batch}
-            live = []
-            for s in batch:
-                try:
-                    _check_sample(s)
-                    live.append(s)
-                except (RowError, AudioError) as e:
-                    recs[s.row].fail(str(e))
-            for group in _dimension_groups(dims):
-                if not live:
-                    break
-                if len(group) == 1:
-                    scored = [_score_dimension(group[0], live)]
-                else:  # light dimensions of one batch side by side (ONNX VAD and decoding release the GIL)
-                    with ThreadPoolExecutor(len(group)) as pool:
-                        scored = list(pool.map(lambda d: _score_dimension(d, live), group))
-                for dim, (outs, dt) in zip(group, scored):
-                    for s, out in zip(live, outs):
-                        rec = recs[s.row]
-                        rec.timings[dim.name] = dt
-                        if isinstance(out, BaseException):
-                            rec.fail(f"{dim.name}: {one_line(out)}")
-                        else:
-                            rec.values.update(out)
-                live = [s for s in live if recs[s.row].ok]  # a failed row enters no mean: stop spending on it
-            if k in ahead:
-                ahead.pop(k).result()  # its read-ahead is over: nothing is cached again after the release
-            for s in batch:
-                s.release()
-            _return_freed_memory()
-            done = [recs[s.row] for s in batch]
-            results.extend(done)
-            if on_batch:
-                on_batch(done)
-            if progress is not None:
-                progress.update(len(batch))
-    finally:
-        if reader is not None:
-            reader.shutdown(wait=True, cancel_futures=True)
-        for batch in batches:  # a run stopped by an error keeps no audio
-            for s in batch:
-                s.release()
+    for start in range(0, len(samples), max(1, batch_size)):
+        batch = list(samples[start : start + batch_size])
+        recs = {s.row: SampleResult(row=s.row, audio_path=s.meta.audio_path, answer_audio_path=s.meta.answer_audio_path) for s in batch}
+        live = []
+        for s in batch:
+            try:
+                _check_sample(s)
+                live.append(s)
+            except (RowError, AudioError) as e:
+                recs[s.row].fail(str(e))
+        for group in _dimension_groups(dims):
+            if not live:
+                break
+            if len(group) == 1:
+                scored = [_score_dimension(group[0], live)]
+            else:  # light dimensions of one batch side by side (ONNX VAD and decoding release the GIL)
+                with ThreadPoolExecutor(len(group)) as pool:
+                    scored = list(pool.map(lambda d: _score_dimension(d, live), group))
+            for dim, (outs, dt) in zip(group, scored):
+                for s, out in zip(live, outs):
+                    rec = recs[s.row]
+                    rec.timings[dim.name] = dt
+                    if isinstance(out, BaseException):
+                        rec.fail(f"{dim.name}: {one_line(out)}")
+                    else:
+                        rec.values.update(out)
+            live = [s for s in live if recs[s.row].ok]  # a failed row enters no mean: stop spending on it
+        for s in batch:
+            s.release()
+        _return_freed_memory()
+        done = [recs[s.row] for s in batch]
+        results.extend(done)
+        if on_batch:
+            on_batch(done)
+        if progress is not None:
+            progress.update(len(batch))
     return results
 
 
