@@ -299,6 +299,30 @@ def load_audio(
         AudioError: see :func:`decode`; also a channel index the file does not have.
     """
     wav, file_sr = decode(path)
+    return convert(wav, file_sr, sr=sr, channels=channels, resampler=resampler, path=path)
+
+
+def convert(
+    wav: np.ndarray,
+    file_sr: int,
+    *,
+    sr: int | None = TARGET_SR,
+    channels: Literal["keep", "mix"] | int = "keep",
+    resampler: Resampler = "soxr",
+    path: str | os.PathLike = "<array>",
+) -> np.ndarray:
+    """What :func:`load_audio` does after decoding: pick or mix channels, then resample.
+
+    Args:
+        wav: ``(channels, samples)`` float32 as :func:`decode` returns it, at ``file_sr`` Hz.
+        sr, channels, resampler: as :func:`load_audio`.
+        path: named in the error message.
+
+    Returns ``wav`` itself (no copy) when nothing changes (``"keep"`` at the file's rate).
+
+    Raises:
+        AudioError: a channel index the audio does not have.
+    """
     if channels == "mix":
         wav = wav.mean(axis=0, keepdims=True)
     elif isinstance(channels, int) and not isinstance(channels, bool):

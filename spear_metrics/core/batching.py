@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 
 def distributed_state():
@@ -132,3 +132,115 @@ def duration_batches(lengths: Sequence[int], *, max_items: int = 8, max_padded_s
     if cur:
         batches.append(cur)
     return batches
+
+
+#: ``model_dtype`` option values -> torch dtype names
+DTYPES = {"float32": "float32", "fp32": "float32", "float16": "float16", "fp16": "float16", "half": "float16",
+          "bfloat16": "bfloat16", "bf16": "bfloat16"}
+
+
+def model_dtype(option: str | None, device) -> Any:
+    """The torch dtype a model runs in: ``option`` ``None``/``"float32"`` (default: the reference
+    precision), ``"float16"``, ``"bfloat16"``, or ``"auto"`` (bfloat16 on a CUDA device that
+    supports it, else float16 on CUDA; float32 on CPU).
+
+    Raises:
+        ValueError: an unknown name.
+    """
+    import torch
+
+    name = str(option or "float32").lower()
+    if name == "auto":
+        dev = torch.device(device)
+        if dev.type != "cuda":
+            return torch.float32
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    if name not in DTYPES:
+        raise ValueError(f"model_dtype must be one of {', '.join(sorted(set(DTYPES)))} or auto, got {option!r}")
+    return getattr(torch, DTYPES[name])
+
+
+def check_model_options(options: dict) -> None:
+    """Validate the ``model_batch_size`` (positive int or ``"auto"``) and ``model_dtype``
+    options of a model-based dimension before any row is scored.
+
+    Raises:
+        ValueError: a value the models cannot use (the dimension turns it into an ``OptionError``).
+    """
+    bs = options.get("model_batch_size")
+    if bs is not None and str(bs).strip().lower() != "auto":
+        try:
+            ok = int(bs) >= 1
+        except (TypeError, ValueError):
+            ok = False
+        if not ok:
+            raise ValueError(f"model_batch_size must be a positive integer or 'auto', got {bs!r}")
+    dt = options.get("model_dtype")
+    if dt is not None and str(dt).lower() != "auto" and str(dt).lower() not in DTYPES:
+        raise ValueError(f"model_dtype must be one of {', '.join(sorted(set(DTYPES)))} or auto, got {dt!r}")
+
+
+def free_memory_bytes(device) -> int | None:
+    """Free bytes on a CUDA ``device`` (``torch.cuda.mem_get_info``: what every process on the
+    GPU leaves free); ``None`` for a CPU device."""
+    import torch
+
+    dev = torch.device(device)
+    if dev.type != "cuda":
+        return None
+    free, _total = torch.cuda.mem_get_info(dev)
+    return int(free)
+
+
+def batch_size_for(
+    option: int | str | None,
+    device,
+    bytes_per_item: Callable[[], float],
+    *,
+    default: int = 8,
+    cap: int = 256,
+    headroom: float = 0.8,
+    free_bytes: Callable[[Any], int | None] = free_memory_bytes,
+) -> int:
+    """Items per forward pass of a model.
+
+    Args:
+        option: a positive int (or its string): used as given. ``"auto"`` (or ``None``): on a
+            CUDA device, ``headroom`` x free memory / ``bytes_per_item()`` (at least 1, at most
+            ``cap``); on a CPU device ``default`` (the cores, not the memory, limit a CPU batch).
+        bytes_per_item: memory one more item costs (bytes); called only when needed (it may run a
+            probe batch, e.g. :func:`peak_bytes_per_item`).
+
+    Raises:
+        ValueError: an option that is neither a positive int nor ``"auto"``.
+    """
+    if option is not None and str(option).strip().lower() != "auto":
+        try:
+            n = int(option)
+        except (TypeError, ValueError):
+            raise ValueError(f"batch size must be a positive integer or 'auto', got {option!r}") from None
+        if n < 1:
+            raise ValueError(f"batch size must be a positive integer or 'auto', got {option!r}")
+        return n
+    free = free_bytes(device)
+    if free is None:
+        return default
+    per = max(1.0, float(bytes_per_item()))
+    return int(max(1, min(cap, (headroom * free) // per)))
+
+
+def peak_bytes_per_item(run: Callable[[int], Any], device, n: int = 2) -> float:
+    """Memory one item of a batch costs on a CUDA ``device``: peak allocated memory while
+    ``run(n)`` runs a probe batch of ``n`` items, above what was allocated before, divided by
+    ``n`` (the model's own weights, already resident, are not counted). ``0.0`` on CPU."""
+    import torch
+
+    dev = torch.device(device)
+    if dev.type != "cuda":
+        return 0.0
+    torch.cuda.synchronize(dev)
+    before = torch.cuda.memory_allocated(dev)
+    torch.cuda.reset_peak_memory_stats(dev)
+    run(n)
+    torch.cuda.synchronize(dev)
+    return max(0.0, (torch.cuda.max_memory_allocated(dev) - before) / max(1, n))

@@ -17,7 +17,7 @@ from typing import Any, ClassVar, Literal, Sequence
 
 import numpy as np
 
-from spear_datasets.audio import TARGET_SR, load_audio
+from spear_datasets.audio import TARGET_SR, convert, decode
 from spear_datasets.schema import SpearRow
 from spear_metrics.core.options import Option, OptionError, options_in_effect, validate_options
 
@@ -102,20 +102,47 @@ class Sample:
                 self._cache[key] = fn()
         return self._cache[key]
 
+    def decoded(self, which: Literal["input", "answer"]) -> tuple[np.ndarray, int]:
+        """The file as decoded once for every dimension of the run: ``(wav, sr)``, ``wav`` float32
+        ``(channels, samples)`` at the file's own rate (:func:`spear_datasets.audio.decode`).
+
+        Every view below is derived from it, so a file is read and decoded once per run whatever
+        channels and rates the dimensions ask for (the runner may decode it ahead, in a thread).
+
+        Raises:
+            AudioError: the file cannot be decoded (not memoised: asking again raises again).
+        """
+        if which not in ("input", "answer"):
+            raise ValueError(f"which must be 'input' or 'answer', got {which!r}")
+        path = self.audio_path if which == "input" else self.answer_audio_path
+        return self.cached(f"decoded:{which}", lambda: decode(path))
+
+    def _view(self, which: Literal["input", "answer"], channels: str | int) -> np.ndarray:
+        wav, sr = self.decoded(which)
+        path = self.audio_path if which == "input" else self.answer_audio_path
+        return convert(wav, sr, sr=TARGET_SR, channels=channels, resampler="torchaudio", path=path)
+
     def input_audio(self, channels: str | int = "keep") -> np.ndarray:
         """Input clip at 16 kHz, ``(2, n)`` with ``"keep"`` or ``(1, n)`` with ``"mix"``.
 
         Resampled (if the file is not 16 kHz) as SPEAR reads audio: channels mixed first, then
         ``torchaudio.functional.resample`` (upstream ``load_audio_mono``, ``bin/base_metrics.py``).
         """
-        return self.cached(f"input:{channels}", lambda: load_audio(self.audio_path, sr=TARGET_SR, channels=channels,
-                                                                   resampler="torchaudio"))
+        return self.cached(f"input:{channels}", lambda: self._view("input", channels))
 
     def answer_audio(self) -> np.ndarray:
         """Answer at 16 kHz, channels averaged then resampled as upstream ``load_answer`` does
         (``torchaudio.functional.resample``): shape ``(1, n)``."""
-        return self.cached("answer:mix", lambda: load_audio(self.answer_audio_path, sr=TARGET_SR, channels="mix",
-                                                            resampler="torchaudio"))
+        return self.cached("answer:mix", lambda: self._view("answer", "mix"))
+
+    def prefetch(self) -> None:
+        """Decode both files now (what the runner's read-ahead thread calls for the next batch).
+        A file that cannot be decoded is left for the dimension that asks for it to fail its row."""
+        for which in ("input", "answer"):
+            try:
+                self.decoded(which)
+            except Exception:
+                pass
 
     def release(self) -> None:
         """Drop decoded audio (called once every dimension has scored the sample)."""
@@ -175,7 +202,7 @@ class Dimension:
         if self.threaded_samples and len(samples) > 1:
             from concurrent.futures import ThreadPoolExecutor
 
-            with ThreadPoolExecutor(min(len(samples), os.cpu_count() or 1)) as pool:
+            with ThreadPoolExecutor(min(len(samples), cpu_share())) as pool:
                 return list(pool.map(one, samples))
         return [one(s) for s in samples]
 
@@ -232,6 +259,22 @@ class Dimension:
     @classmethod
     def key_names(cls) -> list[str]:
         return [k.name for k in cls.keys]
+
+
+def cpu_share() -> int:
+    """CPU cores this process may use for its own threads: the cores it may run on
+    (``os.sched_getaffinity``) divided by the processes ``accelerate launch`` started on this
+    machine (``LOCAL_WORLD_SIZE``), at least 1. Two processes on 2 cores get one thread each
+    instead of oversubscribing the cores with two each."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    try:
+        local = max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1))
+    except ValueError:
+        local = 1
+    return max(1, cores // local)
 
 
 def mean_or_none(values: Sequence[Any]) -> float | None:

@@ -41,7 +41,14 @@ SILERO_DEFAULTS = {
 def _model(backend: Backend):
     with _LOCK:
         if backend not in _MODELS:
+            import torch
+
+            threads = torch.get_num_threads()
             from silero_vad import load_silero_vad
+
+            # importing silero_vad calls torch.set_num_threads(1) for the whole process, which would
+            # leave the model-based dimensions of the same run (turn-taking, emotions...) on one core
+            torch.set_num_threads(threads)
 
             if backend == "sequence":
                 _MODELS[backend] = load_silero_vad(sequence=True)
@@ -89,7 +96,12 @@ def speech_segments(
         from silero_vad import get_speech_timestamps
 
         with _LOCK, torch.no_grad():  # the streaming model keeps state: one caller at a time
-            ts = get_speech_timestamps(torch.from_numpy(x), model, return_seconds=True, time_resolution=time_resolution)
+            threads = torch.get_num_threads()
+            torch.set_num_threads(1)  # as upstream runs it (silero_vad's import sets one thread)
+            try:
+                ts = get_speech_timestamps(torch.from_numpy(x), model, return_seconds=True, time_resolution=time_resolution)
+            finally:
+                torch.set_num_threads(threads)
     return [(float(t["start"]), float(t["end"])) for t in ts]
 
 

@@ -148,6 +148,10 @@ class VoxWhisper:
             replaced by Whisper's sinusoids for 750 steps) or ``"checkpoint"`` (SPEAR's
             ``forward_fast``, which calls the encoder directly: the table stored in the
             checkpoint is used; sinusoids when the checkpoint has none).
+        dtype: ``model_dtype`` option (:func:`spear_metrics.core.batching.model_dtype`): float32
+            (default, the reference), ``float16``/``bfloat16``/``auto`` (half precision on CUDA:
+            scores move by less than the tolerance that ``scripts/bench_model_throughput.py``
+            measures and the README states).
 
     Raises:
         ModelUnavailableError: model files missing, or a requested head not in the checkpoint.
@@ -155,11 +159,11 @@ class VoxWhisper:
     """
 
     def __init__(self, model: str, heads: Sequence[str], *, device=None, purpose: str = "Vox-Profile Whisper",
-                 positions: str = "sinusoids"):
+                 positions: str = "sinusoids", dtype: str | None = None):
         import torch
         from transformers import WhisperFeatureExtractor
 
-        from spear_metrics.core.batching import process_device
+        from spear_metrics.core.batching import model_dtype, process_device
 
         path = resolve_model(model, purpose=purpose, allow_patterns=["*.json", "*.safetensors", "*.bin"])
         cfg_path = path / "config.json"
@@ -180,9 +184,11 @@ class VoxWhisper:
         if positions == "sinusoids" or not any(k.endswith("encoder.embed_positions.weight") for k in state):
             net.reset_positions()
         self.device = device if device is not None else process_device()
-        self.net = net.to(self.device).eval()
+        self.dtype = model_dtype(dtype, self.device)
+        self.net = net.to(self.device, self.dtype).eval()
         self.features = WhisperFeatureExtractor(feature_size=net.num_mel_bins, sampling_rate=SR, chunk_length=MAX_SECONDS)
         self._torch = torch
+        self._item_bytes: float | None = None
 
     @property
     def labels(self) -> list[str] | None:
@@ -194,12 +200,27 @@ class VoxWhisper:
             return [str(d.get(str(i), d.get(i))) for i in range(len(d))]
         return None
 
-    def predict(self, waves: Sequence[np.ndarray], *, batch_size: int = 8, padding: str = "audio") -> list[dict[str, np.ndarray] | None]:
+    def batch_size(self, option: int | str | None = "auto") -> int:
+        """Clips per forward pass: ``option`` as given, or ``"auto"``: from the free memory of a
+        CUDA device (every input is 1500 frames, so one probe of 2 clips gives the cost of one;
+        measured once), 8 on CPU. See :func:`spear_metrics.core.batching.batch_size_for`."""
+        from spear_metrics.core.batching import batch_size_for, peak_bytes_per_item
+
+        def per_item() -> float:
+            if self._item_bytes is None:
+                probe = [np.zeros(MAX_SECONDS * SR, np.float32)] * 2
+                self._item_bytes = peak_bytes_per_item(lambda k: self.predict(probe[:k], batch_size=k), self.device, 2)
+            return self._item_bytes
+
+        return batch_size_for(option, self.device, per_item)
+
+    def predict(self, waves: Sequence[np.ndarray], *, batch_size: int | str | None = 8,
+                padding: str = "audio") -> list[dict[str, np.ndarray] | None]:
         """Head outputs for mono 16 kHz waves (each ``(n,)`` float32).
 
         Args:
             waves: mono 16 kHz float32 arrays.
-            batch_size: waves per forward pass (grouped by length).
+            batch_size: waves per forward pass (grouped by length), or ``"auto"`` (:meth:`batch_size`).
             padding: ``"audio"`` (waveform cut/padded to 15 s before the log-mel, the wrapper's
                 ``forward``) or ``"mel"`` (log-mel of the whole waveform, frames cut/zero-padded
                 to 1500, SPEAR's ``forward_fast``); see the module docstring. Either way only
@@ -226,7 +247,8 @@ class VoxWhisper:
             waves = [(w[: MAX_SECONDS * SR] if len(w) else np.zeros(SR // 10, np.float32)) for w in waves]
         out: list[dict[str, np.ndarray] | None] = [None] * len(waves)
         todo = [i for i, w in enumerate(waves) if len(w)]
-        for idx in duration_batches([min(len(waves[i]), MAX_SECONDS * SR) for i in todo], max_items=batch_size):
+        size = self.batch_size(batch_size)
+        for idx in duration_batches([min(len(waves[i]), MAX_SECONDS * SR) for i in todo], max_items=size):
             batch = [waves[todo[k]] for k in idx]
             if padding == "audio":
                 feats = self.features(batch, sampling_rate=SR, return_tensors="pt").input_features
@@ -237,7 +259,7 @@ class VoxWhisper:
             lo = 1 if padding == "mel" else 0
             n = torch.tensor([min(MAX_POSITIONS, max(lo, (len(w) // 160 - 1) // 2 + 1)) for w in batch])
             with torch.inference_mode():
-                res = self.net(feats.to(self.device), n.to(self.device))
+                res = self.net(feats.to(self.device, self.dtype), n.to(self.device))
             res = {k: v.float().cpu().numpy() for k, v in res.items()}
             for j, k in enumerate(idx):
                 out[todo[k]] = {name: v[j] for name, v in res.items()}

@@ -36,7 +36,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from spear_datasets.schema import SpearRow
-from spear_metrics.core.dimension import Dimension, MetricKey, Option, Sample, mean_or_none
+from spear_metrics.core.dimension import Dimension, MetricKey, Option, OptionError, Sample, mean_or_none
 
 EMOTION_MODEL = "tiantiaf/whisper-large-v3-msp-podcast-emotion-dim"
 AVD = ("arousal", "valence", "dominance")
@@ -139,7 +139,8 @@ class Emotions(Dimension):
     ``min_question_s`` (float seconds, default 1.0: shorter questions are not scored; the value
     is written to the summary as ``emotions_min_question_s``), ``naturalness_classifier``
     (local folder, see :class:`NaturalnessClassifier`; default none), ``naturalness_shift``
-    (float, overrides the classifier's stored shift), ``model_batch_size``.
+    (float, overrides the classifier's stored shift), ``model_batch_size`` (int, or ``auto``
+    (default): 8 on CPU, from the free memory on CUDA), ``model_dtype`` (``float32`` default).
 
     Raises (at construction, before any row): :class:`OptionError` for a ``min_question_s``
     that is not a finite number >= 0.
@@ -165,11 +166,20 @@ class Emotions(Dimension):
                "--min-len-question)", minimum=0),
         Option("naturalness_classifier", str, None, "local folder of a naturalness classifier (none: key null with a note)"),
         Option("naturalness_shift", float, None, "logit shift overriding the classifier's stored one"),
-        Option("model_batch_size", int, 8, "waves per model call", minimum=1),
+        Option("model_batch_size", str, "auto", "waves per model call: a positive integer, or auto (from the free GPU "
+               "memory, probed once; 8 on CPU)"),
+        Option("model_dtype", str, "float32", "precision of the models: float32 (the reference), float16, bfloat16, or auto "
+               "(half precision on CUDA)", choices=("float32", "float16", "bfloat16", "auto")),
     )
 
     def __init__(self, **options: Any):
         super().__init__(**options)  # option_schema: min_question_s a finite number >= 0 (OptionError otherwise)
+        from spear_metrics.core.batching import check_model_options
+
+        try:
+            check_model_options(self.options)
+        except ValueError as e:
+            raise OptionError(str(e)) from None
         self.min_question_s = float(self.options.get("min_question_s", MIN_QUESTION_S))
         self._model = None
         self._nat = None
@@ -179,7 +189,8 @@ class Emotions(Dimension):
             from spear_metrics.core.vox_whisper import EMOTION_DIM_HEADS, VoxWhisper
 
             self._model = VoxWhisper(str(self.options.get("emotion_model", EMOTION_MODEL)), EMOTION_DIM_HEADS,
-                                     purpose="emotion (arousal/valence/dominance)", positions="checkpoint")
+                                     purpose="emotion (arousal/valence/dominance)", positions="checkpoint",
+                                     dtype=self.options.get("model_dtype"))
         return self._model
 
     def _naturalness(self) -> NaturalnessClassifier | None:
@@ -216,7 +227,7 @@ class Emotions(Dimension):
         if not todo:
             return out
         try:
-            res = self._emotion().predict(waves, batch_size=int(self.options.get("model_batch_size", 8)), padding="mel")
+            res = self._emotion().predict(waves, batch_size=self.options.get("model_batch_size", "auto"), padding="mel")
         except ValueError:  # a turn too short for the log-mel: score one by one so only its row fails
             res = []
             for w in waves:

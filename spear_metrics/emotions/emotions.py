@@ -28,7 +28,8 @@ _KWARGS_DESCRIPTION = glue.INPUTS_DOC + """\
     min_question_s (float, optional): shortest question turn scored, in s (default 1.0, SPEAR's stage script).
     naturalness_classifier (str, optional): local folder of a naturalness classifier (see README).
     naturalness_shift (float, optional): dev-set shift overriding the classifier's stored one.
-    model_batch_size (int, optional): clips per forward pass (default 8).
+    model_batch_size (int or 'auto', optional): clips per forward pass (default auto: 8 on CPU, from the free GPU memory on CUDA).
+    model_dtype (str, optional): float32 (default, the reference), float16, bfloat16 or auto (half precision on CUDA).
 Models load on the first compute(), not at evaluate.load(); a missing model fails then with a
 one-line reason naming it.
 Returns:

@@ -27,7 +27,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from spear_datasets.schema import SpearRow
-from spear_metrics.core.dimension import Dimension, MetricKey, Option, Sample, percent_or_none
+from spear_metrics.core.dimension import Dimension, MetricKey, Option, OptionError, Sample, percent_or_none
 
 LID_MODEL = "facebook/mms-lid-126"
 DIALECT_MODEL = "tiantiaf/voxlect-english-dialect-whisper-large-v3"
@@ -99,32 +99,54 @@ class LanguageID:
     ``Wav2Vec2ForSequenceClassification`` + its ``AutoFeatureExtractor``), batched by length
     with attention masks, on this process's device."""
 
-    def __init__(self, model: str, *, device=None):
+    def __init__(self, model: str, *, device=None, dtype: str | None = None):
         import torch
         from transformers import AutoFeatureExtractor, AutoModelForAudioClassification
 
-        from spear_metrics.core.batching import process_device
+        from spear_metrics.core.batching import model_dtype, process_device
         from spear_metrics.core.models import resolve_model
 
         path = resolve_model(model, purpose="language ID", allow_patterns=["*.json", "*.safetensors", "*.txt"])
         self.extractor = AutoFeatureExtractor.from_pretrained(str(path))
         self.device = device if device is not None else process_device()
-        self.model = AutoModelForAudioClassification.from_pretrained(str(path)).to(self.device).eval()
+        self.dtype = model_dtype(dtype, self.device)
+        self.model = AutoModelForAudioClassification.from_pretrained(str(path), dtype=self.dtype).to(self.device).eval()
         self.id2label = {int(k): str(v) for k, v in self.model.config.id2label.items()}
         self._torch = torch
+        self._second_bytes: float | None = None
 
-    def predict(self, waves: Sequence[np.ndarray], *, batch_size: int = 8, max_batch_seconds: float = 240.0) -> list[tuple[str, float]]:
-        """Top label and its softmax probability for each mono 16 kHz wave ``(n,)``."""
-        from spear_metrics.core.batching import duration_batches
-
+    def _probs(self, batch: list[np.ndarray]) -> np.ndarray:
         torch = self._torch
+        feats = self.extractor([np.asarray(w, np.float32).reshape(-1) for w in batch], sampling_rate=16000,
+                               return_tensors="pt", padding=True, return_attention_mask=True)
+        feats = {k: v.to(self.device, self.dtype) if v.is_floating_point() else v.to(self.device) for k, v in feats.items()}
+        with torch.inference_mode():
+            return torch.softmax(self.model(**feats).logits.float(), dim=-1).cpu().numpy()
+
+    def predict(self, waves: Sequence[np.ndarray], *, batch_size: int | str | None = 8,
+                max_batch_seconds: float = 240.0) -> list[tuple[str, float]]:
+        """Top label and its softmax probability for each mono 16 kHz wave ``(n,)``.
+
+        Batches group similar lengths, at most ``batch_size`` waves and ``max_batch_seconds`` of
+        padded audio. ``batch_size="auto"``: on CUDA, the padded seconds a batch may hold come from
+        the free memory (one probe of 2 x 10 s measures a second's cost; up to 256 waves); on CPU
+        8 waves and ``max_batch_seconds``."""
+        from spear_metrics.core.batching import batch_size_for, duration_batches, free_memory_bytes, peak_bytes_per_item
+
+        def per_second() -> float:
+            if self._second_bytes is None:
+                probe = [np.zeros(10 * 16000, np.float32)] * 2
+                self._second_bytes = peak_bytes_per_item(lambda k: self._probs(probe[:k]), self.device, 2) / 10.0
+            return self._second_bytes
+
+        auto = batch_size is None or str(batch_size).strip().lower() == "auto"
+        if auto and free_memory_bytes(self.device) is not None:  # CUDA: the memory sets the padded seconds
+            items, seconds = 256, float(batch_size_for("auto", self.device, per_second, cap=1 << 20))
+        else:
+            items, seconds = (8 if auto else batch_size_for(batch_size, self.device, lambda: 0.0)), max_batch_seconds
         out: list[tuple[str, float] | None] = [None] * len(waves)
-        for idx in duration_batches([len(w) for w in waves], max_items=batch_size, max_padded_samples=int(max_batch_seconds * 16000)):
-            feats = self.extractor([np.asarray(waves[i], np.float32).reshape(-1) for i in idx], sampling_rate=16000,
-                                   return_tensors="pt", padding=True, return_attention_mask=True)
-            feats = {k: v.to(self.device) for k, v in feats.items()}
-            with torch.inference_mode():
-                probs = torch.softmax(self.model(**feats).logits.float(), dim=-1).cpu().numpy()
+        for idx in duration_batches([len(w) for w in waves], max_items=items, max_padded_samples=int(seconds * 16000)):
+            probs = self._probs([waves[i] for i in idx])
             for j, i in enumerate(idx):
                 k = int(np.argmax(probs[j]))
                 out[i] = (self.id2label.get(k, str(k)), round(float(probs[j, k]), 6))
@@ -137,7 +159,8 @@ class LanguageDialect(Dimension):
     Options: ``lid_model`` (default ``facebook/mms-lid-126``), ``dialect_model`` (default
     ``tiantiaf/voxlect-english-dialect-whisper-large-v3``), ``english_labels`` (comma list,
     default ``eng,en,english``), ``dialect_labels`` (comma list overriding the class names),
-    ``model_batch_size`` (default 8).
+    ``model_batch_size`` (int, or ``auto`` (default): 8 on CPU, from the free memory on CUDA),
+    ``model_dtype`` (``float32`` default; ``float16``/``bfloat16``/``auto``: see :func:`spear_metrics.core.batching.model_dtype`).
     """
 
     name = "language_dialect"
@@ -167,18 +190,27 @@ class LanguageDialect(Dimension):
         Option("dialect_model", str, DIALECT_MODEL, "English dialect model id or local folder (Voxlect Whisper head)"),
         Option("english_labels", str, "eng,en,english", "comma list of the language-ID labels that mean English"),
         Option("dialect_labels", str, None, "comma list of dialect class names overriding the model's"),
-        Option("model_batch_size", int, 8, "waves per model call", minimum=1),
+        Option("model_batch_size", str, "auto", "waves per model call: a positive integer, or auto (from the free GPU "
+               "memory, probed once; 8 on CPU)"),
+        Option("model_dtype", str, "float32", "precision of the models: float32 (the reference), float16, bfloat16, or auto "
+               "(half precision on CUDA)", choices=("float32", "float16", "bfloat16", "auto")),
     )
 
     def __init__(self, **options: Any):
         super().__init__(**options)
+        from spear_metrics.core.batching import check_model_options
+
+        try:
+            check_model_options(self.options)
+        except ValueError as e:
+            raise OptionError(str(e)) from None
         self._lid: LanguageID | None = None
         self._dialect = None
 
     # lazy models: evaluate.load and registry lookups never touch them
     def _lid_model(self) -> LanguageID:
         if self._lid is None:
-            self._lid = LanguageID(str(self.options.get("lid_model", LID_MODEL)))
+            self._lid = LanguageID(str(self.options.get("lid_model", LID_MODEL)), dtype=self.options.get("model_dtype"))
         return self._lid
 
     def _dialect_model(self):
@@ -186,7 +218,7 @@ class LanguageDialect(Dimension):
             from spear_metrics.core.vox_whisper import DIALECT_HEADS, VoxWhisper
 
             self._dialect = VoxWhisper(str(self.options.get("dialect_model", DIALECT_MODEL)), DIALECT_HEADS,
-                                       purpose="English dialect ID")
+                                       purpose="English dialect ID", dtype=self.options.get("model_dtype"))
         return self._dialect
 
     def _dialect_labels(self, n: int) -> list[str]:
@@ -199,7 +231,7 @@ class LanguageDialect(Dimension):
     def score_batch(self, samples: Sequence[Sample]) -> list[dict[str, Any] | BaseException]:
         from spear_metrics.core.vox_whisper import log_softmax
 
-        bs = int(self.options.get("model_batch_size", 8))
+        bs = self.options.get("model_batch_size", "auto")
         english_labels = str(self.options.get("english_labels", "eng,en,english")).split(",")
         answers = [s.answer_audio()[0] for s in samples]
         out: list[dict[str, Any]] = [{} for _ in samples]

@@ -27,7 +27,8 @@ _KWARGS_DESCRIPTION = glue.INPUTS_DOC + """\
     dialect_model (str, optional): Voxlect English dialect model, Hub id or local folder.
     english_labels (str, optional): comma list of labels that mean English (default "eng,en,english").
     dialect_labels (str, optional): comma list of dialect class names (default: checkpoint's, else Voxlect's 16).
-    model_batch_size (int, optional): clips per forward pass (default 8).
+    model_batch_size (int or 'auto', optional): clips per forward pass (default auto: 8 on CPU, from the free GPU memory on CUDA).
+    model_dtype (str, optional): float32 (default, the reference), float16, bfloat16 or auto (half precision on CUDA).
 Models load on the first compute(), not at evaluate.load(); a missing model fails then with a
 one-line reason naming it.
 Returns:
