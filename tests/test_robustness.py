@@ -492,6 +492,11 @@ def test_second_breaker_pass_faults_end_in_one_line(tmp_path, real_dir, capsys, 
     with open(log, "ab") as f:
         f.write(b"\xff\xfe{not json\n")
     assert main(args) == 0 and [json.loads(line) for line in (out / "per_sample.jsonl").read_text().splitlines()] == rows
+    # a declared key edited to text in the work log: that record is not trusted, its row is redone
+    text = log.read_text(errors="replace")
+    log.write_text(re.sub(r'"latency_ms": [0-9.]+', '"latency_ms": "abc"', text, count=1))
+    assert '"latency_ms": "abc"' in log.read_text()
+    assert main(args) == 0 and [json.loads(line) for line in (out / "per_sample.jsonl").read_text().splitlines()] == rows
     with pytest.raises(SystemExit) as e:
         main([*args, "--bootstrap", "100000000000"])
     assert e.value.code == 2 and "at most" in capsys.readouterr().err

@@ -20,6 +20,7 @@ Contract (``spearbench score``):
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -266,6 +267,15 @@ def score_columns(metric: str, columns: dict[str, Sequence[Any]], *, base_dir: s
     return out
 
 
+def _numbers_where_declared(rec: SampleResult, metrics: Sequence[str]) -> bool:
+    """A logged record whose values under declared metric keys are numbers (or null, or flags);
+    anything else (``"abc"`` for ``latency_ms``: an edited work log) is not trusted."""
+    from spear_metrics.core.columns import find_column
+
+    return all(v is None or (isinstance(v, (int, float)) and math.isfinite(v))
+               for k, v in rec.values.items() if find_column(k, tuple(metrics)) is not None)
+
+
 def _batch_size(value: Any) -> int:
     """A batch size >= 1 (THE number parser); ``RunError`` otherwise (0 would score nothing)."""
     from spear_datasets.schema import NumberError, parse_number
@@ -338,6 +348,7 @@ def run_resumable(
     order: Callable[[Any], Any] | None = None,
     read_ahead: Callable[[list[Any]], None] | None = None,
     state: Any = None,
+    trusted: Callable[[SampleResult], bool] | None = None,
 ) -> RunOutcome | None:
     """THE resumable, sharded loop every scored run goes through (SPEAR ``score``, FDB ``fdb``).
 
@@ -362,6 +373,8 @@ def run_resumable(
             decodes its audio); once a batch is scored and its read-ahead is over, items with a
             ``release()`` method are released (nothing cached on them outlives their batch).
         state: the accelerate process state (default: :func:`spear_metrics.core.batching.distributed_state`).
+        trusted: a logged record it returns ``False`` for (edited or corrupted values) is ignored
+            and its row scored again.
 
     Items already logged are not scored again; the pending ones are dealt round-robin
     (``pending[rank::world]``) and gathered by row id on the main process.
@@ -385,6 +398,8 @@ def run_resumable(
     done: dict[int, SampleResult] = {}
     for obj in read_rank_logs(work):
         rec = SampleResult.from_json(obj)
+        if trusted is not None and not trusted(rec):
+            continue  # an edited or corrupted record: its row is scored again
         if rec.row in ids and (not retry_failed or rec.ok):
             # a row logged twice was retried (--retry-failed only redoes failed rows): an ok result
             # wins whichever rank's log holds it, else the latest failure
@@ -537,6 +552,7 @@ def run_score(
         order=(lambda s: -_answer_seconds(s)) if any(d.model_based for d in dims) else None,
         read_ahead=_read_ahead,
         state=state,
+        trusted=lambda rec: _numbers_where_declared(rec, names),
     )
     if outcome is None:
         return None
