@@ -156,6 +156,10 @@ BAD_CASES = {
     "non_numeric_summary": (dict(summary=lambda s: s.update({"latency_ms": "fast"})), "'latency_ms' is not numeric: 'fast'"),
     "non_numeric_value": (dict(rows=lambda r: r[0].update({"explainable_duration_s": "9.9s"})),
                           "row 0 value 'explainable_duration_s' is not numeric: '9.9s'"),
+    "bogus_options": (dict(summary=lambda s: s.update({"options": {"interruptions": {"vad_time_resolution": 99}}})),
+                      "summary.json options: "),
+    "unknown_option": (dict(summary=lambda s: s.update({"options": {"interruptions": {"foo": "<b>x</b>"}}})),
+                       "summary.json options: "),
     "unknown_version": (dict(summary=lambda s: s["metric_versions"].update({"interruptions": "9.9.9"})),
                         "unknown metric version interruptions='9.9.9' (known: 2.0.0)"),
 }

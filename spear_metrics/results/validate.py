@@ -136,6 +136,7 @@ def validate_summary(summary: Any, *, where: str = "results") -> None:
         ok = known_versions(name)
         if str(versions[name]) not in ok:
             raise ResultsError(f"{where}: unknown metric version {name}={versions[name]!r} (known: {', '.join(sorted(ok))})")
+    _validate_options(summary.get("options"), metrics, where)
     for c in columns(published_only=True):  # project keys depend on options (e.g. which MOS backends ran)
         if c.dimension in metrics and c.name not in summary:
             raise ResultsError(f"{where}: summary.json is missing column {c.name!r} (metric {c.dimension!r})")
@@ -155,6 +156,26 @@ def validate_summary(summary: Any, *, where: str = "results") -> None:
             raise ResultsError(f"{where}: summary.json has {key!r} but the run did not score metric {col.dimension!r}")
         if v is not None and not is_number(v):
             raise ResultsError(f"{where}: summary.json {key!r} is not numeric: {_short(v)}")
+
+
+def _validate_options(options: Any, metrics: Sequence[str], where: str) -> None:
+    """``options`` of ``summary.json`` (per metric, as ``score`` records them), when present: each
+    metric's options must be ones its option schema declares, with values it accepts (what the
+    pushed card shows as "the options the run was scored with")."""
+    from spear_metrics.core.options import OptionError, validate_options
+    from spear_metrics.core.registry import dimension_class
+
+    if options is None:
+        return
+    if not isinstance(options, dict) or not all(isinstance(v, dict) for v in options.values()):
+        raise ResultsError(f"{where}: summary.json 'options' must be an object of per-metric objects")
+    for name, given in options.items():
+        if name not in metrics:
+            raise ResultsError(f"{where}: summary.json has options for {_short(name)}, a metric the run did not score")
+        try:
+            validate_options(dimension_class(name).option_schema, given, name)
+        except OptionError as e:
+            raise ResultsError(f"{where}: summary.json options: {e}") from None
 
 
 def validate_rows(summary: dict[str, Any], rows: Sequence[dict[str, Any]], *, where: str = "results") -> None:

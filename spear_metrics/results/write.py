@@ -191,7 +191,7 @@ def _features(rows: list[dict[str, Any]], audio_cols: Iterable[str]):
 def _options_lines(options: Any) -> list[str]:
     """The card's lines for the options the run was scored with (``summary.json`` ``options``)."""
     if not isinstance(options, dict) or not options:
-        return ["- options: none recorded (defaults)"]
+        return ["- options: not recorded in summary.json (unknown)"]
     lines = ["- options the run was scored with:"]
     for k, v in options.items():
         if isinstance(v, dict):
