@@ -257,3 +257,20 @@ def test_resume_keeps_a_retried_ok_and_refuses_another_version(tmp_path, real_di
 
     monkeypatch.setattr(Interruptions, "version", "9.9.9")
     assert main(args) == 2  # the logged rows were scored by another version: not resumed
+
+
+def test_work_logs_without_their_run_json_are_not_resumed(tmp_path, real_dir):
+    """Second breaker pass: run.json deleted, then another CSV into the same --out reused the old
+    rows. Logs without their run.json belong to no known run: refused, or cleared by --overwrite."""
+    q, a = make_clips(STEREO_DIALOGUE, tmp_path)
+    out = tmp_path / "r"
+    base = ["--metrics", "interruptions", "--out", str(out), "--no-progress"]
+    m1 = write_rows(tmp_path / "m1.csv", [row(q.name, a.name, 0.0)])
+    m2 = write_rows(tmp_path / "m2.csv", [row(q.name, a.name, 2.5)])
+    assert main(["score", "--metadata", str(m1), *base]) == 0
+    (out / ".work" / "run.json").unlink()
+    assert main(["score", "--metadata", str(m2), *base]) == 2
+    assert main(["score", "--metadata", str(m2), *base, "--overwrite"]) == 0
+    fresh = tmp_path / "fresh"
+    assert main(["score", "--metadata", str(m2), "--metrics", "interruptions", "--out", str(fresh), "--no-progress"]) == 0
+    assert _per_sample(out) == _per_sample(fresh)

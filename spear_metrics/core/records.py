@@ -206,7 +206,10 @@ def claim_work_dir(work: str | os.PathLike, fingerprint: dict[str, Any], *, over
     work = Path(work)
     fp = json.loads(json.dumps(fingerprint, default=str))
     path = work / "run.json"
-    if path.exists() and _read_json(path) != fp:  # an unreadable run.json is another run's too
+    # an unreadable run.json is another run's too, and so are work logs without one (run.json is
+    # written before any log: logs alone were left by something else, or it was deleted)
+    orphan_logs = not path.exists() and work.is_dir() and any(work.glob("rank-*.jsonl"))
+    if orphan_logs or (path.exists() and _read_json(path) != fp):
         if not overwrite:
             raise conflict
         shutil.rmtree(work, ignore_errors=True)
