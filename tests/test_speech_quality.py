@@ -75,6 +75,9 @@ def test_summary_keys_and_provenance(run):
     assert summary["UTMOS"] is None and "UTMOS not computed" in summary["UTMOS_note"]
     # the published WER_%/CER_% pool SPEAR's two ASR systems: with the embedded ASR they are null, with a note
     assert summary["WER_%"] is None and summary["CER_%"] is None and "whisper-large-v3" in summary["WER_note"]
+    from spear_metrics.commands import null_reason  # the console prints the why, not "no value"
+
+    assert "whisper-large-v3" in null_reason(summary, "WER_%") and "whisper-large-v3" in null_reason(summary, "CER_%")
     assert summary["WER_norm_%"] < 10 and summary["CER_norm_%"] < 10
     assert summary["asr_models"] == ["faster-whisper-base"]
     assert summary["WER_norm_%_faster-whisper-base"] == summary["WER_norm_%"]

@@ -63,9 +63,9 @@ def print_failures(failures: Iterable[tuple[Any, str]], where: str, *, total: in
 
 
 def null_reason(summary: Mapping[str, Any], key: str, dimension: str | None = None) -> str:
-    """Why ``summary[key]`` is null: its ``<key>_note``, else the dimension's ``<dimension>_note``,
-    else that no scored row had a value."""
-    for k in (f"{key}_note", f"{dimension}_note" if dimension else None):
+    """Why ``summary[key]`` is null: its ``<key>_note`` (or ``<stem>_note``: ``WER_note`` for
+    ``WER_%``), else the dimension's ``<dimension>_note``, else that no scored row had a value."""
+    for k in (f"{key}_note", f"{key.split('_')[0]}_note", f"{dimension}_note" if dimension else None):
         if k and summary.get(k):
             return str(summary[k])
     return "no scored row has a value"

@@ -157,7 +157,7 @@ def why_missing(summary: dict[str, Any], key: str, dim: str, scored: bool) -> st
         return "not scored in this run"
     if key not in summary:
         return "not in summary.json (missing key)"
-    for note in (f"{key}_note", f"{dim}_note"):
+    for note in (f"{key}_note", f"{key.split('_')[0]}_note", f"{dim}_note"):
         if summary.get(note):
             return str(summary[note])
     if summary.get(f"{key}_n") == 0:

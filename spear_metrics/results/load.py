@@ -249,7 +249,7 @@ class SourcePolicy:
         its public form), whitespace collapsed, cut at a word boundary."""
         text = " ".join(message.split())
         for label, path in sorted(self._local.items(), key=lambda kv: -len(str(kv[1]))):
-            text = text.replace(str(path), label)
+            text = text.replace(f"local:{path}", label).replace(str(path), label)
         return shorten(public_text(text) or "", 400)
 
     def load_many(self, names: Sequence[str]) -> tuple[list[Results], list[str]]:

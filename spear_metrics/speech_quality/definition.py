@@ -359,7 +359,7 @@ class SpeechQuality(Dimension):
         out["no_reference_%"] = percent_or_none([v.get("reference_empty") for v in values])
         out["asr_models"] = labels
         if not spear_asr:
-            out["WER_note"] = (f"WER_%/CER_% need SPEAR's ASR systems (whisper-large-v3 and qwen3-asr-0.6b, "
+            out["WER_note"] = out["CER_note"] = (f"WER_%/CER_% need SPEAR's ASR systems (whisper-large-v3 and qwen3-asr-0.6b, "
                                f"--option profile=reference); this run used {', '.join(labels) or 'none'}: "
                                f"see WER_%_<asr> (SPEAR's text rule) and WER_norm_% (normalised)")
         for note_key, summary_key in (("UTMOS_note", "UTMOS_note"), ("asr_note", "ASR_note"), ("mos_note", "MOS_note")):
