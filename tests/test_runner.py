@@ -274,3 +274,19 @@ def test_work_logs_without_their_run_json_are_not_resumed(tmp_path, real_dir):
     fresh = tmp_path / "fresh"
     assert main(["score", "--metadata", str(m2), "--metrics", "interruptions", "--out", str(fresh), "--no-progress"]) == 0
     assert _per_sample(out) == _per_sample(fresh)
+
+
+def test_inputs_without_an_answer_are_reported_per_subset(tmp_path, real_dir):
+    """--inputs: the same clip name in improvised/ and naturalistic/ are two inputs; answering
+    only the improvised one leaves the naturalistic one missing (second breaker pass)."""
+    q, a = make_clips(STEREO_DIALOGUE, tmp_path)
+    for sub in ("improvised", "naturalistic"):
+        (tmp_path / sub).mkdir()
+        os.link(q, tmp_path / sub / "same.wav")
+    inputs = write_rows(tmp_path / "inputs.csv", [row(f"{s}/same.wav", a.name, None) for s in ("improvised", "naturalistic")])
+    answers = write_rows(tmp_path / "answers.csv", [row("improvised/same.wav", a.name, None)])
+    out = tmp_path / "r"
+    assert main(["score", "--metadata", str(answers), "--metrics", "interruptions", "--out", str(out), "--no-progress",
+                 "--inputs", str(inputs)]) == 0
+    assert json.loads((out / "summary.json").read_text())["n_missing_answers"] == 1
+    assert (out / "missing_answers.txt").read_text() == "naturalistic/same.wav\n"

@@ -614,10 +614,18 @@ def _explain_infer_failures(prep: Prepared, failures: Path) -> None:
 
 
 def _missing_answers(inputs_csv: Path, prep: Prepared, out: Path) -> dict[str, Any]:
-    """Inputs of the benchmark metadata that no answer row covers (written to ``missing_answers.txt``)."""
+    """Inputs of the benchmark metadata that no answer row covers (written to ``missing_answers.txt``).
+
+    An input is matched by its subset folder and file name (SPEAR's clip stems are unique within
+    a subset; answers' metadata may point at copies of the inputs elsewhere)."""
+    from spear_datasets.schema import subset_of
+
+    def key(path: Any) -> tuple[str | None, str]:
+        return subset_of(str(path)), Path(str(path)).name
+
     raw = read_metadata(inputs_csv, required=("audio_path",))
-    answered = {Path(s.audio_path).name for s in prep.samples}
-    missing = [r["audio_path"] for r in raw if Path(str(r["audio_path"])).name not in answered]
+    answered = {key(s.audio_path) for s in prep.samples}
+    missing = [r["audio_path"] for r in raw if key(r["audio_path"]) not in answered]
     with atomic_path(out / "missing_answers.txt") as tmp:
         tmp.write_text("".join(f"{m}\n" for m in missing), encoding="utf-8")
     return {"n_missing_answers": len(missing)}
