@@ -62,6 +62,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"spearbench push-results: {e}", file=sys.stderr)
         return 2
     except Exception as e:  # network / auth errors from huggingface_hub: one line, no token
-        print(f"spearbench push-results: upload failed: {safe_error(e)}", file=sys.stderr)
+        what = "upload failed" if args.repo_id else "cannot write the results dataset"
+        print(f"spearbench push-results: {what}: {safe_error(e)}", file=sys.stderr)
         return 2  # one line, exit 2: a whole-run problem
     return 0

@@ -267,13 +267,23 @@ def score_columns(metric: str, columns: dict[str, Sequence[Any]], *, base_dir: s
     return out
 
 
-def _numbers_where_declared(rec: SampleResult, metrics: Sequence[str]) -> bool:
-    """A logged record whose values under declared metric keys are numbers (or null, or flags);
-    anything else (``"abc"`` for ``latency_ms``: an edited work log) is not trusted."""
+def _numbers_where_declared(metrics: Sequence[str]) -> Callable[[SampleResult], bool]:
+    """The trust check of logged records: values under declared metric keys must be numbers (or
+    null, or flags); anything else (``"abc"`` for ``latency_ms``: an edited work log) is not
+    trusted. Whether a key is declared is looked up once per key, not once per record."""
     from spear_metrics.core.columns import find_column
 
-    return all(v is None or (isinstance(v, (int, float)) and math.isfinite(v))
-               for k, v in rec.values.items() if find_column(k, tuple(metrics)) is not None)
+    declared: dict[str, bool] = {}
+
+    def trusted(rec: SampleResult) -> bool:
+        for k, v in rec.values.items():
+            if k not in declared:
+                declared[k] = find_column(k, tuple(metrics)) is not None
+            if declared[k] and not (v is None or (isinstance(v, (int, float)) and math.isfinite(v))):
+                return False
+        return True
+
+    return trusted
 
 
 def _batch_size(value: Any) -> int:
@@ -552,7 +562,7 @@ def run_score(
         order=(lambda s: -_answer_seconds(s)) if any(d.model_based for d in dims) else None,
         read_ahead=_read_ahead,
         state=state,
-        trusted=lambda rec: _numbers_where_declared(rec, names),
+        trusted=_numbers_where_declared(names),
     )
     if outcome is None:
         return None
