@@ -78,11 +78,13 @@ def late_onset(r):
     return 1000 - r["per_sample"][1]["interrupted_time_ms"]
 
 
-def test_jit_backend_matches_sequence_backend(real_dir, tmp_path):
-    a = _score(tmp_path, [0.5, 0.0], [None, -1.0], vad_backend="jit")
-    b = _score(tmp_path, [0.5, 0.0], [None, -1.0], vad_backend="sequence")
-    assert [s["latency_ms"] for s in a["per_sample"]] == [s["latency_ms"] for s in b["per_sample"]]
-    assert a["interrupted_time_ms"] == b["interrupted_time_ms"]
+def test_every_vad_backend_matches_upstreams_jit_call(real_dir, tmp_path):
+    a = _score(tmp_path, [0.5, 0.0], [None, -1.0], vad_backend="jit", vad_time_resolution=3)
+    assert a["interrupted_time_ms"] > 0 and a["per_sample"][0]["latency_ms"] > 400  # a real overlap, a real gap
+    for backend in ("batched", "sequence"):
+        b = _score(tmp_path, [0.5, 0.0], [None, -1.0], vad_backend=backend, vad_time_resolution=3)
+        assert [s["latency_ms"] for s in a["per_sample"]] == [s["latency_ms"] for s in b["per_sample"]], backend
+        assert a["interrupted_time_ms"] == b["interrupted_time_ms"], backend
 
 
 def test_cut_then_vad_short_tail_takes_next_segment_onset(real_dir, tmp_path):

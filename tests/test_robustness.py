@@ -190,7 +190,7 @@ def test_options_are_typed_refused_when_unknown_and_recorded(clips, tmp_path, ca
     assert not (tmp_path / "zero").exists()
     assert main([*args, "--out", str(tmp_path / "ms"), "-o", "vad_time_resolution=3"]) == 0
     s = json.loads((tmp_path / "ms" / "summary.json").read_text())
-    assert s["options"] == {"interruptions": {"vad_backend": "sequence", "vad_time_resolution": 3}, "explainable_features": {}}
+    assert s["options"] == {"interruptions": {"vad_backend": "batched", "vad_time_resolution": 3}, "explainable_features": {}}
     # ms VAD times: latencies are no longer multiples of 100 ms
     assert any(round(r["latency_ms"]) % 100 for r in per_sample(tmp_path / "ms"))
 
@@ -206,10 +206,10 @@ def test_evaluate_compute_refuses_unknown_options(clips):
                 question_end_time=[QUESTION_END], answer_start_time=[0.3])
     with pytest.raises(OptionError, match=r"unknown option 'foo' for interruptions; valid: vad_backend, vad_time_resolution"):
         m.compute(**cols, foo=1)
-    with pytest.raises(OptionError, match="vad_backend must be one of sequence, jit"):
+    with pytest.raises(OptionError, match="vad_backend must be one of batched, sequence, jit"):
         m.compute(**cols, vad_backend="fast")
     r = m.compute(**cols, vad_time_resolution="2")  # typed by the schema
-    assert r["options"]["interruptions"] == {"vad_backend": "sequence", "vad_time_resolution": 2}
+    assert r["options"]["interruptions"] == {"vad_backend": "batched", "vad_time_resolution": 2}
     assert "vad_time_resolution (int, default 1" in m.inputs_description
 
 

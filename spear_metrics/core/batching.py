@@ -6,11 +6,31 @@
   its input tensors there.
 - :func:`duration_batches`: indices of waveforms grouped so that similar lengths share a
   batch (less padding) and a batch never exceeds a padded-audio budget.
+- :func:`one_torch_thread`: torch's intra-op threads set to one for a block, then restored.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+import contextlib
+import sys
+from typing import Any, Callable, Iterator, Sequence
+
+
+@contextlib.contextmanager
+def one_torch_thread() -> Iterator[None]:
+    """Run the block with torch on one intra-op thread (``torch.set_num_threads(1)``, which is
+    process-wide), restoring the count afterwards, also when the block raises. Does nothing
+    when torch has not been imported (it is not imported for this)."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        yield
+        return
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 def distributed_state():

@@ -35,6 +35,7 @@ from spear_datasets.sources.fdb import (
     read_turn_taking,
 )
 from spear_metrics.core.dimension import MetricKey
+from spear_metrics.core.vad import DEFAULT_BACKEND
 
 VERSION = "1.0.0"
 
@@ -404,7 +405,7 @@ class FullDuplexScorer:
         asr: a backend with ``transcribe(waves, sr=16000, word_timestamps=True)`` used when
             ``output.json`` is missing; ``None`` = ``spear_metrics.core.asr.load_asr(asr_name)``
             on first need.
-        vad_backend: ``"sequence"`` or ``"jit"`` (:func:`spear_metrics.core.vad.speech_segments`).
+        vad_backend: ``"batched"`` (default), ``"sequence"`` or ``"jit"`` (:mod:`spear_metrics.core.vad`).
         compat: ``None`` (correct reading) or ``"upstream"`` (:data:`COMPAT_MODES`): how the
             reply is read for the backchannel VAD. TOR and latency come from the ASR JSON and
             do not depend on it.
@@ -423,7 +424,7 @@ class FullDuplexScorer:
     judge: Any = None
     asr: Any = None
     asr_name: str = "embedded"
-    vad_backend: str = "sequence"
+    vad_backend: str = DEFAULT_BACKEND
     compat: str | None = None
     asr_fallback: bool = True
     max_duration_diff_s: float | None = None

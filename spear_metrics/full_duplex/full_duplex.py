@@ -32,7 +32,7 @@ Args:
         the loaded dict (id -> histogram); folder names are the ids.
     judge (Judge, optional): user_interruption: a spear_metrics.core.judge.Judge.
     asr (object, optional): ASR backend for folders without output.json.
-    vad_backend (str, optional): "sequence" (default) or "jit".
+    vad_backend (str, optional): "batched" (default), "sequence" or "jit" (spear_metrics.core.vad).
     compat (str, optional): None (default: the reply resampled to 16 kHz for the backchannel
         VAD) or "upstream" (its samples read as 16 kHz without resampling, as FDB's script).
     bootstrap (int, optional): resamples for the *_ci95 intervals (default 1000; 0 = none).
@@ -60,7 +60,7 @@ class FullDuplex(evaluate.Metric):
             reference_urls=["https://github.com/DanielLin94144/Full-Duplex-Bench", "https://arxiv.org/abs/2503.04721"],
         )
 
-    def _compute(self, sample_dir, task, reference=None, judge=None, asr=None, vad_backend="sequence",
+    def _compute(self, sample_dir, task, reference=None, judge=None, asr=None, vad_backend=None,
                  bootstrap=1000, seed=0, compat=None):
         from pathlib import Path
 
@@ -74,8 +74,8 @@ class FullDuplex(evaluate.Metric):
         if key not in cache:
             if isinstance(reference, (str, Path)):
                 reference = read_reference_distribution(reference)
-            cache[key] = FullDuplexScorer(task=task, reference=reference, judge=judge, asr=asr, vad_backend=vad_backend,
-                                          compat=compat)
+            chosen = {} if vad_backend is None else {"vad_backend": vad_backend}  # None: the project's default
+            cache[key] = FullDuplexScorer(task=task, reference=reference, judge=judge, asr=asr, compat=compat, **chosen)
         scorer = cache[key]
         reference = scorer.reference
         samples = [FDBSample(id=Path(d).name, task=task, dir=Path(d)) for d in sample_dir]

@@ -32,6 +32,7 @@ from spear_datasets.sources.fdb import (
 from spear_metrics.core.records import SampleResult, write_json_atomic, write_jsonl_atomic
 from spear_metrics.core.runner import WORK_DIR, RunError, run_resumable
 from spear_metrics.core.summary import build_summary, write_summary
+from spear_metrics.core.vad import DEFAULT_BACKEND
 from spear_metrics.full_duplex.definition import (
     READINGS,
     TIME_TOLERANCE_S,
@@ -82,7 +83,7 @@ class ScoringSetup:
     reference_path: str | None = None
     judge: Any = None
     asr_name: str = "embedded"
-    vad_backend: str = "sequence"
+    vad_backend: str = DEFAULT_BACKEND
     compat: str | None = None
     batch_size: int = 16
     n_resamples: int = 1000

@@ -13,7 +13,7 @@ from typing import Any, Sequence
 from spear_datasets.audio import TARGET_SR
 from spear_datasets.schema import SpearRow
 from spear_metrics.core.dimension import Dimension, MetricKey, Option, Sample, mean_or_none, percent_or_none
-from spear_metrics.core.vad import Segment, clip_segments, intersect_segments, shift_segments, speech_segments, total_length
+from spear_metrics.core.vad import BACKENDS, DEFAULT_BACKEND, Segment, clip_segments, intersect_segments, shift_segments, speech_segments, total_length
 
 
 def skip_point_s(answer_start_time: float | None) -> float:
@@ -163,8 +163,9 @@ class Interruptions(Dimension):
                   group="Interruptions"),
     )
     option_schema = (
-        Option("vad_backend", str, "sequence", "Silero VAD front end: sequence (packaged ONNX, batched) or jit "
-               "(upstream's streaming call); same probabilities", choices=("sequence", "jit")),
+        Option("vad_backend", str, DEFAULT_BACKEND, "Silero VAD front end (see spear_metrics.core.vad): batched "
+               "(upstream's TorchScript weights, frames batched), sequence (packaged ONNX) or jit (upstream's streaming "
+               "call); probabilities equal to ~1e-5, the same segments on every audio checked", choices=BACKENDS),
         Option("vad_time_resolution", int, 1, "decimals of VAD times in seconds (1 = upstream's 0.1 s, 3 = ms)",
                minimum=0, maximum=6),
     )
@@ -172,7 +173,7 @@ class Interruptions(Dimension):
     def _vad(self, wav):
         return speech_segments(
             wav,
-            backend=self.options.get("vad_backend", "sequence"),
+            backend=self.options.get("vad_backend", DEFAULT_BACKEND),
             time_resolution=int(self.options.get("vad_time_resolution", 1)),
         )
 
@@ -224,4 +225,4 @@ class Interruptions(Dimension):
     def models(self) -> dict[str, str]:
         from importlib.metadata import version
 
-        return {"vad": f"silero-vad {version('silero-vad')} ({self.options.get('vad_backend', 'sequence')})"}
+        return {"vad": f"silero-vad {version('silero-vad')} ({self.options.get('vad_backend', DEFAULT_BACKEND)})"}

@@ -23,7 +23,7 @@ and question speech. interruptions_%: share of samples with any overlap.
 
 _KWARGS_DESCRIPTION = glue.INPUTS_DOC + """\
     (rows with answer_start_time None have null interruption values: the system chose no timing)
-    vad_backend (str, optional): "sequence" (default) or "jit" (upstream's streaming call).
+    vad_backend (str, optional): "batched" (default), "sequence" or "jit" (upstream's streaming call).
     vad_time_resolution (int, optional): decimals of VAD seconds, 1 (default, as upstream) or 3.
 Returns:
     latency_ms, interrupted_time_ms, interruptions_%, no_speech_answers_%, per_sample,

@@ -37,7 +37,7 @@ import numpy as np
 from spear_datasets.schema import SpearRow
 from spear_metrics.core.dimension import Dimension, MetricKey, Option, Sample, mean_or_none
 from spear_metrics.core.records import one_line
-from spear_metrics.core.vad import speech_segments
+from spear_metrics.core.vad import BACKENDS, DEFAULT_BACKEND, speech_segments
 from spear_metrics.turn_taking.vap import (CONTEXT_S, FRAME_HZ, MIN_UNIT_FRAMES, clean_vad, dialog_nll, future_vad_labels,
                                           load_vap, unit_nlls, utterance_units, vad_frames, vad_to_model_frames)
 
@@ -86,29 +86,18 @@ def spear_dialog(question: np.ndarray, answer: np.ndarray, answer_start_time: fl
     return out, start
 
 
-def spear_vad50(dialog16k: np.ndarray, *, backend: str = "sequence") -> np.ndarray:
+def spear_vad50(dialog16k: np.ndarray, *, backend: str = DEFAULT_BACKEND) -> np.ndarray:
     """Cleaned 50 Hz VAD ``(n // 320, 2)`` int8 of a 16 kHz stereo dialog, as SPEAR's
     ``observed_vad_50hz``: Silero per channel (threshold 0.5, min speech 100 ms, min silence
     50 ms, library pad 30 ms, segments in samples), :func:`vad.vad_frames`, then
-    :func:`vad.clean_vad` (150/150 ms). ``backend``: ``"sequence"`` (batched ONNX, same
-    probabilities and state machine) or ``"jit"`` (SPEAR's streaming call)."""
-    from spear_metrics.core import vad as core_vad
+    :func:`vad.clean_vad` (150/150 ms). ``backend``: a :mod:`spear_metrics.core.vad` backend
+    (``"jit"`` is SPEAR's streaming call)."""
+    from spear_metrics.core.vad import speech_timestamps
 
     chans = []
     for c in range(2):
         x = np.ascontiguousarray(dialog16k[c], dtype=np.float32)
-        kw = dict(threshold=0.5, sampling_rate=16000, min_speech_duration_ms=100, min_silence_duration_ms=50)
-        model = core_vad._model(backend)  # the process's shared Silero model (core/vad.py)
-        if backend == "sequence":
-            from silero_vad import get_speech_timestamps_sequence
-
-            ts = get_speech_timestamps_sequence(x, model, **kw)
-        else:
-            import torch
-            from silero_vad import get_speech_timestamps
-
-            with core_vad._LOCK, torch.no_grad():  # the streaming model keeps state
-                ts = get_speech_timestamps(torch.from_numpy(x), model, **kw)
+        ts = speech_timestamps(x, backend=backend, threshold=0.5, min_speech_duration_ms=100, min_silence_duration_ms=50)
         chans.append(vad_frames([(t["start"], t["end"]) for t in ts], len(x)))
     n = min(len(chans[0]), len(chans[1]))
     return np.stack([clean_vad(chans[0][:n]), clean_vad(chans[1][:n])], axis=1)
@@ -190,7 +179,7 @@ class TurnTaking(Dimension):
     ``vap_sample_rate`` (16000) and ``vap_frame_hz`` (50) of a TorchScript model,
     ``vap_threshold_ratio`` (0.5, the checkpoint's ``threshold_ratio``), ``vap_batch_size``
     (1, as SPEAR: a batch zero-pads shorter dialogs, which only a causal model ignores),
-    ``vad_backend`` (``sequence``|``jit``), ``vap_separated`` (false; true also scores the
+    ``vad_backend`` (``batched``|``sequence``|``jit``), ``vap_separated`` (false; true also scores the
     project key ``turn_taking_naturalness_separated``), ``offset_reference`` (SPEAR metadata CSV of human
     answers; default none -> null), ``offset_reference_onset`` (``vad``|``none``),
     ``vad_time_resolution`` (1).
@@ -222,7 +211,8 @@ class TurnTaking(Dimension):
         Option("offset_reference_onset", str, "vad", "human onset: vad (first VAD speech) or none (answer_start_time alone)",
                choices=("vad", "none")),
         Option("vad_time_resolution", int, 1, "decimals of VAD times in seconds", minimum=0, maximum=6),
-        Option("vad_backend", str, "sequence", "Silero VAD front end", choices=("sequence", "jit")),
+        Option("vad_backend", str, DEFAULT_BACKEND, "Silero VAD front end (see spear_metrics.core.vad): batched (default), "
+               "sequence (packaged ONNX) or jit (upstream's streaming call)", choices=BACKENDS),
     )
 
     def __init__(self, **options: Any):
@@ -232,7 +222,7 @@ class TurnTaking(Dimension):
         self._ref_error: str | None = None
 
     def _vad(self, wav):
-        return speech_segments(wav, backend=self.options.get("vad_backend", "sequence"),
+        return speech_segments(wav, backend=self.options.get("vad_backend", DEFAULT_BACKEND),
                                time_resolution=int(self.options.get("vad_time_resolution", 1)))
 
     def _reference(self) -> OffsetReference | None:
@@ -272,7 +262,7 @@ class TurnTaking(Dimension):
         ast = s.meta.answer_start_time
         dialog, start = spear_dialog(stereo_at(q_wav, q_sr, model_sr), stereo_at(a_wav, a_sr, model_sr), ast, model_sr)
         d16 = dialog if model_sr == SR else spear_dialog(stereo_at(q_wav, q_sr, SR), stereo_at(a_wav, a_sr, SR), ast, SR)[0]
-        vad = spear_vad50(d16, backend=str(self.options.get("vad_backend", "sequence")))
+        vad = spear_vad50(d16, backend=str(self.options.get("vad_backend", DEFAULT_BACKEND)))
         duration = dialog.shape[1] / model_sr
         return {"audio": dialog, "answer_start": start, "vad": vad, "units": utterance_units(vad, duration), "duration_s": duration}
 

@@ -1,0 +1,88 @@
+"""The batched Silero backend against upstream's streaming call, on real speech."""
+
+import numpy as np
+import pytest
+
+from spear_datasets.audio import load_audio
+from spear_metrics.core import vad
+
+from conftest import REAL, STEREO_DIALOGUE
+
+TURN_TAKING = dict(threshold=0.5, min_speech_duration_ms=100, min_silence_duration_ms=50)
+
+
+def _channels():
+    x = load_audio(STEREO_DIALOGUE, channels="keep")  # 16 kHz stereo, one AMI speaker per channel, 31 s
+    jfk = load_audio(REAL / "faster-whisper__jfk.flac", channels="mix")  # 44.1 kHz 24-bit, resampled
+    return {"FEE016": x[0], "MEO015": x[1], "mix": x.mean(0), "jfk": jfk[0]}
+
+
+def test_batched_probabilities_follow_the_streaming_model(real_dir):
+    for name, x in _channels().items():
+        ref = vad.speech_probabilities(x, backend="jit")
+        got = vad.speech_probabilities(x, backend="batched")
+        assert got.shape == ref.shape == (-(-len(x) // 512),), name
+        # the same weights and operations; batched kernels only sum in another order
+        assert np.abs(got - ref).max() < 5e-5, name
+        # real speech and real silence both occur: the comparison is not of a constant
+        assert ref.max() > 0.9 and ref.min() < 0.1, name
+
+
+def test_batched_segments_equal_upstream_call(real_dir):
+    for name, x in _channels().items():
+        for kw in (dict(return_seconds=True), dict(return_seconds=True, time_resolution=3), TURN_TAKING):
+            assert vad.speech_timestamps(x, backend="batched", **kw) == vad.speech_timestamps(x, backend="jit", **kw), (name, kw)
+    # a known utterance: MEO015's "Right" starts the answer channel after 15.46 s (the test_interruptions clip)
+    meo = _channels()["MEO015"]
+    segs = vad.speech_segments(meo[int(15.46 * 16000):], backend="batched", time_resolution=3)
+    assert segs[0][0] < 0.15 and segs[1][0] == pytest.approx(6.114, abs=0.032)
+
+
+def test_batched_values_do_not_depend_on_threads_or_calls(real_dir):
+    import torch
+
+    x = _channels()["mix"]
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = vad.speech_probabilities(x, backend="batched")
+        torch.set_num_threads(2)
+        two = vad.speech_probabilities(x, backend="batched")
+    finally:
+        torch.set_num_threads(threads)
+    np.testing.assert_array_equal(one, two)  # 1 and 2 processes write the same files
+    np.testing.assert_array_equal(one, vad.speech_probabilities(x, backend="batched"))  # no state kept between calls
+    # a signal longer than a block (2048 frames = 65.5 s) carries the LSTM state across blocks
+    long = np.concatenate([x, x, x])
+    p = vad.speech_probabilities(long, backend="batched")
+    assert len(p) > vad._model("batched").block_frames
+    assert np.abs(p - vad.speech_probabilities(long, backend="jit")).max() < 5e-5
+
+
+def test_short_and_empty_audio():
+    assert vad.speech_probabilities(np.zeros(0, np.float32), backend="batched").shape == (0,)
+    assert vad.speech_segments(np.zeros(0, np.float32)) == []
+    p = vad.speech_probabilities(np.zeros(100, np.float32), backend="batched")  # one zero-padded frame
+    assert p.shape == (1,) and p[0] == pytest.approx(vad.speech_probabilities(np.zeros(100, np.float32), backend="jit")[0], abs=5e-5)
+    with pytest.raises(ValueError, match="unknown VAD backend 'onnx'"):
+        vad.speech_segments(np.zeros(16000, np.float32), backend="onnx")
+
+
+def test_light_dimensions_run_torch_ops_on_one_thread_and_restore_it():
+    import torch
+
+    from spear_metrics.core.runner import _one_op_thread
+
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        with _one_op_thread(light=True):
+            assert torch.get_num_threads() == 1
+        assert torch.get_num_threads() == 2
+        with _one_op_thread(light=False):  # a model-based group keeps the cores
+            assert torch.get_num_threads() == 2
+        with pytest.raises(RuntimeError), _one_op_thread(light=True):
+            raise RuntimeError("a failing dimension")
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(threads)
