@@ -53,6 +53,26 @@ def write_rows(path: Path, rows) -> Path:
     return write_metadata(path, rows)
 
 
+def known_asr(name: str, texts):
+    """A stand-in ASR backend class named ``name`` whose transcripts are ``texts`` in order (cycled
+    over the waves of a call); register it under ``name`` in ``spear_metrics.core.asr.ASR_BACKENDS``
+    (monkeypatch). For checks of what is done with transcripts, not of the models."""
+    from spear_metrics.core.asr import ASRBackend, Transcript
+
+    class Known(ASRBackend):
+        def __init__(self, **_):
+            pass
+
+        def load(self):
+            pass
+
+        def transcribe(self, waves, sr=16000, word_timestamps=False):
+            return [Transcript(texts[i % len(texts)], [], name) for i in range(len(waves))]
+
+    Known.name = name
+    return Known
+
+
 class FakeChatServer:
     """A chat-completions server on a free loopback port (127.0.0.1) answering from a list of
     ``(status, content)`` (the last entry repeats) or from a function ``body -> (status,

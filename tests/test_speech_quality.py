@@ -111,28 +111,14 @@ def test_published_wer_pools_row_asr_values_of_spears_two_systems(monkeypatch, r
     mean of per-ASR means, and an empty hypothesis leaves its pair out. The two backends are
     stand-ins with known transcripts: this checks the pooling, not the models."""
     from spear_metrics.core import asr as asr_mod
-    from spear_metrics.core.asr import ASRBackend, Transcript
     from spear_metrics.core.runner import score_columns
+
+    from helpers import known_asr
 
     texts = {"whisper-large-v3": ["Ask her to bring these things", "wrong words entirely here now"],
              "qwen3-asr-0.6b": ["", "Ask her to bring these things"]}
-
-    def stand_in(key):
-        class Known(ASRBackend):
-            name = key
-
-            def __init__(self, **_):
-                pass
-
-            def load(self):
-                pass
-
-            def transcribe(self, waves, sr=16000, word_timestamps=False):
-                return [Transcript(t, [], key) for t in texts[key][: len(waves)]]
-        return Known
-
     for key in texts:
-        monkeypatch.setitem(asr_mod.ASR_BACKENDS, key, stand_in(key))
+        monkeypatch.setitem(asr_mod.ASR_BACKENDS, key, known_asr(key, texts[key]))
     cols = {"audio_path": [str(real_dir / "DERIVED__pyannote-audio__seriously_29-60s_stereo_L-FEE016_R-MEO015.wav"),
                            str(real_dir / "faster-whisper__jfk.flac")],  # stereo input clips (the rule of every command)
             "answer_audio_path": [str(real_dir / "speechbrain__p225_002.wav")] * 2,

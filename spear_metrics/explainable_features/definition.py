@@ -14,13 +14,13 @@ of their across-sample standard deviation (ddof 1), subsets pooled after normali
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from spear_datasets.audio import audio_info
 from spear_datasets.schema import SpearRow, subset_of
-from spear_metrics.core.dimension import Dimension, MetricKey, Sample, mean_or_none
+from spear_metrics.core.dimension import Dimension, MetricKey, Sample, keyed_resampler, mean_or_none, mean_resampler
 from spear_metrics.core.pitch import F0_STATS, pitch_track_file
 
 
@@ -64,6 +64,73 @@ def normalized_f0_std_avg(
         elif len(col) == 1:
             stds.append(0.0)
     return float(np.mean(stds)) if stds else None
+
+
+def normalized_f0_std_avg_resampler(
+    questioners: Sequence[str],
+    stats: Sequence[dict[str, float | None]],
+    tables: Sequence[str | None] | None = None,
+) -> Callable[[np.ndarray], float | None]:
+    """:func:`normalized_f0_std_avg` of a bootstrap resample, the per-row inputs read once.
+
+    Each row's (table, questioner) group becomes an int code, its ``f0_mean_hz`` and its seven
+    F0 statistics float arrays with masks for ``None``. ``f(idx)`` (``idx``: int row positions,
+    with repeats) then equals ``normalized_f0_std_avg([questioners[i] for i in idx],
+    [stats[i] for i in idx], [tables[i] for i in idx])`` bit for bit:
+
+    - group means: the resample's ``f0_mean_hz`` values, stably sorted by group, keep the
+      resample order within each group (the list the slow path builds); groups of the same size
+      ``m`` are gathered into one C-contiguous ``(groups, m)`` array whose row means
+      (``mean(axis=1)``: each row reduced by numpy's contiguous pairwise sum, then divided by
+      ``m``) equal ``np.mean`` of each group's list (checked on the installed numpy by
+      ``tests/test_resampled_aggregates.py``); a mean of 0 gives no normaliser, as there;
+    - per feature, the values divided by their group's mean are taken in resample order (the
+      same IEEE divisions) and go through the same ``np.std(ddof=1)``, the stds through the same
+      ``np.mean``.
+    """
+    tables = list(tables) if tables is not None else [None] * len(stats)
+    codes: dict[tuple, int] = {}
+    group = np.array([codes.setdefault((t, q), len(codes)) for t, q in zip(tables, questioners)], dtype=np.intp)
+    n_groups = len(codes)
+
+    def column(key: str) -> tuple[np.ndarray, np.ndarray]:
+        xs = [s.get(key) for s in stats]
+        return (np.array([x is not None for x in xs], dtype=bool),
+                np.array([0.0 if x is None else float(x) for x in xs], dtype=np.float64))
+
+    has_mean, f0_mean = column("f0_mean_hz")
+    feats = [column(key) for key in F0_STATS]
+
+    def group_means(idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(mean ``f0_mean_hz`` per group code, whether it is a normaliser) over the resample."""
+        denom = np.zeros(n_groups, dtype=np.float64)
+        usable = np.zeros(n_groups, dtype=bool)
+        sel = idx[has_mean[idx]]
+        if sel.size:
+            order = np.argsort(group[sel], kind="stable")
+            g, x = group[sel][order], f0_mean[sel][order]
+            first, starts, sizes = np.unique(g, return_index=True, return_counts=True)
+            for m in np.unique(sizes):
+                pick = sizes == m
+                denom[first[pick]] = x[starts[pick][:, None] + np.arange(m)].mean(axis=1)
+            usable[first] = denom[first] != 0
+        return denom, usable
+
+    def statistic(idx: np.ndarray) -> float | None:
+        denom, usable = group_means(idx)
+        g = group[idx]
+        ok, d = usable[g], denom[g]
+        stds = []
+        for has, x in feats:
+            keep = ok & has[idx]
+            col = x[idx][keep] / d[keep]
+            if col.size > 1:
+                stds.append(float(np.std(col, ddof=1)))
+            elif col.size == 1:
+                stds.append(0.0)
+        return float(np.mean(stds)) if stds else None
+
+    return statistic
 
 
 class ExplainableFeatures(Dimension):
@@ -112,6 +179,18 @@ class ExplainableFeatures(Dimension):
             "explainable_normalized_f0_std_avg": normalized_f0_std_avg(
                 [r.questioner for r in rows], values, [subset_of(r.audio_path) for r in rows]),
         }
+
+    def resampled_aggregate(self, rows: Sequence[SpearRow], values: Sequence[dict[str, Any]]):
+        """:meth:`aggregate` of one bootstrap resample ``idx`` (row positions, with repeats),
+        bit-identical to it: the two means by :func:`mean_resampler`, the F0 spread by
+        :func:`normalized_f0_std_avg_resampler`; each row's table (``subset_of(audio_path)``) and
+        questioner are read once here, not on every resample."""
+        return keyed_resampler({
+            "explainable_duration_s": mean_resampler([v.get("explainable_duration_s") for v in values]),
+            "explainable_voiced_ratio": mean_resampler([v.get("explainable_voiced_ratio") for v in values]),
+            "explainable_normalized_f0_std_avg": normalized_f0_std_avg_resampler(
+                [r.questioner for r in rows], values, [subset_of(r.audio_path) for r in rows]),
+        })
 
     def models(self) -> dict[str, str]:
         from importlib.metadata import version

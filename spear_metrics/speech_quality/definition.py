@@ -35,13 +35,14 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
 from spear_datasets.schema import SpearRow, strip_speaker_tags
 from spear_metrics.core.asr import load_asr, normalize_text
-from spear_metrics.core.dimension import Dimension, MetricKey, Option, Sample, mean_or_none, percent_or_none
+from spear_metrics.core.dimension import (Dimension, MetricKey, Option, Sample, mean_or_none, mean_resampler,
+                                          percent_or_none, percent_resampler)
 from spear_metrics.core.models import ModelUnavailableError
 from spear_metrics.core.mos import load_mos
 from spear_metrics.core.records import one_line
@@ -130,6 +131,35 @@ def _is_spear_pair(labels: Sequence[str]) -> bool:
 def _pooled(values: Sequence[dict[str, Any]], keys: Sequence[str]) -> float | None:
     """Mean over every (row, key) value that exists: SPEAR concatenates the per-ASR columns."""
     return mean_or_none([v.get(k) for v in values for k in keys])
+
+
+#: per-sample note key -> summary key (notes joined over the rows that carry one)
+_NOTES = (("UTMOS_note", "UTMOS_note"), ("asr_note", "ASR_note"), ("mos_note", "MOS_note"))
+
+
+def _with_notes(out: dict[str, Any], joined: Iterable[tuple[str, str]]) -> dict[str, Any]:
+    """``out`` with each summary note that some row carries (``(summary key, the rows' notes
+    joined)``, ``""`` = none), then UTMOS's own when no row has a UTMOS value or note."""
+    for summary_key, text in joined:
+        if text:
+            out[summary_key] = text
+    if out.get("UTMOS") is None and "UTMOS_note" not in out:
+        out["UTMOS_note"] = "UTMOS not computed for any scored row"
+    return out
+
+
+def _notes_resampler(notes: Sequence[Any]) -> Callable[[np.ndarray], str]:
+    """``" | ".join(sorted({notes[i] for i in idx if notes[i]}))`` of a resample ``idx``, the
+    distinct notes numbered once in sorted order ("" when no row of the resample has one)."""
+    texts = sorted({n for n in notes if n})
+    number = {t: i + 1 for i, t in enumerate(texts)}
+    codes = np.array([number[n] if n else 0 for n in notes], dtype=np.intp)
+
+    def joined(idx: np.ndarray) -> str:
+        present = np.flatnonzero(np.bincount(codes[idx], minlength=len(texts) + 1)[1:])
+        return " | ".join(texts[i] for i in present)
+
+    return joined
 
 
 def _names(spec: Any) -> list[str]:
@@ -362,13 +392,48 @@ class SpeechQuality(Dimension):
             out["WER_note"] = out["CER_note"] = (f"WER_%/CER_% need SPEAR's ASR systems (whisper-large-v3 and qwen3-asr-0.6b, "
                                f"--option profile=reference); this run used {', '.join(labels) or 'none'}: "
                                f"see WER_%_<asr> (SPEAR's text rule) and WER_norm_% (normalised)")
-        for note_key, summary_key in (("UTMOS_note", "UTMOS_note"), ("asr_note", "ASR_note"), ("mos_note", "MOS_note")):
-            notes = sorted({v[note_key] for v in values if v.get(note_key)})
-            if notes:
-                out[summary_key] = " | ".join(notes)
-        if out.get("UTMOS") is None and "UTMOS_note" not in out:
-            out["UTMOS_note"] = "UTMOS not computed for any scored row"
-        return out
+        return _with_notes(out, ((summary_key, " | ".join(sorted({v[note_key] for v in values if v.get(note_key)})))
+                                 for note_key, summary_key in _NOTES))
+
+    def resampled_aggregate(self, rows: Sequence[SpearRow], values: Sequence[dict[str, Any]]):
+        """:meth:`aggregate` of one bootstrap resample ``idx`` (row positions, with repeats) from
+        per-row arrays read once, bit-identical to it, keys and notes included: MOS and per-ASR
+        means by :func:`mean_resampler`, the pooled ``WER_%``... over each row's (row, ASR)
+        values in row-then-ASR order (as ``_pooled``), ``no_reference_%`` by
+        :func:`percent_resampler`, the notes by their numbers.
+
+        The ASR labels of a resample are those its rows carry (first seen). When every row
+        carries the same labels in the same order (any run of one configuration) they are the
+        same on every resample; otherwise the keys themselves depend on the resample, and the
+        default recompute is used.
+        """
+        carried = {tuple(k[len("asr_text_"):] for k in v if k.startswith("asr_text_")) for v in values}
+        if len(carried) != 1:
+            return super().resampled_aggregate(rows, values)
+        labels = list(carried.pop()) or [label for label, _ in self.asrs]
+        spear_asr = _is_spear_pair(labels)
+        keys = ["UTMOS", *[k for m in self.moss for k in m.keys if k != "UTMOS"]]
+        fns: dict[str, Callable[[np.ndarray], Any]] = {k: mean_resampler([v.get(k) for v in values]) for k in dict.fromkeys(keys)}
+        for base in ("WER_%", "CER_%", "WER_norm_%", "CER_norm_%"):  # pooled over each row's (row, ASR) values
+            fns[base] = (mean_resampler([[v.get(f"{base}_{x}") for x in labels] for v in values])
+                         if spear_asr or "norm" in base else (lambda idx: None))
+        for x in labels:
+            for base in ("WER_%", "CER_%", "WER_norm_%", "CER_norm_%"):
+                fns[f"{base}_{x}"] = mean_resampler([v.get(f"{base}_{x}") for v in values])
+        fns["no_reference_%"] = percent_resampler([v.get("reference_empty") for v in values])
+        fixed: dict[str, Any] = {}
+        if not spear_asr:
+            probe = self.aggregate(rows[:1], values[:1])  # the notes that depend on the labels only
+            fixed = {"WER_note": probe["WER_note"], "CER_note": probe["CER_note"]}
+        notes = [(summary_key, _notes_resampler([v.get(note_key) for v in values])) for note_key, summary_key in _NOTES]
+
+        def aggregate(idx: np.ndarray) -> dict[str, Any]:
+            out = {k: f(idx) for k, f in fns.items()}
+            out["asr_models"] = list(labels)
+            out.update(fixed)
+            return _with_notes(out, ((summary_key, joined(idx)) for summary_key, joined in notes))
+
+        return aggregate
 
     def models(self) -> dict[str, str]:
         out = {}
