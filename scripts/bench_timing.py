@@ -3,7 +3,7 @@
 Builds N SPEAR samples from the real fixtures (input clip: the stereo AMI dialogue cut at the end of
 FEE016's turn; answers: every real mono/stereo recording in ../shared/fixtures/real), then times
 
-- ours: `spearbench score` (run_score, streaming batches, Silero's batched ONNX front end), and
+- ours: `spearbench score` (run_score, streaming batches, Silero's batched VAD backend), and
 - baseline: `scripts/spear_reference.py`, a plain re-statement of SPEAR's rule with no project code:
   a per-file loop (torchaudio load + resample, `silero_vad.get_speech_timestamps` with defaults, the
   streaming JIT model, on the mixed question and on the answer cut at the skip point) plus Praat

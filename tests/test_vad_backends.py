@@ -86,3 +86,21 @@ def test_light_dimensions_run_torch_ops_on_one_thread_and_restore_it():
         assert torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(threads)
+
+
+def test_a_frame_at_the_threshold_decides_as_upstream(real_dir):
+    """The mix of the AMI dialogue's first 12 s at -12 dB: frame 27's streaming probability is
+    0.5000001 (speech), the batched kernels give 0.4999988 (not speech) and the ONNX model
+    0.4999984; upstream's first segment starts at 0.8 s, the unguarded batched one at 0.9 s.
+    Frames within EXACT_MARGIN of a threshold are recomputed as upstream computes them."""
+    x = load_audio(STEREO_DIALOGUE, channels="keep")
+    y = (x.mean(0)[:16000 * 12] * 0.2515948563806888).astype(np.float32)
+    raw = vad.speech_probabilities(y, backend="batched")
+    jit = vad.speech_probabilities(y, backend="jit")
+    assert jit[27] >= 0.5 > raw[27] and abs(raw[27] - 0.5) < vad.EXACT_MARGIN  # the case is real
+    model = vad._model("batched")
+    np.testing.assert_array_equal(model.exact_probabilities(y, len(jit)).astype(np.float64), jit)  # bit for bit
+    for kw in (dict(return_seconds=True), dict(return_seconds=True, time_resolution=3), TURN_TAKING):
+        assert vad.speech_timestamps(y, backend="batched", **kw) == vad.speech_timestamps(y, backend="jit", **kw), kw
+    assert vad.speech_segments(y)[0] == (0.8, 4.1)
+    assert vad.speech_segments(y, backend="sequence")[0] == (0.9, 4.1)  # the ONNX front end has no such guard

@@ -43,8 +43,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--judge-seed", type=number(integer=True), default=0, help="seed sent to the judge (default 0, as FDB)")
     p.add_argument("--asr", default="embedded", help="ASR backend for task-folder samples without output.json (spear_metrics.core.asr)")
     p.add_argument("--vad-backend", default=DEFAULT_BACKEND, choices=BACKENDS,
-                   help="Silero VAD front end for backchannel (spear_metrics.core.vad; probabilities equal to ~1e-5; "
-                        "jit = upstream's exact call)")
+                   help="Silero VAD front end for backchannel (spear_metrics.core.vad; batched decides as upstream's "
+                        "call; jit = upstream's exact call)")
     p.add_argument("--compat", default="none", choices=("none", "upstream"),
                    help="upstream: read the reply as FDB's scripts do (its samples as 16 kHz, no resampling) to "
                         "reproduce their figures; default: the correct reading (resampled to 16 kHz)")

@@ -18,9 +18,11 @@ from typing import Any, Callable, Iterator, Sequence
 
 @contextlib.contextmanager
 def one_torch_thread() -> Iterator[None]:
-    """Run the block with torch on one intra-op thread (``torch.set_num_threads(1)``, which is
-    process-wide), restoring the count afterwards, also when the block raises. Does nothing
-    when torch has not been imported (it is not imported for this)."""
+    """Run the block with torch on one intra-op thread (``torch.set_num_threads(1)``), restoring
+    the count afterwards, also when the block raises. With OpenMP the count is kept per OS
+    thread once a thread has run a torch op: it reaches the calling thread and threads started
+    inside the block (the runner's sample pools are), not long-lived threads that already ran
+    torch ops. Does nothing when torch has not been imported (it is not imported for this)."""
     torch = sys.modules.get("torch")
     if torch is None:
         yield

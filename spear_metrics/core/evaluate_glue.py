@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from spear_metrics.core.registry import dimension_class
+from spear_metrics.core.vad import DEFAULT_BACKEND as DEFAULT_VAD_BACKEND  # the evaluate modules name it through glue
 
 #: the inputs every SPEAR evaluate module declares as ``Features``
 INPUT_COLUMNS = ("audio_path", "answer_audio_path", "context_end_time", "question_end_time", "answer_start_time")

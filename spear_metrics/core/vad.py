@@ -12,24 +12,24 @@ speech probabilities (one per 512 samples) and hands them to the library's own s
 - ``"batched"`` (default): upstream's TorchScript model (``silero_vad.jit``, the weights
   ``load_silero_vad()`` loads), its stateless front end (STFT and the four convolutions) run on
   every frame of a block at once and its LSTM over the block in one ``torch.lstm`` call
-  (:func:`speech_probabilities`). Same weights and operations as the streaming call; batched
-  kernels sum in another order, so a probability differs from the streaming one by at most
-  ~1e-5 (measured: ``scripts/check_vad_backends.py``), as the ONNX model's do.
-- ``"sequence"``: the library's batched ONNX front end (``load_silero_vad(sequence=True)``
-  + ``get_speech_timestamps_sequence``): one ONNX call per block of frames, the streaming ONNX
-  model's probabilities.
+  (:class:`BatchedSilero`). Batched kernels sum in another order, so a probability differs from
+  the streaming one (by at most 1.3e-5 on 118,477 frames, ``scripts/check_vad_backends.py``);
+  a frame within :data:`EXACT_MARGIN` (1e-4) of a threshold could then decide otherwise, so the
+  frames up to the last such one are recomputed bit for bit as upstream computes them
+  (:func:`exact_near_thresholds`). The segments are then upstream's whenever the batched error
+  stays below the margin (7.7x the largest seen).
+- ``"sequence"``: the library's batched ONNX front end (``load_silero_vad(sequence=True)``):
+  the streaming ONNX model's probabilities, within 1.5e-5 of the TorchScript model's and no
+  guard: a frame at a threshold can move a segment by a frame (``tests/test_vad_backends.py``).
 - ``"jit"``: the streaming TorchScript model and ``get_speech_timestamps``, exactly upstream's call
-  (one ``model(chunk)`` per 32 ms frame; ~6x slower than ``"batched"``).
-
-All three give the same segments on every fixture and on the 2,725 rows of
-``scripts/bench_full_split.py``; ``"jit"`` is the reference when a run must be upstream's to the bit.
+  (one ``model(chunk)`` per 32 ms frame; about 13x the CPU of unguarded ``"batched"``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import threading
-from typing import Any, Literal, Sequence
+from typing import Any, Literal, Sequence, get_args
 
 import numpy as np
 
@@ -39,7 +39,7 @@ Segment = tuple[float, float]
 Backend = Literal["batched", "sequence", "jit"]
 #: the backend a run uses unless told otherwise
 DEFAULT_BACKEND: Backend = "batched"
-BACKENDS: tuple[str, ...] = ("batched", "sequence", "jit")
+BACKENDS: tuple[str, ...] = get_args(Backend)
 
 _MODELS: dict[str, object] = {}
 _LOCK = threading.Lock()
@@ -112,6 +112,37 @@ class BatchedSilero:
                 logit = F.conv1d(F.relu(seq.reshape(k, 128, 1)), self.out_w, self.out_b)
                 out.append(torch.sigmoid(logit).reshape(k))
         return torch.cat(out).numpy()
+
+    def exact_probabilities(self, wav: np.ndarray, n_frames: int) -> np.ndarray:
+        """The streaming model's probabilities of the first ``n_frames`` frames, bit for bit.
+
+        Every reduction (each convolution, the LSTM cell, the output convolution) and the
+        output sigmoid run one frame at a time, batch 1, as in upstream's call (so the same
+        kernels sum in the same order); only element-wise steps whose IEEE results do not
+        depend on the batch (reflect-padding copies, ``x * x``, ``+``, ``sqrt``, ReLU) run on all
+        frames at once. Eager mode, no TorchScript wrapper. ``(n_frames,)`` float32.
+        """
+        torch = self._torch
+        F = torch.nn.functional
+        x = torch.from_numpy(np.ascontiguousarray(wav, dtype=np.float32))
+        padded = torch.zeros(self.CONTEXT + n_frames * self.FRAME)
+        m = min(x.numel(), n_frames * self.FRAME)
+        padded[self.CONTEXT:self.CONTEXT + m] = x[:m]
+        w_ih, w_hh, b_ih, b_hh = self.lstm
+        with torch.inference_mode():
+            frames = padded.unfold(0, self.FRAME + self.CONTEXT, self.FRAME)
+            z = torch.cat([frames, frames[:, 511:575].flip(1)], 1).unsqueeze(1)  # (k, 1, 640), reflect-padded
+            z = torch.cat([F.conv1d(z[i:i + 1], self.basis, None, 128) for i in range(n_frames)])
+            z = torch.sqrt(torch.pow(z[:, :129], 2) + torch.pow(z[:, 129:], 2))
+            for w, b, stride in self.convs:
+                z = F.relu(torch.cat([F.conv1d(z[i:i + 1], w, b, stride, 1) for i in range(n_frames)]))
+            enc = z.squeeze(-1)  # (k, 128)
+            h = c = torch.zeros(1, 128)
+            out = np.empty(n_frames, dtype=np.float32)
+            for i in range(n_frames):
+                h, c = torch.lstm_cell(enc[i:i + 1], [h, c], w_ih, w_hh, b_ih, b_hh)
+                out[i] = torch.sigmoid(F.conv1d(F.relu(h.unsqueeze(-1)), self.out_w, self.out_b)).item()
+        return out
 
 
 def _model(backend: Backend):
@@ -193,9 +224,11 @@ def speech_timestamps(wav: np.ndarray, *, backend: Backend = DEFAULT_BACKEND, **
             upstream's own call, ``silero_vad.get_speech_timestamps(wav, load_silero_vad(), ...)``,
             on one torch thread as upstream runs it; the others feed their probabilities to the
             same state machine, ``get_speech_timestamps_from_probs``.
-        **kwargs: ``get_speech_timestamps``'s keyword arguments (threshold, min_speech_duration_ms,
-            min_silence_duration_ms, speech_pad_ms, return_seconds, time_resolution...), library
-            defaults for those not given (:data:`SILERO_DEFAULTS`).
+        **kwargs: the state machine's keyword arguments (``get_speech_timestamps_from_probs``:
+            threshold, neg_threshold, min_speech_duration_ms, min_silence_duration_ms,
+            speech_pad_ms, max_speech_duration_s, return_seconds, time_resolution...), library
+            defaults for those not given (:data:`SILERO_DEFAULTS`); ``get_speech_timestamps``'
+            own ``window_size_samples`` / ``progress_tracking_callback`` only with ``"jit"``.
 
     Returns:
         ``[{"start": ..., "end": ...}, ...]`` in samples, or seconds with ``return_seconds=True``.
@@ -214,7 +247,51 @@ def speech_timestamps(wav: np.ndarray, *, backend: Backend = DEFAULT_BACKEND, **
     from silero_vad.utils_vad import get_speech_timestamps_from_probs
 
     probs = speech_probabilities(x, backend=backend)
-    return get_speech_timestamps_from_probs(probs, sampling_rate=TARGET_SR, audio_length_samples=len(x), step=1, **kwargs)
+    if backend == "batched":
+        threshold = float(kwargs.get("threshold", SILERO_DEFAULTS["threshold"]))
+        neg = kwargs.get("neg_threshold")
+        neg = max(threshold - 0.15, 0.01) if neg is None else float(neg)  # the library's rule
+        probs = exact_near_thresholds(x, probs, model, (threshold, neg))
+    # Python floats, as upstream's loop hands them (``model(chunk).item()``): a float32 array would
+    # compare with the float64 thresholds in float32 (numpy 2 promotion) and 0.35 has no float32 value
+    return get_speech_timestamps_from_probs(np.asarray(probs).tolist(), sampling_rate=TARGET_SR,
+                                            audio_length_samples=len(x), step=1, **kwargs)
+
+
+#: a batched probability this close to a threshold (or closer) is recomputed as upstream computes
+#: it; the largest batched-vs-streaming difference seen is 1.3e-5 (289 signals, 118,477 frames)
+EXACT_MARGIN = 1e-4
+
+
+def exact_near_thresholds(wav: np.ndarray, probs: np.ndarray, model: "BatchedSilero",
+                          thresholds: Sequence[float], margin: float = EXACT_MARGIN) -> np.ndarray:
+    """Make the batched probabilities decide as upstream's do.
+
+    The state machine only compares each probability with ``threshold`` (``>=``) and
+    ``neg_threshold`` (``<``). A batched probability farther than ``margin`` from both gives the
+    same comparisons as the streaming model's (they differ by far less than ``margin``). When a
+    frame lies within ``margin`` of one, the frames up to the last such frame are recomputed bit
+    for bit as the streaming model computes them (:meth:`BatchedSilero.exact_probabilities`:
+    the LSTM state runs from the first frame); later frames keep their batched values. About 10 %
+    of the audio is recomputed at the default margin (``scripts/check_vad_backends.py``).
+
+    Args:
+        wav: the 16 kHz mono samples ``(n,)``; probs: their batched probabilities ``(frames,)``.
+        thresholds: the state machine's ``(threshold, neg_threshold)``.
+
+    Returns:
+        ``(frames,)`` probabilities whose comparisons with both thresholds are upstream's.
+    """
+    p = np.asarray(probs, dtype=np.float64)
+    near = np.zeros(p.shape, dtype=bool)
+    for t in thresholds:
+        near |= np.abs(p - t) <= margin
+    if not near.any():
+        return probs
+    last = int(np.flatnonzero(near)[-1]) + 1
+    out = np.array(probs, dtype=np.float32)
+    out[:last] = model.exact_probabilities(wav, last)
+    return out
 
 
 def speech_segments(

@@ -74,8 +74,8 @@ class FullDuplex(evaluate.Metric):
         if key not in cache:
             if isinstance(reference, (str, Path)):
                 reference = read_reference_distribution(reference)
-            chosen = {} if vad_backend is None else {"vad_backend": vad_backend}  # None: the project's default
-            cache[key] = FullDuplexScorer(task=task, reference=reference, judge=judge, asr=asr, compat=compat, **chosen)
+            cache[key] = FullDuplexScorer(task=task, reference=reference, judge=judge, asr=asr, compat=compat,
+                                          vad_backend=vad_backend or glue.DEFAULT_VAD_BACKEND)
         scorer = cache[key]
         reference = scorer.reference
         samples = [FDBSample(id=Path(d).name, task=task, dir=Path(d)) for d in sample_dir]

@@ -140,7 +140,7 @@ class Interruptions(Dimension):
 
     name = "interruptions"
     version = "2.0.0"
-    threaded_samples = True  # Silero's ONNX front end releases the GIL
+    threaded_samples = True  # torch / ONNX Runtime kernels release the GIL
     keys = (
         MetricKey("latency_ms", "ms", "closer_to_human",
                   "SPEAR's `compute_latency`: (question end − end of last question speech)₊ + `answer_start_time`₊ + the "
@@ -165,8 +165,8 @@ class Interruptions(Dimension):
     )
     option_schema = (
         Option("vad_backend", str, DEFAULT_BACKEND, "Silero VAD front end (see spear_metrics.core.vad): batched "
-               "(upstream's TorchScript weights, frames batched), sequence (packaged ONNX) or jit (upstream's streaming "
-               "call); probabilities equal to ~1e-5, the same segments on every audio checked", choices=BACKENDS),
+               "(upstream's TorchScript weights, frames batched, frames near a threshold recomputed as upstream), sequence "
+               "(packaged ONNX, unguarded) or jit (upstream's streaming call)", choices=BACKENDS),
         Option("vad_time_resolution", int, 1, "decimals of VAD times in seconds (1 = upstream's 0.1 s, 3 = ms)",
                minimum=0, maximum=6),
     )
