@@ -104,3 +104,15 @@ def test_a_frame_at_the_threshold_decides_as_upstream(real_dir):
         assert vad.speech_timestamps(y, backend="batched", **kw) == vad.speech_timestamps(y, backend="jit", **kw), kw
     assert vad.speech_segments(y)[0] == (0.8, 4.1)
     assert vad.speech_segments(y, backend="sequence")[0] == (0.9, 4.1)  # the ONNX front end has no such guard
+
+
+def test_audio_beyond_full_scale_decides_as_upstream(real_dir):
+    """int16 values written into a float file (the loader keeps them): the batched error grows
+    with the amplitude past the margin, so such audio takes the exact path whole."""
+    x = load_audio(STEREO_DIALOGUE, channels="keep").mean(0)[:16000 * 12]
+    y = (x * 32240).astype(np.float32)
+    raw = vad.speech_probabilities(y, backend="batched")
+    jit = vad.speech_probabilities(y, backend="jit")
+    assert np.abs(raw - jit).max() > vad.EXACT_MARGIN  # the margin would not hold here
+    for kw in (dict(return_seconds=True), TURN_TAKING):
+        assert vad.speech_timestamps(y, backend="batched", **kw) == vad.speech_timestamps(y, backend="jit", **kw), kw
