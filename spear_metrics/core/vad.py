@@ -83,27 +83,40 @@ class BatchedSilero:
         self.block_frames = int(block_frames)
         self._torch = torch
 
+    def _signal(self, wav: np.ndarray, n_frames: int):
+        """The first ``n_frames`` frames' samples as one tensor: 64 zeros (the streaming model's
+        initial context), then the audio, zero-padded to whole frames (as
+        ``get_speech_timestamps`` pads the last one)."""
+        x = self._torch.from_numpy(np.ascontiguousarray(wav, dtype=np.float32))
+        padded = self._torch.zeros(self.CONTEXT + n_frames * self.FRAME)
+        m = min(x.numel(), n_frames * self.FRAME)
+        padded[self.CONTEXT:self.CONTEXT + m] = x[:m]
+        return padded
+
+    def _frames(self, signal, first: int, k: int):
+        """Frames ``first .. first + k - 1`` of :meth:`_signal` as the STFT reads them:
+        ``(k, 1, 640)`` = the previous frame's last 64 samples, the frame, and the STFT's reflect
+        padding (64 samples on the right; ``torch.cat`` copies the same values as ``F.pad``,
+        5x faster)."""
+        span = signal[first * self.FRAME: (first + k) * self.FRAME + self.CONTEXT]
+        frames = span.unfold(0, self.FRAME + self.CONTEXT, self.FRAME)  # (k, 576): context + frame
+        return self._torch.cat([frames, frames[:, 511:575].flip(1)], 1).unsqueeze(1)
+
     def probabilities(self, wav: np.ndarray) -> np.ndarray:
         """Per-frame speech probabilities ``(ceil(n / 512),)`` float32 of 16 kHz mono ``(n,)``
         float32 samples; the last frame is zero-padded, as ``get_speech_timestamps`` pads it."""
         torch = self._torch
         F = torch.nn.functional
-        x = torch.from_numpy(np.ascontiguousarray(wav, dtype=np.float32))
-        n_frames = -(-x.numel() // self.FRAME)
+        n_frames = -(-np.size(wav) // self.FRAME)
         if n_frames == 0:
             return np.zeros(0, dtype=np.float32)
-        padded = torch.zeros(self.CONTEXT + n_frames * self.FRAME)
-        padded[self.CONTEXT:self.CONTEXT + x.numel()] = x  # zeros before the first frame: the streaming model's initial context
+        signal = self._signal(wav, n_frames)
         state = (torch.zeros(1, 1, 128), torch.zeros(1, 1, 128))
         out = []
         with torch.inference_mode():
             for first in range(0, n_frames, self.block_frames):
                 k = min(self.block_frames, n_frames - first)
-                span = padded[first * self.FRAME: (first + k) * self.FRAME + self.CONTEXT]
-                frames = span.unfold(0, self.FRAME + self.CONTEXT, self.FRAME)  # (k, 576): context + frame
-                # the STFT's reflect padding (64 samples on the right), as torch.cat: the same values, 5x faster than F.pad
-                frames = torch.cat([frames, frames[:, 511:575].flip(1)], 1).unsqueeze(1)  # (k, 1, 640)
-                h = F.conv1d(frames, self.basis, None, 128)
+                h = F.conv1d(self._frames(signal, first, k), self.basis, None, 128)
                 h = torch.sqrt(h[:, :129] ** 2 + h[:, 129:] ** 2)  # (k, 129, 4)
                 for w, b, stride in self.convs:
                     h = F.relu(F.conv1d(h, w, b, stride, 1))
@@ -124,14 +137,9 @@ class BatchedSilero:
         """
         torch = self._torch
         F = torch.nn.functional
-        x = torch.from_numpy(np.ascontiguousarray(wav, dtype=np.float32))
-        padded = torch.zeros(self.CONTEXT + n_frames * self.FRAME)
-        m = min(x.numel(), n_frames * self.FRAME)
-        padded[self.CONTEXT:self.CONTEXT + m] = x[:m]
         w_ih, w_hh, b_ih, b_hh = self.lstm
         with torch.inference_mode():
-            frames = padded.unfold(0, self.FRAME + self.CONTEXT, self.FRAME)
-            z = torch.cat([frames, frames[:, 511:575].flip(1)], 1).unsqueeze(1)  # (k, 1, 640), reflect-padded
+            z = self._frames(self._signal(wav, n_frames), 0, n_frames)  # (k, 1, 640)
             z = torch.cat([F.conv1d(z[i:i + 1], self.basis, None, 128) for i in range(n_frames)])
             z = torch.sqrt(torch.pow(z[:, :129], 2) + torch.pow(z[:, 129:], 2))
             for w, b, stride in self.convs:
@@ -246,12 +254,13 @@ def speech_timestamps(wav: np.ndarray, *, backend: Backend = DEFAULT_BACKEND, **
             return get_speech_timestamps(torch.from_numpy(x), model, sampling_rate=TARGET_SR, **kwargs)
     from silero_vad.utils_vad import get_speech_timestamps_from_probs
 
-    probs = speech_probabilities(x, backend=backend)
     if backend == "batched":
         threshold = float(kwargs.get("threshold", SILERO_DEFAULTS["threshold"]))
         neg = kwargs.get("neg_threshold")
         neg = max(threshold - 0.15, 0.01) if neg is None else float(neg)  # the library's rule
-        probs = exact_near_thresholds(x, probs, model, (threshold, neg))
+        probs = exact_near_thresholds(x, model, (threshold, neg))
+    else:
+        probs = speech_probabilities(x, backend=backend)
     # Python floats, as upstream's loop hands them (``model(chunk).item()``): a float32 array would
     # compare with the float64 thresholds in float32 (numpy 2 promotion) and 0.35 has no float32 value
     return get_speech_timestamps_from_probs(np.asarray(probs).tolist(), sampling_rate=TARGET_SR,
@@ -263,9 +272,9 @@ def speech_timestamps(wav: np.ndarray, *, backend: Backend = DEFAULT_BACKEND, **
 EXACT_MARGIN = 1e-4
 
 
-def exact_near_thresholds(wav: np.ndarray, probs: np.ndarray, model: "BatchedSilero",
-                          thresholds: Sequence[float], margin: float = EXACT_MARGIN) -> np.ndarray:
-    """Make the batched probabilities decide as upstream's do.
+def exact_near_thresholds(wav: np.ndarray, model: "BatchedSilero", thresholds: Sequence[float],
+                          margin: float = EXACT_MARGIN) -> np.ndarray:
+    """Batched probabilities that decide as upstream's do.
 
     The state machine only compares each probability with ``threshold`` (``>=``) and
     ``neg_threshold`` (``<``). A batched probability farther than ``margin`` from both gives the
@@ -276,20 +285,22 @@ def exact_near_thresholds(wav: np.ndarray, probs: np.ndarray, model: "BatchedSil
     of the audio is recomputed at the default margin (``scripts/check_vad_backends.py``).
 
     Audio beyond full scale (any ``|sample| > 1``, e.g. int16 values in a float file) is
-    recomputed whole: there the batched error is not bounded by the margin.
+    computed exactly whole, without a batched pass: there the batched error is not bounded by
+    the margin.
 
     Args:
-        wav: the 16 kHz mono samples ``(n,)``; probs: their batched probabilities ``(frames,)``.
+        wav: the 16 kHz mono samples ``(n,)`` float32.
         thresholds: the state machine's ``(threshold, neg_threshold)``.
 
     Returns:
         ``(frames,)`` probabilities whose comparisons with both thresholds are upstream's.
     """
-    p = np.asarray(probs, dtype=np.float64)
-    if p.size and float(np.abs(wav).max(initial=0.0)) > 1.0:
+    if float(np.abs(wav).max(initial=0.0)) > 1.0:
         # the batched error grows with the amplitude (1.5e-3 at int16 scale written as floats,
         # found by the breaker pass): outside [-1, 1] no margin holds, so every frame is exact
-        return model.exact_probabilities(wav, p.size)
+        return model.exact_probabilities(wav, -(-np.size(wav) // model.FRAME))
+    probs = model.probabilities(wav)
+    p = probs.astype(np.float64)
     near = np.zeros(p.shape, dtype=bool)
     for t in thresholds:
         near |= np.abs(p - t) <= margin
