@@ -116,3 +116,31 @@ def test_audio_beyond_full_scale_decides_as_upstream(real_dir):
     assert np.abs(raw - jit).max() > vad.EXACT_MARGIN  # the margin would not hold here
     for kw in (dict(return_seconds=True), TURN_TAKING):
         assert vad.speech_timestamps(y, backend="batched", **kw) == vad.speech_timestamps(y, backend="jit", **kw), kw
+
+
+def test_exact_path_is_upstreams_call_bit_for_bit(real_dir, monkeypatch):
+    """The guard's recompute on whole real recordings (odd and even frame counts), called with
+    two torch threads (it runs on one, as upstream), through both of its kernels: two frames per
+    sgemm where the once-per-process check allows it, and one frame per sgemm."""
+    import torch
+
+    model = vad._model("batched")
+    chans = _channels()
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        for name, x in chans.items():
+            jit = vad.speech_probabilities(x, backend="jit")
+            np.testing.assert_array_equal(model.exact_probabilities(x, len(jit)).astype(np.float64), jit, err_msg=name)
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(threads)
+    # one pairing check per convolution (5: the STFT and four encoder layers). Here, MKL on
+    # AVX-512, the first three pass and the two m = 1 layers (its matrix-vector path) do not;
+    # another BLAS may decide otherwise, and the bits above hold either way
+    assert len(vad.BatchedSilero._PAIRS_EXACT) == 5
+    x = chans["jfk"][: 512 * 101]  # 101 frames: the odd last frame takes the one-frame kernel
+    jit = vad.speech_probabilities(x, backend="jit")
+    np.testing.assert_array_equal(model.exact_probabilities(x, 101).astype(np.float64), jit)
+    monkeypatch.setattr(vad.BatchedSilero, "_PAIRS_EXACT", {k: False for k in vad.BatchedSilero._PAIRS_EXACT})
+    np.testing.assert_array_equal(model.exact_probabilities(x, 101).astype(np.float64), jit)

@@ -74,6 +74,7 @@ class BatchedSilero:
         m = jit_model._model  # the 16 kHz network of the TorchScript package
         params = dict(m.named_parameters())
         self.basis = m.stft.forward_basis_buffer.detach().clone()  # (258, 1, 256)
+        self.window = self.basis[0, 0].clone()  # the basis' k = 0 row: its analysis window (256,)
         self.convs = [(params[f"encoder.{i}.reparam_conv.weight"].detach().clone(),
                        params[f"encoder.{i}.reparam_conv.bias"].detach().clone(), stride)
                       for i, stride in enumerate((1, 2, 2, 1))]
@@ -102,6 +103,15 @@ class BatchedSilero:
         frames = span.unfold(0, self.FRAME + self.CONTEXT, self.FRAME)  # (k, 576): context + frame
         return self._torch.cat([frames, frames[:, 511:575].flip(1)], 1).unsqueeze(1)
 
+    def _magnitudes(self, frames):
+        """STFT magnitudes ``(k, 129, 4)`` of frames ``(k, 1, 640)``: the four 256-sample windows
+        (hop 128) of each frame times the model's window (row 0 of its basis: a periodic Hann
+        window), through ``torch.fft.rfft``. The model's basis is that window times the DFT's
+        cos / -sin rows (to 5.7e-8), so this is its convolution computed as an FFT: 4.5x less CPU
+        than the 258 x 256 convolution (``scripts/check_vad_backends.py`` bounds the result)."""
+        spec = self._torch.view_as_real(self._torch.fft.rfft(frames[:, 0].unfold(1, 256, 128) * self.window, dim=-1))
+        return self._torch.sqrt(spec[..., 0] ** 2 + spec[..., 1] ** 2).transpose(1, 2)
+
     def probabilities(self, wav: np.ndarray) -> np.ndarray:
         """Per-frame speech probabilities ``(ceil(n / 512),)`` float32 of 16 kHz mono ``(n,)``
         float32 samples; the last frame is zero-padded, as ``get_speech_timestamps`` pads it."""
@@ -116,8 +126,7 @@ class BatchedSilero:
         with torch.inference_mode():
             for first in range(0, n_frames, self.block_frames):
                 k = min(self.block_frames, n_frames - first)
-                h = F.conv1d(self._frames(signal, first, k), self.basis, None, 128)
-                h = torch.sqrt(h[:, :129] ** 2 + h[:, 129:] ** 2)  # (k, 129, 4)
+                h = self._magnitudes(self._frames(signal, first, k))  # (k, 129, 4)
                 for w, b, stride in self.convs:
                     h = F.relu(F.conv1d(h, w, b, stride, 1))
                 seq, hn, cn = torch.lstm(h.reshape(k, 1, 128), state, self.lstm, True, 1, 0.0, False, False, False)
@@ -129,28 +138,103 @@ class BatchedSilero:
     def exact_probabilities(self, wav: np.ndarray, n_frames: int) -> np.ndarray:
         """The streaming model's probabilities of the first ``n_frames`` frames, bit for bit.
 
-        Every reduction (each convolution, the LSTM cell, the output convolution) and the
-        output sigmoid run one frame at a time, batch 1, as in upstream's call (so the same
-        kernels sum in the same order); only element-wise steps whose IEEE results do not
-        depend on the batch (reflect-padding copies, ``x * x``, ``+``, ``sqrt``, ReLU) run on all
-        frames at once. Eager mode, no TorchScript wrapper. ``(n_frames,)`` float32.
+        Upstream calls the model once per frame, on one torch thread: each convolution is then
+        torch's native convolution of one frame (im2col and one BLAS sgemm: oneDNN only takes
+        batches of 2 and more), the LSTM cell one ``lstm_cell`` call and the output sigmoid a
+        scalar ``exp``. Here each reduction runs with the same kernel on the same operands: the
+        convolutions over all frames with one sgemm per frame (``aten._slow_conv2d_forward``), or
+        per two frames where this machine's BLAS gives the same bits for that
+        (:meth:`_conv_exact`, checked once per process); the LSTM cell frame by frame; the
+        sigmoid on a strided view (the kernel's scalar loop). Element-wise steps whose IEEE
+        results do not depend on the batch (padding copies, squares, sums, ``sqrt``, ReLU) run
+        on all frames at once. One torch thread, as upstream (a kernel's choice and its sums can
+        depend on the thread count).
+
+        Returns ``(n_frames,)`` float32. About 160-180 us of CPU per frame, half of upstream's
+        streaming call (``scripts/check_vad_backends.py`` checks the bits against that call).
         """
+        from spear_metrics.core.batching import one_torch_thread
+
         torch = self._torch
         F = torch.nn.functional
         w_ih, w_hh, b_ih, b_hh = self.lstm
-        with torch.inference_mode():
-            z = self._frames(self._signal(wav, n_frames), 0, n_frames)  # (k, 1, 640)
-            z = torch.cat([F.conv1d(z[i:i + 1], self.basis, None, 128) for i in range(n_frames)])
-            z = torch.sqrt(torch.pow(z[:, :129], 2) + torch.pow(z[:, 129:], 2))
+        with torch.inference_mode(), one_torch_thread():
+            z = self._conv_exact(self._frames(self._signal(wav, n_frames), 0, n_frames), self.basis, None, 128, 0)
+            z = torch.sqrt(torch.pow(z[:, :129], 2) + torch.pow(z[:, 129:], 2))  # (k, 129, 4)
             for w, b, stride in self.convs:
-                z = F.relu(torch.cat([F.conv1d(z[i:i + 1], w, b, stride, 1) for i in range(n_frames)]))
+                z = F.relu(self._conv_exact(z, w, b, stride, 1))
             enc = z.squeeze(-1)  # (k, 128)
             h = c = torch.zeros(1, 128)
-            out = np.empty(n_frames, dtype=np.float32)
+            hs = torch.empty(n_frames, 128)
             for i in range(n_frames):
                 h, c = torch.lstm_cell(enc[i:i + 1], [h, c], w_ih, w_hh, b_ih, b_hh)
-                out[i] = torch.sigmoid(F.conv1d(F.relu(h.unsqueeze(-1)), self.out_w, self.out_b)).item()
-        return out
+                hs[i] = h[0]
+            logits = _native_conv1d(F.relu(hs).unsqueeze(-1), self.out_w, self.out_b, 1, 0)  # (k, 1, 1)
+            strided = torch.empty(n_frames, 2)
+            strided[:, 0] = logits.reshape(n_frames)
+            # a one-element tensor takes the sigmoid kernel's scalar tail; a contiguous batch its
+            # vectorised body, whose exp rounds differently: a strided view takes the scalar loop
+            return torch.sigmoid(strided[:, 0]).numpy()
+
+    #: per convolution (weight shape, stride, padding, input length): whether :func:`_paired_conv1d`
+    #: gives the batch-1 bits on this machine (filled by :meth:`_conv_exact`)
+    _PAIRS_EXACT: dict[tuple, bool] = {}
+
+    def _conv_exact(self, x, weight, bias, stride: int, padding: int):
+        """``conv1d`` of frames ``x`` ``(k, C, L)`` with the bits of upstream's batch-1 calls.
+
+        Two frames per sgemm (:func:`_paired_conv1d`) where this machine's BLAS gives the same
+        bits for that as for one frame, else one (:func:`_native_conv1d`). Which it is, is
+        checked once per process and convolution on 64 frames of seeded noise: which kernel
+        runs, and so its summation order, depends on the shapes, not on the data. MKL's
+        small-``m`` kernel passes for the STFT and the first two encoder convolutions (``m`` =
+        4 and 2 columns a frame) and fails for the last two (``m = 1``, its matrix-vector path).
+        """
+        torch = self._torch
+        key = (tuple(weight.shape), stride, padding, x.shape[-1], bias is None)
+        ok = BatchedSilero._PAIRS_EXACT.get(key)
+        if ok is None:
+            g = torch.Generator().manual_seed(0)
+            probe = (torch.randn(64, *x.shape[1:], generator=g) * 0.3).clamp(-1, 1)
+            ok = BatchedSilero._PAIRS_EXACT[key] = bool(torch.equal(
+                _paired_conv1d(probe, weight, bias, stride, padding), _native_conv1d(probe, weight, bias, stride, padding)))
+        k = x.shape[0]
+        if not ok or k < 2:
+            return _native_conv1d(x, weight, bias, stride, padding)
+        even = _paired_conv1d(x[:k - k % 2], weight, bias, stride, padding)
+        return torch.cat([even, _native_conv1d(x[k - 1:], weight, bias, stride, padding)]) if k % 2 else even
+
+
+def _native_conv1d(x, weight, bias, stride: int, padding: int):
+    """``conv1d`` of ``x`` ``(k, C, L)`` computed as ``k`` batch-1 calls compute it on one thread:
+    torch's native convolution (``aten._slow_conv2d_forward``: im2col and one sgemm per sample,
+    bias first, ``beta = 1``), the backend torch picks for one Silero frame (oneDNN takes
+    batches of 2 and more, and sums in another order). ``(k, O, L_out)``."""
+    import torch
+
+    return torch.ops.aten._slow_conv2d_forward(x.unsqueeze(2), weight.unsqueeze(2), [1, weight.shape[-1]], bias,
+                                               [1, stride], [0, padding]).squeeze(2)
+
+
+def _paired_conv1d(x, weight, bias, stride: int, padding: int):
+    """``conv1d`` of an even number of frames ``x`` ``(k, C, L)``: the native convolution's
+    im2col columns of two frames side by side, one ``torch.mm`` / ``torch.addmm`` (the same
+    sgemm call with twice the columns) per pair. ``(k, O, L_out)``."""
+    import torch
+
+    k, c, _ = x.shape
+    taps = weight.shape[-1]
+    if padding:
+        x = torch.nn.functional.pad(x, (padding, padding))
+    cols = x.unfold(2, taps, stride).permute(0, 1, 3, 2).reshape(k, c * taps, -1)  # rows c * taps + tap, as im2col
+    m = cols.shape[-1]
+    w2 = weight.reshape(weight.shape[0], -1)
+    out = torch.empty(k, w2.shape[0], m)
+    for i in range(0, k, 2):
+        pair = cols[i:i + 2].permute(1, 0, 2).reshape(c * taps, 2 * m)
+        r = torch.mm(w2, pair) if bias is None else torch.addmm(bias[:, None], w2, pair)
+        out[i:i + 2] = r.reshape(-1, 2, m).transpose(0, 1)
+    return out
 
 
 def _model(backend: Backend):

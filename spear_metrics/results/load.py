@@ -14,9 +14,10 @@ import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
-import pandas as pd
+if TYPE_CHECKING:  # imported where a table is built: every CLI start imports this package
+    import pandas as pd
 
 from spear_metrics.results.hub import is_repo_id, shorten
 from spear_metrics.results.paths import public_text
@@ -114,6 +115,8 @@ def load_results_folder(folder: str | os.PathLike, *, where: str) -> Results:
     ow = info.get("open_weights")
     rows.sort(key=lambda r: r["row"])
     report = folder / "report" / "index.html"
+    import pandas as pd
+
     return Results(where, str(info.get("model_name") or folder.name), mode, ow if isinstance(ow, bool) else None,
                    summary, pd.DataFrame(rows), split=split, audio_columns=audio_cols,
                    report=report if report.is_file() else None)
