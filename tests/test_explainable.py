@@ -8,6 +8,8 @@ from spear_metrics.core.pitch import pitch_track
 from spear_metrics.core.runner import score_columns
 from spear_metrics.explainable_features.definition import normalized_f0_std_avg
 
+from conftest import STEREO_DIALOGUE as STEREO
+
 
 def test_female_pitch_above_male(real_dir):
     f = pitch_track(load_audio(real_dir / "speechbrain__p225_002.wav", channels="mix"), 16000).stats()
@@ -77,3 +79,70 @@ def test_module_values_on_real_clips(real_dir):
     assert 0.3 < r["explainable_voiced_ratio"] < 0.9
     # each answer is its questioner's only answer: every normalised statistic is relative to its own mean
     assert r["explainable_normalized_f0_std_avg"] is not None and r["explainable_normalized_f0_std_avg"] < 0.5
+
+
+def test_decoded_16_bit_wav_gives_praats_own_track(real_dir, tmp_path):
+    """The human answers' format (16 kHz 16-bit stereo, the answerer's channel on both): Praat on
+    the decoded samples, one channel, gives the same F0 frames bit for bit as Praat reading the
+    file; a stereo file with two different speakers keeps both channels, also bit for bit."""
+    import soundfile as sf
+
+    from spear_datasets.audio import decode
+    from spear_metrics.core.pitch import pitch_track_file
+
+    x = load_audio(real_dir / "speechbrain__p225_002.wav", channels="mix")[0]  # 16 kHz, female speaker
+    dup = tmp_path / "answer_both_channels.wav"
+    sf.write(str(dup), np.stack([x, x]).T, 16000, subtype="PCM_16")
+    stereo = real_dir / "DERIVED__pyannote-audio__seriously_29-60s_stereo_L-FEE016_R-MEO015.wav"  # two speakers
+    for path in (dup, stereo):
+        ref, ref_dur = pitch_track_file(str(path))  # upstream: parselmouth.Sound(path)
+        wav, sr = decode(path)
+        got, dur = pitch_track_file(str(path), decoded=(wav, sr))
+        np.testing.assert_array_equal(got.f0_hz, ref.f0_hz)
+        assert dur == ref_dur and got.time_step_s == ref.time_step_s
+        assert (got.f0_hz > 0).mean() > 0.2  # real voiced speech is compared, not an empty track
+    assert np.median(pitch_track_file(str(dup))[0].voiced) > 165  # p225 is a female speaker
+
+
+def test_nan_answer_fails_its_row_with_explainable_features_alone(real_dir, tmp_path):
+    """Praat would read a float WAV holding NaN; the loader's checks run first and fail the row."""
+    import soundfile as sf
+
+    x = load_audio(real_dir / "speechbrain__p226_002.wav", channels="mix")[0]
+    bad = x.copy()
+    bad[1000] = np.nan
+    sf.write(str(tmp_path / "nan.wav"), bad, 16000, subtype="FLOAT")
+    good = str(real_dir / "speechbrain__p225_002.wav")
+    clip = str(real_dir / "DERIVED__pyannote-audio__seriously_29-60s_stereo_L-FEE016_R-MEO015.wav")
+    cols = dict(audio_path=[clip, str(real_dir / "faster-whisper__stereo_diarization.wav")],
+                answer_audio_path=[str(tmp_path / "nan.wav"), good], context_end_time=[1.0, 1.0],
+                question_end_time=[2.0, 2.0], answer_start_time=[None, None],
+                transcript_question=["P0001A: are you?", "P0002A: is it?"])
+    r = score_columns("explainable_features", cols)
+    first, second = r["per_sample"]
+    assert first["status"] == "failed" and "NaN" in first["error"]
+    assert second["status"] == "ok" and second["explainable_duration_s"] == pytest.approx(4.06, abs=0.01)
+
+
+def test_a_row_failed_by_one_dimension_keeps_no_values_of_another(real_dir, tmp_path):
+    """An input clip holding inf fails interruptions (it reads the clip); explainable_features,
+    scored beside it, only reads the answer and succeeds: its values must not stay on the failed
+    row's line. The good row beside it keeps all of its values."""
+    import soundfile as sf
+
+    from spear_metrics.core.registry import load_dimensions
+    from spear_metrics.core.runner import prepare_rows, score_samples
+
+    clip = load_audio(STEREO, channels="keep")
+    clip[0, 500] = np.inf
+    sf.write(str(tmp_path / "inf_clip.wav"), clip.T, 16000, subtype="FLOAT")
+    answer = str(real_dir / "speechbrain__p225_002.wav")
+    raw = [dict(audio_path=p, answer_audio_path=answer, context_end_time="1.0", question_end_time="2.0",
+                answer_start_time="0.5", transcript_question="P0001A: are you?")
+           for p in (str(tmp_path / "inf_clip.wav"), str(STEREO))]
+    prep = prepare_rows(raw, ".")
+    bad, good = score_samples(load_dimensions(["interruptions", "explainable_features"], {}), prep.samples)
+    assert bad.status == "failed" and bad.error.startswith("interruptions:") and "inf" in bad.error
+    assert bad.values == {}
+    assert good.status == "ok" and good.values["explainable_duration_s"] == pytest.approx(4.06, abs=0.01)
+    assert good.values["latency_ms"] is not None

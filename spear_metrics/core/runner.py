@@ -110,7 +110,8 @@ def score_samples(
 
     A sample that fails its file checks or any dimension becomes a failed result (reason:
     ``"<dimension>: <error>"``) and is not passed to the remaining dimensions; failed rows
-    enter no mean. ``on_batch`` receives each finished batch (the runner's log).
+    enter no mean and keep no values (not even those of the dimensions that scored them before).
+    ``on_batch`` receives each finished batch (the runner's log).
     """
     results: list[SampleResult] = []
     for start in range(0, len(samples), max(1, batch_size)):
@@ -138,7 +139,10 @@ def score_samples(
                     rec.timings[dim.name] = dt
                     if isinstance(out, BaseException):
                         rec.fail(f"{dim.name}: {one_line(out)}")
-                    else:
+                        # the values of dimensions that scored it go too: a failed row's line must
+                        # not read as partly scored (it enters no mean either way)
+                        rec.values.clear()
+                    elif rec.ok:
                         rec.values.update(out)
             live = [s for s in live if recs[s.row].ok]  # a failed row enters no mean: stop spending on it
         for s in batch:

@@ -18,7 +18,6 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from spear_datasets.audio import audio_info
 from spear_datasets.schema import SpearRow, subset_of
 from spear_metrics.core.dimension import Dimension, MetricKey, Sample, keyed_resampler, mean_or_none, mean_resampler
 from spear_metrics.core.pitch import F0_STATS, pitch_track_file
@@ -155,8 +154,10 @@ class ExplainableFeatures(Dimension):
     )
 
     def score_sample(self, sample: Sample) -> dict[str, Any]:
-        audio_info(sample.answer_audio_path)  # THE loader's header checks before Praat reads the file
-        track, duration = pitch_track_file(str(sample.answer_audio_path))
+        # THE loader's checks (header, decodable, no NaN/inf samples) before Praat sees the file; the
+        # decoded answer is the one the other dimensions of the run share
+        decoded = sample.decoded("answer")
+        track, duration = pitch_track_file(str(sample.answer_audio_path), decoded=decoded)
         if not len(track.f0_hz):
             # Praat refuses a sound shorter than its window: upstream's row holds no value at all
             return {"explainable_duration_s": None, "explainable_voiced_ratio": None, **track.stats(),
