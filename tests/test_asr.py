@@ -110,3 +110,25 @@ def test_missing_hub_model_is_one_line_error(monkeypatch):
     with pytest.raises(ModelUnavailableError, match="openai/whisper-large-v3") as e:
         asr.transcribe([np.zeros(1600, np.float32)])
     assert "\n" not in str(e.value)
+
+
+def test_long_answers_decode_at_temperature_zero_only(real_dir, embedded, monkeypatch):
+    """A wave over 30 s goes through WhisperModel.transcribe, whose default falls back to sampling
+    (random text) on hard windows: it is called at temperature 0 only, and the same real 31 s
+    dialogue gives the same text twice."""
+    from conftest import STEREO_DIALOGUE
+
+    wave = load_audio(STEREO_DIALOGUE, sr=16000, channels="mix")[0]
+    assert wave.size / 16000 > 30
+    embedded.load()
+    seen = []
+    real = embedded._model.transcribe
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs.get("temperature"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(embedded._model, "transcribe", spy)
+    first, second = embedded.transcribe([wave])[0], embedded.transcribe([wave])[0]
+    assert seen == [0.0, 0.0]
+    assert first.text == second.text and len(first.text.split()) > 20  # real speech, transcribed

@@ -144,3 +144,32 @@ def test_exact_path_is_upstreams_call_bit_for_bit(real_dir, monkeypatch):
     np.testing.assert_array_equal(model.exact_probabilities(x, 101).astype(np.float64), jit)
     monkeypatch.setattr(vad.BatchedSilero, "_PAIRS_EXACT", {k: False for k in vad.BatchedSilero._PAIRS_EXACT})
     np.testing.assert_array_equal(model.exact_probabilities(x, 101).astype(np.float64), jit)
+
+
+def test_stereo_is_refused_not_flattened(real_dir):
+    """A (2, n) array run end to end as one channel would find speech that is not there in time."""
+    x = load_audio(STEREO_DIALOGUE, channels="keep")
+    for call in (vad.speech_timestamps, vad.speech_probabilities, vad.speech_segments):
+        with pytest.raises(ValueError, match=r"VAD needs mono audio, got shape \(2, "):
+            call(x)
+    # (1, n) is mono: the same result as (n,)
+    assert vad.speech_timestamps(x[:1]) == vad.speech_timestamps(x[0]) != []
+
+
+def test_samples_far_beyond_audio_scale_fail_instead_of_reading_as_silence(real_dir):
+    """Silero's float32 STFT power overflows past ~7e16: NaN probabilities would read as "no
+    speech". Such input is refused with its peak; int16 values written as floats are still VAD'd."""
+    x = load_audio(STEREO_DIALOGUE, channels="mix")[0][:16000 * 5]
+    x = (x / np.abs(x).max()).astype(np.float32)
+    import torch
+
+    jit = vad._model("jit")  # the failure this prevents is real: upstream's model gives NaN there
+    jit.reset_states()
+    speechy = int(np.argmax([np.abs(x[i:i + 512]).max() for i in range(0, x.size - 512, 512)])) * 512
+    assert torch.isnan(jit(torch.from_numpy(x[speechy:speechy + 512] * np.float32(1e20)), 16000)).all()
+    jit.reset_states()
+    with pytest.raises(ValueError, match=r"VAD input peaks at 1e\+18, beyond 1e\+16"):
+        vad.speech_timestamps(x * np.float32(1e18))
+    with pytest.raises(ValueError, match="peaks at nan"):
+        vad.speech_segments(np.where(np.arange(x.size) == 7, np.nan, x).astype(np.float32))
+    assert vad.speech_timestamps(x * np.float32(32768)) == vad.speech_timestamps(x * np.float32(32768), backend="jit") != []

@@ -237,7 +237,8 @@ class FasterWhisperASR(ASRBackend):
     a window whose no-speech probability is > ``no_speech_threshold`` and average log-probability
     < ``log_prob_threshold`` gives ``""`` (faster-whisper's rule). Longer waves, and any wave when
     ``word_timestamps=True``, go through ``WhisperModel.transcribe`` (sequential, long-form,
-    word times from cross-attention alignment).
+    word times from cross-attention alignment; temperature 0 only, no sampling fallback, so the
+    same wave always gives the same text).
 
     Args:
         model: ``"embedded"`` (= ``"embedded:base"``), ``"embedded:tiny.en"`` (packaged, sha256-checked,
@@ -323,7 +324,11 @@ class FasterWhisperASR(ASRBackend):
             self._prompt = None  # language detection: go through WhisperModel.transcribe
 
     def _long(self, wave: np.ndarray, word_timestamps: bool) -> Transcript:
-        segments, _ = self._model.transcribe(wave, beam_size=self.beam_size, language=self.language,
+        # temperature 0 only: faster-whisper's default falls back to sampling at 0.2 ... 1.0 when a
+        # window fails its compression-ratio / log-prob checks, so a long answer's text (and WER)
+        # changed from run to run (breaker pass: WER 20100 / 18500 / 19800 %); the batched path
+        # below has no fallback either
+        segments, _ = self._model.transcribe(wave, beam_size=self.beam_size, language=self.language, temperature=0.0,
                                              word_timestamps=word_timestamps, vad_filter=False,
                                              no_speech_threshold=self.no_speech_threshold,
                                              log_prob_threshold=self.log_prob_threshold)

@@ -265,17 +265,44 @@ def _model(backend: Backend):
         return _MODELS[backend]
 
 
+def _mono(wav: np.ndarray) -> np.ndarray:
+    """``wav`` as contiguous float32 ``(n,)``: ``(n,)`` or ``(1, n)`` in; anything else is refused
+    (flattening a ``(2, n)`` stereo array would run the VAD on the channels end to end), as are
+    samples beyond :data:`MAX_PEAK` (or NaN / inf).
+
+    Raises:
+        ValueError: not mono, or not audio-scaled.
+    """
+    x = np.asarray(wav, dtype=np.float32)
+    if x.ndim == 2 and x.shape[0] == 1:
+        x = x[0]
+    if x.ndim != 1:
+        raise ValueError(f"VAD needs mono audio, got shape {x.shape}")
+    peak = float(np.abs(x).max(initial=0.0))
+    if not peak <= MAX_PEAK:
+        raise ValueError(f"VAD input peaks at {peak:.3g}, beyond {MAX_PEAK:.0e}: Silero's float32 STFT power would "
+                         "overflow into NaN probabilities (read as no speech); the file's samples are not audio-scaled")
+    return np.ascontiguousarray(x)
+
+
+#: the largest |sample| the VAD takes: a frame's STFT sums 256 windowed samples and squares them in
+#: float32 (max 3.4e38), so past 3.4e38 ** 0.5 / 256 = 7.2e16 probabilities can turn NaN (measured:
+#: none at 1e17, 82 of 157 frames at 1e18, on real speech). Real files: |x| <= 1, int16 values
+#: written as floats 32768, int32 values 2.1e9.
+MAX_PEAK = 1e16
+
+
 def speech_probabilities(wav: np.ndarray, *, backend: Backend = DEFAULT_BACKEND) -> np.ndarray:
     """Silero's per-frame speech probabilities of 16 kHz mono audio.
 
     Args:
-        wav: ``float32`` samples, shape ``(n,)``, at 16000 Hz.
+        wav: ``float32`` samples, shape ``(n,)`` or ``(1, n)``, at 16000 Hz (``ValueError`` otherwise).
         backend: see the module docstring.
 
     Returns:
         ``(ceil(n / 512),)`` probabilities in [0, 1] (``float32``; ``float64`` from ``"jit"``).
     """
-    x = np.ascontiguousarray(wav, dtype=np.float32).reshape(-1)
+    x = _mono(wav)
     model = _model(backend)
     if backend == "batched":
         return model.probabilities(x)
@@ -311,7 +338,7 @@ def speech_timestamps(wav: np.ndarray, *, backend: Backend = DEFAULT_BACKEND, **
     """THE Silero call of the project: ``get_speech_timestamps``'s result for 16 kHz mono audio.
 
     Args:
-        wav: ``float32`` samples ``(n,)`` at 16000 Hz.
+        wav: ``float32`` samples ``(n,)`` or ``(1, n)`` at 16000 Hz.
         backend: ``"batched"``, ``"sequence"`` or ``"jit"`` (module docstring). ``"jit"`` is
             upstream's own call, ``silero_vad.get_speech_timestamps(wav, load_silero_vad(), ...)``,
             on one torch thread as upstream runs it; the others feed their probabilities to the
@@ -326,9 +353,9 @@ def speech_timestamps(wav: np.ndarray, *, backend: Backend = DEFAULT_BACKEND, **
         ``[{"start": ..., "end": ...}, ...]`` in samples, or seconds with ``return_seconds=True``.
 
     Raises:
-        ValueError: an unknown backend.
+        ValueError: an unknown backend, or audio that is not mono or beyond :data:`MAX_PEAK`.
     """
-    x = np.ascontiguousarray(wav, dtype=np.float32).reshape(-1)
+    x = _mono(wav)
     model = _model(backend)
     if backend == "jit":
         import torch
@@ -415,13 +442,9 @@ def speech_segments(
         ``[(start_s, end_s), ...]`` in seconds, sorted, non-overlapping.
 
     Raises:
-        ValueError: not mono, a rate other than 16 kHz, or an unknown backend.
+        ValueError: not mono, beyond :data:`MAX_PEAK`, a rate other than 16 kHz, or an unknown backend.
     """
-    x = np.asarray(wav, dtype=np.float32)
-    if x.ndim == 2 and x.shape[0] == 1:
-        x = x[0]
-    if x.ndim != 1:
-        raise ValueError(f"VAD needs mono audio, got shape {x.shape}")
+    x = _mono(wav)
     if sr != TARGET_SR:
         raise ValueError(f"VAD runs on {TARGET_SR} Hz audio, got {sr} Hz")
     ts = speech_timestamps(x, backend=backend, return_seconds=True, time_resolution=time_resolution)

@@ -118,12 +118,15 @@ class OffsetReference:
     read and the onset of its first VAD speech added (same definition as the scored side);
     rows whose answer cannot be read or has no speech are skipped and counted. ``onset="none"``
     uses ``answer_start_time`` alone (human answer clips start at the turn's onset).
+    ``vad_backend`` / ``vad_time_resolution``: the scored side's VAD settings, so both sides of
+    the comparison find onsets the same way.
 
     Raises:
         ValueError: fewer than 2 distinct offsets.
     """
 
-    def __init__(self, csv_path: str | Path, *, onset: str = "vad", vad_time_resolution: int = 1):
+    def __init__(self, csv_path: str | Path, *, onset: str = "vad", vad_time_resolution: int = 1,
+                 vad_backend: str = DEFAULT_BACKEND):
         from scipy.stats import gaussian_kde
 
         from spear_datasets.audio import load_audio
@@ -142,7 +145,7 @@ class OffsetReference:
                 if onset == "vad":
                     wav = load_audio(resolve_path(str(r["answer_audio_path"]), path.parent), sr=SR, channels="mix",
                                       resampler="torchaudio")  # as Sample.answer_audio on the scored side
-                    off = response_offset_s(ast, speech_segments(wav, time_resolution=vad_time_resolution))
+                    off = response_offset_s(ast, speech_segments(wav, backend=vad_backend, time_resolution=vad_time_resolution))
                 else:
                     off = ast
             except Exception:
@@ -232,7 +235,8 @@ class TurnTaking(Dimension):
         if self._ref is None:
             try:
                 self._ref = OffsetReference(str(src), onset=str(self.options.get("offset_reference_onset", "vad")),
-                                            vad_time_resolution=int(self.options.get("vad_time_resolution", 1)))
+                                            vad_time_resolution=int(self.options.get("vad_time_resolution", 1)),
+                                            vad_backend=str(self.options.get("vad_backend", DEFAULT_BACKEND)))
             except Exception as e:
                 self._ref_error = one_line(e)
                 return None
