@@ -227,17 +227,22 @@ def _cmd_name(pid: int) -> str:
         return "?"
 
 
-def timed(cmd: list[str], env: dict) -> dict:
-    """Run ``cmd``; wall seconds and each process's peak RSS (MB, ``VmHWM`` polled every 50 ms)."""
+def timed(cmd: list[str], env: dict, started: Path | None = None) -> dict:
+    """Run ``cmd``; wall seconds and each process's peak RSS (MB, ``VmHWM`` polled every 50 ms);
+    with ``started``, also the seconds until that file appears (the run's start-up)."""
     import resource
 
     load = _loadavg()
     ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
+    epoch0 = time.time()
     p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     peaks: dict[int, float] = {}
     names: dict[int, str] = {}
+    startup = None
     while p.poll() is None:
+        if started is not None and startup is None and started.exists():
+            startup = time.perf_counter() - t0
         for pid in _tree(p.pid):
             v = _hwm_mb(pid)
             if v is not None and v >= peaks.get(pid, 0.0):
@@ -252,7 +257,8 @@ def timed(cmd: list[str], env: dict) -> dict:
         raise SystemExit(f"command failed ({p.returncode}): {' '.join(cmd)}\n{err[-3000:]}")
     procs = [{"pid": pid, "cmd": names[pid], "peak_rss_mb": round(v, 1)} for pid, v in peaks.items()
              if "python" in names[pid] or "spearbench" in names[pid] or "accelerate" in names[pid]]
-    return {"wall_s": wall, "cpu_s": cpu, "load_before": load, "processes": procs, "stdout": out}
+    return {"wall_s": wall, "cpu_s": cpu, "load_before": load, "processes": procs, "stdout": out, "startup_s": startup,
+            "epoch0": epoch0}
 
 
 def score_cmd(meta: Path, out: Path, nproc: int) -> list[str]:
@@ -266,12 +272,22 @@ def score_cmd(meta: Path, out: Path, nproc: int) -> list[str]:
 
 
 def run_ours(meta: Path, out: Path, nproc: int, env: dict) -> dict:
-    r = timed(score_cmd(meta, out, nproc), dict(env, ACCELERATE_USE_CPU="true") if nproc > 1 else env)
+    r = timed(score_cmd(meta, out, nproc), dict(env, ACCELERATE_USE_CPU="true") if nproc > 1 else env,
+              started=out / ".work" / "run.json")
     info = json.loads((out / "run_info.json").read_text())
     summary = json.loads((out / "summary.json").read_text())
+    work = out / ".work"
+    ranks = sorted(work.glob("rank-*.jsonl"))
+    # where the wall time beyond the scoring went: start-up (command start to the work folder's
+    # run.json), the ranks' last log writes (a gap = a rank idle while another finishes), the
+    # summary (merge, intervals, writing) and the exit after run_info.json
     r.update(scoring_s=info["elapsed_s"], n_processes=summary["n_processes"], n_scored=summary["n_scored"],
-             n_failed=summary["n_failed"])
+             n_failed=summary["n_failed"],
+             rank_done_s=[round(f.stat().st_mtime - r["epoch0"], 2) for f in ranks],
+             summary_written_s=round((out / "summary.json").stat().st_mtime - r["epoch0"], 2),
+             exit_after_run_info_s=round(r["wall_s"] - ((out / "run_info.json").stat().st_mtime - r["epoch0"]), 2))
     r.pop("stdout")
+    r.pop("epoch0")
     return r
 
 
@@ -482,6 +498,12 @@ def _main(a: argparse.Namespace, root: Path) -> int:
     launcher = [p for r in runs.values() for p in r["processes"] if "accelerate launch" in p["cmd"]]
     if launcher:
         print(f"(the accelerate launcher process itself: peak RSS {launcher[0]['peak_rss_mb']:.0f} MB)")
+    for name, r in runs.items():
+        if r.get("rank_done_s"):
+            start = "?" if r.get("startup_s") is None else f"{r['startup_s']:.1f}"
+            print(f"{name}: s from the command's start: work folder claimed {start}, ranks' last batch "
+                  f"{', '.join(f'{t:.1f}' for t in r['rank_done_s'])}, summary written {r['summary_written_s']:.1f}, "
+                  f"exit {r['wall_s']:.1f} ({r['exit_after_run_info_s']:.1f} after run_info.json)")
     rc = 0
     for label, lp in loops.items():
         lr = runs[label]
