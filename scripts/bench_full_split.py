@@ -30,7 +30,7 @@ What it times, each in a fresh process:
   upstream runs them, each metric its own pass over its own ``torchaudio.load``-ed audio with
   Silero's JIT ``get_speech_timestamps`` (defaults): the question's VAD twice per row (latency,
   overlap), the answer's twice (whole, and cut at the skip point), Praat pitch of the file
-  (``parselmouth.Sound(path).to_pitch_ac(75, 500)``);
+  (``parselmouth.Sound(path).to_pitch_ac(pitch_floor=75, pitch_ceiling=500)``);
   (2) "plain single-pass loop", a stricter baseline: each file loaded once, the same JIT VAD on the
   question, the answer and, only where ``answer_start_time`` < 0, the cut answer, the same Praat
   call.
@@ -325,7 +325,7 @@ def single_pass_loop(meta: Path, rows: list[int], out_json: Path) -> None:
     ``torchaudio.load``, the answer resampled once with ``torchaudio.functional.resample``,
     Silero's JIT ``get_speech_timestamps`` (defaults) on the question and the answer and, only
     where ``answer_start_time`` < 0, on the answer cut at the skip point; Praat pitch of the
-    file (``parselmouth.Sound(path).to_pitch_ac(75, 500)``). Arithmetic: the project's pure
+    file (``parselmouth.Sound(path).to_pitch_ac(pitch_floor=75, pitch_ceiling=500)``). Arithmetic: the project's pure
     functions (microseconds)."""
     import parselmouth
     import torch

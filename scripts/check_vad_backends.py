@@ -13,7 +13,8 @@ bit-identical, how many signals get the same segments with the library defaults 
 samples), and each backend's CPU time per audio second (one torch thread, models loaded first), of
 its probabilities alone and of ``speech_timestamps`` with the defaults (for ``batched``, with the
 exactness guard's recompute: what a run pays).
-Exit 1 when a segment list differs.
+It also runs the exactness guard's recompute (``exact_probabilities``) on every signal and counts
+its frames bit-identical to upstream's call. Exit 1 when a segment list or a recomputed bit differs.
 """
 
 from __future__ import annotations
@@ -72,7 +73,7 @@ def main() -> int:
     identical = {b: 0 for b in others}
     same = {b: {s: 0 for s in SETTINGS} for b in others}
     differ: list[str] = []
-    n_signals = n_frames = 0
+    n_signals = n_frames = exact_same = 0
     audio_s = 0.0
     for name, x in signals(folders):
         n_signals += 1
@@ -83,6 +84,10 @@ def main() -> int:
             probs[b] = np.asarray(vad.speech_probabilities(x, backend=b), dtype=np.float64)
             seconds[b] += time.process_time() - t
         n_frames += len(probs["jit"])
+        exact = vad._model("batched").exact_probabilities(x, len(probs["jit"]))  # the guard's recompute
+        exact_same += int(np.sum(exact.astype(np.float64) == probs["jit"]))
+        if not np.array_equal(exact.astype(np.float64), probs["jit"]):
+            differ.append(f"exact_probabilities: {name}")
         for b in vad.BACKENDS:
             t = time.process_time()
             vad.speech_timestamps(x, backend=b, **SETTINGS["defaults, 0.1 s"])
@@ -101,6 +106,7 @@ def main() -> int:
     for b in others:
         print(f"{b:9s} max |p - p_jit| {worst[b]:.2e}; bit-identical frames {identical[b] / max(1, n_frames):.1%}; "
               + "; ".join(f"same segments ({s}) {same[b][s]}/{n_signals}" for s in SETTINGS))
+    print(f"exact_probabilities (the guard's recompute): {exact_same} of {n_frames} frames bit-identical to upstream's call")
     print("CPU ms per audio second (one torch thread): "
           + ", ".join(f"{b} {1000 * seconds[b] / max(audio_s, 1e-9):.2f}" for b in vad.BACKENDS))
     print("CPU ms per audio second of speech_timestamps (defaults; batched: with its exactness guard): "
@@ -111,6 +117,7 @@ def main() -> int:
         Path(args.json).write_text(json.dumps({
             "n_signals": n_signals, "audio_s": audio_s, "n_frames": n_frames, "max_abs_prob_diff": worst,
             "bit_identical_frames": {b: identical[b] / max(1, n_frames) for b in others}, "same_segments": same,
+            "exact_recompute_identical_frames": exact_same,
             "cpu_ms_per_audio_s": {b: 1000 * seconds[b] / max(audio_s, 1e-9) for b in vad.BACKENDS},
             "cpu_ms_per_audio_s_speech_timestamps": {b: 1000 * call_seconds[b] / max(audio_s, 1e-9) for b in vad.BACKENDS},
             "different": differ,

@@ -15,7 +15,7 @@ Written from the definitions in ``thomasthebaud/SPEAR-benchmark-code`` (``bin/ba
   [context_end, question_end] and moved to the question end;
 - WER/CER: ``clean_reference`` + ``.strip('.? ')``, jiwer defaults, rows without reference or with
   an empty hypothesis left out;
-- explainable: ``parselmouth.Sound(path).to_pitch_ac(75, 500)``; F0 statistics normalised by the
+- explainable: ``parselmouth.Sound(path).to_pitch_ac(pitch_floor=75, pitch_ceiling=500)``; F0 statistics normalised by the
   answered speaker's mean F0 within each subset table; mean over 7 features of their std (ddof 1).
 """
 

@@ -419,14 +419,14 @@ def test_turn_taking_separated_project_key(tiny):
 
 
 def test_offset_reference_uses_the_runs_vad_backend(tiny):
-    """The human offsets are found with the scored side's VAD settings: the backend reaches the
-    VAD (an unknown one leaves no usable row), and upstream's streaming call gives the same
-    offsets as the default batched one on these real answers."""
+    """The human offsets are found with the scored side's VAD settings (an unknown backend is
+    refused up front), and upstream's streaming call gives the same offsets as the default
+    batched one on these real answers."""
     from spear_metrics.turn_taking.definition import OffsetReference
 
     _, md = tiny
     batched = OffsetReference(str(md), onset="vad")
     jit = OffsetReference(str(md), onset="vad", vad_backend="jit")
     assert len(batched.offsets) == 4 and np.array_equal(batched.offsets, jit.offsets)
-    with pytest.raises(ValueError, match="fewer than 2 distinct human offsets"):
+    with pytest.raises(ValueError, match="unknown VAD backend 'onnx'"):
         OffsetReference(str(md), onset="vad", vad_backend="onnx")

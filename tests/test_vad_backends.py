@@ -144,6 +144,15 @@ def test_exact_path_is_upstreams_call_bit_for_bit(real_dir, monkeypatch):
     np.testing.assert_array_equal(model.exact_probabilities(x, 101).astype(np.float64), jit)
     monkeypatch.setattr(vad.BatchedSilero, "_PAIRS_EXACT", {k: False for k in vad.BatchedSilero._PAIRS_EXACT})
     np.testing.assert_array_equal(model.exact_probabilities(x, 101).astype(np.float64), jit)
+    # the once-per-process end-to-end check passed here; where it fails, frame-by-frame calls
+    # take over, with the same bits
+    assert vad.BatchedSilero._EXACT_HOLDS is True
+    monkeypatch.setattr(vad.BatchedSilero, "_EXACT_HOLDS", False)
+    np.testing.assert_array_equal(model.exact_probabilities(x, 101).astype(np.float64), jit)
+    # blocks: the LSTM state carried from one block of frames to the next
+    monkeypatch.setattr(vad.BatchedSilero, "_EXACT_HOLDS", True)
+    monkeypatch.setattr(model, "block_frames", 16)
+    np.testing.assert_array_equal(model.exact_probabilities(x, 101).astype(np.float64), jit)
 
 
 def test_stereo_is_refused_not_flattened(real_dir):
@@ -168,8 +177,8 @@ def test_samples_far_beyond_audio_scale_fail_instead_of_reading_as_silence(real_
     speechy = int(np.argmax([np.abs(x[i:i + 512]).max() for i in range(0, x.size - 512, 512)])) * 512
     assert torch.isnan(jit(torch.from_numpy(x[speechy:speechy + 512] * np.float32(1e20)), 16000)).all()
     jit.reset_states()
-    with pytest.raises(ValueError, match=r"VAD input peaks at 1e\+18, beyond 1e\+16"):
+    with pytest.raises(ValueError, match=r"peaks at 1e\+18, above 1e\+16"):
         vad.speech_timestamps(x * np.float32(1e18))
-    with pytest.raises(ValueError, match="peaks at nan"):
+    with pytest.raises(ValueError, match="VAD input holds NaN or inf samples"):
         vad.speech_segments(np.where(np.arange(x.size) == 7, np.nan, x).astype(np.float32))
     assert vad.speech_timestamps(x * np.float32(32768)) == vad.speech_timestamps(x * np.float32(32768), backend="jit") != []

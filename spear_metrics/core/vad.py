@@ -17,7 +17,7 @@ speech probabilities (one per 512 samples) and hands them to the library's own s
   a frame within :data:`EXACT_MARGIN` (1e-4) of a threshold could then decide otherwise, so the
   frames up to the last such one are recomputed bit for bit as upstream computes them
   (:func:`exact_near_thresholds`). The segments are then upstream's whenever the batched error
-  stays below the margin (7.4x the largest seen).
+  stays below the margin (about 7x the largest seen, 1.36e-5 to 1.44e-5).
 - ``"sequence"``: the library's batched ONNX front end (``load_silero_vad(sequence=True)``):
   the streaming ONNX model's probabilities, within 1.5e-5 of the TorchScript model's and no
   guard: a frame at a threshold can move a segment by a frame (``tests/test_vad_backends.py``).
@@ -83,6 +83,7 @@ class BatchedSilero:
         self.out_b = params["decoder.decoder.2.bias"].detach().clone()
         self.block_frames = int(block_frames)
         self._torch = torch
+        self._jit = jit_model  # upstream's streaming model: the reference of _batched_exact_holds
 
     def _signal(self, wav: np.ndarray, n_frames: int):
         """The first ``n_frames`` frames' samples as one tensor: 64 zeros (the streaming model's
@@ -150,31 +151,98 @@ class BatchedSilero:
         on all frames at once. One torch thread, as upstream (a kernel's choice and its sums can
         depend on the thread count).
 
+        These kernel choices are torch's and the BLAS's, not a documented contract, so once per
+        process :meth:`_batched_exact_holds` runs this path and upstream's streaming model on
+        seeded frames; if any bit differs, every call here goes frame by frame instead
+        (:meth:`_per_frame_probabilities`: upstream's own calls, eager, 2x slower). Frames go in
+        blocks of ``block_frames`` (memory bounded by the block, not the file), the LSTM state
+        carried across blocks.
+
         Returns ``(n_frames,)`` float32. About 160-180 us of CPU per frame, half of upstream's
-        streaming call (``scripts/check_vad_backends.py`` checks the bits against that call).
+        streaming call (``scripts/check_vad_backends.py`` counts the bit-identical frames
+        against that call on every fixture).
         """
         from spear_metrics.core.batching import one_torch_thread
 
         torch = self._torch
+        with torch.inference_mode(), one_torch_thread():
+            signal = self._signal(wav, n_frames)
+            if not self._batched_exact_holds():
+                return self._per_frame_probabilities(signal, n_frames)
+            state = (torch.zeros(1, 128), torch.zeros(1, 128))
+            out = []
+            for first in range(0, n_frames, self.block_frames):
+                probs, state = self._exact_block(self._frames(signal, first, min(self.block_frames, n_frames - first)), state)
+                out.append(probs)
+            return np.concatenate(out) if out else np.zeros(0, dtype=np.float32)
+
+    def _exact_block(self, frames, state):
+        """:meth:`exact_probabilities` of frames ``(k, 1, 640)`` from LSTM ``state`` ``(h, c)``:
+        ``((k,) float32, state after them)``."""
+        torch = self._torch
         F = torch.nn.functional
         w_ih, w_hh, b_ih, b_hh = self.lstm
-        with torch.inference_mode(), one_torch_thread():
-            z = self._conv_exact(self._frames(self._signal(wav, n_frames), 0, n_frames), self.basis, None, 128, 0)
-            z = torch.sqrt(torch.pow(z[:, :129], 2) + torch.pow(z[:, 129:], 2))  # (k, 129, 4)
+        k = frames.shape[0]
+        z = self._conv_exact(frames, self.basis, None, 128, 0)
+        z = torch.sqrt(torch.pow(z[:, :129], 2) + torch.pow(z[:, 129:], 2))  # (k, 129, 4)
+        for w, b, stride in self.convs:
+            z = F.relu(self._conv_exact(z, w, b, stride, 1))
+        enc = z.squeeze(-1)  # (k, 128)
+        h, c = state
+        hs = torch.empty(k, 128)
+        for i in range(k):
+            h, c = torch.lstm_cell(enc[i:i + 1], [h, c], w_ih, w_hh, b_ih, b_hh)
+            hs[i] = h[0]
+        logits = _native_conv1d(F.relu(hs).unsqueeze(-1), self.out_w, self.out_b, 1, 0)  # (k, 1, 1)
+        strided = torch.empty(k, 2)
+        strided[:, 0] = logits.reshape(k)
+        # a one-element tensor takes the sigmoid kernel's scalar tail; a contiguous batch its
+        # vectorised body, whose exp rounds differently: a strided view takes the scalar loop
+        return torch.sigmoid(strided[:, 0]).numpy(), (h, c)
+
+    def _per_frame_probabilities(self, signal, n_frames: int) -> np.ndarray:
+        """The streaming model's operations one frame at a time, each reduction a batch-1 call
+        exactly as upstream's TorchScript model makes it (eager, no wrapper): the fallback of
+        :meth:`exact_probabilities`. ``(n_frames,)`` float32."""
+        torch = self._torch
+        F = torch.nn.functional
+        w_ih, w_hh, b_ih, b_hh = self.lstm
+        h = c = torch.zeros(1, 128)
+        out = np.empty(n_frames, dtype=np.float32)
+        for i in range(n_frames):
+            z = F.conv1d(self._frames(signal, i, 1), self.basis, None, 128)
+            z = torch.sqrt(torch.pow(z[:, :129], 2) + torch.pow(z[:, 129:], 2))
             for w, b, stride in self.convs:
-                z = F.relu(self._conv_exact(z, w, b, stride, 1))
-            enc = z.squeeze(-1)  # (k, 128)
-            h = c = torch.zeros(1, 128)
-            hs = torch.empty(n_frames, 128)
-            for i in range(n_frames):
-                h, c = torch.lstm_cell(enc[i:i + 1], [h, c], w_ih, w_hh, b_ih, b_hh)
-                hs[i] = h[0]
-            logits = _native_conv1d(F.relu(hs).unsqueeze(-1), self.out_w, self.out_b, 1, 0)  # (k, 1, 1)
-            strided = torch.empty(n_frames, 2)
-            strided[:, 0] = logits.reshape(n_frames)
-            # a one-element tensor takes the sigmoid kernel's scalar tail; a contiguous batch its
-            # vectorised body, whose exp rounds differently: a strided view takes the scalar loop
-            return torch.sigmoid(strided[:, 0]).numpy()
+                z = F.relu(F.conv1d(z, w, b, stride, 1))
+            h, c = torch.lstm_cell(z.squeeze(-1), [h, c], w_ih, w_hh, b_ih, b_hh)
+            out[i] = torch.sigmoid(F.conv1d(F.relu(h.unsqueeze(-1)), self.out_w, self.out_b)).item()
+        return out
+
+    #: whether the batched kernels of :meth:`exact_probabilities` give upstream's bits in this
+    #: process (None: not checked yet)
+    _EXACT_HOLDS: bool | None = None
+
+    def _batched_exact_holds(self) -> bool:
+        """Once per process: :meth:`_exact_block` and upstream's streaming model (``model(chunk)``
+        per frame, the TorchScript package this class was built from) on 33 frames of seeded
+        noise (odd: the pairing's single last frame too), speech-scaled and beyond full scale;
+        ``True`` when every probability is bit-identical. About 20 ms."""
+        if BatchedSilero._EXACT_HOLDS is None:
+            torch = self._torch
+            g = torch.Generator().manual_seed(0)
+            ok = True
+            for scale in (0.1, 3.0):
+                wav = (torch.randn(33 * self.FRAME, generator=g) * scale).numpy()
+                signal = self._signal(wav, 33)
+                got, _ = self._exact_block(self._frames(signal, 0, 33), (torch.zeros(1, 128), torch.zeros(1, 128)))
+                with _LOCK:  # the streaming model keeps state: one caller at a time
+                    self._jit.reset_states()
+                    ref = np.array([self._jit(torch.from_numpy(wav[i * self.FRAME:(i + 1) * self.FRAME]), TARGET_SR).item()
+                                    for i in range(33)], dtype=np.float32)
+                    self._jit.reset_states()
+                ok = ok and bool(np.array_equal(got, ref))
+            BatchedSilero._EXACT_HOLDS = ok
+        return BatchedSilero._EXACT_HOLDS
 
     #: per convolution (weight shape, stride, padding, input length): whether :func:`_paired_conv1d`
     #: gives the batch-1 bits on this machine (filled by :meth:`_conv_exact`)
@@ -268,7 +336,7 @@ def _model(backend: Backend):
 def _mono(wav: np.ndarray) -> np.ndarray:
     """``wav`` as contiguous float32 ``(n,)``: ``(n,)`` or ``(1, n)`` in; anything else is refused
     (flattening a ``(2, n)`` stereo array would run the VAD on the channels end to end), as are
-    samples beyond :data:`MAX_PEAK` (or NaN / inf).
+    samples above :data:`MAX_PEAK` (or NaN / inf).
 
     Raises:
         ValueError: not mono, or not audio-scaled.
@@ -279,9 +347,12 @@ def _mono(wav: np.ndarray) -> np.ndarray:
     if x.ndim != 1:
         raise ValueError(f"VAD needs mono audio, got shape {x.shape}")
     peak = float(np.abs(x).max(initial=0.0))
-    if not peak <= MAX_PEAK:
-        raise ValueError(f"VAD input peaks at {peak:.3g}, beyond {MAX_PEAK:.0e}: Silero's float32 STFT power would "
-                         "overflow into NaN probabilities (read as no speech); the file's samples are not audio-scaled")
+    if not np.isfinite(peak):
+        raise ValueError("VAD input holds NaN or inf samples")
+    if peak > MAX_PEAK:
+        raise ValueError(f"VAD input (16 kHz mono, after any resampling) peaks at {peak:.7g}, above {MAX_PEAK:.0e}: "
+                         "Silero's float32 STFT power would overflow into NaN probabilities (read as no speech); "
+                         "the samples are not audio-scaled")
     return np.ascontiguousarray(x)
 
 
@@ -379,7 +450,8 @@ def speech_timestamps(wav: np.ndarray, *, backend: Backend = DEFAULT_BACKEND, **
 
 
 #: a batched probability this close to a threshold (or closer) is recomputed as upstream computes
-#: it; the largest batched-vs-streaming difference seen is 1.36e-5 (289 signals, 118,477 frames)
+#: it; the largest batched-vs-streaming difference seen is 1.36e-5 on the 289 signals of
+#: ``scripts/check_vad_backends.py`` (118,477 frames), 1.44e-5 on a peak-normalised fixture (about 7x)
 EXACT_MARGIN = 1e-4
 
 

@@ -136,7 +136,7 @@ class ExplainableFeatures(Dimension):
     """Duration, voicing and pitch-variability of the answers (Praat autocorrelation pitch)."""
 
     name = "explainable_features"
-    version = "2.0.0"
+    version = "2.0.1"
     keys = (
         MetricKey("explainable_duration_s", "s", "closer_to_human",
                   "duration of the answer audio file as Praat reads it (not of its speech); mean",
@@ -196,4 +196,4 @@ class ExplainableFeatures(Dimension):
     def models(self) -> dict[str, str]:
         from importlib.metadata import version
 
-        return {"pitch": f"praat-parselmouth {version('praat-parselmouth')} to_pitch_ac(75, 500)"}
+        return {"pitch": f"praat-parselmouth {version('praat-parselmouth')} to_pitch_ac(pitch_floor=75, pitch_ceiling=500)"}

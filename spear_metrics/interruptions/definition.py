@@ -139,7 +139,7 @@ class Interruptions(Dimension):
     """Timing of the answer against the question (Silero VAD on question and answer)."""
 
     name = "interruptions"
-    version = "2.0.0"
+    version = "2.0.1"
     threaded_samples = True  # torch / ONNX Runtime kernels release the GIL
     keys = (
         MetricKey("latency_ms", "ms", "closer_to_human",

@@ -187,7 +187,7 @@ class SpeechQuality(Dimension):
     """
 
     name = "speech_quality"
-    version = "2.0.0"
+    version = "2.0.1"
     model_based = True
     keys = (
         MetricKey("UTMOS", "MOS 1-5", "higher",

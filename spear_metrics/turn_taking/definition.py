@@ -129,6 +129,9 @@ class OffsetReference:
                  vad_backend: str = DEFAULT_BACKEND):
         from scipy.stats import gaussian_kde
 
+        if vad_backend not in BACKENDS:  # not left to every row's VAD call (each would be skipped)
+            raise ValueError(f"unknown VAD backend {vad_backend!r} (use one of {', '.join(BACKENDS)})")
+
         from spear_datasets.audio import load_audio
         from spear_datasets.schema import read_metadata, resolve_path
 
@@ -189,7 +192,7 @@ class TurnTaking(Dimension):
     """
 
     name = "turn_taking"
-    version = "2.0.0"
+    version = "2.0.1"
     model_based = True
     keys = (
         MetricKey("turn_taking_naturalness", "-nats", "higher",
