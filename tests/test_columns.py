@@ -47,7 +47,8 @@ def test_derived_tables_follow_the_declarations():
     assert set(KEY_INFO) == {"tor", "latency_s", "relevance", "backchannel_frequency", "jsd"}
     from spear_metrics.interruptions.definition import Interruptions
 
-    assert known_versions("interruptions") == {Interruptions.version}  # the class's own version, no second list
+    # the class's own version and the earlier ones it declares compatible, no second list
+    assert known_versions("interruptions") == {Interruptions.version, *Interruptions.compatible_versions} == {"2.0.0", "2.0.1"}
 
 
 def test_template_keys_match_their_family_only():

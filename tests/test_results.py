@@ -161,7 +161,7 @@ BAD_CASES = {
     "unknown_option": (dict(summary=lambda s: s.update({"options": {"interruptions": {"foo": "<b>x</b>"}}})),
                        "summary.json options: "),
     "unknown_version": (dict(summary=lambda s: s["metric_versions"].update({"interruptions": "9.9.9"})),
-                        "unknown metric version interruptions='9.9.9' (known: 2.0.0)"),
+                        "unknown metric version interruptions='9.9.9' (known: 2.0.0, 2.0.1)"),
 }
 
 
@@ -259,7 +259,8 @@ def test_leaderboard_merge_missing_and_bad(built, app, tmp_path):
     rows, errors = app.all_rows([model_label, bad_label])
     from spear_metrics.interruptions.definition import Interruptions
 
-    assert errors == [f"rejected local:bad_ds: unknown metric version interruptions='0.1' (known: {Interruptions.version})"]
+    known = ", ".join(sorted({Interruptions.version, *Interruptions.compatible_versions}))
+    assert errors == [f"rejected local:bad_ds: unknown metric version interruptions='0.1' (known: {known})"]
     by = {(r["model"], r["source"]): r for r in rows}
     assert by[("human", "published")]["latency_ms"] == pytest.approx(742.055)
     assert by[("gpt-audio-1.5", "published")]["interrupted_time_ms"] is None

@@ -171,6 +171,28 @@ def test_other_run_in_same_folder_is_refused(tmp_path, real_dir):
     assert main(["score", "--metadata", str(meta), "--metrics", "explainable_features", "--out", str(out), "--no-progress", "--overwrite"]) == 0
 
 
+def test_a_folder_still_being_scored_is_refused(tmp_path, real_dir, capsys):
+    """A kill -9 of accelerate's launcher can leave its ranks running; a resume on the same --out
+    while one still holds its rank's lock is refused with one line (exit 2), and goes through
+    once the lock is gone (the OS drops it with the process)."""
+    import fcntl
+
+    q, a = make_clips(STEREO_DIALOGUE, tmp_path)
+    meta = write_rows(tmp_path / "m.csv", [row(q.name, a.name, None)])
+    out = tmp_path / "r"
+    args = ["score", "--metadata", str(meta), "--metrics", "interruptions", "--out", str(out), "--no-progress"]
+    assert main(args) == 0
+    (out / "summary.json").unlink()
+    with open(out / ".work" / "rank-0.lock", "a+") as held:  # what a live rank holds
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        capsys.readouterr()
+        assert main(args) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "being scored by another live process" in err[0]
+    assert main(args) == 0 and (out / "summary.json").is_file()
+    assert [r["status"] for r in _per_sample(out)] == ["ok"]
+
+
 def test_impossible_times_cut_files_and_bad_options(tmp_path, real_dir, capsys):
     q, a = make_clips(STEREO_DIALOGUE, tmp_path, pad_s=0.5)
     whole = a.read_bytes()

@@ -456,7 +456,9 @@ def run_resumable(
     batches = [mine[i : i + max(1, batch_size)] for i in range(0, len(mine), max(1, batch_size))]
     reader = ThreadPoolExecutor(1, thread_name_prefix="spear-read-ahead") if read_ahead and len(batches) > 1 else None
     ahead: dict[int, Any] = {}
+    lock = None
     try:
+        lock = _hold_rank_lock(work, rank)  # refused: raised on every rank below, like any failure
         with AppendLog(work / f"rank-{rank}.jsonl") as log:
             for k, batch in enumerate(batches):
                 if reader is not None and k + 1 < len(batches):
@@ -474,6 +476,8 @@ def run_resumable(
     except Exception as e:  # raised on every rank below, after the others have been told
         error = e
     finally:
+        if lock is not None:
+            lock.close()  # releases the flock
         if reader is not None:
             reader.shutdown(wait=True, cancel_futures=True)
             for batch in batches:
@@ -514,6 +518,28 @@ def run_resumable(
         for k in value_keys:
             r.values.setdefault(k, None)
     return RunOutcome(results=results, new=new, n_resumed=n_resumed, elapsed_s=elapsed, n_processes=world, mine=mine)
+
+
+def _hold_rank_lock(work: Path, rank: int):
+    """An exclusive ``flock`` on ``work/rank-<rank>.lock`` for as long as this process scores
+    (the returned open file; closing it releases the lock; the OS releases it when the process
+    dies, also on ``kill -9``). A kill -9 of ``accelerate launch`` can leave its ranks running
+    (each is its own session); a resume started meanwhile on the same ``--out`` would score the
+    same rows beside them. It is refused instead.
+
+    Raises:
+        RunError: another live process holds this rank's lock.
+    """
+    import fcntl
+
+    f = open(work / f"rank-{rank}.lock", "a+")
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        f.close()
+        raise RunError(f"{work.parent} is being scored by another live process (rank {rank}'s lock is held): "
+                       "wait for it to finish or stop it, then rerun to resume") from None
+    return f
 
 
 def run_score(

@@ -188,6 +188,9 @@ class SpeechQuality(Dimension):
 
     name = "speech_quality"
     version = "2.0.1"
+    # 2.0.0 results read as 2.0.1's: the same columns and rules; 2.0.1 fails edge-case rows with a reason
+    # (NaN or far-out-of-scale audio) and transcribes answers over 30 s without faster-whisper's random fallback
+    compatible_versions = ("2.0.0",)
     model_based = True
     keys = (
         MetricKey("UTMOS", "MOS 1-5", "higher",
