@@ -153,8 +153,8 @@ class BatchedSilero:
 
         These kernel choices are torch's and the BLAS's, not a documented contract, so once per
         process :meth:`_batched_exact_holds` runs this path and upstream's streaming model on
-        seeded frames; if any bit differs, every call here goes frame by frame instead
-        (:meth:`_per_frame_probabilities`: upstream's own calls, eager, 2x slower). Frames go in
+        seeded frames; if any bit differs, every call here is upstream's own streaming loop instead
+        (:func:`streaming_probabilities`, 2x slower). Frames go in
         blocks of ``block_frames`` (memory bounded by the block, not the file), the LSTM state
         carried across blocks.
 
@@ -166,9 +166,10 @@ class BatchedSilero:
 
         torch = self._torch
         with torch.inference_mode(), one_torch_thread():
-            signal = self._signal(wav, n_frames)
             if not self._batched_exact_holds():
-                return self._per_frame_probabilities(signal, n_frames)
+                with _upstream_call():
+                    return np.asarray(streaming_probabilities(self._jit, wav, n_frames), dtype=np.float32)
+            signal = self._signal(wav, n_frames)
             state = (torch.zeros(1, 128), torch.zeros(1, 128))
             out = []
             for first in range(0, n_frames, self.block_frames):
@@ -200,24 +201,6 @@ class BatchedSilero:
         # vectorised body, whose exp rounds differently: a strided view takes the scalar loop
         return torch.sigmoid(strided[:, 0]).numpy(), (h, c)
 
-    def _per_frame_probabilities(self, signal, n_frames: int) -> np.ndarray:
-        """The streaming model's operations one frame at a time, each reduction a batch-1 call
-        exactly as upstream's TorchScript model makes it (eager, no wrapper): the fallback of
-        :meth:`exact_probabilities`. ``(n_frames,)`` float32."""
-        torch = self._torch
-        F = torch.nn.functional
-        w_ih, w_hh, b_ih, b_hh = self.lstm
-        h = c = torch.zeros(1, 128)
-        out = np.empty(n_frames, dtype=np.float32)
-        for i in range(n_frames):
-            z = F.conv1d(self._frames(signal, i, 1), self.basis, None, 128)
-            z = torch.sqrt(torch.pow(z[:, :129], 2) + torch.pow(z[:, 129:], 2))
-            for w, b, stride in self.convs:
-                z = F.relu(F.conv1d(z, w, b, stride, 1))
-            h, c = torch.lstm_cell(z.squeeze(-1), [h, c], w_ih, w_hh, b_ih, b_hh)
-            out[i] = torch.sigmoid(F.conv1d(F.relu(h.unsqueeze(-1)), self.out_w, self.out_b)).item()
-        return out
-
     #: whether the batched kernels of :meth:`exact_probabilities` give upstream's bits in this
     #: process (None: not checked yet)
     _EXACT_HOLDS: bool | None = None
@@ -235,11 +218,8 @@ class BatchedSilero:
                 wav = (torch.randn(33 * self.FRAME, generator=g) * scale).numpy()
                 signal = self._signal(wav, 33)
                 got, _ = self._exact_block(self._frames(signal, 0, 33), (torch.zeros(1, 128), torch.zeros(1, 128)))
-                with _LOCK:  # the streaming model keeps state: one caller at a time
-                    self._jit.reset_states()
-                    ref = np.array([self._jit(torch.from_numpy(wav[i * self.FRAME:(i + 1) * self.FRAME]), TARGET_SR).item()
-                                    for i in range(33)], dtype=np.float32)
-                    self._jit.reset_states()
+                with _upstream_call():
+                    ref = np.asarray(streaming_probabilities(self._jit, wav), dtype=np.float32)
                 ok = ok and bool(np.array_equal(got, ref))
             BatchedSilero._EXACT_HOLDS = ok
         return BatchedSilero._EXACT_HOLDS
@@ -305,12 +285,17 @@ def _paired_conv1d(x, weight, bias, stride: int, padding: int):
     return out
 
 
+def check_backend(backend: str) -> None:
+    """Raises ``ValueError`` (one line) unless ``backend`` is one of :data:`BACKENDS`."""
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown VAD backend {backend!r} (use one of {', '.join(BACKENDS)})")
+
+
 def _model(backend: Backend):
     """The process's Silero model for ``backend`` (loaded once, shared by every dimension)."""
     with _LOCK:
         if backend not in _MODELS:
-            if backend not in BACKENDS:
-                raise ValueError(f"unknown VAD backend {backend!r} (use one of {', '.join(BACKENDS)})")
+            check_backend(backend)
             import torch
 
             threads = torch.get_num_threads()
@@ -379,18 +364,27 @@ def speech_probabilities(wav: np.ndarray, *, backend: Backend = DEFAULT_BACKEND)
         return model.probabilities(x)
     if backend == "sequence":
         return model.audio_forward(x, sampling_rate=TARGET_SR)
+    with _upstream_call():
+        return np.asarray(streaming_probabilities(model, x), dtype=np.float64)
+
+
+def streaming_probabilities(model, x: np.ndarray, n_frames: int | None = None) -> list[float]:
+    """Upstream's frame loop (``get_speech_timestamps``'): the streaming TorchScript ``model``
+    reset, then one ``model(chunk)`` per 512 samples of ``x`` ``(n,)`` float32, the last chunk
+    zero-padded; the first ``n_frames`` frames (default all). Python floats, as upstream hands
+    them to its state machine. Call it inside :func:`_upstream_call` (the model keeps state)."""
     import torch
 
     t = torch.from_numpy(x)
+    stop = len(x) if n_frames is None else min(len(x), n_frames * 512)
     probs = []
-    with _upstream_call():
-        model.reset_states()
-        for i in range(0, len(x), 512):  # get_speech_timestamps' loop
-            chunk = t[i:i + 512]
-            if len(chunk) < 512:
-                chunk = torch.nn.functional.pad(chunk, (0, 512 - len(chunk)))
-            probs.append(model(chunk, TARGET_SR).item())
-    return np.asarray(probs, dtype=np.float64)
+    model.reset_states()
+    for i in range(0, stop, 512):
+        chunk = t[i:i + 512]
+        if len(chunk) < 512:
+            chunk = torch.nn.functional.pad(chunk, (0, 512 - len(chunk)))
+        probs.append(model(chunk, TARGET_SR).item())
+    return probs
 
 
 @contextlib.contextmanager

@@ -129,8 +129,9 @@ class OffsetReference:
                  vad_backend: str = DEFAULT_BACKEND):
         from scipy.stats import gaussian_kde
 
-        if vad_backend not in BACKENDS:  # not left to every row's VAD call (each would be skipped)
-            raise ValueError(f"unknown VAD backend {vad_backend!r} (use one of {', '.join(BACKENDS)})")
+        from spear_metrics.core.vad import check_backend
+
+        check_backend(vad_backend)  # up front, not left to every row's VAD call (each would be skipped)
 
         from spear_datasets.audio import load_audio
         from spear_datasets.schema import read_metadata, resolve_path
