@@ -72,11 +72,16 @@ def pitch_track(wav: np.ndarray, sr: int, *, floor_hz: float = F0_FLOOR_HZ, ceil
     Returns:
         :class:`PitchTrack`; a clip shorter than Praat's analysis window gives an empty track.
     """
+    return _track(_sound(wav, sr), floor_hz, ceiling_hz)
+
+
+def _sound(wav: np.ndarray, sr: int):
+    """A Praat sound of samples ``(n,)`` or ``(channels, n)`` at ``sr`` Hz (one channel: mono)."""
     import parselmouth
 
     x = np.asarray(wav, dtype=np.float64)
     x = x[0] if x.ndim == 2 and x.shape[0] == 1 else x
-    return _track(parselmouth.Sound(x, sampling_frequency=float(sr)), floor_hz, ceiling_hz)
+    return parselmouth.Sound(x, sampling_frequency=float(sr))
 
 
 def pitch_track_file(path: str, *, floor_hz: float = F0_FLOOR_HZ, ceiling_hz: float = F0_CEILING_HZ,
@@ -110,7 +115,7 @@ def pitch_track_file(path: str, *, floor_hz: float = F0_FLOOR_HZ, ceiling_hz: fl
         wav, sr = decoded
         if wav.shape[0] == 2 and np.array_equal(wav[0], wav[1]):
             wav = wav[:1]
-        snd = parselmouth.Sound(np.asarray(wav[0] if wav.shape[0] == 1 else wav, dtype=np.float64), sampling_frequency=float(sr))
+        snd = _sound(wav, sr)
         return _track(snd, floor_hz, ceiling_hz), float(snd.get_total_duration())
     try:
         snd = parselmouth.Sound(str(path))
@@ -118,9 +123,8 @@ def pitch_track_file(path: str, *, floor_hz: float = F0_FLOOR_HZ, ceiling_hz: fl
         from spear_datasets.audio import decode
 
         wav, sr = decode(path)
-        snd = parselmouth.Sound(np.asarray(wav if wav.shape[0] > 1 else wav[0], dtype=np.float64), sampling_frequency=float(sr))
+        snd = _sound(wav, sr)
     return _track(snd, floor_hz, ceiling_hz), float(snd.get_total_duration())
-
 
 
 def _is_pcm16_wav(path: str) -> bool:

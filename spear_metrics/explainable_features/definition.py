@@ -137,8 +137,8 @@ class ExplainableFeatures(Dimension):
 
     name = "explainable_features"
     version = "2.0.1"
-    # 2.0.0 results read as 2.0.1's: the same columns and rules; 2.0.1 fails edge-case rows with a reason
-    # (NaN or far-out-of-scale audio) and transcribes answers over 30 s without faster-whisper's random fallback
+    # 2.0.0 results read as 2.0.1's (same columns and values); 2.0.1 decodes the answer first, so a NaN/inf
+    # answer fails its row instead of being scored
     compatible_versions = ("2.0.0",)
     keys = (
         MetricKey("explainable_duration_s", "s", "closer_to_human",

@@ -140,8 +140,8 @@ class Interruptions(Dimension):
 
     name = "interruptions"
     version = "2.0.1"
-    # 2.0.0 results read as 2.0.1's: the same columns and rules; 2.0.1 fails edge-case rows with a reason
-    # (NaN or far-out-of-scale audio) and transcribes answers over 30 s without faster-whisper's random fallback
+    # 2.0.0 results read as 2.0.1's (same columns and values); 2.0.1 fails rows whose audio reaches the VAD
+    # as NaN/inf or far out of scale (> 1e16) instead of reading them as no speech
     compatible_versions = ("2.0.0",)
     threaded_samples = True  # torch / ONNX Runtime kernels release the GIL
     keys = (

@@ -188,8 +188,8 @@ class SpeechQuality(Dimension):
 
     name = "speech_quality"
     version = "2.0.1"
-    # 2.0.0 results read as 2.0.1's: the same columns and rules; 2.0.1 fails edge-case rows with a reason
-    # (NaN or far-out-of-scale audio) and transcribes answers over 30 s without faster-whisper's random fallback
+    # 2.0.0 results read as 2.0.1's (same columns and rules); 2.0.1 transcribes answers over 30 s at
+    # temperature 0 only, without faster-whisper's random sampling fallback
     compatible_versions = ("2.0.0",)
     model_based = True
     keys = (

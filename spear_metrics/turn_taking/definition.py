@@ -194,8 +194,8 @@ class TurnTaking(Dimension):
 
     name = "turn_taking"
     version = "2.0.1"
-    # 2.0.0 results read as 2.0.1's: the same columns and rules; 2.0.1 fails edge-case rows with a reason
-    # (NaN or far-out-of-scale audio) and transcribes answers over 30 s without faster-whisper's random fallback
+    # 2.0.0 results read as 2.0.1's (same columns and values); 2.0.1 finds the offset reference's onsets with
+    # the run's vad_backend and fails rows whose audio reaches the VAD as NaN/inf or far out of scale
     compatible_versions = ("2.0.0",)
     model_based = True
     keys = (
