@@ -114,9 +114,12 @@ def metric_info(metric: str) -> dict:
                 "command": f"spearbench score --metrics {metric}"}
     import importlib
 
-    mod = importlib.import_module(f"spear_metrics.{metric}.definition")
+    try:
+        mod = importlib.import_module(f"spear_metrics.{metric}.definition")
+    except ModuleNotFoundError:  # a metric folder of another layout: its keys and card only
+        mod = None
     title = "Full-Duplex-Bench v1.0 (`full_duplex`)" if metric == FDB_METRIC else f"{group} (`{metric}`)"
-    return {"title": title, "summary": _first_paragraph(mod.__doc__), "version": str(getattr(mod, "VERSION", "")),
+    return {"title": title, "summary": _first_paragraph(getattr(mod, "__doc__", "")), "version": str(getattr(mod, "VERSION", "")),
             "compatible": (), "model_based": None, "options": (),
             "command": "spearbench fdb" if metric == FDB_METRIC else ""}
 
@@ -136,7 +139,10 @@ def _option_row(o) -> str:
 def card_body(metric: str) -> str:
     """The metric card of ``metric`` for a reference page: its YAML header, its title line and
     its generated key table removed, its headings one level down (under "Metric card")."""
-    text = (REPO / "spear_metrics" / metric / "README.md").read_text(encoding="utf-8")
+    card = REPO / "spear_metrics" / metric / "README.md"
+    if not card.is_file():
+        return ""
+    text = card.read_text(encoding="utf-8")
     if text.startswith("---\n"):
         text = text[text.index("\n---\n", 4) + 5:]
     i, j = text.find(START), text.find(END)
@@ -168,7 +174,8 @@ def metric_page(metric: str) -> str:
     info = metric_info(metric)
     lines = [PAGE_NOTE, "", f"# {info['title']}", "", _rst_to_md(info["summary"]), ""]
     facts = [f"- Version `{info['version']}`"
-             + (f" (reads results of {', '.join(f'`{v}`' for v in info['compatible'])})" if info["compatible"] else "")]
+             + (f" (reads results of {', '.join(f'`{v}`' for v in info['compatible'])})" if info["compatible"] else "")
+             ] if info["version"] else []
     if info["command"]:
         facts.append(f"- Command: `{info['command']}`")
     facts.append(f"- evaluate module: the folder `spear_metrics/{metric}` (`evaluate.load(\"spear_metrics/{metric}\")` "
@@ -183,7 +190,9 @@ def metric_page(metric: str) -> str:
                   "`compute()`; an unknown key or a bad value is refused with the valid ones.", "",
                   "| option | type | default | accepted | what it does |", "|---|---|---|---|---|"]
         lines += [_option_row(o) for o in info["options"]] + [""]
-    lines += ["## Metric card", "", card_body(metric), ""]
+    body = card_body(metric)
+    if body:
+        lines += ["## Metric card", "", body, ""]
     return "\n".join(lines)
 
 
