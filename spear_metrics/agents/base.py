@@ -48,6 +48,7 @@ class AgentAnswer:
             written as an EMPTY ``answer_start_time``, never as 0.0.
         text: the agent's own text stream (``transcript_answer``), ``None`` when it has none.
         finish_reason: why generation stopped (``"stop"``, ``"length"``, ``"silence"``...).
+        response_time_s: wall-clock seconds from the end of the input (or the request) to the first answer audio/token, as measured by the adapter
     """
 
     audio: np.ndarray
@@ -55,6 +56,7 @@ class AgentAnswer:
     onset: Optional[float] = None
     text: Optional[str] = None
     finish_reason: str = "stop"
+    response_time_s: Optional[float] = None
 
 
 @dataclass(frozen=True)

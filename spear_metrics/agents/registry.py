@@ -36,6 +36,7 @@ BUILTIN_AGENTS: dict[str, str] = {
     "fixed-delay": "spear_metrics.agents.reference:FixedDelayAgent",
     "barge-in": "spear_metrics.agents.reference:BargeInAgent",
     "cascade": "spear_metrics.agents.cascade:CascadeAgent",
+    "qwen-omni": "spear_metrics.agents.qwen_omni:QwenOmniAgent",
 }
 
 _RUNTIME: dict[str, Callable[..., Any]] = {}

@@ -16,7 +16,7 @@ from spear_metrics.commands import SHOWN_FAILURES, number, parse_options, print_
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--agent", help="adapter: a name (built-in: human, silence, fixed-delay, barge-in, cascade; or one "
+    p.add_argument("--agent", help="adapter: a name (built-in: human, silence, fixed-delay, barge-in, cascade, qwen-omni; or one "
                                    "registered under the 'spearbench.agents' entry points), path/to/file.py:ClassName, "
                                    "or package.module:ClassName")
     p.add_argument("--agent-option", "-a", action="append", default=[], metavar="KEY=VALUE",
@@ -30,6 +30,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="offline: whole question in; streaming: full-duplex simulation in --chunk-ms chunks")
     p.add_argument("--chunk-ms", type=number(above=0), default=40.0, help="streaming chunk length in ms (> 0, default 40)")
     p.add_argument("--max-wait-s", type=number(minimum=0), default=0.0, help="streaming: seconds of silence fed after the input")
+    p.add_argument("--max-answer-s", type=number(above=0), default=30.0,
+                   help="longest answer in seconds an adapter should produce (a hint; default 30)")
     p.add_argument("--seed", type=number(integer=True), default=0)
     p.add_argument("--retry-failed", action="store_true", help="run again the rows that failed in an earlier run")
     p.add_argument("--overwrite", action="store_true", help="discard answers of another run in --out")
@@ -64,6 +66,7 @@ def run(args: argparse.Namespace) -> int:
     from spear_metrics.agents.base import GenerationConfig
     from spear_metrics.agents.harness import InferError, run_inference
     from spear_metrics.agents.registry import UnknownAgentError
+    from spear_metrics.core.models import ModelUnavailableError
     from spear_metrics.core.options import OptionError
 
     if args.list_agents:
@@ -74,11 +77,12 @@ def run(args: argparse.Namespace) -> int:
               "(or --list-agents alone)", file=sys.stderr)
         return 2
     try:
-        config = GenerationConfig(mode=args.mode, chunk_ms=args.chunk_ms, max_wait_s=args.max_wait_s, seed=args.seed)
+        config = GenerationConfig(mode=args.mode, chunk_ms=args.chunk_ms, max_wait_s=args.max_wait_s,
+                                  max_answer_s=args.max_answer_s, seed=args.seed)
         info = run_inference(args.agent, args.data, args.out, agent_options=parse_options(args.agent_option),
                              split=args.split, subset=args.subset, config=config, retry_failed=args.retry_failed,
                              overwrite=args.overwrite, progress=not args.no_progress)
-    except (InferError, MetadataError, UnknownAgentError, OptionError, ValueError, TypeError) as e:
+    except (InferError, MetadataError, UnknownAgentError, OptionError, ModelUnavailableError, ValueError, TypeError) as e:
         print(f"spearbench infer: {e}", file=sys.stderr)
         return 2
     if info is not None:
