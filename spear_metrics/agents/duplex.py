@@ -343,6 +343,11 @@ class OutputSink:
             raise ProtocolError(f"output audio chunk of {len(data)} bytes is not 16-bit PCM (odd length)")
         self.audio(np.frombuffer(data, dtype="<i2").astype(np.float32) / 32768.0, sample_rate)
 
+    def request_sent(self) -> None:
+        """A request/response adapter sends its request now: the wall clock's end of input (the
+        start of ``response_time_s``); a retried request restarts it."""
+        self.result.input_end_s = self.now()
+
     def text(self, delta: str) -> None:
         """Output text (or the transcript of the output audio) arrived."""
         if delta:
