@@ -63,5 +63,5 @@ def run(args: argparse.Namespace) -> int:
     if info["n_failed"]:
         print_failures([(f["sample"], f["error"]) for f in info["failures"][:SHOWN_FAILURES]],
                        f"{args.root}/<task>/.spearbench-fdb-infer/failures.jsonl (rerun with --retry-failed)",
-                       total=info["n_failed"])
+                       total=info["n_failed"], what="sample")
     return 0
