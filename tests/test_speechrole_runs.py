@@ -201,3 +201,61 @@ def test_summarize_released_folder_equals_score_folder_summary(tmp_path):
     assert s["judge_note"].startswith("the judge, protocol") and s["models"] == {"judge": "not recorded in the result files"}
     # Thor multi Emotion_Appropriateness (4, 8), (4, 9); Sherlock multi (3, 9), (5, 9)
     assert s["multi_Emotion_Appropriateness_ratio_100_sumA_over_sumB"] == pytest.approx(100 * (4 + 4 + 3 + 5) / (8 + 9 + 9 + 9))
+
+
+def test_results_dataset_push_load_and_the_space_tab(tmp_path, capsys):
+    from conftest import FIXTURES
+    from spear_metrics.results import load_results
+    from spear_metrics.speechrole.results import leaderboard_frame
+
+    rel = FIXTURES / "speechrole" / "ali_cloud"
+    if not rel.is_dir():
+        pytest.skip("../shared is absent")
+    run = tmp_path / "S"
+    assert main(["speechrole", "summarize", "--results", str(rel), "--out", str(run), "--bootstrap", "100"]) == 0
+    ds = tmp_path / "DS"
+    assert main(["push-results", str(run), "--local-dir", str(ds), "--model-name", "ali_cloud"]) == 0
+    res = load_results(ds)
+    assert res.model == "ali_cloud" and len(res.samples) == 8 and res.summary["benchmark"] == "speechrole"
+    card = (ds / "README.md").read_text(encoding="utf-8")
+    assert "benchmark: speechrole" in card and "| overall | all_aspects |" in card
+    table = leaderboard_frame([res], "single")
+    # single, all eight aspects pooled over the four dialogues of Sherlock Holmes and Shrek
+    assert table.loc[0, "dialogues"] == 4 and table.loc[0, "all_aspects · 100·ΣA/ΣB"].startswith(
+        f"{res.summary['single_all_aspects_ratio_100_sumA_over_sumB']:.1f} [")
+    # an edited summary is refused before anything is written
+    s = json.loads((run / "summary.json").read_text())
+    s["overall_Speech_Fluency_mean_A"] = 9.5
+    (run / "summary.json").write_text(json.dumps(s))
+    assert main(["push-results", str(run), "--local-dir", str(tmp_path / "DS2"), "--model-name", "x"]) == 2
+    assert "overall_Speech_Fluency_mean_A" in capsys.readouterr().err
+    s["overall_Speech_Fluency_mean_A"] = 6.0
+    (run / "summary.json").write_text(json.dumps(s))
+    assert main(["push-results", str(run), "--local-dir", str(tmp_path / "DS3"), "--model-name", "x",
+                 "--with-audio"]) == 2
+    # the Space: the SPEAR table leaves it out, the SpeechRole-Eval tab shows it
+    from spear_metrics.space import app
+
+    labels = app.set_sources([str(ds)])
+    rows, errors = app.all_rows(labels)
+    assert errors == [] and all(r["source"] == "published" for r in rows)
+    tab = app.speechrole_table(labels, "overall")
+    assert list(tab["model"]) == ["ali_cloud"] and tab.loc[0, "source"] == "local:DS"
+
+
+def test_evaluate_module_aggregates_result_files():
+    import evaluate
+    from conftest import FIXTURES
+
+    rel = FIXTURES / "speechrole"
+    if not rel.is_dir():
+        pytest.skip("../shared is absent")
+    m = evaluate.load(str(REPO / "spear_metrics" / "speechrole" / "speechrole.py"))
+    r = m.compute(result_file=[str(rel / "ali_cloud/single/Shrek.json"), str(rel / "ali_cloud/multi/Thor.json")],
+                  mode=["single", "multi"], bootstrap=0)
+    # the card's example: Shrek single Instruction_Adherence (7, 10) and (9, 10)
+    assert r["single_Instruction_Adherence_mean_A"] == 8.0 and r["single_Instruction_Adherence_ratio_100_sumA_over_sumB"] == 80.0
+    # Thor multi Speech_Fluency (5, 9) and (5, 9)
+    assert r["multi_Speech_Fluency_mean_A"] == 5 and r["n_samples"] == 4 and len(r["per_sample"]) == 4
+    with pytest.raises(ValueError, match="one each"):
+        m.compute(result_file=[str(rel / "ali_cloud/single/Shrek.json")], mode=["single"], order=["benchmark", "swapped"])

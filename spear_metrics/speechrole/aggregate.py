@@ -325,3 +325,42 @@ def aggregate_rows(rows: Sequence[dict[str, Any]], *, n_resamples: int = 1000, s
 
 def _nan_none(x: np.ndarray) -> Iterable[float | None]:
     return (float(v) if np.isfinite(v) else None for v in x)
+
+
+def aggregate_files(files: Sequence[str | os.PathLike], modes: Sequence[str], orders: Sequence[str] | None = None, *,
+                    n_resamples: int = 1000, seed: int = 0) -> dict[str, Any]:
+    """The summary of judge result files given one by one (the ``speechrole`` evaluate module):
+    ``files[i]`` is one role's ``<role>.json`` (either shape; the role is its file name) judged in
+    mode ``modes[i]``, in the benchmark's order or, with ``orders[i] == "swapped"``, with the
+    reference first.
+
+    Returns:
+        :func:`aggregate_rows`' values plus ``n_samples``/``n_scored``/``n_failed`` (dialogues),
+        ``modes``, ``read_problems`` and ``per_sample`` (the dialogue rows).
+
+    Raises:
+        ValueError: lists of other lengths, an unknown mode or order, a role given twice for
+            one mode and order.
+        JudgeResultsError: no file.
+    """
+    import shutil
+    import tempfile
+
+    orders = list(orders) if orders is not None else ["benchmark"] * len(files)
+    if not (len(files) == len(modes) == len(orders)):
+        raise ValueError(f"{len(files)} result files, {len(modes)} modes and {len(orders)} orders: give one each")
+    with tempfile.TemporaryDirectory(prefix="spearbench-speechrole-") as tmp:
+        for f, m, o in zip(files, modes, orders):
+            if m not in MODES or o not in ("benchmark", "swapped"):
+                raise ValueError(f"mode must be one of {', '.join(MODES)} and order benchmark or swapped; got {m!r}, {o!r}")
+            dest = Path(tmp) / (SWAPPED_DIR if o == "swapped" else "") / m / Path(f).name
+            if dest.exists():
+                raise ValueError(f"role {Path(f).stem!r} given twice for mode {m} ({o} order)")
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(f, dest)
+        rows, info = read_judge_results(tmp)
+    out = aggregate_rows(rows, n_resamples=n_resamples, seed=seed)
+    n_ok = sum(r["status"] == "ok" for r in rows)
+    out.update(n_samples=len(rows), n_scored=n_ok, n_failed=len(rows) - n_ok, modes=info["modes"],
+               read_problems=info["problems"], per_sample=rows)
+    return out
