@@ -16,7 +16,8 @@ from spear_metrics.commands import SHOWN_FAILURES, number, parse_options, print_
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--agent", help="adapter: a name (built-in: human, silence, fixed-delay, barge-in, cascade; or one "
+    p.add_argument("--agent", help="adapter: a name (built-in: human, silence, fixed-delay, barge-in, cascade, openai-audio, "
+                                   "openai-realtime; or one "
                                    "registered under the 'spearbench.agents' entry points), path/to/file.py:ClassName, "
                                    "or package.module:ClassName")
     p.add_argument("--agent-option", "-a", action="append", default=[], metavar="KEY=VALUE",
@@ -31,6 +32,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--chunk-ms", type=number(above=0), default=40.0, help="streaming chunk length in ms (> 0, default 40)")
     p.add_argument("--max-wait-s", type=number(minimum=0), default=0.0, help="streaming: seconds of silence fed after the input")
     p.add_argument("--seed", type=number(integer=True), default=0)
+    p.add_argument("--concurrency", type=number(integer=True, minimum=1), default=1,
+                   help="network adapters (openai-audio, openai-realtime...): sessions at once, each paced in real time "
+                        "on its own schedule (default 1); other adapters run one row at a time")
+    p.add_argument("--row-timeout-s", type=number(above=0), default=300.0,
+                   help="time limit of one row's adapter call in s (default 300; a paced network adapter gets the "
+                        "input's duration and tail silence on top); a row past it fails with 'timed out after N s'")
     p.add_argument("--retry-failed", action="store_true", help="run again the rows that failed in an earlier run")
     p.add_argument("--overwrite", action="store_true", help="discard answers of another run in --out")
     p.add_argument("--list-agents", action="store_true",
@@ -61,7 +68,7 @@ def list_agents(name: str | None = None) -> int:
 
 def run(args: argparse.Namespace) -> int:
     from spear_datasets.schema import MetadataError
-    from spear_metrics.agents.base import GenerationConfig
+    from spear_metrics.agents.base import AgentError, GenerationConfig
     from spear_metrics.agents.harness import InferError, run_inference
     from spear_metrics.agents.registry import UnknownAgentError
     from spear_metrics.core.options import OptionError
@@ -77,9 +84,12 @@ def run(args: argparse.Namespace) -> int:
         config = GenerationConfig(mode=args.mode, chunk_ms=args.chunk_ms, max_wait_s=args.max_wait_s, seed=args.seed)
         info = run_inference(args.agent, args.data, args.out, agent_options=parse_options(args.agent_option),
                              split=args.split, subset=args.subset, config=config, retry_failed=args.retry_failed,
-                             overwrite=args.overwrite, progress=not args.no_progress)
-    except (InferError, MetadataError, UnknownAgentError, OptionError, ValueError, TypeError) as e:
-        print(f"spearbench infer: {e}", file=sys.stderr)
+                             overwrite=args.overwrite, progress=not args.no_progress, concurrency=int(args.concurrency),
+                             row_timeout_s=float(args.row_timeout_s))
+    except (InferError, MetadataError, UnknownAgentError, OptionError, ValueError, TypeError, AgentError) as e:
+        from spear_metrics.agents.net import mask_secrets
+
+        print(f"spearbench infer: {mask_secrets(' '.join(str(e).split()))}", file=sys.stderr)
         return 2
     if info is not None:
         print(f"{info['n_answered']}/{info['n_inputs']} answered, {info['n_failed']} failed -> {args.out}/metadata.csv")
