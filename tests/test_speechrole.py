@@ -17,7 +17,7 @@ import soundfile as sf
 from conftest import FIXTURES
 from helpers import FakeChatServer
 from speechrole_fixtures import SHREK_PROMPT, make_eval_root
-from spear_metrics.core.judge import Judge, JudgeError, retry_after_seconds
+from spear_metrics.core.judge import Judge, JudgeError
 from spear_metrics.speechrole import protocol as P
 from spear_metrics.speechrole.aggregate import aggregate_rows, read_judge_results
 from spear_metrics.speechrole.data import (
@@ -352,9 +352,13 @@ def test_judge_honours_retry_after_on_429_and_keeps_attempts():
     assert srv.requests[0]["messages"] == MSG  # content parts travel as given
 
 
-def test_judge_retry_after_is_capped_and_dates_are_read():
-    assert retry_after_seconds("7") == 7.0 and retry_after_seconds(None) is None and retry_after_seconds("soon") is None
-    assert retry_after_seconds("Wed, 21 Oct 2015 07:28:00 GMT", now=1445412470.0) == pytest.approx(10.0)
+def test_judge_retry_after_is_capped_and_an_echoed_key_is_masked():
+    key = "sk-judge-SECRET-0123456789"
+    with FakeChatServer([(401, f"Incorrect API key provided: {key}")]) as srv:
+        with pytest.raises(JudgeError) as ei:
+            Judge(srv.url, "judge", api_key=key, backoff_s=0.0).ask(MSG, P.parse_v1)
+    assert ei.value.status == 401 and key not in str(ei.value) and "***" in str(ei.value) and key not in ei.value.body
+    assert all(key not in (a.error or "") for a in ei.value.attempts) and len(srv.requests) == 1
     j = Judge("http://127.0.0.1:9/v1", "m", backoff_s=1.0, max_wait_s=3.0)
     assert j._sleep_before(1, None) == 1.0 and j._sleep_before(3, None) == 3.0 and j._sleep_before(1, 3600.0) == 3.0
 

@@ -120,6 +120,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     i.add_argument("--mode", required=True, type=_modes, help="single, multi, or 'single,multi' / all")
     i.add_argument("--out", required=True, help="the model folder model_output/<model> (a rerun resumes)")
     i.add_argument("--roles", default=None, help="only these roles (comma-separated)")
+    i.add_argument("--reference-key", default=DEFAULT_REFERENCE_KEY, choices=REFERENCE_KEYS,
+                   help="the reference speech an oracle adapter (human: replays the reference) answers with")
+    i.add_argument("--row-timeout-s", type=number(above=0), default=300.0, metavar="S",
+                   help="a turn's time limit in seconds (default 300; a paced adapter's input duration is added)")
     i.add_argument("--concurrency", type=number(integer=True, minimum=1, maximum=256), default=1, metavar="N",
                    help="dialogues in flight at once (network adapters; default 1)")
     i.add_argument("--chunk-ms", type=number(above=0), default=40.0, help="input chunk length of paced adapters (ms)")
@@ -288,12 +292,13 @@ def _run_infer(args: argparse.Namespace) -> int:
 
     roles = _roles(args.roles)
     try:
-        root = _test_data_root(args.test_data, args.mode, roles, "role_speech_path1", True)
+        root = _test_data_root(args.test_data, args.mode, roles, args.reference_key, True)
         for mode in args.mode:
             info = run_speechrole_inference(args.agent, root, mode, args.out, agent_options=parse_options(args.agent_option),
                                             roles=roles, concurrency=args.concurrency, chunk_ms=args.chunk_ms,
-                                            seed=args.seed, retry_failed=args.retry_failed, overwrite=args.overwrite,
-                                            progress=not args.no_progress)
+                                            seed=args.seed, row_timeout_s=args.row_timeout_s,
+                                            retry_failed=args.retry_failed, overwrite=args.overwrite,
+                                            reference_key=args.reference_key, progress=not args.no_progress)
             print(f"{mode}: {info['n_dialogues']} dialogues, {info['n_answered']} answered ({info['n_turns']} turns), "
                   f"{info['n_failed']} failed -> {args.out}/{mode}_result/json/")
             print_failures(info["failures"], f"{args.out}/{mode}_result/failures.jsonl (rerun with --retry-failed)",

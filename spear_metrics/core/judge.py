@@ -12,8 +12,10 @@ of content parts (``{"type": "text", ...}``, audio as ``{"type": "input_audio", 
   ```` ```json ... ``` ```` block holding one.
 - A malformed reply, a network error or a retryable HTTP error (429, 5xx...) is retried, at most
   ``max_retries`` times, sleeping ``backoff_s * 2**k`` before retry ``k + 1`` or, when the server
-  sent ``Retry-After`` (429/503), at least that long (capped at ``max_wait_s``). After the retries
-  :class:`JudgeError` says why in one line and carries every attempt (``attempts``).
+  sent ``Retry-After`` (429/503; :func:`spear_metrics.agents.net.parse_retry_after`), at least that
+  long (capped at ``max_wait_s``). After the retries :class:`JudgeError` says why in one line and
+  carries every attempt (``attempts``). The key is registered for masking
+  (:func:`spear_metrics.agents.net.mask_secrets`): an error body that echoes it is stored as ``***``.
 - Deterministic settings by default (``temperature=0``, ``seed=0``), as FDB's judge;
   ``temperature=None`` / ``seed=None`` leave the field out of the request (the server's default).
 - One :class:`Judge` may be used from several threads at once (one pooled ``httpx.Client``).
@@ -21,7 +23,6 @@ of content parts (``{"type": "text", ...}``, audio as ``{"type": "input_audio", 
 
 from __future__ import annotations
 
-import email.utils
 import json
 import os
 import re
@@ -88,25 +89,6 @@ class JudgeAnswer(Generic[T]):
     value: T
     reply: str
     attempts: list[Attempt] = field(default_factory=list)
-
-
-def retry_after_seconds(value: str | None, *, now: float | None = None) -> float | None:
-    """A ``Retry-After`` header value in seconds (RFC 9110 section 10.2.3: a number of seconds
-    or an HTTP date); ``None`` when absent or unreadable; never negative."""
-    if value is None or not str(value).strip():
-        return None
-    v = str(value).strip()
-    try:
-        return max(0.0, float(v))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(v)
-    except (TypeError, ValueError):
-        return None
-    if when is None:
-        return None
-    return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
 def _reject_constant(name: str) -> Any:
@@ -201,6 +183,9 @@ class Judge:
         self.backoff_s = max(0.0, float(backoff_s))
         self.max_wait_s = max(0.0, float(max_wait_s))
         self._api_key = api_key if api_key is not None else (os.environ.get("OPENAI_API_KEY") or None)
+        from spear_metrics.agents.net import register_secret
+
+        register_secret(self._api_key)  # masked in every error message (spear_metrics.agents.net.mask_secrets)
         self._client = None
         self._lock = threading.Lock()
 
@@ -248,6 +233,8 @@ class Judge:
         """
         import httpx
 
+        from spear_metrics.agents.net import mask_secrets, parse_retry_after
+
         body: dict[str, Any] = {"model": self.model, "messages": messages}
         if self.temperature is not None:
             body["temperature"] = self.temperature
@@ -257,18 +244,20 @@ class Judge:
         try:
             r = self._http().post(f"{self.base_url}/chat/completions", json=body)
         except httpx.HTTPError as e:
-            raise JudgeError(f"request to {self.base_url} failed: {type(e).__name__}: {' '.join(str(e).split())[:200]}") from None
-        if r.status_code >= 400:
-            err = JudgeError(f"HTTP {r.status_code} from {self.base_url}/chat/completions: {' '.join(r.text.split())[:200]}")
+            raise JudgeError(mask_secrets(f"request to {self.base_url} failed: {type(e).__name__}: "
+                                          f"{' '.join(str(e).split())[:200]}")) from None
+        if r.status_code >= 400:  # a body may echo the key ("Incorrect API key provided: ..."): masked
+            err = JudgeError(mask_secrets(f"HTTP {r.status_code} from {self.base_url}/chat/completions: "
+                                          f"{' '.join(r.text.split())[:200]}"))
             err.status = r.status_code
             err.fatal = r.status_code in _FATAL_STATUS
-            err.body = r.text
-            err.retry_after = retry_after_seconds(r.headers.get("Retry-After"))
+            err.body = mask_secrets(r.text)
+            err.retry_after = parse_retry_after(r.headers.get("Retry-After"))
             raise err
         try:
             content = r.json()["choices"][0]["message"]["content"]
         except (ValueError, KeyError, IndexError, TypeError):
-            raise JudgeError(f"response is not a chat completion: {' '.join(r.text.split())[:200]}") from None
+            raise JudgeError(mask_secrets(f"response is not a chat completion: {' '.join(r.text.split())[:200]}")) from None
         if not isinstance(content, str):
             raise JudgeError("chat completion has no text content")
         return content
