@@ -259,3 +259,34 @@ def test_evaluate_module_aggregates_result_files():
     assert r["multi_Speech_Fluency_mean_A"] == 5 and r["n_samples"] == 4 and len(r["per_sample"]) == 4
     with pytest.raises(ValueError, match="one each"):
         m.compute(result_file=[str(rel / "ali_cloud/single/Shrek.json")], mode=["single"], order=["benchmark", "swapped"])
+
+
+def test_foreign_results_and_outputs_are_never_overwritten(eval_root, tmp_path, capsys):
+    from conftest import FIXTURES
+
+    rel = FIXTURES / "speechrole" / "ali_cloud"
+    if not rel.is_dir():
+        pytest.skip("../shared is absent")
+    released = tmp_path / "test_results" / "ali_cloud"
+    shutil_copy = __import__("shutil").copytree
+    shutil_copy(rel, released)
+    before = {p: p.read_bytes() for p in released.rglob("*.json")}
+    with FakeChatServer(PositionBiasedJudge(eval_root)) as srv:
+        assert score(eval_root, srv.url, released) == 2
+        assert score(eval_root, srv.url, released, "--overwrite") == 2
+    assert "this command did not write (single/Sherlock Holmes.json and 1 more)" in capsys.readouterr().err
+    assert {p: p.read_bytes() for p in released.rglob("*.json")} == before
+    # infer into the folder of a system's existing outputs is refused too
+    assert main(["speechrole", "infer", "--agent", "human", "--test-data", str(eval_root), "--mode", "single",
+                 "--out", str(eval_root / "model_output" / "sys"), "--no-progress"]) == 2
+    assert "this command did not write" in capsys.readouterr().err
+
+
+def test_hub_test_data_offline_is_one_line(eval_root, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    rc = main(["speechrole", "score", "--outputs", str(eval_root / "model_output" / "sys"), "--test-data",
+               "yuhui1038/SpeechRole-Eval", "--mode", "single", "--judge-url", "http://127.0.0.1:9/v1",
+               "--judge-model", "j", "--out", str(tmp_path / "R"), "--no-progress"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and "\n" not in err and "cannot fetch the test data from the Hub" in err

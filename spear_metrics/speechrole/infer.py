@@ -180,6 +180,9 @@ def run_speechrole_inference(agent_name: str, test_data: str | os.PathLike, mode
     out = Path(out)
     dialogues = read_test_data(test_data, mode, roles=roles)
     work = out / WORK / mode
+    theirs = out / f"{mode}_result"
+    if theirs.is_dir() and any(theirs.iterdir()) and not (work / "run.json").is_file():
+        raise InferRunError(f"{theirs} holds model outputs this command did not write; use another --out folder")
     fp = {"agent": agent_name, "agent_options": {k: str(options[k]) for k in sorted(options)}, "mode": mode,
           "reference_key": reference_key if getattr(agent, "uses_reference_answer", False) else None,
           "chunk_ms": float(chunk_ms), "seed": int(seed), "test_data": str(Path(test_data).resolve()),

@@ -260,21 +260,43 @@ def _result_objects(results: Sequence[SampleResult], units: Sequence[Unit], prot
     return out
 
 
+def _manifest(out: Path, mode: str) -> Path:
+    """The list of result files this command wrote for ``mode`` (kept beside the work folders, so
+    that ``--overwrite``, which clears the mode's work folder, still knows them)."""
+    return out / WORK_DIR / f"written-{mode}.json"
+
+
+def _written(out: Path, mode: str) -> set[str]:
+    try:
+        names = json.loads(_manifest(out, mode).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return set()
+    return {n for n in names if isinstance(n, str)} if isinstance(names, list) else set()
+
+
+def foreign_results(out: Path, mode: str) -> list[str]:
+    """Result files under ``out/<mode>/`` and ``out/swapped/<mode>/`` that this command did not
+    write (a released ``test_results/<model>`` folder given as ``--out``): never touched."""
+    mine = _written(out, mode)
+    found = [p for d in (out / mode, out / SWAPPED_DIR / mode) if d.is_dir() for p in sorted(d.glob("*.json"))]
+    return [p.relative_to(out).as_posix() for p in found if p.relative_to(out).as_posix() not in mine]
+
+
 def write_outputs(out: Path, mode: str, cases: Sequence[Case], units: Sequence[Unit],
                   results: Sequence[SampleResult], protocol: str) -> None:
     """Write the mode's result files, its failed dialogues and every reply (module docstring).
-    Files of this mode written by an earlier run of other inputs are replaced."""
-    import shutil
-
+    Result files this command wrote earlier for this mode (another run's, under ``overwrite``)
+    that this run does not write again are removed; no other file is."""
     from spear_metrics.core.records import read_jsonl
 
-    for folder in (out / mode, out / SWAPPED_DIR / mode):
-        if folder.is_dir():
-            shutil.rmtree(folder)
+    new: list[str] = []
     for (order, role), objs in sorted(_result_objects(results, units, protocol).items()):
         path = (out / mode if order == "benchmark" else out / SWAPPED_DIR / mode) / f"{role}.json"
-        data = [objs[i] for i in sorted(objs)]
-        write_json_atomic_list(path, data)
+        write_json_atomic_list(path, [objs[i] for i in sorted(objs)])
+        new.append(path.relative_to(out).as_posix())
+    for rel in sorted(_written(out, mode) - set(new)):
+        (out / rel).unlink(missing_ok=True)
+    write_json_atomic_list(_manifest(out, mode), new)
     others = [o for o in read_jsonl(out / FAILED_FILE) if o.get("mode") != mode]
     mine = [{"mode": mode, "role": c.dialogue.role, "dialogue": c.dialogue.index if c.dialogue.index >= 0 else None,
              "error": c.error} for c in cases if not c.ok]
@@ -328,6 +350,10 @@ def judge_mode(cases: Sequence[Case], mode: str, out: str | os.PathLike, setting
     from spear_metrics.core.runner import RunError, run_resumable
 
     out = Path(out)
+    foreign = foreign_results(out, mode)
+    if foreign:
+        raise JudgeRunError(f"{out} holds judge results this command did not write ({foreign[0]}"
+                            f"{f' and {len(foreign) - 1} more' if len(foreign) > 1 else ''}); judge into another --out folder")
     fp = {**settings.fingerprint(), "mode": mode, **inputs,
           "calls": [u.key for u in make_units(cases, settings.protocol, settings.swap_order)]}
     judge_fp = settings.fingerprint()
