@@ -7,7 +7,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import re
 import threading
 from pathlib import Path
 
@@ -154,8 +153,3 @@ def _shape(data: bytes) -> tuple[int, int, int]:
 
     info = sf.info(io.BytesIO(data))
     return info.samplerate, info.frames, info.channels
-
-
-def scores_in_reason(text: str) -> tuple[int, int]:
-    m = re.search(r"\[Scores\]:\s*\((\d+),\s*(\d+)\)", text)
-    return int(m.group(1)), int(m.group(2))

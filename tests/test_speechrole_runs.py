@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from helpers import FakeChatServer
-from speechrole_fixtures import DIALOGUES, PositionBiasedJudge, make_eval_root
+from speechrole_fixtures import PositionBiasedJudge, make_eval_root
 from spear_metrics.cli import main
 from spear_metrics.speechrole.protocol import ASPECTS
 

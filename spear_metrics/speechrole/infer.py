@@ -35,10 +35,9 @@ continues a dialogue from its last finished turn, rebuilding the history from th
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from spear_metrics.core.records import SampleResult, one_line, write_json_atomic, write_jsonl_atomic
+from spear_metrics.core.records import SampleResult, one_line, write_jsonl_atomic
 from spear_metrics.speechrole.aggregate import FAILED_FILE, NOT_JUDGED, SCORED, SWAPPED_DIR, UNPARSED
 from spear_metrics.speechrole.data import MODES, Case
 from spear_metrics.speechrole.protocol import (
@@ -431,8 +431,6 @@ def summarize_folder(out: str | os.PathLike, *, n_resamples: int = 1000, seed: i
                "bootstrap": {"n_resamples": int(n_resamples), "seed": int(seed), "method": "percentile",
                              "confidence": CONFIDENCE, "unit": "dialogue"},
                **prov, **(extra or {})})
-    from spear_metrics.core.records import write_jsonl_atomic as _w
-
-    _w(out / "per_sample.jsonl", rows)
+    write_jsonl_atomic(out / "per_sample.jsonl", rows)
     write_summary(out, summary)
     return summary, rows
