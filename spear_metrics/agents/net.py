@@ -96,6 +96,16 @@ def api_key(env: str, *, required: bool = True) -> Optional[str]:
     return value
 
 
+#: the request-tracing header the adapters send with the row's identity (OpenAI echoes it in its logs)
+REQUEST_ID_HEADER = "X-Client-Request-Id"
+
+
+def request_id(row_id: str) -> str:
+    """``row_id`` as a header value: printable ASCII, at most 512 characters."""
+    text = "".join(c if 32 < ord(c) < 127 else "_" for c in str(row_id))
+    return text[:512] or "row"
+
+
 def parse_retry_after(value: Any, *, now: Optional[float] = None) -> Optional[float]:
     """``Retry-After`` header value -> seconds (>= 0): delta-seconds or an HTTP date; ``None``
     when absent or unreadable."""

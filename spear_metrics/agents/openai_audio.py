@@ -26,7 +26,16 @@ import numpy as np
 
 from spear_metrics.agents.base import AgentError
 from spear_metrics.agents.duplex import AudioRequest, NetworkAgentBase, OutputSink, ProtocolError, SessionConfig
-from spear_metrics.agents.net import NetError, RetryPolicy, api_key, http_error, mask_secrets, with_retries
+from spear_metrics.agents.net import (
+    REQUEST_ID_HEADER,
+    NetError,
+    RetryPolicy,
+    api_key,
+    http_error,
+    mask_secrets,
+    request_id,
+    with_retries,
+)
 
 #: SPEAR's GPT-audio proxy system message
 SPEAR_SYSTEM_PROMPT = "You are a helpful assistant that can understand and respond to speech."
@@ -106,6 +115,7 @@ class OpenAIAudioAgent(NetworkAgentBase):
         timeout_s: time limit (s) of one HTTP request.
         max_tries: tries per request (retries: HTTP 429/5xx and connection errors, honouring Retry-After).
         max_wait_s: longest wait (s) for the answer after the request, retries included.
+        send_row_id: send the row's identity (the clip's file name) in the ``X-Client-Request-Id`` tracing header.
     """
 
     paced = False
@@ -115,7 +125,7 @@ class OpenAIAudioAgent(NetworkAgentBase):
                  audio_format: str = "wav", pcm_rate: int = 24_000, temperature: Optional[float] = 0.7,
                  system_prompt: Optional[str] = SPEAR_SYSTEM_PROMPT, instructions: Optional[str] = None,
                  stream: bool = False, api_key_env: Optional[str] = "OPENAI_API_KEY", timeout_s: float = 120.0,
-                 max_tries: int = 4, max_wait_s: float = 300.0):
+                 max_tries: int = 4, max_wait_s: float = 300.0, send_row_id: bool = True):
         if audio_format not in ("wav", "pcm16"):
             raise ValueError(f"audio_format must be wav or pcm16, got {audio_format!r}")
         if timeout_s <= 0 or max_wait_s <= 0:
@@ -133,6 +143,7 @@ class OpenAIAudioAgent(NetworkAgentBase):
         self.timeout_s = float(timeout_s)
         self.max_wait_s = float(max_wait_s)
         self.retry = RetryPolicy(max_tries=int(max_tries))
+        self.send_row_id = bool(send_row_id)
         if self.api_key_env:
             api_key(self.api_key_env)  # fail early, before any row, when the key is missing
         self._client: Optional[tuple[Any, Any]] = None
@@ -188,6 +199,8 @@ class OpenAIAudioAgent(NetworkAgentBase):
             kw["audio"] = {"voice": self.voice, "format": self.audio_format}
         if self.temperature is not None:
             kw["temperature"] = float(self.temperature)
+        if self.send_row_id and request.row_id:
+            kw["extra_headers"] = {REQUEST_ID_HEADER: request_id(request.row_id)}
         return kw
 
     async def connect(self, request: AudioRequest, sink: OutputSink, config: SessionConfig) -> "_ChatCall":

@@ -43,12 +43,14 @@ from spear_metrics.agents.base import AgentError
 from spear_metrics.agents.duplex import AudioRequest, NetworkAgentBase, OutputSink, ProtocolError, SessionConfig, SessionResult
 from spear_metrics.agents.openai_audio import _optional
 from spear_metrics.agents.net import (
+    REQUEST_ID_HEADER,
     RETRY_CLOSE_CODES,
     NetError,
     RetryPolicy,
     api_key,
     http_error,
     mask_secrets,
+    request_id,
     with_retries,
     within,
 )
@@ -107,6 +109,7 @@ class OpenAIRealtimeAgent(NetworkAgentBase):
         api_key_env: environment variable holding the key (``none``: no key, e.g. a local server).
         connect_timeout_s: time limit (s) of the handshake and of the wait for ``session.updated``.
         max_tries: tries to open a session (retries: HTTP 429/5xx on the handshake, close codes 1012/1013, network errors).
+        send_row_id: send the row's identity (the clip's file name) in the ``X-Client-Request-Id`` tracing header.
     """
 
     paced = True
@@ -115,7 +118,8 @@ class OpenAIRealtimeAgent(NetworkAgentBase):
                  voice: str = "alloy", instructions: Optional[str] = None, vad_threshold: float = 0.5,
                  prefix_padding_ms: int = 300, silence_duration_ms: int = 500, tail_silence_s: float = 2.5,
                  vad_grace_s: float = 3.0, max_wait_s: float = 30.0, onset_clock: str = "wall",
-                 api_key_env: Optional[str] = "OPENAI_API_KEY", connect_timeout_s: float = 20.0, max_tries: int = 4):
+                 api_key_env: Optional[str] = "OPENAI_API_KEY", connect_timeout_s: float = 20.0, max_tries: int = 4,
+                 send_row_id: bool = True):
         if onset_clock not in ("wall", "stream"):
             raise ValueError(f"onset_clock must be wall or stream, got {onset_clock!r}")
         if urlsplit(base_url).scheme not in ("ws", "wss"):
@@ -141,6 +145,7 @@ class OpenAIRealtimeAgent(NetworkAgentBase):
         self.api_key_env = _optional(api_key_env)
         self.connect_timeout_s = float(connect_timeout_s)
         self.retry = RetryPolicy(max_tries=int(max_tries))
+        self.send_row_id = bool(send_row_id)
         if self.api_key_env:
             api_key(self.api_key_env)
 
@@ -212,6 +217,8 @@ class RealtimeConnection:
         headers = {}
         if self.agent.api_key_env:
             headers["Authorization"] = f"Bearer {api_key(self.agent.api_key_env)}"
+        if self.agent.send_row_id and self.request.row_id:
+            headers[REQUEST_ID_HEADER] = request_id(self.request.row_id)
         where = self.agent.base_url
         try:
             self.ws = await within(self.agent.connect_timeout_s,
