@@ -70,6 +70,8 @@ DEFAULT_MODEL = "gemini-2.5-flash-native-audio-preview-12-2025"
 DEFAULT_BASE_URL = "wss://generativelanguage.googleapis.com"
 #: environment variables tried for the key when ``api_key_env`` is not given, in this order
 KEY_ENVS = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
+#: URL-safe base64 -> standard (proto3 JSON accepts both for bytes fields)
+_URLSAFE = str.maketrans("-_", "+/")
 #: ``automaticActivityDetection`` sensitivities (``types.StartSensitivity`` / ``EndSensitivity``)
 _SENSITIVITY = {"high": "HIGH", "low": "LOW"}
 
@@ -145,6 +147,7 @@ class GeminiLiveAgent(NetworkAgentBase):
         api_key_env: environment variable holding the key (empty: GEMINI_API_KEY, else GOOGLE_API_KEY).
         connect_timeout_s: time limit (s) of the WebSocket handshake and of the wait for setupComplete.
         max_tries: tries to open a session (retries: HTTP 429/5xx on the handshake, close codes 1012/1013, network errors).
+        send_row_id: send the row's identity (the clip's file name) in the ``X-Client-Request-Id`` tracing header.
     """
 
     paced = True
@@ -153,7 +156,8 @@ class GeminiLiveAgent(NetworkAgentBase):
                  voice: str = "", instructions: str = "", vad: str = "ptt", vad_start_sensitivity: str = "",
                  vad_end_sensitivity: str = "", vad_prefix_padding_ms: int = -1, vad_silence_ms: int = -1,
                  transcription: bool = True, onset_clock: str = "wall", tail_silence_s: float = -1.0,
-                 max_wait_s: float = 30.0, api_key_env: str = "", connect_timeout_s: float = 20.0, max_tries: int = 4):
+                 max_wait_s: float = 30.0, api_key_env: str = "", connect_timeout_s: float = 20.0, max_tries: int = 4,
+                 send_row_id: bool = True):
         from spear_metrics.agents.net import RetryPolicy
 
         if vad not in ("ptt", "auto"):
@@ -193,6 +197,7 @@ class GeminiLiveAgent(NetworkAgentBase):
         self.max_wait_s = float(max_wait_s)
         self.api_key_env = api_key_env.strip()
         self.connect_timeout_s = float(connect_timeout_s)
+        self.send_row_id = bool(send_row_id)
         self.retry = RetryPolicy(max_tries=int(max_tries))
         self.onset_rule = ("wall clock: monotonic time at the first output audio (inlineData) minus the time just "
                            "before the first input chunk, floored at 0 (SPEAR's realtime-proxy rule)"
@@ -286,7 +291,7 @@ class LiveConnection:
         from websockets.asyncio.client import connect
         from websockets.exceptions import InvalidHandshake, InvalidStatus
 
-        from spear_metrics.agents.net import NetError, http_error, mask_secrets, within
+        from spear_metrics.agents.net import REQUEST_ID_HEADER, NetError, http_error, mask_secrets, request_id, within
 
         self._ready = asyncio.Event()
         self._open_error = None
@@ -294,10 +299,12 @@ class LiveConnection:
         self._activity_open = False
         where = self.agent.url
         headers = {"x-goog-api-key": self.agent.key()}
+        if self.agent.send_row_id and self.request.row_id:
+            headers[REQUEST_ID_HEADER] = request_id(self.request.row_id)
         try:
             self.ws = await within(self.agent.connect_timeout_s,
                                    connect(where, additional_headers=headers, max_size=2 ** 24, open_timeout=None,
-                                           ping_interval=None, close_timeout=2),
+                                           ping_interval=None, close_timeout=2, max_queue=None),
                                    f"WebSocket handshake with {where}")
         except InvalidStatus as e:
             r = e.response
@@ -377,14 +384,18 @@ class LiveConnection:
                 pass
 
     async def _abort(self) -> None:
+        """Close the WebSocket, then stop the receiver (which ignores what still arrives). The
+        connection's queue is unbounded (``max_queue=None``): with 16 unread frames queued (a
+        receiver stopped by an error) websockets would stop reading the socket, and the close
+        would wait its whole ``close_timeout`` for the server's close frame."""
         self._closing = True
-        if self._receiver is not None:
-            self._receiver.cancel()
         if self.ws is not None:
             try:
                 await asyncio.wait_for(self.ws.close(), 2)
             except BaseException:
                 pass
+        if self._receiver is not None:
+            self._receiver.cancel()
         self.ws = None
 
     # ------------------------------------------------------------------ receiving
@@ -395,7 +406,8 @@ class LiveConnection:
 
         try:
             async for raw in self.ws:
-                self._handle(_message(raw))
+                if not self._closing:
+                    self._handle(_message(raw))
             code, why = None, "closed"
             if self.ws is not None and self.ws.close_code is not None:
                 code = self.ws.close_code
@@ -461,8 +473,8 @@ class LiveConnection:
                 if not isinstance(blob, dict) or not isinstance(blob.get("data"), str):
                     raise ProtocolError("malformed inlineData (no base64 data)")
                 rate = pcm_rate(blob.get("mimeType"))
-                try:
-                    data = base64.b64decode(blob["data"], validate=True)
+                try:  # proto3 JSON bytes: standard or URL-safe base64 (the SDK itself writes URL-safe)
+                    data = base64.b64decode(blob["data"].translate(_URLSAFE), validate=True)
                 except (binascii.Error, ValueError):
                     raise ProtocolError("inlineData holds audio that is not valid base64") from None
                 self.sink.pcm16(data, rate)

@@ -191,6 +191,7 @@ class MoshiAgent(NetworkAgentBase):
         drain_s: longest wait (s) after the last input frame for the output frames still in flight.
         api_key_env: environment variable whose value is sent as a Bearer token (empty: none).
         max_tries: tries to open a session (retries: refused/reset connections, HTTP 429/5xx, close codes 1012/1013).
+        send_row_id: send the row's identity (the clip's file name) in the ``X-Client-Request-Id`` tracing header.
     """
 
     paced = True
@@ -199,7 +200,8 @@ class MoshiAgent(NetworkAgentBase):
                  onset_clock: str = "stream", tail_silence_s: float = 10.0, text_temperature: Optional[float] = None,
                  text_topk: Optional[int] = None, audio_temperature: Optional[float] = None,
                  audio_topk: Optional[int] = None, seed: Optional[int] = None, handshake_timeout_s: float = 60.0,
-                 drain_s: float = 2.0, api_key_env: str = "", max_tries: int = 3):
+                 drain_s: float = 2.0, api_key_env: str = "", max_tries: int = 3,
+                 send_row_id: bool = True):
         from spear_metrics.agents.net import RetryPolicy, api_key
 
         if onset not in ("audio", "text", "first"):
@@ -223,6 +225,7 @@ class MoshiAgent(NetworkAgentBase):
         self.tail_silence_s = float(tail_silence_s)
         self.max_wait_s = float(drain_s)
         self.handshake_timeout_s = float(handshake_timeout_s)
+        self.send_row_id = bool(send_row_id)
         self.api_key_env = api_key_env or ""
         self.retry = RetryPolicy(max_tries=int(max_tries))
         what = {"audio": f"the first 80 ms output frame at or above {self.speech_dbfs:g} dBFS RMS",
@@ -294,17 +297,20 @@ class MoshiConnection:
         from websockets.asyncio.client import connect
         from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
-        from spear_metrics.agents.net import RETRY_CLOSE_CODES, NetError, api_key, http_error, mask_secrets, within
+        from spear_metrics.agents.net import (REQUEST_ID_HEADER, RETRY_CLOSE_CODES, NetError, api_key, http_error,
+                                              mask_secrets, request_id, within)
 
         self._closing = False
         headers = {}
         if self.agent.api_key_env:
             headers["Authorization"] = f"Bearer {api_key(self.agent.api_key_env)}"
+        if self.agent.send_row_id and self.request.row_id:
+            headers[REQUEST_ID_HEADER] = request_id(self.request.row_id)
         where = urlsplit(self.agent.url)._replace(query="").geturl()
         try:
             self.ws = await within(self.agent.handshake_timeout_s,
                                    connect(self.agent.url, additional_headers=headers, max_size=None,
-                                           open_timeout=None, ping_interval=None, close_timeout=2),
+                                           open_timeout=None, ping_interval=None, close_timeout=2, max_queue=None),
                                    f"WebSocket handshake with {where}")
         except InvalidStatus as e:
             r = e.response
@@ -402,14 +408,18 @@ class MoshiConnection:
                 pass
 
     async def _abort(self) -> None:
+        """Close the WebSocket, then stop the receiver (which ignores what still arrives). The
+        connection's queue is unbounded (``max_queue=None``): with 16 unread frames queued (a
+        receiver stopped by an error) websockets would stop reading the socket, and the close
+        would wait its whole ``close_timeout`` for the server's close frame."""
         self._closing = True
-        if self._receiver is not None:
-            self._receiver.cancel()
         if self.ws is not None:
             try:
                 await asyncio.wait_for(self.ws.close(), 2)
             except BaseException:
                 pass
+        if self._receiver is not None:
+            self._receiver.cancel()
         self.ws = None
 
     # ------------------------------------------------------------------ receiving
@@ -420,7 +430,8 @@ class MoshiConnection:
 
         try:
             async for msg in self.ws:
-                self._handle(msg)
+                if not self._closing:
+                    self._handle(msg)
             if not self._closing:
                 self._lost(self.ws.close_code if self.ws is not None else None,
                            f"code {self.ws.close_code}" if self.ws is not None and self.ws.close_code else "closed")

@@ -21,7 +21,8 @@ When it answers (the whole answer at once, faster than real time, as the real se
 Faults (``fault=``): ``refuse`` (HTTP 403 at the WebSocket handshake), ``mute`` (never answers),
 ``drop`` (TCP cut after a few answer chunks), ``malformed`` (a frame that is not JSON at answer
 time), ``bad_rate`` (the answer's mimeType changes rate mid-answer: 24000 then 16000 Hz),
-``goaway`` (``goAway`` with ``timeLeft`` 0s at answer time, then the connection closes).
+``goaway`` (``goAway`` with ``timeLeft`` 0s at answer time, then the connection closes),
+``echo_key`` (closes with 1008 after ``setup``, the reason quoting the key it received).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from fakes.server import LoopbackServer, speech_end_detector
+from fakes.server import LoopbackServer, row_of, speech_end_detector
 
 PATH_RE = re.compile(r"^/ws/google\.ai\.generativelanguage\.(v1beta|v1alpha)\.GenerativeService\.BidiGenerateContent$")
 
@@ -73,6 +74,7 @@ class GeminiScenario:
 
 @dataclass
 class SessionLog:
+    row: str = ""
     path: str = ""
     query: str = ""
     headers: dict[str, str] = field(default_factory=dict)
@@ -86,15 +88,31 @@ class SessionLog:
 
 
 class FakeGeminiLive(LoopbackServer):
-    """``with FakeGeminiLive(scenario) as fake: GeminiLiveAgent(base_url=fake.url(""))``."""
+    """``with FakeGeminiLive(programs, default) as fake: GeminiLiveAgent(base_url=fake.url(""))``:
+    the scenario of a session is ``programs[row]`` (row = its ``X-Client-Request-Id`` header), else
+    ``default``; :attr:`sessions` lists each session's :class:`SessionLog`, :attr:`connections`
+    counts handshakes per row."""
 
-    def __init__(self, scenario: GeminiScenario, **kw: Any):
-        self.scenario = scenario
+    def __init__(self, programs: dict[str, GeminiScenario], default: Optional[GeminiScenario] = None, **kw: Any):
+        self.programs = dict(programs)
+        self.default = default
         self.sessions: list[SessionLog] = []
+        self.connections: dict[str, int] = {}
         super().__init__(self._handle, process_request=self._process_request, **kw)
 
+    def program(self, headers: Any) -> GeminiScenario:
+        sc = self.programs.get(row_of(headers), self.default)
+        if sc is None:
+            raise KeyError(f"no program for row {row_of(headers)!r}")
+        return sc
+
+    def by_row(self) -> dict[str, SessionLog]:
+        return {s.row: s for s in self.sessions}
+
     def _process_request(self, conn: Any, request: Any) -> Any:
-        if self.scenario.fault == "refuse":
+        row = row_of(request.headers)
+        self.connections[row] = self.connections.get(row, 0) + 1
+        if self.program(request.headers).fault == "refuse":
             return conn.respond(HTTPStatus.FORBIDDEN, "PERMISSION_DENIED: the caller does not have permission\n")
         if not PATH_RE.match(request.path.partition("?")[0]):
             return conn.respond(HTTPStatus.NOT_FOUND, "no such method\n")
@@ -103,8 +121,7 @@ class FakeGeminiLive(LoopbackServer):
     async def _send(self, ws: Any, msg: dict) -> None:
         await ws.send(json.dumps(msg).encode("utf-8"))  # binary frames, as Google's server
 
-    async def _answer(self, ws: Any, log: SessionLog) -> None:
-        sc = self.scenario
+    async def _answer(self, ws: Any, log: SessionLog, sc: GeminiScenario) -> None:
         log.answer_input_s = log.samples_in / 16_000
         if sc.fault == "malformed":
             await ws.send('{"serverContent": {"modelTurn": ')
@@ -130,14 +147,16 @@ class FakeGeminiLive(LoopbackServer):
         await self._send(ws, {"serverContent": {"turnComplete": True}})
 
     async def _handle(self, ws: Any) -> None:
-        sc = self.scenario
+        sc = self.program(ws.request.headers)
         path, _, query = ws.request.path.partition("?")
-        log = SessionLog(path=path, query=query, headers={k.lower(): v for k, v in ws.request.headers.raw_items()})
+        log = SessionLog(row=row_of(ws.request.headers), path=path, query=query,
+                         headers={k.lower(): v for k, v in ws.request.headers.raw_items()})
         self.sessions.append(log)
         first = normalized(json.loads(await ws.recv()))
         log.setup = first.get("setup")
-        if sc.key and log.headers.get("x-goog-api-key") != sc.key:
-            await ws.close(1008, "API key not valid. Please pass a valid API key.")
+        if (sc.key and log.headers.get("x-goog-api-key") != sc.key) or sc.fault == "echo_key":
+            # the reason echoes the key it got, as a careless server might (the adapter masks it)
+            await ws.close(1008, f"API key not valid: {log.headers.get('x-goog-api-key', '')}")
             return
         await self._send(ws, {"setupComplete": {}})
         ptt = bool(((log.setup or {}).get("realtimeInputConfig") or {}).get("automaticActivityDetection", {}).get("disabled"))
@@ -163,8 +182,8 @@ class FakeGeminiLive(LoopbackServer):
                     None if log.speech_end_s is None else log.speech_end_s + sc.delay_s)
                 if due is not None and log.samples_in / 16_000 >= due - 1e-9:
                     answered = True
-                    await self._answer(ws, log)
+                    await self._answer(ws, log, sc)
             if ptt and "activityEnd" in rt and not answered and sc.fault != "mute":
                 answered = True
                 await asyncio.sleep(sc.delay_s)
-                await self._answer(ws, log)
+                await self._answer(ws, log, sc)

@@ -28,7 +28,7 @@ from typing import Any, Optional
 import numpy as np
 import sphn
 
-from fakes.server import LoopbackServer, speech_end_detector
+from fakes.server import LoopbackServer, row_of, speech_end_detector
 
 SR = 24_000
 FRAME = 1_920
@@ -53,6 +53,7 @@ class MoshiScenario:
 
 @dataclass
 class SessionLog:
+    row: str = ""
     path: str = ""
     query: str = ""
     headers: dict[str, str] = field(default_factory=dict)
@@ -64,22 +65,39 @@ class SessionLog:
 
 
 class FakeMoshi(LoopbackServer):
-    """``with FakeMoshi(scenario) as fake: MoshiAgent(url=fake.url("/api/chat"))``."""
+    """``with FakeMoshi(programs, default) as fake: MoshiAgent(url=fake.url("/api/chat"))``: the
+    scenario of a session is ``programs[row]`` (row = its ``X-Client-Request-Id`` header), else
+    ``default``; :attr:`sessions` lists each session's :class:`SessionLog`, :attr:`connections`
+    counts handshakes per row."""
 
-    def __init__(self, scenario: MoshiScenario, **kw: Any):
-        self.scenario = scenario
+    def __init__(self, programs: dict[str, MoshiScenario], default: Optional[MoshiScenario] = None, **kw: Any):
+        self.programs = dict(programs)
+        self.default = default
         self.sessions: list[SessionLog] = []
+        self.connections: dict[str, int] = {}
         super().__init__(self._handle, process_request=self._process_request, **kw)
 
+    def program(self, headers: Any) -> MoshiScenario:
+        sc = self.programs.get(row_of(headers), self.default)
+        if sc is None:
+            raise KeyError(f"no program for row {row_of(headers)!r}")
+        return sc
+
+    def by_row(self) -> dict[str, SessionLog]:
+        return {s.row: s for s in self.sessions}
+
     def _process_request(self, conn: Any, request: Any) -> Any:
-        if self.scenario.fault == "refuse":
+        row = row_of(request.headers)
+        self.connections[row] = self.connections.get(row, 0) + 1
+        if self.program(request.headers).fault == "refuse":
             return conn.respond(HTTPStatus.FORBIDDEN, "Forbidden: this server does not take new sessions\n")
         return None
 
     async def _handle(self, ws: Any) -> None:
-        sc = self.scenario
+        sc = self.program(ws.request.headers)
         path, _, query = ws.request.path.partition("?")
-        log = SessionLog(path=path, query=query, headers={k.lower(): v for k, v in ws.request.headers.raw_items()})
+        log = SessionLog(row=row_of(ws.request.headers), path=path, query=query,
+                         headers={k.lower(): v for k, v in ws.request.headers.raw_items()})
         self.sessions.append(log)
         if sc.fault == "no_handshake":
             await asyncio.sleep(30)
@@ -129,5 +147,6 @@ class FakeMoshi(LoopbackServer):
                         return
                     if sc.fault == "malformed":
                         await ws.send(b"\x01" + b"this is not an Ogg page")
-                    if sc.fault == "error":
-                        await ws.send(b"\x05" + b"model overloaded")
+                    if sc.fault == "error":  # echoes the caller's token, as a careless server might
+                        token = log.headers.get("authorization", "")
+                        await ws.send(b"\x05" + f"model overloaded ({token})".encode("utf-8"))

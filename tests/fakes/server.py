@@ -85,6 +85,11 @@ class LoopbackServer:
             self._loop.close()
 
 
+def row_of(headers: Any) -> str:
+    """The row a session belongs to: the ``X-Client-Request-Id`` header the adapters send."""
+    return str(headers.get("X-Client-Request-Id", "") or "")
+
+
 def speech_end_detector(threshold_dbfs: float):
     """A detector fed 1-D float frames in order: ``update(frame, end_s) -> last_loud_end_s`` (the
     end, in input time, of the last frame whose RMS reached ``threshold_dbfs``; ``None`` before
