@@ -307,7 +307,7 @@ def test_gemini_live_settings_refused_up_front(monkeypatch, real_dir):
 
 
 MOSHI_OPTS = ["tail_silence_s=3.0", "handshake_timeout_s=1.5", "max_tries=2", "drain_s=1.0", "api_key_env=MOSHI_TOKEN",
-              "seed=7"]
+              "seed=7", "text_prompt=You enjoy having a good conversation."]
 
 
 def test_moshi_onsets_barge_in_and_faults_in_one_run(real_dir, tmp_path, keys, capsys):
@@ -361,7 +361,7 @@ def test_moshi_onsets_barge_in_and_faults_in_one_run(real_dir, tmp_path, keys, c
         m = min(wav.shape[1], len(ref)) - 400
         corr = max(np.corrcoef(wav[0, lag:lag + m], ref[:m])[0, 1] for lag in range(0, 300))
         assert corr > 0.9, (k, corr)
-        assert log.path == "/api/chat" and log.query == "text_seed=7&audio_seed=7"
+        assert log.path == "/api/chat" and log.query == "seed=7&text_seed=7&audio_seed=7&text_prompt=You+enjoy+having+a+good+conversation."
         assert log.headers["authorization"] == f"Bearer {TOKEN}" and log.headers["x-client-request-id"] == name(k)
     assert float(meta[name(2)]["answer_start_time"]) < 0 and recs[name(2)]["response_time_s"] < 0
     assert recs[name(0)]["onset_stream_s"] > clips["es"].shape[1] / TARGET_SR

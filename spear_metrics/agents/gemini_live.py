@@ -339,8 +339,10 @@ class LiveConnection:
             await self.ws.send(json.dumps(message))
         except ConnectionClosed as e:
             code, why = _close_reason(e)
-            self.sink.check()  # the receiver's reason first, when it has one
-            raise NetError(f"server closed the connection ({why}) while the input was being sent",
+            await _settle(self._receiver)
+            self.sink.check()  # the receiver's reason first (what the server said before closing)
+            after = f" after goAway (time left {self.go_away})" if self.go_away is not None else ""
+            raise NetError(f"server closed the connection{after} ({why}) while the input was being sent",
                            retryable=code in RETRY_CLOSE_CODES and not self._ready.is_set(), status=code) from None
 
     async def send_audio(self, chunk: np.ndarray) -> None:
@@ -485,6 +487,13 @@ class LiveConnection:
             self.interrupted += 1
         if content.get("turnComplete"):
             self.sink.done("stop")
+
+
+async def _settle(receiver: Optional[asyncio.Task], timeout_s: float = 1.0) -> None:
+    """Let a receiver read what arrived before the connection closed (at most ``timeout_s``), so
+    that a send that met the closed connection reports the server's own reason."""
+    if receiver is not None and not receiver.done():
+        await asyncio.wait({receiver}, timeout=timeout_s)
 
 
 def _message(raw: Any) -> dict[str, Any]:

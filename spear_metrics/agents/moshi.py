@@ -15,8 +15,11 @@ The protocol (Kyutai's ``moshi/moshi/server.py`` and ``client.py``; the Rust ``m
 - Kyutai's Rust backend reads sampling settings from the URL's query (``text_temperature``,
   ``text_topk``, ``audio_temperature``, ``audio_topk``, ``text_seed``, ``audio_seed``,
   ``pad_mult``, ``repetition_penalty``, ``repetition_penalty_context``: ``SessionConfigReq``);
-  the Python server ignores the query. The Python server serves one session at a time (a lock
-  held for the whole connection; its handshake waits for it): run one row at a time per server.
+  Kyutai's Python server ignores the query; PersonaPlex's server (NVIDIA's fork of it) requires
+  ``text_prompt`` (its role prompt) and ``voice_prompt`` (a voice file name) and takes ``seed``,
+  and sends its handshake only after it has run those prompts through the model. The Python
+  servers serve one session at a time (a lock held for the whole connection; the handshake waits
+  for it): run one row at a time per server.
 
 Onset. Moshi's output audio never stops (silence frames too), so "first output audio" would be
 the second frame of every session; the onset is the first output frame that carries the answer:
@@ -59,6 +62,7 @@ from spear_metrics.agents.duplex import (
     SessionConfig,
     SessionResult,
 )
+from spear_metrics.agents.gemini_live import _settle
 
 #: Moshi's audio rate (Hz) both ways (Mimi)
 MOSHI_SAMPLE_RATE = 24_000
@@ -186,7 +190,9 @@ class MoshiAgent(NetworkAgentBase):
         text_topk: top-k of the text stream (query parameter; Rust backend only).
         audio_temperature: sampling temperature of the audio tokens (query parameter; Rust backend only).
         audio_topk: top-k of the audio tokens (query parameter; Rust backend only).
-        seed: text_seed and audio_seed query parameters (Rust backend only).
+        seed: random seed (query parameters ``seed``, PersonaPlex; ``text_seed`` and ``audio_seed``, Rust backend).
+        text_prompt: PersonaPlex's role prompt (query parameter ``text_prompt``; its server requires one).
+        voice_prompt: PersonaPlex's voice file name, e.g. ``NATF2.pt`` (query parameter ``voice_prompt``).
         handshake_timeout_s: longest wait (s) for the connection and the server's 0x00 handshake (a busy Python server holds new sessions until the current one ends).
         drain_s: longest wait (s) after the last input frame for the output frames still in flight.
         api_key_env: environment variable whose value is sent as a Bearer token (empty: none).
@@ -199,7 +205,8 @@ class MoshiAgent(NetworkAgentBase):
     def __init__(self, url: str = "ws://127.0.0.1:8998/api/chat", onset: str = "audio", speech_dbfs: float = -40.0,
                  onset_clock: str = "stream", tail_silence_s: float = 10.0, text_temperature: Optional[float] = None,
                  text_topk: Optional[int] = None, audio_temperature: Optional[float] = None,
-                 audio_topk: Optional[int] = None, seed: Optional[int] = None, handshake_timeout_s: float = 60.0,
+                 audio_topk: Optional[int] = None, seed: Optional[int] = None, text_prompt: Optional[str] = None,
+                 voice_prompt: Optional[str] = None, handshake_timeout_s: float = 60.0,
                  drain_s: float = 2.0, api_key_env: str = "", max_tries: int = 3,
                  send_row_id: bool = True):
         from spear_metrics.agents.net import RetryPolicy, api_key
@@ -217,7 +224,8 @@ class MoshiAgent(NetworkAgentBase):
             raise ValueError("handshake_timeout_s must be > 0")
         params = {"text_temperature": text_temperature, "text_topk": text_topk,
                   "audio_temperature": audio_temperature, "audio_topk": audio_topk,
-                  "text_seed": seed, "audio_seed": seed}
+                  "seed": seed, "text_seed": seed, "audio_seed": seed, "text_prompt": text_prompt,
+                  "voice_prompt": voice_prompt}
         self.url = chat_url(url, params)
         self.onset_mode = onset
         self.speech_dbfs = float(speech_dbfs)
@@ -366,7 +374,8 @@ class MoshiConnection:
         try:
             await self.ws.send(msg)
         except ConnectionClosed as e:
-            self.sink.check()
+            await _settle(self._receiver)
+            self.sink.check()  # the receiver's reason first (what the server said before closing)
             raise NetError(f"server closed the connection while the input was being sent ({_close_text(e)})") from None
 
     async def end_input(self) -> None:
