@@ -60,6 +60,8 @@ from spear_metrics.agents.duplex import (
     SessionConfig,
     SessionResult,
 )
+# the project's float -> 16-bit PCM and its reading of a WebSocket close (written for openai-realtime)
+from spear_metrics.agents.openai_realtime import _close_reason, pcm16_bytes
 
 #: rate (Hz) of the input audio the Live API takes (``audio/pcm;rate=16000``)
 INPUT_RATE = 16_000
@@ -348,8 +350,6 @@ class LiveConnection:
     async def send_audio(self, chunk: np.ndarray) -> None:
         """Send the chunk's span of the (pre-resampled) input as one ``realtimeInput.audio``; in
         push-to-talk, ``activityEnd`` right after the input's last sample, and nothing after it."""
-        from spear_metrics.agents.openai_realtime import pcm16_bytes
-
         self._in += chunk.shape[1]
         end = round(self._in * INPUT_RATE / self.request.sample_rate)
         if self.agent.vad == "ptt":
@@ -512,7 +512,3 @@ def _message(raw: Any) -> dict[str, Any]:
     return msg
 
 
-def _close_reason(exc: BaseException) -> tuple[Optional[int], str]:
-    from spear_metrics.agents.openai_realtime import _close_reason as reason
-
-    return reason(exc)

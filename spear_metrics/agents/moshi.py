@@ -63,6 +63,7 @@ from spear_metrics.agents.duplex import (
     SessionResult,
 )
 from spear_metrics.agents.gemini_live import _settle
+from spear_metrics.agents.openai_realtime import _close_reason
 
 #: Moshi's audio rate (Hz) both ways (Mimi)
 MOSHI_SAMPLE_RATE = 24_000
@@ -257,8 +258,7 @@ class MoshiAgent(NetworkAgentBase):
 
         if request.audio2 is not None:
             raise AgentError("moshi takes one input audio (audio2 is not supported)")
-        conn = MoshiConnection(self, request, sink)
-        conn._synchronous = bool(config.time_synchronous)
+        conn = MoshiConnection(self, request, sink, synchronous=config.time_synchronous)
         await with_retries(conn.open, self.retry)
         return conn
 
@@ -272,7 +272,7 @@ class MoshiAgent(NetworkAgentBase):
 class MoshiConnection:
     """One Moshi-protocol session (see :class:`MoshiAgent`)."""
 
-    def __init__(self, agent: MoshiAgent, request: AudioRequest, sink: OutputSink):
+    def __init__(self, agent: MoshiAgent, request: AudioRequest, sink: OutputSink, *, synchronous: bool = False):
         from spear_datasets.audio import resample
 
         self.agent, self.request, self.sink = agent, request, sink
@@ -288,8 +288,9 @@ class MoshiConnection:
         self._closing = False
         self._encoder = OpusEncoder()
         self._decoder = OpusDecoder()
-        # output side: whole frames are judged; SPEAR reports from the onset frame on
-        self._synchronous = False
+        # output side: every frame as it arrives (time-synchronous, FDB), or whole frames judged and
+        # reported from the onset frame on (SPEAR)
+        self._synchronous = bool(synchronous)
         self._out_pending = np.zeros(0, np.float32)  # decoded samples short of a whole frame
         self._started = False  # the onset frame has been reported
         self._last: Optional[np.ndarray] = None  # the latest frame before the onset (a token's step)
@@ -519,6 +520,4 @@ class MoshiConnection:
 
 def _close_text(e: BaseException) -> str:
     """How a connection closed, in words (the project's one reading of a close frame)."""
-    from spear_metrics.agents.openai_realtime import _close_reason
-
     return _close_reason(e)[1]
