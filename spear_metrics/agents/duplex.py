@@ -204,6 +204,9 @@ class SessionResult:
         finish_reason: ``"stop"`` (the system said it was done), ``"max_wait"`` (gave up waiting),
             ``"input_end"`` (time-synchronous session ended with its input), or the adapter's own word.
         started_at: ``time.monotonic()`` value of ``t0``.
+        send_lag_max_s: paced sessions: the largest delay (s) of a chunk's send behind its
+            scheduled time ``t0 + k * chunk_s`` (how well the pacing held; 0 when not paced);
+            ``send_lag_max_at_s`` the stream time (s) of that chunk.
     """
 
     chunks: list[OutputChunk] = field(default_factory=list)
@@ -214,6 +217,8 @@ class SessionResult:
     first_audio_input_s: Optional[float] = None
     finish_reason: str = "stop"
     started_at: float = 0.0
+    send_lag_max_s: float = 0.0
+    send_lag_max_at_s: float = 0.0
 
     @property
     def response_time_s(self) -> Optional[float]:
@@ -462,6 +467,11 @@ async def run_session(agent: Any, request: AudioRequest, config: SessionConfig, 
                 await _sleep_until(t0 + k * chunk_s, clock)
             for _ in range(2):  # let the receiver stamp what has already arrived before more is sent
                 await asyncio.sleep(0)
+            if config.paced:
+                lag = clock() - (t0 + k * chunk_s)
+                if lag > sink.result.send_lag_max_s:
+                    sink.result.send_lag_max_s = lag
+                    sink.result.send_lag_max_at_s = s / request.sample_rate
             sink.check()
             e = min(s + hop, total)
             if e <= n:

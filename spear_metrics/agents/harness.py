@@ -18,7 +18,8 @@ Output (``OUT``)::
     OUT/run_info.json     counts, agent, mode, timings, concurrency, onset rule, response-time statistics
     OUT/response_times.csv per row: answer_start_time, measured response_time_s (s, wall clock from
                           the end of the input or the request to the first answer audio), onset on
-                          the wall and stream clocks (network adapters), finish_reason; ``score``
+                          the wall and stream clocks and the worst send delay behind the
+                          real-time schedule (network adapters), finish_reason; ``score``
                           does not read it
     OUT/.work/            resume state: run.json (fingerprint), rank-<r>.jsonl (one line per row)
 
@@ -411,13 +412,23 @@ class _Prepared:
 
 def _prepare(agent: Any, source: Source, i: int, out: Path) -> _Prepared:
     """Read row ``i``'s input clip (header checks first). Raises what the checks raise."""
-    entry = source.entries[i]
-    rec: dict[str, Any] = {"row": i, "audio_path": entry.audio_cell}
+    return _read_clip(agent, source, i, out, *_stage_inputs(agent, source, i, out))
+
+
+def _stage_inputs(agent: Any, source: Source, i: int, out: Path) -> tuple[Path, Optional[Path]]:
+    """Row ``i``'s input clip and (for adapters that use it) reference answer as files; a dataset
+    source writes them under ``OUT`` (the network path runs this on its writer thread)."""
     in_path = source.input_file(i, out)
-    rec["audio_path"] = os.path.relpath(in_path, out) if source.copies_inputs else str(in_path)
+    ref = source.reference_file(i, out) if getattr(agent, "uses_reference_answer", False) else None
+    return in_path, ref
+
+
+def _read_clip(agent: Any, source: Source, i: int, out: Path, in_path: Path, ref: Optional[Path]) -> _Prepared:
+    """Header checks, then decode the input clip (reads only: safe off the event loop)."""
+    entry = source.entries[i]
+    rec: dict[str, Any] = {"row": i, "audio_path": os.path.relpath(in_path, out) if source.copies_inputs else str(in_path)}
     check_times_against_clip(entry.row, input_clip_info(in_path).duration)  # header checks, before decoding
     audio = load_audio(in_path, sr=TARGET_SR, channels="keep")
-    ref = source.reference_file(i, out) if getattr(agent, "uses_reference_answer", False) else None
     row = dataclasses.replace(entry.row, audio_path=str(in_path), answer_audio_path=None if ref is None else str(ref))
     return _Prepared(rec, audio, row)
 
@@ -489,23 +500,30 @@ def row_time_limit(agent: Any, input_s: float, config: GenerationConfig, row_tim
 
 
 async def _infer_row_network(agent: Any, source: Source, i: int, out: Path, config: GenerationConfig,
-                             row_timeout_s: float) -> dict[str, Any]:
+                             row_timeout_s: float, writer: Any) -> dict[str, Any]:
     """Run one row with a network adapter (:mod:`spear_metrics.agents.duplex`): one session,
     the row's time limit (:func:`row_time_limit`), SPEAR's answer from the session.
 
     Records, beside the usual keys: ``response_time_s`` (wall clock, end of input or request sent
     -> first answer audio), ``onset_wall_s`` and ``onset_stream_s`` (first answer audio on the
-    wall clock since the first chunk and on the stream clock), ``finish_reason``.
+    wall clock since the first chunk and on the stream clock), ``send_lag_max_s`` (the latest a
+    chunk went out behind its schedule), ``finish_reason``.
+
+    Nothing slow runs on the event loop (it paces every session): files are written by ``writer``
+    (one thread for every write of the run), the input is decoded and the answer resampled on
+    worker threads.
 
     Raises:
         KeyboardInterrupt, OutputError, and the cancellation of this task.
     """
     from spear_metrics.agents.duplex import AudioRequest, answer_from_session, run_session, session_config
 
+    loop = asyncio.get_running_loop()
     rec: dict[str, Any] = {"row": i, "audio_path": source.entries[i].audio_cell}
     t0 = time.perf_counter()
     try:
-        prep = _prepare(agent, source, i, out)
+        staged = await loop.run_in_executor(writer, _stage_inputs, agent, source, i, out)
+        prep = await asyncio.to_thread(_read_clip, agent, source, i, out, *staged)
         rec = prep.rec
         request = AudioRequest(audio=prep.audio, sample_rate=TARGET_SR, row_id=source.entries[i].name)
         scfg = session_config(agent, chunk_ms=config.chunk_ms)
@@ -517,10 +535,12 @@ async def _infer_row_network(agent: Any, source: Source, i: int, out: Path, conf
             raise RowTimeout(f"timed out after {limit:g} s") from None
         rec["onset_wall_s"] = result.first_audio_s
         rec["onset_stream_s"] = result.first_audio_input_s
+        rec["send_lag_max_s"] = result.send_lag_max_s
+        rec["send_lag_max_at_s"] = result.send_lag_max_at_s
         ans = answer_from_session(result, agent.onset(result))
         wav, sr = validate_answer(ans)
         onset = None if ans.onset is None else float(ans.onset)
-        _finish(source, i, out, rec, ans, wav, sr, onset)
+        await loop.run_in_executor(writer, _finish, source, i, out, rec, ans, wav, sr, onset)
     except asyncio.CancelledError:
         task = asyncio.current_task()
         if task is not None and task.cancelling():
@@ -679,13 +699,20 @@ def run_inference(
 async def _run_network_rows(agent: Any, source: Source, rows: list[int], out: Path, config: GenerationConfig,
                             concurrency: int, row_timeout_s: float, logged: Callable[[dict[str, Any]], None]) -> None:
     """Rows of a network adapter, ``concurrency`` sessions at a time on this event loop; each
-    record is logged (by this thread) as soon as its row ends. An unwritable output folder stops
-    every session (a rerun resumes)."""
+    record is logged as soon as its row ends. Every file write of the run (inputs staged, answers,
+    work-log records) happens on one writer thread, in order, so the loop that paces the sessions
+    never waits for a disk. An unwritable output folder stops every session (a rerun resumes)."""
+    from concurrent.futures import ThreadPoolExecutor
+
     pending = iter(rows)
+    loop = asyncio.get_running_loop()
+    writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="spearbench-writer")
+    _warm_up(agent)
 
     async def worker() -> None:
         for i in pending:
-            logged(await _infer_row_network(agent, source, i, out, config, row_timeout_s))
+            rec = await _infer_row_network(agent, source, i, out, config, row_timeout_s, writer)
+            await loop.run_in_executor(writer, logged, rec)
 
     try:
         async with asyncio.TaskGroup() as tg:
@@ -693,6 +720,16 @@ async def _run_network_rows(agent: Any, source: Source, rows: list[int], out: Pa
                 tg.create_task(worker())
     except BaseExceptionGroup as eg:  # one OutputError / KeyboardInterrupt stopped the group: raise it as is
         raise eg.exceptions[0] from None
+    finally:
+        writer.shutdown(wait=True)
+
+
+def _warm_up(agent: Any) -> None:
+    """Import what the sessions will import, before any session's clock starts (a first import
+    inside the loop would stall every paced session at once)."""
+    warm = getattr(agent, "warm_up", None)
+    if callable(warm):
+        warm()
 
 
 def finalize(source: Source, out: Path, *, agent_name: str, config: GenerationConfig, elapsed_s: float = 0.0,
@@ -758,17 +795,19 @@ def finalize(source: Source, out: Path, *, agent_name: str, config: GenerationCo
         "elapsed_s": elapsed_s,
         **(extra or {}),
         "response_time_s": response_time_stats(records),
+        "send_lag_max_s": response_time_stats(records, key="send_lag_max_s"),
     }
     write_response_times(out / RESPONSE_TIMES, records)
     write_json_atomic(out / "run_info.json", info)
     return info
 
 
-def response_time_stats(records: list[dict[str, Any]]) -> dict[str, Any]:
-    """``{"n", "mean", "median", "p90", "min", "max"}`` (s) of the answered rows' measured
-    ``response_time_s`` (``None`` values when no row measured one)."""
-    v = np.array([r["response_time_s"] for r in records if r.get("status") == "ok"
-                  and isinstance(r.get("response_time_s"), (int, float))], dtype=float)
+def response_time_stats(records: list[dict[str, Any]], key: str = "response_time_s") -> dict[str, Any]:
+    """``{"n", "mean", "median", "p90", "min", "max"}`` (s) of the answered rows' ``key``
+    (``response_time_s``; ``send_lag_max_s``: how far behind its schedule each paced session fell
+    at worst) (``None`` values when no row has one)."""
+    v = np.array([r[key] for r in records if r.get("status") == "ok"
+                  and isinstance(r.get(key), (int, float))], dtype=float)
     if not v.size:
         return {"n": 0, "mean": None, "median": None, "p90": None, "min": None, "max": None}
     return {"n": int(v.size), "mean": float(v.mean()), "median": float(np.median(v)),
@@ -778,7 +817,7 @@ def response_time_stats(records: list[dict[str, Any]]) -> dict[str, Any]:
 #: per-row timing file beside metadata.csv (``score`` does not read it)
 RESPONSE_TIMES = "response_times.csv"
 RESPONSE_TIME_COLUMNS = ("row", "audio_path", "status", "answer_start_time", "response_time_s", "onset_wall_s",
-                         "onset_stream_s", "finish_reason")
+                         "onset_stream_s", "send_lag_max_s", "finish_reason")
 
 
 def write_response_times(path: Path, records: list[dict[str, Any]]) -> None:

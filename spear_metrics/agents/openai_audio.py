@@ -203,6 +203,11 @@ class OpenAIAudioAgent(NetworkAgentBase):
             kw["extra_headers"] = {REQUEST_ID_HEADER: request_id(request.row_id)}
         return kw
 
+    def warm_up(self) -> None:
+        """Import the SDK now (before any session starts)."""
+        import openai  # noqa: F401
+        import soundfile  # noqa: F401
+
     async def connect(self, request: AudioRequest, sink: OutputSink, config: SessionConfig) -> "_ChatCall":
         return _ChatCall(self, request, sink)
 
@@ -300,7 +305,7 @@ class _ChatCall:
         return None
 
     async def end_input(self) -> None:
-        kw = self.agent.body(self.request)
+        kw = await asyncio.to_thread(self.agent.body, self.request)  # WAV encoding off the loop
         wait = self.agent.max_wait_s
         try:
             async with asyncio.timeout(wait):

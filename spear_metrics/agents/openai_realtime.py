@@ -77,6 +77,13 @@ def pcm16_bytes(x: np.ndarray) -> bytes:
     return np.round(np.clip(x, -1.0, 1.0) * 32767.0).astype("<i2").tobytes()
 
 
+def input_pcm(request: AudioRequest) -> bytes:
+    """The request's input as the session sends it: channel mean, 24 kHz, 16-bit PCM bytes."""
+    from spear_datasets.audio import resample
+
+    return pcm16_bytes(resample(request.mono()[None, :], request.sample_rate, REALTIME_RATE)[0])
+
+
 def _close_reason(exc: BaseException) -> tuple[Optional[int], str]:
     rcvd = getattr(exc, "rcvd", None)
     code = getattr(rcvd, "code", None)
@@ -176,10 +183,16 @@ class OpenAIRealtimeAgent(NetworkAgentBase):
         t = result.first_audio_s if self.onset_clock == "wall" else result.first_audio_input_s
         return None if t is None else max(0.0, t)
 
+    def warm_up(self) -> None:
+        """Import the WebSocket client and the resampler now (before any session is paced)."""
+        import soxr  # noqa: F401
+        import websockets.asyncio.client  # noqa: F401
+
     async def connect(self, request: AudioRequest, sink: OutputSink, config: SessionConfig) -> "RealtimeConnection":
         if request.audio2 is not None:
             raise AgentError("openai-realtime takes one input audio (audio2 is not supported)")
-        conn = RealtimeConnection(self, request, sink)
+        pcm = await asyncio.to_thread(input_pcm, request)  # resampling off the loop that paces the sessions
+        conn = RealtimeConnection(self, request, sink, pcm)
         await with_retries(conn.open, self.retry)
         return conn
 
@@ -187,12 +200,9 @@ class OpenAIRealtimeAgent(NetworkAgentBase):
 class RealtimeConnection:
     """One Realtime WebSocket session (see :class:`OpenAIRealtimeAgent`)."""
 
-    def __init__(self, agent: OpenAIRealtimeAgent, request: AudioRequest, sink: OutputSink):
-        from spear_datasets.audio import resample
-
+    def __init__(self, agent: OpenAIRealtimeAgent, request: AudioRequest, sink: OutputSink, pcm: bytes):
         self.agent, self.request, self.sink = agent, request, sink
-        mono = resample(request.mono()[None, :], request.sample_rate, REALTIME_RATE)[0]
-        self._pcm = pcm16_bytes(mono)
+        self._pcm = pcm
         self._in = 0  # input samples taken (request rate)
         self._out = 0  # 24 kHz samples sent
         self.ws: Any = None

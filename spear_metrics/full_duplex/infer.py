@@ -132,7 +132,7 @@ async def stream_stimulus(agent: Any, stim: Stimulus, *, chunk_ms: float, row_ti
     from spear_metrics.agents.duplex import AudioRequest, playback_timeline, run_session, session_config
     from spear_metrics.agents.harness import RowTimeout, _guarded
 
-    wav, sr = decode(stim.dir / "input.wav")
+    wav, sr = await asyncio.to_thread(decode, stim.dir / "input.wav")  # nothing slow on the loop that paces sessions
     request = AudioRequest(audio=wav, sample_rate=sr, row_id=stim.key.replace("/", "_"))
     scfg = session_config(agent, chunk_ms=chunk_ms, time_synchronous=True)
     scfg = type(scfg)(chunk_ms=scfg.chunk_ms, paced=scfg.paced, tail_silence_s=0.0, max_wait_s=scfg.max_wait_s,
@@ -145,7 +145,7 @@ async def stream_stimulus(agent: Any, stim: Stimulus, *, chunk_ms: float, row_ti
         raise RowTimeout(f"timed out after {limit:g} s") from None
     rate = int(output_sr or sr)
     n = round(wav.shape[1] * rate / sr)
-    reply = playback_timeline(result, n, rate)
+    reply = await asyncio.to_thread(playback_timeline, result, n, rate)
     return reply, rate, {"first_audio_s": result.first_audio_s, "first_audio_input_s": result.first_audio_input_s,
                          "n_chunks": len(result.chunks), "text": result.text or None}
 
@@ -251,19 +251,32 @@ def run_fdb_inference(agent_name: str, root: str | os.PathLike, *, tasks: Option
     t0 = time.perf_counter()
     written = 0
     try:
-        async def one(s: Stimulus) -> None:
+        def save(s: Stimulus, reply: np.ndarray, rate: int) -> None:
+            from spear_datasets.audio import write_wav
+
+            (s.dir / "output.json").unlink(missing_ok=True)  # a stale transcript never sits beside a new reply
+            write_wav(s.dir / "output.wav", reply, rate)
+
+        def log(s: Stimulus, rec: dict[str, Any]) -> None:
+            logs[s.task_dir].write([rec])
+            state[s.task_dir][s.id] = rec
+            if on_row is not None:
+                on_row(rec)
+            if bar is not None:
+                bar.update(1)
+
+        async def one(s: Stimulus, writer: Any) -> None:
             nonlocal written
             from spear_metrics.agents.harness import _fails_row
+
+            loop = asyncio.get_running_loop()
 
             rec: dict[str, Any] = {"sample": s.id, "task": s.task}
             t = time.perf_counter()
             try:
                 reply, rate, timing = await stream_stimulus(agent, s, chunk_ms=chunk_ms, row_timeout_s=row_timeout_s,
                                                             output_sr=output_sr)
-                from spear_datasets.audio import write_wav
-
-                (s.dir / "output.json").unlink(missing_ok=True)  # a stale transcript never sits beside a new reply
-                write_wav(s.dir / "output.wav", reply, rate)
+                await loop.run_in_executor(writer, save, s, reply, rate)
                 rec.update(status="ok", asr=False, **timing)
                 written += 1
             except asyncio.CancelledError:
@@ -273,19 +286,20 @@ def run_fdb_inference(agent_name: str, root: str | os.PathLike, *, tasks: Option
                     raise
                 rec.update(status="failed", error=_reason(e))
             rec["elapsed_s"] = time.perf_counter() - t
-            logs[s.task_dir].write([rec])
-            state[s.task_dir][s.id] = rec
-            if on_row is not None:
-                on_row(rec)
-            if bar is not None:
-                bar.update(1)
+            await loop.run_in_executor(writer, log, s, rec)
 
         async def main() -> None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            from spear_metrics.agents.harness import _warm_up
+
             pending = iter(todo)
+            writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="spearbench-writer")  # every write, in order
+            _warm_up(agent)
 
             async def worker() -> None:
                 for s in pending:
-                    await one(s)
+                    await one(s, writer)
 
             try:
                 async with asyncio.TaskGroup() as tg:
@@ -293,6 +307,8 @@ def run_fdb_inference(agent_name: str, root: str | os.PathLike, *, tasks: Option
                         tg.create_task(worker())
             except BaseExceptionGroup as eg:
                 raise eg.exceptions[0] from None
+            finally:
+                writer.shutdown(wait=True)
 
         if todo:
             asyncio.run(main())
