@@ -30,7 +30,8 @@ from spear_metrics.core.options import Option, OptionError, signature_options, u
 ENTRY_POINT_GROUP = "spearbench.agents"
 
 #: built-in adapters: name -> "module:attribute" (the reference agents and cascade need no
-#: downloads; openai-* call a network service: key from the environment)
+#: downloads; openai-* and gemini-live call a network service: key from the environment; moshi
+#: calls a Moshi-protocol server the user runs)
 BUILTIN_AGENTS: dict[str, str] = {
     "human": "spear_metrics.agents.reference:HumanAgent",
     "silence": "spear_metrics.agents.reference:SilenceAgent",
@@ -39,6 +40,8 @@ BUILTIN_AGENTS: dict[str, str] = {
     "cascade": "spear_metrics.agents.cascade:CascadeAgent",
     "openai-audio": "spear_metrics.agents.openai_audio:OpenAIAudioAgent",
     "openai-realtime": "spear_metrics.agents.openai_realtime:OpenAIRealtimeAgent",
+    "gemini-live": "spear_metrics.agents.gemini_live:GeminiLiveAgent",
+    "moshi": "spear_metrics.agents.moshi:MoshiAgent",
     "qwen-omni": "spear_metrics.agents.qwen_omni:QwenOmniAgent",
 }
 

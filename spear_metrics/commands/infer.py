@@ -17,7 +17,7 @@ from spear_metrics.commands import SHOWN_FAILURES, number, parse_options, print_
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--agent", help="adapter: a name (built-in: human, silence, fixed-delay, barge-in, cascade, openai-audio, "
-                                   "openai-realtime, qwen-omni; or one "
+                                   "openai-realtime, gemini-live, moshi, qwen-omni; or one "
                                    "registered under the 'spearbench.agents' entry points), path/to/file.py:ClassName, "
                                    "or package.module:ClassName")
     p.add_argument("--agent-option", "-a", action="append", default=[], metavar="KEY=VALUE",
