@@ -449,11 +449,12 @@ def run_inference(
     state.wait_for_everyone()
     if not state.is_main_process:
         return None
-    return finalize(source, out, agent_name=agent_name, config=config, elapsed_s=elapsed, n_new=len(pending), world=world)
+    return finalize(source, out, agent_name=agent_name, config=config, elapsed_s=elapsed, n_new=len(pending), world=world,
+                    n_resumed=len(runnable) - len(pending))
 
 
 def finalize(source: Source, out: Path, *, agent_name: str, config: GenerationConfig, elapsed_s: float = 0.0,
-             n_new: int = 0, world: int = 1) -> dict[str, Any]:
+             n_new: int = 0, world: int = 1, n_resumed: int = 0) -> dict[str, Any]:
     """Merge the work logs into ``metadata.csv``, ``failures.jsonl`` and ``run_info.json``, after
     checking that every input has exactly one answer record (and its file).
 
@@ -511,6 +512,7 @@ def finalize(source: Source, out: Path, *, agent_name: str, config: GenerationCo
         "n_failed": len(failures),
         "n_onset_none": sum(1 for r in records if r.get("status") == "ok" and r.get("onset") is None),
         "rows_run_this_time": n_new,
+        "rows_resumed": n_resumed,  # rows an earlier invocation had already answered (or failed)
         "n_processes": world,
         "elapsed_s": elapsed_s,
     }
