@@ -225,6 +225,38 @@ def prepare(out: Path, *, dataset: Path, namespace: str, wheel: Path | None = No
     return repos
 
 
+def dataset_warnings(dataset: Path, repo_id: str) -> list[str]:
+    """What a person should know before ``dataset`` (a ``build-dataset`` folder) is published as
+    ``repo_id``, one sentence each: a card whose licence is unknown (``license: unknown``, the
+    card of recordings given without ``--license``), and the official dataset's name
+    (:data:`spear_datasets.hub.DEFAULT_REPO_ID`) on data that is not Meta's Seamless
+    Interaction recordings. Reads the card's front matter and ``build_report.json``."""
+    import json
+
+    from spear_datasets.hub import DEFAULT_REPO_ID, REPORT_FILE, SEAMLESS
+
+    card = dataset / "README.md"
+    text = card.read_text(encoding="utf-8") if card.is_file() else ""
+    front = text.split("---", 2)[1] if text.startswith("---") and text.count("---") >= 2 else ""
+    m = re.search(r"(?m)^license:\s*(\S+)\s*$", front)
+    licence = m.group(1) if m else "unknown"
+    try:
+        n_rows = json.loads((dataset / REPORT_FILE).read_text(encoding="utf-8")).get("n_rows")
+    except (OSError, ValueError, AttributeError):
+        n_rows = None
+    rows = f"{n_rows} rows" if isinstance(n_rows, int) else "its rows"
+    out = []
+    if licence == "unknown":
+        out.append(f"the dataset card states no licence (license: unknown): the recordings' licence was not given; "
+                   f"rebuild with `spearbench build-dataset ... --license ID --source-name NAME` before publishing {rows}")
+    seamless = licence == SEAMLESS.license and SEAMLESS.name in text
+    if repo_id == DEFAULT_REPO_ID and not seamless:
+        out.append(f"{repo_id} is the name of the official SPEAR dataset (Meta's Seamless Interaction recordings), "
+                   f"but this dataset ({rows}, licence {licence}) is not those recordings: pass --namespace YOUR_NAME "
+                   "and/or --dataset-name NAME")
+    return out
+
+
 def upload(repos: Sequence[Repo], *, api: Any = None, private: bool = False) -> list[str]:
     """Upload each prepared folder: the dataset with :func:`spear_datasets.hub.push_dataset`,
     the Spaces with :func:`spear_metrics.results.hub.upload_folder` (gradio SDK); returns one

@@ -30,10 +30,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Prepare and upload (or only write with --dry-run); exit 2 with one line on bad input."""
-    from spear_metrics.publish import PublishError, publish
+    from spear_metrics.commands import wrap
+    from spear_metrics.publish import PublishError, dataset_warnings, publish
     from spear_metrics.results.hub import safe_error
 
     metrics = [m.strip() for m in args.metrics.split(",") if m.strip()] if args.metrics else None
+    for w in dataset_warnings(Path(args.dataset), f"{args.namespace}/{args.dataset_name}"):
+        print(wrap(f"spearbench publish: warning: {w}"), file=sys.stderr)
     try:
         repos, urls = publish(dataset=Path(args.dataset), namespace=args.namespace,
                               dry_run=Path(args.dry_run) if args.dry_run else None, private=args.private,
@@ -49,5 +52,10 @@ def run(args: argparse.Namespace) -> int:
         where = urls[i] if urls else r.folder
         print(f"{r.repo_type} {r.repo_id}: {where}")
     if not urls:
+        from spear_metrics.commands import command, next_steps
+
         print("dry run: nothing uploaded; the folders above are what `spearbench publish` uploads")
+        next_steps(("upload them (token from HF_TOKEN or `hf auth login`)",
+                    command("spearbench", "publish", "--dataset", args.dataset, "--namespace", args.namespace,
+                            "--dataset-name", args.dataset_name)))
     return 0
