@@ -436,7 +436,10 @@ def summary_section(report: Report, page: Page) -> None:
                  f"<b>{n}</b> shared sample{'s' if n != 1 else ''}. Values are means over scored rows with a 95 % "
                  f"bootstrap interval; a difference is {who} − {_e(report.human_label)} over the shared samples, with "
                  "its paired bootstrap interval.</p>")
-        if 0 < n < SMALL_SAMPLE:
+        if n == 1:
+            page.add('<p class="caution">Only 1 shared sample: no interval and no test exist (they need at least 2 '
+                     "pairs). Read the differences as descriptions of that sample, not as evidence.</p>")
+        elif 0 < n < SMALL_SAMPLE:
             page.add(f'<p class="caution">Only {n} shared sample{"s" if n != 1 else ""}: too few for a p-value '
                      f"(a bootstrap p needs at least {SMALL_SAMPLE} pairs) and the intervals rest on a handful of "
                      "distinct resamples. Read the differences as descriptions of these samples, not as evidence.</p>")
@@ -466,7 +469,7 @@ def summary_section(report: Report, page: Page) -> None:
                 if pd_ is not None:
                     ci = pd_["diff_ci95"]
                     cells.append(f"{fmt(pd_['diff'])}" + ("" if ci is None else f' <span class="ci">[{fmt(ci[0])}, {fmt(ci[1])}]</span>')
-                                 + f' <span class="n">{pd_["n"]} pairs</span>')
+                                 + f' <span class="n">{pd_["n"]} pair{"s" if pd_["n"] != 1 else ""}</span>')
                     # the whole comparison's small-sample caution is written once above the table
                     shown = None if pd_["n"] == comp["n_common"] else pd_["n"]
                     cells.append(_e(in_words(report.name, report.human_label, pd_["diff"], ci, unit, better, shown)))

@@ -189,8 +189,12 @@ def bars_with_intervals(title: str, keys: Sequence[str], series: Sequence[tuple[
     fig = _figure(max(6.0, 2.1 * len(keys)), 3.9)
     axes = fig.subplots(1, len(keys), squeeze=False)[0]
     for ax, k in zip(axes, keys):
+        values = [as_number(s.get(k)) for _, s in series]
+        tops = [max(v, (s.get(f"{k}_ci95") or [v, v])[1] or v) for v, (_, s) in zip(values, series) if v is not None]
+        if all(v >= 0 for v in values if v is not None):  # a panel of zeros still shows its axis and labels
+            ax.set_ylim(0, 1.15 * max(tops) if max(tops) > 0 else 1.0)
         for i, (label, summary) in enumerate(series):
-            v = as_number(summary.get(k))
+            v = values[i]
             ci = summary.get(f"{k}_ci95")
             if v is None:
                 ax.text(i, 0, "no\nvalue", ha="center", va="bottom", fontsize=6, color="#a15c00")
@@ -199,12 +203,12 @@ def bars_with_intervals(title: str, keys: Sequence[str], series: Sequence[tuple[
             if isinstance(ci, (list, tuple)) and len(ci) == 2 and None not in ci:
                 err = [[max(0.0, v - ci[0])], [max(0.0, ci[1] - v)]]
             ax.bar([i], [v], yerr=err, capsize=4, color=COLOURS[i % len(COLOURS)])
-            ax.annotate(f"{v:.3g}", (i, v), xytext=(0, 2), textcoords="offset points", ha="center",
+            top = v if err is None else v + err[1][0]  # above the interval, not on its cap
+            ax.annotate(f"{v:.3g}", (i, top), xytext=(0, 3), textcoords="offset points", ha="center",
                         va="bottom", fontsize=6)
         ax.set_title(k, fontsize=8)
         ax.set_xticks([])
         ax.set_xlim(-0.6, len(series) - 0.4)
-        ax.margins(y=0.15)
         ax.tick_params(labelsize=7)
     handles = [Patch(color=COLOURS[i % len(COLOURS)], label=label) for i, (label, _) in enumerate(series)]
     fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 4), fontsize=8, frameon=False)
