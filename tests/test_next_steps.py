@@ -73,6 +73,15 @@ def test_infer_then_score_print_next_steps_and_resume(data, capsys):
     assert text.count("no row has an answer_start_time") == 1
 
 
+def test_infer_says_when_answers_carry_no_text(data, capsys):
+    """The README's custom agent returns ``text=None``: ``infer`` says what that does to WER."""
+    out = data["root"] / "silent"
+    assert main(["infer", "--agent", "silence", "--data", str(data["human"]), "--out", str(out), "--no-progress"]) == 0
+    printed = " ".join(capsys.readouterr().out.split())
+    assert "note: 2 of 2 answers came with no text (AgentAnswer.text None)" in printed
+    assert "speech_quality has no reference to compute WER/CER against" in printed
+
+
 def test_no_reference_note_names_the_cause():
     """An agent that returns no text leaves transcript_answer empty: every WER/CER key is null
     and its note says that, not "see WER_%_<asr>" (itself null)."""

@@ -104,6 +104,11 @@ def run(args: argparse.Namespace) -> int:
             failed = [(o.get("row"), o.get("error")) for o in read_jsonl(path)]
             print_failures(failed[:SHOWN_FAILURES], f"{shown_path(path)} (rerun with --retry-failed to try them again)",
                            total=info["n_failed"])
+        silent_text = _answers_without_text(Path(args.out) / "metadata.csv")
+        if silent_text:
+            print(wrap(f"note: {silent_text} of {info['n_answered']} answers came with no text (AgentAnswer.text None): "
+                       "their transcript_answer is empty, so speech_quality has no reference to compute WER/CER "
+                       "against (no_reference_% counts them); return the text the agent speaks"))
         if info["n_answered"]:
             out = Path(args.out)
             next_steps(("score the answers (dimensions that run offline; add language_dialect,emotions,... with their models)",
@@ -111,3 +116,14 @@ def run(args: argparse.Namespace) -> int:
                                 "interruptions,explainable_features,speech_quality", "--out",
                                 shown_path(out.parent, f"{out.name or 'outputs'}_results"))))
     return 0
+
+
+def _answers_without_text(metadata) -> int:
+    """Answered rows of ``metadata`` (answer audio given) whose ``transcript_answer`` is empty."""
+    from spear_datasets.schema import MetadataError, read_metadata
+
+    try:
+        rows = read_metadata(metadata)
+    except (MetadataError, OSError):
+        return 0
+    return sum(1 for r in rows if (r.get("answer_audio_path") or "").strip() and not (r.get("transcript_answer") or "").strip())
