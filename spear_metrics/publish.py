@@ -278,17 +278,24 @@ def upload(repos: Sequence[Repo], *, api: Any = None, private: bool = False) -> 
 
 
 def publish(*, dataset: Path, namespace: str = "spearbench", dry_run: Path | None = None, api: Any = None,
-            private: bool = False, **kwargs: Any) -> tuple[list[Repo], list[str]]:
+            private: bool = False, warn: Any = None, **kwargs: Any) -> tuple[list[Repo], list[str]]:
     """Prepare every repository (:func:`prepare`) under ``dry_run`` (kept) or a temporary folder,
     and upload them unless ``dry_run``. Returns the repositories and their URLs (none in a dry run).
+    ``warn(sentence)`` is called with each of :func:`dataset_warnings` once the folders are
+    prepared, before anything is uploaded.
 
     Raises:
         PublishError: see :func:`prepare`.
         Exception: upload errors from huggingface_hub (callers print
             :func:`spear_metrics.results.hub.safe_error`).
     """
+    def warned(repos: list[Repo]) -> list[Repo]:
+        for w in dataset_warnings(Path(dataset), f"{namespace}/{kwargs.get('dataset_name', PROTOCOL)}") if warn else ():
+            warn(w)
+        return repos
+
     if dry_run is not None:
-        return prepare(Path(dry_run), dataset=Path(dataset), namespace=namespace, **kwargs), []
+        return warned(prepare(Path(dry_run), dataset=Path(dataset), namespace=namespace, **kwargs)), []
     with tempfile.TemporaryDirectory(prefix="spearbench-publish-") as tmp:
-        repos = prepare(Path(tmp), dataset=Path(dataset), namespace=namespace, **kwargs)
+        repos = warned(prepare(Path(tmp), dataset=Path(dataset), namespace=namespace, **kwargs))
         return repos, upload(repos, api=api, private=private)

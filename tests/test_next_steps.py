@@ -165,6 +165,16 @@ def test_demo_data_builds_a_dataset_and_publish_warns(data, capsys):
     assert len(warnings) == 2 and "license: unknown" in warnings[0]
     assert "official SPEAR dataset" in warnings[1] and "2 rows" in warnings[1]
     assert dataset_warnings(hub, "me/my_call") == warnings[:1]
+    # the command warns once the folders are written (a bad argument stays one line), then says how to upload
+    wheel = root / "spearbench-0.1.0-py3-none-any.whl"
+    wheel.write_bytes(b"PK\x05\x06" + b"\x00" * 18)  # an empty zip: bundled, never installed here
+    assert main(["publish", "--dataset", str(hub), "--wheel", str(wheel), "--metrics", "interruptions",
+                 "--dry-run", str(root / "dry")]) == 0
+    cap = capsys.readouterr()
+    err = " ".join(cap.err.split())
+    assert "spearbench publish: warning: the dataset card states no licence" in err
+    assert "spearbench publish: warning: spearbench/seamless_2t_2s_questions is the name of the official SPEAR dataset" in err
+    assert any(c.startswith(f"spearbench publish --dataset {hub} --namespace spearbench") for c in _commands(cap.out))
 
 
 def test_space_expands_a_parent_folder_and_warns(data, tmp_path, monkeypatch, capsys):

@@ -31,17 +31,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Prepare and upload (or only write with --dry-run); exit 2 with one line on bad input."""
     from spear_metrics.commands import wrap
-    from spear_metrics.publish import PublishError, dataset_warnings, publish
+    from spear_metrics.publish import PublishError, publish
     from spear_metrics.results.hub import safe_error
 
     metrics = [m.strip() for m in args.metrics.split(",") if m.strip()] if args.metrics else None
-    for w in dataset_warnings(Path(args.dataset), f"{args.namespace}/{args.dataset_name}"):
-        print(wrap(f"spearbench publish: warning: {w}"), file=sys.stderr)
     try:
         repos, urls = publish(dataset=Path(args.dataset), namespace=args.namespace,
                               dry_run=Path(args.dry_run) if args.dry_run else None, private=args.private,
                               wheel=Path(args.wheel) if args.wheel else None, metrics=metrics,
-                              dataset_name=args.dataset_name, leaderboard=args.leaderboard_name, results=args.results)
+                              dataset_name=args.dataset_name, leaderboard=args.leaderboard_name, results=args.results,
+                              warn=lambda w: print(wrap(f"spearbench publish: warning: {w}"), file=sys.stderr))
     except PublishError as e:
         print(f"spearbench publish: {e}", file=sys.stderr)
         return 2

@@ -447,6 +447,7 @@ def summary_section(report: Report, page: Page) -> None:
             page.add('<p class="caution">No scored sample is shared with the human answers: no paired difference '
                      "exists; the values are shown side by side.</p>")
     rows, fig_rows, unscored, empty = [], [], [], []
+    notes = Notes()  # each reason once, below the table
     for dim, title in DIMENSIONS:
         if not (_scored(run, dim) or _scored(human, dim)):
             unscored.append(title)
@@ -460,9 +461,9 @@ def summary_section(report: Report, page: Page) -> None:
             unit, better, desc = _key_info(dim, key)
             pub = report.published.get(key)
             cells = [_e(title) if not titled else "", f'<code title="{_e(desc)}">{_e(key)}</code> <span class="n">{_e(unit)}</span>',
-                     _e(better), value_cell(run, key, dim)]
+                     _e(better), value_cell(run, key, dim, notes)]
             if human is not None:
-                cells.append(value_cell(human, key, dim))
+                cells.append(value_cell(human, key, dim, notes))
             cells.append(fmt(pub) if pub is not None else '<span class="n">-</span>')
             if human is not None:
                 pd_ = paired_difference(report, key)
@@ -493,6 +494,7 @@ def summary_section(report: Report, page: Page) -> None:
         head += [f"difference ({who} − {_e(report.human_label)}) [95 % CI]", "in words"]
     if rows:
         page.table(head, rows, "summary")
+        page.add(notes.html())
         page.figure("summary.png", "every run's value with its 95 % interval (line), per key on its own axis; "
                     "dashed: the published human value (full test set)", plots.summary_intervals(fig_rows))
     else:
@@ -724,13 +726,16 @@ def runs_section(report: Report, page: Page) -> None:
                  _e("; ".join(r.problems) or "-")] for label, r in report.labelled])
 
 
-def option_rows(options: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+def option_rows(options: dict[str, Any], summary: dict[str, Any] | None = None) -> list[tuple[str, str, str, str]]:
     """``(metric, option, value in effect, given or default)`` for a summary's ``options``.
 
     A value left at ``None`` is shown as what it means, from the option's declaration (its
-    doc's ``(default: ...)``: e.g. ``asr`` -> "the profile's"); whether a value is the
-    declared default is read from the dimension's ``option_schema``.
+    doc's ``(default: ...)``: e.g. ``asr`` -> "the profile's"), followed by what ran when the
+    summary records it as ``<option>_models`` (``asr`` -> ``asr_models``: "the profile's:
+    faster-whisper-base"); whether a value is the declared default is read from the dimension's
+    ``option_schema``.
     """
+    summary = summary or {}
     from spear_metrics.core.registry import dimension_class
 
     out = []
@@ -747,6 +752,9 @@ def option_rows(options: dict[str, Any]) -> list[tuple[str, str, str, str]]:
             if v is None:
                 m = re.search(r"\(default: ([^)]*)\)", o.doc) if o is not None else None
                 shown = m.group(1) if m else "not set"
+                ran = summary.get(f"{k}_models")
+                if isinstance(ran, list) and ran:
+                    shown += ": " + ", ".join(map(str, ran))
             else:
                 shown = _plain(v)
             origin = "" if o is None else ("default" if v == o.default else "given")
@@ -787,7 +795,7 @@ def provenance_section(report: Report, page: Page) -> None:
         page.add('<p class="why">summary.json names no model.</p>')
     opts = s.get("options")
     if opts:  # per dimension: every option with the value in effect (older runs: one flat dict)
-        orows = option_rows(opts)
+        orows = option_rows(opts, s)
         given = sum(1 for r in orows if r[3] == "given")
         page.add(f"<h3>Options</h3><details><summary>{len(orows)} options, {given} given, the others at their "
                  "defaults (shown as what they mean)</summary>")
