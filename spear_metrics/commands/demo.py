@@ -286,7 +286,7 @@ def run(args: argparse.Namespace) -> int:
                ("browse the systems in the leaderboard Space (then open http://127.0.0.1:7860)",
                 command("python", "-m", "spear_metrics.space", "--results", *datasets)),
                ("compare two systems sample by sample",
-                command("spearbench", "compare", shown_path(out, "results", names_after(systems)), shown_path(out, "results", "human"))),
+                command("spearbench", "compare", shown_path(out, "results", subject_of(systems)), shown_path(out, "results", "human"))),
                ("make a Hub-layout dataset of the demo's samples (the layout of spearbench/seamless_2t_2s_questions)",
                 command("spearbench", "build-dataset", "--source", shown_path(spear_data), "--out",
                         shown_path(out, "hub_dataset"), "--source-name", "pyannote.audio sample call (origin of the "
@@ -297,7 +297,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def names_after(systems: dict[str, Path]) -> str:
+def subject_of(systems: dict[str, Path]) -> str:
     """The system the demo reports on: the cascade, else the first reference."""
     names = [n for n in systems if n != "human"]
     return CASCADE if CASCADE in systems else names[0]
@@ -334,7 +334,7 @@ def _report(out: Path, systems: dict[str, Path]) -> Path:
     from spear_metrics.reports.runs import load_run
 
     names = [n for n in systems if n != "human"]
-    subject = names_after(systems)
+    subject = subject_of(systems)
     runs = {n: load_run(out / "results" / n, name=n) for n in systems}
     # inside the run's folder, where push-results picks it up (results dataset ``report/``)
     return build_report(runs[subject], out / "results" / subject / "report", human=runs["human"],
