@@ -244,6 +244,12 @@ class SessionResult:
         return np.concatenate([c.audio for c in self.chunks], axis=1), self.chunks[0].sample_rate
 
 
+def pcm16_bytes(x: np.ndarray) -> bytes:
+    """Float samples ``(n,)`` in [-1, 1] -> little-endian 16-bit PCM bytes (clipped, rounded; full
+    scale 32767): what the adapters send as ``audio/pcm`` (the inverse of :meth:`OutputSink.pcm16`)."""
+    return np.round(np.clip(x, -1.0, 1.0) * 32767.0).astype("<i2").tobytes()
+
+
 class OutputSink:
     """Where an adapter's receiver puts what the system sends; the harness's stopwatch.
 
@@ -588,5 +594,5 @@ def answer_from_session(result: SessionResult, onset: Optional[float]) -> AgentA
 __all__ = [
     "AudioRequest", "DialogueTurn", "DuplexConnection", "NetworkAgent", "NoAnswerError", "OutputChunk", "OutputSink",
     "ProtocolError", "SessionConfig", "SessionResult", "answer_from_session", "is_network_agent", "playback_timeline",
-    "NetworkAgentBase", "run_session", "session_config",
+    "NetworkAgentBase", "pcm16_bytes", "run_session", "session_config",
 ]

@@ -62,8 +62,8 @@ from spear_metrics.agents.duplex import (
     SessionConfig,
     SessionResult,
 )
-from spear_metrics.agents.gemini_live import _settle
-from spear_metrics.agents.openai_realtime import _close_reason
+from spear_metrics.agents.net import close_reason as _close_reason
+from spear_metrics.agents.net import settle as _settle
 
 #: Moshi's audio rate (Hz) both ways (Mimi)
 MOSHI_SAMPLE_RATE = 24_000
