@@ -82,6 +82,10 @@ def test_keys_come_from_the_environment_and_never_show(monkeypatch):
     e = NetError("server said: Incorrect API key provided: sk-live-abcdefghijklmnop.")
     assert "sk-live" not in str(e) and "***" in str(e)
     assert mask_secrets("Authorization: Bearer tok_987654321") == "Authorization: Bearer ***"
+    # the token ends where a bracket closes: the bracket stays (a server echoing the header in parentheses)
+    assert mask_secrets("model overloaded (Bearer tok_987654321)") == "model overloaded (Bearer ***)"
+    assert mask_secrets("[Bearer tok_1], {Bearer tok_2} <Bearer tok_3>") == "[Bearer ***], {Bearer ***} <Bearer ***>"
+    assert mask_secrets("'Bearer tok_4'; x") == "'Bearer ***'; x"
 
 
 def _chunk(value: float, n: int, received_s: float, sr: int = 1000) -> OutputChunk:

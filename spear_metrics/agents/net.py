@@ -68,7 +68,9 @@ def register_secret(value: Optional[str]) -> None:
 
 def mask_secrets(text: str) -> str:
     """``text`` with every registered secret value (and the ``Bearer <token>`` of an
-    Authorization header) replaced by ``***``."""
+    Authorization header) replaced by ``***``. The token ends at white space, a quote, ``,``,
+    ``;`` or a closing bracket (``)``, ``]``, ``}``, ``>``), which is kept: ``(Bearer abc)`` ->
+    ``(Bearer ***)``."""
     out = str(text)
     for s in sorted(_SECRETS, key=len, reverse=True):
         if s in out:
@@ -76,7 +78,7 @@ def mask_secrets(text: str) -> str:
     if "Bearer " in out:
         import re
 
-        out = re.sub(r"Bearer\s+[^\s\"',;]+", "Bearer ***", out)
+        out = re.sub(r"Bearer\s+[^\s\"',;)\]}>]+", "Bearer ***", out)
     return out
 
 
