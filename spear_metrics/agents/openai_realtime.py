@@ -221,7 +221,7 @@ class RealtimeConnection:
         try:
             self.ws = await within(self.agent.connect_timeout_s,
                                    connect(self.agent.url, additional_headers=headers, max_size=2 ** 24,
-                                           open_timeout=None, ping_interval=None, close_timeout=2),
+                                           open_timeout=None, ping_interval=None, close_timeout=2, max_queue=None),
                                    f"WebSocket handshake with {where}")
         except InvalidStatus as e:
             r = e.response
@@ -246,14 +246,18 @@ class RealtimeConnection:
             raise self._open_error
 
     async def _abort(self) -> None:
+        """Close the WebSocket, then stop the receiver (which ignores what still arrives). The
+        connection's queue is unbounded (``max_queue=None``): with 16 unread frames queued (a
+        receiver stopped by an error) websockets would stop reading the socket, and the close
+        would wait its whole ``close_timeout`` for the server's close frame."""
         self._closing = True
-        if self._receiver is not None:
-            self._receiver.cancel()
         if self.ws is not None:
             try:
                 await asyncio.wait_for(self.ws.close(), 2)
             except BaseException:
                 pass
+        if self._receiver is not None:
+            self._receiver.cancel()
         self.ws = None
 
     def _history_item(self, turn: Any) -> dict[str, Any]:
@@ -343,6 +347,8 @@ class RealtimeConnection:
 
         try:
             async for raw in self.ws:
+                if self._closing:
+                    continue
                 for ev in self._events(raw):
                     self._handle(ev)
             code, why = None, ""
