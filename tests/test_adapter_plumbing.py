@@ -115,6 +115,14 @@ def test_sink_stamps_both_clocks_and_refuses_a_format_change():
     r = sink.result
     assert r.first_audio_s == pytest.approx(1.25) and r.first_audio_input_s == 1.0
     assert r.chunks[0].audio[0, 0] == pytest.approx(1000 / 32768)
+    # text is stamped like audio: both clocks, and its place among the audio chunks
+    sink.sent(8000)
+    t[0] = 101.75
+    sink.text("Sure")
+    sink.text("")  # an empty delta is no event
+    (ev,) = r.text_events
+    assert (ev.text, ev.received_s, ev.input_sent_s, ev.after_chunks) == ("Sure", pytest.approx(1.75), 1.5, 1)
+    assert sink.finished().text == "Sure"
     with pytest.raises(ProtocolError, match="odd length"):
         sink.pcm16(b"\x00\x01\x02", 24000)
     with pytest.raises(ProtocolError, match="changed format"):

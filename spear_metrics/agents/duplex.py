@@ -186,6 +186,24 @@ class OutputChunk:
         return self.audio.shape[1] / self.sample_rate
 
 
+@dataclass(frozen=True)
+class TextEvent:
+    """One piece of output text (a text delta, a transcript delta, a token) as it arrived.
+
+    Attributes:
+        text: the delta as the system sent it.
+        received_s: wall clock (s after ``t0``) when it arrived.
+        input_sent_s: stream clock: seconds of input sent when it arrived.
+        after_chunks: how many output audio chunks had arrived before it (its place among
+            :attr:`SessionResult.chunks`, whatever the clocks' resolution).
+    """
+
+    text: str
+    received_s: float
+    input_sent_s: float
+    after_chunks: int
+
+
 @dataclass
 class SessionResult:
     """Everything one session produced.
@@ -193,6 +211,7 @@ class SessionResult:
     Attributes:
         chunks: output audio in arrival order (:class:`OutputChunk`).
         text: the system's text (concatenated text/transcript deltas), ``""`` when none.
+        text_events: the text deltas as they arrived, each stamped with both clocks (:class:`TextEvent`).
         input_duration_s: the input's length (s), tail silence excluded.
         input_end_s: wall clock (s after ``t0``) at which the input counts as ended: for a paced
             session the later of "its last chunk was sent" and its nominal end ``input_duration_s``
@@ -211,6 +230,7 @@ class SessionResult:
 
     chunks: list[OutputChunk] = field(default_factory=list)
     text: str = ""
+    text_events: list[TextEvent] = field(default_factory=list)
     input_duration_s: float = 0.0
     input_end_s: Optional[float] = None
     first_audio_s: Optional[float] = None
@@ -360,9 +380,11 @@ class OutputSink:
         self.result.input_end_s = self.now()
 
     def text(self, delta: str) -> None:
-        """Output text (or the transcript of the output audio) arrived."""
+        """Output text (or the transcript of the output audio) arrived; stamped with both clocks
+        (:attr:`SessionResult.text_events`)."""
         if delta:
             self._text.append(str(delta))
+            self.result.text_events.append(TextEvent(str(delta), self.now(), self.input_sent_s, len(self.result.chunks)))
 
     def done(self, reason: str = "stop") -> None:
         """The system finished its output (for now: a later :meth:`audio` reopens)."""
@@ -593,6 +615,6 @@ def answer_from_session(result: SessionResult, onset: Optional[float]) -> AgentA
 
 __all__ = [
     "AudioRequest", "DialogueTurn", "DuplexConnection", "NetworkAgent", "NoAnswerError", "OutputChunk", "OutputSink",
-    "ProtocolError", "SessionConfig", "SessionResult", "answer_from_session", "is_network_agent", "playback_timeline",
+    "ProtocolError", "SessionConfig", "SessionResult", "TextEvent", "answer_from_session", "is_network_agent", "playback_timeline",
     "NetworkAgentBase", "pcm16_bytes", "run_session", "session_config",
 ]
