@@ -26,7 +26,14 @@ from fakes.moshi_fake import FakeMoshi, MoshiScenario
 from test_adapters_openai import name, records, sources, write_csv
 from spear_datasets.audio import TARGET_SR, decode, load_audio, resample
 from spear_metrics.agents.base import AgentError
-from spear_metrics.agents.duplex import AudioRequest, OutputSink, ProtocolError, SessionConfig
+from spear_metrics.agents.duplex import (
+    AudioRequest,
+    NetworkAgentBase,
+    OutputSink,
+    ProtocolError,
+    SessionConfig,
+    session_config,
+)
 from spear_metrics.agents.gemini_live import GeminiLiveAgent, live_url, pcm_rate
 from spear_metrics.agents.moshi import (
     FRAME_SAMPLES,
@@ -142,6 +149,10 @@ def test_moshi_messages_and_urls():
     for bad in (b"", b"\x09abc", "text frame"):
         with pytest.raises(ProtocolError):
             decode_message(bad)
+    # the adapter's native chunk: one 80 ms frame unless the user names another (honoured)
+    assert session_config(MoshiAgent(), chunk_ms=None).chunk_ms == 80.0
+    assert session_config(MoshiAgent(), chunk_ms=40).chunk_ms == 40.0
+    assert session_config(NetworkAgentBase()).chunk_ms == 40.0  # no native chunk: 40 ms
     assert chat_url("127.0.0.1:8998", {}) == "ws://127.0.0.1:8998/api/chat"
     assert chat_url("https://host.example/", {"text_seed": 3, "text_topk": None}) == "wss://host.example/api/chat?text_seed=3"
     assert chat_url("ws://h:1/api/chat?worker_auth_id=a", {"audio_seed": 1}) == "ws://h:1/api/chat?worker_auth_id=a&audio_seed=1"
@@ -182,9 +193,10 @@ def test_opus_round_trip_keeps_real_speech(real_dir):
 GEMINI_OPTS = ["tail_silence_s=1.0", "max_wait_s=1.5", "connect_timeout_s=10", "max_tries=2"]
 
 
-def _run(agent: str, csv_path: Path, out: Path, opts: list[str], *, chunk_ms: float, n: int) -> None:
-    args = ["infer", "--agent", agent, "--data", str(csv_path), "--out", str(out), "--no-progress", "--concurrency", str(n),
-            "--chunk-ms", str(chunk_ms)]
+def _run(agent: str, csv_path: Path, out: Path, opts: list[str], *, chunk_ms: float | None, n: int) -> None:
+    args = ["infer", "--agent", agent, "--data", str(csv_path), "--out", str(out), "--no-progress", "--concurrency", str(n)]
+    if chunk_ms is not None:  # None: the adapter's own chunk
+        args += ["--chunk-ms", str(chunk_ms)]
     for o in opts:
         args += ["-a", o]
     assert main(args) == 0
@@ -331,7 +343,7 @@ def test_moshi_onsets_barge_in_and_faults_in_one_run(real_dir, tmp_path, keys, c
     csv_path = write_csv(tmp_path / "data", [(name(k), clips[c]) for k, (c, _) in enumerate(plan)])
     out = tmp_path / "out"
     with FakeMoshi({name(k): p for k, (_, p) in enumerate(plan)}) as fake:
-        _run("moshi", csv_path, out, [f"url={fake.url('/api/chat')}", *MOSHI_OPTS], chunk_ms=80, n=len(plan))
+        _run("moshi", csv_path, out, [f"url={fake.url('/api/chat')}", *MOSHI_OPTS], chunk_ms=None, n=len(plan))
     assert fake.errors == []
     recs, fails, logs = records(out), failures(out), fake.by_row()
     expect = {3: "answered HTTP 403", 4: "gave up after 2 tries: the 0x00 handshake from",
@@ -369,6 +381,7 @@ def test_moshi_onsets_barge_in_and_faults_in_one_run(real_dir, tmp_path, keys, c
     # the client sent whole 80 ms frames: the input and the tail, the last one zero-padded
     es_n24 = round(clips["es"].shape[1] * 1.5) + round(3.0 * 24_000)
     assert logs[name(0)].frames_in == math.ceil(es_n24 / FRAME_SAMPLES)
+    assert json.loads((out / "run_info.json").read_text())["chunk_ms"] == 80.0  # no --chunk-ms: moshi's own frame
     secrets_absent(out, KEY, TOKEN)
     seen = capsys.readouterr()
     assert TOKEN not in seen.out + seen.err
@@ -385,9 +398,10 @@ def test_moshi_fdb_infer_writes_the_reply_channel(fdb_dir, real_dir, tmp_path, k
     (root / "pause_handling" / "1" / "output.json").unlink()
     answer = voiced_part(p225_24k(real_dir))
     with FakeMoshi({}, default=MoshiScenario(answer, delay_s=0.4)) as fake:
-        assert main(["fdb-infer", "--agent", "moshi", "--root", str(root), "--no-asr", "--no-progress", "--chunk-ms", "80",
+        assert main(["fdb-infer", "--agent", "moshi", "--root", str(root), "--no-asr", "--no-progress",
                      "-a", f"url={fake.url('/api/chat')}", "-a", "handshake_timeout_s=10"]) == 0
     assert fake.errors == []
+    assert json.loads((root / "pause_handling" / ".spearbench-fdb-infer" / "run_info.json").read_text())["chunk_ms"] == 80.0
     (log,) = fake.sessions
     x, sr_in = decode(stim)
     y, sr = decode(root / "pause_handling" / "1" / "output.wav")

@@ -45,6 +45,8 @@ from spear_metrics.agents.base import AgentAnswer, AgentError
 
 #: what a request may ask for
 MODALITIES = ("text", "audio")
+#: input chunk (ms) of a session when neither the user nor the adapter names one (SPEAR's realtime proxy's)
+DEFAULT_CHUNK_MS = 40.0
 
 
 class ProtocolError(AgentError):
@@ -429,6 +431,11 @@ class NetworkAgent(Protocol):
         tail_silence_s: seconds of silence to stream after the input (paced adapters).
         max_wait_s: longest wait (s) for the output after the input (and tail) ended.
         onset_rule: one line saying how :meth:`onset` is measured (recorded in run_info).
+
+    Optional attributes (:class:`NetworkAgentBase` has their defaults):
+
+        chunk_ms: the adapter's native input chunk in ms (e.g. one 80 ms Moshi frame), used when
+            the user names none (:func:`resolve_chunk_ms`); ``None``: :data:`DEFAULT_CHUNK_MS`.
     """
 
     paced: bool
@@ -456,9 +463,20 @@ def is_network_agent(agent: Any) -> bool:
     return asyncio.iscoroutinefunction(getattr(agent, "connect", None))
 
 
-def session_config(agent: Any, *, chunk_ms: float = 40.0, time_synchronous: bool = False) -> SessionConfig:
-    """The :class:`SessionConfig` of ``agent`` (its ``paced``, ``tail_silence_s``, ``max_wait_s``)."""
-    return SessionConfig(chunk_ms=float(chunk_ms), paced=bool(getattr(agent, "paced", True)),
+def resolve_chunk_ms(agent: Any, chunk_ms: Optional[float] = None) -> float:
+    """The input chunk (ms) of ``agent``'s sessions: ``chunk_ms`` when given (the user's
+    ``--chunk-ms``: honoured, also when it differs from the adapter's own), else the adapter's
+    native ``chunk_ms`` attribute, else :data:`DEFAULT_CHUNK_MS` (40 ms)."""
+    if chunk_ms is not None:
+        return float(chunk_ms)
+    native = getattr(agent, "chunk_ms", None)
+    return float(native) if native else DEFAULT_CHUNK_MS
+
+
+def session_config(agent: Any, *, chunk_ms: Optional[float] = None, time_synchronous: bool = False) -> SessionConfig:
+    """The :class:`SessionConfig` of ``agent`` (its ``paced``, ``tail_silence_s``, ``max_wait_s``;
+    ``chunk_ms`` by :func:`resolve_chunk_ms`)."""
+    return SessionConfig(chunk_ms=resolve_chunk_ms(agent, chunk_ms), paced=bool(getattr(agent, "paced", True)),
                          tail_silence_s=float(getattr(agent, "tail_silence_s", 0.0) or 0.0),
                          max_wait_s=float(getattr(agent, "max_wait_s", 30.0)), time_synchronous=time_synchronous)
 
@@ -572,6 +590,7 @@ class NetworkAgentBase:
     paced: bool = True
     tail_silence_s: float = 0.0
     max_wait_s: float = 30.0
+    chunk_ms: Optional[float] = None
     instructions: Optional[str] = None
     onset_rule: str = "none (half-duplex: the answer is placed at the question end)"
 
@@ -589,7 +608,7 @@ class NetworkAgentBase:
         """
         request = AudioRequest(audio=audio, sample_rate=16_000, instructions=self.instructions,
                                row_id=str(getattr(row, "audio_path", "")))
-        cfg = session_config(self, chunk_ms=float(getattr(config, "chunk_ms", 40.0)))
+        cfg = session_config(self, chunk_ms=getattr(config, "chunk_ms", None))
         result = asyncio.run(run_session(self, request, cfg))
         return answer_from_session(result, self.onset(result))
 
@@ -616,5 +635,5 @@ def answer_from_session(result: SessionResult, onset: Optional[float]) -> AgentA
 __all__ = [
     "AudioRequest", "DialogueTurn", "DuplexConnection", "NetworkAgent", "NoAnswerError", "OutputChunk", "OutputSink",
     "ProtocolError", "SessionConfig", "SessionResult", "TextEvent", "answer_from_session", "is_network_agent", "playback_timeline",
-    "NetworkAgentBase", "pcm16_bytes", "run_session", "session_config",
+    "NetworkAgentBase", "DEFAULT_CHUNK_MS", "pcm16_bytes", "resolve_chunk_ms", "run_session", "session_config",
 ]

@@ -301,8 +301,10 @@ def run_agent(agent: Any, audio: np.ndarray, row: SpearRow, config: GenerationCo
             return ans, wav, sr, None if ans.onset is None else float(ans.onset)
         decided = end = audio.shape[1] / TARGET_SR
     else:
+        from spear_metrics.agents.duplex import resolve_chunk_ms
+
         session = agent.stream(row, config)
-        hop = max(1, round(config.chunk_ms * TARGET_SR / 1000.0))
+        hop = max(1, round(resolve_chunk_ms(agent, config.chunk_ms) * TARGET_SR / 1000.0))
         n = audio.shape[1]
         total = n + round(config.max_wait_s * TARGET_SR)
         ans = None
@@ -632,6 +634,10 @@ def run_inference(
     source = open_source(data, split=split, subset=subset)
     if agent is None:
         agent = load_agent(agent_name, **agent_options)
+    if config.chunk_ms is None:  # the adapter's own chunk (e.g. moshi's 80 ms frame), else 40 ms
+        from spear_metrics.agents.duplex import resolve_chunk_ms
+
+        config = dataclasses.replace(config, chunk_ms=resolve_chunk_ms(agent))
     work = out / WORK_DIR
     fp = {**source.fingerprint(), "split": split, "subset": subset, "agent": agent_name,
           "agent_options": {k: agent_options[k] for k in sorted(agent_options)},
@@ -693,6 +699,7 @@ def run_inference(
         return None
     return finalize(source, out, agent_name=agent_name, config=config, elapsed_s=elapsed, n_new=len(pending), world=world,
                     extra={"concurrency": concurrency if network else 1, "row_timeout_s": row_timeout_s,
+                           **({"chunk_ms": config.chunk_ms} if network else {}),
                            "onset_rule": getattr(agent, "onset_rule", None)})
 
 

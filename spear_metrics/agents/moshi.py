@@ -202,6 +202,8 @@ class MoshiAgent(NetworkAgentBase):
     """
 
     paced = True
+    #: the native input chunk (ms): one Mimi frame, as Kyutai's and FDB's clients send them
+    chunk_ms = 80.0
 
     def __init__(self, url: str = "ws://127.0.0.1:8998/api/chat", onset: str = "audio", speech_dbfs: float = -40.0,
                  onset_clock: str = "stream", tail_silence_s: float = 10.0, text_temperature: Optional[float] = None,

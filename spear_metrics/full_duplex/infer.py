@@ -168,7 +168,7 @@ def transcribe_reply(stim: Stimulus, backend: Any) -> dict[str, Any]:
 
 
 def run_fdb_inference(agent_name: str, root: str | os.PathLike, *, tasks: Optional[list[str]] = None,
-                      agent_options: Optional[dict[str, Any]] = None, agent: Any = None, chunk_ms: float = 40.0,
+                      agent_options: Optional[dict[str, Any]] = None, agent: Any = None, chunk_ms: Optional[float] = None,
                       concurrency: int = 1, row_timeout_s: float = 300.0, asr: Optional[str] = "embedded",
                       asr_backend: Any = None, output_sr: Optional[int] = None, overwrite: bool = False,
                       retry_failed: bool = False, progress: bool = True,
@@ -179,7 +179,8 @@ def run_fdb_inference(agent_name: str, root: str | os.PathLike, *, tasks: Option
         agent_name: adapter name (registry), recorded in each task folder's work fingerprint.
         root: a task folder, or a folder of task folders (``tasks`` picks some by name).
         agent: an already-built adapter (tests); else ``load_agent(agent_name, **agent_options)``.
-        chunk_ms: input chunk length (ms).
+        chunk_ms: input chunk length (ms); ``None``: the adapter's own (``moshi``: 80), else 40
+            (:func:`spear_metrics.agents.duplex.resolve_chunk_ms`).
         concurrency: sessions at once.
         row_timeout_s: a sample's limit beyond its input's duration (s).
         asr: ASR backend name for ``output.json`` (``spear_metrics.core.asr.load_asr``); ``None``: no
@@ -196,7 +197,7 @@ def run_fdb_inference(agent_name: str, root: str | os.PathLike, *, tasks: Option
             an adapter that is not a network adapter.
         spear_metrics.core.models.ModelUnavailableError: the ASR model cannot be loaded.
     """
-    from spear_metrics.agents.duplex import is_network_agent
+    from spear_metrics.agents.duplex import is_network_agent, resolve_chunk_ms
     from spear_metrics.agents.registry import load_agent
 
     agent_options = dict(agent_options or {})
@@ -207,6 +208,7 @@ def run_fdb_inference(agent_name: str, root: str | os.PathLike, *, tasks: Option
                             "fdb-infer needs one (e.g. openai-realtime)")
     if concurrency < 1:
         raise FDBInferError(f"--concurrency must be >= 1, got {concurrency}")
+    chunk_ms = resolve_chunk_ms(agent, chunk_ms)
     fp = {"agent": agent_name, "agent_options": {k: agent_options[k] for k in sorted(agent_options)},
           "chunk_ms": float(chunk_ms), "output_sr": output_sr}
     task_dirs = find_task_dirs(root, tasks)
@@ -356,7 +358,7 @@ def run_fdb_inference(agent_name: str, root: str | os.PathLike, *, tasks: Option
         done += sum(1 for r in state[td].values() if r.get("status") == "ok")
     info = {"agent": agent_name, "n_samples": len(stimuli), "n_written": written, "n_done": done, "n_kept": len(kept),
             "n_failed": len(failures), "failures": failures, "elapsed_s": time.perf_counter() - t0,
-            "concurrency": concurrency, "asr": None if (asr is None and asr_backend is None) else
+            "concurrency": concurrency, "chunk_ms": chunk_ms, "asr": None if (asr is None and asr_backend is None) else
             str(getattr(asr_backend, "name", asr))}
     for td in task_dirs:
         write_json_atomic(td / WORK / "run_info.json", {k: v for k, v in info.items() if k != "failures"})
