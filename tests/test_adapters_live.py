@@ -320,7 +320,7 @@ def test_gemini_live_settings_refused_up_front(monkeypatch, real_dir):
 
 
 MOSHI_OPTS = ["tail_silence_s=3.0", "handshake_timeout_s=1.5", "max_tries=2", "drain_s=1.0", "api_key_env=MOSHI_TOKEN",
-              "seed=7", "text_prompt=You enjoy having a good conversation."]
+              "seed=7", "text_prompt=You enjoy having a good conversation.", "max_concurrency=16"]  # the fake serves many
 
 
 def test_moshi_onsets_barge_in_and_faults_in_one_run(real_dir, tmp_path, keys, capsys):
@@ -381,13 +381,15 @@ def test_moshi_onsets_barge_in_and_faults_in_one_run(real_dir, tmp_path, keys, c
     # the client sent whole 80 ms frames: the input and the tail, the last one zero-padded
     es_n24 = round(clips["es"].shape[1] * 1.5) + round(3.0 * 24_000)
     assert logs[name(0)].frames_in == math.ceil(es_n24 / FRAME_SAMPLES)
-    assert json.loads((out / "run_info.json").read_text())["chunk_ms"] == 80.0  # no --chunk-ms: moshi's own frame
+    info = json.loads((out / "run_info.json").read_text())
+    assert info["chunk_ms"] == 80.0  # no --chunk-ms: moshi's own frame
+    assert info["concurrency"] == len(plan)  # under the raised max_concurrency: as asked
     secrets_absent(out, KEY, TOKEN)
     seen = capsys.readouterr()
     assert TOKEN not in seen.out + seen.err
 
 
-def test_moshi_fdb_infer_writes_the_reply_channel(fdb_dir, real_dir, tmp_path, keys):
+def test_moshi_fdb_infer_writes_the_reply_channel(fdb_dir, real_dir, tmp_path, keys, capsys):
     """``fdb-infer --agent moshi``: the session lasts the stimulus; every output frame is played at its
     arrival, silence included (FDB's pause-handling stimulus, the fake answering 0.4 s after the end
     of the speech it hears)."""
@@ -398,10 +400,14 @@ def test_moshi_fdb_infer_writes_the_reply_channel(fdb_dir, real_dir, tmp_path, k
     (root / "pause_handling" / "1" / "output.json").unlink()
     answer = voiced_part(p225_24k(real_dir))
     with FakeMoshi({}, default=MoshiScenario(answer, delay_s=0.4)) as fake:
-        assert main(["fdb-infer", "--agent", "moshi", "--root", str(root), "--no-asr", "--no-progress",
+        assert main(["fdb-infer", "--agent", "moshi", "--root", str(root), "--no-asr", "--no-progress", "--concurrency", "4",
                      "-a", f"url={fake.url('/api/chat')}", "-a", "handshake_timeout_s=10"]) == 0
     assert fake.errors == []
-    assert json.loads((root / "pause_handling" / ".spearbench-fdb-infer" / "run_info.json").read_text())["chunk_ms"] == 80.0
+    info = json.loads((root / "pause_handling" / ".spearbench-fdb-infer" / "run_info.json").read_text())
+    assert info["chunk_ms"] == 80.0 and info["concurrency"] == 1  # moshi's own frame; one session at a time
+    note = [x for x in capsys.readouterr().err.splitlines() if "note:" in x]
+    assert note == ["spearbench fdb-infer: note: moshi: --concurrency 4 lowered to 1: the adapter serves at most 1 "
+                    "session at a time (its max_concurrency)"]
     (log,) = fake.sessions
     x, sr_in = decode(stim)
     y, sr = decode(root / "pause_handling" / "1" / "output.wav")

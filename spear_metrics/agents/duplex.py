@@ -436,6 +436,8 @@ class NetworkAgent(Protocol):
 
         chunk_ms: the adapter's native input chunk in ms (e.g. one 80 ms Moshi frame), used when
             the user names none (:func:`resolve_chunk_ms`); ``None``: :data:`DEFAULT_CHUNK_MS`.
+        max_concurrency: the most sessions the system serves at once (Kyutai's Python Moshi
+            server: 1); ``--concurrency`` is lowered to it (:func:`clamp_concurrency`); ``None``: no cap.
     """
 
     paced: bool
@@ -471,6 +473,18 @@ def resolve_chunk_ms(agent: Any, chunk_ms: Optional[float] = None) -> float:
         return float(chunk_ms)
     native = getattr(agent, "chunk_ms", None)
     return float(native) if native else DEFAULT_CHUNK_MS
+
+
+def clamp_concurrency(agent: Any, requested: int) -> tuple[int, Optional[str]]:
+    """Sessions to run at once for ``agent``: ``requested`` lowered to the adapter's
+    ``max_concurrency`` (when it declares one); returns ``(sessions, note)``, the note a line
+    saying so (``None`` when nothing was lowered)."""
+    cap = getattr(agent, "max_concurrency", None)
+    if cap is None or requested <= int(cap):
+        return requested, None
+    cap = int(cap)
+    return cap, (f"--concurrency {requested} lowered to {cap}: the adapter serves at most {cap} "
+                 f"session{'s' if cap != 1 else ''} at a time (its max_concurrency)")
 
 
 def session_config(agent: Any, *, chunk_ms: Optional[float] = None, time_synchronous: bool = False) -> SessionConfig:
@@ -591,6 +605,7 @@ class NetworkAgentBase:
     tail_silence_s: float = 0.0
     max_wait_s: float = 30.0
     chunk_ms: Optional[float] = None
+    max_concurrency: Optional[int] = None
     instructions: Optional[str] = None
     onset_rule: str = "none (half-duplex: the answer is placed at the question end)"
 
@@ -635,5 +650,5 @@ def answer_from_session(result: SessionResult, onset: Optional[float]) -> AgentA
 __all__ = [
     "AudioRequest", "DialogueTurn", "DuplexConnection", "NetworkAgent", "NoAnswerError", "OutputChunk", "OutputSink",
     "ProtocolError", "SessionConfig", "SessionResult", "TextEvent", "answer_from_session", "is_network_agent", "playback_timeline",
-    "NetworkAgentBase", "DEFAULT_CHUNK_MS", "pcm16_bytes", "resolve_chunk_ms", "run_session", "session_config",
+    "NetworkAgentBase", "DEFAULT_CHUNK_MS", "clamp_concurrency", "pcm16_bytes", "resolve_chunk_ms", "run_session", "session_config",
 ]

@@ -671,6 +671,14 @@ def run_inference(
     if not (row_timeout_s > 0 and math.isfinite(row_timeout_s)):
         raise InferError(f"--row-timeout-s must be > 0, got {row_timeout_s}")
     network = is_network_agent(agent)
+    if network:  # a server that serves fewer sessions at once (Kyutai's Python Moshi server: one)
+        from spear_metrics.agents.duplex import clamp_concurrency
+
+        concurrency, note = clamp_concurrency(agent, concurrency)
+        if note and state.is_main_process:
+            import sys
+
+            print(f"spearbench infer: note: {agent_name}: {note}", file=sys.stderr)
     t0 = time.perf_counter()
     try:
         with AppendLog(work / f"rank-{rank}.jsonl") as log:

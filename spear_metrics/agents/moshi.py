@@ -19,7 +19,8 @@ The protocol (Kyutai's ``moshi/moshi/server.py`` and ``client.py``; the Rust ``m
   ``text_prompt`` (its role prompt) and ``voice_prompt`` (a voice file name) and takes ``seed``,
   and sends its handshake only after it has run those prompts through the model. The Python
   servers serve one session at a time (a lock held for the whole connection; the handshake waits
-  for it): run one row at a time per server.
+  for it): the adapter declares ``max_concurrency=1`` (the harness lowers ``--concurrency`` to
+  it); raise it for a server that batches sessions.
 
 Onset. Moshi's output audio never stops (silence frames too), so "first output audio" would be
 the second frame of every session; the onset is the first output frame that carries the answer:
@@ -199,6 +200,7 @@ class MoshiAgent(NetworkAgentBase):
         api_key_env: environment variable whose value is sent as a Bearer token (empty: none).
         max_tries: tries to open a session (retries: refused/reset connections, HTTP 429/5xx, close codes 1012/1013).
         send_row_id: send the row's identity (the clip's file name) in the ``X-Client-Request-Id`` tracing header.
+        max_concurrency: sessions the server serves at once (``--concurrency`` is lowered to it); Kyutai's Python servers serve one; raise it for a server that batches sessions.
     """
 
     paced = True
@@ -211,7 +213,7 @@ class MoshiAgent(NetworkAgentBase):
                  audio_topk: Optional[int] = None, seed: Optional[int] = None, text_prompt: Optional[str] = None,
                  voice_prompt: Optional[str] = None, handshake_timeout_s: float = 60.0,
                  drain_s: float = 2.0, api_key_env: str = "", max_tries: int = 3,
-                 send_row_id: bool = True):
+                 send_row_id: bool = True, max_concurrency: int = 1):
         from spear_metrics.agents.net import RetryPolicy, api_key
 
         if onset not in ("audio", "text", "first"):
@@ -225,6 +227,8 @@ class MoshiAgent(NetworkAgentBase):
                 raise ValueError(f"{name} must be >= 0 s, got {v}")
         if not handshake_timeout_s > 0:
             raise ValueError("handshake_timeout_s must be > 0")
+        if int(max_concurrency) < 1:
+            raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency}")
         params = {"text_temperature": text_temperature, "text_topk": text_topk,
                   "audio_temperature": audio_temperature, "audio_topk": audio_topk,
                   "seed": seed, "text_seed": seed, "audio_seed": seed, "text_prompt": text_prompt,
@@ -239,6 +243,7 @@ class MoshiAgent(NetworkAgentBase):
         self.send_row_id = bool(send_row_id)
         self.api_key_env = api_key_env or ""
         self.retry = RetryPolicy(max_tries=int(max_tries))
+        self.max_concurrency = int(max_concurrency)
         what = {"audio": f"the first 80 ms output frame at or above {self.speech_dbfs:g} dBFS RMS",
                 "text": "the first text token", "first": f"the first text token or output frame at or above "
                 f"{self.speech_dbfs:g} dBFS, whichever comes first"}[onset]

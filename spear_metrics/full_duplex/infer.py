@@ -181,7 +181,7 @@ def run_fdb_inference(agent_name: str, root: str | os.PathLike, *, tasks: Option
         agent: an already-built adapter (tests); else ``load_agent(agent_name, **agent_options)``.
         chunk_ms: input chunk length (ms); ``None``: the adapter's own (``moshi``: 80), else 40
             (:func:`spear_metrics.agents.duplex.resolve_chunk_ms`).
-        concurrency: sessions at once.
+        concurrency: sessions at once (lowered to the adapter's ``max_concurrency``, with a note on stderr).
         row_timeout_s: a sample's limit beyond its input's duration (s).
         asr: ASR backend name for ``output.json`` (``spear_metrics.core.asr.load_asr``); ``None``: no
             ``output.json``. ``asr_backend``: an object with the backend API to use instead (tests).
@@ -197,7 +197,7 @@ def run_fdb_inference(agent_name: str, root: str | os.PathLike, *, tasks: Option
             an adapter that is not a network adapter.
         spear_metrics.core.models.ModelUnavailableError: the ASR model cannot be loaded.
     """
-    from spear_metrics.agents.duplex import is_network_agent, resolve_chunk_ms
+    from spear_metrics.agents.duplex import clamp_concurrency, is_network_agent, resolve_chunk_ms
     from spear_metrics.agents.registry import load_agent
 
     agent_options = dict(agent_options or {})
@@ -209,6 +209,11 @@ def run_fdb_inference(agent_name: str, root: str | os.PathLike, *, tasks: Option
     if concurrency < 1:
         raise FDBInferError(f"--concurrency must be >= 1, got {concurrency}")
     chunk_ms = resolve_chunk_ms(agent, chunk_ms)
+    concurrency, note = clamp_concurrency(agent, concurrency)
+    if note:
+        import sys
+
+        print(f"spearbench fdb-infer: note: {agent_name}: {note}", file=sys.stderr)
     fp = {"agent": agent_name, "agent_options": {k: agent_options[k] for k in sorted(agent_options)},
           "chunk_ms": float(chunk_ms), "output_sr": output_sr}
     task_dirs = find_task_dirs(root, tasks)
