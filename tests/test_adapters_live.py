@@ -29,9 +29,13 @@ from spear_metrics.agents.base import AgentError
 from spear_metrics.agents.duplex import (
     AudioRequest,
     NetworkAgentBase,
+    NoAnswerError,
+    OutputChunk,
     OutputSink,
     ProtocolError,
     SessionConfig,
+    SessionResult,
+    TextEvent,
     session_config,
 )
 from spear_metrics.agents.gemini_live import GeminiLiveAgent, live_url, pcm_rate
@@ -321,6 +325,45 @@ def test_gemini_live_settings_refused_up_front(monkeypatch, real_dir):
 
 MOSHI_OPTS = ["tail_silence_s=3.0", "handshake_timeout_s=1.5", "max_tries=2", "drain_s=1.0", "api_key_env=MOSHI_TOKEN",
               "seed=7", "text_prompt=You enjoy having a good conversation.", "max_concurrency=16"]  # the fake serves many
+
+
+def _timeline(levels: list[bool], chunk: int = 960) -> SessionResult:
+    """A Moshi session's output timeline: 80 ms frames, loud (a 220 Hz tone at 0.1, about -23 dBFS)
+    or digital silence, delivered in ``chunk``-sample pieces, piece ``k`` arriving at wall 0.5 + 0.04 k
+    s and stream 0.04 k s; the input ended at wall 0.4 s."""
+    t = np.arange(FRAME_SAMPLES) / 24_000
+    x = np.concatenate([0.1 * np.sin(2 * np.pi * 220 * t) if loud else np.zeros(FRAME_SAMPLES) for loud in levels])
+    chunks = [OutputChunk(x[a:a + chunk][None, :].astype(np.float32), 24_000, 0.5 + 0.04 * k, 0.04 * k)
+              for k, a in enumerate(range(0, len(x), chunk))]
+    return SessionResult(chunks=chunks, input_end_s=0.4)
+
+
+def test_moshi_answer_rule_on_a_hand_built_timeline():
+    """SPEAR's answer is picked out of the whole timeline (every frame, silence included): from the
+    onset frame to the last loud frame. Frames 3, 4 and 6 are loud; the pieces are half frames, so
+    frame 3 is completed by piece 7 (wall 0.78 s, stream 0.28 s)."""
+    levels = [False, False, False, True, True, False, True, False, False, False]
+    r = _timeline(levels)
+    x = np.concatenate([c.audio[0] for c in r.chunks])
+    a = MoshiAgent().answer(r)  # onset=audio, stream clock
+    assert a.onset == pytest.approx(0.28) and (a.first_audio_s, a.first_audio_input_s) == (pytest.approx(0.78), pytest.approx(0.28))
+    assert a.response_time_s == pytest.approx(0.78 - 0.4) and a.sample_rate == 24_000
+    assert np.array_equal(a.audio[0], x[3 * FRAME_SAMPLES:7 * FRAME_SAMPLES])  # frames 3-6: the gap at 5 kept, 7-9 cut
+    assert MoshiAgent(onset_clock="wall").answer(r).onset == pytest.approx(0.78)
+    # a token after piece 5 (2.5 frames in): the answer starts at the last whole frame before it, frame 1
+    r.text_events.append(TextEvent(" Sure", 0.70, 0.20, after_chunks=5))
+    for mode in ("text", "first"):
+        a = MoshiAgent(onset=mode).answer(r)
+        assert a.onset == pytest.approx(0.20) and np.array_equal(a.audio[0], x[1 * FRAME_SAMPLES:7 * FRAME_SAMPLES])
+    # the same token after piece 9: the loud frame 3 (completed by piece 7) came first
+    r.text_events[0] = TextEvent(" Sure", 0.86, 0.36, after_chunks=9)
+    a = MoshiAgent(onset="first").answer(r)
+    assert a.onset == pytest.approx(0.28) and np.array_equal(a.audio[0], x[3 * FRAME_SAMPLES:7 * FRAME_SAMPLES])
+    with pytest.raises(NoAnswerError, match=r"stayed silent \(no output frame at or above -40 dBFS\)"):
+        MoshiAgent().answer(_timeline([False] * 6))
+    with pytest.raises(NoAnswerError, match="the server sent no output audio"):
+        MoshiAgent().answer(SessionResult())
+    assert MoshiAgent().onset(_timeline([False] * 6)) is None
 
 
 def test_moshi_onsets_barge_in_and_faults_in_one_run(real_dir, tmp_path, keys, capsys):

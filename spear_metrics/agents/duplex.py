@@ -18,7 +18,8 @@ then ``tail_silence_s`` of zeros (paced too); then :meth:`DuplexConnection.end_i
 waits until the adapter says the output is done, or ``max_wait_s`` after the input ends. The
 :class:`SessionResult` keeps the whole output timeline. From it:
 
-- SPEAR (``spearbench infer``): the answer is the concatenated output audio
+- SPEAR (``spearbench infer``): the answer is the adapter's rule (:meth:`NetworkAgentBase.answer`,
+  :func:`session_answer`); by default the concatenated output audio
   (:meth:`SessionResult.concatenated`), its onset the adapter's rule (:meth:`NetworkAgent.onset`,
   seconds from the start of the input clip, ``None`` for half-duplex systems) and
   ``response_time_s`` = first answer audio minus end of input (:attr:`SessionResult.response_time_s`);
@@ -615,6 +616,16 @@ class NetworkAgentBase:
     def onset(self, result: SessionResult) -> Optional[float]:
         return None
 
+    def answer(self, result: SessionResult) -> AgentAnswer:
+        """SPEAR's answer from a session (the hook :func:`session_answer` calls). Default: every
+        output chunk back to back from :meth:`onset` (:func:`answer_from_session`); an adapter
+        whose system streams silence too (Moshi) picks the answer out of the timeline here.
+
+        Raises:
+            NoAnswerError: no answer in the session (the row fails).
+        """
+        return answer_from_session(result, self.onset(result))
+
     def respond(self, audio: np.ndarray, row: Any, config: Any) -> AgentAnswer:
         """One SPEAR row without the harness's concurrency: ``audio`` ``(2, n)`` 16 kHz.
 
@@ -625,7 +636,34 @@ class NetworkAgentBase:
                                row_id=str(getattr(row, "audio_path", "")))
         cfg = session_config(self, chunk_ms=getattr(config, "chunk_ms", None))
         result = asyncio.run(run_session(self, request, cfg))
-        return answer_from_session(result, self.onset(result))
+        return self.answer(result)
+
+
+@dataclass
+class SessionAnswer(AgentAnswer):
+    """An :class:`~spear_metrics.agents.base.AgentAnswer` made from a session, with where its first
+    audio is on the session's clocks.
+
+    Attributes:
+        first_audio_s: wall clock (s after ``t0``) of the answer's first audio; ``None`` if unknown.
+        first_audio_input_s: stream clock (s of input sent) at that moment.
+    """
+
+    first_audio_s: Optional[float] = None
+    first_audio_input_s: Optional[float] = None
+
+
+def session_answer(agent: Any, result: SessionResult) -> AgentAnswer:
+    """SPEAR's answer from ``agent``'s session: its :meth:`NetworkAgentBase.answer` hook when it
+    has one, else :func:`answer_from_session` with its :meth:`NetworkAgent.onset`.
+
+    Raises:
+        NoAnswerError (or the hook's AgentError): no answer (the row fails).
+    """
+    hook = getattr(agent, "answer", None)
+    if callable(hook):
+        return hook(result)
+    return answer_from_session(result, agent.onset(result))
 
 
 def answer_from_session(result: SessionResult, onset: Optional[float]) -> AgentAnswer:
@@ -643,12 +681,13 @@ def answer_from_session(result: SessionResult, onset: Optional[float]) -> AgentA
                                                                           f"no answer audio ({result.finish_reason})")
         raise NoAnswerError(why)
     audio, sr = result.concatenated()
-    return AgentAnswer(audio=audio, sample_rate=sr, onset=onset, text=result.text or None,
-                       finish_reason=result.finish_reason, response_time_s=result.response_time_s)
+    return SessionAnswer(audio=audio, sample_rate=sr, onset=onset, text=result.text or None,
+                         finish_reason=result.finish_reason, response_time_s=result.response_time_s,
+                         first_audio_s=result.first_audio_s, first_audio_input_s=result.first_audio_input_s)
 
 
 __all__ = [
     "AudioRequest", "DialogueTurn", "DuplexConnection", "NetworkAgent", "NoAnswerError", "OutputChunk", "OutputSink",
-    "ProtocolError", "SessionConfig", "SessionResult", "TextEvent", "answer_from_session", "is_network_agent", "playback_timeline",
-    "NetworkAgentBase", "DEFAULT_CHUNK_MS", "clamp_concurrency", "pcm16_bytes", "resolve_chunk_ms", "run_session", "session_config",
+    "ProtocolError", "SessionAnswer", "SessionConfig", "SessionResult", "TextEvent", "answer_from_session", "is_network_agent", "playback_timeline",
+    "NetworkAgentBase", "DEFAULT_CHUNK_MS", "clamp_concurrency", "pcm16_bytes", "resolve_chunk_ms", "run_session", "session_answer", "session_config",
 ]

@@ -507,8 +507,9 @@ async def _infer_row_network(agent: Any, source: Source, i: int, out: Path, conf
     the row's time limit (:func:`row_time_limit`), SPEAR's answer from the session.
 
     Records, beside the usual keys: ``response_time_s`` (wall clock, end of input or request sent
-    -> first answer audio), ``onset_wall_s`` and ``onset_stream_s`` (first answer audio on the
-    wall clock since the first chunk and on the stream clock), ``send_lag_max_s`` (the latest a
+    -> first answer audio), ``onset_wall_s`` and ``onset_stream_s`` (the answer's first audio, by
+    the adapter's :meth:`~spear_metrics.agents.duplex.NetworkAgentBase.answer` rule, on the wall
+    clock since the first chunk and on the stream clock), ``send_lag_max_s`` (the latest a
     chunk went out behind its schedule), ``finish_reason``.
 
     Nothing slow runs on the event loop (it paces every session): files are written by ``writer``
@@ -518,7 +519,7 @@ async def _infer_row_network(agent: Any, source: Source, i: int, out: Path, conf
     Raises:
         KeyboardInterrupt, OutputError, and the cancellation of this task.
     """
-    from spear_metrics.agents.duplex import AudioRequest, answer_from_session, run_session, session_config
+    from spear_metrics.agents.duplex import AudioRequest, SessionAnswer, run_session, session_answer, session_config
 
     loop = asyncio.get_running_loop()
     rec: dict[str, Any] = {"row": i, "audio_path": source.entries[i].audio_cell}
@@ -535,11 +536,12 @@ async def _infer_row_network(agent: Any, source: Source, i: int, out: Path, conf
                 result = await _guarded(run_session(agent, request, scfg))
         except TimeoutError:
             raise RowTimeout(f"timed out after {limit:g} s") from None
-        rec["onset_wall_s"] = result.first_audio_s
-        rec["onset_stream_s"] = result.first_audio_input_s
         rec["send_lag_max_s"] = result.send_lag_max_s
         rec["send_lag_max_at_s"] = result.send_lag_max_at_s
-        ans = answer_from_session(result, agent.onset(result))
+        ans = session_answer(agent, result)  # the adapter's rule (default: all output back to back)
+        first = (ans.first_audio_s, ans.first_audio_input_s) if isinstance(ans, SessionAnswer) else (
+            result.first_audio_s, result.first_audio_input_s)
+        rec["onset_wall_s"], rec["onset_stream_s"] = first
         wav, sr = validate_answer(ans)
         onset = None if ans.onset is None else float(ans.onset)
         await loop.run_in_executor(writer, _finish, source, i, out, rec, ans, wav, sr, onset)

@@ -33,12 +33,12 @@ the second frame of every session; the onset is the first output frame that carr
 
 Its time is the stream clock (``onset_clock=stream``, default: seconds of input sent when the
 frame arrived) or the wall clock (``onset_clock=wall``: seconds since the first input chunk, the
-clock of SPEAR's realtime proxy). For SPEAR (``spearbench infer``) the adapter reports output
-from the onset frame on and leaves out the silence after the last frame at or above
-``speech_dbfs`` (the answer is the system's speech, gaps inside it kept); a session without any
-such frame (or token, for ``onset=text``) has no answer and fails its row, as SPEAR's realtime
-proxy fails a session without answer audio. In a time-synchronous session (``spearbench
-fdb-infer``) every output frame is reported as it arrives: the reply channel, silence included.
+clock of SPEAR's realtime proxy). The adapter reports every output frame as it arrives, silence
+included (the session keeps the whole reply channel with its timing); SPEAR's answer
+(:meth:`MoshiAgent.answer`, ``spearbench infer``) is the output from the onset frame to the last
+frame at or above ``speech_dbfs`` (the system's speech, gaps inside it kept); a session without
+any such frame (or token, for ``onset=text``) has no answer and fails its row, as SPEAR's
+realtime proxy fails a session without answer audio.
 Full-Duplex-Bench's own client writes one frame of zeros and then the decoded frames back to back
 (output frame ``j`` at ``(j + 1) * 80 ms``, whatever its arrival time); ``fdb-infer`` plays each
 frame at its arrival instead (``playback_timeline``), which adds the server's real latency.
@@ -60,6 +60,7 @@ from spear_metrics.agents.duplex import (
     NoAnswerError,
     OutputSink,
     ProtocolError,
+    SessionAnswer,
     SessionConfig,
     SessionResult,
 )
@@ -270,10 +271,52 @@ class MoshiAgent(NetworkAgentBase):
         return conn
 
     def onset(self, result: SessionResult) -> Optional[float]:
-        """The answer's onset in s from the input start: the first reported output frame (see the
-        module docstring) on :attr:`onset_clock`."""
-        t = result.first_audio_s if self.onset_clock == "wall" else result.first_audio_input_s
-        return None if t is None else max(0.0, t)
+        """The answer's onset in s from the input start (see :meth:`answer`) on :attr:`onset_clock`;
+        ``None`` when the session holds no answer."""
+        try:
+            return self.answer(result).onset
+        except NoAnswerError:
+            return None
+
+    def answer(self, result: SessionResult) -> SessionAnswer:
+        """SPEAR's answer from the session's output timeline (every 80 ms frame, as it arrived):
+        from the onset frame (``onset=audio``: the first frame at or above :attr:`speech_dbfs`;
+        ``text``: the last whole frame received before the first text token, or the first frame
+        when none had come; ``first``: whichever arrived first) to the last frame at or above
+        :attr:`speech_dbfs` after it. The onset's time is the arrival of the chunk completing that
+        frame (or of the token) on :attr:`onset_clock`, floored at 0; ``response_time_s`` is its
+        wall clock minus the end of the input.
+
+        Raises:
+            NoAnswerError: no output audio at all, or no onset (the system stayed silent).
+        """
+        if not result.chunks:
+            raise NoAnswerError("the server sent no output audio")
+        x = np.concatenate([c.audio.mean(axis=0) for c in result.chunks])
+        ends = np.cumsum([c.audio.shape[1] for c in result.chunks])  # output samples received after each chunk
+        voiced = np.flatnonzero(frame_levels_dbfs(x) >= self.speech_dbfs)
+        found = []  # (arrival order, first frame, wall clock, stream clock)
+        if self.onset_mode in ("audio", "first") and voiced.size:
+            c = int(np.searchsorted(ends, (voiced[0] + 1) * FRAME_SAMPLES))  # the chunk completing that frame
+            found.append((c, int(voiced[0]), result.chunks[c].received_s, result.chunks[c].input_sent_s))
+        if self.onset_mode in ("text", "first") and result.text_events:
+            ev = result.text_events[0]
+            whole = int(ends[ev.after_chunks - 1]) // FRAME_SAMPLES if ev.after_chunks else 0
+            found.append((ev.after_chunks - 0.5, max(whole - 1, 0), ev.received_s, ev.input_sent_s))
+        if not found:
+            what = {"audio": f"no output frame at or above {self.speech_dbfs:g} dBFS",
+                    "text": "no text token", "first": f"no text token and no output frame at or above "
+                    f"{self.speech_dbfs:g} dBFS"}[self.onset_mode]
+            raise NoAnswerError(f"the system stayed silent ({what})")
+        _, start, wall, stream = min(found)
+        after = voiced[voiced >= start]
+        end = int(after[-1]) if after.size else start
+        t = wall if self.onset_clock == "wall" else stream
+        return SessionAnswer(audio=x[start * FRAME_SAMPLES:(end + 1) * FRAME_SAMPLES][None, :],
+                             sample_rate=MOSHI_SAMPLE_RATE, onset=max(0.0, t), text=result.text or None,
+                             finish_reason=result.finish_reason,
+                             response_time_s=None if result.input_end_s is None else wall - result.input_end_s,
+                             first_audio_s=wall, first_audio_input_s=stream)
 
 
 class MoshiConnection:
@@ -295,13 +338,12 @@ class MoshiConnection:
         self._closing = False
         self._encoder = OpusEncoder()
         self._decoder = OpusDecoder()
-        # output side: every frame as it arrives (time-synchronous, FDB), or whole frames judged and
-        # reported from the onset frame on (SPEAR)
+        # output side: every decoded chunk is reported as it arrives (SPEAR's answer is picked out of
+        # it afterwards, MoshiAgent.answer); whole 80 ms frames are judged on the way to know whether
+        # the answer has begun
         self._synchronous = bool(synchronous)
         self._out_pending = np.zeros(0, np.float32)  # decoded samples short of a whole frame
-        self._started = False  # the onset frame has been reported
-        self._last: Optional[np.ndarray] = None  # the latest frame before the onset (a token's step)
-        self._held: list[np.ndarray] = []  # silent frames after the onset, reported if speech follows
+        self._answering = False  # an onset frame (or token) has arrived, by the agent's onset rule
 
     async def open(self) -> None:
         """WebSocket handshake, then the server's 0x00 message (one try; :func:`with_retries` retries).
@@ -389,11 +431,8 @@ class MoshiConnection:
     async def end_input(self) -> None:
         """Send the last partial frame (zero-padded, as FDB's client), then wait up to ``drain_s``
         for the output frames still in flight (one per input frame, less the server's first one
-        or two); the session is then done (the server answers only while it hears input).
-
-        Raises:
-            NoAnswerError: (SPEAR) no output at all, or no onset (the system stayed silent).
-        """
+        or two); the session is then done (the server answers only while it hears input). Whether
+        the session holds an answer is :meth:`MoshiAgent.answer`'s to say."""
         if self._buffered:
             rest = np.concatenate(self._buf)
             frame = np.concatenate([rest, np.zeros(FRAME_SAMPLES - len(rest), np.float32)])
@@ -407,13 +446,6 @@ class MoshiConnection:
             self.sink.check()
             await asyncio.sleep(0.02)
         self.sink.check()
-        if not self._synchronous and not self._started:
-            if self.samples_received == 0:
-                raise NoAnswerError("the server sent no output audio")
-            what = {"audio": f"no output frame at or above {self.agent.speech_dbfs:g} dBFS",
-                    "text": "no text token", "first": f"no text token and no output frame at or above "
-                    f"{self.agent.speech_dbfs:g} dBFS"}[self.agent.onset_mode]
-            raise NoAnswerError(f"the system stayed silent ({what})")
         self.sink.done("stop")
 
     async def close(self) -> None:
@@ -467,7 +499,7 @@ class MoshiConnection:
 
         if self.sink.is_done:
             return
-        phase = "mid-answer" if self.sink.result.chunks else "before answering"
+        phase = "mid-answer" if self._answering else "before answering"
         self.sink.fail(NetError(f"server closed the connection {phase} ({why})", status=code))
 
     def _handle(self, msg: Any) -> None:
@@ -483,8 +515,8 @@ class MoshiConnection:
             except UnicodeDecodeError:
                 raise ProtocolError("malformed text message from the server (not UTF-8)") from None
             if text:
-                if not self._started and self.agent.onset_mode in ("text", "first") and not self._synchronous:
-                    self._start(self._last if self._last is not None else np.zeros(FRAME_SAMPLES, np.float32))
+                if self.agent.onset_mode in ("text", "first"):
+                    self._answering = True
                 self.sink.text(text)
         elif kind == KIND_ERROR:
             from spear_metrics.agents.net import NetError
@@ -495,34 +527,14 @@ class MoshiConnection:
         # control, metadata and ping messages carry nothing a benchmark needs
 
     def _frames(self, pcm: np.ndarray) -> None:
-        """Judge each whole 80 ms output frame: report it, hold it or drop it (module docstring)."""
-        if self._synchronous:  # FDB: the whole reply channel, as it arrives
-            self.sink.audio(pcm, MOSHI_SAMPLE_RATE)
-            return
+        """Report the decoded samples as they arrived; judge each whole 80 ms frame on the way."""
+        self.sink.audio(pcm, MOSHI_SAMPLE_RATE)
         data = np.concatenate([self._out_pending, pcm]) if self._out_pending.size else pcm
         n = len(data) // FRAME_SAMPLES * FRAME_SAMPLES
         self._out_pending = data[n:]
-        for i in range(0, n, FRAME_SAMPLES):
-            frame = data[i:i + FRAME_SAMPLES]
-            voiced = frame_levels_dbfs(frame)[0] >= self.agent.speech_dbfs
-            if not self._started:
-                if voiced and self.agent.onset_mode in ("audio", "first"):
-                    self._start(frame)
-                else:
-                    self._last = frame
-            elif voiced:
-                for held in self._held:
-                    self.sink.audio(held, MOSHI_SAMPLE_RATE)
-                self._held = []
-                self.sink.audio(frame, MOSHI_SAMPLE_RATE)
-            else:
-                self._held.append(frame)
-
-    def _start(self, frame: np.ndarray) -> None:
-        """The onset: ``frame`` is the answer's first (the sink stamps both clocks now)."""
-        self._started = True
-        self._last = None
-        self.sink.audio(frame, MOSHI_SAMPLE_RATE)
+        if n and not self._answering and self.agent.onset_mode in ("audio", "first"):
+            levels = frame_levels_dbfs(data[:n])
+            self._answering = bool((levels >= self.agent.speech_dbfs).any())
 
 
 def _close_text(e: BaseException) -> str:
