@@ -432,6 +432,31 @@ def test_moshi_onsets_barge_in_and_faults_in_one_run(real_dir, tmp_path, keys, c
     assert TOKEN not in seen.out + seen.err
 
 
+def test_moshi_ends_its_tail_once_the_answer_is_complete(real_dir, tmp_path, keys):
+    """SPEAR: the default 10 s tail stops once 2 s (end_silence_s) of quiet output frames followed the
+    answer's last loud frame; checked by the input frames the fake received (its own count): at least
+    up to the 25th quiet frame after the answer (one frame of Opus alignment either way), fewer than
+    the whole tail. The answer is the fake's speech, as with the whole tail."""
+    ami, ami_end = sources(real_dir)["ami"]
+    answer = voiced_part(p225_24k(real_dir))[: 15 * FRAME_SAMPLES]  # 1.2 s of speech
+    csv_path = write_csv(tmp_path / "data", [(name(0), ami)])
+    out = tmp_path / "out"
+    with FakeMoshi({name(0): MoshiScenario(answer, delay_s=0.3, speech_end_s=ami_end)}) as fake:
+        _run("moshi", csv_path, out, [f"url={fake.url('/api/chat')}", "handshake_timeout_s=10", "drain_s=1.0"],
+             chunk_ms=None, n=1)
+    assert fake.errors == [] and not failures(out)
+    (log,) = fake.sessions
+    whole = math.ceil((round(ami.shape[1] * 1.5) + 10 * 24_000) / FRAME_SAMPLES)  # the input and the 10 s tail
+    last_loud_out = log.answer_frame + len(answer) // FRAME_SAMPLES - 1  # output frame j answers input frame j + 1
+    assert last_loud_out + 1 + 25 - 1 <= log.frames_in < whole - 25, (log.frames_in, last_loud_out, whole)
+    r = records(out)[name(0)]
+    wav, _ = decode(out / r["answer_audio_path"])
+    ref = resample(answer[None], 24_000, TARGET_SR)[0]
+    assert abs(wav.shape[1] - len(ref)) <= 2 * FRAME_SAMPLES * 2 // 3
+    m = min(wav.shape[1], len(ref)) - 400
+    assert max(np.corrcoef(wav[0, lag:lag + m], ref[:m])[0, 1] for lag in range(0, 300)) > 0.9
+
+
 def test_moshi_fdb_infer_writes_the_reply_channel(fdb_dir, real_dir, tmp_path, keys, capsys):
     """``fdb-infer --agent moshi``: the session lasts the stimulus; every output frame is played at its
     arrival, silence included (FDB's pause-handling stimulus, the fake answering 0.4 s after the end

@@ -14,7 +14,8 @@ so no adapter measures time itself:
 :func:`run_session` drives one session: it sends the input in ``chunk_ms`` chunks, paced in real
 time on an absolute schedule (chunk ``k`` is sent at ``t0 + k * chunk_s``, so lateness never
 accumulates) for a *paced* (full-duplex) adapter, or all at once for a request/response adapter;
-then ``tail_silence_s`` of zeros (paced too); then :meth:`DuplexConnection.end_input`; then it
+then ``tail_silence_s`` of zeros (paced too; cut short once the adapter reports its answer
+complete, :meth:`OutputSink.answer_complete`); then :meth:`DuplexConnection.end_input`; then it
 waits until the adapter says the output is done, or ``max_wait_s`` after the input ends. The
 :class:`SessionResult` keeps the whole output timeline. From it:
 
@@ -229,6 +230,10 @@ class SessionResult:
         send_lag_max_s: paced sessions: the largest delay (s) of a chunk's send behind its
             scheduled time ``t0 + k * chunk_s`` (how well the pacing held; 0 when not paced);
             ``send_lag_max_at_s`` the stream time (s) of that chunk.
+        answer_complete_s: wall clock (s after ``t0``) at which the adapter reported its answer
+            complete (:meth:`OutputSink.answer_complete`), ``None`` if it did not.
+        tail_sent_s: seconds of tail silence sent (less than ``tail_silence_s`` when the tail was
+            cut short by :meth:`OutputSink.answer_complete`).
     """
 
     chunks: list[OutputChunk] = field(default_factory=list)
@@ -242,6 +247,8 @@ class SessionResult:
     started_at: float = 0.0
     send_lag_max_s: float = 0.0
     send_lag_max_at_s: float = 0.0
+    answer_complete_s: Optional[float] = None
+    tail_sent_s: float = 0.0
 
     @property
     def response_time_s(self) -> Optional[float]:
@@ -389,6 +396,14 @@ class OutputSink:
             self._text.append(str(delta))
             self.result.text_events.append(TextEvent(str(delta), self.now(), self.input_sent_s, len(self.result.chunks)))
 
+    def answer_complete(self) -> None:
+        """The adapter judges its answer complete (e.g. Moshi: its speech was followed by enough
+        silence once the input was over): a paced session that is not time-synchronous stops its
+        tail silence at the next chunk and goes on to :meth:`DuplexConnection.end_input` (SPEAR).
+        Unlike :meth:`done` it ends no wait, and later audio does not undo it."""
+        if self.result.answer_complete_s is None:
+            self.result.answer_complete_s = self.now()
+
     def done(self, reason: str = "stop") -> None:
         """The system finished its output (for now: a later :meth:`audio` reopens)."""
         self.result.finish_reason = reason
@@ -524,6 +539,8 @@ async def run_session(agent: Any, request: AudioRequest, config: SessionConfig, 
         total = n + round(config.tail_silence_s * request.sample_rate)
         t0 = sink.start()
         for k, s in enumerate(range(0, total, hop)):
+            if s >= n and sink.result.answer_complete_s is not None and not config.time_synchronous:
+                break  # the adapter's answer is complete: the rest of the tail is not needed
             if config.paced:
                 await _sleep_until(t0 + k * chunk_s, clock)
             for _ in range(2):  # let the receiver stamp what has already arrived before more is sent
@@ -547,6 +564,7 @@ async def run_session(agent: Any, request: AudioRequest, config: SessionConfig, 
                 sent = sink.now()
                 sink.result.input_end_s = max(sent, n / request.sample_rate) if config.paced else sent
         sink.result.input_duration_s = n / request.sample_rate
+        sink.result.tail_sent_s = max(0.0, sink.input_sent_s - sink.result.input_duration_s)
         if config.time_synchronous:
             if config.paced:  # the last chunk was sent at the start of its span: let it play out
                 await _sleep_until(t0 + total / request.sample_rate, clock)

@@ -38,7 +38,11 @@ included (the session keeps the whole reply channel with its timing); SPEAR's an
 (:meth:`MoshiAgent.answer`, ``spearbench infer``) is the output from the onset frame to the last
 frame at or above ``speech_dbfs`` (the system's speech, gaps inside it kept); a session without
 any such frame (or token, for ``onset=text``) has no answer and fails its row, as SPEAR's
-realtime proxy fails a session without answer audio.
+realtime proxy fails a session without answer audio. Once the answer has begun and
+``end_silence_s`` (2 s) of output frames below ``speech_dbfs`` have followed its last loud frame
+after the whole input was sent, the adapter reports the answer complete and the session stops
+its tail silence there (SPEAR; ``end_silence_s=0`` streams the whole tail); a time-synchronous
+session (FDB) always streams to the input's end.
 Full-Duplex-Bench's own client writes one frame of zeros and then the decoded frames back to back
 (output frame ``j`` at ``(j + 1) * 80 ms``, whatever its arrival time); ``fdb-infer`` plays each
 frame at its arrival instead (``playback_timeline``), which adds the server's real latency.
@@ -198,6 +202,7 @@ class MoshiAgent(NetworkAgentBase):
         voice_prompt: PersonaPlex's voice file name, e.g. ``NATF2.pt`` (query parameter ``voice_prompt``).
         handshake_timeout_s: longest wait (s) for the connection and the server's 0x00 handshake (a busy Python server holds new sessions until the current one ends).
         drain_s: longest wait (s) after the last input frame for the output frames still in flight.
+        end_silence_s: SPEAR: seconds of output below speech_dbfs after the answer's last loud frame, once the input was sent, that end the tail silence early (0: always stream the whole tail).
         api_key_env: environment variable whose value is sent as a Bearer token (empty: none).
         max_tries: tries to open a session (retries: refused/reset connections, HTTP 429/5xx, close codes 1012/1013).
         send_row_id: send the row's identity (the clip's file name) in the ``X-Client-Request-Id`` tracing header.
@@ -213,7 +218,7 @@ class MoshiAgent(NetworkAgentBase):
                  text_topk: Optional[int] = None, audio_temperature: Optional[float] = None,
                  audio_topk: Optional[int] = None, seed: Optional[int] = None, text_prompt: Optional[str] = None,
                  voice_prompt: Optional[str] = None, handshake_timeout_s: float = 60.0,
-                 drain_s: float = 2.0, api_key_env: str = "", max_tries: int = 3,
+                 drain_s: float = 2.0, end_silence_s: float = 2.0, api_key_env: str = "", max_tries: int = 3,
                  send_row_id: bool = True, max_concurrency: int = 1):
         from spear_metrics.agents.net import RetryPolicy, api_key
 
@@ -223,7 +228,7 @@ class MoshiAgent(NetworkAgentBase):
             raise ValueError(f"onset_clock must be stream or wall, got {onset_clock!r}")
         if not math.isfinite(speech_dbfs) or speech_dbfs >= 0:
             raise ValueError(f"speech_dbfs must be a level below 0 dBFS, got {speech_dbfs}")
-        for name, v in (("tail_silence_s", tail_silence_s), ("drain_s", drain_s)):
+        for name, v in (("tail_silence_s", tail_silence_s), ("drain_s", drain_s), ("end_silence_s", end_silence_s)):
             if not (math.isfinite(v) and v >= 0):
                 raise ValueError(f"{name} must be >= 0 s, got {v}")
         if not handshake_timeout_s > 0:
@@ -240,6 +245,7 @@ class MoshiAgent(NetworkAgentBase):
         self.onset_clock = onset_clock
         self.tail_silence_s = float(tail_silence_s)
         self.max_wait_s = float(drain_s)
+        self.end_silence_s = float(end_silence_s)
         self.handshake_timeout_s = float(handshake_timeout_s)
         self.send_row_id = bool(send_row_id)
         self.api_key_env = api_key_env or ""
@@ -344,6 +350,7 @@ class MoshiConnection:
         self._synchronous = bool(synchronous)
         self._out_pending = np.zeros(0, np.float32)  # decoded samples short of a whole frame
         self._answering = False  # an onset frame (or token) has arrived, by the agent's onset rule
+        self._quiet = 0  # whole frames below speech_dbfs since the last loud frame (or token) of the answer
 
     async def open(self) -> None:
         """WebSocket handshake, then the server's 0x00 message (one try; :func:`with_retries` retries).
@@ -516,7 +523,7 @@ class MoshiConnection:
                 raise ProtocolError("malformed text message from the server (not UTF-8)") from None
             if text:
                 if self.agent.onset_mode in ("text", "first"):
-                    self._answering = True
+                    self._answering, self._quiet = True, 0
                 self.sink.text(text)
         elif kind == KIND_ERROR:
             from spear_metrics.agents.net import NetError
@@ -527,14 +534,24 @@ class MoshiConnection:
         # control, metadata and ping messages carry nothing a benchmark needs
 
     def _frames(self, pcm: np.ndarray) -> None:
-        """Report the decoded samples as they arrived; judge each whole 80 ms frame on the way."""
+        """Report the decoded samples as they arrived; judge each whole 80 ms frame on the way:
+        has the answer begun, and (SPEAR) is it complete (``end_silence_s`` of quiet frames after
+        it, the input all sent)?"""
         self.sink.audio(pcm, MOSHI_SAMPLE_RATE)
         data = np.concatenate([self._out_pending, pcm]) if self._out_pending.size else pcm
         n = len(data) // FRAME_SAMPLES * FRAME_SAMPLES
         self._out_pending = data[n:]
-        if n and not self._answering and self.agent.onset_mode in ("audio", "first"):
-            levels = frame_levels_dbfs(data[:n])
-            self._answering = bool((levels >= self.agent.speech_dbfs).any())
+        if not n:
+            return
+        for loud in frame_levels_dbfs(data[:n]) >= self.agent.speech_dbfs:
+            if loud and self.agent.onset_mode in ("audio", "first"):
+                self._answering = True
+            if self._answering:
+                self._quiet = 0 if loud else self._quiet + 1
+        if (self._answering and not self._synchronous and self.agent.end_silence_s > 0
+                and self._quiet * FRAME_S >= self.agent.end_silence_s - 1e-9
+                and self.sink.input_sent_s >= self.request.duration_s):
+            self.sink.answer_complete()
 
 
 def _close_text(e: BaseException) -> str:
