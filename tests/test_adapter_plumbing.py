@@ -9,7 +9,16 @@ import random
 import numpy as np
 import pytest
 
-from spear_metrics.agents.duplex import OutputChunk, OutputSink, ProtocolError, SessionResult, playback_timeline
+from spear_metrics.agents.duplex import (
+    NetworkAgentBase,
+    OutputChunk,
+    OutputSink,
+    ProtocolError,
+    SessionResult,
+    frame_synchronous_timeline,
+    playback_timeline,
+    reply_timeline,
+)
 from spear_metrics.agents.net import (
     MissingKeyError,
     NetError,
@@ -103,6 +112,25 @@ def test_playback_buffer_places_chunks_at_arrival_or_behind_the_one_playing():
     assert not y[400:600].any() and (y[600:700] == np.float32(0.3)).all()
     assert not y[700:950].any() and (y[950:] == np.float32(0.4)).all()
     assert not playback_timeline(SessionResult(), 50, 1000).any()  # no reply: silence of the input's length
+
+
+def test_frame_synchronous_timeline_ignores_arrival_times():
+    # FDB's Moshi rule: the same chunks back to back from the lead (80 ms), whatever their arrival:
+    # A at 80-180 ms, B at 180-280, C at 280-380, D at 380-480 (the gaps of the playback buffer gone)
+    r = SessionResult(chunks=[_chunk(0.1, 100, 0.20), _chunk(0.2, 100, 0.25), _chunk(0.3, 100, 0.60),
+                              _chunk(0.4, 100, 0.95)])
+    y = frame_synchronous_timeline(r, 1000, 1000, lead_s=0.08)
+    assert not y[:80].any() and (y[80:180] == np.float32(0.1)).all() and (y[180:280] == np.float32(0.2)).all()
+    assert (y[280:380] == np.float32(0.3)).all() and (y[380:480] == np.float32(0.4)).all() and not y[480:].any()
+    assert np.array_equal(frame_synchronous_timeline(r, 300, 1000, lead_s=0.08), y[:300])  # cut at the input's end
+    # the adapter picks its rule
+    agent = NetworkAgentBase()
+    assert np.array_equal(reply_timeline(agent, r, 1000, 1000), playback_timeline(r, 1000, 1000))
+    agent.timeline, agent.timeline_lead_s = "frame_synchronous", 0.08
+    assert np.array_equal(reply_timeline(agent, r, 1000, 1000), y)
+    agent.timeline = "whenever"
+    with pytest.raises(ValueError, match="unknown timeline rule"):
+        reply_timeline(agent, r, 1000, 1000)
 
 
 def test_sink_stamps_both_clocks_and_refuses_a_format_change():

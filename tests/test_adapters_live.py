@@ -458,16 +458,17 @@ def test_moshi_ends_its_tail_once_the_answer_is_complete(real_dir, tmp_path, key
 
 
 def test_moshi_fdb_infer_writes_the_reply_channel(fdb_dir, real_dir, tmp_path, keys, capsys):
-    """``fdb-infer --agent moshi``: the session lasts the stimulus; every output frame is played at its
-    arrival, silence included (FDB's pause-handling stimulus, the fake answering 0.4 s after the end
-    of the speech it hears)."""
+    """``fdb-infer --agent moshi``: the session lasts the stimulus; the reply channel is laid out as FDB's
+    own Moshi client writes it: one 80 ms frame of zeros, then every output frame back to back, silence
+    included (FDB's pause-handling stimulus, the fake answering 0.4 s after the end of the speech it hears,
+    each output frame three input frames late: placed by arrival it would sit two frames later)."""
     root = tmp_path / "fdb"
     shutil.copytree(fdb_dir / "example_data" / "pause_handling_example", root / "pause_handling")
     stim = root / "pause_handling" / "1" / "input.wav"
     (root / "pause_handling" / "1" / "output.wav").unlink()
     (root / "pause_handling" / "1" / "output.json").unlink()
     answer = voiced_part(p225_24k(real_dir))
-    with FakeMoshi({}, default=MoshiScenario(answer, delay_s=0.4)) as fake:
+    with FakeMoshi({}, default=MoshiScenario(answer, delay_s=0.4, lag_frames=3)) as fake:
         assert main(["fdb-infer", "--agent", "moshi", "--root", str(root), "--no-asr", "--no-progress", "--concurrency", "4",
                      "-a", f"url={fake.url('/api/chat')}", "-a", "handshake_timeout_s=10"]) == 0
     assert fake.errors == []
@@ -484,7 +485,11 @@ def test_moshi_fdb_infer_writes_the_reply_channel(fdb_dir, real_dir, tmp_path, k
     levels = frame_levels_dbfs(y[0], frame)
     voiced = np.flatnonzero(levels >= -40)
     assert log.answer_input_s is not None and voiced.size
-    t_first = voiced[0] * FRAME_S
-    # causal: not before the frame that made the fake answer was sent (at the start of its span)
-    assert log.answer_input_s - 2 * FRAME_S - 1e-6 <= t_first <= log.answer_input_s + 3.0
-    assert levels[: max(0, voiced[0] - 1)].max() < -55  # before it: the fake's faint noise, not speech
+    # frame for frame: output frame j is at (j + 1) x 80 ms whatever its arrival time, so the fake's first
+    # answer frame lands exactly there (no load can move it); before it one frame of zeros, then faint noise
+    assert voiced[0] == log.answer_frame + 1
+    assert np.isneginf(levels[0]) and levels[1: voiced[0] - 1].max() < -55
+    # every input frame went out (the last one zero-padded, as FDB's client does), each answered by the fake
+    assert log.frames_in == math.ceil(round(x.shape[1] * 24_000 / sr_in) / FRAME_SAMPLES)
+    assert log.frames_out == log.frames_in - 3
+    assert info["timeline"] == "frame_synchronous"

@@ -24,9 +24,11 @@ waits until the adapter says the output is done, or ``max_wait_s`` after the inp
   (:meth:`SessionResult.concatenated`), its onset the adapter's rule (:meth:`NetworkAgent.onset`,
   seconds from the start of the input clip, ``None`` for half-duplex systems) and
   ``response_time_s`` = first answer audio minus end of input (:attr:`SessionResult.response_time_s`);
-- Full-Duplex-Bench (``spearbench fdb-infer``): a time-synchronous reply channel
-  (:func:`playback_timeline`): each received chunk is played at
-  ``max(its receive time, end of the previous chunk)``, trimmed/padded to the input's length.
+- Full-Duplex-Bench (``spearbench fdb-infer``): a time-synchronous reply channel by the adapter's
+  timeline rule (:func:`reply_timeline`): ``arrival`` (default, :func:`playback_timeline`): each
+  received chunk is played at ``max(its receive time, end of the previous chunk)``;
+  ``frame_synchronous`` (:func:`frame_synchronous_timeline`, Moshi as FDB's own client writes it):
+  all output back to back from ``timeline_lead_s``; either trimmed/padded to the input's length.
 
 Requests are benchmark-neutral (:class:`AudioRequest`): input audio ``(C, n)`` + rate, optional
 instructions (system prompt), dialogue history (:class:`DialogueTurn`), a second audio, the
@@ -49,6 +51,8 @@ from spear_metrics.agents.base import AgentAnswer, AgentError
 MODALITIES = ("text", "audio")
 #: input chunk (ms) of a session when neither the user nor the adapter names one (SPEAR's realtime proxy's)
 DEFAULT_CHUNK_MS = 40.0
+#: how a time-synchronous reply channel is laid out (:func:`reply_timeline`)
+TIMELINES = ("arrival", "frame_synchronous")
 
 
 class ProtocolError(AgentError):
@@ -145,6 +149,10 @@ class SessionConfig:
         max_wait_s: longest wait, after the input and its tail were sent, for the system to finish.
         time_synchronous: ``True`` (FDB): the session lasts exactly the input (plus its tail):
             no :meth:`DuplexConnection.end_input`, no waiting; what came by then is the output.
+        drain_output: time-synchronous only: after the input, call
+            :meth:`DuplexConnection.end_input` and wait (at most ``max_wait_s``) for ``done``: the
+            output still in flight belongs to the reply channel (a ``frame_synchronous`` timeline,
+            where output frame ``j`` has its place whenever it arrives).
     """
 
     chunk_ms: float = 40.0
@@ -152,6 +160,7 @@ class SessionConfig:
     tail_silence_s: float = 0.0
     max_wait_s: float = 30.0
     time_synchronous: bool = False
+    drain_output: bool = False
 
     def __post_init__(self) -> None:
         for name in ("chunk_ms",):
@@ -167,7 +176,7 @@ class SessionConfig:
         """Longest time (s) a session of ``input_s`` seconds of input may take by this config:
         the paced input and tail (0 when not paced) plus ``max_wait_s``."""
         paced = (input_s + self.tail_silence_s) if self.paced else 0.0
-        return paced + (0.0 if self.time_synchronous else self.max_wait_s)
+        return paced + (0.0 if self.time_synchronous and not self.drain_output else self.max_wait_s)
 
 
 @dataclass(frozen=True)
@@ -454,6 +463,9 @@ class NetworkAgent(Protocol):
             the user names none (:func:`resolve_chunk_ms`); ``None``: :data:`DEFAULT_CHUNK_MS`.
         max_concurrency: the most sessions the system serves at once (Kyutai's Python Moshi
             server: 1); ``--concurrency`` is lowered to it (:func:`clamp_concurrency`); ``None``: no cap.
+        timeline: how FDB's time-synchronous reply channel is laid out (:data:`TIMELINES`,
+            :func:`reply_timeline`): ``arrival`` (default) or ``frame_synchronous``;
+            ``timeline_lead_s`` where a frame-synchronous channel starts (s).
     """
 
     paced: bool
@@ -505,10 +517,12 @@ def clamp_concurrency(agent: Any, requested: int) -> tuple[int, Optional[str]]:
 
 def session_config(agent: Any, *, chunk_ms: Optional[float] = None, time_synchronous: bool = False) -> SessionConfig:
     """The :class:`SessionConfig` of ``agent`` (its ``paced``, ``tail_silence_s``, ``max_wait_s``;
-    ``chunk_ms`` by :func:`resolve_chunk_ms`)."""
+    ``chunk_ms`` by :func:`resolve_chunk_ms`; a time-synchronous session of a ``frame_synchronous``
+    adapter drains its output)."""
     return SessionConfig(chunk_ms=resolve_chunk_ms(agent, chunk_ms), paced=bool(getattr(agent, "paced", True)),
                          tail_silence_s=float(getattr(agent, "tail_silence_s", 0.0) or 0.0),
-                         max_wait_s=float(getattr(agent, "max_wait_s", 30.0)), time_synchronous=time_synchronous)
+                         max_wait_s=float(getattr(agent, "max_wait_s", 30.0)), time_synchronous=time_synchronous,
+                         drain_output=time_synchronous and getattr(agent, "timeline", "arrival") == "frame_synchronous")
 
 
 async def _sleep_until(deadline: float, clock: Callable[[], float]) -> None:
@@ -569,6 +583,10 @@ async def run_session(agent: Any, request: AudioRequest, config: SessionConfig, 
             if config.paced:  # the last chunk was sent at the start of its span: let it play out
                 await _sleep_until(t0 + total / request.sample_rate, clock)
             sink.check()
+            if config.drain_output:  # the output still in flight has its place in the reply channel
+                await conn.end_input()
+                await sink.wait(config.max_wait_s)
+                sink.check()
             sink.result.finish_reason = "input_end"
             return sink.finished()
         if sink.result.input_end_s is None:
@@ -614,6 +632,45 @@ def playback_timeline(result: SessionResult, n_samples: int, sample_rate: int) -
     return out
 
 
+def frame_synchronous_timeline(result: SessionResult, n_samples: int, sample_rate: int,
+                               lead_s: float = 0.0) -> np.ndarray:
+    """The output as a frame-synchronous channel: ``(n_samples,)`` float32 at ``sample_rate`` Hz.
+
+    All output audio (mixed to mono, resampled to ``sample_rate``) back to back from ``lead_s``
+    seconds, whatever its arrival times, trimmed or zero-padded to ``n_samples``: the rule of
+    Full-Duplex-Bench's Moshi client (``v1_v1.5/model_inference/moshi/inference.py``: one 80 ms
+    frame of zeros, then every decoded frame in order, cut to the input's length), for a system
+    that answers every input frame with one output frame.
+    """
+    from spear_datasets.audio import resample
+
+    out = np.zeros(int(n_samples), np.float32)
+    if not result.chunks:
+        return out
+    audio, sr = result.concatenated()
+    a = resample(audio.mean(axis=0, keepdims=True), sr, sample_rate)[0]
+    start = min(max(0, int(round(lead_s * sample_rate))), len(out))
+    m = min(len(a), len(out) - start)
+    out[start:start + m] = a[:m]
+    return out
+
+
+def reply_timeline(agent: Any, result: SessionResult, n_samples: int, sample_rate: int) -> np.ndarray:
+    """FDB's reply channel ``(n_samples,)`` float32 at ``sample_rate`` Hz by ``agent``'s
+    ``timeline`` rule: ``arrival`` (:func:`playback_timeline`) or ``frame_synchronous``
+    (:func:`frame_synchronous_timeline` from its ``timeline_lead_s``).
+
+    Raises:
+        ValueError: an unknown rule.
+    """
+    rule = getattr(agent, "timeline", "arrival")
+    if rule == "arrival":
+        return playback_timeline(result, n_samples, sample_rate)
+    if rule == "frame_synchronous":
+        return frame_synchronous_timeline(result, n_samples, sample_rate, float(getattr(agent, "timeline_lead_s", 0.0)))
+    raise ValueError(f"unknown timeline rule {rule!r} (one of {', '.join(TIMELINES)})")
+
+
 class NetworkAgentBase:
     """Convenience base of network adapters: the :class:`NetworkAgent` attributes' defaults and a
     synchronous :meth:`respond` (so the adapter also works wherever an :class:`~spear_metrics.agents.base.Agent`
@@ -625,6 +682,8 @@ class NetworkAgentBase:
     max_wait_s: float = 30.0
     chunk_ms: Optional[float] = None
     max_concurrency: Optional[int] = None
+    timeline: str = "arrival"
+    timeline_lead_s: float = 0.0
     instructions: Optional[str] = None
     onset_rule: str = "none (half-duplex: the answer is placed at the question end)"
 
@@ -706,6 +765,7 @@ def answer_from_session(result: SessionResult, onset: Optional[float]) -> AgentA
 
 __all__ = [
     "AudioRequest", "DialogueTurn", "DuplexConnection", "NetworkAgent", "NoAnswerError", "OutputChunk", "OutputSink",
-    "ProtocolError", "SessionAnswer", "SessionConfig", "SessionResult", "TextEvent", "answer_from_session", "is_network_agent", "playback_timeline",
+    "ProtocolError", "SessionAnswer", "SessionConfig", "SessionResult", "TextEvent", "answer_from_session", "frame_synchronous_timeline", "is_network_agent", "playback_timeline", "reply_timeline",
+    "TIMELINES",
     "NetworkAgentBase", "DEFAULT_CHUNK_MS", "clamp_concurrency", "pcm16_bytes", "resolve_chunk_ms", "run_session", "session_answer", "session_config",
 ]

@@ -43,9 +43,11 @@ realtime proxy fails a session without answer audio. Once the answer has begun a
 after the whole input was sent, the adapter reports the answer complete and the session stops
 its tail silence there (SPEAR; ``end_silence_s=0`` streams the whole tail); a time-synchronous
 session (FDB) always streams to the input's end.
-Full-Duplex-Bench's own client writes one frame of zeros and then the decoded frames back to back
-(output frame ``j`` at ``(j + 1) * 80 ms``, whatever its arrival time); ``fdb-infer`` plays each
-frame at its arrival instead (``playback_timeline``), which adds the server's real latency.
+``fdb-infer`` lays the reply channel out as Full-Duplex-Bench's own client writes it
+(``timeline = "frame_synchronous"``): one frame of zeros and then the decoded frames back to back
+(output frame ``j`` at ``(j + 1) * 80 ms``, whatever its arrival time), frame for frame with the
+input; the last partial input frame is sent zero-padded and the frames still in flight are
+drained (up to ``drain_s``) before the channel is cut to the input's length.
 """
 
 from __future__ import annotations
@@ -212,6 +214,9 @@ class MoshiAgent(NetworkAgentBase):
     paced = True
     #: the native input chunk (ms): one Mimi frame, as Kyutai's and FDB's clients send them
     chunk_ms = 80.0
+    #: FDB's reply channel as FDB's Moshi client writes it: one frame of zeros, then every output frame back to back
+    timeline = "frame_synchronous"
+    timeline_lead_s = FRAME_S
 
     def __init__(self, url: str = "ws://127.0.0.1:8998/api/chat", onset: str = "audio", speech_dbfs: float = -40.0,
                  onset_clock: str = "stream", tail_silence_s: float = 10.0, text_temperature: Optional[float] = None,
