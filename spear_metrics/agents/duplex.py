@@ -438,7 +438,7 @@ class DuplexConnection(Protocol):
     async def end_input(self) -> None:
         """The input (and its tail silence) is over: e.g. send the request (half-duplex) or commit
         the buffer and ask for a response if the server VAD did not. Not called in a
-        time-synchronous session."""
+        time-synchronous session, unless it drains its output (:attr:`SessionConfig.drain_output`)."""
         ...
 
     async def close(self) -> None:
@@ -466,6 +466,8 @@ class NetworkAgent(Protocol):
         timeline: how FDB's time-synchronous reply channel is laid out (:data:`TIMELINES`,
             :func:`reply_timeline`): ``arrival`` (default) or ``frame_synchronous``;
             ``timeline_lead_s`` where a frame-synchronous channel starts (s).
+        answer(result): SPEAR's answer from a session (:meth:`NetworkAgentBase.answer`,
+            :func:`session_answer`); default: every output chunk back to back from :meth:`onset`.
     """
 
     paced: bool
