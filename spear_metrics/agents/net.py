@@ -68,7 +68,9 @@ def register_secret(value: Optional[str]) -> None:
 
 def mask_secrets(text: str) -> str:
     """``text`` with every registered secret value (and the ``Bearer <token>`` of an
-    Authorization header) replaced by ``***``."""
+    Authorization header) replaced by ``***``. The token ends at white space, a quote, ``,``,
+    ``;`` or a closing bracket (``)``, ``]``, ``}``, ``>``), which is kept: ``(Bearer abc)`` ->
+    ``(Bearer ***)``."""
     out = str(text)
     for s in sorted(_SECRETS, key=len, reverse=True):
         if s in out:
@@ -76,7 +78,7 @@ def mask_secrets(text: str) -> str:
     if "Bearer " in out:
         import re
 
-        out = re.sub(r"Bearer\s+[^\s\"',;]+", "Bearer ***", out)
+        out = re.sub(r"Bearer\s+[^\s\"',;)\]}>]+", "Bearer ***", out)
     return out
 
 
@@ -178,6 +180,25 @@ async def with_retries(call: Callable[[], Awaitable[T]], policy: RetryPolicy, *,
                                status=e.status) from None
             await sleep(policy.delay(attempt, e.retry_after, rng))
     raise AssertionError("unreachable")
+
+
+def close_reason(exc: BaseException) -> tuple[Optional[int], str]:
+    """How a WebSocket connection closed, read from websockets' ``ConnectionClosed`` ``exc``:
+    ``(close code or None, words)``, e.g. ``(1011, "code 1011 (internal error)")``, or ``(None,
+    "the connection was lost without a close frame")`` (the project's one reading of a close frame)."""
+    rcvd = getattr(exc, "rcvd", None)
+    code = getattr(rcvd, "code", None)
+    reason = getattr(rcvd, "reason", "") or ""
+    if code is None:
+        return None, "the connection was lost without a close frame"
+    return code, f"code {code}" + (f" ({reason})" if reason else "")
+
+
+async def settle(receiver: Optional[asyncio.Task], timeout_s: float = 1.0) -> None:
+    """Let a receiver task read what arrived before the connection closed (at most ``timeout_s``
+    s), so that a send that met the closed connection reports the server's own reason."""
+    if receiver is not None and not receiver.done():
+        await asyncio.wait({receiver}, timeout=timeout_s)
 
 
 async def within(seconds: float, awaitable: Awaitable[T], what: str) -> T:
