@@ -120,10 +120,20 @@ def all_rows(sources: list[str]) -> tuple[list[dict[str, Any]], list[str]]:
     loaded, errors = load_sources(sources)
     rows = published_rows()
     for r in loaded:
+        if r.summary.get("benchmark"):  # another benchmark's results (e.g. Dynamic-SUPERB): not SPEAR columns
+            continue
         row = leaderboard_row(r)
         row["source"] = r.source
         rows.append(row)
     return rows, errors
+
+
+def dsuperb_table(sources: list[str]) -> pd.DataFrame:
+    """The Dynamic-SUPERB tab: one row per loaded Dynamic-SUPERB results dataset
+    (:func:`spear_metrics.dynamic_superb.results.leaderboard_frame`)."""
+    from spear_metrics.dynamic_superb.results import leaderboard_frame
+
+    return leaderboard_frame(load_sources(sources)[0])
 
 
 def _human_value(rows: list[dict[str, Any]], key: str) -> float | None:
@@ -601,6 +611,11 @@ def build_app(sources: list[str] | None = None) -> gr.Blocks:
                                label="download the table (CSV; empty cell = missing)")
             with gr.Accordion("Columns: dimensions, units, direction of better", open=False):
                 gr.Markdown(legend_markdown())
+        with gr.Tab("Dynamic-SUPERB"):
+            gr.Markdown("Dynamic-SUPERB Phase-2 results datasets (`spearbench dsuperb score` + `push-results`): one "
+                        "column per task (SPEARBench's project key: `judge_accuracy`, `WER`, `BLEU`, `pearson_r`...; "
+                        "upstream's metric functions are not public), then each key's mean over tasks.")
+            ds_table = gr.Dataframe(value=dsuperb_table(start), interactive=False, wrap=True, elem_id="dsuperb")
         with gr.Tab("Samples"):
             with gr.Row():
                 model_dd = gr.Dropdown(models0, value=models0[0][1] if models0 else None, label="model",
@@ -665,7 +680,8 @@ def build_app(sources: list[str] | None = None) -> gr.Blocks:
 
         add_btn.click(add_sources, [src_state, src_box, modes, open_w],
                       [src_state, modes, src_box, model_dd, status, report_dd],
-                      api_visibility="private").then(refresh, lb_inputs, lb_outputs)
+                      api_visibility="private").then(refresh, lb_inputs, lb_outputs).then(
+            dsuperb_table, [src_state], [ds_table], api_visibility="private")
 
         def leaderboard(sources_text: str = "", inference_modes: str = "", open_weights: str = "all",
                         sort: str = "model", sort_order: str = "ascending") -> dict:

@@ -18,6 +18,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "infer": ("spear_metrics.commands.infer", "run a speech agent over a SPEAR split into a scoreable answer folder"),
     "fdb": ("spear_metrics.commands.fdb", "score Full-Duplex-Bench task folders"),
     "fdb-infer": ("spear_metrics.commands.fdb_infer", "stream Full-Duplex-Bench stimuli through a network adapter into output.wav/output.json"),
+    "dsuperb": ("spear_metrics.commands.dsuperb",
+                "Dynamic-SUPERB Phase-2: list tasks, infer text answers into upstream's prediction files, score them"),
     "push-results": ("spear_metrics.commands.push_results", "publish a scored run as a Hub results dataset"),
     "publish": ("spear_metrics.commands.publish", "publish the dataset, the metric Spaces and the leaderboard Space"),
     "compare": ("spear_metrics.commands.compare", "paired comparison of two scored runs on the same inputs (A - B)"),

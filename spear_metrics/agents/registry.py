@@ -30,7 +30,8 @@ from spear_metrics.core.options import Option, OptionError, signature_options, u
 ENTRY_POINT_GROUP = "spearbench.agents"
 
 #: built-in adapters: name -> "module:attribute" (the reference agents and cascade need no
-#: downloads; openai-* call a network service: key from the environment)
+#: downloads; openai-* call a network service: key from the environment; fixed-text answers
+#: text-only benchmarks with a constant, a pipeline check)
 BUILTIN_AGENTS: dict[str, str] = {
     "human": "spear_metrics.agents.reference:HumanAgent",
     "silence": "spear_metrics.agents.reference:SilenceAgent",
@@ -39,6 +40,7 @@ BUILTIN_AGENTS: dict[str, str] = {
     "cascade": "spear_metrics.agents.cascade:CascadeAgent",
     "openai-audio": "spear_metrics.agents.openai_audio:OpenAIAudioAgent",
     "openai-realtime": "spear_metrics.agents.openai_realtime:OpenAIRealtimeAgent",
+    "fixed-text": "spear_metrics.agents.text:FixedTextAgent",
 }
 
 _RUNTIME: dict[str, Callable[..., Any]] = {}
@@ -195,6 +197,8 @@ def load_agent(name: str, **options: Any) -> Any:
     agent = factory(**typed)
     from spear_metrics.agents.duplex import is_network_agent
 
-    if not callable(getattr(agent, "respond", None)) and not is_network_agent(agent):
-        raise TypeError(f"agent {name!r} has neither respond(audio, row, config) nor async connect(request, sink, config)")
+    if not callable(getattr(agent, "respond", None)) and not is_network_agent(agent) \
+            and not callable(getattr(agent, "respond_text", None)):
+        raise TypeError(f"agent {name!r} has neither respond(audio, row, config), respond_text(request) "
+                        "nor async connect(request, sink, config)")
     return agent

@@ -21,6 +21,8 @@ from spear_metrics.core.dimension import MetricKey
 #: The Full-Duplex-Bench metric folder: an evaluate module (and metric Space) that is not a
 #: registered SPEAR dimension.
 FDB_METRIC = "full_duplex"
+#: The Dynamic-SUPERB Phase-2 metric folder (an evaluate module over text answers; not a SPEAR dimension).
+DSUPERB_METRIC = "dynamic_superb"
 
 
 @dataclass(frozen=True)
@@ -63,22 +65,27 @@ class Column:
 
 def metric_names() -> tuple[str, ...]:
     """Every metric folder that is an evaluate module: the registered SPEAR dimensions in
-    registry order, then ``full_duplex``."""
+    registry order, then ``full_duplex`` and ``dynamic_superb``."""
     from spear_metrics.core.registry import DIMENSIONS
 
-    return (*DIMENSIONS, FDB_METRIC)
+    return (*DIMENSIONS, FDB_METRIC, DSUPERB_METRIC)
 
 
 def metric_keys(metric: str) -> tuple[MetricKey, ...]:
-    """The declared keys of ``metric`` (a registered dimension's ``keys``; FDB's ``KEYS``).
+    """The declared keys of ``metric`` (a registered dimension's ``keys``; FDB's ``KEYS``;
+    Dynamic-SUPERB's ``PROJECT_KEYS``).
 
     Raises:
-        UnknownDimensionError: not a registered dimension nor ``full_duplex``.
+        UnknownDimensionError: not a registered dimension nor ``full_duplex`` / ``dynamic_superb``.
     """
     if metric == FDB_METRIC:
         from spear_metrics.full_duplex.definition import KEYS
 
         return KEYS
+    if metric == DSUPERB_METRIC:
+        from spear_metrics.dynamic_superb.metrics import PROJECT_KEYS
+
+        return PROJECT_KEYS
     from spear_metrics.core.registry import dimension_class
 
     return tuple(dimension_class(metric).keys)
