@@ -38,8 +38,10 @@ def _fake_process(conn, programs, answer) -> None:
 
     fake = RealtimeFake(programs, answer, KEY)
     conn.send(fake.url)
+    cpu0 = time.process_time()
     conn.recv()  # until told to stop
-    conn.send({"replied_at": dict(fake.replied_at), "connections": dict(fake.connections)})
+    conn.send({"replied_at": dict(fake.replied_at), "connections": dict(fake.connections),
+               "cpu_s": time.process_time() - cpu0})
     fake.close()
 
 
@@ -82,9 +84,11 @@ def run_once(csv_path: Path, names: list[str], out: Path, concurrency: int, clip
     os.environ["OPENAI_API_KEY"] = KEY
     try:
         t0 = time.perf_counter()
+        cpu0 = time.process_time()
         info = run_inference("openai-realtime", str(csv_path), out, progress=False, concurrency=concurrency,
                              agent_options={"base_url": url, "max_wait_s": "10"})
         wall = time.perf_counter() - t0
+        cpu = time.process_time() - cpu0
     finally:
         parent.send("stop")
         fake_info = parent.recv()
@@ -95,6 +99,7 @@ def run_once(csv_path: Path, names: list[str], out: Path, concurrency: int, clip
     stream_err = np.array([(r["onset_stream_s"] - at) * 1000 for r in ok])
     rt = np.array([r["response_time_s"] * 1000 for r in ok])
     lag = np.array([r["send_lag_max_s"] * 1000 for r in ok])
+    lag_at = np.array([r["send_lag_max_at_s"] * 1000 for r in ok])
 
     def stats(v):
         return {"median_ms": float(np.median(v)), "p99_ms": float(np.percentile(v, 99)), "max_ms": float(v.max()),
@@ -103,7 +108,9 @@ def run_once(csv_path: Path, names: list[str], out: Path, concurrency: int, clip
     return {"rows": len(names), "answered": info["n_answered"], "failed": info["n_failed"], "concurrency": concurrency,
             "wall_s": wall, "rows_per_s": len(names) / wall, "onset_error_wall": stats(wall_err),
             "onset_error_stream": stats(stream_err), "response_time": stats(rt), "send_lag_max": stats(lag),
-            "fake_connections": sum(fake_info["connections"].values())}
+            "send_lag_max_at_stream_time": stats(lag_at),
+            "fake_connections": sum(fake_info["connections"].values()), "client_cpu_s": cpu,
+            "fake_server_cpu_s": fake_info["cpu_s"], "load_average_1min_after": os.getloadavg()[0]}
 
 
 def main() -> int:

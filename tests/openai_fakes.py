@@ -24,7 +24,7 @@ import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Optional
+from typing import Optional
 
 import numpy as np
 
@@ -168,7 +168,8 @@ class RealtimeFake:
                         session["audio"]["output"]["format"]["rate"] = 16000
                     await ws.send(json.dumps({"type": "session.updated", "session": session}))
                 elif t == "input_audio_buffer.append":
-                    samples += len(base64.b64decode(ev["audio"])) // 2
+                    a = ev["audio"]  # 16-bit samples counted from the base64 length (no decoding: a light fake)
+                    samples += (len(a) // 4 * 3 - (len(a) - len(a.rstrip("=")))) // 2
                     if not started:
                         started = True
                         await ws.send(json.dumps({"type": "input_audio_buffer.speech_started"}))

@@ -205,7 +205,8 @@ class SessionResult:
             ``"input_end"`` (time-synchronous session ended with its input), or the adapter's own word.
         started_at: ``time.monotonic()`` value of ``t0``.
         send_lag_max_s: paced sessions: the largest delay (s) of a chunk's send behind its
-            scheduled time ``t0 + k * chunk_s`` (how well the pacing held; 0 when not paced).
+            scheduled time ``t0 + k * chunk_s`` (how well the pacing held; 0 when not paced);
+            ``send_lag_max_at_s`` the stream time (s) of that chunk.
     """
 
     chunks: list[OutputChunk] = field(default_factory=list)
@@ -217,6 +218,7 @@ class SessionResult:
     finish_reason: str = "stop"
     started_at: float = 0.0
     send_lag_max_s: float = 0.0
+    send_lag_max_at_s: float = 0.0
 
     @property
     def response_time_s(self) -> Optional[float]:
@@ -469,6 +471,7 @@ async def run_session(agent: Any, request: AudioRequest, config: SessionConfig, 
                 lag = clock() - (t0 + k * chunk_s)
                 if lag > sink.result.send_lag_max_s:
                     sink.result.send_lag_max_s = lag
+                    sink.result.send_lag_max_at_s = s / request.sample_rate
             sink.check()
             e = min(s + hop, total)
             if e <= n:

@@ -18,7 +18,8 @@ Output (``OUT``)::
     OUT/run_info.json     counts, agent, mode, timings, concurrency, onset rule, response-time statistics
     OUT/response_times.csv per row: answer_start_time, measured response_time_s (s, wall clock from
                           the end of the input or the request to the first answer audio), onset on
-                          the wall and stream clocks (network adapters), finish_reason; ``score``
+                          the wall and stream clocks and the worst send delay behind the
+                          real-time schedule (network adapters), finish_reason; ``score``
                           does not read it
     OUT/.work/            resume state: run.json (fingerprint), rank-<r>.jsonl (one line per row)
 
@@ -535,6 +536,7 @@ async def _infer_row_network(agent: Any, source: Source, i: int, out: Path, conf
         rec["onset_wall_s"] = result.first_audio_s
         rec["onset_stream_s"] = result.first_audio_input_s
         rec["send_lag_max_s"] = result.send_lag_max_s
+        rec["send_lag_max_at_s"] = result.send_lag_max_at_s
         ans = answer_from_session(result, agent.onset(result))
         wav, sr = validate_answer(ans)
         onset = None if ans.onset is None else float(ans.onset)
@@ -793,17 +795,19 @@ def finalize(source: Source, out: Path, *, agent_name: str, config: GenerationCo
         "elapsed_s": elapsed_s,
         **(extra or {}),
         "response_time_s": response_time_stats(records),
+        "send_lag_max_s": response_time_stats(records, key="send_lag_max_s"),
     }
     write_response_times(out / RESPONSE_TIMES, records)
     write_json_atomic(out / "run_info.json", info)
     return info
 
 
-def response_time_stats(records: list[dict[str, Any]]) -> dict[str, Any]:
-    """``{"n", "mean", "median", "p90", "min", "max"}`` (s) of the answered rows' measured
-    ``response_time_s`` (``None`` values when no row measured one)."""
-    v = np.array([r["response_time_s"] for r in records if r.get("status") == "ok"
-                  and isinstance(r.get("response_time_s"), (int, float))], dtype=float)
+def response_time_stats(records: list[dict[str, Any]], key: str = "response_time_s") -> dict[str, Any]:
+    """``{"n", "mean", "median", "p90", "min", "max"}`` (s) of the answered rows' ``key``
+    (``response_time_s``; ``send_lag_max_s``: how far behind its schedule each paced session fell
+    at worst) (``None`` values when no row has one)."""
+    v = np.array([r[key] for r in records if r.get("status") == "ok"
+                  and isinstance(r.get(key), (int, float))], dtype=float)
     if not v.size:
         return {"n": 0, "mean": None, "median": None, "p90": None, "min": None, "max": None}
     return {"n": int(v.size), "mean": float(v.mean()), "median": float(np.median(v)),
@@ -813,7 +817,7 @@ def response_time_stats(records: list[dict[str, Any]]) -> dict[str, Any]:
 #: per-row timing file beside metadata.csv (``score`` does not read it)
 RESPONSE_TIMES = "response_times.csv"
 RESPONSE_TIME_COLUMNS = ("row", "audio_path", "status", "answer_start_time", "response_time_s", "onset_wall_s",
-                         "onset_stream_s", "finish_reason")
+                         "onset_stream_s", "send_lag_max_s", "finish_reason")
 
 
 def write_response_times(path: Path, records: list[dict[str, Any]]) -> None:

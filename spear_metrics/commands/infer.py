@@ -93,6 +93,11 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if info is not None:
         print(f"{info['n_answered']}/{info['n_inputs']} answered, {info['n_failed']} failed -> {args.out}/metadata.csv")
+        lag = (info.get("send_lag_max_s") or {}).get("max")
+        if lag is not None and lag > 2 * args.chunk_ms / 1000.0:
+            print(f"spearbench infer: note: a paced session fell {lag:.3f} s behind its real-time schedule (see "
+                  f"send_lag_max_s in {args.out}/response_times.csv); its wall-clock onset includes that delay: "
+                  "use a lower --concurrency or a less loaded machine", file=sys.stderr)
         if info["n_failed"]:
             from pathlib import Path
 
