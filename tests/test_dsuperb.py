@@ -83,6 +83,8 @@ class JudgeScript:
             return (429, "rate limited", {"headers": {"Retry-After": "1"}}) if n == 1 else (200, "ok\nResult: YES")
         if marker == "500":
             return 500, "internal error"
+        if marker == "refuse":
+            return 403, "this request was refused by the content policy"
         if marker == "hang":
             return 200, "late\nResult: YES", {"delay_s": 3.0}
         raise AssertionError(marker)
@@ -325,8 +327,8 @@ def test_score_resumes_and_submission_round_trip(scored, pred):
     sub = read_submission(out / "submission.json")
     by = {e["name"]: e["scores"][0] for e in sub}
     assert set(by) == {ASR, CLS, REG}
-    assert by[ASR] == {"metric": "WER", "value": pytest.approx(10 / 42), "version": "1832d234ffe7ee15b513d3f342d0dab87470310b",
-                       "seen": True}
+    # the answers came from a local folder, not from the Hub commit the manifest pins: no version claimed
+    assert by[ASR] == {"metric": "WER", "value": pytest.approx(10 / 42), "version": None, "seen": True}
     assert by[CLS]["seen"] is False and by[CLS]["version"] is None and by[CLS]["metric"] == "judge_accuracy"
     # upstream's own example (docs/score_submission.md) reads back the same way
     example = [{"name": "SpeakerVerification_LibriSpeech-Test-Clean", "scores": [
@@ -377,6 +379,9 @@ def test_upstream_prediction_shapes(tmp_path):
                 "sllm_response": 42}}))
     summary = score_predictions(pred, tmp_path / "res", n_resamples=0, progress=False)
     assert summary["tasks"][ASR]["WER"] == pytest.approx(8 / 33)
+    # files dsuperb infer did not write: the manifest's pin, said to come from there
+    assert summary["tasks"][ASR]["revision"] == "1832d234ffe7ee15b513d3f342d0dab87470310b"
+    assert summary["tasks"][ASR]["revision_source"] == "manifest"
     per = summary["tasks"]["SuperbPR_LibriSpeech-TestClean"]
     assert per["PER"] == pytest.approx(2 / 4) and per["n_failed"] == 1 and per["PER_ci95"] is None
     rows = [json.loads(x) for x in (tmp_path / "res" / "per_sample.jsonl").read_text().splitlines()]
@@ -398,10 +403,15 @@ def test_judge_timeout_fails_row_and_no_judge_is_said(tmp_path):
     script = JudgeScript()
     with FakeChatServer(script) as srv:
         judge = Judge(srv.url, "slow", api_key="", seed=None, max_retries=1, timeout=0.5, backoff_s=0.0)
-        r = score_texts(["x [hang]", "y [yes]"], ["male", "male"], ["q", "q"], task=CLS, judge=judge, n_resamples=0)
+        r = score_texts(["x [hang]", "y [yes]", "z [refuse]"], ["male"] * 3, ["q"] * 3, task=CLS, judge=judge,
+                        n_resamples=0)
         judge.close()
     assert r["per_sample"][0]["status"] == "failed" and "ReadTimeout" in r["per_sample"][0]["error"]
-    assert r["judge_accuracy"] == 1.0 and r["judge_accuracy_n"] == 1 and r["na_rate"] == 0.5
+    assert r["per_sample"][0]["judge_attempts"] == 2  # 1 + max_retries, each cut at the 0.5 s limit
+    refused = r["per_sample"][2]
+    assert refused["status"] == "failed" and "HTTP 403" in refused["error"] and refused["judge_attempts"] == 1
+    assert len(script.times["refuse"]) == 1  # a refusal is not retried, and never counted as a NO
+    assert r["judge_accuracy"] == 1.0 and r["judge_accuracy_n"] == 1 and r["na_rate"] == pytest.approx(2 / 3)
     none = score_texts(["a"], ["b"], ["q"], task=CLS, judge=None, n_resamples=0)
     assert none["judge_accuracy"] is None and "no judge given" in none["per_sample"][0]["error"]
     unsupported = score_texts(["2"], ["2"], ["q"], task="HEARSpeakerCountIdentification_LibriCount-Fold1")
@@ -478,6 +488,14 @@ def test_cli_score_and_push_results(pred, tmp_path, monkeypatch, capsys):
 
     frame = leaderboard_frame([res])
     assert frame.loc[0, f"{ASR} (WER)"] == pytest.approx(10 / 42)
+    # the Space: its SPEAR table leaves the run out, its Dynamic-SUPERB table shows it
+    import spear_metrics.space.app as app
+    from spear_metrics.results import SourcePolicy
+
+    monkeypatch.setattr(app, "POLICY", SourcePolicy([str(ds)]))
+    rows, errors = app.all_rows(["local:ds"])
+    assert errors == [] and "scripted" not in {r["model"] for r in rows}
+    assert app.dsuperb_table(["local:ds"]).loc[0, f"{CLS} (judge_accuracy)"] == pytest.approx(0.5)
     summary = json.loads((tmp_path / "res" / "summary.json").read_text())
     summary["tasks"][ASR]["WER"] = 0.01  # an edited figure is refused
     (tmp_path / "res" / "summary.json").write_text(json.dumps(summary))

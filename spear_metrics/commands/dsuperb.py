@@ -99,10 +99,17 @@ def _run_tasks(args: argparse.Namespace) -> int:
         specs = load_manifest(args.manifest)
     except ManifestError as e:
         return _err(str(e))
-    print("instance\tmetric\tproject_key\tcategory\thub_path\trevision")
+    lines = ["instance\tmetric\tproject_key\tcategory\thub_path\trevision"]
     for name, spec in sorted(specs.items()):
         key = PROJECT_METRICS[spec.metric].key if spec.metric in PROJECT_METRICS else "-"
-        print(f"{name}\t{spec.metric}\t{key}\t{spec.category}\t{spec.hub_path}\t{spec.revision or '-'}")
+        lines.append(f"{name}\t{spec.metric}\t{key}\t{spec.category}\t{spec.hub_path}\t{spec.revision or '-'}")
+    try:
+        print("\n".join(lines), flush=True)
+    except BrokenPipeError:  # `| head`: the reader has what it wanted
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     n_sup = sum(1 for s in specs.values() if s.metric in PROJECT_METRICS)
     print(f"{len(specs)} instances; {n_sup} with a SPEARBench value (project keys); published keys: unsupported "
           "(upstream's metric bodies are not public)", file=sys.stderr)

@@ -262,6 +262,19 @@ def _run_local(agent: Any, inst: TaskInstance, rows: list[TaskRow], record: Call
             record(rec)
     finally:
         caller.close()
+        _join_adapter_threads()
+
+
+def _join_adapter_threads(timeout_s: float = 5.0) -> None:
+    """Wait (bounded) for the adapter worker :meth:`SyncCaller.close` released to end: a model
+    whose native threads are still parked in it at interpreter exit may abort the process after
+    its work is done (``terminate called without an active exception``). A thread stuck in an
+    abandoned call is not waited for beyond ``timeout_s``."""
+    import threading
+
+    for t in threading.enumerate():
+        if t.name == "spearbench-adapter" and t is not threading.current_thread():
+            t.join(timeout_s)
 
 
 async def _run_network(agent: Any, inst: TaskInstance, rows: list[TaskRow], record: Callable[[dict[str, Any]], None], *,

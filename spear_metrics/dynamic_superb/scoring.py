@@ -173,7 +173,8 @@ def score_item(item: Item, judge: Any = None) -> SampleResult:
     empty reference); BLEU: ``BLEU_stats`` (sacrebleu's 10 sufficient statistics); Pearson:
     ``pearson_label``, ``pearson_prediction`` (null: no number in the response, N/A).
 
-    A judge that gives no reply after its retries fails the row with the reason.
+    Every metric but the judge's reads the first label (``label``) as the reference. A judge
+    that gives no reply after its retries fails the row with the reason.
 
     Raises:
         spear_metrics.core.models.ModelUnavailableError: a local judge model that cannot be loaded
@@ -203,8 +204,7 @@ def score_item(item: Item, judge: Any = None) -> SampleResult:
         v.update(judge_reply=ans.reply, judge_verdict=ans.value, judge_unparsed=ans.value is None,
                  judge_accuracy=verdict_value(ans.value), judge_attempts=len(ans.attempts))
     elif spec.kind == "error_rate":
-        ref = " ".join(item.labels) if spec.tokens != "phonemes" else item.labels[0]
-        edits, n = edit_counts(tokens(ref, spec.tokens), tokens(resp, spec.tokens))
+        edits, n = edit_counts(tokens(item.labels[0], spec.tokens), tokens(resp, spec.tokens))
         v.update({f"{spec.key}_edits": edits, f"{spec.key}_ref_tokens": n, spec.key: (edits / n) if n else None})
     elif spec.kind == "bleu":
         v["BLEU_stats"] = bleu_stats(resp, item.labels[0])
@@ -442,6 +442,7 @@ def score_predictions(pred_dir: str | os.PathLike, out_dir: str | os.PathLike, *
     unknown: dict[str, tuple[str, int]] = {}
     fp_files: dict[str, str] = {}
     revisions: dict[str, Optional[str]] = {}
+    rev_source: dict[str, str] = {}
     categories: dict[str, str] = {}
     n_rows_of: dict[str, int] = {}
     for inst, path in files.items():
@@ -454,7 +455,12 @@ def score_predictions(pred_dir: str | os.PathLike, out_dir: str | os.PathLike, *
             unknown[inst] = (note, len(its))
             continue
         categories[inst] = spec.category
-        revisions[inst] = info.get("revision") or spec.revision or None
+        # the revision the answers were made from: what dsuperb infer loaded (None for local data);
+        # for files it did not write, the manifest's pin (the caller vouches for it)
+        if info:
+            revisions[inst], rev_source[inst] = info.get("revision") or None, "infer"
+        else:
+            revisions[inst], rev_source[inst] = spec.revision or None, "manifest"
         metric = spec.metric
         its, sha = read_predictions(path, inst, metric, start=len(items) + len(failed))
         fails = read_failures(pred_dir, inst) or []
@@ -513,7 +519,8 @@ def score_predictions(pred_dir: str | os.PathLike, out_dir: str | os.PathLike, *
     summary_tasks: dict[str, dict[str, Any]] = {}
     for inst in sorted(task_rows):
         t = aggregate_task(specs[inst].metric, by_task.get(inst, []), n_rows_of[inst], n_resamples=n_resamples, seed=seed)
-        t.update(category=categories[inst], hub_path=specs[inst].hub_path, revision=revisions.get(inst))
+        t.update(category=categories[inst], hub_path=specs[inst].hub_path, revision=revisions.get(inst),
+                 revision_source=rev_source.get(inst) if revisions.get(inst) else None)
         summary_tasks[inst] = t
     for inst, (note, n_unknown) in unknown.items():
         summary_tasks[inst] = {"metric": None, "value_note": note, "n_rows": n_unknown, "n_scored": 0, "n_failed": 0,
