@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import time
 from pathlib import Path
 
@@ -465,7 +464,7 @@ def test_local_judge_tiny_llama(tmp_path):
 # --------------------------------------------------------------------------- CLI, results dataset, evaluate
 
 
-def test_cli_score_and_push_results(pred, tmp_path, monkeypatch, capsys):
+def test_cli_score_and_push_results(pred, data, tmp_path, monkeypatch, capsys):
     from spear_metrics.cli import main
     from spear_metrics.results import load_results_folder, write_results_dataset
     from spear_metrics.results.validate import ResultsError
@@ -480,6 +479,19 @@ def test_cli_score_and_push_results(pred, tmp_path, monkeypatch, capsys):
     assert rc == 0 and "judge_accuracy" in captured.out and KEY not in captured.out + captured.err
     assert "failed row" in captured.err  # the failed rows are shown with their reasons
     assert main(["dsuperb", "score", "--pred", str(tmp_path / "nowhere"), "--out", str(tmp_path / "r2")]) == 2
+    # infer: an instance that cannot be loaded is reported (exit 2) while the others are written
+    import shutil
+
+    shutil.copytree(data / REG, tmp_path / "data" / REG)
+    (tmp_path / "data" / "Broken_Instance").mkdir()
+    (tmp_path / "m.csv").write_text("instance,metric\nBroken_Instance,word_error_rate\n")
+    capsys.readouterr()
+    rc = main(["dsuperb", "infer", "--agent", "fixed-text", "-a", "text=7", "--tasks", f"Broken_Instance,{REG}",
+               "--data", str(tmp_path / "data"), "--manifest", str(tmp_path / "m.csv"), "--out", str(tmp_path / "p2"),
+               "--no-progress"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "Broken_Instance: not run: cannot load instance Broken_Instance" in err
+    assert len(json.loads((tmp_path / "p2" / f"{REG}.json").read_text())) == 5
     assert main(["dsuperb", "score", "--pred", str(pred[0]), "--out", str(tmp_path / "r3"), "--judge-url", "http://x"]) == 2
     ds = write_results_dataset(tmp_path / "res", tmp_path / "ds", model_name="scripted")
     res = load_results_folder(ds, where="local:ds")

@@ -139,8 +139,8 @@ def _run_infer(args: argparse.Namespace) -> int:
             print_failures([(f"{f['row']} ({f['file']})", f["error"]) for f in st["failures"]],
                            f"{args.out}/{WORK}/{name}/failures.jsonl (rerun with --retry-failed)", total=st["n_failed"])
     for name, why in info["failed_instances"].items():
-        print(f"{name}: not run: {why}", file=sys.stderr)
-    return 0
+        print(f"spearbench dsuperb: {name}: not run: {why}", file=sys.stderr)
+    return 2 if info["failed_instances"] else 0  # an instance that cannot be loaded is no row's fault
 
 
 def _make_judge(args: argparse.Namespace):

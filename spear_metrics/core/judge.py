@@ -400,7 +400,7 @@ class LocalJudge:
 
             from spear_metrics.core.models import ModelUnavailableError, resolve_model
 
-            path = resolve_model(self.model, purpose="LLM judge", option="--judge-local")
+            path = resolve_model(self.model, purpose="LLM judge")
             try:
                 tok = AutoTokenizer.from_pretrained(str(path))
                 dtype = "auto" if self.dtype == "auto" else getattr(torch, self.dtype)

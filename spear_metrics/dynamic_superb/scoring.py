@@ -32,9 +32,9 @@ import json
 import math
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Optional, Sequence
 
 from spear_metrics.core.records import SampleResult, one_line, write_json_atomic, write_jsonl_atomic
 from spear_metrics.dynamic_superb.metrics import (
@@ -55,7 +55,7 @@ from spear_metrics.dynamic_superb.metrics import (
     tokens,
     verdict_value,
 )
-from spear_metrics.dynamic_superb.tasks import CATEGORY_OF_METRIC, TaskSpec, label_columns
+from spear_metrics.dynamic_superb.tasks import TaskSpec, label_columns
 
 BENCHMARK = "dynamic_superb"
 PROTOCOL = "Dynamic-SUPERB Phase-2"
