@@ -85,10 +85,10 @@ def _request(inst: TaskInstance, row: TaskRow) -> Any:
     """
     from spear_metrics.agents.duplex import AudioRequest
 
-    wav, sr = decode_cell(row.audio["audio"], f"{inst.spec.instance} row {row.index} audio")
+    wav, sr = decode_cell(inst.audio_cell(row.index, "audio"), f"{inst.spec.instance} row {row.index} audio")
     kw: dict[str, Any] = {}
     if "audio2" in row.audio:
-        wav2, sr2 = decode_cell(row.audio["audio2"], f"{inst.spec.instance} row {row.index} audio2")
+        wav2, sr2 = decode_cell(inst.audio_cell(row.index, "audio2"), f"{inst.spec.instance} row {row.index} audio2")
         kw = dict(audio2=wav2, audio2_sample_rate=int(sr2))
     return AudioRequest(audio=wav, sample_rate=int(sr), instructions=row.instruction, modalities=("text",),
                         row_id=f"{inst.spec.instance}/{row.file}", **kw)

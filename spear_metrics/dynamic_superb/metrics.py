@@ -293,7 +293,3 @@ def metric_plan(upstream: str) -> tuple[Optional[ProjectMetric], str]:
     note = UPSTREAM_UNREADABLE.format(fn=upstream)
     return PROJECT_METRICS.get(upstream), note
 
-
-def values_of(rows: Sequence[dict[str, Any]], key: str) -> list[Any]:
-    """The per-row values ``key`` of ``rows`` (``None`` where absent)."""
-    return [r.get(key) for r in rows]

@@ -150,7 +150,9 @@ class TaskRow:
         file: the ``file`` cell (the prediction file's key).
         instruction: the text instruction.
         labels: ``label``, then ``label2``, ``label3``... (non-empty ones, in order).
-        audio: ``{"bytes", "path"}`` cells of ``audio``, ``audio2``... by column name.
+        audio: the audio columns this row has a cell in (``audio``, ``audio2``); the cells
+            themselves are read when the row runs (:meth:`TaskInstance.audio_cell`): an instance
+            is never held in memory whole.
         meta: the other non-audio cells (JSON-able), copied into the prediction entry.
         error: why the row cannot be run (``None`` when it can).
     """
@@ -159,7 +161,7 @@ class TaskRow:
     file: str
     instruction: str
     labels: tuple[str, ...]
-    audio: dict[str, Any] = field(default_factory=dict)
+    audio: tuple[str, ...] = ()
     meta: dict[str, Any] = field(default_factory=dict)
     error: Optional[str] = None
 
@@ -189,6 +191,16 @@ class TaskInstance:
     source: str
     rows: list[TaskRow]
     revision: Optional[str] = None
+    dataset: Any = None
+
+    def audio_cell(self, index: int, column: str) -> dict[str, Any]:
+        """The ``{"bytes", "path"}`` cell of row ``index``'s audio column ``column`` (read now).
+
+        Raises:
+            KeyError: the dataset has no such column.
+        """
+        cell = self.dataset[int(index)][column]
+        return cell if isinstance(cell, dict) else {"bytes": None, "path": None if cell is None else str(cell)}
 
 
 def _json_cell(v: Any) -> Any:
@@ -295,16 +307,43 @@ def open_instance(spec: TaskSpec, data_root: Optional[str | os.PathLike] = None)
         if file_id and file_id not in seen:
             seen[file_id] = i
         rows.append(row)
-    # audio cells: read per row (they hold bytes); a row without audio fails
+    # which rows hold audio, from the Arrow table (no audio bytes are copied); a row without its
+    # first audio fails
     for c in audio_cols if not whole else ():
-        for i, cell in enumerate(ds.select_columns([c])[c] if n else []):
+        for i, present in enumerate(_audio_present(ds, c)):
             r = rows[i]
-            if cell is None or (isinstance(cell, dict) and not cell.get("bytes") and not cell.get("path")):
-                if c == "audio" and r.error is None:
-                    r.error = f"row {i} ({r.file}) has no audio"
+            if present:
+                r.audio += (c,)
+            elif c == "audio" and r.error is None:
+                r.error = f"row {i} ({r.file}) has no audio"
+    return TaskInstance(spec=spec, source=source, rows=rows, revision=rev, dataset=ds)
+
+
+def _audio_present(ds: Any, column: str) -> list[bool]:
+    """Per row: whether audio column ``column`` holds embedded bytes or a path (read from the
+    Arrow table, as lengths: the bytes stay where they are)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    col = ds.with_format("arrow")[column] if ds.num_rows else None
+    if col is None:
+        return []
+    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    if pa.types.is_struct(arr.type):
+        out = None
+        for name in ("bytes", "path"):
+            if arr.type.get_field_index(name) < 0:
                 continue
-            r.audio[c] = cell if isinstance(cell, dict) else {"bytes": None, "path": str(cell)}
-    return TaskInstance(spec=spec, source=source, rows=rows, revision=rev)
+            f = pc.struct_field(arr, name)
+            has = pc.fill_null(pc.greater(pc.binary_length(f), 0), False)
+            out = has if out is None else pc.or_(out, has)
+        if out is None:
+            return [False] * len(arr)
+        # a null struct (no cell at all) has no audio even where its fields read as present
+        return pc.and_(out, pc.is_valid(arr)).to_pylist()
+    if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type):
+        return pc.fill_null(pc.greater(pc.utf8_length(arr), 0), False).to_pylist()
+    return pc.is_valid(arr).to_pylist()
 
 
 def decode_cell(cell: dict[str, Any], what: str) -> tuple[Any, int]:
