@@ -124,7 +124,7 @@ def all_rows(sources: list[str]) -> tuple[list[dict[str, Any]], list[str]]:
     loaded, errors = load_sources(sources)
     rows = published_rows()
     for r in loaded:
-        if r.summary.get("benchmark"):  # another benchmark's results: its own tab (SpeechRole-Eval)
+        if r.summary.get("benchmark"):  # another benchmark's results (SpeechRole-Eval, Dynamic-SUPERB): its own tab
             continue
         row = leaderboard_row(r)
         row["source"] = r.source
@@ -138,6 +138,14 @@ def speechrole_table(sources: list[str], scope: str = "overall") -> pd.DataFrame
     from spear_metrics.speechrole.results import leaderboard_frame
 
     return leaderboard_frame(load_sources(sources)[0], scope)
+
+
+def dsuperb_table(sources: list[str]) -> pd.DataFrame:
+    """The Dynamic-SUPERB tab: one row per loaded Dynamic-SUPERB results dataset
+    (:func:`spear_metrics.dynamic_superb.results.leaderboard_frame`)."""
+    from spear_metrics.dynamic_superb.results import leaderboard_frame
+
+    return leaderboard_frame(load_sources(sources)[0])
 
 
 def _human_value(rows: list[dict[str, Any]], key: str) -> float | None:
@@ -645,6 +653,11 @@ def build_app(sources: list[str] | None = None) -> gr.Blocks:
             sr_scope = gr.Radio(["overall", "single", "multi"], value="overall", label="dialogues")
             sr_table = gr.Dataframe(value=speechrole_table(start), interactive=False, wrap=True, elem_id="speechrole")
             sr_scope.change(speechrole_table, [src_state, sr_scope], [sr_table], api_visibility="private")
+        with gr.Tab("Dynamic-SUPERB"):
+            gr.Markdown("Dynamic-SUPERB Phase-2 results datasets (`spearbench dsuperb score` + `push-results`): one "
+                        "column per task (SPEARBench's project key: `judge_accuracy`, `WER`, `BLEU`, `pearson_r`...; "
+                        "upstream's metric functions are not public), then each key's mean over tasks.")
+            ds_table = gr.Dataframe(value=dsuperb_table(start), interactive=False, wrap=True, elem_id="dsuperb")
         with gr.Tab("Samples"):
             with gr.Row():
                 model_dd = gr.Dropdown(models0, value=models0[0][1] if models0 else None, label="model",
@@ -710,7 +723,8 @@ def build_app(sources: list[str] | None = None) -> gr.Blocks:
         add_btn.click(add_sources, [src_state, src_box, modes, open_w],
                       [src_state, modes, src_box, model_dd, status, report_dd],
                       api_visibility="private").then(refresh, lb_inputs, lb_outputs).then(
-            speechrole_table, [src_state, sr_scope], [sr_table], api_visibility="private")
+            speechrole_table, [src_state, sr_scope], [sr_table], api_visibility="private").then(
+            dsuperb_table, [src_state], [ds_table], api_visibility="private")
 
         def leaderboard(sources_text: str = "", inference_modes: str = "", open_weights: str = "all",
                         sort: str = "model", sort_order: str = "ascending") -> dict:

@@ -20,6 +20,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "fdb-infer": ("spear_metrics.commands.fdb_infer", "stream Full-Duplex-Bench stimuli through a network adapter into output.wav/output.json"),
     "speechrole": ("spear_metrics.commands.speechrole",
                    "SpeechRole-Eval: infer role-play speech, judge it against the reference voices, summarize"),
+    "dsuperb": ("spear_metrics.commands.dsuperb",
+                "Dynamic-SUPERB Phase-2: list tasks, infer text answers into upstream's prediction files, score them"),
     "push-results": ("spear_metrics.commands.push_results", "publish a scored run as a Hub results dataset"),
     "publish": ("spear_metrics.commands.publish", "publish the dataset, the metric Spaces and the leaderboard Space"),
     "compare": ("spear_metrics.commands.compare", "paired comparison of two scored runs on the same inputs (A - B)"),

@@ -31,7 +31,8 @@ ENTRY_POINT_GROUP = "spearbench.agents"
 
 #: built-in adapters: name -> "module:attribute" (the reference agents and cascade need no
 #: downloads; openai-* and gemini-live call a network service: key from the environment; moshi
-#: calls a Moshi-protocol server the user runs)
+#: calls a Moshi-protocol server the user runs; fixed-text answers text-only benchmarks with a
+#: constant, a pipeline check)
 BUILTIN_AGENTS: dict[str, str] = {
     "human": "spear_metrics.agents.reference:HumanAgent",
     "silence": "spear_metrics.agents.reference:SilenceAgent",
@@ -43,6 +44,7 @@ BUILTIN_AGENTS: dict[str, str] = {
     "gemini-live": "spear_metrics.agents.gemini_live:GeminiLiveAgent",
     "moshi": "spear_metrics.agents.moshi:MoshiAgent",
     "qwen-omni": "spear_metrics.agents.qwen_omni:QwenOmniAgent",
+    "fixed-text": "spear_metrics.agents.text:FixedTextAgent",
 }
 
 _RUNTIME: dict[str, Callable[..., Any]] = {}
@@ -230,6 +232,8 @@ def load_agent(name: str, **options: Any) -> Any:
     agent = factory(**typed)
     from spear_metrics.agents.duplex import is_network_agent
 
-    if not callable(getattr(agent, "respond", None)) and not is_network_agent(agent):
-        raise TypeError(f"agent {name!r} has neither respond(audio, row, config) nor async connect(request, sink, config)")
+    if not callable(getattr(agent, "respond", None)) and not is_network_agent(agent) \
+            and not callable(getattr(agent, "respond_text", None)):
+        raise TypeError(f"agent {name!r} has neither respond(audio, row, config), respond_text(request) "
+                        "nor async connect(request, sink, config)")
     return agent

@@ -344,7 +344,7 @@ def write_results_dataset(
     bench = benchmark_checks(summary)
     if bench is not None and (metadata is not None or with_audio or with_inputs):
         raise ResultsError(f"{results_dir}: a {summary['benchmark']} run takes no --metadata, --with-audio or "
-                           "--with-inputs (its per-dialogue rows hold the judge's scores)")
+                           "--with-inputs (its rows hold that benchmark's own per-item values)")
     csv_dir = None
     if metadata is not None:
         rows, csv_dir = merge_metadata(rows, Path(metadata))
