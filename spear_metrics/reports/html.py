@@ -436,8 +436,24 @@ def build_report(
         notes: lines about inputs that could not be read at all (shown at the top).
         n_resamples / seed: the paired bootstrap of the tests against the human answers.
     """
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    from spear_datasets.files import open_folder
+
+    # --out: new, empty or a report folder this tool wrote; every file written is recorded
+    with open_folder(out_dir, command="report") as folder:
+        folder.remove_recorded()  # the previous report written here (its files only): a page never mixes two
+        return _build_report(run, Path(out_dir), human=human, against=against, notes=notes, n_resamples=n_resamples,
+                             seed=seed)
+
+
+def _build_report(run: RunData, out: Path, *, human: RunData | None, against: Sequence[RunData], notes: Sequence[str],
+                  n_resamples: int, seed: int) -> Path:
+    """:func:`build_report` once ``out`` is open (writes recorded)."""
+    import hashlib
+    import json
+
+    from spear_datasets.files import atomic_path
+    from spear_metrics.results.write import REPORT_RECORD
+
     page = Page()
     published = published_human_row()
     comp = compare(run, human, n_resamples=n_resamples, seed=seed) if human is not None else None
@@ -508,11 +524,15 @@ def build_report(
            f'<meta name="viewport" content="width=device-width, initial-scale=1"><style>{CSS}</style></head>\n'
            f"<body>\n{body}\n</body></html>\n")
     for f in page.figures:
-        (out / f.name).write_bytes(f.data)
+        with atomic_path(out / f.name) as tmp:
+            tmp.write_bytes(f.data)
+    summary = Path(run.source) / "summary.json"
+    digest = hashlib.sha256(summary.read_bytes()).hexdigest() if summary.is_file() else None
+    with atomic_path(out / ".work" / REPORT_RECORD) as tmp:
+        tmp.write_text(json.dumps({"summary_sha256": digest}) + "\n", encoding="utf-8")
     path = out / "index.html"
-    tmp = path.with_suffix(".html.tmp")
-    tmp.write_text(doc, encoding="utf-8")
-    tmp.replace(path)
+    with atomic_path(path) as tmp:
+        tmp.write_text(doc, encoding="utf-8")
     return path
 
 

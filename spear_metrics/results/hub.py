@@ -12,6 +12,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from spear_datasets.files import WORK_DIR
+
 #: A Hub repository id: ``owner/name``, each starting with a letter or digit (so ``../..`` or
 #: ``.hidden/x`` never passes for one), no ``--`` or ``..`` inside.
 REPO_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,95}/[A-Za-z0-9][A-Za-z0-9_.-]{0,95}")
@@ -68,7 +70,9 @@ def upload_folder(folder: str | Path, repo_id: str, *, repo_type: str, api: Any 
     api = hub_api(api)
     kw = {"space_sdk": space_sdk} if repo_type == "space" and space_sdk else {}
     api.create_repo(repo_id, repo_type=repo_type, private=private, exist_ok=True, **kw)
-    info = api.upload_folder(folder_path=str(folder), repo_id=repo_id, repo_type=repo_type, commit_message=commit_message)
+    # the folder's work folder (the record of what this tool wrote there, locks) is never uploaded
+    info = api.upload_folder(folder_path=str(folder), repo_id=repo_id, repo_type=repo_type, commit_message=commit_message,
+                             ignore_patterns=[f"{WORK_DIR}/*", f"{WORK_DIR}/**"])
     url = getattr(info, "commit_url", None) or (info if isinstance(info, str) else None)
     prefix = {"dataset": "datasets/", "space": "spaces/"}.get(repo_type, "")
     return url or f"https://huggingface.co/{prefix}{repo_id}"

@@ -45,6 +45,6 @@ def push_results(
         api = HfApi(token=token)
     kwargs.setdefault("model_name", repo_id.split("/", 1)[1])
     with tempfile.TemporaryDirectory(prefix="spearbench-results-") as tmp:
-        folder = write_results_dataset(results_dir, tmp, **kwargs)
+        folder = write_results_dataset(results_dir, tmp, own=False, **kwargs)  # a fresh folder of ours: no record
         return upload_folder(folder, repo_id, repo_type="dataset", api=api, private=private,
                              commit_message=f"SPEARBench results: {kwargs['model_name']}")
