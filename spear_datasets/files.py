@@ -77,6 +77,9 @@ def atomic_path(path: str | os.PathLike, *, tmp_suffix: str = "") -> Iterator[Pa
     try:
         yield tmp
         os.replace(tmp, p)
+        owner = active_folder(p)
+        if owner is not None:
+            owner.written(p)  # the file's identity as written: changed later, it is someone else's
     except BaseException as e:
         try:
             tmp.unlink(missing_ok=True)
@@ -94,22 +97,27 @@ def atomic_path(path: str | os.PathLike, *, tmp_suffix: str = "") -> Iterator[Pa
 # THE rule of what an output folder (``--out``) may hold, what a command records as written
 # there, and what ``--overwrite`` removes:
 #
-# - ``--out`` is used only when it does not exist, is an empty folder, or is a folder this tool
-#   wrote (it holds the work folder ``.work/`` with a run record, a manifest or work logs);
-#   anything else is refused with one line (exit 2), with or without ``--overwrite``;
+# - ``--out`` is used only when it does not exist, is an empty folder, or is a folder this
+#   command wrote (it holds the work folder ``.work/`` with its owner, a run record, a manifest
+#   or work logs); anything else, another command's folder included, is refused with one line
+#   (exit 2), with or without ``--overwrite``;
 # - every file a command writes there goes through :func:`atomic_path`, which records its path
 #   (and the folders it had to create) in the manifest ``.work/written-<rank>.jsonl`` before the
 #   file is written (appended, flushed and fsynced: a killed command never leaves a file it wrote
-#   unrecorded); a file already there that no run recorded is never replaced (one line, exit 2);
-# - ``--overwrite`` removes exactly the recorded paths (folders only when empty), never a folder
-#   it found, and never while a live process holds one of the folder's locks
-#   (``.work/rank-<r>.lock``, an exclusive ``flock`` held by every process writing the folder for
-#   as long as it writes; the OS drops it when the process dies, also on ``kill -9``).
+#   unrecorded), then the file's identity (inode, size, mtime) once it is in place; a file there
+#   that no run recorded, or that changed since this tool wrote it, is never replaced (one line,
+#   exit 2);
+# - ``--overwrite`` removes exactly the recorded paths still as this tool wrote them (folders
+#   only when empty), never a folder it found, and never while a live process holds one of the
+#   folder's locks (``.work/rank-<r>.lock``, an exclusive ``flock`` held by every process
+#   writing the folder for as long as it writes; the OS drops it when the process dies, also on
+#   ``kill -9``).
 
 #: The work folder inside every output folder: run record, work logs, locks, manifest.
 WORK_DIR = ".work"
-#: Manifest files (one per process rank): one JSON line ``{"path": rel, "kind": "file"|"dir"}``
-#: per path written (relative to the output folder, POSIX separators).
+#: Manifest files (one per process rank): JSON lines ``{"path": rel, "kind": "file"|"dir",
+#: "id": [inode, size, mtime_ns] | null}`` (relative to the output folder, POSIX separators;
+#: the latest line of a path wins; ``id`` null: announced, not yet seen written).
 MANIFEST_GLOB = "written-*.jsonl"
 #: The command that owns the folder: ``{"command": "score"}`` (written when it first opens it).
 OWNER_FILE = "owner.json"
@@ -212,7 +220,7 @@ class OwnedFolder:
         self.activity = activity
         self.flag = flag
         self.root_depth = len(Path(os.path.abspath(self.root)).parts)
-        self._recorded: set[str] | None = None
+        self._entries: dict[str, tuple[str, list | None]] | None = None
         self._manifest = None
         self._lock = None
         self._depth = 0
@@ -342,24 +350,54 @@ class OwnedFolder:
         except OSError as e:
             raise output_error(e, path) from None
 
-    def recorded(self) -> set[str]:
-        """Every path recorded by any run in this folder (all ranks' manifests), relative, POSIX."""
+    def _append(self, objs: list[dict]) -> None:
+        if self._manifest is None:
+            raise OutFolderError(f"{self.flag} {self.root} is not open for writing")
+        try:
+            for o in objs:
+                self._manifest.write(json.dumps(o, ensure_ascii=False) + "\n")
+            self._manifest.flush()
+            os.fsync(self._manifest.fileno())
+        except OSError as e:
+            raise output_error(e, self._manifest_path()) from None
+        for o in objs:
+            self._entries[o["path"]] = (o["kind"], o.get("id"))
+
+    def entries(self) -> dict[str, tuple[str, list | None]]:
+        """Every recorded path (all ranks' manifests): relative POSIX path -> ``(kind, identity)``,
+        the identity (inode, size, mtime in ns) of the file as this tool last wrote it, ``None``
+        when the write was announced but not seen through (a kill in between)."""
         with self._mutex:
-            if self._recorded is None:
-                self._recorded = set(_read_manifests(self.work))
-            return set(self._recorded)
+            if self._entries is None:
+                self._entries = _read_manifest_entries(self.work)
+            return dict(self._entries)
+
+    def recorded(self) -> set[str]:
+        """Every recorded path (relative, POSIX)."""
+        return set(self.entries())
+
+    def _ours(self, rel: str, entry: tuple[str, list | None] | None) -> bool:
+        """A recorded path still holding what this tool wrote there (a file changed or replaced
+        by someone since is theirs now)."""
+        if entry is None:
+            return False
+        kind, ident = entry
+        if kind != "file" or ident is None:
+            return True
+        return _identity(self.root / rel) in (None, ident)
 
     def is_recorded(self, path: str | os.PathLike) -> bool:
+        """Whether ``path`` was written by this tool here and is unchanged since."""
         rel = _rel(self.root, Path(path))
-        return rel is not None and rel in self.recorded()
+        return rel is not None and self._ours(rel, self.entries().get(rel))
 
     def record(self, path: str | os.PathLike, *, kind: str = "file") -> None:
         """Record ``path`` (a file, or a folder with ``kind="dir"``) and the folders between
         ``root`` and it that do not exist yet, before they are written.
 
         Raises:
-            OutFolderError: ``path`` exists and was never recorded (another tool's or the user's),
-                or lies outside the folder.
+            OutFolderError: ``path`` exists and is not this tool's (never recorded, or changed
+                since this tool wrote it), or lies outside the folder.
         """
         p = Path(path)
         rel = _rel(self.root, p)
@@ -368,10 +406,15 @@ class OwnedFolder:
         if rel == "" or rel == WORK_DIR or (rel.startswith(WORK_DIR + "/") and rel.count("/") == 1):
             return  # the folder itself, and its work folder's run record, logs, locks, manifests: known by name
         with self._mutex:
-            done = self.recorded()
-            if rel in done or (kind == "dir" and p.is_dir()):
-                return  # a folder that is there already is not this run's to remove
-            if kind == "file" and (p.exists() or p.is_symlink()):
+            done = self.entries()
+            if kind == "dir":
+                if rel in done or p.is_dir():
+                    return  # a folder that is there already is not this run's to remove
+            elif rel in done and self._ours(rel, done[rel]):
+                if done[rel][1] is not None:  # rewritten: its identity is unknown until the write is seen through
+                    self._append([{"path": rel, "kind": "file", "id": None}])
+                return
+            elif p.exists() or p.is_symlink():
                 raise OutFolderError(f"{p} exists and was not written by this tool in {self.flag} {self.root}: "
                                      "move it away or give another folder", errno.EEXIST)
             lines = []
@@ -380,38 +423,34 @@ class OwnedFolder:
                 d = "/".join(parts[:i])
                 if d not in done and not (self.root / d).exists():
                     lines.append({"path": d, "kind": "dir"})
-            lines.append({"path": rel, "kind": kind})
-            if self._manifest is None:
-                raise OutFolderError(f"{self.flag} {self.root} is not open for writing")
-            try:
-                for o in lines:
-                    self._manifest.write(json.dumps(o, ensure_ascii=False) + "\n")
-                self._manifest.flush()
-                os.fsync(self._manifest.fileno())
-            except OSError as e:
-                raise output_error(e, self._manifest_path()) from None
-            self._recorded.update(o["path"] for o in lines)
+            lines.append({"path": rel, "kind": kind, **({"id": None} if kind == "file" else {})})
+            self._append(lines)
+
+    def written(self, path: str | os.PathLike) -> None:
+        """Record the identity of a file just written at a recorded path (after its rename)."""
+        rel = _rel(self.root, Path(path))
+        if not rel or rel not in self.entries():
+            return
+        ident = _identity(self.root / rel)
+        if ident is not None:
+            with self._mutex:
+                self._append([{"path": rel, "kind": "file", "id": ident}])
 
     def record_existing(self, path: str | os.PathLike) -> None:
         """Record a file that is already there as this tool's (an output of the same run written by
         a version that kept no manifest). Use for nothing else."""
         rel = _rel(self.root, Path(path))
-        if rel is None or not rel:
+        if not rel or rel in self.entries():
             return
-        with self._mutex:
-            self.recorded()
-            if rel in self._recorded or self._manifest is None:
-                return
-            self._manifest.write(json.dumps({"path": rel, "kind": "file"}, ensure_ascii=False) + "\n")
-            self._manifest.flush()
-            self._recorded.add(rel)
+        self._append([{"path": rel, "kind": "file", "id": _identity(self.root / rel)}])
 
     def remove_recorded(self, under: str | None = None) -> int:
         """Remove every recorded path (or those at or below the relative folder ``under``):
-        files, then recorded folders that are empty, deepest first; work logs and the run
-        record too when ``under`` is ``None``. Locks are kept (a process waiting on one must keep
-        seeing the same file). A path whose real location has left the folder (a link swapped
-        in) is not followed. Returns how many paths were removed.
+        files still as this tool wrote them, then recorded folders that are empty, deepest first;
+        work logs and the run record too when ``under`` is ``None``. A file changed or replaced
+        since this tool wrote it is someone else's and stays; so does a path whose real location
+        has left the folder (a link swapped in). Locks are kept (a process waiting on one must
+        keep seeing the same file). Returns how many paths were removed.
 
         Raises:
             OutFolderError: another live process holds a lock of the folder.
@@ -420,25 +459,25 @@ class OwnedFolder:
         real_root = os.path.realpath(self.root)
         prefix = None if under is None else Path(under).as_posix().strip("/")
         with self._mutex:
-            entries = _read_manifest_entries(self.work)
+            entries = self.entries()
             n = 0
             dirs = []
-            for rel, kind in entries.items():
+            for rel, entry in entries.items():
                 if prefix is not None and rel != prefix and not rel.startswith(prefix + "/"):
                     continue
-                if kind == "dir":
+                if entry[0] == "dir":
                     dirs.append(rel)
                     continue
                 target = self.root / rel
                 parent = os.path.realpath(target.parent)
                 if parent != real_root and not parent.startswith(real_root.rstrip(os.sep) + os.sep):
                     continue
+                if not self._ours(rel, entry):
+                    continue
                 try:
                     if target.is_symlink() or target.is_file():
                         target.unlink()
                         n += 1
-                    elif target.is_dir():
-                        dirs.append(rel)
                 except OSError:
                     pass
             for rel in sorted(dirs, key=lambda r: -r.count("/")):
@@ -452,37 +491,42 @@ class OwnedFolder:
             if prefix is None:
                 for log in [*self.work.glob("rank-*.jsonl"), self.work / "run.json"]:
                     log.unlink(missing_ok=True)
-                for m in self.work.glob(MANIFEST_GLOB):
-                    if m != self._manifest_path():
-                        m.unlink(missing_ok=True)
-                if self._manifest is not None:
-                    self._manifest.truncate(0)
-                else:
-                    self._manifest_path().unlink(missing_ok=True)
-                self._recorded = set()
+                kept = {}
             else:
-                kept = {r: k for r, k in entries.items() if not (r == prefix or r.startswith(prefix + "/"))}
-                self._rewrite_manifests(kept)
+                kept = {r: e for r, e in entries.items() if not (r == prefix or r.startswith(prefix + "/"))}
+            self._rewrite_manifests(kept)
         return n
 
-    def _rewrite_manifests(self, kept: dict[str, str]) -> None:
-        """Keep only ``kept`` in the manifests (one file for this rank, atomically)."""
+    def _rewrite_manifests(self, kept: dict[str, tuple[str, list | None]]) -> None:
+        """Keep only ``kept`` in the manifests (one file for this rank, replaced atomically)."""
         for m in self.work.glob(MANIFEST_GLOB):
             if m != self._manifest_path():
                 m.unlink(missing_ok=True)
-        text = "".join(json.dumps({"path": r, "kind": k}, ensure_ascii=False) + "\n" for r, k in kept.items())
+        text = "".join(json.dumps({"path": r, "kind": k, **({"id": i} if k == "file" else {})}, ensure_ascii=False)
+                       + "\n" for r, (k, i) in kept.items())
         if self._manifest is not None:
             self._manifest.close()
+            self._manifest = None
         path = self._manifest_path()
         tmp = path.with_name(f".{path.name}.tmp")
         tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, path)
         self._open_manifest()
-        self._recorded = set(kept)
+        self._entries = dict(kept)
 
 
-def _read_manifest_entries(work: Path) -> dict[str, str]:
-    out: dict[str, str] = {}
+def _identity(path: Path) -> list | None:
+    """``[inode, size, mtime_ns]`` of a file (not following a final link); ``None`` when absent."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return [st.st_ino, st.st_size, st.st_mtime_ns]
+
+
+def _read_manifest_entries(work: Path) -> dict[str, tuple[str, list | None]]:
+    """The manifests of ``work`` merged: the last line of each path wins (its latest identity)."""
+    out: dict[str, tuple[str, list | None]] = {}
     for m in sorted(work.glob(MANIFEST_GLOB)):
         try:
             lines = m.read_text(encoding="utf-8", errors="replace").splitlines()
@@ -493,14 +537,14 @@ def _read_manifest_entries(work: Path) -> dict[str, str]:
                 o = json.loads(line)
             except json.JSONDecodeError:
                 continue  # a line cut by a kill: its file was not written yet
-            if isinstance(o, dict) and isinstance(o.get("path"), str) and o["path"] and ".." not in o["path"].split("/") \
-                    and not o["path"].startswith("/"):
-                out[o["path"]] = "dir" if o.get("kind") == "dir" else "file"
+            if not (isinstance(o, dict) and isinstance(o.get("path"), str) and o["path"]):
+                continue
+            rel = o["path"]
+            if rel.startswith("/") or ".." in rel.split("/"):
+                continue
+            kind = "dir" if o.get("kind") == "dir" else "file"
+            out[rel] = (kind, o.get("id") if isinstance(o.get("id"), list) else None)  # the latest line wins
     return out
-
-
-def _read_manifests(work: Path) -> list[str]:
-    return list(_read_manifest_entries(work))
 
 
 def find_open(root: str | os.PathLike, *, command: str, rank: int = 0) -> OwnedFolder | None:
