@@ -53,8 +53,9 @@ def run(args: argparse.Namespace) -> int:
         try:
             url = push_dataset(args.out, args.push, private=args.private or None)
         except Exception as e:  # auth / network: one line, never the token
-            print(f"spearbench build-dataset: push to {args.push} failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}",
-                  file=sys.stderr)
+            from spear_metrics.results.hub import safe_error
+
+            print(f"spearbench build-dataset: push to {args.push} failed: {safe_error(e)}", file=sys.stderr)
             return 3
         print(f"pushed to {url}")
     return 0

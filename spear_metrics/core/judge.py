@@ -17,6 +17,8 @@ import re
 import time
 from typing import Any, Sequence
 
+from spear_metrics.core.secrets import mask_secrets, register_secret
+
 #: HTTP statuses that will not get better on a retry (bad request, auth, unknown route/model)
 _FATAL_STATUS = {400, 401, 403, 404, 405, 422}
 _FENCE = re.compile(r"```(?:json|JSON)?[ \t]*\n?(.*?)```", re.DOTALL)
@@ -115,6 +117,7 @@ class Judge:
         self.timeout = float(timeout)
         self.backoff_s = max(0.0, float(backoff_s))
         self._api_key = api_key if api_key is not None else (os.environ.get("OPENAI_API_KEY") or None)
+        register_secret(self._api_key)  # a server that echoes it back never gets it printed or written
         self._client = None
 
     def describe(self) -> str:
@@ -165,16 +168,18 @@ class Judge:
         try:
             r = self._http().post(f"{self.base_url}/chat/completions", json=body)
         except httpx.HTTPError as e:
-            raise JudgeError(f"request to {self.base_url} failed: {type(e).__name__}: {' '.join(str(e).split())[:200]}") from None
+            raise JudgeError(f"request to {self.base_url} failed: {type(e).__name__}: "
+                             f"{mask_secrets(' '.join(str(e).split()))[:200]}") from None
         if r.status_code >= 400:
-            err = JudgeError(f"HTTP {r.status_code} from {self.base_url}/chat/completions: {' '.join(r.text.split())[:200]}")
+            err = JudgeError(f"HTTP {r.status_code} from {self.base_url}/chat/completions: "
+                             f"{mask_secrets(' '.join(r.text.split()))[:200]}")
             err.fatal = r.status_code in _FATAL_STATUS  # type: ignore[attr-defined]
             err.body = r.text  # type: ignore[attr-defined]
             raise err
         try:
             content = r.json()["choices"][0]["message"]["content"]
         except (ValueError, KeyError, IndexError, TypeError):
-            raise JudgeError(f"response is not a chat completion: {' '.join(r.text.split())[:200]}") from None
+            raise JudgeError(f"response is not a chat completion: {mask_secrets(' '.join(r.text.split()))[:200]}") from None
         if not isinstance(content, str):
             raise JudgeError("chat completion has no text content")
         return content

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from spear_metrics.core.secrets import mask_secrets, mask_value
 from spear_datasets.files import (
     OutFolderError, OutputError, OwnedFolder, atomic_path, find_open, make_dirs, output_error,
 )
@@ -46,8 +47,9 @@ def clean_value(v: Any) -> Any:
 
 def one_line(e: BaseException | str) -> str:
     """An exception (or text) as the one-line reason a failed row carries: whitespace collapsed,
-    the exception's type name when it has no message."""
-    msg = " ".join(str(e).split())
+    secrets masked (:func:`spear_metrics.core.secrets.mask_secrets`), the exception's type name
+    when it has no message."""
+    msg = mask_secrets(" ".join(str(e).split()))
     return msg or (type(e).__name__ if isinstance(e, BaseException) else "unknown error")
 
 
@@ -110,8 +112,8 @@ class SampleResult:
 
 
 def dumps(obj: dict[str, Any]) -> str:
-    """One JSON line, strict (no NaN)."""
-    return json.dumps(clean_value(obj), ensure_ascii=False, allow_nan=False)
+    """One JSON line, strict (no NaN), secrets masked (every work log, results and record line)."""
+    return json.dumps(mask_value(clean_value(obj)), ensure_ascii=False, allow_nan=False)
 
 
 def read_jsonl(path: str | os.PathLike) -> Iterator[dict[str, Any]]:
@@ -146,13 +148,13 @@ def write_jsonl_atomic(path: str | os.PathLike, objs: Iterable[dict[str, Any]]) 
 
 
 def write_json_atomic(path: str | os.PathLike, obj: dict[str, Any]) -> Path:
-    """Write one JSON document atomically (strict: NaN/inf become ``null``).
+    """Write one JSON document atomically (strict: NaN/inf become ``null``; secrets masked).
 
     Raises:
         OutputError: as :func:`write_jsonl_atomic`.
     """
     p = Path(path)
-    text = json.dumps(clean_value(obj), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    text = json.dumps(mask_value(clean_value(obj)), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
     with atomic_path(p) as tmp:
         tmp.write_text(text, encoding="utf-8")
     return p
@@ -264,7 +266,7 @@ def claim_out(out: str | os.PathLike, fingerprint: dict[str, Any], *, overwrite:
 def _claim(folder: OwnedFolder, fingerprint: dict[str, Any], *, overwrite: bool, conflict: Exception,
            adopt: Iterable[str]) -> None:
     """The fingerprint step of :func:`claim_out` (main process, lock held)."""
-    fp = json.loads(json.dumps(fingerprint, default=str))
+    fp = mask_value(json.loads(json.dumps(fingerprint, default=str)))  # as run.json holds it (no secret)
     work = folder.work
     path = work / "run.json"
     folder.refuse_if_live()

@@ -452,6 +452,7 @@ def _build_report(run: RunData, out: Path, *, human: RunData | None, against: Se
     import json
 
     from spear_datasets.files import atomic_path
+    from spear_metrics.core.secrets import mask_secrets
     from spear_metrics.results.write import REPORT_RECORD
 
     page = Page()
@@ -532,7 +533,7 @@ def _build_report(run: RunData, out: Path, *, human: RunData | None, against: Se
         tmp.write_text(json.dumps({"summary_sha256": digest}) + "\n", encoding="utf-8")
     path = out / "index.html"
     with atomic_path(path) as tmp:
-        tmp.write_text(doc, encoding="utf-8")
+        tmp.write_text(mask_secrets(doc, shapes=False), encoding="utf-8")
     return path
 
 

@@ -250,7 +250,9 @@ class SourcePolicy:
     def public(self, message: str) -> str:
         """``message`` without server paths (start folders by label, any other absolute path by
         its public form), whitespace collapsed, cut at a word boundary."""
-        text = " ".join(message.split())
+        from spear_metrics.core.secrets import mask_secrets
+
+        text = mask_secrets(" ".join(message.split()))
         for label, path in sorted(self._local.items(), key=lambda kv: -len(str(kv[1]))):
             text = text.replace(f"local:{path}", label).replace(str(path), label)
         return shorten(public_text(text) or "", 400)

@@ -37,6 +37,9 @@ def push_results(
     Raises:
         ResultsError: invalid run or options (nothing is uploaded).
     """
+    from spear_metrics.core.secrets import register_secret
+
+    register_secret(token)  # masked in every message from now on
     if not is_repo_id(repo_id):
         raise ResultsError(f"repo id {repo_id!r} is not OWNER/NAME")
     if api is None:

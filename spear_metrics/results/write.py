@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from spear_datasets.files import WORK_DIR, atomic_path, open_folder
+from spear_metrics.core.secrets import mask_secrets
 from spear_datasets.schema import subset_of
 from spear_metrics.results.paths import public_path, public_text, public_value
 from spear_metrics.results.validate import (
@@ -273,7 +274,10 @@ def card_text(summary: dict[str, Any], *, model_name: str, inference_mode: str |
 
 
 def _make_public(rows: list[dict[str, Any]], summary: dict[str, Any], roots: list[Path]):
-    """Rows and summary with every absolute local path made public (:mod:`.paths`)."""
+    """Rows and summary with every absolute local path made public (:mod:`.paths`) and every
+    secret masked (:func:`spear_metrics.core.secrets.mask_value`)."""
+    from spear_metrics.core.secrets import mask_value
+
     out_rows = []
     for r in rows:
         r = dict(r)
@@ -282,8 +286,8 @@ def _make_public(rows: list[dict[str, Any]], summary: dict[str, Any], roots: lis
                 r[k] = public_path(v, roots)
             elif isinstance(v, str):
                 r[k] = public_text(v, roots)
-        out_rows.append(r)
-    return out_rows, public_value(summary, roots)
+        out_rows.append(mask_value(r))
+    return out_rows, mask_value(public_value(summary, roots))
 
 
 #: In a report folder's work folder (``spearbench report``): the results the report was built
@@ -417,9 +421,9 @@ def write_results_dataset(
             tmp.write_text(json.dumps(summary, indent=2, ensure_ascii=False, allow_nan=False) + "\n", encoding="utf-8")
         with atomic_path(out / "README.md") as tmp:
             tmp.write_text(
-                card_text(summary, model_name=model_name.strip(), inference_mode=inference_mode,
-                          open_weights=open_weights, split=split, n_rows=len(rows), audio_cols=audio_cols,
-                          has_report=has_report),
+                mask_secrets(card_text(summary, model_name=model_name.strip(), inference_mode=inference_mode,
+                                       open_weights=open_weights, split=split, n_rows=len(rows), audio_cols=audio_cols,
+                                       has_report=has_report), shapes=False),
                 encoding="utf-8")
         if has_report:
             for f in sorted(report.iterdir()):  # the page and its PNGs only (no links, no folders)
