@@ -113,7 +113,11 @@ def mask_secrets(text: Any, extra_values: Iterable[Any] = (), *, shapes: bool = 
     letters). Non-string values (``None``, numbers) are returned unchanged."""
     if not isinstance(text, str) or not text:
         return text
-    for v in known_secrets(extra_values):
+    return _mask(text, known_secrets(extra_values), shapes)
+
+
+def _mask(text: str, secrets: list[str], shapes: bool) -> str:
+    for v in secrets:
         if v in text:
             text = text.replace(v, MASK)
     return HUB_TOKEN_SHAPE.sub(MASK, text) if shapes else text
@@ -122,15 +126,18 @@ def mask_secrets(text: Any, extra_values: Iterable[Any] = (), *, shapes: bool = 
 def mask_value(value: Any, extra_values: Iterable[Any] = (), *, shapes: bool = False) -> Any:
     """A JSON-like value (dicts, lists, strings) with :func:`mask_secrets` applied to every
     string, keys included (``shapes`` off by default: values are data)."""
-    extra = list(extra_values)
-    if isinstance(value, str):
-        return mask_secrets(value, extra, shapes=shapes)
-    if isinstance(value, dict):
-        return {mask_secrets(k, extra, shapes=shapes) if isinstance(k, str) else k: mask_value(v, extra, shapes=shapes)
-                for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [mask_value(v, extra, shapes=shapes) for v in value]
-    return value
+    secrets = known_secrets(extra_values)
+
+    def walk(v: Any) -> Any:
+        if isinstance(v, str):
+            return _mask(v, secrets, shapes) if v else v
+        if isinstance(v, dict):
+            return {walk(k) if isinstance(k, str) else k: walk(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [walk(x) for x in v]
+        return v
+
+    return walk(value)
 
 
 class _MaskingStream:
