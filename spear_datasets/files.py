@@ -104,7 +104,7 @@ def atomic_path(path: str | os.PathLike, *, tmp_suffix: str = "") -> Iterator[Pa
 # - every file a command writes there goes through :func:`atomic_path`, which records its path
 #   (and the folders it had to create) in the manifest ``.work/written-<rank>.jsonl`` before the
 #   file is written (appended, flushed and fsynced: a killed command never leaves a file it wrote
-#   unrecorded), then the file's identity (inode, size, mtime) once it is in place; a file there
+#   unrecorded), then the file's identity (size, mtime) once it is in place; a file there
 #   that no run recorded, or that changed since this tool wrote it, is never replaced (one line,
 #   exit 2);
 # - ``--overwrite`` removes exactly the recorded paths still as this tool wrote them (folders
@@ -116,7 +116,7 @@ def atomic_path(path: str | os.PathLike, *, tmp_suffix: str = "") -> Iterator[Pa
 #: The work folder inside every output folder: run record, work logs, locks, manifest.
 WORK_DIR = ".work"
 #: Manifest files (one per process rank): JSON lines ``{"path": rel, "kind": "file"|"dir",
-#: "id": [inode, size, mtime_ns] | null}`` (relative to the output folder, POSIX separators;
+#: "id": [size, mtime_ns] | null}`` (relative to the output folder, POSIX separators;
 #: the latest line of a path wins; ``id`` null: announced, not yet seen written).
 MANIFEST_GLOB = "written-*.jsonl"
 #: The command that owns the folder: ``{"command": "score"}`` (written when it first opens it).
@@ -365,7 +365,7 @@ class OwnedFolder:
 
     def entries(self) -> dict[str, tuple[str, list | None]]:
         """Every recorded path (all ranks' manifests): relative POSIX path -> ``(kind, identity)``,
-        the identity (inode, size, mtime in ns) of the file as this tool last wrote it, ``None``
+        the identity (size, mtime in ns) of the file as this tool last wrote it, ``None``
         when the write was announced but not seen through (a kill in between)."""
         with self._mutex:
             if self._entries is None:
@@ -516,12 +516,14 @@ class OwnedFolder:
 
 
 def _identity(path: Path) -> list | None:
-    """``[inode, size, mtime_ns]`` of a file (not following a final link); ``None`` when absent."""
+    """``[size, mtime_ns]`` of a file (not following a final link); ``None`` when absent. Not the
+    inode: a folder copied with its times (``cp -a``, ``rsync -a``, ``shutil.copytree``) stays
+    the tool's; an edit or a replacement changes the time."""
     try:
         st = os.lstat(path)
     except OSError:
         return None
-    return [st.st_ino, st.st_size, st.st_mtime_ns]
+    return [st.st_size, st.st_mtime_ns]
 
 
 def _read_manifest_entries(work: Path) -> dict[str, tuple[str, list | None]]:
