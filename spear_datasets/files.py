@@ -11,7 +11,6 @@ never leave a ``.<name>.tmp`` file behind.
 from __future__ import annotations
 
 import errno
-import fcntl
 import json
 import os
 import threading
@@ -303,11 +302,9 @@ class OwnedFolder:
             f = open(path, "a+")
         except OSError as e:
             raise output_error(e, path) from None
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
+        if not _try_lock(f):
             f.close()
-            raise self._busy(self.rank) from None
+            raise self._busy(self.rank)
         self._lock = f
 
     def _release_lock(self) -> None:
@@ -327,7 +324,8 @@ class OwnedFolder:
                 continue
             try:
                 with open(p, "a+") as f:
-                    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)  # released when closed
+                    if not _try_lock(f):  # released when closed
+                        live.append(r)
             except OSError:
                 live.append(r)
         return live
@@ -513,6 +511,28 @@ class OwnedFolder:
         os.replace(tmp, path)
         self._open_manifest()
         self._entries = dict(kept)
+
+
+def _try_lock(f) -> bool:
+    """Take an exclusive lock on the open file ``f`` without waiting (``flock``; on Windows
+    ``msvcrt.locking`` of its first byte); ``False`` when another process holds it. Closing the
+    file releases it."""
+    try:
+        import fcntl
+    except ImportError:  # Windows
+        import msvcrt
+
+        try:
+            f.seek(0)
+            msvcrt.locking(f.fileno(), msvcrt.LK_NBLCK, 1)
+            return True
+        except OSError:
+            return False
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except OSError:
+        return False
 
 
 def _identity(path: Path) -> list | None:

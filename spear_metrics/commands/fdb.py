@@ -55,7 +55,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch-size", type=number(integer=True, minimum=1), default=16,
                    help="samples per logged batch (>= 1; a kill loses at most one)")
     p.add_argument("--retry-failed", action="store_true", help="score again the samples that failed in an earlier run")
-    p.add_argument("--overwrite", action="store_true", help="discard results of another run in --out")
+    p.add_argument("--overwrite", action="store_true", help="replace another run in --out: removes only the files runs of `fdb` recorded there (docs/safety.md); refused while a live process writes it")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (default: a bar over samples on stderr)")
 
 

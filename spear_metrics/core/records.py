@@ -206,19 +206,22 @@ def claim_out(out: str | os.PathLike, fingerprint: dict[str, Any], *, overwrite:
     """Own the output folder ``out`` of a resumable run bound to ``fingerprint`` for the duration
     of the ``with`` block (see the rule in :mod:`spear_datasets.files`).
 
-    On the main process: ``out`` must be new, empty or this tool's
+    On the main process: ``out`` must be new, empty or this ``command``'s
     (:func:`spear_datasets.files.check_out_folder`); its rank-0 lock is taken and no other live
-    process may hold any of its locks; the same fingerprint (``out/.work/run.json``) resumes;
-    another one (or work logs without a run record) raises ``conflict``, or with ``overwrite``
-    removes exactly what earlier runs recorded as written (:meth:`OwnedFolder.remove_recorded`)
-    before the new record is written. ``adopt``: output names (relative) an earlier version of
-    this tool wrote without a manifest; they are adopted when the fingerprint matches.
+    process may hold any of its locks; the same fingerprint (``out/.work/run.json``, secrets
+    masked) resumes; another one (or work logs without a run record) raises ``conflict``, or with
+    ``overwrite`` removes exactly what earlier runs recorded as written
+    (:meth:`~spear_datasets.files.OwnedFolder.remove_recorded`) before the new record is written.
+    ``adopt``: output names (relative) an earlier version of this tool wrote without a manifest;
+    they are adopted when the fingerprint matches (a resume), and such a folder is never
+    overwritten (nothing of it was recorded, so nothing of it may be removed).
     The other processes then take their own rank's lock. Every file written under ``out``
     meanwhile is recorded; the locks are held until the block ends.
 
     Raises:
         ``conflict``; spear_datasets.files.OutFolderError: a folder holding what this tool did
-            not write, or a live process writing it (on every process under ``accelerate``).
+            not write, another command's folder, an older version's folder to overwrite, or a
+            live process writing it (raised on every process under ``accelerate``).
     """
     rank = 0 if state is None else state.process_index
     main = state is None or state.is_main_process
@@ -276,6 +279,10 @@ def _claim(folder: OwnedFolder, fingerprint: dict[str, Any], *, overwrite: bool,
     if orphan_logs or (path.exists() and _read_json(path) != fp):
         if not overwrite:
             raise conflict
+        legacy = [n for n in adopt if (folder.root / n).exists()] if not folder.recorded() else []
+        if legacy:  # its outputs were never recorded: nothing of it may be removed, so it cannot be replaced
+            raise OutFolderError(f"{folder.root} was written by an older version of this tool that kept no record "
+                                 f"of its files ({legacy[0]}...): give a new folder")
         folder.remove_recorded()
     elif path.exists() and not folder.recorded():
         # the same run, written by a version that kept no manifest: its own outputs are adopted
