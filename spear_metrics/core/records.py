@@ -19,7 +19,7 @@ from spear_datasets.files import (
     OutFolderError, OutputError, OwnedFolder, atomic_path, find_open, make_dirs, output_error,
 )
 
-__all__ = ["AppendLog", "OutputError", "SampleResult", "claim_out", "clean_value", "dumps", "one_line",
+__all__ = ["AppendLog", "OutputError", "SampleResult", "claim_out", "claim_work_dir", "clean_value", "dumps", "one_line",
            "read_jsonl", "read_rank_logs", "valid_record", "write_json_atomic", "write_jsonl_atomic"]
 
 OK = "ok"
@@ -264,6 +264,35 @@ def claim_out(out: str | os.PathLike, fingerprint: dict[str, Any], *, overwrite:
     finally:
         if opened is None:
             folder.close()
+
+
+def claim_work_dir(work: str | os.PathLike, fingerprint: dict[str, Any], *, overwrite: bool,
+                   conflict: Exception) -> Path:
+    """Bind a work folder alone to ``fingerprint`` (``work/run.json``), for a command whose
+    outputs live in a folder it does not own (replies written into a benchmark's own task
+    folders): the same fingerprint resumes; another one raises ``conflict``, or with
+    ``overwrite`` forgets the work folder's own records (run record, work logs, manifests: by
+    name) and nothing else, refused while a live process holds one of its locks. Commands that
+    own their output folder use :func:`claim_out` instead.
+
+    Raises:
+        ``conflict``; spear_datasets.files.OutFolderError: a live process holds a lock of ``work``.
+    """
+    work = Path(work)
+    fp = mask_value(json.loads(json.dumps(fingerprint, default=str)))
+    path = work / "run.json"
+    orphan_logs = not path.exists() and work.is_dir() and any(work.glob("rank-*.jsonl"))
+    if orphan_logs or (path.exists() and _read_json(path) != fp):
+        if not overwrite:
+            raise conflict
+        probe = OwnedFolder(work.parent, command="", rank=-1)
+        probe.work = work
+        probe.refuse_if_live()
+        for p in [path, *work.glob("rank-*.jsonl"), *work.glob("written-*.jsonl")]:
+            p.unlink(missing_ok=True)
+    make_dirs(work)
+    write_json_atomic(path, fp)
+    return work
 
 
 def _claim(folder: OwnedFolder, fingerprint: dict[str, Any], *, overwrite: bool, conflict: Exception,

@@ -13,9 +13,9 @@ Known secrets:
 - the ``extra_values`` of one call.
 
 A value shorter than :data:`MIN_SECRET_LENGTH` characters is not masked as a substring (it
-would cut ordinary words and paths; no real token or key is that short). As a last net, text
-shaped like a Hub token (``hf_`` + 8 or more letters/digits) is masked even when its value is
-not known here (a token of another account echoed by a server).
+would cut ordinary words and paths; no real token or key is that short). As a last net, in
+messages, text shaped like a Hub token (``hf_`` + 8 or more letters/digits) and the credential
+of an echoed ``Bearer <credential>`` are masked even when their value is not known here.
 
 Adapters that call other APIs register their keys (``register_secret(api_key)``) and pass any
 text they show or write through :func:`mask_secrets`; the CLI masks everything it prints
@@ -37,8 +37,10 @@ SECRET_ENV_VARS = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "OPENAI_API_KEY", "GEMI
 MASK = "***"
 #: Shorter values are not masked as substrings (see the module docstring).
 MIN_SECRET_LENGTH = 8
-#: Text shaped like a Hub token, masked whatever its value (the last net).
+#: Text shaped like a Hub token, masked whatever its value (the last net, in messages).
 HUB_TOKEN_SHAPE = re.compile(r"hf_[A-Za-z0-9]{8,}")
+#: The credential of an ``Authorization: Bearer <credential>`` echoed in a message (masked too).
+BEARER_SHAPE = re.compile(r"(Bearer\s+)[^\s\"',;]+")
 
 _REGISTERED: set[str] = set()
 _LOCK = threading.Lock()
@@ -120,7 +122,9 @@ def _mask(text: str, secrets: list[str], shapes: bool) -> str:
     for v in secrets:
         if v in text:
             text = text.replace(v, MASK)
-    return HUB_TOKEN_SHAPE.sub(MASK, text) if shapes else text
+    if not shapes:
+        return text
+    return BEARER_SHAPE.sub(lambda m: m.group(1) + MASK, HUB_TOKEN_SHAPE.sub(MASK, text))
 
 
 def mask_value(value: Any, extra_values: Iterable[Any] = (), *, shapes: bool = False) -> Any:
