@@ -120,10 +120,20 @@ def all_rows(sources: list[str]) -> tuple[list[dict[str, Any]], list[str]]:
     loaded, errors = load_sources(sources)
     rows = published_rows()
     for r in loaded:
+        if r.summary.get("benchmark"):  # another benchmark's results: its own tab (SpeechRole-Eval)
+            continue
         row = leaderboard_row(r)
         row["source"] = r.source
         rows.append(row)
     return rows, errors
+
+
+def speechrole_table(sources: list[str], scope: str = "overall") -> pd.DataFrame:
+    """The SpeechRole-Eval tab: one row per loaded SpeechRole results dataset
+    (:func:`spear_metrics.speechrole.results.leaderboard_frame`)."""
+    from spear_metrics.speechrole.results import leaderboard_frame
+
+    return leaderboard_frame(load_sources(sources)[0], scope)
 
 
 def _human_value(rows: list[dict[str, Any]], key: str) -> float | None:
@@ -616,6 +626,13 @@ def build_app(sources: list[str] | None = None) -> gr.Blocks:
                                label="download the table (CSV; empty cell = missing)")
             with gr.Accordion("Columns: dimensions, units, direction of better", open=False):
                 gr.Markdown(legend_markdown())
+        with gr.Tab("SpeechRole-Eval"):
+            gr.Markdown("SpeechRole-Eval results datasets (`spearbench speechrole score` + `push-results`): per aspect "
+                        "`100·ΣA/ΣB` (system's over reference speech's judge scores, 95 % interval over dialogues). "
+                        "A project key: the aggregation behind the published scores is not in public code.")
+            sr_scope = gr.Radio(["overall", "single", "multi"], value="overall", label="dialogues")
+            sr_table = gr.Dataframe(value=speechrole_table(start), interactive=False, wrap=True, elem_id="speechrole")
+            sr_scope.change(speechrole_table, [src_state, sr_scope], [sr_table], api_visibility="private")
         with gr.Tab("Samples"):
             with gr.Row():
                 model_dd = gr.Dropdown(models0, value=models0[0][1] if models0 else None, label="model",
@@ -680,7 +697,8 @@ def build_app(sources: list[str] | None = None) -> gr.Blocks:
 
         add_btn.click(add_sources, [src_state, src_box, modes, open_w],
                       [src_state, modes, src_box, model_dd, status, report_dd],
-                      api_visibility="private").then(refresh, lb_inputs, lb_outputs, api_visibility="private")
+                      api_visibility="private").then(refresh, lb_inputs, lb_outputs, api_visibility="private").then(
+            speechrole_table, [src_state, sr_scope], [sr_table], api_visibility="private")
 
         def leaderboard(sources_text: str = "", inference_modes: str = "", open_weights: str = "all",
                         sort: str = "model", sort_order: str = "ascending") -> dict:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -76,7 +77,9 @@ def known_asr(name: str, texts):
 class FakeChatServer:
     """A chat-completions server on a free loopback port (127.0.0.1) answering from a list of
     ``(status, content)`` (the last entry repeats) or from a function ``body -> (status,
-    content)``. Records every request body and header. Use as a context manager."""
+    content)``. An entry may carry a third element ``{"headers": {...}, "delay_s": s}``: response
+    headers (e.g. ``Retry-After``) and a sleep before answering (a hanging server). Records every
+    request body and header. Use as a context manager."""
 
     def __init__(self, replies):
         self.replies = replies if callable(replies) else list(replies)
@@ -90,19 +93,28 @@ class FakeChatServer:
                 outer.requests.append(json.loads(self.rfile.read(n)))
                 outer.headers.append(dict(self.headers))
                 if callable(outer.replies):
-                    status, content = outer.replies(outer.requests[-1])
+                    entry = outer.replies(outer.requests[-1])
                 else:
-                    status, content = outer.replies[min(len(outer.requests) - 1, len(outer.replies) - 1)]
+                    entry = outer.replies[min(len(outer.requests) - 1, len(outer.replies) - 1)]
+                status, content = entry[0], entry[1]
+                opts = entry[2] if len(entry) > 2 else {}
+                if opts.get("delay_s"):
+                    time.sleep(opts["delay_s"])
                 if status == 200:
                     body = json.dumps({"choices": [{"index": 0, "message": {"role": "assistant", "content": content}}]})
                 else:
                     body = json.dumps({"error": {"message": content}})
                 data = body.encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                try:
+                    self.send_response(status)
+                    for k, v in (opts.get("headers") or {}).items():
+                        self.send_header(k, str(v))
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):  # the client gave up waiting (timeout)
+                    pass
 
             def log_message(self, *a):
                 pass

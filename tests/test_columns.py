@@ -1,5 +1,5 @@
-"""One source for columns: every table of keys (leaderboard, benchmark keys, FDB, README and
-metric cards) derives from the MetricKey declarations; every metric folder is a complete Space."""
+"""One source for columns: every table of keys (leaderboard, benchmark keys, FDB, metric cards and
+the docs' reference pages) derives from the MetricKey declarations; every metric folder is a complete Space."""
 
 from __future__ import annotations
 
@@ -59,15 +59,16 @@ def test_template_keys_match_their_family_only():
     assert find_column("UTMOS_note") is None and find_column("latency_ms", ("emotions",)) is None
 
 
-def test_key_tables_in_readme_and_cards_are_generated(tmp_path, monkeypatch):
-    """The tables between the keys markers equal what scripts/gen_docs.py writes; a changed
-    declaration makes --check fail."""
+def test_key_tables_in_cards_and_reference_pages_are_generated(tmp_path, monkeypatch):
+    """The tables between the keys markers and the reference pages equal what scripts/gen_docs.py
+    writes; a changed declaration makes --check fail."""
     gen = _gen_docs()
     assert gen.main(["--check"]) == 0
     for path, table in gen.targets().items():
         text = path.read_text(encoding="utf-8")
         assert table in text, path
-    assert "| `latency_ms` | published | ms | closer to human (742.055) |" in (REPO / "README.md").read_text()
+    assert ("| [Interruptions](interruptions.md) | `latency_ms` | published | ms | closer to human (742.055) |"
+            in (REPO / "docs" / "reference" / "index.md").read_text())
     # drift: a description edited in a declaration is caught
     from spear_metrics.interruptions.definition import Interruptions
 

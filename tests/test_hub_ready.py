@@ -139,7 +139,7 @@ def test_installed_wheel_end_to_end(env, real_dir):
         assert light["imported"] == []  # results, the Space and publish never import torch or a model library
         assert light["rows"] == 4
         names = ["emotions", "explainable_features", "full_duplex", "interruptions", "language_dialect",
-                 "speech_quality", "stances", "turn_taking"]
+                 "speech_quality", "speechrole", "stances", "turn_taking"]
         assert sorted(light["loaded"]) == names and light["spaces"] == sorted([*names, "leaderboard"])
         out = root / "OUT"
         for name in names + ["leaderboard"]:

@@ -136,8 +136,9 @@ def test_silence_agent_has_empty_start_time_and_scores_as_no_speech(data, tmp_pa
     assert all(s["interrupted_time_ms"] is None for s in scores)
 
 
-class Killed(BaseException):
-    """Stands for SIGKILL: not an Exception, so the harness does not catch it."""
+class Killed(KeyboardInterrupt):
+    """Stands for SIGKILL: the one BaseException the harness does not turn into a failed row
+    (any other, SystemExit included, fails its row only)."""
 
 
 def test_kill_and_resume_leaves_no_duplicate_or_missing_row(data, tmp_path):

@@ -5,6 +5,7 @@ channel 1) and the Full-Duplex-Bench examples, copied into ``tmp_path`` and patc
 
 from __future__ import annotations
 
+import csv
 import errno
 import json
 import os
@@ -21,7 +22,7 @@ from spear_datasets.audio import load_audio, write_wav
 from spear_metrics.cli import main
 
 from conftest import REPO, STEREO_DIALOGUE
-from helpers import QUESTION_END, make_clips, row, write_rows
+from helpers import CONTEXT_END, QUESTION_END, make_clips, row, write_rows
 
 
 # --------------------------------------------------------------------------- helpers
@@ -238,8 +239,6 @@ def _readme_agent() -> str:
 
 
 def _start(out: Path) -> float:
-    import csv
-
     with open(out / "metadata.csv", newline="") as f:
         return float(next(csv.DictReader(f))["answer_start_time"])
 
@@ -253,10 +252,13 @@ def test_custom_agent_from_a_file_or_a_module(clips, tmp_path, monkeypatch, caps
     assert main(["infer", "--agent", f"{tmp_path / 'pkg' / 'my_agents.py'}:EchoAgent", "-a", "gap=0.5", *common,
                  "--out", str(tmp_path / "f")]) == 0
     assert _start(tmp_path / "f") == pytest.approx(0.5)  # answer_start_time = the gap
-    # the echo is the questioner's turn: FEE016 (channel 0 by `speakers`, the last tag of transcript_question)
+    # the echo is the question: the questioner FEE016's channel (channel 0 by `speakers`; the last tag of
+    # transcript_question) from context end to question end, with the question's words as its text
     ans = load_audio(tmp_path / "f" / "audio" / "in0.wav")[0]
-    q = load_audio(d / "in0.wav")[0]
+    q = load_audio(d / "in0.wav")[0][round(CONTEXT_END * 16_000):round(QUESTION_END * 16_000)]
     assert ans.shape == q.shape and np.abs(ans - q).max() < 1e-3
+    with open(tmp_path / "f" / "metadata.csv", newline="") as f:
+        assert next(csv.DictReader(f))["transcript_answer"] == "... a little L_C_D_ display?"
     monkeypatch.syspath_prepend(str(tmp_path / "pkg"))
     assert main(["infer", "--agent", "my_agents:EchoAgent", *common, "--out", str(tmp_path / "m")]) == 0
     assert _start(tmp_path / "m") == pytest.approx(0.3)  # the default gap

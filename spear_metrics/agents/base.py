@@ -48,6 +48,10 @@ class AgentAnswer:
             written as an EMPTY ``answer_start_time``, never as 0.0.
         text: the agent's own text stream (``transcript_answer``), ``None`` when it has none.
         finish_reason: why generation stopped (``"stop"``, ``"length"``, ``"silence"``...).
+        response_time_s: measured wall-clock seconds from the end of the input (or the request
+            sent) to the first answer audio; ``None`` when not measured. Recorded by ``infer``
+            beside ``answer_start_time`` (records, ``run_info.json``, ``response_times.csv``);
+            not a SPEAR metadata column.
     """
 
     audio: np.ndarray
@@ -55,6 +59,7 @@ class AgentAnswer:
     onset: Optional[float] = None
     text: Optional[str] = None
     finish_reason: str = "stop"
+    response_time_s: Optional[float] = None
 
 
 @dataclass(frozen=True)

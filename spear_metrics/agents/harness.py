@@ -15,7 +15,12 @@ Output (``OUT``)::
     OUT/audio/<clip>.wav  the answers, 16 kHz, 16-bit, channels as the agent returned them
     OUT/inputs/<clip>.wav the input clips read from a dataset (their embedded bytes, unchanged)
     OUT/failures.jsonl    {"row", "audio_path", "error"} per failed row
-    OUT/run_info.json     counts, agent, mode, timings
+    OUT/run_info.json     counts, agent, mode, timings, concurrency, onset rule, response-time statistics
+    OUT/response_times.csv per row: answer_start_time, measured response_time_s (s, wall clock from
+                          the end of the input or the request to the first answer audio), onset on
+                          the wall and stream clocks and the worst send delay behind the
+                          real-time schedule (network adapters), finish_reason; ``score``
+                          does not read it
     OUT/.work/            resume state: run.json (fingerprint), rank-<r>.jsonl (one line per row)
 
 Contract:
@@ -26,15 +31,20 @@ Contract:
   (and, unless ``retry_failed``, rows already failed) are skipped on a rerun;
 - under ``accelerate launch`` pending rows are dealt ``rows[rank::world]``; results are keyed
   by row id; the main process merges every rank's log;
-- an adapter that raises, or returns an invalid answer (:func:`validate_answer`), fails its
-  row with the reason; the run goes on. ``KeyboardInterrupt`` and other ``BaseException`` s
-  stop the run (resume later).
+- an adapter that raises (any ``BaseException`` but ``KeyboardInterrupt``: ``SystemExit`` too),
+  returns an invalid answer (:func:`validate_answer`) or runs past its time limit
+  (``row_timeout_s``, :func:`row_time_limit`) fails its row with the reason (secrets masked); the
+  run goes on. ``KeyboardInterrupt`` and an unwritable output folder stop the run (resume later);
+- network adapters (:mod:`spear_metrics.agents.duplex`) run ``concurrency`` sessions at once on
+  one event loop; records are written by that one thread as rows end.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import hashlib
+import math
 import os
 import time
 from dataclasses import dataclass
@@ -55,6 +65,7 @@ from spear_datasets.schema import (
     write_metadata,
 )
 from spear_metrics.agents.base import AgentAnswer, AgentError, AgentOutputError, GenerationConfig, validate_answer
+from spear_metrics.agents.duplex import is_network_agent
 from spear_metrics.core.batching import distributed_state
 from spear_metrics.core.records import AppendLog, claim_out, one_line, read_rank_logs, write_json_atomic, write_jsonl_atomic
 
@@ -63,6 +74,8 @@ AUDIO_DIR = "audio"
 INPUTS_DIR = "inputs"
 #: tolerance (s) of the streaming causality check (float rounding of chunk times)
 _EPS = 1e-9
+#: default time limit (s) of one row's adapter call (``--row-timeout-s``)
+DEFAULT_ROW_TIMEOUT_S = 300.0
 
 
 class InferError(RuntimeError):
@@ -130,9 +143,13 @@ class Source:
 
 
 def _reason(e: BaseException) -> str:
-    """One-line reason; an unexpected exception type is named, the harness's own are not."""
-    msg = one_line(e)
-    if isinstance(e, (AgentError, AgentOutputError, AudioError, RowError)) or msg == type(e).__name__:
+    """One-line reason, secrets masked; an unexpected exception type is named, the harness's own
+    are not."""
+    from spear_metrics.agents.net import mask_secrets
+
+    msg = mask_secrets(one_line(e))
+    if isinstance(e, (AgentError, AgentOutputError, AudioError, RowError, RowTimeout, _AdapterExit)) \
+            or msg == type(e).__name__:
         return msg
     return f"{type(e).__name__}: {msg}"
 
@@ -311,37 +328,244 @@ def run_agent(agent: Any, audio: np.ndarray, row: SpearRow, config: GenerationCo
     return ans, wav, sr, onset
 
 
-def _infer_row(agent: Any, source: Source, i: int, out: Path, config: GenerationConfig) -> dict[str, Any]:
-    """Run one row; returns its log record (``status`` ``ok`` or ``failed`` with ``error``)."""
+class RowTimeout(Exception):
+    """A row ran past its time limit (``timed out after N s``)."""
+
+
+class _AdapterExit(Exception):
+    """An adapter raised a ``BaseException`` that is not ``KeyboardInterrupt`` (``SystemExit``,
+    ``GeneratorExit``, a custom one): carried as an ``Exception`` so only its row fails."""
+
+    def __init__(self, exc: BaseException):
+        super().__init__(f"{type(exc).__name__}: {one_line(exc) if str(exc) else 'raised by the adapter'}")
+
+
+def _fails_row(e: BaseException) -> bool:
+    """Whether ``e`` fails its row (``True``) or stops the run (``KeyboardInterrupt``, an output
+    folder that cannot be written: a rerun resumes)."""
+    return not isinstance(e, (KeyboardInterrupt, OutputError))
+
+
+class SyncCaller:
+    """Runs a synchronous adapter's calls on one daemon worker thread with a time limit.
+
+    The worker is kept between calls (an adapter's thread-local state stays valid); a call that
+    runs past its limit fails its row with ``timed out after N s`` and its thread is abandoned
+    (a fresh worker takes the next call; the abandoned one cannot keep the process alive).
+    ``KeyboardInterrupt`` raised by the adapter is re-raised in the caller's thread.
+    """
+
+    def __init__(self) -> None:
+        self._queue: Any = None
+
+    def _start(self) -> None:
+        import queue
+        import threading
+
+        q: Any = queue.Queue()
+
+        def work() -> None:
+            while True:
+                item = q.get()
+                if item is None:
+                    return
+                fn, fut = item
+                if not fut.set_running_or_notify_cancel():
+                    continue
+                try:
+                    fut.set_result(fn())
+                except BaseException as e:  # handed to the caller's thread, which decides
+                    fut.set_exception(e)
+
+        threading.Thread(target=work, name="spearbench-adapter", daemon=True).start()
+        self._queue = q
+
+    def call(self, fn: Callable[[], Any], timeout_s: float) -> Any:
+        """``fn()`` on the worker; raises :class:`RowTimeout` after ``timeout_s`` s, else what
+        ``fn`` returns or raises."""
+        import concurrent.futures
+
+        if self._queue is None:
+            self._start()
+        fut: concurrent.futures.Future = concurrent.futures.Future()
+        self._queue.put((fn, fut))
+        try:
+            return fut.result(timeout=timeout_s)
+        except concurrent.futures.TimeoutError:
+            self._queue.put(None)  # let the stuck worker end when (if) its call returns
+            self._queue = None
+            raise RowTimeout(f"timed out after {timeout_s:g} s") from None
+
+    def close(self) -> None:
+        if self._queue is not None:
+            self._queue.put(None)
+            self._queue = None
+
+
+@dataclass
+class _Prepared:
+    """A row ready to run: its record so far, input clip ``(2, n)`` 16 kHz and typed row."""
+
+    rec: dict[str, Any]
+    audio: np.ndarray
+    row: SpearRow
+
+
+def _prepare(agent: Any, source: Source, i: int, out: Path) -> _Prepared:
+    """Read row ``i``'s input clip (header checks first). Raises what the checks raise."""
+    return _read_clip(agent, source, i, out, *_stage_inputs(agent, source, i, out))
+
+
+def _stage_inputs(agent: Any, source: Source, i: int, out: Path) -> tuple[Path, Optional[Path]]:
+    """Row ``i``'s input clip and (for adapters that use it) reference answer as files; a dataset
+    source writes them under ``OUT`` (the network path runs this on its writer thread)."""
+    in_path = source.input_file(i, out)
+    ref = source.reference_file(i, out) if getattr(agent, "uses_reference_answer", False) else None
+    return in_path, ref
+
+
+def _read_clip(agent: Any, source: Source, i: int, out: Path, in_path: Path, ref: Optional[Path]) -> _Prepared:
+    """Header checks, then decode the input clip (reads only: safe off the event loop)."""
     entry = source.entries[i]
-    rec: dict[str, Any] = {"row": i, "audio_path": entry.audio_cell}
+    rec: dict[str, Any] = {"row": i, "audio_path": os.path.relpath(in_path, out) if source.copies_inputs else str(in_path)}
+    check_times_against_clip(entry.row, input_clip_info(in_path).duration)  # header checks, before decoding
+    audio = load_audio(in_path, sr=TARGET_SR, channels="keep")
+    row = dataclasses.replace(entry.row, audio_path=str(in_path), answer_audio_path=None if ref is None else str(ref))
+    return _Prepared(rec, audio, row)
+
+
+def _finish(source: Source, i: int, out: Path, rec: dict[str, Any], ans: AgentAnswer, wav: np.ndarray, sr: int,
+            onset: Optional[float]) -> dict[str, Any]:
+    """Write the answer WAV and complete the record."""
+    entry = source.entries[i]
+    wav = resample(wav, sr, TARGET_SR)
+    rel = f"{AUDIO_DIR}/{entry.name}"
+    write_wav(out / rel, wav, TARGET_SR)
+    rt = getattr(ans, "response_time_s", None)
+    rec.update({
+        "status": "ok",
+        "answer_audio_path": rel,
+        "onset": onset,
+        "answer_start_time": None if onset is None else onset - entry.row.question_end_time,
+        "answer_duration": wav.shape[1] / TARGET_SR,
+        "text": ans.text,
+        "finish_reason": ans.finish_reason,
+        "response_time_s": None if rt is None or not math.isfinite(float(rt)) else float(rt),
+    })
+    return rec
+
+
+def _failed(rec: dict[str, Any], e: BaseException) -> dict[str, Any]:
+    rec.update({"status": "failed", "error": _reason(e)})
+    return rec
+
+
+def _infer_row(agent: Any, source: Source, i: int, out: Path, config: GenerationConfig, *,
+               caller: Optional[SyncCaller] = None, row_timeout_s: Optional[float] = None) -> dict[str, Any]:
+    """Run one row with a synchronous adapter; returns its log record (``status`` ``ok`` or
+    ``failed`` with ``error``). With ``caller``, the adapter runs on its worker thread under
+    ``row_timeout_s``.
+
+    Raises:
+        KeyboardInterrupt, OutputError: the run stops (a rerun resumes).
+    """
+    rec: dict[str, Any] = {"row": i, "audio_path": source.entries[i].audio_cell}
     t0 = time.perf_counter()
     try:
-        in_path = source.input_file(i, out)
-        rec["audio_path"] = os.path.relpath(in_path, out) if source.copies_inputs else str(in_path)
-        check_times_against_clip(entry.row, input_clip_info(in_path).duration)  # header checks, before decoding
-        audio = load_audio(in_path, sr=TARGET_SR, channels="keep")
-        ref = source.reference_file(i, out) if getattr(agent, "uses_reference_answer", False) else None
-        row = dataclasses.replace(entry.row, audio_path=str(in_path), answer_audio_path=None if ref is None else str(ref))
-        ans, wav, sr, onset = run_agent(agent, audio, row, config)
-        wav = resample(wav, sr, TARGET_SR)
-        rel = f"{AUDIO_DIR}/{entry.name}"
-        write_wav(out / rel, wav, TARGET_SR)
-        rec.update({
-            "status": "ok",
-            "answer_audio_path": rel,
-            "onset": onset,
-            "answer_start_time": None if onset is None else onset - entry.row.question_end_time,
-            "answer_duration": wav.shape[1] / TARGET_SR,
-            "text": ans.text,
-            "finish_reason": ans.finish_reason,
-        })
-    except OutputError:  # read-only / full output folder: no row's fault, the run stops (a rerun resumes)
-        raise
-    except Exception as e:  # the row fails, the run goes on
-        rec.update({"status": "failed", "error": _reason(e)})
+        prep = _prepare(agent, source, i, out)
+        rec = prep.rec
+        call = lambda: run_agent(agent, prep.audio, prep.row, config)  # noqa: E731
+        if caller is not None and row_timeout_s is not None:
+            ans, wav, sr, onset = caller.call(call, row_timeout_s)
+        else:
+            ans, wav, sr, onset = call()
+        _finish(source, i, out, rec, ans, wav, sr, onset)
+    except BaseException as e:  # the row fails, the run goes on; a kill or an unwritable folder stops it
+        if not _fails_row(e):
+            raise
+        _failed(rec, e)
     rec["elapsed_s"] = time.perf_counter() - t0
     return rec
+
+
+def row_time_limit(agent: Any, input_s: float, config: GenerationConfig, row_timeout_s: float) -> float:
+    """The time limit (s) of one row: ``row_timeout_s``; for a paced network adapter, plus the
+    input's duration and its tail silence (the real-time stream is not the adapter's slowness)."""
+    from spear_metrics.agents.duplex import is_network_agent, session_config
+
+    if is_network_agent(agent):
+        scfg = session_config(agent, chunk_ms=config.chunk_ms)
+        if scfg.paced:
+            return row_timeout_s + input_s + scfg.tail_silence_s
+    return row_timeout_s
+
+
+async def _infer_row_network(agent: Any, source: Source, i: int, out: Path, config: GenerationConfig,
+                             row_timeout_s: float, writer: Any) -> dict[str, Any]:
+    """Run one row with a network adapter (:mod:`spear_metrics.agents.duplex`): one session,
+    the row's time limit (:func:`row_time_limit`), SPEAR's answer from the session.
+
+    Records, beside the usual keys: ``response_time_s`` (wall clock, end of input or request sent
+    -> first answer audio), ``onset_wall_s`` and ``onset_stream_s`` (first answer audio on the
+    wall clock since the first chunk and on the stream clock), ``send_lag_max_s`` (the latest a
+    chunk went out behind its schedule), ``finish_reason``.
+
+    Nothing slow runs on the event loop (it paces every session): files are written by ``writer``
+    (one thread for every write of the run), the input is decoded and the answer resampled on
+    worker threads.
+
+    Raises:
+        KeyboardInterrupt, OutputError, and the cancellation of this task.
+    """
+    from spear_metrics.agents.duplex import AudioRequest, answer_from_session, run_session, session_config
+
+    loop = asyncio.get_running_loop()
+    rec: dict[str, Any] = {"row": i, "audio_path": source.entries[i].audio_cell}
+    t0 = time.perf_counter()
+    try:
+        staged = await loop.run_in_executor(writer, _stage_inputs, agent, source, i, out)
+        prep = await asyncio.to_thread(_read_clip, agent, source, i, out, *staged)
+        rec = prep.rec
+        request = AudioRequest(audio=prep.audio, sample_rate=TARGET_SR, row_id=source.entries[i].name)
+        scfg = session_config(agent, chunk_ms=config.chunk_ms)
+        limit = row_time_limit(agent, request.duration_s, config, row_timeout_s)
+        try:
+            async with asyncio.timeout(limit):
+                result = await _guarded(run_session(agent, request, scfg))
+        except TimeoutError:
+            raise RowTimeout(f"timed out after {limit:g} s") from None
+        rec["onset_wall_s"] = result.first_audio_s
+        rec["onset_stream_s"] = result.first_audio_input_s
+        rec["send_lag_max_s"] = result.send_lag_max_s
+        rec["send_lag_max_at_s"] = result.send_lag_max_at_s
+        ans = answer_from_session(result, agent.onset(result))
+        wav, sr = validate_answer(ans)
+        onset = None if ans.onset is None else float(ans.onset)
+        await loop.run_in_executor(writer, _finish, source, i, out, rec, ans, wav, sr, onset)
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise  # the run is being stopped
+        _failed(rec, AgentError("the adapter's session was cancelled"))
+    except BaseException as e:
+        if not _fails_row(e):
+            raise
+        _failed(rec, e)
+    rec["elapsed_s"] = time.perf_counter() - t0
+    return rec
+
+
+async def _guarded(coro: Any) -> Any:
+    """``await coro`` with a ``BaseException`` other than ``KeyboardInterrupt``/cancellation
+    turned into :class:`_AdapterExit` (asyncio would otherwise let ``SystemExit`` stop the loop)."""
+    try:
+        return await coro
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        raise
+    except Exception:
+        raise
+    except BaseException as e:
+        raise _AdapterExit(e) from None
 
 
 # --------------------------------------------------------------------------- the run
@@ -372,6 +596,8 @@ def run_inference(
     progress: bool = True,
     agent: Any = None,
     on_row: Optional[Callable[[dict[str, Any]], None]] = None,
+    concurrency: int = 1,
+    row_timeout_s: float = DEFAULT_ROW_TIMEOUT_S,
 ) -> Optional[dict[str, Any]]:
     """Run ``agent_name`` over a SPEAR split into ``out_dir`` (see module docstring).
 
@@ -383,6 +609,10 @@ def run_inference(
         config: :class:`GenerationConfig` (mode, chunk_ms, ...).
         agent: an already-built adapter to use instead of building ``agent_name`` (tests, notebooks).
         on_row: called with each new row record (after it is logged).
+        concurrency: sessions run at once for a network adapter (:mod:`spear_metrics.agents.duplex`),
+            all on one event loop, each paced on its own schedule; other adapters run one row at a time.
+        row_timeout_s: time limit (s) of one row's adapter call (:func:`row_time_limit`); a row past it
+            fails with ``timed out after N s``.
 
     Returns the run info on the main process (``None`` on the others).
 
@@ -442,18 +672,30 @@ def _infer_claimed(agent: Any, agent_name: str, source: Source, out: Path, confi
         from tqdm.auto import tqdm
 
         bar = tqdm(total=len(mine), desc=f"infer {agent_name}" + (f" (rank 0 of {world})" if world > 1 else ""), unit="clip")
+    if concurrency < 1:
+        raise InferError(f"--concurrency must be >= 1, got {concurrency}")
+    if not (row_timeout_s > 0 and math.isfinite(row_timeout_s)):
+        raise InferError(f"--row-timeout-s must be > 0, got {row_timeout_s}")
+    network = is_network_agent(agent)
     t0 = time.perf_counter()
-    n_new = 0
     try:
         with AppendLog(work / f"rank-{rank}.jsonl") as log:
-            for i in mine:
-                rec = _infer_row(agent, source, i, out, config)
+            def logged(rec: dict[str, Any]) -> None:
                 log.write([rec])
-                n_new += 1
                 if on_row is not None:
                     on_row(rec)
                 if bar is not None:
                     bar.update(1)
+
+            if network:
+                asyncio.run(_run_network_rows(agent, source, mine, out, config, concurrency, row_timeout_s, logged))
+            else:
+                caller = SyncCaller()
+                try:
+                    for i in mine:
+                        logged(_infer_row(agent, source, i, out, config, caller=caller, row_timeout_s=row_timeout_s))
+                finally:
+                    caller.close()
     finally:
         if bar is not None:
             bar.close()
@@ -461,11 +703,49 @@ def _infer_claimed(agent: Any, agent_name: str, source: Source, out: Path, confi
     state.wait_for_everyone()
     if not state.is_main_process:
         return None
-    return finalize(source, out, agent_name=agent_name, config=config, elapsed_s=elapsed, n_new=len(pending), world=world)
+    return finalize(source, out, agent_name=agent_name, config=config, elapsed_s=elapsed, n_new=len(pending), world=world,
+                    extra={"concurrency": concurrency if network else 1, "row_timeout_s": row_timeout_s,
+                           "onset_rule": getattr(agent, "onset_rule", None)})
+
+
+async def _run_network_rows(agent: Any, source: Source, rows: list[int], out: Path, config: GenerationConfig,
+                            concurrency: int, row_timeout_s: float, logged: Callable[[dict[str, Any]], None]) -> None:
+    """Rows of a network adapter, ``concurrency`` sessions at a time on this event loop; each
+    record is logged as soon as its row ends. Every file write of the run (inputs staged, answers,
+    work-log records) happens on one writer thread, in order, so the loop that paces the sessions
+    never waits for a disk. An unwritable output folder stops every session (a rerun resumes)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    pending = iter(rows)
+    loop = asyncio.get_running_loop()
+    writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="spearbench-writer")
+    _warm_up(agent)
+
+    async def worker() -> None:
+        for i in pending:
+            rec = await _infer_row_network(agent, source, i, out, config, row_timeout_s, writer)
+            await loop.run_in_executor(writer, logged, rec)
+
+    try:
+        async with asyncio.TaskGroup() as tg:
+            for _ in range(min(concurrency, len(rows))):
+                tg.create_task(worker())
+    except BaseExceptionGroup as eg:  # one OutputError / KeyboardInterrupt stopped the group: raise it as is
+        raise eg.exceptions[0] from None
+    finally:
+        writer.shutdown(wait=True)
+
+
+def _warm_up(agent: Any) -> None:
+    """Import what the sessions will import, before any session's clock starts (a first import
+    inside the loop would stall every paced session at once)."""
+    warm = getattr(agent, "warm_up", None)
+    if callable(warm):
+        warm()
 
 
 def finalize(source: Source, out: Path, *, agent_name: str, config: GenerationConfig, elapsed_s: float = 0.0,
-             n_new: int = 0, world: int = 1) -> dict[str, Any]:
+             n_new: int = 0, world: int = 1, extra: Optional[dict[str, Any]] = None) -> dict[str, Any]:
     """Merge the work logs into ``metadata.csv``, ``failures.jsonl`` and ``run_info.json``, after
     checking that every input has exactly one answer record (and its file).
 
@@ -525,6 +805,44 @@ def finalize(source: Source, out: Path, *, agent_name: str, config: GenerationCo
         "rows_run_this_time": n_new,
         "n_processes": world,
         "elapsed_s": elapsed_s,
+        **(extra or {}),
+        "response_time_s": response_time_stats(records),
+        "send_lag_max_s": response_time_stats(records, key="send_lag_max_s"),
     }
+    write_response_times(out / RESPONSE_TIMES, records)
     write_json_atomic(out / "run_info.json", info)
     return info
+
+
+def response_time_stats(records: list[dict[str, Any]], key: str = "response_time_s") -> dict[str, Any]:
+    """``{"n", "mean", "median", "p90", "min", "max"}`` (s) of the answered rows' ``key``
+    (``response_time_s``; ``send_lag_max_s``: how far behind its schedule each paced session fell
+    at worst) (``None`` values when no row has one)."""
+    v = np.array([r[key] for r in records if r.get("status") == "ok"
+                  and isinstance(r.get(key), (int, float))], dtype=float)
+    if not v.size:
+        return {"n": 0, "mean": None, "median": None, "p90": None, "min": None, "max": None}
+    return {"n": int(v.size), "mean": float(v.mean()), "median": float(np.median(v)),
+            "p90": float(np.percentile(v, 90)), "min": float(v.min()), "max": float(v.max())}
+
+
+#: per-row timing file beside metadata.csv (``score`` does not read it)
+RESPONSE_TIMES = "response_times.csv"
+RESPONSE_TIME_COLUMNS = ("row", "audio_path", "status", "answer_start_time", "response_time_s", "onset_wall_s",
+                         "onset_stream_s", "send_lag_max_s", "finish_reason")
+
+
+def write_response_times(path: Path, records: list[dict[str, Any]]) -> None:
+    """``OUT/response_times.csv``: one line per row (:data:`RESPONSE_TIME_COLUMNS`; seconds;
+    EMPTY where not measured), written atomically."""
+    import csv
+    import io
+
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(RESPONSE_TIME_COLUMNS)
+    for r in records:
+        w.writerow(["" if r.get(c) is None else (f"{r[c]:.6f}" if isinstance(r.get(c), float) else r[c])
+                    for c in RESPONSE_TIME_COLUMNS])
+    with atomic_path(path) as tmp:
+        tmp.write_text(buf.getvalue(), encoding="utf-8")

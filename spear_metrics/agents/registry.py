@@ -29,13 +29,20 @@ from spear_metrics.core.options import Option, OptionError, signature_options, u
 #: entry-point group third-party adapters register under
 ENTRY_POINT_GROUP = "spearbench.agents"
 
-#: built-in adapters (no downloads): name -> "module:attribute"
+#: built-in adapters: name -> "module:attribute" (the reference agents and cascade need no
+#: downloads; openai-* and gemini-live call a network service: key from the environment; moshi
+#: calls a Moshi-protocol server the user runs)
 BUILTIN_AGENTS: dict[str, str] = {
     "human": "spear_metrics.agents.reference:HumanAgent",
     "silence": "spear_metrics.agents.reference:SilenceAgent",
     "fixed-delay": "spear_metrics.agents.reference:FixedDelayAgent",
     "barge-in": "spear_metrics.agents.reference:BargeInAgent",
     "cascade": "spear_metrics.agents.cascade:CascadeAgent",
+    "openai-audio": "spear_metrics.agents.openai_audio:OpenAIAudioAgent",
+    "openai-realtime": "spear_metrics.agents.openai_realtime:OpenAIRealtimeAgent",
+    "gemini-live": "spear_metrics.agents.gemini_live:GeminiLiveAgent",
+    "moshi": "spear_metrics.agents.moshi:MoshiAgent",
+    "qwen-omni": "spear_metrics.agents.qwen_omni:QwenOmniAgent",
 }
 
 _RUNTIME: dict[str, Callable[..., Any]] = {}
@@ -190,6 +197,8 @@ def load_agent(name: str, **options: Any) -> Any:
         else:
             raise OptionError(unknown_message(k, f"agent {name}", by_name))
     agent = factory(**typed)
-    if not callable(getattr(agent, "respond", None)):
-        raise TypeError(f"agent {name!r} has no respond(audio, row, config) method")
+    from spear_metrics.agents.duplex import is_network_agent
+
+    if not callable(getattr(agent, "respond", None)) and not is_network_agent(agent):
+        raise TypeError(f"agent {name!r} has neither respond(audio, row, config) nor async connect(request, sink, config)")
     return agent

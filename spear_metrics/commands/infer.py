@@ -16,7 +16,8 @@ from spear_metrics.commands import SHOWN_FAILURES, number, parse_options, print_
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--agent", help="adapter: a name (built-in: human, silence, fixed-delay, barge-in, cascade; or one "
+    p.add_argument("--agent", help="adapter: a name (built-in: human, silence, fixed-delay, barge-in, cascade, openai-audio, "
+                                   "openai-realtime, gemini-live, moshi, qwen-omni; or one "
                                    "registered under the 'spearbench.agents' entry points), path/to/file.py:ClassName, "
                                    "or package.module:ClassName")
     p.add_argument("--agent-option", "-a", action="append", default=[], metavar="KEY=VALUE",
@@ -30,7 +31,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="offline: whole question in; streaming: full-duplex simulation in --chunk-ms chunks")
     p.add_argument("--chunk-ms", type=number(above=0), default=40.0, help="streaming chunk length in ms (> 0, default 40)")
     p.add_argument("--max-wait-s", type=number(minimum=0), default=0.0, help="streaming: seconds of silence fed after the input")
+    p.add_argument("--max-answer-s", type=number(above=0), default=30.0,
+                   help="longest answer in seconds an adapter should produce (a hint; default 30)")
     p.add_argument("--seed", type=number(integer=True), default=0)
+    p.add_argument("--concurrency", type=number(integer=True, minimum=1), default=1,
+                   help="network adapters (openai-audio, openai-realtime...): sessions at once, each paced in real time "
+                        "on its own schedule (default 1); other adapters run one row at a time")
+    p.add_argument("--row-timeout-s", type=number(above=0), default=300.0,
+                   help="time limit of one row's adapter call in s (default 300; a paced network adapter gets the "
+                        "input's duration and tail silence on top); a row past it fails with 'timed out after N s'")
     p.add_argument("--retry-failed", action="store_true", help="run again the rows that failed in an earlier run")
     p.add_argument("--overwrite", action="store_true", help="replace another run in --out: removes only the files runs of `infer` recorded there (docs/safety.md); refused while a live process writes it")
     p.add_argument("--list-agents", action="store_true",
@@ -61,9 +70,10 @@ def list_agents(name: str | None = None) -> int:
 
 def run(args: argparse.Namespace) -> int:
     from spear_datasets.schema import MetadataError
-    from spear_metrics.agents.base import GenerationConfig
+    from spear_metrics.agents.base import AgentError, GenerationConfig
     from spear_metrics.agents.harness import InferError, run_inference
     from spear_metrics.agents.registry import UnknownAgentError
+    from spear_metrics.core.models import ModelUnavailableError
     from spear_metrics.core.options import OptionError
 
     if args.list_agents:
@@ -74,15 +84,24 @@ def run(args: argparse.Namespace) -> int:
               "(or --list-agents alone)", file=sys.stderr)
         return 2
     try:
-        config = GenerationConfig(mode=args.mode, chunk_ms=args.chunk_ms, max_wait_s=args.max_wait_s, seed=args.seed)
+        config = GenerationConfig(mode=args.mode, chunk_ms=args.chunk_ms, max_wait_s=args.max_wait_s,
+                                  max_answer_s=args.max_answer_s, seed=args.seed)
         info = run_inference(args.agent, args.data, args.out, agent_options=parse_options(args.agent_option),
                              split=args.split, subset=args.subset, config=config, retry_failed=args.retry_failed,
-                             overwrite=args.overwrite, progress=not args.no_progress)
-    except (InferError, MetadataError, UnknownAgentError, OptionError, ValueError, TypeError) as e:
-        print(f"spearbench infer: {e}", file=sys.stderr)
+                             overwrite=args.overwrite, progress=not args.no_progress, concurrency=int(args.concurrency),
+                             row_timeout_s=float(args.row_timeout_s))
+    except (InferError, MetadataError, UnknownAgentError, OptionError, ModelUnavailableError, ValueError, TypeError, AgentError) as e:
+        from spear_metrics.agents.net import mask_secrets
+
+        print(f"spearbench infer: {mask_secrets(' '.join(str(e).split()))}", file=sys.stderr)
         return 2
     if info is not None:
         print(f"{info['n_answered']}/{info['n_inputs']} answered, {info['n_failed']} failed -> {args.out}/metadata.csv")
+        lag = (info.get("send_lag_max_s") or {}).get("max")
+        if lag is not None and lag > 2 * args.chunk_ms / 1000.0:
+            print(f"spearbench infer: note: a paced session fell {lag:.3f} s behind its real-time schedule (see "
+                  f"send_lag_max_s in {args.out}/response_times.csv); its wall-clock onset includes that delay: "
+                  "use a lower --concurrency or a less loaded machine", file=sys.stderr)
         if info["n_failed"]:
             from pathlib import Path
 

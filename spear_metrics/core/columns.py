@@ -21,6 +21,8 @@ from spear_metrics.core.dimension import MetricKey
 #: The Full-Duplex-Bench metric folder: an evaluate module (and metric Space) that is not a
 #: registered SPEAR dimension.
 FDB_METRIC = "full_duplex"
+#: The SpeechRole-Eval metric folder (an evaluate module over judge results; not a SPEAR dimension).
+SPEECHROLE_METRIC = "speechrole"
 
 
 @dataclass(frozen=True)
@@ -63,22 +65,26 @@ class Column:
 
 def metric_names() -> tuple[str, ...]:
     """Every metric folder that is an evaluate module: the registered SPEAR dimensions in
-    registry order, then ``full_duplex``."""
+    registry order, then ``full_duplex`` and ``speechrole``."""
     from spear_metrics.core.registry import DIMENSIONS
 
-    return (*DIMENSIONS, FDB_METRIC)
+    return (*DIMENSIONS, FDB_METRIC, SPEECHROLE_METRIC)
 
 
 def metric_keys(metric: str) -> tuple[MetricKey, ...]:
-    """The declared keys of ``metric`` (a registered dimension's ``keys``; FDB's ``KEYS``).
+    """The declared keys of ``metric`` (a registered dimension's ``keys``; FDB's and SpeechRole's ``KEYS``).
 
     Raises:
-        UnknownDimensionError: not a registered dimension nor ``full_duplex``.
+        UnknownDimensionError: not a registered dimension nor ``full_duplex`` / ``speechrole``.
     """
     if metric == FDB_METRIC:
         from spear_metrics.full_duplex.definition import KEYS
 
         return KEYS
+    if metric == SPEECHROLE_METRIC:
+        from spear_metrics.speechrole.results import KEYS as SPEECHROLE_KEYS
+
+        return SPEECHROLE_KEYS
     from spear_metrics.core.registry import dimension_class
 
     return tuple(dimension_class(metric).keys)

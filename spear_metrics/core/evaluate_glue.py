@@ -193,7 +193,8 @@ def metric_space(module: Any, readme: Any = None):
     input clip (stereo, both speakers) and the answer, give the times (seconds) and optional
     transcripts and options (JSON), get ``compute()``'s result as JSON (a failure as
     ``{"error": one line}``). For ``full_duplex`` (input ``sample_dir``): upload ``input.wav``,
-    ``output.wav``, the task's JSON file and optionally ``output.json``.
+    ``output.wav``, the task's JSON file and optionally ``output.json``. For ``speechrole`` (input
+    ``result_file``): upload judge result files (``<role>.json``) and pick the mode.
 
     ``evaluate.utils.launch_gradio_widget`` is not used: it calls gradio 3's ``gr.inputs``, gone
     since gradio 4. Each Space's ``app.py`` calls this and ``.launch()``.
@@ -248,10 +249,32 @@ def metric_space(module: Any, readme: Any = None):
         except Exception as e:
             return {"error": one_line(e)}
 
+    def run_speechrole(files, mode, options_text):
+        if not files:
+            return {"error": "upload judge result files (<role>.json), one role each"}
+        try:
+            paths = [f if isinstance(f, str) else getattr(f, "name", str(f)) for f in files]
+            with tempfile.TemporaryDirectory(prefix="spearbench-speechrole-") as tmp:
+                named = []  # the uploads keep their names (the role): copied under them
+                for i, f in enumerate(paths):
+                    d = Path(tmp) / str(i)
+                    d.mkdir()
+                    named.append(str(shutil.copy(f, d / Path(f).name)))
+                return module.compute(result_file=named, mode=[mode] * len(named), **options(options_text))
+        except Exception as e:
+            return {"error": one_line(e)}
+
     name = getattr(module, "name", "metric")
     with gr.Blocks(title=f"SPEARBench metric: {name}") as demo:
         gr.Markdown(f"# SPEARBench metric `{name}`")
-        if "sample_dir" in (module.features or {}):
+        if "result_file" in (module.features or {}):
+            with gr.Row():
+                mode = gr.Dropdown(["single", "multi"], value="single", label="mode")
+                files = gr.File(label="judge result files (<role>.json, one role each)", file_count="multiple",
+                                type="filepath")
+            opts = gr.Textbox(label="options (JSON object)", value="{\"bootstrap\": 1000}")
+            inputs, fn = [files, mode, opts], run_speechrole
+        elif "sample_dir" in (module.features or {}):
             with gr.Row():
                 task = gr.Dropdown(["pause_handling", "smooth_turn_taking", "backchannel", "user_interruption"],
                                    value="smooth_turn_taking", label="task")

@@ -1,12 +1,24 @@
 """An LLM judge over any OpenAI-compatible chat-completions endpoint (vLLM, TGI, llama.cpp,
-OpenAI itself...), with strict JSON replies.
+OpenAI itself, Gemini's OpenAI-compatible endpoint...).
 
 The judge POSTs ``{base_url}/chat/completions`` (``base_url`` as OpenAI clients take it, e.g.
-``http://127.0.0.1:8000/v1``) through ``httpx``, asks for a JSON object and parses the reply
-strictly: the whole reply must be one JSON object, or the reply must hold a fenced
-```` ```json ... ``` ```` block holding one. A malformed reply, a reply that lacks a required key,
-a network error or an HTTP error is retried; after the retries :class:`JudgeError` says why in
-one line. Deterministic settings by default (``temperature=0``, ``seed=0``), as FDB's judge.
+``http://127.0.0.1:8000/v1``) through ``httpx``. Messages go out as given: plain text, or a list
+of content parts (``{"type": "text", ...}``, audio as ``{"type": "input_audio", "input_audio":
+{"data", "format"}}``, as SpeechRole's judge sends them).
+
+- :meth:`Judge.ask` parses the reply with any parser (a v1 SpeechRole reply is prose ending in
+  ``[Scores]: (a, b)``); :meth:`Judge.ask_json` asks for a JSON object and parses it strictly:
+  the whole reply must be one JSON object, or the reply must hold a fenced
+  ```` ```json ... ``` ```` block holding one.
+- A malformed reply, a network error or a retryable HTTP error (429, 5xx...) is retried, at most
+  ``max_retries`` times, sleeping ``backoff_s * 2**k`` before retry ``k + 1`` or, when the server
+  sent ``Retry-After`` (429/503; :func:`spear_metrics.agents.net.parse_retry_after`), at least that
+  long (capped at ``max_wait_s``). After the retries :class:`JudgeError` says why in one line and
+  carries every attempt (``attempts``). The key is registered for masking
+  (:func:`spear_metrics.core.secrets.mask_secrets`): an error body that echoes it is stored as ``***``.
+- Deterministic settings by default (``temperature=0``, ``seed=0``), as FDB's judge;
+  ``temperature=None`` / ``seed=None`` leave the field out of the request (the server's default).
+- One :class:`Judge` may be used from several threads at once (one pooled ``httpx.Client``).
 """
 
 from __future__ import annotations
@@ -14,10 +26,14 @@ from __future__ import annotations
 import json
 import os
 import re
+import threading
 import time
-from typing import Any, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Callable, Generic, Sequence, TypeVar
 
 from spear_metrics.core.secrets import mask_secrets, register_secret
+
+T = TypeVar("T")
 
 #: HTTP statuses that will not get better on a retry (bad request, auth, unknown route/model)
 _FATAL_STATUS = {400, 401, 403, 404, 405, 422}
@@ -26,7 +42,55 @@ _OUTER_BRACES = re.compile(r"\{.*\}", re.DOTALL)
 
 
 class JudgeError(RuntimeError):
-    """The judge gave no usable answer (after retries); the message is one line."""
+    """The judge gave no usable answer (after retries); the message is one line.
+
+    Attributes (set where known; class defaults otherwise):
+        status: the HTTP status of the last failed request (``None``: no HTTP error).
+        fatal: ``True`` when a retry cannot help (400/401/403/404/405/422).
+        retry_after: seconds the server asked to wait (``Retry-After``), ``None`` when it did not.
+        body: the error response's text.
+        kind: why :meth:`Judge.ask` gave up: ``"malformed"`` (the last attempt got a reply the
+            parser refused) or ``"no_reply"`` (network error, HTTP error, no content).
+        attempts: every attempt of that call (:class:`Attempt`), oldest first.
+    """
+
+    status: int | None = None
+    fatal: bool = False
+    retry_after: float | None = None
+    body: str = ""
+    kind: str = "no_reply"
+    attempts: list = []
+
+
+@dataclass
+class Attempt:
+    """One request of a judged call.
+
+    Attributes:
+        reply: the reply text, ``None`` when the request failed.
+        error: why the attempt did not count (``None`` when it gave the answer): the HTTP or
+            network error, or the parser's reason (``"malformed reply: ..."``).
+        status: HTTP status of a failed request, ``None`` otherwise.
+        waited_s: seconds slept before this attempt.
+    """
+
+    reply: str | None
+    error: str | None = None
+    status: int | None = None
+    waited_s: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"reply": self.reply, "error": self.error, "status": self.status, "waited_s": round(self.waited_s, 3)}
+
+
+@dataclass
+class JudgeAnswer(Generic[T]):
+    """What :meth:`Judge.ask` returns: the parsed ``value``, the ``reply`` it came from and
+    every ``attempt`` of the call (:class:`Attempt`; the last one gave the answer)."""
+
+    value: T
+    reply: str
+    attempts: list[Attempt] = field(default_factory=list)
 
 
 def _reject_constant(name: str) -> Any:
@@ -84,11 +148,13 @@ class Judge:
             to ``{base_url}/chat/completions``.
         model: the model name the server expects (e.g. ``gpt-4-turbo``, FDB's judge).
         api_key: bearer token; ``None`` reads ``OPENAI_API_KEY`` and sends none when unset.
-        temperature: sampling temperature (0 = greedy).
-        seed: sampling seed sent with each request (servers that honour it are reproducible).
+        temperature: sampling temperature (0 = greedy); ``None`` sends none (the server's default).
+        seed: sampling seed sent with each request (servers that honour it are reproducible);
+            ``None`` sends none.
         max_retries: extra attempts after the first one (so ``1 + max_retries`` requests at most).
         timeout: seconds per request (connect + read).
         backoff_s: sleep before retry ``k`` is ``backoff_s * 2**k`` seconds (0 = no sleep).
+        max_wait_s: longest sleep before a retry, also when ``Retry-After`` asks for more (s).
 
     The key never appears in messages, errors or :meth:`describe`.
     """
@@ -98,12 +164,13 @@ class Judge:
         base_url: str,
         model: str,
         api_key: str | None = None,
-        temperature: float = 0.0,
+        temperature: float | None = 0.0,
         seed: int | None = 0,
         max_retries: int = 3,
         timeout: float = 60.0,
         *,
         backoff_s: float = 0.5,
+        max_wait_s: float = 120.0,
     ):
         if not base_url or not str(base_url).strip():
             raise ValueError("Judge needs a base_url (OpenAI-compatible API root, e.g. http://host:8000/v1)")
@@ -111,34 +178,38 @@ class Judge:
             raise ValueError("Judge needs a model name")
         self.base_url = str(base_url).rstrip("/")
         self.model = str(model)
-        self.temperature = float(temperature)
+        self.temperature = None if temperature is None else float(temperature)
         self.seed = seed
         self.max_retries = max(0, int(max_retries))
         self.timeout = float(timeout)
         self.backoff_s = max(0.0, float(backoff_s))
+        self.max_wait_s = max(0.0, float(max_wait_s))
         self._api_key = api_key if api_key is not None else (os.environ.get("OPENAI_API_KEY") or None)
-        register_secret(self._api_key)  # a server that echoes it back never gets it printed or written
+        register_secret(self._api_key)  # masked wherever it would appear (spear_metrics.core.secrets.mask_secrets)
         self._client = None
+        self._lock = threading.Lock()
 
     def describe(self) -> str:
         """``"<model> @ <base_url>"`` for provenance (no key)."""
         return f"{self.model} @ {self.base_url}"
 
     def _http(self):
-        if self._client is None:
-            import httpx
+        with self._lock:  # one pool for every thread (httpx.Client is thread-safe)
+            if self._client is None:
+                import httpx
 
-            headers = {"Content-Type": "application/json"}
-            if self._api_key:
-                headers["Authorization"] = f"Bearer {self._api_key}"
-            self._client = httpx.Client(timeout=self.timeout, headers=headers)
-        return self._client
+                headers = {"Content-Type": "application/json"}
+                if self._api_key:
+                    headers["Authorization"] = f"Bearer {self._api_key}"
+                self._client = httpx.Client(timeout=self.timeout, headers=headers)
+            return self._client
 
     def close(self) -> None:
         """Close the HTTP connection pool."""
-        if self._client is not None:
-            self._client.close()
-            self._client = None
+        with self._lock:
+            if self._client is not None:
+                self._client.close()
+                self._client = None
 
     def __enter__(self) -> "Judge":
         return self
@@ -155,13 +226,18 @@ class Judge:
 
         Raises:
             JudgeError: network error, HTTP error status, or a response without content
-                (no retry here; :meth:`ask_json` retries). ``JudgeError.fatal`` is True when a
+                (no retry here; :meth:`ask` retries). ``JudgeError.fatal`` is True when a
                 retry cannot help (400/401/403/404/405/422); ``JudgeError.body`` holds the
-                error response's text.
+                error response's text, ``status`` its status and ``retry_after`` the seconds of
+                its ``Retry-After`` header.
         """
         import httpx
 
-        body: dict[str, Any] = {"model": self.model, "messages": messages, "temperature": self.temperature}
+        from spear_metrics.agents.net import parse_retry_after
+
+        body: dict[str, Any] = {"model": self.model, "messages": messages}
+        if self.temperature is not None:
+            body["temperature"] = self.temperature
         if self.seed is not None:
             body["seed"] = int(self.seed)
         body.update(extra_body or {})
@@ -170,11 +246,13 @@ class Judge:
         except httpx.HTTPError as e:
             raise JudgeError(f"request to {self.base_url} failed: {type(e).__name__}: "
                              f"{mask_secrets(' '.join(str(e).split()))[:200]}") from None
-        if r.status_code >= 400:
+        if r.status_code >= 400:  # a body may echo the key ("Incorrect API key provided: ..."): masked whole, then cut
             err = JudgeError(f"HTTP {r.status_code} from {self.base_url}/chat/completions: "
                              f"{mask_secrets(' '.join(r.text.split()))[:200]}")
-            err.fatal = r.status_code in _FATAL_STATUS  # type: ignore[attr-defined]
-            err.body = r.text  # type: ignore[attr-defined]
+            err.status = r.status_code
+            err.fatal = r.status_code in _FATAL_STATUS
+            err.body = mask_secrets(r.text)
+            err.retry_after = parse_retry_after(r.headers.get("Retry-After"))
             raise err
         try:
             content = r.json()["choices"][0]["message"]["content"]
@@ -184,14 +262,80 @@ class Judge:
             raise JudgeError("chat completion has no text content")
         return content
 
+    def _sleep_before(self, k: int, retry_after: float | None) -> float:
+        """Seconds to sleep before retry ``k`` (1-based): ``backoff_s * 2**(k-1)``, or the
+        server's ``Retry-After`` when longer, capped at ``max_wait_s``."""
+        wait = self.backoff_s * 2 ** (k - 1) if self.backoff_s else 0.0
+        if retry_after is not None:
+            wait = max(wait, retry_after)
+        return min(wait, self.max_wait_s)
+
+    def ask(self, messages: list[dict], parse: Callable[[str], T], *, extra_body: dict[str, Any] | None = None) -> JudgeAnswer[T]:
+        """Ask, and parse the reply with ``parse`` (which raises ``ValueError`` on a reply it
+        refuses); retried as the module says.
+
+        An HTTP 400 that names a field of ``extra_body`` is retried without it, as SPEAR's stance
+        client does: ``max_completion_tokens`` becomes ``max_tokens``, ``response_format`` is
+        dropped. A fatal HTTP status (400/401/403/404/405/422) is not retried.
+
+        Args:
+            messages: the chat messages (text, or lists of content parts).
+            parse: reply text -> value; ``ValueError`` = malformed (retried).
+            extra_body: more request fields (see :meth:`complete`).
+
+        Returns:
+            :class:`JudgeAnswer` (``value``, ``reply``, ``attempts``).
+
+        Raises:
+            JudgeError: one line: the last reason and how many attempts were made; ``kind`` says
+                whether the last attempt had a (malformed) reply, ``attempts`` holds them all,
+                ``status``/``fatal`` those of the last HTTP error.
+        """
+        extra = dict(extra_body or {})
+        last = "no attempt"
+        attempts: list[Attempt] = []
+        kind = "no_reply"
+        last_err: JudgeError | None = None
+        retry_after: float | None = None
+        for k in range(1 + self.max_retries):
+            waited = self._sleep_before(k, retry_after) if k else 0.0
+            if waited:
+                time.sleep(waited)
+            retry_after = None
+            try:
+                reply = self.complete(messages, extra)
+            except JudgeError as e:
+                last, kind, last_err = str(e), "no_reply", e
+                attempts.append(Attempt(None, last, e.status, waited))
+                retry_after = e.retry_after
+                if e.status == 400 and "max_completion_tokens" in e.body and "max_completion_tokens" in extra:
+                    extra["max_tokens"] = extra.pop("max_completion_tokens")
+                    continue
+                if e.status == 400 and "response_format" in e.body and "response_format" in extra:
+                    extra.pop("response_format")
+                    continue
+                if e.fatal:
+                    break
+                continue
+            try:
+                value = parse(reply)
+            except ValueError as e:
+                last, kind, last_err = f"malformed reply: {' '.join(str(e).split())}", "malformed", None
+                attempts.append(Attempt(reply, last, None, waited))
+                continue
+            attempts.append(Attempt(reply, None, None, waited))
+            return JudgeAnswer(value, reply, attempts)
+        err = JudgeError(f"judge {self.model} gave no usable answer after {len(attempts)} attempt(s): {last}")
+        err.kind = kind
+        err.attempts = attempts
+        if last_err is not None and kind == "no_reply":
+            err.status, err.fatal, err.body = last_err.status, last_err.fatal, last_err.body
+        raise err
+
     def ask_json(self, messages: list[dict], required_keys: Sequence[str], *, extra_body: dict[str, Any] | None = None,
                  outer_braces: bool = False) -> dict:
-        """Ask and parse a JSON object holding ``required_keys``.
-
-        Retries (up to ``max_retries`` times) on malformed replies, missing keys, network errors
-        and retryable HTTP errors (429, 5xx...). An HTTP 400 that names a field of
-        ``extra_body`` is retried without it, as SPEAR's stance client does:
-        ``max_completion_tokens`` becomes ``max_tokens``, ``response_format`` is dropped.
+        """Ask and parse a JSON object holding ``required_keys`` (:func:`parse_json_reply`),
+        retried as :meth:`ask` says.
 
         Args:
             messages: the chat messages.
@@ -206,29 +350,5 @@ class Judge:
         Raises:
             JudgeError: one line: the last reason, and how many attempts were made.
         """
-        extra = dict(extra_body or {})
-        last = "no attempt"
-        attempts = 0
-        for k in range(1 + self.max_retries):
-            if k and self.backoff_s:
-                time.sleep(self.backoff_s * 2 ** (k - 1))
-            attempts += 1
-            try:
-                reply = self.complete(messages, extra)
-            except JudgeError as e:
-                last = str(e)
-                text = getattr(e, "body", "") or ""
-                if "HTTP 400" in last and "max_completion_tokens" in text and "max_completion_tokens" in extra:
-                    extra["max_tokens"] = extra.pop("max_completion_tokens")
-                    continue
-                if "HTTP 400" in last and "response_format" in text and "response_format" in extra:
-                    extra.pop("response_format")
-                    continue
-                if getattr(e, "fatal", False):
-                    break
-                continue
-            try:
-                return parse_json_reply(reply, required_keys, outer_braces=outer_braces)
-            except ValueError as e:
-                last = f"malformed reply: {e}"
-        raise JudgeError(f"judge {self.model} gave no usable answer after {attempts} attempt(s): {last}")
+        return self.ask(messages, lambda text: parse_json_reply(text, required_keys, outer_braces=outer_braces),
+                        extra_body=extra_body).value

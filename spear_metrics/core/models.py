@@ -52,7 +52,8 @@ def hub_offline() -> bool:
 
 
 def resolve_model(model: str | os.PathLike, *, revision: str | None = None, cache_dir: str | os.PathLike | None = None,
-                  allow_patterns: list[str] | None = None, purpose: str = "model", option: str | None = None) -> Path:
+                  allow_patterns: list[str] | None = None, purpose: str = "model", option: str | None = None,
+                  flag: str = "-o") -> Path:
     """Local folder holding ``model``'s files; once found, says ``loading <purpose> model <model>``
     on stderr (models load on the first batch, while the progress bar waits).
 
@@ -64,6 +65,8 @@ def resolve_model(model: str | os.PathLike, *, revision: str | None = None, cach
         purpose: what the model is for, used in the messages (e.g. ``"UTMOS"``).
         option: the option that takes a local copy instead (default: :data:`MODEL_OPTIONS`
             of ``purpose``), named in the error.
+        flag: the command-line flag that sets ``option`` (``-o`` for ``score``'s dimension
+            options, ``-a`` for ``infer``'s agent options), named in the error.
 
     Returns:
         The folder (or file) path.
@@ -75,14 +78,14 @@ def resolve_model(model: str | os.PathLike, *, revision: str | None = None, cach
     p = Path(os.path.expanduser(str(model)))
     text = str(model)
     option = option or MODEL_OPTIONS.get(purpose)
-    instead = (f"pass a local folder instead with -o {option}=FOLDER" if option
+    instead = (f"pass a local folder instead with {flag} {option}=FOLDER" if option
                else "pass the path of a local copy instead")
     if p.exists():
         announce(f"loading {purpose} model {text}")
         return p
     if text.startswith((".", "/", "~")) or text.count("/") != 1:
         raise ModelUnavailableError(f"{purpose} model {text!r}: no such local path, and not a Hub id (org/name)"
-                                    + (f"; give it with -o {option}=FOLDER" if option else ""))
+                                    + (f"; give it with {flag} {option}=FOLDER" if option else ""))
     from huggingface_hub import snapshot_download
 
     try:

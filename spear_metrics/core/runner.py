@@ -375,6 +375,7 @@ def run_resumable(
     read_ahead: Callable[[list[Any]], None] | None = None,
     state: Any = None,
     trusted: Callable[[SampleResult], bool] | None = None,
+    concurrency: int = 1,
 ) -> RunOutcome | None:
     """THE resumable, sharded loop every scored run goes through (SPEAR ``score``, FDB ``fdb``).
 
@@ -400,6 +401,11 @@ def run_resumable(
         state: the accelerate process state (default: :func:`spear_metrics.core.batching.distributed_state`).
         trusted: a logged record it returns ``False`` for (edited or corrupted values) is ignored
             and its row scored again.
+        concurrency: ``> 1`` for network-bound work (an LLM judge): this process's items are
+            scored one per ``score_batch`` call by that many threads, and each result is logged
+            as soon as it is in (a kill loses only the calls in flight); ``batch_size``,
+            ``order`` and ``read_ahead`` then do not apply. On the first exception the items not
+            started are cancelled, the running ones are logged as they finish, then it is raised.
 
     Items already logged are not scored again; the pending ones are dealt round-robin
     (``pending[rank::world]``) and gathered by row id on the main process.
@@ -450,6 +456,9 @@ def run_resumable(
     ahead: dict[int, Any] = {}
     try:
         with AppendLog(work / f"rank-{rank}.jsonl") as log:
+            if concurrency > 1:
+                _score_concurrently(mine, score_batch, int(concurrency), log, new, bar)
+                batches = []
             for k, batch in enumerate(batches):
                 if reader is not None and k + 1 < len(batches):
                     ahead[k + 1] = reader.submit(read_ahead, batches[k + 1])
@@ -506,6 +515,34 @@ def run_resumable(
         for k in value_keys:
             r.values.setdefault(k, None)
     return RunOutcome(results=results, new=new, n_resumed=n_resumed, elapsed_s=elapsed, n_processes=world, mine=mine)
+
+
+def _score_concurrently(items: Sequence[Any], score_batch: Callable[[list[Any]], list[SampleResult]], threads: int,
+                        log: AppendLog, new: list[SampleResult], bar: Any) -> None:
+    """:func:`run_resumable`'s loop for ``concurrency > 1``: ``score_batch([item])`` on ``threads``
+    threads, each result logged (fsynced) as it comes in, from this thread only."""
+    from concurrent.futures import as_completed
+
+    first: BaseException | None = None
+    with ThreadPoolExecutor(threads, thread_name_prefix="spear-score") as pool:
+        futures = [pool.submit(score_batch, [it]) for it in items]
+        for fut in as_completed(futures):
+            if fut.cancelled():
+                continue
+            try:
+                recs = fut.result()
+            except Exception as e:  # a whole-run problem: start nothing more, keep what finishes
+                if first is None:
+                    first = e
+                    for f in futures:
+                        f.cancel()
+                continue
+            log.write(r.to_json(with_timings=True) for r in recs)
+            new.extend(recs)
+            if bar is not None:
+                bar.update(1)
+    if first is not None:
+        raise first
 
 
 def run_score(

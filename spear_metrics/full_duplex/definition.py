@@ -447,13 +447,15 @@ class FullDuplexScorer:
 
     def transcript(self, sample: FDBSample, offset_s: float = 0.0) -> OutputTranscript:
         """``output.json`` when present, else the ASR of ``output.wav`` from ``offset_s`` seconds
-        on (user interruption: the end of the interrupting turn), words back in absolute time."""
+        on (user interruption: the end of the interrupting turn), words back in absolute time.
+        A part that is empty or all zeros (digital silence: a system that never spoke) has no
+        words, without asking the ASR (Whisper transcribes digital silence as "You")."""
         if sample.output_json.exists() or not self.asr_fallback:
             return read_output_json(sample.output_json)
         wave = _mono16k(sample.output_wav)
         part = crop_after(wave, offset_s) if offset_s > 0 else wave
         backend = self._asr_backend()
-        if part.size == 0:
+        if part.size == 0 or not np.any(part):  # no samples, or digital silence (Whisper would invent a "You")
             return OutputTranscript(text="", chunks=(), source=str(getattr(backend, "name", "asr")))
         tr = backend.transcribe([part.astype(np.float32)], sr=16000, word_timestamps=True)[0]
         return transcript_to_output(tr, offset_s)

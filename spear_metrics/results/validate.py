@@ -59,6 +59,20 @@ class ResultsError(ValueError):
     """A results folder or results dataset that cannot be published or shown. One-line message."""
 
 
+#: Benchmarks beyond SPEAR whose scored runs are results datasets too: ``summary.json``
+#: ``"benchmark"`` -> the module holding that benchmark's ``validate_summary``,
+#: ``validate_rows``, ``check_summary_values`` and ``card_text`` (same signatures as here).
+BENCHMARKS: dict[str, str] = {"speechrole": "spear_metrics.speechrole.results"}
+
+
+def benchmark_checks(summary: Any):
+    """The module of :data:`BENCHMARKS` that checks ``summary`` (``None``: a SPEAR run)."""
+    import importlib
+
+    name = summary.get("benchmark") if isinstance(summary, dict) else None
+    return importlib.import_module(BENCHMARKS[name]) if name in BENCHMARKS else None
+
+
 def is_number(v: Any) -> bool:
     """A JSON number (not a bool) that is finite."""
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(float(v))
@@ -119,6 +133,8 @@ def validate_summary(summary: Any, *, where: str = "results") -> None:
 
     if not isinstance(summary, dict):
         raise ResultsError(f"{where}: summary.json is not a JSON object")
+    if (bench := benchmark_checks(summary)) is not None:
+        return bench.validate_summary(summary, where=where)
     for k in REQUIRED_SUMMARY_KEYS:
         if k not in summary:
             raise ResultsError(f"{where}: summary.json is missing column {k!r}")
@@ -190,6 +206,8 @@ def validate_rows(summary: dict[str, Any], rows: Sequence[dict[str, Any]], *, wh
     """
     from spear_metrics.core.columns import find_column
 
+    if (bench := benchmark_checks(summary)) is not None:
+        return bench.validate_rows(summary, rows, where=where)
     if not rows:
         raise ResultsError(f"{where}: per_sample.jsonl has no rows")
     metrics = tuple(summary.get("metrics") or ())
@@ -317,6 +335,8 @@ def check_summary_values(summary: dict[str, Any], rows: Sequence[dict[str, Any]]
     """
     from spear_metrics.core.columns import find_column
 
+    if (bench := benchmark_checks(summary)) is not None:
+        return bench.check_summary_values(summary, rows, where=where, use_options=use_options)
     ok = sorted((r for r in rows if r.get("status") == "ok"), key=lambda r: r["row"])
     has_meta = bool(ok) and all("transcript_question" in r for r in ok)
     for name in summary.get("metrics", ()):

@@ -32,6 +32,7 @@ from spear_metrics.results.validate import (
     SPLITS,
     TEXT_SAMPLE_COLUMNS,
     ResultsError,
+    benchmark_checks,
     check_summary_values,
     interval_base,
     read_run,
@@ -377,11 +378,15 @@ def write_results_dataset(
     if (with_audio or with_inputs) and metadata is None:
         raise ResultsError("--with-audio/--with-inputs need --metadata (the CSV the run scored) to find the audio")
     summary, rows = read_run(results_dir)
+    bench = benchmark_checks(summary)
+    if bench is not None and (metadata is not None or with_audio or with_inputs):
+        raise ResultsError(f"{results_dir}: a {summary['benchmark']} run takes no --metadata, --with-audio or "
+                           "--with-inputs (its per-dialogue rows hold the judge's scores)")
     csv_dir = None
     if metadata is not None:
         rows, csv_dir = merge_metadata(rows, Path(metadata))
     check_summary_values(summary, rows, where=str(results_dir), use_options=True)
-    for r in rows:
+    for r in rows if bench is None else ():
         r["subset"] = subset_of(r.get("audio_path"))
     audio_cols: list[str] = []
     if with_audio:
@@ -421,9 +426,9 @@ def write_results_dataset(
             tmp.write_text(json.dumps(summary, indent=2, ensure_ascii=False, allow_nan=False) + "\n", encoding="utf-8")
         with atomic_path(out / "README.md") as tmp:
             tmp.write_text(
-                mask_secrets(card_text(summary, model_name=model_name.strip(), inference_mode=inference_mode,
-                                       open_weights=open_weights, split=split, n_rows=len(rows), audio_cols=audio_cols,
-                                       has_report=has_report), shapes=False),
+                mask_secrets((card_text if bench is None else bench.card_text)(
+                    summary, model_name=model_name.strip(), inference_mode=inference_mode, open_weights=open_weights,
+                    split=split, n_rows=len(rows), audio_cols=audio_cols, has_report=has_report), shapes=False),
                 encoding="utf-8")
         if has_report:
             for f in sorted(report.iterdir()):  # the page and its PNGs only (no links, no folders)

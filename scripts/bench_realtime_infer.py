@@ -1,0 +1,144 @@
+"""Throughput and onset accuracy of ``spearbench infer --agent openai-realtime`` with real-time pacing.
+
+Runs ``infer`` over ``--rows`` SPEAR-shaped rows (stereo 16 kHz clips of ``--clip-s`` seconds cut from
+the real AMI recording in ../shared/fixtures/real) against the loopback Realtime fake
+(``tests/openai_fakes.py``, in a separate process so that it does not share the client's GIL), which
+answers ``--delay-s`` seconds (of input samples) after each clip's end. Twice: ``--concurrency 1`` on
+``--serial-rows`` rows (figures extrapolated to all rows) and ``--concurrency N`` on all rows.
+Printed (and written as JSON with ``--json``): rows/s, wall time, and the onset error against the
+programmed onset (median, p99, max in ms) on the wall clock (SPEAR's onset) and on the stream clock,
+the response time, and each session's largest send delay behind its schedule (how well the pacing held).
+
+    PYTHONPATH=$PWD python scripts/bench_realtime_infer.py --rows 64 --clip-s 8 --concurrency 64
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import multiprocessing as mp
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+REAL = REPO.parent / "shared" / "fixtures" / "real"
+STEREO = REAL / "DERIVED__pyannote-audio__seriously_29-60s_stereo_L-FEE016_R-MEO015.wav"
+KEY = "sk-bench-not-a-real-key-000000"
+
+
+def _fake_process(conn, programs, answer) -> None:
+    from openai_fakes import RealtimeFake
+
+    fake = RealtimeFake(programs, answer, KEY)
+    conn.send(fake.url)
+    cpu0 = time.process_time()
+    conn.recv()  # until told to stop
+    conn.send({"replied_at": dict(fake.replied_at), "connections": dict(fake.connections),
+               "cpu_s": time.process_time() - cpu0})
+    fake.close()
+
+
+def build_rows(root: Path, n: int, clip_s: float) -> tuple[Path, list[str]]:
+    from spear_datasets.audio import TARGET_SR, load_audio, write_wav
+
+    src = load_audio(STEREO, sr=TARGET_SR, channels="keep")
+    length = round(clip_s * TARGET_SR)
+    starts = np.linspace(0, src.shape[1] - length, num=max(1, min(n, 23))).astype(int)
+    (root / "clips").mkdir(parents=True, exist_ok=True)
+    names = []
+    with open(root / "metadata.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["audio_path", "answer_audio_path", "context_end_time", "question_end_time", "answer_duration",
+                    "speakers", "conversation_id", "transcript_question", "transcript_answer", "answer_start_time"])
+        for k in range(n):
+            name = f"V00_S0001_I00000001_P0016A_P0015_{k}.wav"
+            s = starts[k % len(starts)]
+            write_wav(root / "clips" / name, src[:, s : s + length], TARGET_SR)
+            w.writerow([f"clips/{name}", "", "0.0", repr(length / TARGET_SR), "", "P0016A|P0015", "V00_S0001_I00000001",
+                        "P0016A: q?", "", ""])
+            names.append(name)
+    return root / "metadata.csv", names
+
+
+def run_once(csv_path: Path, names: list[str], out: Path, concurrency: int, clip_s: float, delay_s: float) -> dict:
+    from openai_fakes import Program
+
+    from spear_datasets.audio import load_audio
+    from spear_metrics.agents.harness import run_inference
+
+    at = clip_s + delay_s
+    programs = {n: Program("reply", at_s=at, speech_end_s=clip_s) for n in names}
+    answer = load_audio(REAL / "speechbrain__p225_002.wav", sr=24_000, channels="mix")[0][:24000]
+    ctx = mp.get_context("spawn")
+    parent, child = ctx.Pipe()
+    proc = ctx.Process(target=_fake_process, args=(child, programs, answer), daemon=True)
+    proc.start()
+    url = parent.recv()
+    os.environ["OPENAI_API_KEY"] = KEY
+    try:
+        t0 = time.perf_counter()
+        cpu0 = time.process_time()
+        info = run_inference("openai-realtime", str(csv_path), out, progress=False, concurrency=concurrency,
+                             agent_options={"base_url": url, "max_wait_s": "10"})
+        wall = time.perf_counter() - t0
+        cpu = time.process_time() - cpu0
+    finally:
+        parent.send("stop")
+        fake_info = parent.recv()
+        proc.join(10)
+    recs = [json.loads(x) for x in (out / ".work" / "rank-0.jsonl").read_text().splitlines()]
+    ok = [r for r in recs if r.get("status") == "ok"]
+    wall_err = np.array([(r["onset_wall_s"] - at) * 1000 for r in ok])
+    stream_err = np.array([(r["onset_stream_s"] - at) * 1000 for r in ok])
+    rt = np.array([r["response_time_s"] * 1000 for r in ok])
+    lag = np.array([r["send_lag_max_s"] * 1000 for r in ok])
+    lag_at = np.array([r["send_lag_max_at_s"] * 1000 for r in ok])
+
+    def stats(v):
+        return {"median_ms": float(np.median(v)), "p99_ms": float(np.percentile(v, 99)), "max_ms": float(v.max()),
+                "min_ms": float(v.min())} if v.size else None
+
+    return {"rows": len(names), "answered": info["n_answered"], "failed": info["n_failed"], "concurrency": concurrency,
+            "wall_s": wall, "rows_per_s": len(names) / wall, "onset_error_wall": stats(wall_err),
+            "onset_error_stream": stats(stream_err), "response_time": stats(rt), "send_lag_max": stats(lag),
+            "send_lag_max_at_stream_time": stats(lag_at),
+            "fake_connections": sum(fake_info["connections"].values()), "client_cpu_s": cpu,
+            "fake_server_cpu_s": fake_info["cpu_s"], "load_average_1min_after": os.getloadavg()[0]}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rows", type=int, default=64)
+    ap.add_argument("--clip-s", type=float, default=8.0)
+    ap.add_argument("--delay-s", type=float, default=0.5, help="programmed reply delay after the clip's end (s, < 2.5)")
+    ap.add_argument("--concurrency", type=int, default=64)
+    ap.add_argument("--serial-rows", type=int, default=3, help="rows run at --concurrency 1 (0: skip)")
+    ap.add_argument("--json", default=None, help="also write the figures to this file")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        csv_path, names = build_rows(Path(tmp) / "data", args.rows, args.clip_s)
+        res = {"clip_s": args.clip_s, "delay_s": args.delay_s}
+        if args.serial_rows:
+            sub = Path(tmp) / "serial"
+            sub.mkdir()
+            scsv, snames = build_rows(sub / "data", args.serial_rows, args.clip_s)
+            r1 = run_once(scsv, snames, sub / "out", 1, args.clip_s, args.delay_s)
+            r1["extrapolated_wall_s_for_all_rows"] = r1["wall_s"] / r1["rows"] * args.rows
+            res["concurrency_1"] = r1
+        res[f"concurrency_{args.concurrency}"] = run_once(csv_path, names, Path(tmp) / "out", args.concurrency,
+                                                          args.clip_s, args.delay_s)
+    print(json.dumps(res, indent=2))
+    if args.json:
+        Path(args.json).write_text(json.dumps(res, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

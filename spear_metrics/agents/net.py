@@ -1,0 +1,192 @@
+"""Network plumbing shared by the API adapters: keys from the environment, secret masking,
+bounded retries with exponential backoff and jitter, time limits.
+
+- Keys come from environment variables only (:func:`api_key`; default names ``OPENAI_API_KEY``,
+  ``GEMINI_API_KEY``; an adapter's ``api_key_env=NAME`` option names another). A key's value is
+  remembered for this process and masked (:func:`mask_secrets`) in every error message the
+  adapters raise and in every reason ``infer``/``fdb-infer`` write; it never reaches a file.
+- :func:`with_retries` retries what is worth retrying: HTTP 408, 409, 425, 429, 500, 502, 503, 504
+  and connection failures (timeouts, refused/reset connections), and WebSocket close codes
+  1012 (service restart) and 1013 (try again later, RFC 6455's "try later"), waiting
+  ``Retry-After`` when the server sends one (seconds or an HTTP date; capped at
+  :attr:`RetryPolicy.max_delay_s`) and otherwise ``base_delay_s * 2**k`` with full jitter. HTTP
+  400, 401, 403, 404, 422 and every other 4xx fail at once (retrying cannot help), as does a
+  WebSocket close with any other code. After ``max_tries`` the last reason is kept:
+  ``gave up after N tries: <reason>``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import math
+import os
+import random
+import time
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable, Mapping, Optional, TypeVar
+
+from spear_metrics.agents.base import AgentError
+
+T = TypeVar("T")
+
+#: HTTP statuses worth retrying
+RETRY_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
+#: WebSocket close codes that mean "try later": 1012 service restart, 1013 try again later
+RETRY_CLOSE_CODES = frozenset({1012, 1013})
+
+_SECRETS: set[str] = set()
+
+
+class NetError(AgentError):
+    """A network call failed (one line, secrets masked).
+
+    Attributes:
+        retryable: worth another try (see the module docstring).
+        retry_after: seconds the server asked to wait (``Retry-After``), ``None`` if it did not say.
+        status: the HTTP status or WebSocket close code, if any.
+    """
+
+    def __init__(self, message: str, *, retryable: bool = False, retry_after: Optional[float] = None,
+                 status: Optional[int] = None):
+        super().__init__(mask_secrets(" ".join(str(message).split())))
+        self.retryable = retryable
+        self.retry_after = retry_after
+        self.status = status
+
+
+class MissingKeyError(AgentError):
+    """The environment variable that should hold an API key is not set (names the variable only)."""
+
+
+def register_secret(value: Optional[str]) -> None:
+    """Remember ``value`` so that :func:`mask_secrets` hides it (values shorter than 8 characters
+    are ignored: masking them would garble ordinary words)."""
+    if value and len(value) >= 8:
+        _SECRETS.add(value)
+
+
+def mask_secrets(text: str) -> str:
+    """``text`` with every registered secret value (and the ``Bearer <token>`` of an
+    Authorization header) replaced by ``***``."""
+    out = str(text)
+    for s in sorted(_SECRETS, key=len, reverse=True):
+        if s in out:
+            out = out.replace(s, "***")
+    if "Bearer " in out:
+        import re
+
+        out = re.sub(r"Bearer\s+[^\s\"',;]+", "Bearer ***", out)
+    return out
+
+
+def api_key(env: str, *, required: bool = True) -> Optional[str]:
+    """The API key held by environment variable ``env`` (registered for masking).
+
+    Raises:
+        MissingKeyError: ``required`` and the variable is unset or empty (the message names the
+            variable, never a value).
+    """
+    value = os.environ.get(env, "").strip()
+    if not value:
+        if required:
+            raise MissingKeyError(f"environment variable {env} is not set (it must hold the API key)")
+        return None
+    register_secret(value)
+    return value
+
+
+#: the request-tracing header the adapters send with the row's identity (OpenAI echoes it in its logs)
+REQUEST_ID_HEADER = "X-Client-Request-Id"
+
+
+def request_id(row_id: str) -> str:
+    """``row_id`` as a header value: printable ASCII, at most 512 characters."""
+    text = "".join(c if 32 < ord(c) < 127 else "_" for c in str(row_id))
+    return text[:512] or "row"
+
+
+def parse_retry_after(value: Any, *, now: Optional[float] = None) -> Optional[float]:
+    """``Retry-After`` header value -> seconds (>= 0): delta-seconds or an HTTP date; ``None``
+    when absent or unreadable."""
+    if value is None:
+        return None
+    text = str(value).strip()
+    try:
+        s = float(text)
+        return max(0.0, s) if math.isfinite(s) else None
+    except ValueError:
+        pass
+    try:
+        dt = email.utils.parsedate_to_datetime(text)
+    except (TypeError, ValueError):
+        return None
+    if dt is None:
+        return None
+    return max(0.0, dt.timestamp() - (time.time() if now is None else now))
+
+
+def http_error(status: int, body: str = "", headers: Optional[Mapping[str, str]] = None, *, what: str = "server") -> NetError:
+    """The :class:`NetError` for an HTTP error ``status`` (retryable per :data:`RETRY_STATUSES`,
+    ``Retry-After`` read from ``headers``); ``body`` is cut to 200 characters."""
+    h = {str(k).lower(): v for k, v in (headers or {}).items()}
+    detail = " ".join(str(body or "").split())[:200]
+    msg = f"{what} answered HTTP {status}" + (f": {detail}" if detail else "")
+    return NetError(msg, retryable=status in RETRY_STATUSES, retry_after=parse_retry_after(h.get("retry-after")),
+                    status=status)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Bounded retries: at most ``max_tries`` calls; waits ``Retry-After`` when given, else
+    ``uniform(0, min(max_delay_s, base_delay_s * 2**k))`` (full jitter) before try ``k + 2``."""
+
+    max_tries: int = 4
+    base_delay_s: float = 0.5
+    max_delay_s: float = 30.0
+
+    def __post_init__(self) -> None:
+        if self.max_tries < 1:
+            raise ValueError("max_tries must be >= 1")
+
+    def delay(self, attempt: int, retry_after: Optional[float], rng: random.Random) -> float:
+        """Seconds to wait after failed try number ``attempt`` (0-based)."""
+        if retry_after is not None:
+            return min(self.max_delay_s, retry_after)
+        return rng.uniform(0.0, min(self.max_delay_s, self.base_delay_s * (2 ** attempt)))
+
+
+async def with_retries(call: Callable[[], Awaitable[T]], policy: RetryPolicy, *,
+                       rng: Optional[random.Random] = None,
+                       sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep) -> T:
+    """``await call()`` with :class:`RetryPolicy` retries of retryable :class:`NetError` s.
+
+    Raises:
+        NetError: a non-retryable error at once; after ``max_tries`` the last one, as
+            ``gave up after N tries: <reason>``.
+        Anything else ``call`` raises, at once.
+    """
+    rng = rng or random.Random()
+    for attempt in range(policy.max_tries):
+        try:
+            return await call()
+        except NetError as e:
+            if not e.retryable:
+                raise
+            if attempt + 1 >= policy.max_tries:
+                raise NetError(f"gave up after {policy.max_tries} tries: {e}", retryable=False,
+                               status=e.status) from None
+            await sleep(policy.delay(attempt, e.retry_after, rng))
+    raise AssertionError("unreachable")
+
+
+async def within(seconds: float, awaitable: Awaitable[T], what: str) -> T:
+    """``await awaitable`` for at most ``seconds``.
+
+    Raises:
+        NetError: ``<what> timed out after N s`` (retryable: a slow server may answer next time).
+    """
+    try:
+        return await asyncio.wait_for(awaitable, timeout=seconds)
+    except asyncio.TimeoutError:
+        raise NetError(f"{what} timed out after {seconds:g} s", retryable=True) from None

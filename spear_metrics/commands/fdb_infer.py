@@ -1,0 +1,67 @@
+"""``spearbench fdb-infer --agent NAME --root FDB_DIR [--tasks T1,T2] [--concurrency N]``.
+
+Streams each Full-Duplex-Bench stimulus ``<task>/<id>/input.wav`` in real time through a network
+adapter and writes ``output.wav`` (time-synchronous reply, same length as the input) and
+``output.json`` (word-timed ASR, the transcription ``spearbench fdb`` itself would run) beside it,
+so that ``spearbench fdb --task T --root FDB_DIR/<task>`` scores the folder as is. Resumable;
+existing outputs are kept unless ``--overwrite`` (which replaces only output.wav/output.json). See
+:mod:`spear_metrics.full_duplex.infer`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from spear_metrics.commands import SHOWN_FAILURES, number, parse_options, print_failures
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--agent", required=True, help="streaming network adapter, e.g. openai-realtime (infer --list-agents)")
+    p.add_argument("--agent-option", "-a", action="append", default=[], metavar="KEY=VALUE",
+                   help="adapter constructor option (repeatable), e.g. base_url=ws://127.0.0.1:8000/v1/realtime")
+    p.add_argument("--root", required=True, help="an FDB task folder (<id>/input.wav) or a folder of task folders")
+    p.add_argument("--tasks", default=None, help="comma-separated task folder names under --root (default: all)")
+    p.add_argument("--chunk-ms", type=number(above=0), default=40.0, help="input chunk length in ms (default 40)")
+    p.add_argument("--concurrency", type=number(integer=True, minimum=1), default=1,
+                   help="sessions at once, each paced in real time on its own schedule (default 1)")
+    p.add_argument("--row-timeout-s", type=number(above=0), default=300.0,
+                   help="a sample's time limit beyond its input's duration, s (default 300)")
+    p.add_argument("--asr", default="embedded",
+                   help="ASR backend for output.json (spear_metrics.core.asr; the one spearbench fdb uses by default)")
+    p.add_argument("--no-asr", action="store_true",
+                   help="write output.wav only (spearbench fdb then transcribes at scoring time); for an ASR model "
+                        "that cannot be loaded here")
+    p.add_argument("--output-sr", type=number(integer=True, minimum=4000), default=None,
+                   help="rate of output.wav in Hz (default: the input's; FDB's own scripts assume 16000)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace output.wav/output.json that exist already (written by another model or run)")
+    p.add_argument("--retry-failed", action="store_true", help="run again the samples that failed before")
+    p.add_argument("--no-progress", action="store_true")
+
+
+def run(args: argparse.Namespace) -> int:
+    from spear_metrics.agents.base import AgentError
+    from spear_metrics.agents.net import mask_secrets
+    from spear_metrics.agents.registry import UnknownAgentError
+    from spear_metrics.core.models import ModelUnavailableError
+    from spear_metrics.core.options import OptionError
+    from spear_metrics.full_duplex.infer import FDBInferError, run_fdb_inference
+
+    tasks = [t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None
+    try:
+        info = run_fdb_inference(args.agent, args.root, tasks=tasks, agent_options=parse_options(args.agent_option),
+                                 chunk_ms=float(args.chunk_ms), concurrency=int(args.concurrency),
+                                 row_timeout_s=float(args.row_timeout_s), asr=None if args.no_asr else args.asr,
+                                 output_sr=None if args.output_sr is None else int(args.output_sr),
+                                 overwrite=args.overwrite, retry_failed=args.retry_failed, progress=not args.no_progress)
+    except (FDBInferError, UnknownAgentError, OptionError, ModelUnavailableError, AgentError, ValueError, TypeError) as e:
+        print(f"spearbench fdb-infer: {mask_secrets(' '.join(str(e).split()))}", file=sys.stderr)
+        return 2
+    print(f"{info['n_done']}/{info['n_samples']} replies written ({info['n_written']} this run), "
+          f"{info['n_kept']} existing kept, {info['n_failed']} failed -> {args.root}")
+    if info["n_failed"]:
+        print_failures([(f["sample"], f["error"]) for f in info["failures"][:SHOWN_FAILURES]],
+                       f"{args.root}/<task>/.spearbench-fdb-infer/failures.jsonl (rerun with --retry-failed)",
+                       total=info["n_failed"], what="sample")
+    return 0

@@ -1,0 +1,363 @@
+"""``spearbench fdb-infer``: Full-Duplex-Bench inference through a network adapter.
+
+Each stimulus ``<task_dir>/<id>/input.wav`` is streamed in real time through the adapter's session
+(:func:`spear_metrics.agents.duplex.run_session`, time-synchronous: the session lasts the input),
+as FDB's own inference scripts (``v1_v1.5/model_inference/`` of ``DanielLin94144/Full-Duplex-Bench``)
+stream a stimulus and record a reply channel of the same length. Written beside the stimulus:
+
+- ``output.wav``: the reply channel, time-synchronous with ``input.wav``: each received chunk is
+  placed at ``max(receive time, end of the previous chunk)`` on the wall clock since the first
+  input chunk (a playback buffer, :func:`spear_metrics.agents.duplex.playback_timeline`), trimmed or
+  zero-padded to the input's length; mono, 16-bit, at the input's rate (or ``output_sr``);
+- ``output.json``: word-timed ASR of ``output.wav`` in FDB's shape ``{"text", "chunks": [{"text",
+  "timestamp": [s, e]}]}``, made by the same code ``spearbench fdb`` runs when a sample has no
+  ``output.json`` (:meth:`spear_metrics.full_duplex.definition.FullDuplexScorer.transcript`, cropped at
+  the interrupting turn's end for user interruption as FDB's ``asr.py``), so scoring the folder
+  gives the same values either way. ``asr=None`` writes no ``output.json`` (``spearbench fdb``
+  then transcribes at scoring time). An ASR model that cannot be loaded stops the run (one line:
+  no sample's fault); rerun with ``--no-asr`` to write the audio only.
+
+Two passes: all sessions first (``concurrency`` at once on one event loop, nothing CPU-heavy beside
+them), then the ASR of the new replies. Resumable: the work log ``<task_dir>/.spearbench-fdb-infer/``
+(a hidden folder, which ``spearbench fdb`` skips) records each sample; a rerun redoes only what is
+missing. A sample that already holds an ``output.wav`` this command did not write is left alone
+(counted as kept) unless ``overwrite``; with ``overwrite`` only ``output.wav`` and ``output.json``
+are replaced, nothing else in the sample folder is touched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import numpy as np
+
+from spear_datasets.sources.fdb import TASK_FILES, FDBSample, folder_task, read_interrupt
+from spear_metrics.core.records import AppendLog, claim_work_dir, one_line, write_json_atomic, write_jsonl_atomic
+
+WORK = ".spearbench-fdb-infer"
+
+
+class FDBInferError(RuntimeError):
+    """The run cannot proceed as a whole (one line; the CLI exits 2)."""
+
+
+@dataclass(frozen=True)
+class Stimulus:
+    """One FDB sample folder to run: its task folder, id, task (from its files) and folder."""
+
+    task_dir: Path
+    id: str
+    task: str
+    dir: Path
+
+    @property
+    def key(self) -> str:
+        return f"{self.task_dir.name}/{self.id}"
+
+
+def find_task_dirs(root: str | os.PathLike, tasks: Optional[list[str]] = None) -> list[Path]:
+    """The task folders under ``root``: ``root`` itself when its sub-folders hold ``input.wav``
+    (one task folder), else its sub-folders that do (FDB's ``<category>/<id>/`` layout), limited to
+    the names in ``tasks`` when given.
+
+    Raises:
+        FDBInferError: ``root`` is not a folder, a name of ``tasks`` is not there, or no task folder.
+    """
+    r = Path(root)
+    if not r.is_dir():
+        raise FDBInferError(f"--root {r} is not a folder")
+
+    def holds_samples(d: Path) -> bool:
+        return any((c / "input.wav").is_file() for c in d.iterdir() if c.is_dir() and not c.name.startswith("."))
+
+    if holds_samples(r):
+        if tasks and r.name not in tasks:
+            raise FDBInferError(f"--root {r} is one task folder ({r.name}); --tasks {','.join(tasks)} does not name it")
+        return [r]
+    subs = sorted(d for d in r.iterdir() if d.is_dir() and not d.name.startswith(".") and holds_samples(d))
+    if tasks:
+        missing = [t for t in tasks if t not in {d.name for d in subs}]
+        if missing:
+            raise FDBInferError(f"no task folder {', '.join(missing)} with samples under {r}; found: "
+                                f"{', '.join(d.name for d in subs) or 'none'}")
+        subs = [d for d in subs if d.name in tasks]
+    if not subs:
+        raise FDBInferError(f"no FDB sample folders (<task>/<id>/input.wav) under {r}")
+    return subs
+
+
+def list_stimuli(task_dir: Path) -> list[Stimulus]:
+    """Every sample folder of ``task_dir`` that holds an ``input.wav`` (numeric ids in numeric order)."""
+    names = sorted((p.name for p in task_dir.iterdir() if p.is_dir() and not p.name.startswith(".")
+                    and (p / "input.wav").is_file()),
+                   key=lambda n: (0, int(n), n) if n.isdigit() else (1, 0, n))
+    out = []
+    for n in names:
+        t = folder_task(task_dir / n) or "backchannel"
+        out.append(Stimulus(task_dir, n, t, task_dir / n))
+    return out
+
+
+def read_log(work: Path) -> list[dict[str, Any]]:
+    """The valid records of ``work/rank-0.jsonl`` (a ``sample`` id and an ok/failed ``status``);
+    torn lines are skipped (their samples are redone)."""
+    from spear_metrics.core.records import read_jsonl
+
+    p = work / "rank-0.jsonl"
+    if not p.is_file():
+        return []
+    return [o for o in read_jsonl(p) if isinstance(o.get("sample"), str) and o.get("status") in ("ok", "failed")]
+
+
+def _reason(e: BaseException) -> str:
+    from spear_metrics.agents.net import mask_secrets
+
+    return mask_secrets(one_line(e))
+
+
+async def stream_stimulus(agent: Any, stim: Stimulus, *, chunk_ms: float, row_timeout_s: float,
+                          output_sr: Optional[int]) -> tuple[np.ndarray, int, dict[str, Any]]:
+    """One stimulus through ``agent``'s session: ``(reply (n,) float32, rate Hz, timing record)``.
+
+    Raises:
+        spear_datasets.audio.AudioError: unreadable ``input.wav``; the adapter's errors;
+        TimeoutError as ``RowTimeout``.
+    """
+    from spear_datasets.audio import decode
+    from spear_metrics.agents.duplex import AudioRequest, playback_timeline, run_session, session_config
+    from spear_metrics.agents.harness import RowTimeout, _guarded
+
+    wav, sr = await asyncio.to_thread(decode, stim.dir / "input.wav")  # nothing slow on the loop that paces sessions
+    request = AudioRequest(audio=wav, sample_rate=sr, row_id=stim.key.replace("/", "_"))
+    scfg = session_config(agent, chunk_ms=chunk_ms, time_synchronous=True)
+    scfg = type(scfg)(chunk_ms=scfg.chunk_ms, paced=scfg.paced, tail_silence_s=0.0, max_wait_s=scfg.max_wait_s,
+                      time_synchronous=True)
+    limit = row_timeout_s + (request.duration_s if scfg.paced else 0.0)
+    try:
+        async with asyncio.timeout(limit):
+            result = await _guarded(run_session(agent, request, scfg))
+    except TimeoutError:
+        raise RowTimeout(f"timed out after {limit:g} s") from None
+    rate = int(output_sr or sr)
+    n = round(wav.shape[1] * rate / sr)
+    reply = await asyncio.to_thread(playback_timeline, result, n, rate)
+    return reply, rate, {"first_audio_s": result.first_audio_s, "first_audio_input_s": result.first_audio_input_s,
+                         "n_chunks": len(result.chunks), "text": result.text or None}
+
+
+def transcribe_reply(stim: Stimulus, backend: Any) -> dict[str, Any]:
+    """``output.json`` content for the reply in ``stim``'s folder, by the scorer's own transcription
+    (:meth:`FullDuplexScorer.transcript`; user interruption: from the interrupting turn's end on).
+
+    Raises:
+        FDBFormatError: a bad ``interrupt.json``; the ASR backend's errors (ModelUnavailableError...).
+    """
+    from spear_metrics.full_duplex.definition import FullDuplexScorer
+
+    task = stim.task if stim.task in TASK_FILES else "backchannel"
+    scorer = FullDuplexScorer(task=task, asr=backend)
+    sample = FDBSample(id=stim.id, task=task, dir=stim.dir, output_asr=stim.dir / f"{WORK}-absent.json")
+    offset = read_interrupt(stim.dir / "interrupt.json").end_s if task == "user_interruption" else 0.0
+    tr = scorer.transcript(sample, offset)
+    return {"text": tr.text, "chunks": [{"text": c.text, "timestamp": [c.start, c.end]} for c in tr.chunks]}
+
+
+def run_fdb_inference(agent_name: str, root: str | os.PathLike, *, tasks: Optional[list[str]] = None,
+                      agent_options: Optional[dict[str, Any]] = None, agent: Any = None, chunk_ms: float = 40.0,
+                      concurrency: int = 1, row_timeout_s: float = 300.0, asr: Optional[str] = "embedded",
+                      asr_backend: Any = None, output_sr: Optional[int] = None, overwrite: bool = False,
+                      retry_failed: bool = False, progress: bool = True,
+                      on_row: Optional[Callable[[dict[str, Any]], None]] = None) -> dict[str, Any]:
+    """Run a network adapter over FDB stimuli (see the module docstring).
+
+    Args:
+        agent_name: adapter name (registry), recorded in each task folder's work fingerprint.
+        root: a task folder, or a folder of task folders (``tasks`` picks some by name).
+        agent: an already-built adapter (tests); else ``load_agent(agent_name, **agent_options)``.
+        chunk_ms: input chunk length (ms).
+        concurrency: sessions at once.
+        row_timeout_s: a sample's limit beyond its input's duration (s).
+        asr: ASR backend name for ``output.json`` (``spear_metrics.core.asr.load_asr``); ``None``: no
+            ``output.json``. ``asr_backend``: an object with the backend API to use instead (tests).
+        output_sr: rate of ``output.wav`` (Hz); ``None``: the input's.
+        overwrite: replace ``output.wav``/``output.json`` written by something else or by another run.
+        retry_failed: run again the samples that failed before.
+
+    Returns counts: ``n_samples``, ``n_written`` (this run), ``n_done`` (in total), ``n_kept``
+    (existing outputs left alone), ``n_failed``, ``failures`` (``[{"sample", "error"}]``), ``elapsed_s``.
+
+    Raises:
+        FDBInferError: no task folders, a folder holding another run's outputs (without ``overwrite``),
+            an adapter that is not a network adapter.
+        spear_metrics.core.models.ModelUnavailableError: the ASR model cannot be loaded.
+    """
+    from spear_metrics.agents.duplex import is_network_agent
+    from spear_metrics.agents.registry import load_agent
+
+    agent_options = dict(agent_options or {})
+    if agent is None:
+        agent = load_agent(agent_name, **agent_options)
+    if not is_network_agent(agent):
+        raise FDBInferError(f"agent {agent_name!r} is not a streaming network adapter (no async connect); "
+                            "fdb-infer needs one (e.g. openai-realtime)")
+    if concurrency < 1:
+        raise FDBInferError(f"--concurrency must be >= 1, got {concurrency}")
+    fp = {"agent": agent_name, "agent_options": {k: agent_options[k] for k in sorted(agent_options)},
+          "chunk_ms": float(chunk_ms), "output_sr": output_sr}
+    task_dirs = find_task_dirs(root, tasks)
+    state: dict[Path, dict[str, dict[str, Any]]] = {}
+    stimuli: list[Stimulus] = []
+    for td in task_dirs:
+        work = td / WORK
+        claim_work_dir(work, fp, overwrite=overwrite, conflict=FDBInferError(
+            f"{td} holds replies of another fdb-infer run (other agent, options or chunk size); pass --overwrite "
+            "to replace its output.wav/output.json"))
+        recs: dict[str, dict[str, Any]] = {}
+        for obj in read_log(work):  # the latest record of a sample wins (an ok ASR record completes its ok reply)
+            sid = str(obj["sample"])
+            prev = recs.get(sid)
+            recs[sid] = {**prev, **obj} if prev and prev.get("status") == "ok" and obj.get("status") == "ok" else obj
+        state[td] = recs
+        stimuli += list_stimuli(td)
+
+    def audio_done(s: Stimulus) -> bool:
+        r = state[s.task_dir].get(s.id)
+        return bool(r and r.get("status") == "ok" and (s.dir / "output.wav").is_file())
+
+    kept: list[Stimulus] = []
+    todo: list[Stimulus] = []
+    for s in stimuli:
+        r = state[s.task_dir].get(s.id)
+        if audio_done(s):
+            continue
+        if r is not None and r.get("status") == "failed" and not retry_failed:
+            continue
+        if (s.dir / "output.wav").exists() and not overwrite:
+            kept.append(s)
+            continue
+        todo.append(s)
+
+    bar = None
+    if progress and todo:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(todo), desc=f"fdb-infer {agent_name}", unit="sample")
+    logs = {td: AppendLog(td / WORK / "rank-0.jsonl") for td in task_dirs}
+    t0 = time.perf_counter()
+    written = 0
+    try:
+        def save(s: Stimulus, reply: np.ndarray, rate: int) -> None:
+            from spear_datasets.audio import write_wav
+
+            (s.dir / "output.json").unlink(missing_ok=True)  # a stale transcript never sits beside a new reply
+            write_wav(s.dir / "output.wav", reply, rate)
+
+        def log(s: Stimulus, rec: dict[str, Any]) -> None:
+            logs[s.task_dir].write([rec])
+            state[s.task_dir][s.id] = rec
+            if on_row is not None:
+                on_row(rec)
+            if bar is not None:
+                bar.update(1)
+
+        async def one(s: Stimulus, writer: Any) -> None:
+            nonlocal written
+            from spear_metrics.agents.harness import _fails_row
+
+            loop = asyncio.get_running_loop()
+
+            rec: dict[str, Any] = {"sample": s.id, "task": s.task}
+            t = time.perf_counter()
+            try:
+                reply, rate, timing = await stream_stimulus(agent, s, chunk_ms=chunk_ms, row_timeout_s=row_timeout_s,
+                                                            output_sr=output_sr)
+                await loop.run_in_executor(writer, save, s, reply, rate)
+                rec.update(status="ok", asr=False, **timing)
+                written += 1
+            except asyncio.CancelledError:
+                raise
+            except BaseException as e:
+                if not _fails_row(e):
+                    raise
+                rec.update(status="failed", error=_reason(e))
+            rec["elapsed_s"] = time.perf_counter() - t
+            await loop.run_in_executor(writer, log, s, rec)
+
+        async def main() -> None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            from spear_metrics.agents.harness import _warm_up
+
+            pending = iter(todo)
+            writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="spearbench-writer")  # every write, in order
+            _warm_up(agent)
+
+            async def worker() -> None:
+                for s in pending:
+                    await one(s, writer)
+
+            try:
+                async with asyncio.TaskGroup() as tg:
+                    for _ in range(min(concurrency, len(todo))):
+                        tg.create_task(worker())
+            except BaseExceptionGroup as eg:
+                raise eg.exceptions[0] from None
+            finally:
+                writer.shutdown(wait=True)
+
+        if todo:
+            asyncio.run(main())
+        if bar is not None:
+            bar.close()
+            bar = None
+        # second pass: transcripts of the replies this command wrote that have none yet
+        if asr is not None or asr_backend is not None:
+            backend = asr_backend
+            for s in stimuli:
+                r = state[s.task_dir].get(s.id)
+                if not (r and r.get("status") == "ok" and (s.dir / "output.wav").is_file()):
+                    continue
+                if r.get("asr") and (s.dir / "output.json").is_file():
+                    continue
+                if backend is None:
+                    from spear_metrics.core.asr import load_asr
+
+                    backend = load_asr(asr)
+                try:
+                    obj = transcribe_reply(s, backend)
+                    write_json_atomic(s.dir / "output.json", obj)
+                    upd = {"sample": s.id, "task": s.task, "status": "ok", "asr": True,
+                           "asr_model": str(getattr(backend, "name", asr))}
+                except Exception as e:
+                    from spear_metrics.core.models import ModelUnavailableError
+
+                    if isinstance(e, ModelUnavailableError):
+                        raise
+                    upd = {"sample": s.id, "task": s.task, "status": "failed", "error": f"ASR: {_reason(e)}"}
+                    (s.dir / "output.wav").unlink(missing_ok=True)  # no reply without its transcript
+                logs[s.task_dir].write([upd])
+                state[s.task_dir][s.id] = {**r, **upd}
+    finally:
+        if bar is not None:
+            bar.close()
+        for log in logs.values():
+            log.close()
+    failures = []
+    done = 0
+    for td in task_dirs:
+        fails = [{"sample": sid, "error": r.get("error")} for sid, r in sorted(state[td].items()) if r.get("status") == "failed"]
+        write_jsonl_atomic(td / WORK / "failures.jsonl", fails)
+        failures += [{"sample": f"{td.name}/{f['sample']}", "error": f["error"]} for f in fails]
+        done += sum(1 for r in state[td].values() if r.get("status") == "ok")
+    info = {"agent": agent_name, "n_samples": len(stimuli), "n_written": written, "n_done": done, "n_kept": len(kept),
+            "n_failed": len(failures), "failures": failures, "elapsed_s": time.perf_counter() - t0,
+            "concurrency": concurrency, "asr": None if (asr is None and asr_backend is None) else
+            str(getattr(asr_backend, "name", asr))}
+    for td in task_dirs:
+        write_json_atomic(td / WORK / "run_info.json", {k: v for k, v in info.items() if k != "failures"})
+    return info

@@ -1,0 +1,117 @@
+"""The pieces under the network adapters, on hand-computed inputs: retries and backoff (a recorded
+sleep, no clock), Retry-After, key masking, the playback buffer of FDB replies, the sink's clocks."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+import numpy as np
+import pytest
+
+from spear_metrics.agents.duplex import OutputChunk, OutputSink, ProtocolError, SessionResult, playback_timeline
+from spear_metrics.agents.net import (
+    MissingKeyError,
+    NetError,
+    RetryPolicy,
+    api_key,
+    http_error,
+    mask_secrets,
+    parse_retry_after,
+    with_retries,
+)
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def test_retries_honour_retry_after_then_back_off_with_jitter_and_stop():
+    slept: list[float] = []
+
+    async def sleep(s):
+        slept.append(s)
+
+    answers = [http_error(429, "slow down", {"Retry-After": "7"}), http_error(503, "busy", {}),
+               http_error(502, "", {}), "ok"]
+
+    async def call():
+        a = answers.pop(0)
+        if isinstance(a, Exception):
+            raise a
+        return a
+
+    assert run(with_retries(call, RetryPolicy(max_tries=4, base_delay_s=0.5), rng=random.Random(0), sleep=sleep)) == "ok"
+    assert slept[0] == 7.0  # the server's Retry-After, as given
+    assert 0.0 <= slept[1] <= 1.0 and 0.0 <= slept[2] <= 2.0  # full jitter under 0.5 * 2**k
+    # non-retryable: at once, one try
+    calls = []
+
+    async def refused():
+        calls.append(1)
+        raise http_error(401, "bad key", {})
+
+    with pytest.raises(NetError, match="HTTP 401"):
+        run(with_retries(refused, RetryPolicy(max_tries=5), sleep=sleep))
+    assert len(calls) == 1
+    # always 429: gives up after max_tries with the last reason kept
+    calls.clear()
+
+    async def busy():
+        calls.append(1)
+        raise http_error(429, "rate limited", {"Retry-After": "0"})
+
+    with pytest.raises(NetError, match=r"gave up after 3 tries: server answered HTTP 429: rate limited"):
+        run(with_retries(busy, RetryPolicy(max_tries=3), sleep=sleep))
+    assert len(calls) == 3
+
+
+def test_retry_after_forms_and_caps():
+    assert parse_retry_after("2.5") == 2.5 and parse_retry_after(None) is None and parse_retry_after("soon") is None
+    assert parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT", now=1445412480.0 - 30) == pytest.approx(30.0)
+    assert RetryPolicy(max_delay_s=10).delay(0, 3600.0, random.Random(0)) == 10.0
+    assert http_error(404, "").retryable is False and http_error(500, "").retryable is True
+
+
+def test_keys_come_from_the_environment_and_never_show(monkeypatch):
+    monkeypatch.delenv("SPEARBENCH_TEST_KEY", raising=False)
+    with pytest.raises(MissingKeyError, match="SPEARBENCH_TEST_KEY is not set"):
+        api_key("SPEARBENCH_TEST_KEY")
+    monkeypatch.setenv("SPEARBENCH_TEST_KEY", "sk-live-abcdefghijklmnop")
+    assert api_key("SPEARBENCH_TEST_KEY") == "sk-live-abcdefghijklmnop"
+    e = NetError("server said: Incorrect API key provided: sk-live-abcdefghijklmnop.")
+    assert "sk-live" not in str(e) and "***" in str(e)
+    assert mask_secrets("Authorization: Bearer tok_987654321") == "Authorization: Bearer ***"
+
+
+def _chunk(value: float, n: int, received_s: float, sr: int = 1000) -> OutputChunk:
+    return OutputChunk(np.full((1, n), value, np.float32), sr, received_s, received_s)
+
+
+def test_playback_buffer_places_chunks_at_arrival_or_behind_the_one_playing():
+    # 1 kHz for easy counting: chunk A (100 samples) arrives at 0.20 s, B at 0.25 s (while A plays:
+    # queued to 0.30 s), C at 0.60 s (after a gap: played on arrival), D at 0.95 s (cut at the end).
+    r = SessionResult(chunks=[_chunk(0.1, 100, 0.20), _chunk(0.2, 100, 0.25), _chunk(0.3, 100, 0.60),
+                              _chunk(0.4, 100, 0.95)])
+    y = playback_timeline(r, 1000, 1000)
+    assert y.shape == (1000,)
+    assert not y[:200].any() and (y[200:300] == np.float32(0.1)).all() and (y[300:400] == np.float32(0.2)).all()
+    assert not y[400:600].any() and (y[600:700] == np.float32(0.3)).all()
+    assert not y[700:950].any() and (y[950:] == np.float32(0.4)).all()
+    assert not playback_timeline(SessionResult(), 50, 1000).any()  # no reply: silence of the input's length
+
+
+def test_sink_stamps_both_clocks_and_refuses_a_format_change():
+    t = [100.0]
+    sink = OutputSink(16000, clock=lambda: t[0])
+    sink.start()
+    sink.sent(16000)  # 1 s of input sent
+    t[0] = 101.25
+    sink.pcm16(np.array([1000, -1000], "<i2").tobytes(), 24000)
+    r = sink.result
+    assert r.first_audio_s == pytest.approx(1.25) and r.first_audio_input_s == 1.0
+    assert r.chunks[0].audio[0, 0] == pytest.approx(1000 / 32768)
+    with pytest.raises(ProtocolError, match="odd length"):
+        sink.pcm16(b"\x00\x01\x02", 24000)
+    with pytest.raises(ProtocolError, match="changed format"):
+        sink.audio(np.zeros(10, np.float32), 16000)
