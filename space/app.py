@@ -30,6 +30,7 @@ import argparse
 import hashlib
 import math
 import os
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -65,10 +66,13 @@ def columns() -> list[Column]:
     return leaderboard_columns()
 
 
-def header(c: Column) -> str:
+def header(c: Column, page: bool = False) -> str:
     """Display header of a column: dimension, exact CSV key, unit and direction, e.g.
-    ``Interruptions · latency_ms [ms] ≈human``."""
-    return f"{c.group} · {c.name} [{c.unit}] {ARROWS.get(c.better, c.better)}"
+    ``Interruptions · latency_ms [ms] ≈human``. ``page``: as shown in the page's table, where
+    the unit is kept on one line (no-break space and hyphen: ``[MOS 1‑5]`` never breaks as
+    ``[MOS 1-`` / ``5]``); the API and the CSV keep the plain text."""
+    unit = c.unit.replace(" ", "\u00a0").replace("-", "\u2011") if page else c.unit
+    return f"{c.group} · {c.name} [{unit}] {ARROWS.get(c.better, c.better)}"
 
 
 def _num(cell: Any) -> float | None:
@@ -196,21 +200,39 @@ def value_text(row: dict[str, Any], key: str) -> str:
     return text
 
 
+#: the leaderboard's headers wrap between words, never inside one ("open weig hts"), and the
+#: value columns stay narrow enough for more of them to fit (values wrap at their spaces)
+TABLE_CSS = """
+#leaderboard th, #leaderboard th *, #leaderboard td, #leaderboard td * {
+  word-break: normal !important; overflow-wrap: normal !important; hyphens: none !important;
+}
+#leaderboard th, #leaderboard th * { white-space: normal !important; }
+#leaderboard td { max-width: 14em; }
+"""
+
+
 def _ow(v: bool | None) -> str:
     return "-" if v is None else ("yes" if v else "no")
 
 
-def display_frame(rows: list[dict[str, Any]], dims: list[str] | None) -> pd.DataFrame:
-    """The table as shown: strings, "-" for missing values, headers with unit and direction."""
+#: the columns before the values: ``model`` and ``source`` first (pinned on the page: the source
+#: tells a published row from a results dataset's row of the same model, e.g. two "human" rows)
+ROW_COLUMNS = ("model", "source", "inference mode", "open weights")
+
+
+def display_frame(rows: list[dict[str, Any]], dims: list[str] | None, *, page: bool = False) -> pd.DataFrame:
+    """The table as shown: strings, "-" for missing values, headers with unit and direction
+    (:func:`header`; ``page``: the page's own header text); ``source`` ("published" or a results
+    dataset's label) second, beside ``model``."""
     cols = [c for c in columns() if dims is None or c.group in dims]
     data = []
     for r in rows:
-        d = {"model": r["model"], "inference mode": r["inference_mode"] or "-", "open weights": _ow(r["open_weights"])}
+        d = {"model": r["model"], "source": r["source"], "inference mode": r["inference_mode"] or "-",
+             "open weights": _ow(r["open_weights"])}
         for c in cols:
-            d[header(c)] = value_text(r, c.name)
-        d["source"] = r["source"]
+            d[header(c, page)] = value_text(r, c.name)
         data.append(d)
-    return pd.DataFrame(data, columns=["model", "inference mode", "open weights", *[header(c) for c in cols], "source"])
+    return pd.DataFrame(data, columns=[*ROW_COLUMNS, *[header(c, page) for c in cols]])
 
 
 def csv_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
@@ -298,9 +320,12 @@ def filtered_rows(res: Results, subset: str, metric: str, lo: Any = None, hi: An
 
 
 def _sample_label(res: Results, row: int) -> str:
+    """``row 0 · <input clip file name without extension> · ok`` (+ ``· failed`` etc.): the row
+    id, the clip that identifies the sample across results datasets (:func:`sample_key`), and
+    whether it was scored."""
     r = res.samples[res.samples["row"] == row].iloc[0]
-    conv = r.get("conversation_id") or Path(str(r.get("audio_path") or "")).name
-    return f"row {row} · {conv} · {r.get('status')}"
+    clip = Path(str(r.get("audio_path") or "").replace("\\", "/")).stem or r.get("conversation_id") or "?"
+    return f"row {row} · {clip} · {r.get('status')}"
 
 
 def _audio_file(value: Any) -> str | None:
@@ -597,6 +622,7 @@ def build_app(sources: list[str] | None = None) -> gr.Blocks:
 
     # gradio's copies of served files (tables, audio, reports) older than an hour go every hour
     with gr.Blocks(title="SPEARBench leaderboard", delete_cache=(3600, 3600)) as demo:
+        gr.HTML(f"<style>{TABLE_CSS}</style>", padding=False, elem_id="table_css")
         src_state = gr.State(start)
         gr.Markdown(
             "# SPEARBench leaderboard\n"
@@ -613,9 +639,10 @@ def build_app(sources: list[str] | None = None) -> gr.Blocks:
             with gr.Row():
                 sort_by = gr.Dropdown(sort_choices, value="model", label="sort by")
                 order = gr.Radio(["best first", "ascending", "descending"], value="ascending", label="order")
-            table = gr.Dataframe(value=display_frame(filter_sort(rows0, modes0, "all", "model", "ascending"), group_labels),
+            table = gr.Dataframe(value=display_frame(filter_sort(rows0, modes0, "all", "model", "ascending"), group_labels,
+                                                     page=True),
                                  interactive=False, wrap=True, label="SPEAR leaderboard", elem_id="leaderboard",
-                                 max_height=600)
+                                 max_height=600, pinned_columns=2)
             status = gr.Markdown(status_text(len(start), errors0), elem_id="status")
             with gr.Row():
                 src_box = gr.Textbox(label="add results datasets (Hub dataset ids OWNER/NAME, comma separated; "
@@ -676,7 +703,7 @@ def build_app(sources: list[str] | None = None) -> gr.Blocks:
             # the status line is the last load's report: a refresh never overwrites it
             rows, _ = all_rows(sources_)
             shown = filter_sort(rows, modes_, open_, sort_, order_)
-            return display_frame(shown, dims_), write_csv(shown)
+            return display_frame(shown, dims_, page=True), write_csv(shown)
 
         lb_inputs = [src_state, modes, open_w, dims, sort_by, order]
         lb_outputs = [table, download]
@@ -718,7 +745,7 @@ def build_app(sources: list[str] | None = None) -> gr.Blocks:
         def pick_row(evt: gr.SelectData, sources_):
             """Clicking a leaderboard row of a loaded results dataset opens it in the sample browser."""
             row = evt.row_value or []
-            src = row[-1] if row else None
+            src = row[ROW_COLUMNS.index("source")] if len(row) > 1 else None
             models = _samples_models(sources_)
             if src in [m[1] for m in models]:
                 return gr.update(value=src)
@@ -811,7 +838,12 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description="SPEARBench leaderboard Space")
     p.add_argument("--results", nargs="*", default=[], help="results datasets: Hub ids or local folders")
     args = p.parse_args(argv)
-    build_app(default_sources(args.results)).launch()
+    from spear_metrics.results import expand_results_folders
+
+    sources, messages = expand_results_folders(default_sources(args.results))
+    for m in messages:  # a parent folder of results datasets (e.g. DEMO_OUT/datasets): said on the console
+        print(f"warning: {m}", file=sys.stderr)
+    build_app(sources).launch()
 
 
 if __name__ == "__main__":

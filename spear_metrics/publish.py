@@ -249,6 +249,38 @@ def prepare(out: Path, *, dataset: Path, namespace: str, wheel: Path | None = No
     return repos
 
 
+def dataset_warnings(dataset: Path, repo_id: str) -> list[str]:
+    """What a person should know before ``dataset`` (a ``build-dataset`` folder) is published as
+    ``repo_id``, one sentence each: a card whose licence is unknown (``license: unknown``, the
+    card of recordings given without ``--license``), and the official dataset's name
+    (:data:`spear_datasets.hub.DEFAULT_REPO_ID`) on data that is not Meta's Seamless
+    Interaction recordings. Reads the card's front matter and ``build_report.json``."""
+    import json
+
+    from spear_datasets.hub import DEFAULT_REPO_ID, REPORT_FILE, SEAMLESS
+
+    card = dataset / "README.md"
+    text = card.read_text(encoding="utf-8") if card.is_file() else ""
+    front = text.split("---", 2)[1] if text.startswith("---") and text.count("---") >= 2 else ""
+    m = re.search(r"(?m)^license:\s*(\S+)\s*$", front)
+    licence = m.group(1) if m else "unknown"
+    try:
+        n_rows = json.loads((dataset / REPORT_FILE).read_text(encoding="utf-8")).get("n_rows")
+    except (OSError, ValueError, AttributeError):
+        n_rows = None
+    rows = f"{n_rows} rows" if isinstance(n_rows, int) else "its rows"
+    out = []
+    if licence == "unknown":
+        out.append(f"the dataset card states no licence (license: unknown): the recordings' licence was not given; "
+                   f"rebuild with `spearbench build-dataset ... --license ID --source-name NAME` before publishing {rows}")
+    seamless = licence == SEAMLESS.license and SEAMLESS.name in text
+    if repo_id == DEFAULT_REPO_ID and not seamless:
+        out.append(f"{repo_id} is the name of the official SPEAR dataset (Meta's Seamless Interaction recordings), "
+                   f"but this dataset ({rows}, licence {licence}) is not those recordings: pass --namespace YOUR_NAME "
+                   "and/or --dataset-name NAME")
+    return out
+
+
 def upload(repos: Sequence[Repo], *, api: Any = None, private: bool = False) -> list[str]:
     """Upload each prepared folder: the dataset with :func:`spear_datasets.hub.push_dataset`,
     the Spaces with :func:`spear_metrics.results.hub.upload_folder` (gradio SDK); returns one
@@ -270,17 +302,24 @@ def upload(repos: Sequence[Repo], *, api: Any = None, private: bool = False) -> 
 
 
 def publish(*, dataset: Path, namespace: str = "spearbench", dry_run: Path | None = None, api: Any = None,
-            private: bool = False, **kwargs: Any) -> tuple[list[Repo], list[str]]:
+            private: bool = False, warn: Any = None, **kwargs: Any) -> tuple[list[Repo], list[str]]:
     """Prepare every repository (:func:`prepare`) under ``dry_run`` (kept) or a temporary folder,
     and upload them unless ``dry_run``. Returns the repositories and their URLs (none in a dry run).
+    ``warn(sentence)`` is called with each of :func:`dataset_warnings` once the folders are
+    prepared, before anything is uploaded.
 
     Raises:
         PublishError: see :func:`prepare`.
         Exception: upload errors from huggingface_hub (callers print
             :func:`spear_metrics.results.hub.safe_error`).
     """
+    def warned(repos: list[Repo]) -> list[Repo]:
+        for w in dataset_warnings(Path(dataset), f"{namespace}/{kwargs.get('dataset_name', PROTOCOL)}") if warn else ():
+            warn(w)
+        return repos
+
     if dry_run is not None:
-        return prepare(Path(dry_run), dataset=Path(dataset), namespace=namespace, **kwargs), []
+        return warned(prepare(Path(dry_run), dataset=Path(dataset), namespace=namespace, **kwargs)), []
     with tempfile.TemporaryDirectory(prefix="spearbench-publish-") as tmp:
-        repos = prepare(Path(tmp), dataset=Path(dataset), namespace=namespace, **kwargs)
+        repos = warned(prepare(Path(tmp), dataset=Path(dataset), namespace=namespace, **kwargs))
         return repos, upload(repos, api=api, private=private)

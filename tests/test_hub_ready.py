@@ -178,7 +178,7 @@ def _leaderboard_space_serves(env: dict, folder: Path, results: Path) -> None:
                 assert time.time() < deadline, "the Space did not start within 120 s"
                 time.sleep(1)
         table = client.predict(api_name="/leaderboard")
-        rows = {r[0] + "|" + r[-1]: dict(zip(table["headers"], r)) for r in table["data"]}
+        rows = {r[0] + "|" + r[1]: dict(zip(table["headers"], r)) for r in table["data"]}
         assert rows["human|published"]["Interruptions · latency_ms [ms] ≈human"] == "742.055"
         assert "toy|local:ds_model" in rows and table["errors"] == []
     finally:

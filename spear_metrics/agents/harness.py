@@ -705,7 +705,8 @@ def _infer_claimed(agent: Any, agent_name: str, source: Source, out: Path, confi
         return None
     return finalize(source, out, agent_name=agent_name, config=config, elapsed_s=elapsed, n_new=len(pending), world=world,
                     extra={"concurrency": concurrency if network else 1, "row_timeout_s": row_timeout_s,
-                           "onset_rule": getattr(agent, "onset_rule", None)})
+                           "onset_rule": getattr(agent, "onset_rule", None)},
+                    n_resumed=len(runnable) - len(pending))
 
 
 async def _run_network_rows(agent: Any, source: Source, rows: list[int], out: Path, config: GenerationConfig,
@@ -745,7 +746,7 @@ def _warm_up(agent: Any) -> None:
 
 
 def finalize(source: Source, out: Path, *, agent_name: str, config: GenerationConfig, elapsed_s: float = 0.0,
-             n_new: int = 0, world: int = 1, extra: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+             n_new: int = 0, world: int = 1, extra: Optional[dict[str, Any]] = None, n_resumed: int = 0) -> dict[str, Any]:
     """Merge the work logs into ``metadata.csv``, ``failures.jsonl`` and ``run_info.json``, after
     checking that every input has exactly one answer record (and its file).
 
@@ -803,6 +804,7 @@ def finalize(source: Source, out: Path, *, agent_name: str, config: GenerationCo
         "n_failed": len(failures),
         "n_onset_none": sum(1 for r in records if r.get("status") == "ok" and r.get("onset") is None),
         "rows_run_this_time": n_new,
+        "rows_resumed": n_resumed,  # rows an earlier invocation had already answered (or failed)
         "n_processes": world,
         "elapsed_s": elapsed_s,
         **(extra or {}),

@@ -24,7 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from spear_datasets.sources.fdb import TASKS
-from spear_metrics.commands import add_bootstrap_arguments, format_value, number
+from spear_metrics.commands import (
+    add_bootstrap_arguments, command, format_value, next_steps, number, read_run_info, resumed_line, shown_path, wrap,
+)
 from spear_metrics.core.vad import BACKENDS, DEFAULT_BACKEND
 
 
@@ -229,7 +231,17 @@ def _run_task(args: argparse.Namespace, setup, samples: list, other: list | None
             print(f"compare: {note}")
         for k, c in comp["keys"].items():
             print(f"diff {k:<17} {_fmt(c['diff'])}  95% CI {_fmt(c['diff_ci95'])}  p={_fmt(c['p_value'])}  (pairs={c['n']})")
-    print(f"wrote {out}/summary.json and per_sample.jsonl" + (" and comparison.json" if other is not None else ""))
+        for caution in dict.fromkeys(c.get("caution") for c in comp["keys"].values() if c.get("caution")):
+            print(wrap(f"compare: {caution}"))
+    resumed = resumed_line(read_run_info(out).get("rows_resumed", 0), summary["n_samples"], shown_path(out, ".work"),
+                           "samples")
+    if resumed:
+        print(wrap(resumed))
+    print(f"wrote {shown_path(out, 'summary.json')} and per_sample.jsonl" + (" and comparison.json" if other is not None else ""))
+    if other is None:
+        next_steps(("compare with another system scored on the same task folder (samples paired by id)",
+                    command("spearbench", "fdb", "--task", args.task, "--root", shown_path(args.root), "--out",
+                            shown_path(out), "--compare", "OTHER_RESULTS")))
     return 0
 
 
@@ -248,7 +260,7 @@ def _run_release(args: argparse.Namespace, setup, release: Path, runs: list[str]
                 _report_release_run(out, release, run, *done)
     if main:
         board = write_leaderboard(out)
-        print(f"wrote {out}/<run>/summary.json, per_sample.jsonl" + (f" and {board}" if board else ""))
+        print(f"wrote {shown_path(out, '<run>', 'summary.json')}, per_sample.jsonl" + (f" and {shown_path(board)}" if board else ""))
     return 0
 
 
@@ -260,6 +272,10 @@ def _report_release_run(out: Path, release: Path, run: str, summary: dict, resul
 
     print(f"run {run} ({summary.get('label') or summary.get('model') or '-'}; reading: {summary['compat']}): "
           f"{summary['n_samples']} rows, {summary['n_scored']} scored, {summary['n_failed']} failed")
+    resumed = resumed_line(read_run_info(out / run).get("rows_resumed", 0), summary["n_samples"],
+                           shown_path(out, run, ".work"))
+    if resumed:
+        print(wrap(f"  {resumed}"))
     for k in RELEASE_COLUMNS:
         print(f"  {k:<24} {_value(summary, k)}  95% CI {_fmt(summary.get(k + '_ci95'))}  (n={summary.get(k + '_n')})")
     for r in results:

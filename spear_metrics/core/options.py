@@ -166,6 +166,21 @@ def parse_pairs(pairs: Iterable[str] | None) -> dict[str, str]:
 SECRET_NAME = re.compile(r"api_?key|token|secret|password", re.IGNORECASE)
 
 
+def plain_text(doc: str) -> str:
+    """Docstring markup as plain text for the console: ````x```` and ```x``` -> ``x``,
+    ``:func:`pkg.mod.f``` / ``:class:`~pkg.C``` -> ``f`` / ``C`` (a role's target, its last
+    dotted part when it is a path), ``**x**`` / ``*x*`` -> ``x``."""
+    def role(m: re.Match) -> str:
+        target = m.group(1).lstrip("~")
+        return target.rsplit(".", 1)[-1] if m.group(0).startswith(":") and "." in target and "(" not in target else target
+
+    text = re.sub(r":[a-z]+:`([^`]+)`", role, doc)
+    text = re.sub(r"``([^`]+)``", r"\1", text)
+    text = re.sub(r"`([^`]+)`", r"\1", text)
+    text = re.sub(r"\*\*([^*]+)\*\*", r"\1", text)
+    return re.sub(r"(?<![\w*])\*([^*\s][^*]*)\*(?![\w*])", r"\1", text)
+
+
 def signature_options(factory: Callable[..., Any]) -> tuple[tuple[Option, ...], bool]:
     """Options of a class or factory from its signature: ``(options, takes_any)``.
 

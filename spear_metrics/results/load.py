@@ -117,6 +117,47 @@ def _card_info(folder: Path, where: str) -> dict[str, Any]:
     return info if isinstance(info, dict) else {}
 
 
+def looks_like_results_dataset(folder: str | os.PathLike) -> bool:
+    """``folder`` holds ``summary.json`` and ``data/*.parquet`` (what ``push-results`` writes);
+    no content is read."""
+    f = Path(folder)
+    return (f / "summary.json").is_file() and (f / "data").is_dir() and any((f / "data").glob("*.parquet"))
+
+
+def expand_results_folders(sources: Sequence[str]) -> tuple[list[str], list[str]]:
+    """``sources`` (results datasets given at start: folders or Hub ids) with every *parent*
+    folder replaced by the results datasets directly inside it, and one message per replaced
+    folder saying so and what to pass instead.
+
+    A parent folder is a local folder that is neither a results dataset
+    (:func:`looks_like_results_dataset`) nor a scored ``RESULTS/`` folder (``per_sample.jsonl``)
+    and whose sub-folders include results datasets, e.g. ``DEMO_OUT/datasets`` (one per system);
+    its sub-folders are taken in name order. Anything else is returned unchanged (it is loaded,
+    or refused with its reason, as before).
+    """
+    out: list[str] = []
+    messages: list[str] = []
+    for src in sources:
+        p = Path(str(src)).expanduser()
+        if p.is_dir() and not looks_like_results_dataset(p) and not (p / "per_sample.jsonl").is_file():
+            # links are listed, never walked into (the Space's path rule)
+            inside = sorted(c for c in p.iterdir() if c.is_dir() and not c.is_symlink() and looks_like_results_dataset(c))
+            if inside:
+                names = " ".join(str(c) for c in inside)
+                messages.append(f"--results {src} is a folder of {len(inside)} results datasets, not one: loading each "
+                                f"of them ({', '.join(c.name for c in inside)}); to choose, pass them one by one: "
+                                f"--results {names}")
+                out += [str(c) for c in inside]
+                continue
+            raw = sorted(c.name for c in p.iterdir() if c.is_dir() and (c / "per_sample.jsonl").is_file())
+            if raw:
+                messages.append(f"--results {src} holds scored RESULTS folders ({', '.join(raw)}), not results datasets: "
+                                "write one per run with `spearbench push-results RESULTS --local-dir DIR` (the demo "
+                                "writes them to DEMO_OUT/datasets) and pass those")
+        out.append(str(src))
+    return out, messages
+
+
 def load_results_folder(folder: str | os.PathLike, *, where: str, root: str | os.PathLike | None = None) -> Results:
     """Load the results dataset in ``folder``; ``where`` names it in messages and in
     :attr:`Results.source` (never the folder's path unless the caller passes it).
