@@ -208,13 +208,16 @@ class OwnedFolder:
         rank: this process's rank (its lock ``rank-<rank>.lock`` and manifest ``written-<rank>.jsonl``).
         activity: the verb of the "held by another live process" message (``"scored"``, ``"written"``).
         flag: the option naming the folder in messages (``--out``, ``--local-dir``...).
+        work_name: the name of the work folder inside ``root`` (default :data:`WORK_DIR`); a command
+            that writes into a folder of the user's (``fdb-infer``: replies beside FDB's stimuli)
+            keeps its own there and opens the folder with ``open(check=False)``.
     """
 
     def __init__(self, root: str | os.PathLike, *, command: str, rank: int = 0, activity: str = "written",
-                 flag: str = "--out"):
+                 flag: str = "--out", work_name: str = WORK_DIR):
         self.root = Path(root)
         self.command = command
-        self.work = self.root / WORK_DIR
+        self.work = self.root / work_name
         self.rank = int(rank)
         self.activity = activity
         self.flag = flag
@@ -228,10 +231,11 @@ class OwnedFolder:
     # ---------------------------------------------------------------- scope
 
     def open(self, *, check: bool = True) -> "OwnedFolder":
-        """Check the folder (:func:`check_out_folder`, skipped with ``check=False``: a secondary
-        rank after the main process claimed it), take this rank's lock, create the work folder
-        and this rank's manifest (so a killed command leaves a folder recognised as this tool's),
-        and route the writes under ``root`` to the manifest.
+        """Check the folder (:func:`check_out_folder` and the owner, skipped with ``check=False``:
+        a secondary rank after the main process claimed it, or a folder of the user's that the
+        command writes a few recorded files into, the rest of it never touched), take this rank's
+        lock, create the work folder and this rank's manifest (so a killed command leaves a folder
+        recognised as this tool's), and route the writes under ``root`` to the manifest.
 
         Raises:
             OutFolderError: refused folder, or this rank's lock held by another live process.
@@ -401,7 +405,8 @@ class OwnedFolder:
         rel = _rel(self.root, p)
         if rel is None:
             raise OutFolderError(f"{p} is outside {self.flag} {self.root}")
-        if rel == "" or rel == WORK_DIR or (rel.startswith(WORK_DIR + "/") and rel.count("/") == 1):
+        work = self.work.name
+        if rel == "" or rel == work or (rel.startswith(work + "/") and rel.count("/") == 1):
             return  # the folder itself, and its work folder's run record, logs, locks, manifests: known by name
         with self._mutex:
             done = self.entries()
@@ -441,6 +446,25 @@ class OwnedFolder:
         if not rel or rel in self.entries():
             return
         self._append([{"path": rel, "kind": "file", "id": _identity(self.root / rel)}])
+
+    def remove_file(self, path: str | os.PathLike) -> bool:
+        """Remove one file this tool wrote here, when it is still as written (:meth:`is_recorded`;
+        its record stays: the path may be written again). Returns whether it was removed; a
+        file that is not this tool's, or a path whose real location has left the folder, stays."""
+        p = Path(path)
+        if not self.is_recorded(p):
+            return False
+        parent = os.path.realpath(p.parent)
+        real_root = os.path.realpath(self.root)
+        if parent != real_root and not parent.startswith(real_root.rstrip(os.sep) + os.sep):
+            return False
+        try:
+            if p.is_symlink() or p.is_file():
+                p.unlink()
+                return True
+        except OSError as e:
+            raise output_error(e, p, "remove") from None
+        return False
 
     def remove_recorded(self, under: str | None = None) -> int:
         """Remove every recorded path (or those at or below the relative folder ``under``):
@@ -579,7 +603,7 @@ def find_open(root: str | os.PathLike, *, command: str, rank: int = 0) -> OwnedF
 
 @contextmanager
 def open_folder(root: str | os.PathLike, *, command: str, rank: int = 0, activity: str = "written",
-                flag: str = "--out", check: bool = True) -> Iterator[OwnedFolder]:
+                flag: str = "--out", check: bool = True, work_name: str = WORK_DIR) -> Iterator[OwnedFolder]:
     """``with open_folder(out) as f:`` — :meth:`OwnedFolder.open` for the duration, or the folder
     this process already has open for ``root`` and ``rank`` (a command that writes more files
     around a library call writing the same folder: one lock, one manifest).
@@ -591,7 +615,7 @@ def open_folder(root: str | os.PathLike, *, command: str, rank: int = 0, activit
     if same is not None:
         yield same
         return
-    f = OwnedFolder(root, command=command, rank=rank, activity=activity, flag=flag).open(check=check)
+    f = OwnedFolder(root, command=command, rank=rank, activity=activity, flag=flag, work_name=work_name).open(check=check)
     try:
         yield f
     finally:

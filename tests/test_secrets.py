@@ -149,3 +149,24 @@ def test_a_judge_key_echoed_by_the_server_is_masked_in_rows_files_and_messages(f
     assert "HTTP 401" in rec["relevance_error"] and MASK in rec["relevance_error"]
     for text in (printed.out + printed.err, *(p.read_text() for p in (tmp_path / "out").rglob("*") if p.is_file())):
         assert key not in text
+
+
+def test_a_key_at_the_length_limit_is_masked_whole_before_the_message_is_cut():
+    """An echoed key that straddles the 200-character cut of an error message: masked whole first,
+    so no piece of it survives (a key cut in two is no longer recognised by its value). The judge
+    client against a loopback server, and the adapters' HTTP errors (agents.net re-exports the one
+    masking function)."""
+    from spear_metrics.agents import net
+    from spear_metrics.core.judge import Judge, JudgeError
+
+    assert net.mask_secrets is mask_secrets and net.register_secret is register_secret
+    key = "sk-cut-ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+    register_secret(key)
+    body = "x" * 150 + " echoed: " + key  # the key spans character 200 of the message
+    with FakeChatServer([(401, body)]) as srv, Judge(srv.url, "judge-x", max_retries=0, backoff_s=0) as judge:
+        with pytest.raises(JudgeError) as e:
+            judge.ask([{"role": "user", "content": "hi"}], str)
+    for text in (str(e.value), e.value.body):
+        assert key[:12] not in text and MASK in text
+    err = net.http_error(401, "y" * 170 + key)
+    assert key[:12] not in str(err) and str(err).endswith(MASK)

@@ -145,9 +145,7 @@ class Source:
 def _reason(e: BaseException) -> str:
     """One-line reason, secrets masked; an unexpected exception type is named, the harness's own
     are not."""
-    from spear_metrics.agents.net import mask_secrets
-
-    msg = mask_secrets(one_line(e))
+    msg = one_line(e)  # secrets masked (spear_metrics.core.secrets.mask_secrets)
     if isinstance(e, (AgentError, AgentOutputError, AudioError, RowError, RowTimeout, _AdapterExit)) \
             or msg == type(e).__name__:
         return msg
@@ -630,6 +628,10 @@ def run_inference(
     out = Path(out_dir)
     if Path(data).exists() and (out.resolve() / "metadata.csv") in {Path(data).resolve(), Path(data).resolve() / "metadata.csv"}:
         raise InferError(f"--out {out} would overwrite the input metadata {data}: choose another folder")
+    if concurrency < 1:
+        raise InferError(f"--concurrency must be >= 1, got {concurrency}")
+    if not (row_timeout_s > 0 and math.isfinite(row_timeout_s)):
+        raise InferError(f"--row-timeout-s must be > 0, got {row_timeout_s}")
     check_out_folder(out)  # the rule first (cheap): a folder that cannot be used costs no loading
     state = distributed_state()
     source = open_source(data, split=split, subset=subset)
@@ -645,12 +647,12 @@ def run_inference(
     with claim_out(out, fp, overwrite=overwrite, conflict=conflict, command="infer", state=state,
                    adopt=("metadata.csv", "failures.jsonl", "run_info.json")):
         return _infer_claimed(agent, agent_name, source, out, config, state, retry_failed=retry_failed,
-                              progress=progress, on_row=on_row)
+                              progress=progress, on_row=on_row, concurrency=concurrency, row_timeout_s=row_timeout_s)
 
 
 def _infer_claimed(agent: Any, agent_name: str, source: Source, out: Path, config: GenerationConfig, state: Any, *,
-                   retry_failed: bool, progress: bool, on_row: Optional[Callable[[dict[str, Any]], None]]
-                   ) -> Optional[dict[str, Any]]:
+                   retry_failed: bool, progress: bool, on_row: Optional[Callable[[dict[str, Any]], None]],
+                   concurrency: int, row_timeout_s: float) -> Optional[dict[str, Any]]:
     """:func:`run_inference` once its ``--out`` is claimed (locks held, writes recorded)."""
     rank, world = state.process_index, state.num_processes
     work = out / WORK_DIR
@@ -672,10 +674,6 @@ def _infer_claimed(agent: Any, agent_name: str, source: Source, out: Path, confi
         from tqdm.auto import tqdm
 
         bar = tqdm(total=len(mine), desc=f"infer {agent_name}" + (f" (rank 0 of {world})" if world > 1 else ""), unit="clip")
-    if concurrency < 1:
-        raise InferError(f"--concurrency must be >= 1, got {concurrency}")
-    if not (row_timeout_s > 0 and math.isfinite(row_timeout_s)):
-        raise InferError(f"--row-timeout-s must be > 0, got {row_timeout_s}")
     network = is_network_agent(agent)
     t0 = time.perf_counter()
     try:

@@ -123,7 +123,7 @@ def write_spear_layout(human_csv: Path, root: Path) -> Path:
     import os
     import shutil
 
-    from spear_datasets.files import make_dirs
+    from spear_datasets.files import active_folder, atomic_path, make_dirs, record_write
 
     folder = root.joinpath(*SPEAR_LAYOUT)
     make_dirs(folder)
@@ -134,13 +134,18 @@ def write_spear_layout(human_csv: Path, root: Path) -> Path:
         make_dirs(folder / sub)
         for f in sorted(src.iterdir()):
             dst = folder / sub / f.name
-            if dst.exists():
-                dst.unlink()
+            record_write(dst)  # recorded first; a file there this tool did not write stops the demo (docs/safety.md)
+            if dst.exists() or dst.is_symlink():
+                dst.unlink()  # the demo's own earlier copy (record_write refused anything else)
             try:
                 os.link(f, dst)
             except OSError:
                 shutil.copyfile(f, dst)
-    shutil.copyfile(human_csv, folder / "metadata.csv")  # paths are relative to the CSV's folder
+            owner = active_folder(dst)
+            if owner is not None:
+                owner.written(dst)
+    with atomic_path(folder / "metadata.csv") as tmp:
+        shutil.copyfile(human_csv, tmp)  # paths are relative to the CSV's folder
     return root
 
 

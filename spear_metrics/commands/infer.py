@@ -99,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
                              overwrite=args.overwrite, progress=not args.no_progress, concurrency=int(args.concurrency),
                              row_timeout_s=float(args.row_timeout_s))
     except (InferError, MetadataError, UnknownAgentError, OptionError, ModelUnavailableError, ValueError, TypeError, AgentError) as e:
-        from spear_metrics.agents.net import mask_secrets
+        from spear_metrics.core.secrets import mask_secrets
 
         print(f"spearbench infer: {mask_secrets(' '.join(str(e).split()))}", file=sys.stderr)
         return 2

@@ -19,7 +19,7 @@ from spear_datasets.files import (
     OutFolderError, OutputError, OwnedFolder, atomic_path, find_open, make_dirs, output_error,
 )
 
-__all__ = ["AppendLog", "OutputError", "SampleResult", "claim_out", "claim_work_dir", "clean_value", "dumps", "one_line",
+__all__ = ["AppendLog", "OutputError", "SampleResult", "bind_run", "claim_out", "clean_value", "dumps", "one_line",
            "read_jsonl", "read_rank_logs", "valid_record", "write_json_atomic", "write_jsonl_atomic"]
 
 OK = "ok"
@@ -266,59 +266,62 @@ def claim_out(out: str | os.PathLike, fingerprint: dict[str, Any], *, overwrite:
             folder.close()
 
 
-def claim_work_dir(work: str | os.PathLike, fingerprint: dict[str, Any], *, overwrite: bool,
-                   conflict: Exception) -> Path:
-    """Bind a work folder alone to ``fingerprint`` (``work/run.json``), for a command whose
-    outputs live in a folder it does not own (replies written into a benchmark's own task
-    folders): the same fingerprint resumes; another one raises ``conflict``, or with
-    ``overwrite`` forgets the work folder's own records (run record, work logs, manifests: by
-    name) and nothing else, refused while a live process holds one of its locks. Commands that
-    own their output folder use :func:`claim_out` instead.
+def bind_run(folder: OwnedFolder, work: str | os.PathLike, fingerprint: dict[str, Any], *, overwrite: bool,
+             conflict: Exception, outputs: Iterable[str] | None = None, adopt: Iterable[str] = ()) -> None:
+    """Bind one resumable run inside an output folder this process holds open (lock taken) to
+    ``fingerprint`` (``work/run.json``, secrets masked), on the main process.
+
+    The same fingerprint resumes; another one (or work logs without a run record) raises
+    ``conflict``, or with ``overwrite`` first removes what earlier runs recorded as written
+    (:meth:`~spear_datasets.files.OwnedFolder.remove_recorded`): everything when ``outputs`` is
+    ``None`` (the folder holds one run: :func:`claim_out`), else only the recorded paths at or
+    below each relative folder or file of ``outputs`` and the run record and work logs of
+    ``work`` (a folder holding one run per part, e.g. SpeechRole's modes, ``work`` =
+    ``.work/<mode>``), nothing else. Refused while another live process holds a lock of the
+    folder.
+
+    ``adopt``: output names (relative) an earlier version of this tool wrote without a manifest;
+    adopted when the fingerprint matches (a resume). Such a folder is never overwritten (nothing
+    of it was recorded, so nothing of it may be removed).
 
     Raises:
-        ``conflict``; spear_datasets.files.OutFolderError: a live process holds a lock of ``work``.
+        ``conflict``; spear_datasets.files.OutFolderError: a live process writes the folder, or an
+            older version's outputs to overwrite.
     """
-    work = Path(work)
-    fp = mask_value(json.loads(json.dumps(fingerprint, default=str)))
-    path = work / "run.json"
-    orphan_logs = not path.exists() and work.is_dir() and any(work.glob("rank-*.jsonl"))
-    if orphan_logs or (path.exists() and _read_json(path) != fp):
-        if not overwrite:
-            raise conflict
-        probe = OwnedFolder(work.parent, command="", rank=-1)
-        probe.work = work
-        probe.refuse_if_live()
-        for p in [path, *work.glob("rank-*.jsonl"), *work.glob("written-*.jsonl")]:
-            p.unlink(missing_ok=True)
-    make_dirs(work)
-    write_json_atomic(path, fp)
-    return work
-
-
-def _claim(folder: OwnedFolder, fingerprint: dict[str, Any], *, overwrite: bool, conflict: Exception,
-           adopt: Iterable[str]) -> None:
-    """The fingerprint step of :func:`claim_out` (main process, lock held)."""
     fp = mask_value(json.loads(json.dumps(fingerprint, default=str)))  # as run.json holds it (no secret)
-    work = folder.work
+    work = Path(work)
     path = work / "run.json"
     folder.refuse_if_live()
     # an unreadable run.json is another run's too, and so are work logs without one (run.json is
     # written before any log: logs alone were left by something else, or it was deleted)
-    orphan_logs = not path.exists() and any(work.glob("rank-*.jsonl"))
+    orphan_logs = not path.exists() and work.is_dir() and any(work.glob("rank-*.jsonl"))
     if orphan_logs or (path.exists() and _read_json(path) != fp):
         if not overwrite:
             raise conflict
         legacy = [n for n in adopt if (folder.root / n).exists()] if not folder.recorded() else []
         if legacy:  # its outputs were never recorded: nothing of it may be removed, so it cannot be replaced
-            raise OutFolderError(f"{folder.root} was written by an older version of this tool that kept no record "
-                                 f"of its files ({legacy[0]}...): give a new folder")
-        folder.remove_recorded()
+            raise OutFolderError(f"{folder.root} holds outputs of an older version of this tool that kept no record of "
+                                 f"its files ({legacy[0]}...): nothing of them is replaced; move them away or give "
+                                 "a new folder")
+        if outputs is None:
+            folder.remove_recorded()
+        else:
+            for rel in outputs:
+                folder.remove_recorded(under=rel)
+            for p in [path, *work.glob("rank-*.jsonl")]:  # this run's own records, by name
+                p.unlink(missing_ok=True)
     elif path.exists() and not folder.recorded():
         # the same run, written by a version that kept no manifest: its own outputs are adopted
         for name in adopt:
             if (folder.root / name).is_file():
                 folder.record_existing(folder.root / name)
     write_json_atomic(path, fp)
+
+
+def _claim(folder: OwnedFolder, fingerprint: dict[str, Any], *, overwrite: bool, conflict: Exception,
+           adopt: Iterable[str]) -> None:
+    """The fingerprint step of :func:`claim_out` (main process, lock held): the whole folder is one run."""
+    bind_run(folder, folder.work, fingerprint, overwrite=overwrite, conflict=conflict, adopt=adopt)
 
 
 def _read_json(path: Path) -> Any:
