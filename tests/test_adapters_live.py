@@ -26,7 +26,18 @@ from fakes.moshi_fake import FakeMoshi, MoshiScenario
 from test_adapters_openai import name, records, sources, write_csv
 from spear_datasets.audio import TARGET_SR, decode, load_audio, resample
 from spear_metrics.agents.base import AgentError
-from spear_metrics.agents.duplex import AudioRequest, OutputSink, ProtocolError, SessionConfig
+from spear_metrics.agents.duplex import (
+    AudioRequest,
+    NetworkAgentBase,
+    NoAnswerError,
+    OutputChunk,
+    OutputSink,
+    ProtocolError,
+    SessionConfig,
+    SessionResult,
+    TextEvent,
+    session_config,
+)
 from spear_metrics.agents.gemini_live import GeminiLiveAgent, live_url, pcm_rate
 from spear_metrics.agents.moshi import (
     FRAME_SAMPLES,
@@ -142,6 +153,10 @@ def test_moshi_messages_and_urls():
     for bad in (b"", b"\x09abc", "text frame"):
         with pytest.raises(ProtocolError):
             decode_message(bad)
+    # the adapter's native chunk: one 80 ms frame unless the user names another (honoured)
+    assert session_config(MoshiAgent(), chunk_ms=None).chunk_ms == 80.0
+    assert session_config(MoshiAgent(), chunk_ms=40).chunk_ms == 40.0
+    assert session_config(NetworkAgentBase()).chunk_ms == 40.0  # no native chunk: 40 ms
     assert chat_url("127.0.0.1:8998", {}) == "ws://127.0.0.1:8998/api/chat"
     assert chat_url("https://host.example/", {"text_seed": 3, "text_topk": None}) == "wss://host.example/api/chat?text_seed=3"
     assert chat_url("ws://h:1/api/chat?worker_auth_id=a", {"audio_seed": 1}) == "ws://h:1/api/chat?worker_auth_id=a&audio_seed=1"
@@ -182,9 +197,10 @@ def test_opus_round_trip_keeps_real_speech(real_dir):
 GEMINI_OPTS = ["tail_silence_s=1.0", "max_wait_s=1.5", "connect_timeout_s=10", "max_tries=2"]
 
 
-def _run(agent: str, csv_path: Path, out: Path, opts: list[str], *, chunk_ms: float, n: int) -> None:
-    args = ["infer", "--agent", agent, "--data", str(csv_path), "--out", str(out), "--no-progress", "--concurrency", str(n),
-            "--chunk-ms", str(chunk_ms)]
+def _run(agent: str, csv_path: Path, out: Path, opts: list[str], *, chunk_ms: float | None, n: int) -> None:
+    args = ["infer", "--agent", agent, "--data", str(csv_path), "--out", str(out), "--no-progress", "--concurrency", str(n)]
+    if chunk_ms is not None:  # None: the adapter's own chunk
+        args += ["--chunk-ms", str(chunk_ms)]
     for o in opts:
         args += ["-a", o]
     assert main(args) == 0
@@ -308,7 +324,46 @@ def test_gemini_live_settings_refused_up_front(monkeypatch, real_dir):
 
 
 MOSHI_OPTS = ["tail_silence_s=3.0", "handshake_timeout_s=1.5", "max_tries=2", "drain_s=1.0", "api_key_env=MOSHI_TOKEN",
-              "seed=7", "text_prompt=You enjoy having a good conversation."]
+              "seed=7", "text_prompt=You enjoy having a good conversation.", "max_concurrency=16"]  # the fake serves many
+
+
+def _timeline(levels: list[bool], chunk: int = 960) -> SessionResult:
+    """A Moshi session's output timeline: 80 ms frames, loud (a 220 Hz tone at 0.1, about -23 dBFS)
+    or digital silence, delivered in ``chunk``-sample pieces, piece ``k`` arriving at wall 0.5 + 0.04 k
+    s and stream 0.04 k s; the input ended at wall 0.4 s."""
+    t = np.arange(FRAME_SAMPLES) / 24_000
+    x = np.concatenate([0.1 * np.sin(2 * np.pi * 220 * t) if loud else np.zeros(FRAME_SAMPLES) for loud in levels])
+    chunks = [OutputChunk(x[a:a + chunk][None, :].astype(np.float32), 24_000, 0.5 + 0.04 * k, 0.04 * k)
+              for k, a in enumerate(range(0, len(x), chunk))]
+    return SessionResult(chunks=chunks, input_end_s=0.4)
+
+
+def test_moshi_answer_rule_on_a_hand_built_timeline():
+    """SPEAR's answer is picked out of the whole timeline (every frame, silence included): from the
+    onset frame to the last loud frame. Frames 3, 4 and 6 are loud; the pieces are half frames, so
+    frame 3 is completed by piece 7 (wall 0.78 s, stream 0.28 s)."""
+    levels = [False, False, False, True, True, False, True, False, False, False]
+    r = _timeline(levels)
+    x = np.concatenate([c.audio[0] for c in r.chunks])
+    a = MoshiAgent().answer(r)  # onset=audio, stream clock
+    assert a.onset == pytest.approx(0.28) and (a.first_audio_s, a.first_audio_input_s) == (pytest.approx(0.78), pytest.approx(0.28))
+    assert a.response_time_s == pytest.approx(0.78 - 0.4) and a.sample_rate == 24_000
+    assert np.array_equal(a.audio[0], x[3 * FRAME_SAMPLES:7 * FRAME_SAMPLES])  # frames 3-6: the gap at 5 kept, 7-9 cut
+    assert MoshiAgent(onset_clock="wall").answer(r).onset == pytest.approx(0.78)
+    # a token after piece 5 (2.5 frames in): the answer starts at the last whole frame before it, frame 1
+    r.text_events.append(TextEvent(" Sure", 0.70, 0.20, after_chunks=5))
+    for mode in ("text", "first"):
+        a = MoshiAgent(onset=mode).answer(r)
+        assert a.onset == pytest.approx(0.20) and np.array_equal(a.audio[0], x[1 * FRAME_SAMPLES:7 * FRAME_SAMPLES])
+    # the same token after piece 9: the loud frame 3 (completed by piece 7) came first
+    r.text_events[0] = TextEvent(" Sure", 0.86, 0.36, after_chunks=9)
+    a = MoshiAgent(onset="first").answer(r)
+    assert a.onset == pytest.approx(0.28) and np.array_equal(a.audio[0], x[3 * FRAME_SAMPLES:7 * FRAME_SAMPLES])
+    with pytest.raises(NoAnswerError, match=r"stayed silent \(no output frame at or above -40 dBFS\)"):
+        MoshiAgent().answer(_timeline([False] * 6))
+    with pytest.raises(NoAnswerError, match="the server sent no output audio"):
+        MoshiAgent().answer(SessionResult())
+    assert MoshiAgent().onset(_timeline([False] * 6)) is None
 
 
 def test_moshi_onsets_barge_in_and_faults_in_one_run(real_dir, tmp_path, keys, capsys):
@@ -331,7 +386,7 @@ def test_moshi_onsets_barge_in_and_faults_in_one_run(real_dir, tmp_path, keys, c
     csv_path = write_csv(tmp_path / "data", [(name(k), clips[c]) for k, (c, _) in enumerate(plan)])
     out = tmp_path / "out"
     with FakeMoshi({name(k): p for k, (_, p) in enumerate(plan)}) as fake:
-        _run("moshi", csv_path, out, [f"url={fake.url('/api/chat')}", *MOSHI_OPTS], chunk_ms=80, n=len(plan))
+        _run("moshi", csv_path, out, [f"url={fake.url('/api/chat')}", *MOSHI_OPTS], chunk_ms=None, n=len(plan))
     assert fake.errors == []
     recs, fails, logs = records(out), failures(out), fake.by_row()
     expect = {3: "answered HTTP 403", 4: "gave up after 2 tries: the 0x00 handshake from",
@@ -369,25 +424,59 @@ def test_moshi_onsets_barge_in_and_faults_in_one_run(real_dir, tmp_path, keys, c
     # the client sent whole 80 ms frames: the input and the tail, the last one zero-padded
     es_n24 = round(clips["es"].shape[1] * 1.5) + round(3.0 * 24_000)
     assert logs[name(0)].frames_in == math.ceil(es_n24 / FRAME_SAMPLES)
+    info = json.loads((out / "run_info.json").read_text())
+    assert info["chunk_ms"] == 80.0  # no --chunk-ms: moshi's own frame
+    assert info["concurrency"] == len(plan)  # under the raised max_concurrency: as asked
     secrets_absent(out, KEY, TOKEN)
     seen = capsys.readouterr()
     assert TOKEN not in seen.out + seen.err
 
 
-def test_moshi_fdb_infer_writes_the_reply_channel(fdb_dir, real_dir, tmp_path, keys):
-    """``fdb-infer --agent moshi``: the session lasts the stimulus; every output frame is played at its
-    arrival, silence included (FDB's pause-handling stimulus, the fake answering 0.4 s after the end
-    of the speech it hears)."""
+def test_moshi_ends_its_tail_once_the_answer_is_complete(real_dir, tmp_path, keys):
+    """SPEAR: the default 10 s tail stops once 2 s (end_silence_s) of quiet output frames followed the
+    answer's last loud frame; checked by the input frames the fake received (its own count): at least
+    up to the 25th quiet frame after the answer (one frame of Opus alignment either way), fewer than
+    the whole tail. The answer is the fake's speech, as with the whole tail."""
+    ami, ami_end = sources(real_dir)["ami"]
+    answer = voiced_part(p225_24k(real_dir))[: 15 * FRAME_SAMPLES]  # 1.2 s of speech
+    csv_path = write_csv(tmp_path / "data", [(name(0), ami)])
+    out = tmp_path / "out"
+    with FakeMoshi({name(0): MoshiScenario(answer, delay_s=0.3, speech_end_s=ami_end)}) as fake:
+        _run("moshi", csv_path, out, [f"url={fake.url('/api/chat')}", "handshake_timeout_s=10", "drain_s=1.0"],
+             chunk_ms=None, n=1)
+    assert fake.errors == [] and not failures(out)
+    (log,) = fake.sessions
+    whole = math.ceil((round(ami.shape[1] * 1.5) + 10 * 24_000) / FRAME_SAMPLES)  # the input and the 10 s tail
+    last_loud_out = log.answer_frame + len(answer) // FRAME_SAMPLES - 1  # output frame j answers input frame j + 1
+    assert last_loud_out + 1 + 25 - 1 <= log.frames_in < whole - 25, (log.frames_in, last_loud_out, whole)
+    r = records(out)[name(0)]
+    wav, _ = decode(out / r["answer_audio_path"])
+    ref = resample(answer[None], 24_000, TARGET_SR)[0]
+    assert abs(wav.shape[1] - len(ref)) <= 2 * FRAME_SAMPLES * 2 // 3
+    m = min(wav.shape[1], len(ref)) - 400
+    assert max(np.corrcoef(wav[0, lag:lag + m], ref[:m])[0, 1] for lag in range(0, 300)) > 0.9
+
+
+def test_moshi_fdb_infer_writes_the_reply_channel(fdb_dir, real_dir, tmp_path, keys, capsys):
+    """``fdb-infer --agent moshi``: the session lasts the stimulus; the reply channel is laid out as FDB's
+    own Moshi client writes it: one 80 ms frame of zeros, then every output frame back to back, silence
+    included (FDB's pause-handling stimulus, the fake answering 0.4 s after the end of the speech it hears,
+    each output frame three input frames late: placed by arrival it would sit two frames later)."""
     root = tmp_path / "fdb"
     shutil.copytree(fdb_dir / "example_data" / "pause_handling_example", root / "pause_handling")
     stim = root / "pause_handling" / "1" / "input.wav"
     (root / "pause_handling" / "1" / "output.wav").unlink()
     (root / "pause_handling" / "1" / "output.json").unlink()
     answer = voiced_part(p225_24k(real_dir))
-    with FakeMoshi({}, default=MoshiScenario(answer, delay_s=0.4)) as fake:
-        assert main(["fdb-infer", "--agent", "moshi", "--root", str(root), "--no-asr", "--no-progress", "--chunk-ms", "80",
+    with FakeMoshi({}, default=MoshiScenario(answer, delay_s=0.4, lag_frames=3)) as fake:
+        assert main(["fdb-infer", "--agent", "moshi", "--root", str(root), "--no-asr", "--no-progress", "--concurrency", "4",
                      "-a", f"url={fake.url('/api/chat')}", "-a", "handshake_timeout_s=10"]) == 0
     assert fake.errors == []
+    info = json.loads((root / "pause_handling" / ".spearbench-fdb-infer" / "run_info.json").read_text())
+    assert info["chunk_ms"] == 80.0 and info["concurrency"] == 1  # moshi's own frame; one session at a time
+    note = [x for x in capsys.readouterr().err.splitlines() if "note:" in x]
+    assert note == ["spearbench fdb-infer: note: moshi: --concurrency 4 lowered to 1: the adapter serves at most 1 "
+                    "session at a time (its max_concurrency)"]
     (log,) = fake.sessions
     x, sr_in = decode(stim)
     y, sr = decode(root / "pause_handling" / "1" / "output.wav")
@@ -396,7 +485,11 @@ def test_moshi_fdb_infer_writes_the_reply_channel(fdb_dir, real_dir, tmp_path, k
     levels = frame_levels_dbfs(y[0], frame)
     voiced = np.flatnonzero(levels >= -40)
     assert log.answer_input_s is not None and voiced.size
-    t_first = voiced[0] * FRAME_S
-    # causal: not before the frame that made the fake answer was sent (at the start of its span)
-    assert log.answer_input_s - 2 * FRAME_S - 1e-6 <= t_first <= log.answer_input_s + 3.0
-    assert levels[: max(0, voiced[0] - 1)].max() < -55  # before it: the fake's faint noise, not speech
+    # frame for frame: output frame j is at (j + 1) x 80 ms whatever its arrival time, so the fake's first
+    # answer frame lands exactly there (no load can move it); before it one frame of zeros, then faint noise
+    assert voiced[0] == log.answer_frame + 1
+    assert np.isneginf(levels[0]) and levels[1: voiced[0] - 1].max() < -55
+    # every input frame went out (the last one zero-padded, as FDB's client does), each answered by the fake
+    assert log.frames_in == math.ceil(round(x.shape[1] * 24_000 / sr_in) / FRAME_SAMPLES)
+    assert log.frames_out == log.frames_in - 3
+    assert info["timeline"] == "frame_synchronous"

@@ -60,8 +60,9 @@ from spear_metrics.agents.duplex import (
     SessionConfig,
     SessionResult,
 )
-# the project's float -> 16-bit PCM and its reading of a WebSocket close (written for openai-realtime)
-from spear_metrics.agents.openai_realtime import _close_reason, pcm16_bytes
+from spear_metrics.agents.duplex import pcm16_bytes
+from spear_metrics.agents.net import close_reason as _close_reason
+from spear_metrics.agents.net import settle as _settle
 
 #: rate (Hz) of the input audio the Live API takes (``audio/pcm;rate=16000``)
 INPUT_RATE = 16_000
@@ -487,13 +488,6 @@ class LiveConnection:
             self.interrupted += 1
         if content.get("turnComplete"):
             self.sink.done("stop")
-
-
-async def _settle(receiver: Optional[asyncio.Task], timeout_s: float = 1.0) -> None:
-    """Let a receiver read what arrived before the connection closed (at most ``timeout_s``), so
-    that a send that met the closed connection reports the server's own reason."""
-    if receiver is not None and not receiver.done():
-        await asyncio.wait({receiver}, timeout=timeout_s)
 
 
 def _message(raw: Any) -> dict[str, Any]:

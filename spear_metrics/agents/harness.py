@@ -300,8 +300,10 @@ def run_agent(agent: Any, audio: np.ndarray, row: SpearRow, config: GenerationCo
             return ans, wav, sr, None if ans.onset is None else float(ans.onset)
         decided = end = audio.shape[1] / TARGET_SR
     else:
+        from spear_metrics.agents.duplex import resolve_chunk_ms
+
         session = agent.stream(row, config)
-        hop = max(1, round(config.chunk_ms * TARGET_SR / 1000.0))
+        hop = max(1, round(resolve_chunk_ms(agent, config.chunk_ms) * TARGET_SR / 1000.0))
         n = audio.shape[1]
         total = n + round(config.max_wait_s * TARGET_SR)
         ans = None
@@ -504,8 +506,9 @@ async def _infer_row_network(agent: Any, source: Source, i: int, out: Path, conf
     the row's time limit (:func:`row_time_limit`), SPEAR's answer from the session.
 
     Records, beside the usual keys: ``response_time_s`` (wall clock, end of input or request sent
-    -> first answer audio), ``onset_wall_s`` and ``onset_stream_s`` (first answer audio on the
-    wall clock since the first chunk and on the stream clock), ``send_lag_max_s`` (the latest a
+    -> first answer audio), ``onset_wall_s`` and ``onset_stream_s`` (the answer's first audio, by
+    the adapter's :meth:`~spear_metrics.agents.duplex.NetworkAgentBase.answer` rule, on the wall
+    clock since the first chunk and on the stream clock), ``send_lag_max_s`` (the latest a
     chunk went out behind its schedule), ``finish_reason``.
 
     Nothing slow runs on the event loop (it paces every session): files are written by ``writer``
@@ -515,7 +518,7 @@ async def _infer_row_network(agent: Any, source: Source, i: int, out: Path, conf
     Raises:
         KeyboardInterrupt, OutputError, and the cancellation of this task.
     """
-    from spear_metrics.agents.duplex import AudioRequest, answer_from_session, run_session, session_config
+    from spear_metrics.agents.duplex import AudioRequest, SessionAnswer, run_session, session_answer, session_config
 
     loop = asyncio.get_running_loop()
     rec: dict[str, Any] = {"row": i, "audio_path": source.entries[i].audio_cell}
@@ -532,11 +535,12 @@ async def _infer_row_network(agent: Any, source: Source, i: int, out: Path, conf
                 result = await _guarded(run_session(agent, request, scfg))
         except TimeoutError:
             raise RowTimeout(f"timed out after {limit:g} s") from None
-        rec["onset_wall_s"] = result.first_audio_s
-        rec["onset_stream_s"] = result.first_audio_input_s
         rec["send_lag_max_s"] = result.send_lag_max_s
         rec["send_lag_max_at_s"] = result.send_lag_max_at_s
-        ans = answer_from_session(result, agent.onset(result))
+        ans = session_answer(agent, result)  # the adapter's rule (default: all output back to back)
+        first = (ans.first_audio_s, ans.first_audio_input_s) if isinstance(ans, SessionAnswer) else (
+            result.first_audio_s, result.first_audio_input_s)
+        rec["onset_wall_s"], rec["onset_stream_s"] = first
         wav, sr = validate_answer(ans)
         onset = None if ans.onset is None else float(ans.onset)
         await loop.run_in_executor(writer, _finish, source, i, out, rec, ans, wav, sr, onset)
@@ -637,6 +641,10 @@ def run_inference(
     source = open_source(data, split=split, subset=subset)
     if agent is None:
         agent = load_agent(agent_name, **agent_options)
+    if config.chunk_ms is None:  # the adapter's own chunk (e.g. moshi's 80 ms frame), else 40 ms
+        from spear_metrics.agents.duplex import resolve_chunk_ms
+
+        config = dataclasses.replace(config, chunk_ms=resolve_chunk_ms(agent))
     fp = {**source.fingerprint(), "split": split, "subset": subset, "agent": agent_name,
           "agent_options": {k: agent_options[k] for k in sorted(agent_options)},
           "config": dataclasses.asdict(config)}
@@ -675,6 +683,14 @@ def _infer_claimed(agent: Any, agent_name: str, source: Source, out: Path, confi
 
         bar = tqdm(total=len(mine), desc=f"infer {agent_name}" + (f" (rank 0 of {world})" if world > 1 else ""), unit="clip")
     network = is_network_agent(agent)
+    if network:  # a server that serves fewer sessions at once (Kyutai's Python Moshi server: one)
+        from spear_metrics.agents.duplex import clamp_concurrency
+
+        concurrency, note = clamp_concurrency(agent, concurrency)
+        if note and state.is_main_process:
+            import sys
+
+            print(f"spearbench infer: note: {agent_name}: {note}", file=sys.stderr)
     t0 = time.perf_counter()
     try:
         with AppendLog(work / f"rank-{rank}.jsonl") as log:
@@ -703,6 +719,7 @@ def _infer_claimed(agent: Any, agent_name: str, source: Source, out: Path, confi
         return None
     return finalize(source, out, agent_name=agent_name, config=config, elapsed_s=elapsed, n_new=len(pending), world=world,
                     extra={"concurrency": concurrency if network else 1, "row_timeout_s": row_timeout_s,
+                           **({"chunk_ms": config.chunk_ms} if network else {}),
                            "onset_rule": getattr(agent, "onset_rule", None)},
                     n_resumed=len(runnable) - len(pending))
 

@@ -19,7 +19,8 @@ The protocol (Kyutai's ``moshi/moshi/server.py`` and ``client.py``; the Rust ``m
   ``text_prompt`` (its role prompt) and ``voice_prompt`` (a voice file name) and takes ``seed``,
   and sends its handshake only after it has run those prompts through the model. The Python
   servers serve one session at a time (a lock held for the whole connection; the handshake waits
-  for it): run one row at a time per server.
+  for it): the adapter declares ``max_concurrency=1`` (the harness lowers ``--concurrency`` to
+  it); raise it for a server that batches sessions.
 
 Onset. Moshi's output audio never stops (silence frames too), so "first output audio" would be
 the second frame of every session; the onset is the first output frame that carries the answer:
@@ -32,15 +33,21 @@ the second frame of every session; the onset is the first output frame that carr
 
 Its time is the stream clock (``onset_clock=stream``, default: seconds of input sent when the
 frame arrived) or the wall clock (``onset_clock=wall``: seconds since the first input chunk, the
-clock of SPEAR's realtime proxy). For SPEAR (``spearbench infer``) the adapter reports output
-from the onset frame on and leaves out the silence after the last frame at or above
-``speech_dbfs`` (the answer is the system's speech, gaps inside it kept); a session without any
-such frame (or token, for ``onset=text``) has no answer and fails its row, as SPEAR's realtime
-proxy fails a session without answer audio. In a time-synchronous session (``spearbench
-fdb-infer``) every output frame is reported as it arrives: the reply channel, silence included.
-Full-Duplex-Bench's own client writes one frame of zeros and then the decoded frames back to back
-(output frame ``j`` at ``(j + 1) * 80 ms``, whatever its arrival time); ``fdb-infer`` plays each
-frame at its arrival instead (``playback_timeline``), which adds the server's real latency.
+clock of SPEAR's realtime proxy). The adapter reports every output frame as it arrives, silence
+included (the session keeps the whole reply channel with its timing); SPEAR's answer
+(:meth:`MoshiAgent.answer`, ``spearbench infer``) is the output from the onset frame to the last
+frame at or above ``speech_dbfs`` (the system's speech, gaps inside it kept); a session without
+any such frame (or token, for ``onset=text``) has no answer and fails its row, as SPEAR's
+realtime proxy fails a session without answer audio. Once the answer has begun and
+``end_silence_s`` (2 s) of output frames below ``speech_dbfs`` have followed its last loud frame
+after the whole input was sent, the adapter reports the answer complete and the session stops
+its tail silence there (SPEAR; ``end_silence_s=0`` streams the whole tail); a time-synchronous
+session (FDB) always streams to the input's end.
+``fdb-infer`` lays the reply channel out as Full-Duplex-Bench's own client writes it
+(``timeline = "frame_synchronous"``): one frame of zeros and then the decoded frames back to back
+(output frame ``j`` at ``(j + 1) * 80 ms``, whatever its arrival time), frame for frame with the
+input; the last partial input frame is sent zero-padded and the frames still in flight are
+drained (up to ``drain_s``) before the channel is cut to the input's length.
 """
 
 from __future__ import annotations
@@ -59,11 +66,12 @@ from spear_metrics.agents.duplex import (
     NoAnswerError,
     OutputSink,
     ProtocolError,
+    SessionAnswer,
     SessionConfig,
     SessionResult,
 )
-from spear_metrics.agents.gemini_live import _settle
-from spear_metrics.agents.openai_realtime import _close_reason
+from spear_metrics.agents.net import close_reason as _close_reason
+from spear_metrics.agents.net import settle as _settle
 
 #: Moshi's audio rate (Hz) both ways (Mimi)
 MOSHI_SAMPLE_RATE = 24_000
@@ -196,20 +204,27 @@ class MoshiAgent(NetworkAgentBase):
         voice_prompt: PersonaPlex's voice file name, e.g. ``NATF2.pt`` (query parameter ``voice_prompt``).
         handshake_timeout_s: longest wait (s) for the connection and the server's 0x00 handshake (a busy Python server holds new sessions until the current one ends).
         drain_s: longest wait (s) after the last input frame for the output frames still in flight.
+        end_silence_s: SPEAR: seconds of output below speech_dbfs after the answer's last loud frame, once the input was sent, that end the tail silence early (0: always stream the whole tail).
         api_key_env: environment variable whose value is sent as a Bearer token (empty: none).
         max_tries: tries to open a session (retries: refused/reset connections, HTTP 429/5xx, close codes 1012/1013).
         send_row_id: send the row's identity (the clip's file name) in the ``X-Client-Request-Id`` tracing header.
+        max_concurrency: sessions the server serves at once (``--concurrency`` is lowered to it); Kyutai's Python servers serve one; raise it for a server that batches sessions.
     """
 
     paced = True
+    #: the native input chunk (ms): one Mimi frame, as Kyutai's and FDB's clients send them
+    chunk_ms = 80.0
+    #: FDB's reply channel as FDB's Moshi client writes it: one frame of zeros, then every output frame back to back
+    timeline = "frame_synchronous"
+    timeline_lead_s = FRAME_S
 
     def __init__(self, url: str = "ws://127.0.0.1:8998/api/chat", onset: str = "audio", speech_dbfs: float = -40.0,
                  onset_clock: str = "stream", tail_silence_s: float = 10.0, text_temperature: Optional[float] = None,
                  text_topk: Optional[int] = None, audio_temperature: Optional[float] = None,
                  audio_topk: Optional[int] = None, seed: Optional[int] = None, text_prompt: Optional[str] = None,
                  voice_prompt: Optional[str] = None, handshake_timeout_s: float = 60.0,
-                 drain_s: float = 2.0, api_key_env: str = "", max_tries: int = 3,
-                 send_row_id: bool = True):
+                 drain_s: float = 2.0, end_silence_s: float = 2.0, api_key_env: str = "", max_tries: int = 3,
+                 send_row_id: bool = True, max_concurrency: int = 1):
         from spear_metrics.agents.net import RetryPolicy, api_key
 
         if onset not in ("audio", "text", "first"):
@@ -218,11 +233,13 @@ class MoshiAgent(NetworkAgentBase):
             raise ValueError(f"onset_clock must be stream or wall, got {onset_clock!r}")
         if not math.isfinite(speech_dbfs) or speech_dbfs >= 0:
             raise ValueError(f"speech_dbfs must be a level below 0 dBFS, got {speech_dbfs}")
-        for name, v in (("tail_silence_s", tail_silence_s), ("drain_s", drain_s)):
+        for name, v in (("tail_silence_s", tail_silence_s), ("drain_s", drain_s), ("end_silence_s", end_silence_s)):
             if not (math.isfinite(v) and v >= 0):
                 raise ValueError(f"{name} must be >= 0 s, got {v}")
         if not handshake_timeout_s > 0:
             raise ValueError("handshake_timeout_s must be > 0")
+        if int(max_concurrency) < 1:
+            raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency}")
         params = {"text_temperature": text_temperature, "text_topk": text_topk,
                   "audio_temperature": audio_temperature, "audio_topk": audio_topk,
                   "seed": seed, "text_seed": seed, "audio_seed": seed, "text_prompt": text_prompt,
@@ -233,10 +250,12 @@ class MoshiAgent(NetworkAgentBase):
         self.onset_clock = onset_clock
         self.tail_silence_s = float(tail_silence_s)
         self.max_wait_s = float(drain_s)
+        self.end_silence_s = float(end_silence_s)
         self.handshake_timeout_s = float(handshake_timeout_s)
         self.send_row_id = bool(send_row_id)
         self.api_key_env = api_key_env or ""
         self.retry = RetryPolicy(max_tries=int(max_tries))
+        self.max_concurrency = int(max_concurrency)
         what = {"audio": f"the first 80 ms output frame at or above {self.speech_dbfs:g} dBFS RMS",
                 "text": "the first text token", "first": f"the first text token or output frame at or above "
                 f"{self.speech_dbfs:g} dBFS, whichever comes first"}[onset]
@@ -263,10 +282,52 @@ class MoshiAgent(NetworkAgentBase):
         return conn
 
     def onset(self, result: SessionResult) -> Optional[float]:
-        """The answer's onset in s from the input start: the first reported output frame (see the
-        module docstring) on :attr:`onset_clock`."""
-        t = result.first_audio_s if self.onset_clock == "wall" else result.first_audio_input_s
-        return None if t is None else max(0.0, t)
+        """The answer's onset in s from the input start (see :meth:`answer`) on :attr:`onset_clock`;
+        ``None`` when the session holds no answer."""
+        try:
+            return self.answer(result).onset
+        except NoAnswerError:
+            return None
+
+    def answer(self, result: SessionResult) -> SessionAnswer:
+        """SPEAR's answer from the session's output timeline (every 80 ms frame, as it arrived):
+        from the onset frame (``onset=audio``: the first frame at or above :attr:`speech_dbfs`;
+        ``text``: the last whole frame received before the first text token, or the first frame
+        when none had come; ``first``: whichever arrived first) to the last frame at or above
+        :attr:`speech_dbfs` after it. The onset's time is the arrival of the chunk completing that
+        frame (or of the token) on :attr:`onset_clock`, floored at 0; ``response_time_s`` is its
+        wall clock minus the end of the input.
+
+        Raises:
+            NoAnswerError: no output audio at all, or no onset (the system stayed silent).
+        """
+        if not result.chunks:
+            raise NoAnswerError("the server sent no output audio")
+        x = np.concatenate([c.audio.mean(axis=0) for c in result.chunks])
+        ends = np.cumsum([c.audio.shape[1] for c in result.chunks])  # output samples received after each chunk
+        voiced = np.flatnonzero(frame_levels_dbfs(x) >= self.speech_dbfs)
+        found = []  # (arrival order, first frame, wall clock, stream clock)
+        if self.onset_mode in ("audio", "first") and voiced.size:
+            c = int(np.searchsorted(ends, (voiced[0] + 1) * FRAME_SAMPLES))  # the chunk completing that frame
+            found.append((c, int(voiced[0]), result.chunks[c].received_s, result.chunks[c].input_sent_s))
+        if self.onset_mode in ("text", "first") and result.text_events:
+            ev = result.text_events[0]
+            whole = int(ends[ev.after_chunks - 1]) // FRAME_SAMPLES if ev.after_chunks else 0
+            found.append((ev.after_chunks - 0.5, max(whole - 1, 0), ev.received_s, ev.input_sent_s))
+        if not found:
+            what = {"audio": f"no output frame at or above {self.speech_dbfs:g} dBFS",
+                    "text": "no text token", "first": f"no text token and no output frame at or above "
+                    f"{self.speech_dbfs:g} dBFS"}[self.onset_mode]
+            raise NoAnswerError(f"the system stayed silent ({what})")
+        _, start, wall, stream = min(found)
+        after = voiced[voiced >= start]
+        end = int(after[-1]) if after.size else start
+        t = wall if self.onset_clock == "wall" else stream
+        return SessionAnswer(audio=x[start * FRAME_SAMPLES:(end + 1) * FRAME_SAMPLES][None, :],
+                             sample_rate=MOSHI_SAMPLE_RATE, onset=max(0.0, t), text=result.text or None,
+                             finish_reason=result.finish_reason,
+                             response_time_s=None if result.input_end_s is None else wall - result.input_end_s,
+                             first_audio_s=wall, first_audio_input_s=stream)
 
 
 class MoshiConnection:
@@ -288,13 +349,13 @@ class MoshiConnection:
         self._closing = False
         self._encoder = OpusEncoder()
         self._decoder = OpusDecoder()
-        # output side: every frame as it arrives (time-synchronous, FDB), or whole frames judged and
-        # reported from the onset frame on (SPEAR)
+        # output side: every decoded chunk is reported as it arrives (SPEAR's answer is picked out of
+        # it afterwards, MoshiAgent.answer); whole 80 ms frames are judged on the way to know whether
+        # the answer has begun
         self._synchronous = bool(synchronous)
         self._out_pending = np.zeros(0, np.float32)  # decoded samples short of a whole frame
-        self._started = False  # the onset frame has been reported
-        self._last: Optional[np.ndarray] = None  # the latest frame before the onset (a token's step)
-        self._held: list[np.ndarray] = []  # silent frames after the onset, reported if speech follows
+        self._answering = False  # an onset frame (or token) has arrived, by the agent's onset rule
+        self._quiet = 0  # whole frames below speech_dbfs since the last loud frame (or token) of the answer
 
     async def open(self) -> None:
         """WebSocket handshake, then the server's 0x00 message (one try; :func:`with_retries` retries).
@@ -382,11 +443,8 @@ class MoshiConnection:
     async def end_input(self) -> None:
         """Send the last partial frame (zero-padded, as FDB's client), then wait up to ``drain_s``
         for the output frames still in flight (one per input frame, less the server's first one
-        or two); the session is then done (the server answers only while it hears input).
-
-        Raises:
-            NoAnswerError: (SPEAR) no output at all, or no onset (the system stayed silent).
-        """
+        or two); the session is then done (the server answers only while it hears input). Whether
+        the session holds an answer is :meth:`MoshiAgent.answer`'s to say."""
         if self._buffered:
             rest = np.concatenate(self._buf)
             frame = np.concatenate([rest, np.zeros(FRAME_SAMPLES - len(rest), np.float32)])
@@ -400,13 +458,6 @@ class MoshiConnection:
             self.sink.check()
             await asyncio.sleep(0.02)
         self.sink.check()
-        if not self._synchronous and not self._started:
-            if self.samples_received == 0:
-                raise NoAnswerError("the server sent no output audio")
-            what = {"audio": f"no output frame at or above {self.agent.speech_dbfs:g} dBFS",
-                    "text": "no text token", "first": f"no text token and no output frame at or above "
-                    f"{self.agent.speech_dbfs:g} dBFS"}[self.agent.onset_mode]
-            raise NoAnswerError(f"the system stayed silent ({what})")
         self.sink.done("stop")
 
     async def close(self) -> None:
@@ -460,7 +511,7 @@ class MoshiConnection:
 
         if self.sink.is_done:
             return
-        phase = "mid-answer" if self.sink.result.chunks else "before answering"
+        phase = "mid-answer" if self._answering else "before answering"
         self.sink.fail(NetError(f"server closed the connection {phase} ({why})", status=code))
 
     def _handle(self, msg: Any) -> None:
@@ -476,8 +527,8 @@ class MoshiConnection:
             except UnicodeDecodeError:
                 raise ProtocolError("malformed text message from the server (not UTF-8)") from None
             if text:
-                if not self._started and self.agent.onset_mode in ("text", "first") and not self._synchronous:
-                    self._start(self._last if self._last is not None else np.zeros(FRAME_SAMPLES, np.float32))
+                if self.agent.onset_mode in ("text", "first"):
+                    self._answering, self._quiet = True, 0
                 self.sink.text(text)
         elif kind == KIND_ERROR:
             from spear_metrics.agents.net import NetError, mask_secrets
@@ -488,34 +539,24 @@ class MoshiConnection:
         # control, metadata and ping messages carry nothing a benchmark needs
 
     def _frames(self, pcm: np.ndarray) -> None:
-        """Judge each whole 80 ms output frame: report it, hold it or drop it (module docstring)."""
-        if self._synchronous:  # FDB: the whole reply channel, as it arrives
-            self.sink.audio(pcm, MOSHI_SAMPLE_RATE)
-            return
+        """Report the decoded samples as they arrived; judge each whole 80 ms frame on the way:
+        has the answer begun, and (SPEAR) is it complete (``end_silence_s`` of quiet frames after
+        it, the input all sent)?"""
+        self.sink.audio(pcm, MOSHI_SAMPLE_RATE)
         data = np.concatenate([self._out_pending, pcm]) if self._out_pending.size else pcm
         n = len(data) // FRAME_SAMPLES * FRAME_SAMPLES
         self._out_pending = data[n:]
-        for i in range(0, n, FRAME_SAMPLES):
-            frame = data[i:i + FRAME_SAMPLES]
-            voiced = frame_levels_dbfs(frame)[0] >= self.agent.speech_dbfs
-            if not self._started:
-                if voiced and self.agent.onset_mode in ("audio", "first"):
-                    self._start(frame)
-                else:
-                    self._last = frame
-            elif voiced:
-                for held in self._held:
-                    self.sink.audio(held, MOSHI_SAMPLE_RATE)
-                self._held = []
-                self.sink.audio(frame, MOSHI_SAMPLE_RATE)
-            else:
-                self._held.append(frame)
-
-    def _start(self, frame: np.ndarray) -> None:
-        """The onset: ``frame`` is the answer's first (the sink stamps both clocks now)."""
-        self._started = True
-        self._last = None
-        self.sink.audio(frame, MOSHI_SAMPLE_RATE)
+        if not n:
+            return
+        for loud in frame_levels_dbfs(data[:n]) >= self.agent.speech_dbfs:
+            if loud and self.agent.onset_mode in ("audio", "first"):
+                self._answering = True
+            if self._answering:
+                self._quiet = 0 if loud else self._quiet + 1
+        if (self._answering and not self._synchronous and self.agent.end_silence_s > 0
+                and self._quiet * FRAME_S >= self.agent.end_silence_s - 1e-9
+                and self.sink.input_sent_s >= self.request.duration_s):
+            self.sink.answer_complete()
 
 
 def _close_text(e: BaseException) -> str:

@@ -162,6 +162,25 @@ async def with_retries(call: Callable[[], Awaitable[T]], policy: RetryPolicy, *,
     raise AssertionError("unreachable")
 
 
+def close_reason(exc: BaseException) -> tuple[Optional[int], str]:
+    """How a WebSocket connection closed, read from websockets' ``ConnectionClosed`` ``exc``:
+    ``(close code or None, words)``, e.g. ``(1011, "code 1011 (internal error)")``, or ``(None,
+    "the connection was lost without a close frame")`` (the project's one reading of a close frame)."""
+    rcvd = getattr(exc, "rcvd", None)
+    code = getattr(rcvd, "code", None)
+    reason = getattr(rcvd, "reason", "") or ""
+    if code is None:
+        return None, "the connection was lost without a close frame"
+    return code, f"code {code}" + (f" ({reason})" if reason else "")
+
+
+async def settle(receiver: Optional[asyncio.Task], timeout_s: float = 1.0) -> None:
+    """Let a receiver task read what arrived before the connection closed (at most ``timeout_s``
+    s), so that a send that met the closed connection reports the server's own reason."""
+    if receiver is not None and not receiver.done():
+        await asyncio.wait({receiver}, timeout=timeout_s)
+
+
 async def within(seconds: float, awaitable: Awaitable[T], what: str) -> T:
     """``await awaitable`` for at most ``seconds``.
 

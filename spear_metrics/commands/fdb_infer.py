@@ -23,7 +23,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="adapter constructor option (repeatable), e.g. base_url=ws://127.0.0.1:8000/v1/realtime")
     p.add_argument("--root", required=True, help="an FDB task folder (<id>/input.wav) or a folder of task folders")
     p.add_argument("--tasks", default=None, help="comma-separated task folder names under --root (default: all)")
-    p.add_argument("--chunk-ms", type=number(above=0), default=40.0, help="input chunk length in ms (default 40)")
+    p.add_argument("--chunk-ms", type=number(above=0), default=None,
+                   help="input chunk length in ms (default: the adapter's own, e.g. 80 for moshi, else 40)")
     p.add_argument("--concurrency", type=number(integer=True, minimum=1), default=1,
                    help="sessions at once, each paced in real time on its own schedule (default 1)")
     p.add_argument("--row-timeout-s", type=number(above=0), default=300.0,
@@ -55,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None
     try:
         info = run_fdb_inference(args.agent, args.root, tasks=tasks, agent_options=parse_options(args.agent_option),
-                                 chunk_ms=float(args.chunk_ms), concurrency=int(args.concurrency),
+                                 chunk_ms=args.chunk_ms, concurrency=int(args.concurrency),
                                  row_timeout_s=float(args.row_timeout_s), asr=None if args.no_asr else args.asr,
                                  output_sr=None if args.output_sr is None else int(args.output_sr),
                                  overwrite=args.overwrite, retry_failed=args.retry_failed, progress=not args.no_progress)

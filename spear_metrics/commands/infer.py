@@ -31,7 +31,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", help="output folder (metadata.csv, audio/, inputs/); a rerun resumes")
     p.add_argument("--mode", choices=("offline", "streaming"), default="offline",
                    help="offline: whole question in; streaming: full-duplex simulation in --chunk-ms chunks")
-    p.add_argument("--chunk-ms", type=number(above=0), default=40.0, help="streaming chunk length in ms (> 0, default 40)")
+    p.add_argument("--chunk-ms", type=number(above=0), default=None,
+                   help="streaming / network-session chunk length in ms (> 0; default: the adapter's own, e.g. 80 for "
+                        "moshi, else 40)")
     p.add_argument("--max-wait-s", type=number(minimum=0), default=0.0, help="streaming: seconds of silence fed after the input")
     p.add_argument("--max-answer-s", type=number(above=0), default=30.0,
                    help="longest answer in seconds an adapter should produce (a hint; default 30)")
@@ -107,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
         from pathlib import Path
 
         lag = (info.get("send_lag_max_s") or {}).get("max")
-        if lag is not None and lag > 2 * args.chunk_ms / 1000.0:
+        if lag is not None and lag > 2 * (info.get("chunk_ms") or 40.0) / 1000.0:
             print(f"spearbench infer: note: a paced session fell {lag:.3f} s behind its real-time schedule (see "
                   f"send_lag_max_s in {shown_path(args.out, 'response_times.csv')}); its wall-clock onset includes that delay: "
                   "use a lower --concurrency or a less loaded machine", file=sys.stderr)

@@ -39,8 +39,9 @@ MASK = "***"
 MIN_SECRET_LENGTH = 8
 #: Text shaped like a Hub token, masked whatever its value (the last net, in messages).
 HUB_TOKEN_SHAPE = re.compile(r"hf_[A-Za-z0-9]{8,}")
-#: The credential of an ``Authorization: Bearer <credential>`` echoed in a message (masked too).
-BEARER_SHAPE = re.compile(r"(Bearer\s+)[^\s\"',;]+")
+#: The credential of an ``Authorization: Bearer <credential>`` echoed in a message (masked too): it
+#: ends at white space, a quote, ``,``, ``;`` or a closing bracket, which stays (``(Bearer ***)``).
+BEARER_SHAPE = re.compile(r"(Bearer\s+)[^\s\"',;)\]}>]+")
 
 _REGISTERED: set[str] = set()
 _LOCK = threading.Lock()

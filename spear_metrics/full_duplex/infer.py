@@ -5,9 +5,12 @@ Each stimulus ``<task_dir>/<id>/input.wav`` is streamed in real time through the
 as FDB's own inference scripts (``v1_v1.5/model_inference/`` of ``DanielLin94144/Full-Duplex-Bench``)
 stream a stimulus and record a reply channel of the same length. Written beside the stimulus:
 
-- ``output.wav``: the reply channel, time-synchronous with ``input.wav``: each received chunk is
-  placed at ``max(receive time, end of the previous chunk)`` on the wall clock since the first
-  input chunk (a playback buffer, :func:`spear_metrics.agents.duplex.playback_timeline`), trimmed or
+- ``output.wav``: the reply channel, time-synchronous with ``input.wav``, laid out by the adapter's
+  timeline rule (:func:`spear_metrics.agents.duplex.reply_timeline`): ``arrival`` (default): each
+  received chunk is placed at ``max(receive time, end of the previous chunk)`` on the wall clock
+  since the first input chunk (a playback buffer); ``frame_synchronous`` (``moshi``, as FDB's own
+  Moshi client): all output back to back from the adapter's lead (one 80 ms frame), frame for frame
+  with the input, the frames still in flight when the input ends drained first; either trimmed or
   zero-padded to the input's length; mono, 16-bit, at the input's rate (or ``output_sr``);
 - ``output.json``: word-timed ASR of ``output.wav`` in FDB's shape ``{"text", "chunks": [{"text",
   "timestamp": [s, e]}]}``, made by the same code ``spearbench fdb`` runs when a sample has no
@@ -139,14 +142,15 @@ async def stream_stimulus(agent: Any, stim: Stimulus, *, chunk_ms: float, row_ti
         TimeoutError as ``RowTimeout``.
     """
     from spear_datasets.audio import decode
-    from spear_metrics.agents.duplex import AudioRequest, playback_timeline, run_session, session_config
+    import dataclasses
+
+    from spear_metrics.agents.duplex import AudioRequest, reply_timeline, run_session, session_config
     from spear_metrics.agents.harness import RowTimeout, _guarded
 
     wav, sr = await asyncio.to_thread(decode, stim.dir / "input.wav")  # nothing slow on the loop that paces sessions
     request = AudioRequest(audio=wav, sample_rate=sr, row_id=stim.key.replace("/", "_"))
     scfg = session_config(agent, chunk_ms=chunk_ms, time_synchronous=True)
-    scfg = type(scfg)(chunk_ms=scfg.chunk_ms, paced=scfg.paced, tail_silence_s=0.0, max_wait_s=scfg.max_wait_s,
-                      time_synchronous=True)
+    scfg = dataclasses.replace(scfg, tail_silence_s=0.0)
     limit = row_timeout_s + (request.duration_s if scfg.paced else 0.0)
     try:
         async with asyncio.timeout(limit):
@@ -155,7 +159,7 @@ async def stream_stimulus(agent: Any, stim: Stimulus, *, chunk_ms: float, row_ti
         raise RowTimeout(f"timed out after {limit:g} s") from None
     rate = int(output_sr or sr)
     n = round(wav.shape[1] * rate / sr)
-    reply = await asyncio.to_thread(playback_timeline, result, n, rate)
+    reply = await asyncio.to_thread(reply_timeline, agent, result, n, rate)
     return reply, rate, {"first_audio_s": result.first_audio_s, "first_audio_input_s": result.first_audio_input_s,
                          "n_chunks": len(result.chunks), "text": result.text or None}
 
@@ -178,7 +182,7 @@ def transcribe_reply(stim: Stimulus, backend: Any) -> dict[str, Any]:
 
 
 def run_fdb_inference(agent_name: str, root: str | os.PathLike, *, tasks: Optional[list[str]] = None,
-                      agent_options: Optional[dict[str, Any]] = None, agent: Any = None, chunk_ms: float = 40.0,
+                      agent_options: Optional[dict[str, Any]] = None, agent: Any = None, chunk_ms: Optional[float] = None,
                       concurrency: int = 1, row_timeout_s: float = 300.0, asr: Optional[str] = "embedded",
                       asr_backend: Any = None, output_sr: Optional[int] = None, overwrite: bool = False,
                       retry_failed: bool = False, progress: bool = True,
@@ -189,8 +193,9 @@ def run_fdb_inference(agent_name: str, root: str | os.PathLike, *, tasks: Option
         agent_name: adapter name (registry), recorded in each task folder's work fingerprint.
         root: a task folder, or a folder of task folders (``tasks`` picks some by name).
         agent: an already-built adapter (tests); else ``load_agent(agent_name, **agent_options)``.
-        chunk_ms: input chunk length (ms).
-        concurrency: sessions at once.
+        chunk_ms: input chunk length (ms); ``None``: the adapter's own (``moshi``: 80), else 40
+            (:func:`spear_metrics.agents.duplex.resolve_chunk_ms`).
+        concurrency: sessions at once (lowered to the adapter's ``max_concurrency``, with a note on stderr).
         row_timeout_s: a sample's limit beyond its input's duration (s).
         asr: ASR backend name for ``output.json`` (``spear_metrics.core.asr.load_asr``); ``None``: no
             ``output.json``. ``asr_backend``: an object with the backend API to use instead (tests).
@@ -210,7 +215,7 @@ def run_fdb_inference(agent_name: str, root: str | os.PathLike, *, tasks: Option
             ``overwrite`` over replies of an older version that kept no record of them.
         spear_metrics.core.models.ModelUnavailableError: the ASR model cannot be loaded.
     """
-    from spear_metrics.agents.duplex import is_network_agent
+    from spear_metrics.agents.duplex import clamp_concurrency, is_network_agent, resolve_chunk_ms
     from spear_metrics.agents.registry import load_agent
 
     agent_options = dict(agent_options or {})
@@ -221,6 +226,12 @@ def run_fdb_inference(agent_name: str, root: str | os.PathLike, *, tasks: Option
                             "fdb-infer needs one (e.g. openai-realtime)")
     if concurrency < 1:
         raise FDBInferError(f"--concurrency must be >= 1, got {concurrency}")
+    chunk_ms = resolve_chunk_ms(agent, chunk_ms)
+    concurrency, note = clamp_concurrency(agent, concurrency)
+    if note:
+        import sys
+
+        print(f"spearbench fdb-infer: note: {agent_name}: {note}", file=sys.stderr)
     fp = {"agent": agent_name, "agent_options": {k: agent_options[k] for k in sorted(agent_options)},
           "chunk_ms": float(chunk_ms), "output_sr": output_sr}
     task_dirs = find_task_dirs(root, tasks)
@@ -404,8 +415,8 @@ def _run_claimed(agent: Any, agent_name: str, task_dirs: list[Path], folders: di
         done += sum(1 for r in state[td].values() if r.get("status") == "ok")
     info = {"agent": agent_name, "n_samples": len(stimuli), "n_written": written, "n_done": done, "n_kept": len(kept),
             "kept": [s.key for s in kept[:20]], "n_failed": len(failures), "failures": failures,
-            "elapsed_s": time.perf_counter() - t0,
-            "concurrency": concurrency, "asr": None if (asr is None and asr_backend is None) else
+            "elapsed_s": time.perf_counter() - t0, "concurrency": concurrency, "chunk_ms": chunk_ms,
+            "timeline": getattr(agent, "timeline", "arrival"), "asr": None if (asr is None and asr_backend is None) else
             str(getattr(asr_backend, "name", asr))}
     for td in task_dirs:
         write_json_atomic(td / WORK / "run_info.json", {k: v for k, v in info.items() if k != "failures"})

@@ -109,7 +109,7 @@ def _history_turns(d: EvalDialogue, done: Sequence[TurnAnswer], user_audio: Sequ
 
 async def _network_turn(agent: Any, d: EvalDialogue, t: int, wav: np.ndarray, sr: int, history: tuple, *,
                         chunk_ms: float, row_timeout_s: float):
-    from spear_metrics.agents.duplex import AudioRequest, answer_from_session, run_session, session_config
+    from spear_metrics.agents.duplex import AudioRequest, run_session, session_answer, session_config
     from spear_metrics.agents.harness import RowTimeout, _guarded
 
     request = AudioRequest(audio=wav, sample_rate=sr, instructions=d.system_prompt, history=history,
@@ -121,7 +121,7 @@ async def _network_turn(agent: Any, d: EvalDialogue, t: int, wav: np.ndarray, sr
             result = await _guarded(run_session(agent, request, scfg))
     except TimeoutError:
         raise RowTimeout(f"turn {t} timed out after {limit:g} s") from None
-    return answer_from_session(result, None)
+    return session_answer(agent, result)  # the adapter's rule (e.g. moshi: its speech only); the onset is unused
 
 
 def _sync_turn(agent: Any, d: EvalDialogue, t: int, user_path: Path, history: tuple, config: Any,
