@@ -256,12 +256,26 @@ def csv_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame(data)
 
 
+#: Most leaderboard CSVs kept in :data:`CACHE` (the oldest are removed beyond it).
+MAX_TABLE_FILES = 16
+
+
 def write_csv(rows: list[dict[str, Any]]) -> str:
-    """Write the download CSV to a fresh temporary file; returns its path."""
-    fd, path = tempfile.mkstemp(prefix="spearbench_leaderboard_", suffix=".csv")
-    os.close(fd)
-    csv_frame(rows).to_csv(path, index=False, float_format="%.6g")
-    return path
+    """Write the download CSV into :data:`CACHE`, named by its content (the same table is one
+    file however often it is asked for), keeping at most :data:`MAX_TABLE_FILES` of them;
+    returns its path."""
+    text = csv_frame(rows).to_csv(index=False, float_format="%.6g")
+    CACHE.mkdir(parents=True, exist_ok=True)
+    path = CACHE / f"spearbench_leaderboard_{hashlib.sha1(text.encode()).hexdigest()[:16]}.csv"
+    if not path.exists():
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    os.utime(path)  # the newest, kept by the pruning below
+    old = sorted(CACHE.glob("spearbench_leaderboard_*.csv"), key=lambda p: p.stat().st_mtime_ns)[:-MAX_TABLE_FILES]
+    for p in old:
+        p.unlink(missing_ok=True)
+    return str(path)
 
 
 def legend_markdown() -> str:
@@ -474,11 +488,11 @@ def report_view(sources: list[str], source: str | None) -> tuple[str, str | None
     res = next((r for r in loaded if r.source == source), None)
     if res is None:
         return "<p>Load a results dataset to see its report.</p>", None
-    if res.report is None:
+    data = res.read_report()  # its real path inside the dataset's folder, checked now (links never followed out)
+    if data is None:
         return (f"<p>{html_lib.escape(res.model)} ({html_lib.escape(res.source)}) has no report: write one with "
                 "<code>spearbench report RESULTS --human HUMAN_RESULTS --out RESULTS/report</code> before "
                 "<code>spearbench push-results</code>, which then includes <code>report/</code>.</p>"), None
-    data = res.report.read_bytes()
     CACHE.mkdir(parents=True, exist_ok=True)
     copy = CACHE / f"report-{hashlib.sha1(data).hexdigest()[:16]}.html"
     if not copy.exists():
@@ -614,7 +628,8 @@ def build_app(sources: list[str] | None = None) -> gr.Blocks:
     sort_choices = ["model", *[c.name for c in columns()]]
     models0 = _samples_models(start)
 
-    with gr.Blocks(title="SPEARBench leaderboard") as demo:
+    # gradio's copies of served files (tables, audio, reports) older than an hour go every hour
+    with gr.Blocks(title="SPEARBench leaderboard", delete_cache=(3600, 3600)) as demo:
         gr.HTML(f"<style>{TABLE_CSS}</style>", padding=False, elem_id="table_css")
         src_state = gr.State(start)
         gr.Markdown(
@@ -722,7 +737,7 @@ def build_app(sources: list[str] | None = None) -> gr.Blocks:
 
         add_btn.click(add_sources, [src_state, src_box, modes, open_w],
                       [src_state, modes, src_box, model_dd, status, report_dd],
-                      api_visibility="private").then(refresh, lb_inputs, lb_outputs).then(
+                      api_visibility="private").then(refresh, lb_inputs, lb_outputs, api_visibility="private").then(
             speechrole_table, [src_state, sr_scope], [sr_table], api_visibility="private").then(
             dsuperb_table, [src_state], [ds_table], api_visibility="private")
 
@@ -812,7 +827,23 @@ def build_app(sources: list[str] | None = None) -> gr.Blocks:
 
         demo.load(on_load, filt_inputs + [group_dd, report_dd],
                   [sample_dd, metric_dd, dist, dim_plot, report_html, report_file], api_visibility="private")
+    check_public_api(demo)
     return demo
+
+
+#: The only endpoints the Space offers to API clients; every other event (chained ones
+#: included) is internal to the page (``api_visibility="private"``).
+PUBLIC_API = ("leaderboard", "sample")
+
+
+def check_public_api(demo: gr.Blocks) -> None:
+    """Raise ``RuntimeError`` when an event other than :data:`PUBLIC_API` is callable by API
+    clients (an event wired without ``api_visibility="private"``: a ``.then`` chain forgets it
+    easily). Called when the app is built, so such an app never starts."""
+    exposed = sorted(str(f.api_name) for f in demo.fns.values()
+                     if getattr(f, "api_visibility", "public") != "private" and f.api_name not in PUBLIC_API)
+    if exposed:
+        raise RuntimeError(f"events exposed as API endpoints besides {', '.join(PUBLIC_API)}: {', '.join(exposed)}")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -42,6 +42,15 @@ def build_parser(available: dict[str, object]) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one subcommand; everything it prints (messages, progress bars, warnings, logs) has its
+    secrets masked (:func:`spear_metrics.core.secrets.masked_output`)."""
+    from spear_metrics.core.secrets import masked_output
+
+    with masked_output():
+        return _main(argv)
+
+
+def _main(argv: list[str] | None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     available = {}
     for name, (module, _) in COMMANDS.items():

@@ -18,6 +18,7 @@ login, never printed or written).
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import spear_metrics
+from spear_datasets.files import active_folder, atomic_path, make_dirs, open_folder
 from spear_metrics.results.validate import PROTOCOL
 
 PACKAGE_DIR = Path(spear_metrics.__file__).resolve().parent
@@ -107,20 +109,40 @@ def pin_wheel(requirements: Path, wheel_name: str) -> None:
             out.append(line)
     if not found:
         raise PublishError(f"{requirements.name} has no 'spearbench' line to pin the wheel on")
-    requirements.write_text("\n".join(out) + "\n", encoding="utf-8")
+    with atomic_path(requirements) as tmp:
+        tmp.write_text("\n".join(out) + "\n", encoding="utf-8")
 
 
 def _fresh(out: Path) -> Path:
-    """``out`` as a new empty folder (what was there is removed)."""
-    if out.exists():
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
+    """``out`` emptied of what an earlier ``publish`` wrote there (recorded in the output folder
+    holding it; nothing else is removed: a file someone else put there stops the command when
+    it would be replaced)."""
+    folder = active_folder(out)
+    if folder is not None:
+        rel = Path(os.path.relpath(os.path.abspath(out), os.path.abspath(folder.root))).as_posix()
+        folder.remove_recorded(under=None if rel == "." else rel)
+    make_dirs(out)
     return out
+
+
+def _copy(src: Path, dst: Path) -> None:
+    """Copy one file (atomically, recorded like every write)."""
+    with atomic_path(dst) as tmp:
+        shutil.copy2(src, tmp)
+
+
+def _copy_tree(src: Path, dst: Path) -> None:
+    """Copy the files under ``src`` (no ``__pycache__``/``*.pyc``, no hidden files) to ``dst``."""
+    for p in sorted(src.rglob("*")):
+        rel = p.relative_to(src)
+        if p.is_file() and not any(part == "__pycache__" or part.startswith(".") for part in rel.parts) \
+                and p.suffix != ".pyc":
+            _copy(p, dst / rel)
 
 
 def _bundle(out: Path, wheel: Path) -> Path:
     """Copy ``wheel`` into the Space folder ``out`` and pin it in its ``requirements.txt``."""
-    shutil.copy2(wheel, out / wheel.name)
+    _copy(wheel, out / wheel.name)
     pin_wheel(out / "requirements.txt", wheel.name)
     return out
 
@@ -138,7 +160,7 @@ def write_metric_space(metric: str, out: Path, wheel: Path) -> Path:
         raise PublishError(f"metric folder {metric} lacks {', '.join(missing)}")
     _fresh(out)
     for f in files:
-        shutil.copy2(src / f, out / f)
+        _copy(src / f, out / f)
     return _bundle(out, wheel)
 
 
@@ -159,11 +181,12 @@ def write_leaderboard_space(out: Path, wheel: Path, results: Sequence[str] = ())
     for f in SPACE_FILES:
         p = SPACE_DIR / f
         if p.is_dir():
-            shutil.copytree(p, out / f, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+            _copy_tree(p, out / f)
         else:
-            shutil.copy2(p, out / f)
+            _copy(p, out / f)
     if results:
-        (out / "results.txt").write_text("\n".join(results) + "\n", encoding="utf-8")
+        with atomic_path(out / "results.txt") as tmp:
+            tmp.write_text("\n".join(results) + "\n", encoding="utf-8")
     return _bundle(out, wheel)
 
 
@@ -180,11 +203,11 @@ def write_dataset(hub_dir: Path, out: Path) -> Path:
         raise PublishError(f"--dataset {hub_dir.name}: not a folder written by `spearbench build-dataset` "
                            "(README.md and data/*/*.parquet expected)")
     _fresh(out)
-    shutil.copy2(hub_dir / "README.md", out / "README.md")
-    shutil.copytree(hub_dir / "data", out / "data", ignore=shutil.ignore_patterns(".*"))
+    _copy(hub_dir / "README.md", out / "README.md")
+    _copy_tree(hub_dir / "data", out / "data")
     for f in (SKIPPED_FILE, REPORT_FILE):
         if (hub_dir / f).is_file():
-            shutil.copy2(hub_dir / f, out / f)
+            _copy(hub_dir / f, out / f)
     return out
 
 
@@ -210,18 +233,19 @@ def prepare(out: Path, *, dataset: Path, namespace: str, wheel: Path | None = No
     for name in (dataset_name, leaderboard, *names):
         if not is_repo_id(f"{namespace}/{name}"):
             raise PublishError(f"{namespace}/{name} is not a Hub repository id OWNER/NAME")
-    out.mkdir(parents=True, exist_ok=True)
-    if wheel is None:
-        wheel = build_wheel(out / ".wheel")
-    elif not (wheel.is_file() and wheel.name.startswith("spearbench-") and wheel.suffix == ".whl"):
+    if wheel is not None and not (wheel.is_file() and wheel.name.startswith("spearbench-") and wheel.suffix == ".whl"):
         raise PublishError(f"--wheel {wheel.name}: not a spearbench wheel file")
-    repos = [Repo(f"{namespace}/{dataset_name}", "dataset", write_dataset(dataset, out / "datasets" / dataset_name))]
-    for m in names:
-        repos.append(Repo(f"{namespace}/{m}", "space", write_metric_space(m, out / "spaces" / m, wheel)))
-    repos.append(Repo(f"{namespace}/{leaderboard}", "space",
-                      write_leaderboard_space(out / "spaces" / leaderboard, wheel, results)))
-    if (out / ".wheel").is_dir():
-        shutil.rmtree(out / ".wheel")
+    # OUT: new, empty or a folder publish wrote; each repository folder replaces only what an
+    # earlier publish wrote there
+    with open_folder(out, command="publish", flag="--dry-run"), \
+            tempfile.TemporaryDirectory(prefix="spearbench-wheel-") as wheel_dir:
+        if wheel is None:
+            wheel = build_wheel(Path(wheel_dir))
+        repos = [Repo(f"{namespace}/{dataset_name}", "dataset", write_dataset(dataset, out / "datasets" / dataset_name))]
+        for m in names:
+            repos.append(Repo(f"{namespace}/{m}", "space", write_metric_space(m, out / "spaces" / m, wheel)))
+        repos.append(Repo(f"{namespace}/{leaderboard}", "space",
+                          write_leaderboard_space(out / "spaces" / leaderboard, wheel, results)))
     return repos
 
 

@@ -500,7 +500,9 @@ def _message(raw: Any) -> dict[str, Any]:
     try:
         msg = json.loads(text)
     except json.JSONDecodeError:
-        raise ProtocolError(f"malformed message from the server (not JSON): {text[:60]!r}") from None
+        from spear_metrics.core.secrets import mask_secrets
+
+        raise ProtocolError(f"malformed message from the server (not JSON): {mask_secrets(text)[:60]!r}") from None
     if not isinstance(msg, dict):
         raise ProtocolError(f"malformed message from the server (a JSON {type(msg).__name__}, not an object)")
     return msg

@@ -54,7 +54,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from spear_datasets.audio import TARGET_SR, AudioError, input_clip_info, load_audio, resample, write_wav
-from spear_datasets.files import OutputError, atomic_path
+from spear_datasets.files import OutputError, active_folder, atomic_path, check_out_folder
 from spear_datasets.schema import (
     RowError,
     SpearRow,
@@ -67,7 +67,7 @@ from spear_datasets.schema import (
 from spear_metrics.agents.base import AgentAnswer, AgentError, AgentOutputError, GenerationConfig, validate_answer
 from spear_metrics.agents.duplex import is_network_agent
 from spear_metrics.core.batching import distributed_state
-from spear_metrics.core.records import AppendLog, claim_work_dir, one_line, read_rank_logs, write_json_atomic, write_jsonl_atomic
+from spear_metrics.core.records import AppendLog, claim_out, one_line, read_rank_logs, write_json_atomic, write_jsonl_atomic
 
 WORK_DIR = ".work"
 AUDIO_DIR = "audio"
@@ -145,9 +145,7 @@ class Source:
 def _reason(e: BaseException) -> str:
     """One-line reason, secrets masked; an unexpected exception type is named, the harness's own
     are not."""
-    from spear_metrics.agents.net import mask_secrets
-
-    msg = mask_secrets(one_line(e))
+    msg = one_line(e)  # secrets masked (spear_metrics.core.secrets.mask_secrets)
     if isinstance(e, (AgentError, AgentOutputError, AudioError, RowError, RowTimeout, _AdapterExit)) \
             or msg == type(e).__name__:
         return msg
@@ -238,8 +236,9 @@ class DatasetSource(Source):
                 return Path(value["path"])
             return None
         data = value["bytes"]
-        if dest.is_file() and dest.stat().st_size == len(data):
-            return dest
+        owner = active_folder(dest)
+        if dest.is_file() and dest.stat().st_size == len(data) and (owner is None or owner.is_recorded(dest)):
+            return dest  # copied by an earlier invocation of this run
         with atomic_path(dest, tmp_suffix=str(os.getpid())) as tmp:
             tmp.write_bytes(data)
         return dest
@@ -622,6 +621,8 @@ def run_inference(
     Raises:
         InferError: ``out_dir`` holds another run (use ``overwrite``), a dataset that cannot be
             loaded, or rows left without an answer record (a rank died: rerun to resume).
+        spear_datasets.files.OutFolderError: ``out_dir`` holds files this tool did not write, the
+            output of another command, or is being written by a live process (one line).
         MetadataError: an unusable CSV. UnknownAgentError: no adapter of that name.
     """
     from spear_metrics.agents.registry import load_agent
@@ -631,8 +632,12 @@ def run_inference(
     out = Path(out_dir)
     if Path(data).exists() and (out.resolve() / "metadata.csv") in {Path(data).resolve(), Path(data).resolve() / "metadata.csv"}:
         raise InferError(f"--out {out} would overwrite the input metadata {data}: choose another folder")
+    if concurrency < 1:
+        raise InferError(f"--concurrency must be >= 1, got {concurrency}")
+    if not (row_timeout_s > 0 and math.isfinite(row_timeout_s)):
+        raise InferError(f"--row-timeout-s must be > 0, got {row_timeout_s}")
+    check_out_folder(out)  # the rule first (cheap): a folder that cannot be used costs no loading
     state = distributed_state()
-    rank, world = state.process_index, state.num_processes
     source = open_source(data, split=split, subset=subset)
     if agent is None:
         agent = load_agent(agent_name, **agent_options)
@@ -640,16 +645,25 @@ def run_inference(
         from spear_metrics.agents.duplex import resolve_chunk_ms
 
         config = dataclasses.replace(config, chunk_ms=resolve_chunk_ms(agent))
-    work = out / WORK_DIR
     fp = {**source.fingerprint(), "split": split, "subset": subset, "agent": agent_name,
           "agent_options": {k: agent_options[k] for k in sorted(agent_options)},
           "config": dataclasses.asdict(config)}
-    if state.is_main_process:
-        claim_work_dir(work, fp, overwrite=overwrite, conflict=InferError(
-            f"{out} holds answers of another run (other data, agent, options or config); use a new --out folder or --overwrite"),
-            stale=[out / AUDIO_DIR, out / INPUTS_DIR, *(out / f for f in ("metadata.csv", "failures.jsonl", "run_info.json"))])
-    state.wait_for_everyone()
+    conflict = InferError(f"{out} holds answers of another run (other data, agent, options or config); use a new "
+                          "--out folder or --overwrite")
+    # --out: new, empty or infer's own; --overwrite removes exactly what earlier runs recorded
+    # (answers, copied inputs, metadata.csv...), never a folder it found; refused while live
+    with claim_out(out, fp, overwrite=overwrite, conflict=conflict, command="infer", state=state,
+                   adopt=("metadata.csv", "failures.jsonl", "run_info.json")):
+        return _infer_claimed(agent, agent_name, source, out, config, state, retry_failed=retry_failed,
+                              progress=progress, on_row=on_row, concurrency=concurrency, row_timeout_s=row_timeout_s)
 
+
+def _infer_claimed(agent: Any, agent_name: str, source: Source, out: Path, config: GenerationConfig, state: Any, *,
+                   retry_failed: bool, progress: bool, on_row: Optional[Callable[[dict[str, Any]], None]],
+                   concurrency: int, row_timeout_s: float) -> Optional[dict[str, Any]]:
+    """:func:`run_inference` once its ``--out`` is claimed (locks held, writes recorded)."""
+    rank, world = state.process_index, state.num_processes
+    work = out / WORK_DIR
     done = _read_logs(work)
 
     def is_done(i: int) -> bool:
@@ -668,10 +682,6 @@ def run_inference(
         from tqdm.auto import tqdm
 
         bar = tqdm(total=len(mine), desc=f"infer {agent_name}" + (f" (rank 0 of {world})" if world > 1 else ""), unit="clip")
-    if concurrency < 1:
-        raise InferError(f"--concurrency must be >= 1, got {concurrency}")
-    if not (row_timeout_s > 0 and math.isfinite(row_timeout_s)):
-        raise InferError(f"--row-timeout-s must be > 0, got {row_timeout_s}")
     network = is_network_agent(agent)
     if network:  # a server that serves fewer sessions at once (Kyutai's Python Moshi server: one)
         from spear_metrics.agents.duplex import clamp_concurrency

@@ -393,7 +393,7 @@ class MoshiConnection:
             first = await within(self.agent.handshake_timeout_s, self.ws.recv(), f"the 0x00 handshake from {where}")
             kind, payload = decode_message(first)
             if kind == KIND_ERROR:
-                raise NetError(f"server error before the handshake: {payload.decode('utf-8', 'replace')[:160]}")
+                raise NetError(f"server error before the handshake: {mask_secrets(payload.decode('utf-8', 'replace'))[:160]}")
             if kind != KIND_HANDSHAKE:
                 raise ProtocolError(f"expected the 0x00 handshake first, got a {KIND_NAMES[kind]} message")
         except ConnectionClosed as e:
@@ -531,9 +531,9 @@ class MoshiConnection:
                     self._answering, self._quiet = True, 0
                 self.sink.text(text)
         elif kind == KIND_ERROR:
-            from spear_metrics.agents.net import NetError
+            from spear_metrics.agents.net import NetError, mask_secrets
 
-            raise NetError(f"server error: {payload.decode('utf-8', 'replace')[:160]}")
+            raise NetError(f"server error: {mask_secrets(payload.decode('utf-8', 'replace'))[:160]}")
         elif kind == KIND_HANDSHAKE:
             raise ProtocolError("a second handshake from the server mid-session")
         # control, metadata and ping messages carry nothing a benchmark needs

@@ -336,10 +336,10 @@ class RealtimeConnection:
             try:
                 objs = [json.loads(line) for line in text.splitlines() if line.strip()]
             except json.JSONDecodeError:
-                raise ProtocolError(f"malformed event from the server (not JSON): {mask_secrets(text[:80])!r}") from None
+                raise ProtocolError(f"malformed event from the server (not JSON): {mask_secrets(text)[:80]!r}") from None
         for o in objs:
             if not isinstance(o, dict) or not isinstance(o.get("type"), str):
-                raise ProtocolError(f"malformed event from the server (no type): {mask_secrets(json.dumps(o)[:80])}")
+                raise ProtocolError(f"malformed event from the server (no type): {mask_secrets(json.dumps(o))[:80]}")
         return objs
 
     async def _receive(self) -> None:
@@ -414,8 +414,8 @@ class RealtimeConnection:
             resp = ev.get("response") or {}
             self._active.discard(str(resp.get("id")))
             if resp.get("status") == "failed":
-                details = json.dumps(resp.get("status_details"))[:160] if resp.get("status_details") else ""
-                raise AgentError(f"server response failed {mask_secrets(details)}".strip())
+                details = mask_secrets(json.dumps(resp.get("status_details")))[:160] if resp.get("status_details") else ""
+                raise AgentError(f"server response failed {details}".strip())
             if not self._active and self.sink.result.chunks:
                 self.sink.done("stop")
         elif t == "error":

@@ -19,7 +19,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--source", required=True, help="SPEAR data folder holding inputs/<split>/<subset>/metadata.csv")
     p.add_argument("--out", required=True, help="output folder (README.md + data/<subset>/<split>-*.parquet)")
     p.add_argument("--max-shard-mb", type=number(above=0), default=500.0, help="approximate audio MB per parquet shard (> 0)")
-    p.add_argument("--overwrite", action="store_true", help="replace a dataset already in --out")
+    p.add_argument("--overwrite", action="store_true", help="replace a dataset this command built in --out (only the files it recorded there; docs/safety.md)")
     p.add_argument("--push", metavar="REPO_ID", default=None,
                    help="also upload the folder as this Hub dataset (token from HF_TOKEN or `hf auth login`)")
     p.add_argument("--private", action="store_true", help="create the Hub repository as private (with --push)")
@@ -65,8 +65,9 @@ def run(args: argparse.Namespace) -> int:
         try:
             url = push_dataset(args.out, args.push, private=args.private or None)
         except Exception as e:  # auth / network: one line, never the token
-            print(f"spearbench build-dataset: push to {args.push} failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}",
-                  file=sys.stderr)
+            from spear_metrics.results.hub import safe_error
+
+            print(f"spearbench build-dataset: push to {args.push} failed: {safe_error(e)}", file=sys.stderr)
             return 3
         print(f"pushed to {url}")
     out = shown_path(args.out)

@@ -45,6 +45,14 @@ def run(args: argparse.Namespace) -> int:
     if out is not None and out.exists() and not out.is_dir():
         print(f"spearbench compare: --out {out} exists and is not a folder", file=sys.stderr)
         return 2
+    if out is not None:
+        from spear_datasets.files import OutputError, check_out_folder
+
+        try:
+            check_out_folder(out)  # the rule first: nothing is computed for a folder that cannot be used
+        except OutputError as e:
+            print(f"spearbench compare: {e}", file=sys.stderr)
+            return 2
     try:
         a, b = load_run(args.results_a), load_run(args.results_b)
     except RunLoadError as e:
@@ -53,8 +61,10 @@ def run(args: argparse.Namespace) -> int:
     comp = compare(a, b, n_resamples=args.bootstrap, seed=args.seed)
     print(comparison_table(comp, columns))
     if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(out / "comparison.json", comp)
+        from spear_datasets.files import open_folder
+
+        with open_folder(out, command="compare"):  # new, empty or compare's own (docs/safety.md)
+            write_json_atomic(out / "comparison.json", comp)
         print(f"wrote {shown_path(out, 'comparison.json')}")
     flag = "--human" if b.name.lower() == "human" else "--against"
     next_steps(("the same comparison as an HTML report, with plots",

@@ -94,12 +94,14 @@ def write_leaderboard(path: Path, summaries: dict[str, dict]) -> list[str]:
     """``model`` + the benchmark keys present in any summary (published column order) + counts."""
     from spear_metrics.core.summary import BENCHMARK_KEYS
 
+    from spear_datasets.files import atomic_path
+
     keys = [k for k in BENCHMARK_KEYS if any(k in s for s in summaries.values())]
     extra = [k for k in ("WER_norm_%", "CER_norm_%", "latency_ms_speech", "DNSMOS_OVRL", "DistillMOS",
                          "no_speech_answers_%", "n_samples", "n_scored", "n_failed")
              if any(k in s for s in summaries.values())]
     cols = ["model", *keys, *extra]
-    with open(path, "w", newline="", encoding="utf-8") as f:
+    with atomic_path(path) as tmp, open(tmp, "w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
         w.writerow(cols)
         for model, s in summaries.items():
@@ -121,7 +123,7 @@ def write_spear_layout(human_csv: Path, root: Path) -> Path:
     import os
     import shutil
 
-    from spear_datasets.files import make_dirs
+    from spear_datasets.files import active_folder, atomic_path, make_dirs, record_write
 
     folder = root.joinpath(*SPEAR_LAYOUT)
     make_dirs(folder)
@@ -132,13 +134,18 @@ def write_spear_layout(human_csv: Path, root: Path) -> Path:
         make_dirs(folder / sub)
         for f in sorted(src.iterdir()):
             dst = folder / sub / f.name
-            if dst.exists():
-                dst.unlink()
+            record_write(dst)  # recorded first; a file there this tool did not write stops the demo (docs/safety.md)
+            if dst.exists() or dst.is_symlink():
+                dst.unlink()  # the demo's own earlier copy (record_write refused anything else)
             try:
                 os.link(f, dst)
             except OSError:
                 shutil.copyfile(f, dst)
-    shutil.copyfile(human_csv, folder / "metadata.csv")  # paths are relative to the CSV's folder
+            owner = active_folder(dst)
+            if owner is not None:
+                owner.written(dst)
+    with atomic_path(folder / "metadata.csv") as tmp:
+        shutil.copyfile(human_csv, tmp)  # paths are relative to the CSV's folder
     return root
 
 
@@ -181,13 +188,6 @@ def _cascade(human: Path, out: Path, resumed: list[str]) -> tuple[Path | None, s
 def run(args: argparse.Namespace) -> int:
     import time
 
-    from spear_metrics.core.models import ModelUnavailableError
-    from spear_metrics.core.runner import RunError, run_score
-    from spear_metrics.results import ResultsError, write_results_dataset
-
-    from spear_datasets.audio import AudioError
-    from spear_datasets.sources.turns import TurnFileError
-
     t0 = time.perf_counter()
     out = Path(args.out)
     given = {"--call": args.call, "--rttm": args.rttm, "--stm": args.stm}
@@ -204,6 +204,25 @@ def run(args: argparse.Namespace) -> int:
     except FileNotFoundError as e:
         print(f"spearbench demo: {e}", file=sys.stderr)
         return 2
+    from spear_datasets.files import open_folder
+
+    # --out: new, empty or a demo folder this tool wrote (the runs inside keep their own records)
+    with open_folder(out, command="demo") as folder:
+        folder.remove_recorded(under="data")  # the samples an earlier demo cut here (its files only)
+        return _run_demo(args, out, call, rttm, stm, t0)
+
+
+def _run_demo(args: argparse.Namespace, out: Path, call: Path, rttm: Path, stm: Path, t0: float) -> int:
+    """:func:`run` once ``--out`` is open (writes recorded)."""
+    import time
+
+    from spear_metrics.core.models import ModelUnavailableError
+    from spear_metrics.core.runner import RunError, run_score
+    from spear_metrics.results import ResultsError, write_results_dataset
+
+    from spear_datasets.audio import AudioError
+    from spear_datasets.sources.turns import TurnFileError
+
     try:
         human = build_demo_data(call, rttm, stm, out / "data")
     except (AudioError, TurnFileError, ValueError, UnicodeDecodeError) as e:

@@ -45,7 +45,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="time limit of one row's adapter call in s (default 300; a paced network adapter gets the "
                         "input's duration and tail silence on top); a row past it fails with 'timed out after N s'")
     p.add_argument("--retry-failed", action="store_true", help="run again the rows that failed in an earlier run")
-    p.add_argument("--overwrite", action="store_true", help="discard answers of another run in --out")
+    p.add_argument("--overwrite", action="store_true", help="replace another run in --out: removes only the files runs of `infer` recorded there (docs/safety.md); refused while a live process writes it")
     p.add_argument("--list-agents", action="store_true",
                    help="print the available agents with their description and options, and exit "
                         "(with --agent: that agent only)")
@@ -101,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
                              overwrite=args.overwrite, progress=not args.no_progress, concurrency=int(args.concurrency),
                              row_timeout_s=float(args.row_timeout_s))
     except (InferError, MetadataError, UnknownAgentError, OptionError, ModelUnavailableError, ValueError, TypeError, AgentError) as e:
-        from spear_metrics.agents.net import mask_secrets
+        from spear_metrics.core.secrets import mask_secrets
 
         print(f"spearbench infer: {mask_secrets(' '.join(str(e).split()))}", file=sys.stderr)
         return 2

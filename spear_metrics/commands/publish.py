@@ -30,6 +30,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Prepare and upload (or only write with --dry-run); exit 2 with one line on bad input."""
+    from spear_datasets.files import OutputError
     from spear_metrics.commands import wrap
     from spear_metrics.publish import PublishError, publish
     from spear_metrics.results.hub import safe_error
@@ -41,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
                               wheel=Path(args.wheel) if args.wheel else None, metrics=metrics,
                               dataset_name=args.dataset_name, leaderboard=args.leaderboard_name, results=args.results,
                               warn=lambda w: print(wrap(f"spearbench publish: warning: {w}"), file=sys.stderr))
-    except PublishError as e:
+    except (PublishError, OutputError) as e:  # OutputError: the dry-run folder cannot be used or written
         print(f"spearbench publish: {e}", file=sys.stderr)
         return 2
     except Exception as e:  # network / auth errors from huggingface_hub: one line, no token

@@ -22,7 +22,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch-size", type=number(integer=True, minimum=1), default=16, help="samples per batch (>= 1, default 16)")
     add_bootstrap_arguments(p, "every <key>_ci95 in summary.json")
     p.add_argument("--retry-failed", action="store_true", help="score again the rows that failed in an earlier run")
-    p.add_argument("--overwrite", action="store_true", help="discard results of another run in --out")
+    p.add_argument("--overwrite", action="store_true", help="replace another run in --out: removes only the files runs of `score` recorded there (docs/safety.md); refused while a live process writes it")
     p.add_argument("--no-progress", action="store_true")
 
 

@@ -15,7 +15,7 @@ of content parts (``{"type": "text", ...}``, audio as ``{"type": "input_audio", 
   sent ``Retry-After`` (429/503; :func:`spear_metrics.agents.net.parse_retry_after`), at least that
   long (capped at ``max_wait_s``). After the retries :class:`JudgeError` says why in one line and
   carries every attempt (``attempts``). The key is registered for masking
-  (:func:`spear_metrics.agents.net.mask_secrets`): an error body that echoes it is stored as ``***``.
+  (:func:`spear_metrics.core.secrets.mask_secrets`): an error body that echoes it is stored as ``***``.
 - Deterministic settings by default (``temperature=0``, ``seed=0``), as FDB's judge;
   ``temperature=None`` / ``seed=None`` leave the field out of the request (the server's default).
 - One :class:`Judge` may be used from several threads at once (one pooled ``httpx.Client``).
@@ -30,6 +30,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Generic, Sequence, TypeVar
+
+from spear_metrics.core.secrets import mask_secrets, register_secret
 
 T = TypeVar("T")
 
@@ -183,9 +185,7 @@ class Judge:
         self.backoff_s = max(0.0, float(backoff_s))
         self.max_wait_s = max(0.0, float(max_wait_s))
         self._api_key = api_key if api_key is not None else (os.environ.get("OPENAI_API_KEY") or None)
-        from spear_metrics.agents.net import register_secret
-
-        register_secret(self._api_key)  # masked in every error message (spear_metrics.agents.net.mask_secrets)
+        register_secret(self._api_key)  # masked wherever it would appear (spear_metrics.core.secrets.mask_secrets)
         self._client = None
         self._lock = threading.Lock()
 
@@ -233,7 +233,7 @@ class Judge:
         """
         import httpx
 
-        from spear_metrics.agents.net import mask_secrets, parse_retry_after
+        from spear_metrics.agents.net import parse_retry_after
 
         body: dict[str, Any] = {"model": self.model, "messages": messages}
         if self.temperature is not None:
@@ -244,11 +244,11 @@ class Judge:
         try:
             r = self._http().post(f"{self.base_url}/chat/completions", json=body)
         except httpx.HTTPError as e:
-            raise JudgeError(mask_secrets(f"request to {self.base_url} failed: {type(e).__name__}: "
-                                          f"{' '.join(str(e).split())[:200]}")) from None
-        if r.status_code >= 400:  # a body may echo the key ("Incorrect API key provided: ..."): masked
-            err = JudgeError(mask_secrets(f"HTTP {r.status_code} from {self.base_url}/chat/completions: "
-                                          f"{' '.join(r.text.split())[:200]}"))
+            raise JudgeError(f"request to {self.base_url} failed: {type(e).__name__}: "
+                             f"{mask_secrets(' '.join(str(e).split()))[:200]}") from None
+        if r.status_code >= 400:  # a body may echo the key ("Incorrect API key provided: ..."): masked whole, then cut
+            err = JudgeError(f"HTTP {r.status_code} from {self.base_url}/chat/completions: "
+                             f"{mask_secrets(' '.join(r.text.split()))[:200]}")
             err.status = r.status_code
             err.fatal = r.status_code in _FATAL_STATUS
             err.body = mask_secrets(r.text)
@@ -257,7 +257,7 @@ class Judge:
         try:
             content = r.json()["choices"][0]["message"]["content"]
         except (ValueError, KeyError, IndexError, TypeError):
-            raise JudgeError(mask_secrets(f"response is not a chat completion: {' '.join(r.text.split())[:200]}")) from None
+            raise JudgeError(f"response is not a chat completion: {mask_secrets(' '.join(r.text.split()))[:200]}") from None
         if not isinstance(content, str):
             raise JudgeError("chat completion has no text content")
         return content

@@ -21,16 +21,25 @@ stream a stimulus and record a reply channel of the same length. Written beside 
   no sample's fault); rerun with ``--no-asr`` to write the audio only.
 
 Two passes: all sessions first (``concurrency`` at once on one event loop, nothing CPU-heavy beside
-them), then the ASR of the new replies. Resumable: the work log ``<task_dir>/.spearbench-fdb-infer/``
-(a hidden folder, which ``spearbench fdb`` skips) records each sample; a rerun redoes only what is
-missing. A sample that already holds an ``output.wav`` this command did not write is left alone
-(counted as kept) unless ``overwrite``; with ``overwrite`` only ``output.wav`` and ``output.json``
-are replaced, nothing else in the sample folder is touched.
+them), then the ASR of the new replies. Resumable: the work folder ``<task_dir>/.spearbench-fdb-infer/``
+(a hidden folder, which ``spearbench fdb`` skips) logs each sample; a rerun redoes only what is
+missing.
+
+The task folders are the user's: the command writes only ``output.wav``/``output.json`` there, under
+the project's output-folder rule (:class:`spear_datasets.files.OwnedFolder` opened on the task folder
+with this work folder: every file it writes is recorded in the manifest
+``.spearbench-fdb-infer/written-0.jsonl`` with its identity, and the folder's lock is held while it
+writes). A sample holding an ``output.wav`` or ``output.json`` this command did not write (another
+system's reply, FDB's released example outputs) or that changed since it wrote it is left alone,
+with and without ``overwrite`` (counted as kept: move those files away to run this system on it).
+``overwrite`` (another agent, options or chunk size in the same task folders) first removes the
+replies the earlier run recorded that are still as it wrote them; the same settings resume.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import time
 from dataclasses import dataclass
@@ -40,9 +49,12 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from spear_datasets.sources.fdb import TASK_FILES, FDBSample, folder_task, read_interrupt
-from spear_metrics.core.records import AppendLog, claim_work_dir, one_line, write_json_atomic, write_jsonl_atomic
+from spear_datasets.files import OwnedFolder, open_folder
+from spear_metrics.core.records import AppendLog, bind_run, one_line, write_json_atomic, write_jsonl_atomic
 
 WORK = ".spearbench-fdb-infer"
+#: The files fdb-infer writes into a sample folder (nothing else there is touched).
+OUTPUT_FILES = ("output.wav", "output.json")
 
 
 class FDBInferError(RuntimeError):
@@ -118,9 +130,7 @@ def read_log(work: Path) -> list[dict[str, Any]]:
 
 
 def _reason(e: BaseException) -> str:
-    from spear_metrics.agents.net import mask_secrets
-
-    return mask_secrets(one_line(e))
+    return one_line(e)  # secrets masked (spear_metrics.core.secrets.mask_secrets)
 
 
 async def stream_stimulus(agent: Any, stim: Stimulus, *, chunk_ms: float, row_timeout_s: float,
@@ -190,15 +200,19 @@ def run_fdb_inference(agent_name: str, root: str | os.PathLike, *, tasks: Option
         asr: ASR backend name for ``output.json`` (``spear_metrics.core.asr.load_asr``); ``None``: no
             ``output.json``. ``asr_backend``: an object with the backend API to use instead (tests).
         output_sr: rate of ``output.wav`` (Hz); ``None``: the input's.
-        overwrite: replace ``output.wav``/``output.json`` written by something else or by another run.
+        overwrite: another run's settings in the same task folders: remove the replies that run
+            wrote (recorded, unchanged) first; never a file this command did not write.
         retry_failed: run again the samples that failed before.
 
     Returns counts: ``n_samples``, ``n_written`` (this run), ``n_done`` (in total), ``n_kept``
-    (existing outputs left alone), ``n_failed``, ``failures`` (``[{"sample", "error"}]``), ``elapsed_s``.
+    (samples holding outputs this command did not write, left alone), ``kept`` (their
+    ``<task>/<id>``, at most 20), ``n_failed``, ``failures`` (``[{"sample", "error"}]``), ``elapsed_s``.
 
     Raises:
         FDBInferError: no task folders, a folder holding another run's outputs (without ``overwrite``),
             an adapter that is not a network adapter.
+        spear_datasets.files.OutFolderError: another live process writes a task folder, or
+            ``overwrite`` over replies of an older version that kept no record of them.
         spear_metrics.core.models.ModelUnavailableError: the ASR model cannot be loaded.
     """
     from spear_metrics.agents.duplex import clamp_concurrency, is_network_agent, resolve_chunk_ms
@@ -221,13 +235,40 @@ def run_fdb_inference(agent_name: str, root: str | os.PathLike, *, tasks: Option
     fp = {"agent": agent_name, "agent_options": {k: agent_options[k] for k in sorted(agent_options)},
           "chunk_ms": float(chunk_ms), "output_sr": output_sr}
     task_dirs = find_task_dirs(root, tasks)
+    with contextlib.ExitStack() as held:
+        folders: dict[Path, OwnedFolder] = {}
+        for td in task_dirs:  # each task folder: its lock held, every write recorded, until the end
+            folders[td] = held.enter_context(open_folder(td, command="fdb-infer", work_name=WORK, check=False,
+                                                         flag="--root"))
+        return _run_claimed(agent, agent_name, task_dirs, folders, fp, chunk_ms=chunk_ms, concurrency=concurrency,
+                            row_timeout_s=row_timeout_s, asr=asr, asr_backend=asr_backend, output_sr=output_sr,
+                            overwrite=overwrite, retry_failed=retry_failed, progress=progress, on_row=on_row)
+
+
+def _logged_outputs(work: Path) -> list[str]:
+    """The outputs (``<id>/output.wav``, ``<id>/output.json``) the work log of ``work`` says were
+    written: an older version's replies, adopted by a resume of the same run."""
+    names = []
+    for obj in read_log(work):
+        if obj.get("status") == "ok":
+            names.append(f"{obj['sample']}/output.wav")
+            if obj.get("asr"):
+                names.append(f"{obj['sample']}/output.json")
+    return names
+
+
+def _run_claimed(agent: Any, agent_name: str, task_dirs: list[Path], folders: dict[Path, OwnedFolder],
+                 fp: dict[str, Any], *, chunk_ms: float, concurrency: int, row_timeout_s: float, asr: Optional[str],
+                 asr_backend: Any, output_sr: Optional[int], overwrite: bool, retry_failed: bool, progress: bool,
+                 on_row: Optional[Callable[[dict[str, Any]], None]]) -> dict[str, Any]:
+    """:func:`run_fdb_inference` once its task folders are held (locks taken, writes recorded)."""
     state: dict[Path, dict[str, dict[str, Any]]] = {}
     stimuli: list[Stimulus] = []
     for td in task_dirs:
         work = td / WORK
-        claim_work_dir(work, fp, overwrite=overwrite, conflict=FDBInferError(
+        bind_run(folders[td], work, fp, overwrite=overwrite, adopt=_logged_outputs(work), conflict=FDBInferError(
             f"{td} holds replies of another fdb-infer run (other agent, options or chunk size); pass --overwrite "
-            "to replace its output.wav/output.json"))
+            "to replace the output.wav/output.json that run wrote (nothing else)"))
         recs: dict[str, dict[str, Any]] = {}
         for obj in read_log(work):  # the latest record of a sample wins (an ok ASR record completes its ok reply)
             sid = str(obj["sample"])
@@ -236,23 +277,30 @@ def run_fdb_inference(agent_name: str, root: str | os.PathLike, *, tasks: Option
         state[td] = recs
         stimuli += list_stimuli(td)
 
+    def ours(s: Stimulus, name: str) -> bool:
+        """``name`` in ``s``'s folder was written by this command and is unchanged since."""
+        return folders[s.task_dir].is_recorded(s.dir / name)
+
+    def foreign(s: Stimulus) -> bool:
+        """``s`` holds an output this command did not write (or one changed since): never touched."""
+        return any(((s.dir / n).exists() or (s.dir / n).is_symlink()) and not ours(s, n) for n in OUTPUT_FILES)
+
     def audio_done(s: Stimulus) -> bool:
         r = state[s.task_dir].get(s.id)
-        return bool(r and r.get("status") == "ok" and (s.dir / "output.wav").is_file())
+        return bool(r and r.get("status") == "ok" and (s.dir / "output.wav").is_file() and ours(s, "output.wav"))
 
     kept: list[Stimulus] = []
     todo: list[Stimulus] = []
     for s in stimuli:
         r = state[s.task_dir].get(s.id)
+        if foreign(s):
+            kept.append(s)
+            continue
         if audio_done(s):
             continue
         if r is not None and r.get("status") == "failed" and not retry_failed:
             continue
-        if (s.dir / "output.wav").exists() and not overwrite:
-            kept.append(s)
-            continue
         todo.append(s)
-
     bar = None
     if progress and todo:
         from tqdm.auto import tqdm
@@ -265,7 +313,7 @@ def run_fdb_inference(agent_name: str, root: str | os.PathLike, *, tasks: Option
         def save(s: Stimulus, reply: np.ndarray, rate: int) -> None:
             from spear_datasets.audio import write_wav
 
-            (s.dir / "output.json").unlink(missing_ok=True)  # a stale transcript never sits beside a new reply
+            folders[s.task_dir].remove_file(s.dir / "output.json")  # its stale transcript never sits beside a new reply
             write_wav(s.dir / "output.wav", reply, rate)
 
         def log(s: Stimulus, rec: dict[str, Any]) -> None:
@@ -331,7 +379,7 @@ def run_fdb_inference(agent_name: str, root: str | os.PathLike, *, tasks: Option
             backend = asr_backend
             for s in stimuli:
                 r = state[s.task_dir].get(s.id)
-                if not (r and r.get("status") == "ok" and (s.dir / "output.wav").is_file()):
+                if not audio_done(s) or foreign(s):  # a transcript someone else put there stays theirs
                     continue
                 if r.get("asr") and (s.dir / "output.json").is_file():
                     continue
@@ -350,7 +398,7 @@ def run_fdb_inference(agent_name: str, root: str | os.PathLike, *, tasks: Option
                     if isinstance(e, ModelUnavailableError):
                         raise
                     upd = {"sample": s.id, "task": s.task, "status": "failed", "error": f"ASR: {_reason(e)}"}
-                    (s.dir / "output.wav").unlink(missing_ok=True)  # no reply without its transcript
+                    folders[s.task_dir].remove_file(s.dir / "output.wav")  # no reply without its transcript
                 logs[s.task_dir].write([upd])
                 state[s.task_dir][s.id] = {**r, **upd}
     finally:
@@ -366,8 +414,9 @@ def run_fdb_inference(agent_name: str, root: str | os.PathLike, *, tasks: Option
         failures += [{"sample": f"{td.name}/{f['sample']}", "error": f["error"]} for f in fails]
         done += sum(1 for r in state[td].values() if r.get("status") == "ok")
     info = {"agent": agent_name, "n_samples": len(stimuli), "n_written": written, "n_done": done, "n_kept": len(kept),
-            "n_failed": len(failures), "failures": failures, "elapsed_s": time.perf_counter() - t0,
-            "concurrency": concurrency, "chunk_ms": chunk_ms, "timeline": getattr(agent, "timeline", "arrival"), "asr": None if (asr is None and asr_backend is None) else
+            "kept": [s.key for s in kept[:20]], "n_failed": len(failures), "failures": failures,
+            "elapsed_s": time.perf_counter() - t0, "concurrency": concurrency, "chunk_ms": chunk_ms,
+            "timeline": getattr(agent, "timeline", "arrival"), "asr": None if (asr is None and asr_backend is None) else
             str(getattr(asr_backend, "name", asr))}
     for td in task_dirs:
         write_json_atomic(td / WORK / "run_info.json", {k: v for k, v in info.items() if k != "failures"})

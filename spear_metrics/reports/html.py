@@ -849,8 +849,25 @@ def build_report(
         n_resamples / seed: the paired bootstrap of the tests against the human answers.
         sections: the sections to build (default :data:`SECTIONS`).
     """
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    from spear_datasets.files import open_folder
+
+    # --out: new, empty or a report folder this tool wrote; every file written is recorded
+    with open_folder(out_dir, command="report") as folder:
+        folder.remove_recorded()  # the previous report written here (its files only): a page never mixes two
+        return _build_report(run, Path(out_dir), human=human, against=against, notes=notes, n_resamples=n_resamples,
+                             seed=seed, sections=sections)
+
+
+def _build_report(run: RunData, out: Path, *, human: RunData | None, against: Sequence[RunData], notes: Sequence[str],
+                  n_resamples: int, seed: int, sections: Sequence[Section] | None) -> Path:
+    """:func:`build_report` once ``out`` is open (writes recorded)."""
+    import hashlib
+    import json
+
+    from spear_datasets.files import atomic_path
+    from spear_metrics.core.secrets import mask_secrets
+    from spear_metrics.results.write import REPORT_RECORD
+
     labelled: list[tuple[str, RunData]] = [(run.name, run)]
     if human is not None:
         labelled.append((f"human ({human.name})" if human.name != "human" else "human", human))
@@ -886,11 +903,15 @@ def build_report(
            f'<meta name="viewport" content="width=device-width, initial-scale=1"><style>{CSS}</style></head>\n'
            f"<body>\n{body}\n</body></html>\n")
     for f in page.figures:
-        (out / f.name).write_bytes(f.data)
+        with atomic_path(out / f.name) as tmp:
+            tmp.write_bytes(f.data)
+    summary = Path(run.source) / "summary.json"
+    digest = hashlib.sha256(summary.read_bytes()).hexdigest() if summary.is_file() else None
+    with atomic_path(out / ".work" / REPORT_RECORD) as tmp:
+        tmp.write_text(json.dumps({"summary_sha256": digest}) + "\n", encoding="utf-8")
     path = out / "index.html"
-    tmp = path.with_suffix(".html.tmp")
-    tmp.write_text(doc, encoding="utf-8")
-    tmp.replace(path)
+    with atomic_path(path) as tmp:
+        tmp.write_text(mask_secrets(doc, shapes=False), encoding="utf-8")
     return path
 
 
