@@ -14,6 +14,7 @@ import pytest
 
 from dsuperb_fixtures import AMI_TEXT, ASR, CLS, JFK_TEXT, REG, VCTK_TEXT, build_instances
 from helpers import FakeChatServer
+from spear_datasets.files import OutFolderError
 from spear_metrics.dynamic_superb import metrics as M
 from spear_metrics.dynamic_superb.infer import WORK, DSuperbInferError, read_failures, run_dsuperb_inference
 from spear_metrics.dynamic_superb.scoring import (
@@ -198,13 +199,14 @@ def test_infer_resumes_after_interrupt_and_retries_failed(data, tmp_path):
     third = Scripted()
     run_dsuperb_inference("scripted", [ASR], out, agent=third, data_root=data, progress=False, retry_failed=True)
     assert third.requests == []  # the failed rows fail again before reaching the adapter (bad audio, no label)
-    with pytest.raises(DSuperbInferError, match="another run"):
+    with pytest.raises(DSuperbInferError, match="answers of another infer run"):
         run_dsuperb_inference("other", [ASR], out, agent=Scripted(), data_root=data, progress=False)
     foreign = tmp_path / "foreign"
     foreign.mkdir()
     (foreign / f"{ASR}.json").write_text("{}")
-    with pytest.raises(DSuperbInferError, match="not written by dsuperb infer"):
+    with pytest.raises(OutFolderError, match="holds files this tool did not write"):
         run_dsuperb_inference("scripted", [ASR], foreign, agent=Scripted(), data_root=data, progress=False)
+    assert (foreign / f"{ASR}.json").read_text() == "{}" and not (foreign / WORK).exists()
 
 
 def test_infer_through_openai_compatible_server(data, tmp_path):
@@ -231,6 +233,164 @@ def test_infer_through_openai_compatible_server(data, tmp_path):
     assert ids == {f"{ASR}/jfk", f"{ASR}/p225_002", f"{ASR}/ES2011a_40_46"}  # the row travels as the request id
     preds = json.loads((tmp_path / "pred" / f"{ASR}.json").read_text())
     assert {v["sllm_response"] for v in preds.values()} == {"transcript from the server"}
+
+
+# --------------------------------------------------------------------------- output folders (docs/safety.md)
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    """Every file under ``root`` but the lock files (relative path -> bytes)."""
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file() and not p.name.endswith(".lock")}
+
+
+def _one_line(capsys) -> str:
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    return err[0]
+
+
+def _cli_infer(data: Path, out: Path, text: str, tasks: str, *extra: str) -> int:
+    from spear_metrics.cli import main
+
+    return main(["dsuperb", "infer", "--agent", "fixed-text", "-a", f"text={text}", "--tasks", tasks,
+                 "--data", str(data), "--out", str(out), "--no-progress", *extra])
+
+
+def test_overwrite_keeps_what_this_tool_did_not_write(data, tmp_path, capsys):
+    """``dsuperb infer --overwrite`` (another adapter setting) removes only what the earlier run of
+    the instance recorded and is unchanged: a user's files in PRED/ (a note, another system's
+    prediction file, a file in the instance's work folder) stay byte for byte, the other instance's
+    answers stay; a prediction file the user edited is never replaced (one line, exit 2). ``score
+    --overwrite`` likewise; PRED/ itself is not score's folder."""
+    from spear_metrics.cli import main
+
+    out = tmp_path / "pred"
+    assert _cli_infer(data, out, "first", f"{ASR},{REG}") == 0
+    mine = {"notes.txt": b"my notes\n", "MyOtherSystem_Task.json": b'{"x": {"label": "a", "sllm_response": "b"}}',
+            f"{WORK}/{ASR}/mine.txt": b"kept"}
+    for rel, blob in mine.items():
+        (out / rel).write_bytes(blob)
+    reg_before = (out / f"{REG}.json").read_bytes()
+    assert _cli_infer(data, out, "second", ASR, "--overwrite") == 0
+    for rel, blob in mine.items():
+        assert (out / rel).read_bytes() == blob, rel
+    preds = json.loads((out / f"{ASR}.json").read_text())
+    assert list(preds) == ["jfk", "p225_002", "ES2011a_40_46"] and {v["sllm_response"] for v in preds.values()} == {"second"}
+    assert (out / f"{REG}.json").read_bytes() == reg_before  # another instance's run: not this overwrite's
+    assert [f["file"] for f in read_failures(out, ASR)] == ["broken", "nolabel"]  # rewritten by the new run
+    # an answer file the user changed is theirs now: refused before anything is removed or asked
+    (out / f"{ASR}.json").write_text('{"edited": true}')
+    before = _tree(out)
+    capsys.readouterr()
+    assert _cli_infer(data, out, "third", ASR, "--overwrite") == 2
+    line = _one_line(capsys)
+    assert f"{ASR}.json exists and was not written by this tool" in line, line
+    assert _tree(out) == before
+
+    (out / f"{ASR}.json").unlink()
+    res = tmp_path / "results"
+    assert main(["dsuperb", "score", "--pred", str(out), "--out", str(res), "--tasks", REG, "--bootstrap", "0",
+                 "--no-progress"]) == 0
+    (res / "notes.txt").write_text("my notes")
+    manifest = tmp_path / "m.csv"
+    manifest.write_text("instance,metric\nMyOtherSystem_Task,word_error_rate\n")
+    other = ["dsuperb", "score", "--pred", str(out), "--out", str(res), "--tasks", f"{REG},MyOtherSystem_Task",
+             "--manifest", str(manifest), "--bootstrap", "0", "--no-progress"]
+    capsys.readouterr()
+    assert main(other) == 2  # other predictions: another run
+    assert "holds results of another run" in _one_line(capsys)
+    assert main([*other, "--overwrite"]) == 0
+    assert (res / "notes.txt").read_text() == "my notes"
+    tasks = json.loads((res / "summary.json").read_text())["tasks"]
+    assert set(tasks) == {REG, "MyOtherSystem_Task"} and tasks["MyOtherSystem_Task"]["WER"] == 1.0  # "b" for "a"
+    capsys.readouterr()
+    assert main(["dsuperb", "score", "--pred", str(out), "--out", str(out), "--bootstrap", "0", "--no-progress"]) == 2
+    assert "holds the output of `spearbench dsuperb infer`" in _one_line(capsys)
+
+
+def test_prediction_folder_of_an_earlier_version_is_scored(pred, data, tmp_path, capsys):
+    """A PRED/ whose work state an earlier version kept in ``.spearbench-dsuperb/`` is scored with
+    its failed rows (read, never written); infer does not take it as its own folder."""
+    import shutil
+
+    from spear_metrics.dynamic_superb.infer import LEGACY_WORK
+
+    old = tmp_path / "old_pred"
+    old.mkdir()
+    shutil.copy2(pred[0] / f"{ASR}.json", old / f"{ASR}.json")
+    shutil.copytree(pred[0] / WORK / ASR, old / LEGACY_WORK / ASR)
+    t = score_predictions(old, tmp_path / "res", tasks=[ASR], n_resamples=0, progress=False)["tasks"][ASR]
+    assert t["n_rows"] == 5 and t["n_failed"] == 2 and t["WER"] == pytest.approx(10 / 42)
+    before = _tree(old)
+    capsys.readouterr()
+    assert _cli_infer(data, old, "x", ASR) == 2
+    assert "holds files this tool did not write" in _one_line(capsys)
+    assert _tree(old) == before
+
+
+BLOCKER = """
+import time
+from pathlib import Path
+
+
+class Blocker:
+    \"\"\"Answers each row once the file <gate>/release exists (it says <gate>/started first).\"\"\"
+
+    def __init__(self, gate: str):
+        self.gate = Path(gate)
+
+    def respond_text(self, request):
+        (self.gate / "started").touch()
+        deadline = time.monotonic() + 120
+        while not (self.gate / "release").exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return "held answer"
+"""
+
+
+def test_second_infer_is_refused_while_one_holds_the_lock(data, tmp_path, capsys):
+    """A ``dsuperb infer`` running in another process holds PRED/'s lock: a second one on the same
+    folder (resume or ``--overwrite``) is refused with one line, exit 2, and changes nothing; once
+    the first has finished, the folder is usable again."""
+    import os
+    import subprocess
+    import sys
+
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    adapter = tmp_path / "blocker.py"
+    adapter.write_text(BLOCKER)
+    out = tmp_path / "pred"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+           "HF_HUB_OFFLINE": "1"}
+    first = subprocess.Popen([sys.executable, "-m", "spear_metrics.cli", "dsuperb", "infer", "--agent",
+                              f"{adapter}:Blocker", "-a", f"gate={gate}", "--tasks", REG, "--data", str(data),
+                              "--out", str(out), "--no-progress"], env=env, cwd=str(tmp_path),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 180
+        while not (gate / "started").exists():  # the first run is inside a row, its lock held
+            assert first.poll() is None, first.communicate()
+            assert time.monotonic() < deadline, "the first infer never reached its adapter"
+            time.sleep(0.05)
+        before = _tree(out)
+        capsys.readouterr()
+        for extra in ((), ("--overwrite",)):
+            assert _cli_infer(data, out, "intruder", REG, *extra) == 2
+            line = _one_line(capsys)
+            assert line.startswith("spearbench dsuperb: ") and f"{out} is being written by another live process" in line
+            assert _tree(out) == before
+        (gate / "release").touch()
+        stdout, stderr = first.communicate(timeout=180)
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait(timeout=30)
+    assert first.returncode == 0, stderr
+    assert {v["sllm_response"] for v in json.loads((out / f"{REG}.json").read_text()).values()} == {"held answer"}
+    assert _cli_infer(data, out, "after", REG, "--overwrite") == 0
+    assert {v["sllm_response"] for v in json.loads((out / f"{REG}.json").read_text()).values()} == {"after"}
 
 
 # --------------------------------------------------------------------------- metrics by hand

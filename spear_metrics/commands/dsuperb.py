@@ -49,7 +49,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     i.add_argument("--chunk-ms", type=number(above=0), default=40.0, help="paced network adapters: chunk length, ms")
     i.add_argument("--limit", type=number(integer=True, minimum=1), default=None, help="at most N rows per instance")
     i.add_argument("--retry-failed", action="store_true", help="run again the rows that failed before")
-    i.add_argument("--overwrite", action="store_true", help="replace answers of another run (that instance's file only)")
+    i.add_argument("--overwrite", action="store_true",
+                   help="replace another run's answers to the instances given: removes only what that run recorded "
+                        "and is unchanged (docs/safety.md); refused while a live process writes --out")
     i.add_argument("--no-progress", action="store_true")
 
     s = sub.add_parser("score", help="score prediction files: metric per task, intervals, N/A rates, submission file",
@@ -76,7 +78,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                                                       "(the submission file's seen; others: false)")
     add_bootstrap_arguments(s, "the per-task 95%% intervals")
     s.add_argument("--retry-failed", action="store_true", help="score again the rows that failed (e.g. judge errors)")
-    s.add_argument("--overwrite", action="store_true", help="discard results of another run in --out")
+    s.add_argument("--overwrite", action="store_true",
+                   help="replace another run's results in --out: removes only what that run recorded and is unchanged "
+                        "(docs/safety.md); refused while a live process writes --out")
     s.add_argument("--no-progress", action="store_true")
 
 
@@ -85,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _err(text: str) -> int:
-    from spear_metrics.agents.net import mask_secrets
+    from spear_metrics.core.secrets import mask_secrets
 
     print(f"spearbench dsuperb: {mask_secrets(' '.join(str(text).split()))}", file=sys.stderr)
     return 2
@@ -117,6 +121,7 @@ def _run_tasks(args: argparse.Namespace) -> int:
 
 
 def _run_infer(args: argparse.Namespace) -> int:
+    from spear_datasets.files import OutputError
     from spear_metrics.agents.base import AgentError
     from spear_metrics.agents.registry import UnknownAgentError
     from spear_metrics.core.options import OptionError
@@ -131,7 +136,8 @@ def _run_infer(args: argparse.Namespace) -> int:
                                      limit=None if args.limit is None else int(args.limit),
                                      retry_failed=args.retry_failed, overwrite=args.overwrite,
                                      progress=not args.no_progress)
-    except (DSuperbInferError, ManifestError, UnknownAgentError, OptionError, AgentError, ValueError, TypeError) as e:
+    except (DSuperbInferError, ManifestError, UnknownAgentError, OptionError, AgentError, OutputError, ValueError,
+            TypeError) as e:
         return _err(str(e))
     for name, st in info["instances"].items():
         print(f"{name}: {st['n_answered']}/{st['n_rows']} answered, {st['n_failed']} failed -> {args.out}/{name}.json")
@@ -171,6 +177,7 @@ def _fmt(v) -> str:
 
 
 def _run_score(args: argparse.Namespace) -> int:
+    from spear_datasets.files import OutputError
     from spear_metrics.core.models import ModelUnavailableError
     from spear_metrics.dynamic_superb.scoring import DSuperbScoreError, score_predictions, task_line
     from spear_metrics.dynamic_superb.tasks import ManifestError
@@ -185,7 +192,7 @@ def _run_score(args: argparse.Namespace) -> int:
                                     n_resamples=int(args.bootstrap), seed=int(args.seed),
                                     seen=_tasks_arg(args.seen_tasks), retry_failed=args.retry_failed,
                                     overwrite=args.overwrite, progress=not args.no_progress)
-    except (DSuperbScoreError, ManifestError, ModelUnavailableError) as e:
+    except (DSuperbScoreError, ManifestError, ModelUnavailableError, OutputError) as e:
         return _err(str(e))
     finally:
         if judge is not None:

@@ -8,21 +8,26 @@ Output (``PRED/``)::
                                   the layout upstream's evaluator reads (one JSON object per task,
                                   keyed by the item's ``file``; ``convert_format.py`` of
                                   cyhuang-tw/speechlm_eval keys by ``file`` too)
-    PRED/.spearbench-dsuperb/<instance>/
+    PRED/.work/<instance>/
         run.json                  what the answers depend on (adapter, options, data source)
         rank-0.jsonl              one record per row as it ends (the resume log)
         failures.jsonl            {"row", "file", "error"} per row that got no answer
         run_info.json             counts, source, revision, agent, timings
-    PRED/.spearbench-dsuperb/run_info.json   every instance of the last run
+    PRED/.work/run_info.json      every instance of the last run
+    PRED/.work/owner.json, written-0.jsonl, rank-0.lock   the folder's owner, manifest and lock
 
 A row that got no answer (bad item, audio that does not decode, adapter error, time limit) is not
 in ``<instance>.json`` (upstream's file holds answers only) and is listed in ``failures.jsonl``;
 ``spearbench dsuperb score`` reads it and counts those rows as failed (they never disappear).
 
-Resumable: a rerun redoes only the rows without a record (``retry_failed``: also the failed
-ones); the same ``PRED/`` with another adapter, options or data refuses to mix answers unless
-``overwrite`` (which replaces that instance's ``<instance>.json`` and work folder only). A
-``<instance>.json`` this command did not write is never replaced without ``overwrite``.
+``PRED/`` follows the project's output-folder rule (docs/safety.md): new, empty or this
+command's (a folder of upstream's or another system's prediction files is refused); its lock is
+held while the run writes (a second run on it is refused); every file is recorded as written.
+Each instance is one run bound to its settings (``.work/<instance>/run.json``): a rerun redoes
+only the rows without a record (``retry_failed``: also the failed ones); another adapter,
+options or data is refused unless ``overwrite``, which removes only what the earlier run of that
+instance recorded (``<instance>.json``, its work folder) and is unchanged. A ``<instance>.json``
+this command did not write, or that changed since, is never replaced or removed.
 
 Network adapters (``openai-audio``...) answer ``concurrency`` rows at once on one event loop,
 each with the row's time limit; local text adapters (:class:`spear_metrics.agents.text.TextAgent`)
@@ -37,7 +42,9 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from spear_metrics.core.records import AppendLog, claim_work_dir, one_line, read_jsonl, write_json_atomic, write_jsonl_atomic
+from spear_datasets.files import WORK_DIR, OutFolderError, OwnedFolder, check_out_folder, open_folder
+from spear_metrics.core.records import AppendLog, bind_run, one_line, read_jsonl, write_json_atomic, write_jsonl_atomic
+from spear_metrics.core.secrets import mask_secrets
 from spear_metrics.dynamic_superb.tasks import (
     InstanceError,
     TaskInstance,
@@ -48,7 +55,12 @@ from spear_metrics.dynamic_superb.tasks import (
     select_specs,
 )
 
-WORK = ".spearbench-dsuperb"
+#: The owner name of a prediction folder (``PRED/.work/owner.json``).
+COMMAND = "dsuperb infer"
+#: The work folder inside ``PRED/`` (one ``<instance>/`` per task instance).
+WORK = WORK_DIR
+#: Where an earlier version kept the work state (read by ``score``, never written).
+LEGACY_WORK = ".spearbench-dsuperb"
 
 
 class DSuperbInferError(RuntimeError):
@@ -56,8 +68,6 @@ class DSuperbInferError(RuntimeError):
 
 
 def _reason(e: BaseException) -> str:
-    from spear_metrics.agents.net import mask_secrets
-
     return mask_secrets(one_line(e))
 
 
@@ -141,16 +151,21 @@ def run_dsuperb_inference(agent_name: str, instances: list[str], out_dir: str | 
         row_timeout_s: one row's limit (s); a paced network adapter gets its input's duration on top.
         chunk_ms: chunk length (ms) of paced network adapters.
         limit: at most this many rows per instance (the first ones), for quick checks.
-        retry_failed: run the failed rows again. overwrite: replace another run's answers.
+        retry_failed: run the failed rows again.
+        overwrite: replace another run's answers to an instance (only what that run recorded and is unchanged).
 
     Returns:
         ``{"instances": {instance: counts...}, "n_rows", "n_answered", "n_failed", "failed_instances":
         {instance: reason}, "elapsed_s"}``.
 
     Raises:
-        DSuperbInferError: an adapter that gives no text, a bad ``concurrency``, a prediction file
-            written by something else (without ``overwrite``), another run's answers (without ``overwrite``).
+        DSuperbInferError: an adapter that gives no text, a bad ``concurrency``, another run's
+            answers for an instance (without ``overwrite``).
         ManifestError: an instance the manifest lacks.
+        spear_datasets.files.OutFolderError: ``out_dir`` holds files this tool did not write
+            (upstream's or another system's prediction files), another command's output, a
+            ``<instance>.json`` this command did not write or that changed since, or is being
+            written by another live process.
         spear_datasets.files.OutputError: ``out_dir`` cannot be written.
     """
     from spear_metrics.agents.duplex import is_network_agent
@@ -161,82 +176,106 @@ def run_dsuperb_inference(agent_name: str, instances: list[str], out_dir: str | 
     if concurrency < 1:
         raise DSuperbInferError(f"--concurrency must be >= 1, got {concurrency}")
     specs = select_specs(load_manifest(manifest), list(instances))
+    out = Path(out_dir)
+    check_out_folder(out)  # the rule first (cheap): a folder that cannot be used costs no adapter
     if agent is None:
         agent = load_agent(agent_name, **agent_options)
     if not is_text_capable(agent):
         raise DSuperbInferError(f"agent {agent_name!r} gives no text answers: Dynamic-SUPERB needs a network adapter "
                                 "(e.g. openai-audio) or a local adapter with respond_text(request)")
-    out = Path(out_dir)
-    for spec in specs:  # never replace a prediction file written by something else
-        pf = _prediction_file(out, spec.instance)
-        if pf.exists() and not (out / WORK / spec.instance / "run.json").is_file() and not overwrite:
-            raise DSuperbInferError(f"{pf} exists and was not written by dsuperb infer; pass --overwrite to replace it")
     network = is_network_agent(agent)
-    t_run = time.perf_counter()
-    result: dict[str, Any] = {"instances": {}, "failed_instances": {}, "n_rows": 0, "n_answered": 0, "n_failed": 0}
-    if network:
-        from spear_metrics.agents.harness import _warm_up
-
-        _warm_up(agent)
-    for spec in specs:
-        try:
-            inst = open_instance(spec, data_root)
-        except InstanceError as e:
-            result["failed_instances"][spec.instance] = _reason(e)
-            continue
-        rows = inst.rows[: limit] if limit is not None else inst.rows
-        work = out / WORK / spec.instance
-        fp = {"agent": agent_name, "agent_options": {k: agent_options[k] for k in sorted(agent_options)},
-              "instance": spec.instance, "source": inst.source, "revision": inst.revision, "chunk_ms": float(chunk_ms)}
-        claim_work_dir(work, fp, overwrite=overwrite, stale=[_prediction_file(out, spec.instance)], conflict=DSuperbInferError(
-            f"{work} holds answers of another run (other adapter, options or data); pass --overwrite to replace "
-            f"{spec.instance}.json"))
-        recs = read_log(work)
-        todo = [r for r in rows if r.index not in recs or (retry_failed and recs[r.index]["status"] == "failed")]
-        bar = None
-        if progress and todo:
-            from tqdm.auto import tqdm
-
-            bar = tqdm(total=len(todo), desc=f"dsuperb infer {spec.instance}", unit="row")
-        t0 = time.perf_counter()
-        with AppendLog(work / "rank-0.jsonl") as log:
-            def record(rec: dict[str, Any]) -> None:
-                log.write([rec])
-                recs[rec["row"]] = rec
-                if on_row is not None:
-                    on_row(rec)
-                if bar is not None:
-                    bar.update(1)
-
+    # PRED/: new, empty or this command's; each instance is one run bound to its settings (.work/<instance>/)
+    with open_folder(out, command=COMMAND) as folder:
+        foreign = [_prediction_file(out, s.instance) for s in specs if _foreign(folder, _prediction_file(out, s.instance))]
+        if foreign:  # never replaced or removed, --overwrite included: refused before anything runs
+            raise OutFolderError(f"{foreign[0]} exists and was not written by this tool in --out {out}: move it away "
+                                 "or give another folder")
+        t_run = time.perf_counter()
+        result: dict[str, Any] = {"instances": {}, "failed_instances": {}, "n_rows": 0, "n_answered": 0, "n_failed": 0}
+        opened: list[TaskInstance] = []
+        for spec in specs:
             try:
-                pending = []
-                for r in todo:  # rows the checks failed never reach the adapter
-                    if r.error:
-                        record({"row": r.index, "file": r.file, "status": "failed", "error": r.error})
-                    else:
-                        pending.append(r)
-                if network:
-                    asyncio.run(_run_network(agent, inst, pending, record, concurrency=concurrency,
-                                             row_timeout_s=row_timeout_s, chunk_ms=chunk_ms))
-                else:
-                    _run_local(agent, inst, pending, record, row_timeout_s=row_timeout_s)
-            finally:
-                if bar is not None:
-                    bar.close()
-        stats = _write_outputs(out, inst, recs, rows, {
-            "agent": agent_name, "elapsed_s": time.perf_counter() - t0, "n_new": len(todo),
-            "concurrency": concurrency if network else 1, "row_timeout_s": row_timeout_s})
-        result["instances"][spec.instance] = stats
-        result["n_rows"] += stats["n_rows"]
-        result["n_answered"] += stats["n_answered"]
-        result["n_failed"] += stats["n_failed"]
-    result["elapsed_s"] = time.perf_counter() - t_run
-    write_json_atomic(out / WORK / "run_info.json", {
-        "agent": agent_name, "instances": {k: {kk: vv for kk, vv in v.items() if kk != "failures"}
-                                           for k, v in result["instances"].items()},
-        "failed_instances": result["failed_instances"], "n_rows": result["n_rows"],
-        "n_answered": result["n_answered"], "n_failed": result["n_failed"], "elapsed_s": result["elapsed_s"]})
+                opened.append(open_instance(spec, data_root))
+            except InstanceError as e:
+                result["failed_instances"][spec.instance] = _reason(e)
+        for inst in opened:  # every instance bound before any row runs: a conflict stops the run with nothing asked
+            fp = {"agent": agent_name, "agent_options": {k: agent_options[k] for k in sorted(agent_options)},
+                  "instance": inst.spec.instance, "source": inst.source, "revision": inst.revision,
+                  "chunk_ms": float(chunk_ms)}
+            bind_run(folder, folder.work / inst.spec.instance, fp, overwrite=overwrite,
+                     outputs=[_prediction_file(out, inst.spec.instance).name, f"{WORK}/{inst.spec.instance}"],
+                     conflict=DSuperbInferError(
+                         f"{out} holds {inst.spec.instance} answers of another infer run (other adapter, options or "
+                         "data); use another --out folder or --overwrite"))
+        if network and opened:
+            from spear_metrics.agents.harness import _warm_up
+
+            _warm_up(agent)
+        for inst in opened:
+            stats = _infer_instance(agent, inst, out, network=network, agent_name=agent_name, concurrency=concurrency,
+                                    row_timeout_s=row_timeout_s, chunk_ms=chunk_ms, limit=limit,
+                                    retry_failed=retry_failed, progress=progress, on_row=on_row)
+            result["instances"][inst.spec.instance] = stats
+            result["n_rows"] += stats["n_rows"]
+            result["n_answered"] += stats["n_answered"]
+            result["n_failed"] += stats["n_failed"]
+        result["elapsed_s"] = time.perf_counter() - t_run
+        write_json_atomic(out / WORK / "run_info.json", {
+            "agent": agent_name, "instances": {k: {kk: vv for kk, vv in v.items() if kk != "failures"}
+                                               for k, v in result["instances"].items()},
+            "failed_instances": result["failed_instances"], "n_rows": result["n_rows"],
+            "n_answered": result["n_answered"], "n_failed": result["n_failed"], "elapsed_s": result["elapsed_s"]})
     return result
+
+
+def _foreign(folder: OwnedFolder, path: Path) -> bool:
+    """A file at ``path`` that this command did not write there, or that changed since
+    (:meth:`~spear_datasets.files.OwnedFolder.is_recorded`)."""
+    return (path.exists() or path.is_symlink()) and not folder.is_recorded(path)
+
+
+def _infer_instance(agent: Any, inst: TaskInstance, out: Path, *, network: bool, agent_name: str, concurrency: int,
+                    row_timeout_s: float, chunk_ms: float, limit: Optional[int], retry_failed: bool, progress: bool,
+                    on_row: Optional[Callable[[dict[str, Any]], None]]) -> dict[str, Any]:
+    """One bound instance: its rows without a record (and the failed ones with ``retry_failed``)
+    answered and logged, then its outputs written (:func:`_write_outputs`)."""
+    rows = inst.rows[: limit] if limit is not None else inst.rows
+    work = out / WORK / inst.spec.instance
+    recs = read_log(work)
+    todo = [r for r in rows if r.index not in recs or (retry_failed and recs[r.index]["status"] == "failed")]
+    bar = None
+    if progress and todo:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(todo), desc=f"dsuperb infer {inst.spec.instance}", unit="row")
+    t0 = time.perf_counter()
+    with AppendLog(work / "rank-0.jsonl") as log:
+        def record(rec: dict[str, Any]) -> None:
+            log.write([rec])
+            recs[rec["row"]] = rec
+            if on_row is not None:
+                on_row(rec)
+            if bar is not None:
+                bar.update(1)
+
+        try:
+            pending = []
+            for r in todo:  # rows the checks failed never reach the adapter
+                if r.error:
+                    record({"row": r.index, "file": r.file, "status": "failed", "error": r.error})
+                else:
+                    pending.append(r)
+            if network:
+                asyncio.run(_run_network(agent, inst, pending, record, concurrency=concurrency,
+                                         row_timeout_s=row_timeout_s, chunk_ms=chunk_ms))
+            else:
+                _run_local(agent, inst, pending, record, row_timeout_s=row_timeout_s)
+        finally:
+            if bar is not None:
+                bar.close()
+    return _write_outputs(out, inst, recs, rows, {
+        "agent": agent_name, "elapsed_s": time.perf_counter() - t0, "n_new": len(todo),
+        "concurrency": concurrency if network else 1, "row_timeout_s": row_timeout_s})
 
 
 def _run_local(agent: Any, inst: TaskInstance, rows: list[TaskRow], record: Callable[[dict[str, Any]], None], *,
@@ -330,20 +369,28 @@ async def _run_network(agent: Any, inst: TaskInstance, rows: list[TaskRow], reco
         writer.shutdown(wait=True)
 
 
+def _instance_work(pred_dir: str | os.PathLike, instance: str) -> Path:
+    """The work folder of ``instance`` in ``PRED/`` (``.work/<instance>/``, or where an earlier
+    version kept it, ``.spearbench-dsuperb/<instance>/``, when only that one exists)."""
+    work = Path(pred_dir) / WORK / instance
+    legacy = Path(pred_dir) / LEGACY_WORK / instance
+    return legacy if not work.is_dir() and legacy.is_dir() else work
+
+
 def read_failures(pred_dir: str | os.PathLike, instance: str) -> Optional[list[dict[str, Any]]]:
-    """The rows ``dsuperb infer`` could not answer for ``instance`` (``failures.jsonl`` beside
-    ``PRED/``), ``None`` when the predictions were not written by it (e.g. upstream's own files)."""
-    p = Path(pred_dir) / WORK / instance / "failures.jsonl"
+    """The rows ``dsuperb infer`` could not answer for ``instance`` (``failures.jsonl`` in the work
+    folder of ``PRED/``), ``None`` when the predictions were not written by it (e.g. upstream's own files)."""
+    p = _instance_work(pred_dir, instance) / "failures.jsonl"
     if not p.is_file():
         return None
     return [o for o in read_jsonl(p) if isinstance(o.get("file"), str)]
 
 
 def read_instance_info(pred_dir: str | os.PathLike, instance: str) -> dict[str, Any]:
-    """``run_info.json`` of ``instance`` beside ``PRED/`` (``{}`` without one)."""
+    """``run_info.json`` of ``instance`` in the work folder of ``PRED/`` (``{}`` without one)."""
     import json
 
-    p = Path(pred_dir) / WORK / instance / "run_info.json"
+    p = _instance_work(pred_dir, instance) / "run_info.json"
     try:
         obj = json.loads(p.read_text(encoding="utf-8"))
     except (OSError, ValueError):

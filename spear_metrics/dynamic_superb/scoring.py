@@ -5,7 +5,7 @@ Input ``PRED/<instance>.json``: ``{<id>: {"instruction", "label"[, "label2"...],
 ...}}`` (what ``dsuperb infer`` writes, and what upstream's baselines and ``convert_format.py``
 write; other fields are ignored). The instance's metric comes from the manifest
 (:mod:`spear_metrics.dynamic_superb.tasks`). Rows ``dsuperb infer`` could not answer
-(``PRED/.spearbench-dsuperb/<instance>/failures.jsonl``) are failed rows.
+(``PRED/.work/<instance>/failures.jsonl``) are failed rows.
 
 Output ``RESULTS/``::
 
@@ -18,7 +18,15 @@ Output ``RESULTS/``::
     tasks.csv         one line per task (what the console prints)
     submission.json   the scores in upstream's score-submission format (``[{"name", "scores":
                       [{"metric", "value", "version", "seen"}]}]``), project keys as metric names
-    .work/            resume state (a kill -9 loses at most the batch in flight)
+    run_info.json     timings, rows scored now and resumed
+    .work/            resume state (a kill -9 loses at most the batch in flight), owner, manifest, locks
+
+``RESULTS/`` follows the project's output-folder rule (docs/safety.md): new, empty or this
+command's (``PRED/`` itself, another command's folder or a folder of other files is refused); its
+locks are held while it is scored (a second run on it is refused); every file is recorded as
+written. The folder holds one run bound to its inputs and judge (``.work/run.json``): the same
+run resumes; another is refused unless ``overwrite``, which first removes what the earlier run
+recorded and is unchanged (a file someone else put there stays).
 
 A judged row whose judge fails after its retries (HTTP errors, time-outs, a refusal without
 content) is a failed row with the reason, never a 0; a reply without a verdict counts 0 (upstream's
@@ -36,7 +44,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from spear_metrics.core.records import SampleResult, one_line, write_json_atomic, write_jsonl_atomic
+from spear_datasets.files import WORK_DIR, check_out_folder
+from spear_metrics.core.records import SampleResult, claim_out, one_line, write_json_atomic, write_jsonl_atomic
+from spear_metrics.core.secrets import mask_secrets
 from spear_metrics.dynamic_superb.metrics import (
     JUDGE_PROMPT_VERSION,
     METRICS_VERSION,
@@ -59,7 +69,12 @@ from spear_metrics.dynamic_superb.tasks import TaskSpec, label_columns
 
 BENCHMARK = "dynamic_superb"
 PROTOCOL = "Dynamic-SUPERB Phase-2"
-WORK = ".work"
+WORK = WORK_DIR
+#: The owner name of a results folder (``RESULTS/.work/owner.json``).
+COMMAND = "dsuperb score"
+#: The files ``score`` writes into ``RESULTS/`` (besides ``.work/``): adopted from a folder an
+#: earlier version scored without a manifest when the run is the same.
+SCORE_OUTPUTS = ("summary.json", "per_sample.jsonl", "tasks.csv", "submission.json", "run_info.json")
 #: judge settings of the paper (GPT-4o, temperature 0, 512 tokens) and of the evaluator's open
 #: default (Llama-3.1-8B-Instruct, greedy, 512 new tokens)
 JUDGE_MAX_TOKENS = 512
@@ -197,8 +212,6 @@ def score_item(item: Item, judge: Any = None) -> SampleResult:
             ans = judge.ask(judge_messages(item.instruction, item.labels, resp), parse_verdict,
                             extra_body={"max_tokens": JUDGE_MAX_TOKENS})
         except JudgeError as e:
-            from spear_metrics.agents.net import mask_secrets
-
             v["judge_attempts"] = len(getattr(e, "attempts", []) or [])
             return res.fail(f"judge: {mask_secrets(one_line(e))}")
         v.update(judge_reply=ans.reply, judge_verdict=ans.value, judge_unparsed=ans.value is None,
@@ -420,22 +433,25 @@ def score_predictions(pred_dir: str | os.PathLike, out_dir: str | os.PathLike, *
 
     Raises:
         DSuperbScoreError: no predictions, a prediction file that is not a JSON object, other
-            results in ``out_dir`` (without ``overwrite``).
+            results in ``out_dir`` (without ``overwrite``), a row without a result.
         ManifestError: an unusable ``--manifest``.
         spear_metrics.core.models.ModelUnavailableError: a local judge that cannot be loaded.
+        spear_datasets.files.OutFolderError: ``out_dir`` holds files this tool did not write,
+            another command's output (``PRED/`` itself), or is being scored by another live
+            process (one line; see :func:`spear_metrics.core.records.claim_out`).
     """
     from concurrent.futures import ThreadPoolExecutor
 
-    from spear_metrics.core.runner import run_resumable
-    from spear_metrics.core.summary import spearbench_version
+    from spear_metrics.core.runner import RunError, _distributed_state, run_resumable
     from spear_metrics.dynamic_superb.infer import read_failures, read_instance_info
     from spear_metrics.dynamic_superb.tasks import load_manifest
 
     if judge_concurrency < 1:
         raise DSuperbScoreError(f"--judge-concurrency must be >= 1, got {judge_concurrency}")
+    out = Path(out_dir)
+    check_out_folder(out)  # the rule first (cheap): a folder that cannot be used costs no reading
     specs = load_manifest(manifest)
     files = find_predictions(pred_dir, tasks)
-    out = Path(out_dir)
     items: list[Item] = []
     failed: dict[int, SampleResult] = {}
     task_rows: dict[str, list[int]] = {}
@@ -501,16 +517,38 @@ def score_predictions(pred_dir: str | os.PathLike, out_dir: str | os.PathLike, *
                     res[it.row] = score_item(it, judge)
         return [res[it.row] for it in batch]
 
-    t0 = time.perf_counter()
-    outcome = run_resumable(
-        items, score_batch, out / WORK, n_rows=n_total, fingerprint=fingerprint,
-        conflict=DSuperbScoreError(f"{out} holds results of another run (other predictions, manifest rows or judge); "
-                                   "pass --overwrite to replace them"),
-        failed=failed, overwrite=overwrite, retry_failed=retry_failed,
-        stale=[out / n for n in ("summary.json", "per_sample.jsonl", "tasks.csv", "submission.json")],
-        batch_size=max(8, 4 * judge_concurrency), progress_desc="dsuperb score" if progress else None, state=state)
-    if outcome is None:
-        return {}
+    try:
+        state = state if state is not None else _distributed_state()
+    except RunError as e:
+        raise DSuperbScoreError(str(e)) from None
+    conflict = DSuperbScoreError(f"{out} holds results of another run (other predictions, manifest rows or judge); "
+                                 "use another --out folder or --overwrite")
+    # RESULTS/: new, empty or this command's; --overwrite removes what earlier runs recorded, nothing else
+    with claim_out(out, fingerprint, overwrite=overwrite, conflict=conflict, command=COMMAND, state=state,
+                   activity="scored", adopt=SCORE_OUTPUTS):
+        t0 = time.perf_counter()
+        try:
+            outcome = run_resumable(
+                items, score_batch, out / WORK, n_rows=n_total, failed=failed, retry_failed=retry_failed,
+                batch_size=max(8, 4 * judge_concurrency), progress_desc="dsuperb score" if progress else None,
+                state=state)
+        except RunError as e:
+            raise DSuperbScoreError(str(e)) from None
+        if outcome is None:
+            return {}
+        return _write_results(out, outcome, task_rows=task_rows, unknown=unknown, specs=specs, categories=categories,
+                              revisions=revisions, rev_source=rev_source, n_rows_of=n_rows_of, jinfo=jinfo,
+                              n_resamples=n_resamples, seed=seed, seen=seen, judge_concurrency=judge_concurrency,
+                              elapsed_s=time.perf_counter() - t0)
+
+
+def _write_results(out: Path, outcome: Any, *, task_rows: dict[str, list[int]], unknown: dict[str, tuple[str, int]],
+                   specs: dict[str, TaskSpec], categories: dict[str, str], revisions: dict[str, Optional[str]],
+                   rev_source: dict[str, str], n_rows_of: dict[str, int], jinfo: dict[str, Any], n_resamples: int,
+                   seed: int, seen: Sequence[str], judge_concurrency: int, elapsed_s: float) -> dict[str, Any]:
+    """The outputs of :func:`score_predictions` in its claimed folder (module docstring); returns the summary."""
+    from spear_metrics.core.summary import spearbench_version
+
     rows = [r.to_json() for r in outcome.results]
     write_jsonl_atomic(out / "per_sample.jsonl", rows)
     by_task: dict[str, list[dict[str, Any]]] = {inst: [] for inst in task_rows}
@@ -540,7 +578,7 @@ def score_predictions(pred_dir: str | os.PathLike, out_dir: str | os.PathLike, *
     write_json_atomic(out / "summary.json", summary)
     write_tasks_csv(out / "tasks.csv", summary_tasks)
     write_json_atomic_list(out / "submission.json", submission(summary_tasks, revisions, seen))
-    write_json_atomic(out / "run_info.json", {"elapsed_s": time.perf_counter() - t0, "n_new": len(outcome.new),
+    write_json_atomic(out / "run_info.json", {"elapsed_s": elapsed_s, "n_new": len(outcome.new),
                                               "n_resumed": outcome.n_resumed, "judge_concurrency": judge_concurrency})
     return summary
 
