@@ -502,6 +502,9 @@ def build_report(
                 page.add("<h3>Timing evidence</h3>")
                 _timelines(page, run)
         page.add("</section>")
+    from spear_metrics.reports.distributional import distributional_section
+
+    distributional_section(page, run, labelled)
 
     body = "\n".join(page.parts)
     doc = (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>SPEARBench report: {_e(run.name)}</title>'
