@@ -366,3 +366,21 @@ def test_report_section_and_space_column(runs, tmp_path):
     cells = space.project_cells(runs["fixed-delay_summary"])
     assert cells["human_likeness_auroc"] == runs["fixed-delay_summary"]["human_likeness_auroc"]
     assert cells["human_likeness_auroc_ci95"] == runs["fixed-delay_summary"]["human_likeness_auroc_ci95"]
+
+
+def test_evaluate_module_scores_a_real_answer(real_dir, monkeypatch):
+    """``evaluate.load`` of the module folder: a real answer with its transcript, no ASR."""
+    import evaluate
+
+    from conftest import REPO
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    m = evaluate.load(str(REPO / "spear_metrics" / "distributional"))
+    q = str(real_dir / "DERIVED__pyannote-audio__seriously_29-60s_stereo_L-FEE016_R-MEO015.wav")
+    a = str(real_dir / "speechbrain__p225_002.wav")
+    text = (real_dir / "speechbrain__p225_002.txt").read_text()
+    r = m.compute(audio_path=[q], answer_audio_path=[a], context_end_time=[10.0], question_end_time=[12.0],
+                  answer_start_time=[0.5], transcript_answer=[f"p225: {text}"], speakers=["x|p225"], asr="none")
+    row = r["per_sample"][0]
+    assert r["n_scored"] == 1 and row["lexical_total_words"] == 11 and row["distrib_text_source"] == "transcript_answer"
+    assert 140 < row["f0_median_raw"] < 260 and r["average_naturalness_score"] is None

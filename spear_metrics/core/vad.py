@@ -526,8 +526,14 @@ def answer_speech_segments(sample, *, backend: Backend = DEFAULT_BACKEND, time_r
         ValueError: as :func:`speech_segments`.
         spear_datasets.audio.AudioError: the answer cannot be decoded.
     """
-    return sample.cached(f"vad:answer:{backend}:{int(time_resolution)}",
+    return sample.cached(answer_vad_key(backend, time_resolution),
                          lambda: speech_segments(sample.answer_audio(), backend=backend, time_resolution=time_resolution))
+
+
+def answer_vad_key(backend: str, time_resolution: int) -> str:
+    """The ``Sample.cached`` key of the answer's VAD segments for one setting: a dimension that
+    computes them its own way (same call, same setting) stores them under it for the others."""
+    return f"vad:answer:{backend}:{int(time_resolution)}"
 
 
 def intersect_segments(a: Sequence[Segment], b: Sequence[Segment]) -> list[Segment]:

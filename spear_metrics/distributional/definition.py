@@ -63,9 +63,10 @@ class Distributional(Dimension):
                   "upstream `analyse_correlations.py`: the first principal component, over the dev answers, of the "
                   "per-cluster components of the z-scored features clustered at |Spearman rho| >= 0.8; mean over the "
                   "model's test answers (the human answers' mean with `-o human_run`: `..._human`)", group=GROUP),
-        MetricKey("general_explainable_feature_rho0p8__auroc__<table>", "AUROC", "task_dependent",
-                  "AUROC of the general feature's value for the human test answers against the model's in one table "
-                  "(its sign comes from upstream's loadings rule, not from which side is human: read |AUROC - 0.5|)",
+        MetricKey("general_explainable_feature_rho0p8__auroc__<table>", "AUROC", "closer_to_human",
+                  "AUROC of the general feature's value for the human test answers against the model's in one table; "
+                  "0.5 (the human answers against themselves) is the target, on either side: the feature's sign comes "
+                  "from upstream's loadings rule, not from which side is human",
                   group=GROUP),
         MetricKey("<feature>__naturalness_score", "P(human)", "higher",
                   "per feature (`f0_*`, `lexical_*`, `temporal_*`, named as upstream): P(human | value) of the answer "
