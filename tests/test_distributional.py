@@ -207,6 +207,7 @@ def test_fixed_delay_told_apart_by_timing_alone(runs):
     feats = s["human_likeness_features"]
     assert feats and set(feats) <= {"latency_ms", "interrupted_time_ms", "interruption", "answer_speech_after_skip"}
     assert "latency_ms" in feats
+    assert s["human_likeness_dropped"]["f0_median_raw"] == "equal for the model and the human answer of every question"
     lo, hi = s["human_likeness_auroc_ci95"]
     assert s["human_likeness_auroc"] > 0.75 and lo > 0.5, (s["human_likeness_auroc"], lo, hi)
     assert next(iter(s["human_likeness_contributions"])) == "latency_ms"
@@ -384,3 +385,31 @@ def test_evaluate_module_scores_a_real_answer(real_dir, monkeypatch):
     row = r["per_sample"][0]
     assert r["n_scored"] == 1 and row["lexical_total_words"] == 11 and row["distrib_text_source"] == "transcript_answer"
     assert 140 < row["f0_median_raw"] < 260 and r["average_naturalness_score"] is None
+
+
+@pytest.mark.slow
+def test_asr_word_times_on_a_real_answer(real_dir):
+    """The JFK clip as an answer, the packaged Whisper base with word times: the text has the
+    transcript's 22 words; the two pauses of at least 0.2 s are the two commas ("Americans, ask",
+    "you, ask"); "And" starts before the VAD's first speech segment and is not inside a stretch,
+    so the rates count 21 words."""
+    pytest.importorskip("faster_whisper")
+    from spear_metrics.core.models import ModelUnavailableError
+    from spear_metrics.core.runner import score_columns
+
+    q = str(real_dir / "DERIVED__pyannote-audio__seriously_29-60s_stereo_L-FEE016_R-MEO015.wav")
+    try:
+        r = score_columns("distributional", {
+            "audio_path": [q], "answer_audio_path": [str(real_dir / "faster-whisper__jfk.flac")],
+            "context_end_time": [10.0], "question_end_time": [12.0], "answer_start_time": [0.3]},
+            asr="embedded", text_source="asr")
+    except ModelUnavailableError as e:
+        pytest.skip(str(e))
+    row = r["per_sample"][0]
+    assert row["distrib_text_source"] == "asr:faster-whisper-base"
+    assert row["temporal_alignment_source"] == "asr_word_timestamps:faster-whisper-base"
+    assert row["lexical_total_words"] == 22
+    assert row["temporal_pause_count"] == 2 and 0.4 < row["temporal_pause_mean_duration_s"] < 0.7
+    n_in = row["temporal_speech_rate_wps"] * row["temporal_total_duration_s"]
+    assert n_in == pytest.approx(21)
+    assert row["temporal_articulation_rate_wps"] * row["temporal_speech_active_time_s"] == pytest.approx(21)

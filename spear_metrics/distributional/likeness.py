@@ -84,6 +84,7 @@ class Likeness:
             f"{prefix}_n_conversations": self.n_conversations, f"{prefix}_n_folds": self.n_folds,
             f"{prefix}_resamples": self.n_resamples,
             f"{prefix}_features": list(self.features),
+            f"{prefix}_dropped": dict(self.dropped),
             f"{prefix}_contributions": dict(self.contributions),
             f"{prefix}_rule": RULE,
             **({f"{prefix}_note": self.note} if self.note else {}),
