@@ -60,10 +60,28 @@ POLICY = SourcePolicy()
 # data
 
 
+#: SPEARBench's own overall score, shown after the published columns (never in the published rows)
+PROJECT_KEYS = ("human_likeness_auroc",)
+
+
 def columns() -> list[Column]:
     """The published SPEAR columns in the published table's order
-    (:func:`spear_metrics.core.columns.leaderboard_columns`)."""
-    return leaderboard_columns()
+    (:func:`spear_metrics.core.columns.leaderboard_columns`), then :data:`PROJECT_KEYS`."""
+    from spear_metrics.core.columns import find_column
+
+    return leaderboard_columns() + [c for c in (find_column(k) for k in PROJECT_KEYS) if c is not None]
+
+
+def project_cells(summary: dict[str, Any]) -> dict[str, Any]:
+    """A results dataset's values of :data:`PROJECT_KEYS` with their ``_ci95`` and ``_n``, as
+    :func:`spear_metrics.results.leaderboard_row` gives the published ones (``None`` = missing)."""
+    out: dict[str, Any] = {}
+    for k in PROJECT_KEYS:
+        v, ci, n = summary.get(k), summary.get(f"{k}_ci95"), summary.get(f"{k}_n")
+        out[k] = float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
+        out[f"{k}_ci95"] = [float(x) for x in ci] if isinstance(ci, list) and len(ci) == 2 else None
+        out[f"{k}_n"] = n if isinstance(n, int) and not isinstance(n, bool) else None
+    return out
 
 
 def header(c: Column, page: bool = False) -> str:
@@ -127,6 +145,7 @@ def all_rows(sources: list[str]) -> tuple[list[dict[str, Any]], list[str]]:
         if r.summary.get("benchmark"):  # another benchmark's results (SpeechRole-Eval, Dynamic-SUPERB): its own tab
             continue
         row = leaderboard_row(r)
+        row.update(project_cells(r.summary))
         row["source"] = r.source
         rows.append(row)
     return rows, errors
@@ -624,7 +643,7 @@ def build_app(sources: list[str] | None = None) -> gr.Blocks:
     start = [r.source for r in loaded0]  # the start sources that loaded (the others are reported)
     rows0, _ = all_rows(start)
     modes0 = sorted({r["inference_mode"] or "not given" for r in rows0})
-    group_labels = [g[1] for g in groups()]
+    group_labels = list(dict.fromkeys([g[1] for g in groups()] + [c.group for c in columns()]))
     sort_choices = ["model", *[c.name for c in columns()]]
     models0 = _samples_models(start)
 

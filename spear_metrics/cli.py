@@ -26,6 +26,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "publish": ("spear_metrics.commands.publish", "publish the dataset, the metric Spaces and the leaderboard Space"),
     "compare": ("spear_metrics.commands.compare", "paired comparison of two scored runs on the same inputs (A - B)"),
     "report": ("spear_metrics.commands.report", "a self-contained HTML report of a scored run against the human answers"),
+    "fit-baseline": ("spear_metrics.commands.fit_baseline",
+                     "fit SPEAR's distributional baselines on a model's and the humans' dev runs (JSON for score -o baseline=)"),
 }
 
 

@@ -11,8 +11,13 @@
    overlaps question speech in every sample); and ``cascade``, a real system that makes its own
    speech (packaged Whisper base -> a rule-based reply -> espeak-ng), run through ``spearbench infer``.
 4. Scores every system on every dimension that runs offline (``interruptions``,
-   ``explainable_features``, ``speech_quality`` with its packaged models), with 95 % intervals;
-   the models are loaded once for all systems.
+   ``explainable_features``, ``speech_quality`` with its packaged models, ``distributional``
+   with the packaged ASR), with 95 % intervals; the models are loaded once for all systems. The
+   systems are then ranked by SPEARBench's own ``human_likeness_auroc`` against the human
+   answers (0.5 = a classifier cannot tell them apart), with its interval, or the reason it has
+   no value: the packaged call gives too few answers of one conversation for its rule
+   (>= 10 answers a side, >= 2 conversations; SPEAR's baselines, which need a dev split, are not
+   fitted here).
 5. Writes each scored run as a results dataset (``DIR/datasets/<system>``, the human answers'
    one included, loadable by the Space), prints the leaderboard, writes ``DIR/leaderboard.csv``,
    and ends with the report of the cascade against the human answers and the two references
@@ -32,7 +37,9 @@ from pathlib import Path
 
 from spear_metrics.commands import command, next_steps, number, read_run_info, shown_path, text_table, wrap
 
-DEFAULT_METRICS = "interruptions,explainable_features,speech_quality"
+DEFAULT_METRICS = "interruptions,explainable_features,speech_quality,distributional"
+#: the overall score ranked at the end (``distributional``'s ``human_likeness_auroc``)
+LIKENESS = "human_likeness_auroc"
 CASCADE = "cascade"
 
 
@@ -100,6 +107,8 @@ def write_leaderboard(path: Path, summaries: dict[str, dict]) -> list[str]:
     extra = [k for k in ("WER_norm_%", "CER_norm_%", "latency_ms_speech", "DNSMOS_OVRL", "DistillMOS",
                          "no_speech_answers_%", "n_samples", "n_scored", "n_failed")
              if any(k in s for s in summaries.values())]
+    if any(LIKENESS in s for s in summaries.values()):
+        extra.insert(0, LIKENESS)
     cols = ["model", *keys, *extra]
     with atomic_path(path) as tmp, open(tmp, "w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
@@ -256,7 +265,7 @@ def _run_demo(args: argparse.Namespace, out: Path, call: Path, rttm: Path, stm: 
             metrics = ",".join(d.name for d in dims)
             try:
                 summaries[name] = run_score(meta, metrics, out / "results" / name, progress=False, overwrite=True,
-                                            dimensions=dims)
+                                            dimensions=_against_human(dims, out / "results" / "human", name))
                 done = read_run_info(out / "results" / name).get("rows_resumed", 0)
                 if done:
                     resumed.append(f"{name} scores {done} of {summaries[name]['n_samples']}")
@@ -289,6 +298,7 @@ def _run_demo(args: argparse.Namespace, out: Path, call: Path, rttm: Path, stm: 
     n = summaries["human"]["n_samples"]
     print(f"SPEAR demo: {n} samples cut from {call.name} ({len(systems)} systems: {', '.join(systems)})\n")
     print(leaderboard_text(cols, summaries))
+    _print_ranking(summaries)
     for note in notes:
         print(wrap(f"note: {note}"))
     if resumed:
@@ -344,6 +354,40 @@ def leaderboard_text(cols: list[str], summaries: dict[str, dict]) -> str:
                 cells.append("-" if one else f"- {ref[(c, name)]}")
         rows.append([f"{c} {one}" if one else c] + cells)
     return text_table(head, rows) + "".join(f"\n{wrap(line)}" for line in lines)
+
+
+def _against_human(dims: list, human_run: Path, name: str) -> list:
+    """The dimensions a system is scored with: for every system but the human answers (scored
+    first), ``distributional`` gets ``human_run`` (its ``human_likeness_auroc``), sharing the
+    first instance's loaded ASR."""
+    if name == "human":
+        return dims
+    from spear_metrics.core.registry import load_dimension
+
+    out = []
+    for d in dims:
+        if d.name == "distributional":
+            twin = load_dimension("distributional", **{**d.options, "human_run": str(human_run)})
+            twin._asr = d._asr  # the ASR model loaded for the human answers
+            d = twin
+        out.append(d)
+    return out
+
+
+def _print_ranking(summaries: dict[str, dict]) -> None:
+    """The systems ranked by ``human_likeness_auroc`` (lowest, most human-like, first; no value
+    last, with the reason)."""
+    ranked = [(n, s) for n, s in summaries.items() if n != "human" and LIKENESS in s]
+    if not ranked:
+        return
+    ranked.sort(key=lambda kv: (kv[1].get(LIKENESS) is None, kv[1].get(LIKENESS) or 0.0, kv[0]))
+    print(f"\n{LIKENESS} (SPEARBench's own score: 0.5 = a classifier cannot tell the system from the human answers)")
+    width = max(len(n) for n, _ in ranked)
+    for n, s in ranked:
+        v, ci = s.get(LIKENESS), s.get(f"{LIKENESS}_ci95")
+        shown = "-" if v is None else f"{v:.3f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
+        why = "" if v is not None else f"  ({s.get('human_likeness_note') or 'no value'})"
+        print(f"  {n:<{width}}  {shown}  n={s.get(f'{LIKENESS}_n', 0)}{why}")
 
 
 def _report(out: Path, systems: dict[str, Path]) -> Path:

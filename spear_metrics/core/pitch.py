@@ -127,6 +127,24 @@ def pitch_track_file(path: str, *, floor_hz: float = F0_FLOOR_HZ, ceiling_hz: fl
     return _track(snd, floor_hz, ceiling_hz), float(snd.get_total_duration())
 
 
+def answer_pitch(sample) -> tuple[PitchTrack, float]:
+    """:func:`pitch_track_file` of a sample's answer file, computed once per sample for every
+    dimension of the run that asks (``explainable_features``, ``distributional``).
+
+    Args:
+        sample: a :class:`spear_metrics.core.dimension.Sample`; its answer is decoded once by THE
+            loader (header checks, NaN/inf refused) and handed to Praat as :func:`pitch_track_file` says.
+
+    Returns:
+        ``(track, total_duration_s)``.
+
+    Raises:
+        spear_datasets.audio.AudioError: the answer cannot be decoded (asked again, raised again).
+    """
+    return sample.cached("pitch:answer", lambda: pitch_track_file(str(sample.answer_audio_path),
+                                                                  decoded=sample.decoded("answer")))
+
+
 def _is_pcm16_wav(path: str) -> bool:
     """Whether libsndfile reads ``path`` as a 16-bit PCM WAV (a second header parse, ~0.1 ms)."""
     import soundfile as sf

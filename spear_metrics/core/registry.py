@@ -20,6 +20,7 @@ DIMENSIONS: dict[str, str] = {
     "emotions": "spear_metrics.emotions.definition:Emotions",
     "turn_taking": "spear_metrics.turn_taking.definition:TurnTaking",
     "stances": "spear_metrics.stances.definition:Stances",
+    "distributional": "spear_metrics.distributional.definition:Distributional",
 }
 
 

@@ -517,6 +517,25 @@ def speech_segments(
     return [(float(t["start"]), float(t["end"])) for t in ts]
 
 
+def answer_speech_segments(sample, *, backend: Backend = DEFAULT_BACKEND, time_resolution: int = 1) -> list[Segment]:
+    """:func:`speech_segments` of a sample's answer (16 kHz, channels averaged:
+    ``Sample.answer_audio()``), computed once per sample and setting for every dimension of the
+    run that asks (``interruptions``, ``distributional``).
+
+    Raises:
+        ValueError: as :func:`speech_segments`.
+        spear_datasets.audio.AudioError: the answer cannot be decoded.
+    """
+    return sample.cached(answer_vad_key(backend, time_resolution),
+                         lambda: speech_segments(sample.answer_audio(), backend=backend, time_resolution=time_resolution))
+
+
+def answer_vad_key(backend: str, time_resolution: int) -> str:
+    """The ``Sample.cached`` key of the answer's VAD segments for one setting: a dimension that
+    computes them its own way (same call, same setting) stores them under it for the others."""
+    return f"vad:answer:{backend}:{int(time_resolution)}"
+
+
 def intersect_segments(a: Sequence[Segment], b: Sequence[Segment]) -> list[Segment]:
     """The spans (s) during which a segment of ``a`` and a segment of ``b`` are both active, in
     time order. Both lists must be internally non-overlapping (as VAD output is). Two-pointer sweep.

@@ -20,7 +20,7 @@ import numpy as np
 
 from spear_datasets.schema import SpearRow, subset_of
 from spear_metrics.core.dimension import Dimension, MetricKey, Sample, keyed_resampler, mean_or_none, mean_resampler
-from spear_metrics.core.pitch import F0_STATS, pitch_track_file
+from spear_metrics.core.pitch import F0_STATS, answer_pitch
 
 
 def normalized_f0_std_avg(
@@ -159,8 +159,8 @@ class ExplainableFeatures(Dimension):
     def score_sample(self, sample: Sample) -> dict[str, Any]:
         # THE loader's checks (header, decodable, no NaN/inf samples) before Praat sees the file; the
         # decoded answer is the one the other dimensions of the run share
-        decoded = sample.decoded("answer")
-        track, duration = pitch_track_file(str(sample.answer_audio_path), decoded=decoded)
+        # (answer_pitch: decoded once, analysed once for every dimension of the run)
+        track, duration = answer_pitch(sample)
         if not len(track.f0_hz):
             # Praat refuses a sound shorter than its window: upstream's row holds no value at all
             return {"explainable_duration_s": None, "explainable_voiced_ratio": None, **track.stats(),

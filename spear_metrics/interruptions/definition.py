@@ -14,7 +14,7 @@ from spear_datasets.audio import TARGET_SR
 from spear_datasets.schema import SpearRow
 from spear_metrics.core.dimension import (Dimension, MetricKey, Option, Sample, keyed_resampler, mean_or_none,
                                           mean_resampler, percent_or_none, percent_resampler)
-from spear_metrics.core.vad import BACKENDS, DEFAULT_BACKEND, Segment, clip_segments, intersect_segments, shift_segments, speech_segments, total_length
+from spear_metrics.core.vad import BACKENDS, DEFAULT_BACKEND, Segment, answer_vad_key, clip_segments, intersect_segments, shift_segments, speech_segments, total_length
 
 
 def skip_point_s(answer_start_time: float | None) -> float:
@@ -192,7 +192,9 @@ class Interruptions(Dimension):
     def score_sample(self, sample: Sample) -> dict[str, Any]:
         m = sample.meta
         q = sample.cached("vad:input_mix", lambda: self._vad(sample.input_audio("mix")))
-        a = sample.cached("vad:answer", lambda: self._vad(sample.answer_audio()))
+        a = sample.cached(answer_vad_key(self.options.get("vad_backend", DEFAULT_BACKEND),
+                                         int(self.options.get("vad_time_resolution", 1))),
+                          lambda: self._vad(sample.answer_audio()))
         skip = skip_point_s(m.answer_start_time)
         cut = self._cut_vad(sample, skip, a)
         lat = latency_s(q, cut, m.question_end_time, m.answer_start_time)

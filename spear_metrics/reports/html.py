@@ -819,10 +819,19 @@ def provenance_section(report: Report, page: Page) -> None:
 
 
 #: The report's sections, in order (see the module docstring to add one).
+def distributional_section(report: Report, page: Page) -> None:
+    """SPEAR's distributional baselines and SPEARBench's ``human_likeness_auroc``
+    (:func:`spear_metrics.reports.distributional.distributional_section`)."""
+    from spear_metrics.reports.distributional import distributional_section as build
+
+    build(page, report.run, report.labelled)
+
+
 SECTIONS: list[Section] = [
     Section("summary", "Summary", summary_section),
     Section("problems", "Problems with the inputs", problems_section, _has_problems),
     *(Section(f"dim-{dim}", title, functools.partial(dimension_section, dim)) for dim, title in DIMENSIONS),
+    Section("dim-distributional", "Distributional baselines and human likeness", distributional_section),
     Section("runs", "Runs in this report", runs_section, lambda r: bool(r.human is not None or r.against)),
     Section("provenance", "Provenance", provenance_section),
 ]

@@ -37,7 +37,7 @@ import numpy as np
 from spear_datasets.schema import SpearRow
 from spear_metrics.core.dimension import Dimension, MetricKey, Option, Sample, mean_or_none
 from spear_metrics.core.records import one_line
-from spear_metrics.core.vad import BACKENDS, DEFAULT_BACKEND, speech_segments
+from spear_metrics.core.vad import BACKENDS, DEFAULT_BACKEND, answer_vad_key, speech_segments
 from spear_metrics.turn_taking.vap import (CONTEXT_S, FRAME_HZ, MIN_UNIT_FRAMES, clean_vad, dialog_nll, future_vad_labels,
                                           load_vap, unit_nlls, utterance_units, vad_frames, vad_to_model_frames)
 
@@ -284,7 +284,9 @@ class TurnTaking(Dimension):
         vap = self._model() if self.options.get("vap_model") else None
         for i, s in enumerate(samples):
             try:
-                a_segs = s.cached("vad:answer", lambda s=s: self._vad(s.answer_audio()))
+                a_segs = s.cached(answer_vad_key(self.options.get("vad_backend", DEFAULT_BACKEND),
+                                                 int(self.options.get("vad_time_resolution", 1))),
+                                  lambda s=s: self._vad(s.answer_audio()))
                 off = response_offset_s(s.meta.answer_start_time, a_segs)
                 v = {"response_offset_s": None if off is None else round(off, 6),
                      "turn_taking_offset_loglik": None if (ref is None or off is None) else round(ref.loglik(off), 6),
