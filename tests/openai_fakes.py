@@ -82,6 +82,7 @@ class RealtimeFake:
         self.replied_at: dict[str, int] = {}  # row -> samples (24 kHz) received when the reply went out
         self.forced: set[str] = set()
         self.events: dict[str, list[str]] = defaultdict(list)
+        self.extensions: dict[str, Optional[str]] = {}  # row -> the Sec-WebSocket-Extensions the client offered
         self._t = _Thread()
         self.port = self._t.run(self._start())
 
@@ -108,6 +109,7 @@ class RealtimeFake:
     def _check(self, connection, request):
         rid = request.headers.get("X-Client-Request-Id", "")
         self.connections[rid] += 1
+        self.extensions[rid] = request.headers.get("Sec-WebSocket-Extensions")
         prog = self.programs.get(rid, Program())
         if request.headers.get("Authorization") != f"Bearer {self.key}":
             return connection.respond(401, "bad key\n")

@@ -196,6 +196,7 @@ def test_realtime_resume_after_kill_redoes_only_missing_rows(real_dir, tmp_path,
     assert info["rows_run_this_time"] == 2 and info["n_answered"] == 3
     done_first = Path(first[0]["audio_path"]).name
     assert fake.connections[done_first] == 1  # not redone
+    assert set(fake.extensions.values()) == {None}  # no permessage-deflate offered (as the openai SDK's client)
     logged = [json.loads(x)["row"] for x in (out / ".work/rank-0.jsonl").read_text().splitlines()]
     assert sorted(logged) == [0, 1, 2]
     no_key_in(out)
