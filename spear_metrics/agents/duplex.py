@@ -247,8 +247,8 @@ class SessionResult:
 class OutputSink:
     """Where an adapter's receiver puts what the system sends; the harness's stopwatch.
 
-    The adapter calls :meth:`audio` (or :meth:`pcm16`), :meth:`text`, :meth:`done` and
-    :meth:`fail`; it never reads the clock itself. All calls must come from the event loop's
+    The adapter calls :meth:`audio` (or :meth:`pcm16`), :meth:`text`, :meth:`done`, :meth:`reopen`
+    and :meth:`fail`; it never reads the clock itself. All calls must come from the event loop's
     thread (an adapter's receiver task), as websockets/httpx/SDK callbacks do.
     """
 
@@ -335,8 +335,7 @@ class OutputSink:
             self.result.first_audio_s = t
             self.result.first_audio_input_s = self.input_sent_s
         self.result.chunks.append(OutputChunk(a, sr, t, self.input_sent_s))
-        if self._done.is_set() and self._error is None:
-            self._done.clear()
+        self.reopen()
 
     def pcm16(self, data: bytes, sample_rate: int) -> None:
         """Output audio as raw little-endian 16-bit mono PCM (the Realtime API's ``audio/pcm``).
@@ -362,6 +361,13 @@ class OutputSink:
         """The system finished its output (for now: a later :meth:`audio` reopens)."""
         self.result.finish_reason = reason
         self._done.set()
+
+    def reopen(self) -> None:
+        """The system started another output (e.g. the Realtime API's ``response.created`` after an
+        earlier response was done): the session waits for it again, as if no :meth:`done` had come
+        (:meth:`audio` does the same when audio arrives). No effect after :meth:`fail`."""
+        if self._done.is_set() and self._error is None:
+            self._done.clear()
 
     def fail(self, error: BaseException | str) -> None:
         """A fatal error in the receiver (connection dropped, malformed event...): the session

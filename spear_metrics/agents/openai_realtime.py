@@ -14,7 +14,8 @@ in ``thomasthebaud/SPEAR-benchmark-website``):
 - output audio from ``response.output_audio.delta`` (older name ``response.audio.delta``; both are
   taken), text from the transcript/text deltas; the server may answer, stop and answer again while
   the input still streams (barge-in): everything is kept; the session ends when no response is
-  active any more after answer audio came (``response.done``), or ``max_wait_s`` after the tail.
+  active any more after answer audio came (``response.done``; a ``response.created`` after that
+  reopens the wait), or ``max_wait_s`` after the tail.
 
 Onset (SPEAR's rule, ``onset_clock=wall``): the monotonic clock at the first output-audio delta
 minus the clock just before the first input chunk, in s from the start of the clip (the clip ends
@@ -425,6 +426,7 @@ class RealtimeConnection:
             rid = (ev.get("response") or {}).get("id")
             if rid:
                 self._active.add(str(rid))
+            self.sink.reopen()  # an earlier response may be done: wait for this one too
         elif t == "response.done":
             resp = ev.get("response") or {}
             self._active.discard(str(resp.get("id")))
