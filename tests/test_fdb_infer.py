@@ -102,3 +102,46 @@ def test_fdb_infer_writes_time_synchronous_replies_that_fdb_scores(fdb_root, rea
     for f in fdb_root.rglob("*"):
         if f.is_file():
             assert KEY.encode() not in f.read_bytes()
+
+
+def test_fdb_infer_kill_after_the_reply_is_written_and_foreign_transcripts(fdb_root, real_dir, monkeypatch):
+    """A run killed between writing a reply and logging it redoes that sample on rerun (the
+    output.wav there is its own, not another system's to keep); an output.json this command did
+    not write is kept (and its sample not run) unless --overwrite."""
+    import spear_datasets.audio as audio_mod
+    from spear_metrics.full_duplex.infer import run_fdb_inference
+
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    task = fdb_root / "smooth_turn_taking"
+    shutil.rmtree(task / "1")
+    shutil.copytree(task / "2", task / "3")
+    foreign = task / "3" / "output.json"
+    foreign.write_text('{"text": "another system", "chunks": []}')
+    turn_end = json.loads((task / "2" / "turn_taking.json").read_text())[0]["timestamp"][0]
+    progs = {f"smooth_turn_taking_{i}": Program("reply", at_s=turn_end + 0.3, speech_end_s=turn_end) for i in (2, 3)}
+    fake = RealtimeFake(progs, load_audio(real_dir / "speechbrain__p225_002.wav", sr=24_000, channels="mix")[0][:12000], KEY)
+    write_wav = audio_mod.write_wav
+
+    def write_then_die(path, wav, sr=16000):
+        write_wav(path, wav, sr)
+        raise KeyboardInterrupt  # stands for a kill -9 after the file, before its record
+
+    kw = dict(agent_options={"base_url": fake.url}, asr=None, progress=False)
+    try:
+        monkeypatch.setattr(audio_mod, "write_wav", write_then_die)
+        with pytest.raises(KeyboardInterrupt):
+            run_fdb_inference("openai-realtime", task, **kw)
+        monkeypatch.setattr(audio_mod, "write_wav", write_wav)
+        assert (task / "2" / "output.wav").is_file() and foreign.read_text().startswith('{"text": "another')
+        info = run_fdb_inference("openai-realtime", task, **kw)
+        assert info["n_written"] == 1 and info["n_done"] == 1 and info["n_kept"] == 1
+        assert fake.connections["smooth_turn_taking_2"] == 2 and fake.connections["smooth_turn_taking_3"] == 0
+        assert foreign.read_text() == '{"text": "another system", "chunks": []}'
+        assert not (task / "3" / "output.wav").exists()
+        info = run_fdb_inference("openai-realtime", task, overwrite=True, **kw)  # now it may replace them
+        assert info["n_written"] == 1 and info["n_done"] == 2 and info["n_kept"] == 0
+        assert not foreign.exists() and (task / "3" / "output.wav").is_file()
+    finally:
+        fake.close()
+    y, sr = decode(task / "2" / "output.wav")
+    assert np.flatnonzero(y[0])[0] / sr >= turn_end + 0.3 - CHUNK_S  # the reply, placed in the channel

@@ -20,9 +20,12 @@ stream a stimulus and record a reply channel of the same length. Written beside 
 Two passes: all sessions first (``concurrency`` at once on one event loop, nothing CPU-heavy beside
 them), then the ASR of the new replies. Resumable: the work log ``<task_dir>/.spearbench-fdb-infer/``
 (a hidden folder, which ``spearbench fdb`` skips) records each sample; a rerun redoes only what is
-missing. A sample that already holds an ``output.wav`` this command did not write is left alone
-(counted as kept) unless ``overwrite``; with ``overwrite`` only ``output.wav`` and ``output.json``
-are replaced, nothing else in the sample folder is touched.
+missing. Before a reply is written its sample is logged as ``writing`` (then ``ok`` once written),
+so a run killed in between knows on rerun that the ``output.wav`` there is its own (redone, not
+mistaken for another system's). A sample that already holds an ``output.wav`` or ``output.json``
+this command did not write is left alone (counted as kept) unless ``overwrite``; with
+``overwrite`` only ``output.wav`` and ``output.json`` are replaced, nothing else in the sample
+folder is touched.
 """
 
 from __future__ import annotations
@@ -103,15 +106,19 @@ def list_stimuli(task_dir: Path) -> list[Stimulus]:
     return out
 
 
+#: a sample's reply is about to be written (its output files are this command's from then on)
+WRITING = "writing"
+
+
 def read_log(work: Path) -> list[dict[str, Any]]:
-    """The valid records of ``work/rank-0.jsonl`` (a ``sample`` id and an ok/failed ``status``);
-    torn lines are skipped (their samples are redone)."""
+    """The valid records of ``work/rank-0.jsonl`` (a ``sample`` id and an ``ok``/``failed``/``writing``
+    ``status``); torn lines are skipped (their samples are redone)."""
     from spear_metrics.core.records import read_jsonl
 
     p = work / "rank-0.jsonl"
     if not p.is_file():
         return []
-    return [o for o in read_jsonl(p) if isinstance(o.get("sample"), str) and o.get("status") in ("ok", "failed")]
+    return [o for o in read_jsonl(p) if isinstance(o.get("sample"), str) and o.get("status") in ("ok", "failed", WRITING)]
 
 
 def _reason(e: BaseException) -> str:
@@ -237,7 +244,9 @@ def run_fdb_inference(agent_name: str, root: str | os.PathLike, *, tasks: Option
             continue
         if r is not None and r.get("status") == "failed" and not retry_failed:
             continue
-        if (s.dir / "output.wav").exists() and not overwrite:
+        # written by this command (ok), or killed while writing its reply (writing): its files are ours
+        ours = r is not None and r.get("status") in ("ok", WRITING)
+        if not ours and not overwrite and any((s.dir / f).exists() for f in ("output.wav", "output.json")):
             kept.append(s)
             continue
         todo.append(s)
@@ -256,6 +265,12 @@ def run_fdb_inference(agent_name: str, root: str | os.PathLike, *, tasks: Option
 
             (s.dir / "output.json").unlink(missing_ok=True)  # a stale transcript never sits beside a new reply
             write_wav(s.dir / "output.wav", reply, rate)
+
+        def claim(s: Stimulus) -> None:
+            """Log that ``s``'s output files are about to be (re)written by this command."""
+            rec = {"sample": s.id, "task": s.task, "status": WRITING}
+            logs[s.task_dir].write([rec])
+            state[s.task_dir][s.id] = rec
 
         def log(s: Stimulus, rec: dict[str, Any]) -> None:
             logs[s.task_dir].write([rec])
@@ -276,6 +291,7 @@ def run_fdb_inference(agent_name: str, root: str | os.PathLike, *, tasks: Option
             try:
                 reply, rate, timing = await stream_stimulus(agent, s, chunk_ms=chunk_ms, row_timeout_s=row_timeout_s,
                                                             output_sr=output_sr)
+                await loop.run_in_executor(writer, claim, s)
                 await loop.run_in_executor(writer, save, s, reply, rate)
                 rec.update(status="ok", asr=False, **timing)
                 written += 1
