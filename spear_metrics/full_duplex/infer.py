@@ -305,26 +305,9 @@ def run_fdb_inference(agent_name: str, root: str | os.PathLike, *, tasks: Option
             await loop.run_in_executor(writer, log, s, rec)
 
         async def main() -> None:
-            from concurrent.futures import ThreadPoolExecutor
+            from spear_metrics.agents.harness import run_concurrently
 
-            from spear_metrics.agents.harness import _warm_up
-
-            pending = iter(todo)
-            writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="spearbench-writer")  # every write, in order
-            _warm_up(agent)
-
-            async def worker() -> None:
-                for s in pending:
-                    await one(s, writer)
-
-            try:
-                async with asyncio.TaskGroup() as tg:
-                    for _ in range(min(concurrency, len(todo))):
-                        tg.create_task(worker())
-            except BaseExceptionGroup as eg:
-                raise eg.exceptions[0] from None
-            finally:
-                writer.shutdown(wait=True)
+            await run_concurrently(agent, todo, concurrency, one)
 
         if todo:
             asyncio.run(main())
