@@ -21,7 +21,6 @@ Outputs in ``RESULTS/`` (see :mod:`spear_metrics.speechrole.aggregate` for the s
 from __future__ import annotations
 
 import functools
-import io
 import json
 import os
 import urllib.parse
@@ -171,13 +170,11 @@ def encoded_wav(path: str, protocol: str) -> bytes:
 
 
 def wav_bytes(wav, sr: int) -> bytes:
-    """``(channels, samples)`` float audio as the bytes of a 16-bit PCM WAV file."""
-    import numpy as np
-    import soundfile as sf
+    """``(channels, samples)`` float audio as the bytes of a 16-bit PCM WAV file
+    (:func:`spear_datasets.audio.wav_bytes`)."""
+    from spear_datasets.audio import wav_bytes as encode
 
-    buf = io.BytesIO()
-    sf.write(buf, np.clip(np.asarray(wav, dtype=np.float32).T, -1.0, 1.0), int(sr), subtype="PCM_16", format="WAV")
-    return buf.getvalue()
+    return encode(wav, sr)
 
 
 @functools.lru_cache(maxsize=64)
