@@ -640,7 +640,8 @@ def run_inference(
     if state.is_main_process:
         claim_work_dir(work, fp, overwrite=overwrite, conflict=InferError(
             f"{out} holds answers of another run (other data, agent, options or config); use a new --out folder or --overwrite"),
-            stale=[out / AUDIO_DIR, out / INPUTS_DIR, *(out / f for f in ("metadata.csv", "failures.jsonl", "run_info.json"))])
+            stale=[out / AUDIO_DIR, out / INPUTS_DIR,
+                   *(out / f for f in ("metadata.csv", "failures.jsonl", "run_info.json", RESPONSE_TIMES))])
     state.wait_for_everyone()
 
     done = _read_logs(work)
