@@ -112,12 +112,16 @@ def test_fdb_infer_kill_after_the_reply_is_written_and_foreign_transcripts(fdb_r
     from spear_metrics.full_duplex.infer import run_fdb_inference
 
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    from spear_datasets.audio import write_wav
+
     task = fdb_root / "smooth_turn_taking"
     shutil.rmtree(task / "1")
+    turn_end = json.loads((task / "2" / "turn_taking.json").read_text())[0]["timestamp"][0]
+    x, sr = decode(task / "2" / "input.wav")
+    write_wav(task / "2" / "input.wav", x[:, : round((turn_end + 0.6) * sr)], sr)  # the stimulus up to its turn end
     shutil.copytree(task / "2", task / "3")
     foreign = task / "3" / "output.json"
     foreign.write_text('{"text": "another system", "chunks": []}')
-    turn_end = json.loads((task / "2" / "turn_taking.json").read_text())[0]["timestamp"][0]
     progs = {f"smooth_turn_taking_{i}": Program("reply", at_s=turn_end + 0.3, speech_end_s=turn_end) for i in (2, 3)}
     fake = RealtimeFake(progs, load_audio(real_dir / "speechbrain__p225_002.wav", sr=24_000, channels="mix")[0][:12000], KEY)
     write_wav = audio_mod.write_wav
