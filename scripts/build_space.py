@@ -24,9 +24,12 @@ def build_space(out: Path) -> Path:
     Raises:
         spear_metrics.publish.PublishError: the wheel could not be built.
     """
+    from spear_datasets.files import open_folder
     from spear_metrics.publish import build_wheel, write_leaderboard_space
 
-    with tempfile.TemporaryDirectory(prefix="spearbench-wheel-") as tmp:
+    # out: new, empty or a Space folder this script wrote (its earlier files are replaced, nothing
+    # else; the record in out/.work/ is never uploaded)
+    with open_folder(out, command="build-space"), tempfile.TemporaryDirectory(prefix="spearbench-wheel-") as tmp:
         wheel = build_wheel(Path(tmp), REPO)
         write_leaderboard_space(out, wheel)
     return out / wheel.name

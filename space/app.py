@@ -30,6 +30,7 @@ import argparse
 import hashlib
 import math
 import os
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -65,10 +66,13 @@ def columns() -> list[Column]:
     return leaderboard_columns()
 
 
-def header(c: Column) -> str:
+def header(c: Column, page: bool = False) -> str:
     """Display header of a column: dimension, exact CSV key, unit and direction, e.g.
-    ``Interruptions · latency_ms [ms] ≈human``."""
-    return f"{c.group} · {c.name} [{c.unit}] {ARROWS.get(c.better, c.better)}"
+    ``Interruptions · latency_ms [ms] ≈human``. ``page``: as shown in the page's table, where
+    the unit is kept on one line (no-break space and hyphen: ``[MOS 1‑5]`` never breaks as
+    ``[MOS 1-`` / ``5]``); the API and the CSV keep the plain text."""
+    unit = c.unit.replace(" ", "\u00a0").replace("-", "\u2011") if page else c.unit
+    return f"{c.group} · {c.name} [{unit}] {ARROWS.get(c.better, c.better)}"
 
 
 def _num(cell: Any) -> float | None:
@@ -120,7 +124,7 @@ def all_rows(sources: list[str]) -> tuple[list[dict[str, Any]], list[str]]:
     loaded, errors = load_sources(sources)
     rows = published_rows()
     for r in loaded:
-        if r.summary.get("benchmark"):  # another benchmark's results: its own tab (SpeechRole-Eval)
+        if r.summary.get("benchmark"):  # another benchmark's results (SpeechRole-Eval, Dynamic-SUPERB): its own tab
             continue
         row = leaderboard_row(r)
         row["source"] = r.source
@@ -134,6 +138,14 @@ def speechrole_table(sources: list[str], scope: str = "overall") -> pd.DataFrame
     from spear_metrics.speechrole.results import leaderboard_frame
 
     return leaderboard_frame(load_sources(sources)[0], scope)
+
+
+def dsuperb_table(sources: list[str]) -> pd.DataFrame:
+    """The Dynamic-SUPERB tab: one row per loaded Dynamic-SUPERB results dataset
+    (:func:`spear_metrics.dynamic_superb.results.leaderboard_frame`)."""
+    from spear_metrics.dynamic_superb.results import leaderboard_frame
+
+    return leaderboard_frame(load_sources(sources)[0])
 
 
 def _human_value(rows: list[dict[str, Any]], key: str) -> float | None:
@@ -196,21 +208,39 @@ def value_text(row: dict[str, Any], key: str) -> str:
     return text
 
 
+#: the leaderboard's headers wrap between words, never inside one ("open weig hts"), and the
+#: value columns stay narrow enough for more of them to fit (values wrap at their spaces)
+TABLE_CSS = """
+#leaderboard th, #leaderboard th *, #leaderboard td, #leaderboard td * {
+  word-break: normal !important; overflow-wrap: normal !important; hyphens: none !important;
+}
+#leaderboard th, #leaderboard th * { white-space: normal !important; }
+#leaderboard td { max-width: 14em; }
+"""
+
+
 def _ow(v: bool | None) -> str:
     return "-" if v is None else ("yes" if v else "no")
 
 
-def display_frame(rows: list[dict[str, Any]], dims: list[str] | None) -> pd.DataFrame:
-    """The table as shown: strings, "-" for missing values, headers with unit and direction."""
+#: the columns before the values: ``model`` and ``source`` first (pinned on the page: the source
+#: tells a published row from a results dataset's row of the same model, e.g. two "human" rows)
+ROW_COLUMNS = ("model", "source", "inference mode", "open weights")
+
+
+def display_frame(rows: list[dict[str, Any]], dims: list[str] | None, *, page: bool = False) -> pd.DataFrame:
+    """The table as shown: strings, "-" for missing values, headers with unit and direction
+    (:func:`header`; ``page``: the page's own header text); ``source`` ("published" or a results
+    dataset's label) second, beside ``model``."""
     cols = [c for c in columns() if dims is None or c.group in dims]
     data = []
     for r in rows:
-        d = {"model": r["model"], "inference mode": r["inference_mode"] or "-", "open weights": _ow(r["open_weights"])}
+        d = {"model": r["model"], "source": r["source"], "inference mode": r["inference_mode"] or "-",
+             "open weights": _ow(r["open_weights"])}
         for c in cols:
-            d[header(c)] = value_text(r, c.name)
-        d["source"] = r["source"]
+            d[header(c, page)] = value_text(r, c.name)
         data.append(d)
-    return pd.DataFrame(data, columns=["model", "inference mode", "open weights", *[header(c) for c in cols], "source"])
+    return pd.DataFrame(data, columns=[*ROW_COLUMNS, *[header(c, page) for c in cols]])
 
 
 def csv_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
@@ -226,12 +256,26 @@ def csv_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame(data)
 
 
+#: Most leaderboard CSVs kept in :data:`CACHE` (the oldest are removed beyond it).
+MAX_TABLE_FILES = 16
+
+
 def write_csv(rows: list[dict[str, Any]]) -> str:
-    """Write the download CSV to a fresh temporary file; returns its path."""
-    fd, path = tempfile.mkstemp(prefix="spearbench_leaderboard_", suffix=".csv")
-    os.close(fd)
-    csv_frame(rows).to_csv(path, index=False, float_format="%.6g")
-    return path
+    """Write the download CSV into :data:`CACHE`, named by its content (the same table is one
+    file however often it is asked for), keeping at most :data:`MAX_TABLE_FILES` of them;
+    returns its path."""
+    text = csv_frame(rows).to_csv(index=False, float_format="%.6g")
+    CACHE.mkdir(parents=True, exist_ok=True)
+    path = CACHE / f"spearbench_leaderboard_{hashlib.sha1(text.encode()).hexdigest()[:16]}.csv"
+    if not path.exists():
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    os.utime(path)  # the newest, kept by the pruning below
+    old = sorted(CACHE.glob("spearbench_leaderboard_*.csv"), key=lambda p: p.stat().st_mtime_ns)[:-MAX_TABLE_FILES]
+    for p in old:
+        p.unlink(missing_ok=True)
+    return str(path)
 
 
 def legend_markdown() -> str:
@@ -284,9 +328,12 @@ def filtered_rows(res: Results, subset: str, metric: str, lo: Any = None, hi: An
 
 
 def _sample_label(res: Results, row: int) -> str:
+    """``row 0 · <input clip file name without extension> · ok`` (+ ``· failed`` etc.): the row
+    id, the clip that identifies the sample across results datasets (:func:`sample_key`), and
+    whether it was scored."""
     r = res.samples[res.samples["row"] == row].iloc[0]
-    conv = r.get("conversation_id") or Path(str(r.get("audio_path") or "")).name
-    return f"row {row} · {conv} · {r.get('status')}"
+    clip = Path(str(r.get("audio_path") or "").replace("\\", "/")).stem or r.get("conversation_id") or "?"
+    return f"row {row} · {clip} · {r.get('status')}"
 
 
 def _audio_file(value: Any) -> str | None:
@@ -441,11 +488,11 @@ def report_view(sources: list[str], source: str | None) -> tuple[str, str | None
     res = next((r for r in loaded if r.source == source), None)
     if res is None:
         return "<p>Load a results dataset to see its report.</p>", None
-    if res.report is None:
+    data = res.read_report()  # its real path inside the dataset's folder, checked now (links never followed out)
+    if data is None:
         return (f"<p>{html_lib.escape(res.model)} ({html_lib.escape(res.source)}) has no report: write one with "
                 "<code>spearbench report RESULTS --human HUMAN_RESULTS --out RESULTS/report</code> before "
                 "<code>spearbench push-results</code>, which then includes <code>report/</code>.</p>"), None
-    data = res.report.read_bytes()
     CACHE.mkdir(parents=True, exist_ok=True)
     copy = CACHE / f"report-{hashlib.sha1(data).hexdigest()[:16]}.html"
     if not copy.exists():
@@ -581,7 +628,9 @@ def build_app(sources: list[str] | None = None) -> gr.Blocks:
     sort_choices = ["model", *[c.name for c in columns()]]
     models0 = _samples_models(start)
 
-    with gr.Blocks(title="SPEARBench leaderboard") as demo:
+    # gradio's copies of served files (tables, audio, reports) older than an hour go every hour
+    with gr.Blocks(title="SPEARBench leaderboard", delete_cache=(3600, 3600)) as demo:
+        gr.HTML(f"<style>{TABLE_CSS}</style>", padding=False, elem_id="table_css")
         src_state = gr.State(start)
         gr.Markdown(
             "# SPEARBench leaderboard\n"
@@ -598,9 +647,10 @@ def build_app(sources: list[str] | None = None) -> gr.Blocks:
             with gr.Row():
                 sort_by = gr.Dropdown(sort_choices, value="model", label="sort by")
                 order = gr.Radio(["best first", "ascending", "descending"], value="ascending", label="order")
-            table = gr.Dataframe(value=display_frame(filter_sort(rows0, modes0, "all", "model", "ascending"), group_labels),
+            table = gr.Dataframe(value=display_frame(filter_sort(rows0, modes0, "all", "model", "ascending"), group_labels,
+                                                     page=True),
                                  interactive=False, wrap=True, label="SPEAR leaderboard", elem_id="leaderboard",
-                                 max_height=600)
+                                 max_height=600, pinned_columns=2)
             status = gr.Markdown(status_text(len(start), errors0), elem_id="status")
             with gr.Row():
                 src_box = gr.Textbox(label="add results datasets (Hub dataset ids OWNER/NAME, comma separated; "
@@ -618,6 +668,11 @@ def build_app(sources: list[str] | None = None) -> gr.Blocks:
             sr_scope = gr.Radio(["overall", "single", "multi"], value="overall", label="dialogues")
             sr_table = gr.Dataframe(value=speechrole_table(start), interactive=False, wrap=True, elem_id="speechrole")
             sr_scope.change(speechrole_table, [src_state, sr_scope], [sr_table], api_visibility="private")
+        with gr.Tab("Dynamic-SUPERB"):
+            gr.Markdown("Dynamic-SUPERB Phase-2 results datasets (`spearbench dsuperb score` + `push-results`): one "
+                        "column per task (SPEARBench's project key: `judge_accuracy`, `WER`, `BLEU`, `pearson_r`...; "
+                        "upstream's metric functions are not public), then each key's mean over tasks.")
+            ds_table = gr.Dataframe(value=dsuperb_table(start), interactive=False, wrap=True, elem_id="dsuperb")
         with gr.Tab("Samples"):
             with gr.Row():
                 model_dd = gr.Dropdown(models0, value=models0[0][1] if models0 else None, label="model",
@@ -661,7 +716,7 @@ def build_app(sources: list[str] | None = None) -> gr.Blocks:
             # the status line is the last load's report: a refresh never overwrites it
             rows, _ = all_rows(sources_)
             shown = filter_sort(rows, modes_, open_, sort_, order_)
-            return display_frame(shown, dims_), write_csv(shown)
+            return display_frame(shown, dims_, page=True), write_csv(shown)
 
         lb_inputs = [src_state, modes, open_w, dims, sort_by, order]
         lb_outputs = [table, download]
@@ -682,8 +737,9 @@ def build_app(sources: list[str] | None = None) -> gr.Blocks:
 
         add_btn.click(add_sources, [src_state, src_box, modes, open_w],
                       [src_state, modes, src_box, model_dd, status, report_dd],
-                      api_visibility="private").then(refresh, lb_inputs, lb_outputs).then(
-            speechrole_table, [src_state, sr_scope], [sr_table], api_visibility="private")
+                      api_visibility="private").then(refresh, lb_inputs, lb_outputs, api_visibility="private").then(
+            speechrole_table, [src_state, sr_scope], [sr_table], api_visibility="private").then(
+            dsuperb_table, [src_state], [ds_table], api_visibility="private")
 
         def leaderboard(sources_text: str = "", inference_modes: str = "", open_weights: str = "all",
                         sort: str = "model", sort_order: str = "ascending") -> dict:
@@ -703,7 +759,7 @@ def build_app(sources: list[str] | None = None) -> gr.Blocks:
         def pick_row(evt: gr.SelectData, sources_):
             """Clicking a leaderboard row of a loaded results dataset opens it in the sample browser."""
             row = evt.row_value or []
-            src = row[-1] if row else None
+            src = row[ROW_COLUMNS.index("source")] if len(row) > 1 else None
             models = _samples_models(sources_)
             if src in [m[1] for m in models]:
                 return gr.update(value=src)
@@ -771,7 +827,23 @@ def build_app(sources: list[str] | None = None) -> gr.Blocks:
 
         demo.load(on_load, filt_inputs + [group_dd, report_dd],
                   [sample_dd, metric_dd, dist, dim_plot, report_html, report_file], api_visibility="private")
+    check_public_api(demo)
     return demo
+
+
+#: The only endpoints the Space offers to API clients; every other event (chained ones
+#: included) is internal to the page (``api_visibility="private"``).
+PUBLIC_API = ("leaderboard", "sample")
+
+
+def check_public_api(demo: gr.Blocks) -> None:
+    """Raise ``RuntimeError`` when an event other than :data:`PUBLIC_API` is callable by API
+    clients (an event wired without ``api_visibility="private"``: a ``.then`` chain forgets it
+    easily). Called when the app is built, so such an app never starts."""
+    exposed = sorted(str(f.api_name) for f in demo.fns.values()
+                     if getattr(f, "api_visibility", "public") != "private" and f.api_name not in PUBLIC_API)
+    if exposed:
+        raise RuntimeError(f"events exposed as API endpoints besides {', '.join(PUBLIC_API)}: {', '.join(exposed)}")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -780,7 +852,12 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description="SPEARBench leaderboard Space")
     p.add_argument("--results", nargs="*", default=[], help="results datasets: Hub ids or local folders")
     args = p.parse_args(argv)
-    build_app(default_sources(args.results)).launch()
+    from spear_metrics.results import expand_results_folders
+
+    sources, messages = expand_results_folders(default_sources(args.results))
+    for m in messages:  # a parent folder of results datasets (e.g. DEMO_OUT/datasets): said on the console
+        print(f"warning: {m}", file=sys.stderr)
+    build_app(sources).launch()
 
 
 if __name__ == "__main__":

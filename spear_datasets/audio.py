@@ -420,3 +420,34 @@ def write_wav(path: str | os.PathLike, wav: np.ndarray, sr: int = TARGET_SR) -> 
     with atomic_path(p) as tmp:
         tmp.write_bytes(data)
     return p
+
+
+def decode_bytes(data: bytes, name: str = "<bytes>") -> tuple[np.ndarray, int]:
+    """:func:`decode` of an encoded file held in memory (e.g. a ``datasets.Audio(decode=False)``
+    cell's ``bytes``): the same header checks and decoders, every channel kept.
+
+    The bytes go to a temporary file (deleted on return) named with ``name``'s suffix, so that
+    the decoders see the container they expect; messages name ``name``, not that file.
+
+    Args:
+        data: the encoded file (WAV, FLAC, MP3...).
+        name: what the bytes are (a dataset row, the cell's original path), used in messages.
+
+    Returns:
+        ``(waveform (channels, samples) float32, sample_rate Hz)``.
+
+    Raises:
+        AudioError: no bytes, or as :func:`decode`.
+    """
+    import tempfile
+
+    if not data:
+        raise AudioError(f"audio is empty (0 bytes): {name}")
+    suffix = Path(str(name)).suffix if Path(str(name)).suffix and len(Path(str(name)).suffix) <= 6 else ".audio"
+    with tempfile.TemporaryDirectory(prefix="spearbench-audio-") as tmp:
+        p = Path(tmp) / f"cell{suffix}"
+        p.write_bytes(bytes(data))
+        try:
+            return decode(p)
+        except AudioError as e:
+            raise AudioError(str(e).replace(str(p), str(name))) from None

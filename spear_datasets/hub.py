@@ -31,14 +31,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
 from spear_datasets.audio import TARGET_SR, AudioError, decode, input_clip_info
-from spear_datasets.files import atomic_path, make_dirs
+from spear_datasets.files import atomic_path, open_folder
 from spear_datasets.schema import (
     PARTICIPANT_RE,
     SPEAR_COLUMNS,
@@ -313,7 +312,7 @@ def build_hub_dataset(
         source: the SPEAR data folder (holding ``inputs/<split>/<subset>/metadata.csv``).
         out_dir: the Hub folder to write (created).
         max_shard_bytes: approximate audio bytes per parquet shard.
-        overwrite: replace an existing ``data/`` + card in ``out_dir``.
+        overwrite: replace a dataset this tool built in ``out_dir`` (the files it recorded there; nothing else).
         data_source: where the recordings come from, for the card. ``None``: Seamless
             Interaction (CC BY-NC 4.0) when every kept row carries Seamless ids
             (:func:`is_seamless_row`), else an unnamed source of unknown licence: the card
@@ -324,6 +323,8 @@ def build_hub_dataset(
     Raises:
         HubBuildError: no metadata under ``source``, ``out_dir`` already holds a dataset (and
             not ``overwrite``), or no row at all could be kept.
+        spear_datasets.files.OutFolderError: ``out_dir`` holds files this tool did not write, or a
+            live process writes it.
         MetadataError: a metadata CSV is unusable as a whole.
         spear_datasets.files.OutputError: ``out_dir`` cannot be written (no temporary file is left).
     """
@@ -332,11 +333,17 @@ def build_hub_dataset(
     if not sources:
         raise HubBuildError(f"no inputs/<split>/<subset>/metadata.csv under {source} "
                             f"(splits {', '.join(SPLITS)}; subsets {', '.join(SUBSETS)})")
-    if (out / "data").exists() or (out / "README.md").exists():
-        if not overwrite:
-            raise HubBuildError(f"{out} already holds a dataset; use another --out or --overwrite")
-        shutil.rmtree(out / "data", ignore_errors=True)
-    make_dirs(out)
+    # --out: new, empty or a dataset this tool built; --overwrite removes what it recorded, nothing else
+    with open_folder(out, command="build-dataset") as folder:
+        if folder.recorded():
+            if not overwrite:
+                raise HubBuildError(f"{out} already holds a dataset; use another --out or --overwrite")
+            folder.remove_recorded()
+        return _build(sources, out, max_shard_bytes=max_shard_bytes, progress=progress, data_source=data_source)
+
+
+def _build(sources: list, out: Path, *, max_shard_bytes: int, progress: bool, data_source: DataSource | None) -> BuildReport:
+    """:func:`build_hub_dataset` once ``out`` is open (writes recorded)."""
     report = BuildReport(out_dir=out)
     counts: dict[str, dict[str, int]] = defaultdict(dict)
     iterator: Iterable = sources

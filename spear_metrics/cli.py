@@ -20,6 +20,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "fdb-infer": ("spear_metrics.commands.fdb_infer", "stream Full-Duplex-Bench stimuli through a network adapter into output.wav/output.json"),
     "speechrole": ("spear_metrics.commands.speechrole",
                    "SpeechRole-Eval: infer role-play speech, judge it against the reference voices, summarize"),
+    "dsuperb": ("spear_metrics.commands.dsuperb",
+                "Dynamic-SUPERB Phase-2: list tasks, infer text answers into upstream's prediction files, score them"),
     "push-results": ("spear_metrics.commands.push_results", "publish a scored run as a Hub results dataset"),
     "publish": ("spear_metrics.commands.publish", "publish the dataset, the metric Spaces and the leaderboard Space"),
     "compare": ("spear_metrics.commands.compare", "paired comparison of two scored runs on the same inputs (A - B)"),
@@ -40,6 +42,15 @@ def build_parser(available: dict[str, object]) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one subcommand; everything it prints (messages, progress bars, warnings, logs) has its
+    secrets masked (:func:`spear_metrics.core.secrets.masked_output`)."""
+    from spear_metrics.core.secrets import masked_output
+
+    with masked_output():
+        return _main(argv)
+
+
+def _main(argv: list[str] | None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     available = {}
     for name, (module, _) in COMMANDS.items():

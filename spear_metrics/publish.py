@@ -18,6 +18,7 @@ login, never printed or written).
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import spear_metrics
+from spear_datasets.files import active_folder, atomic_path, make_dirs, open_folder
 from spear_metrics.results.validate import PROTOCOL
 
 PACKAGE_DIR = Path(spear_metrics.__file__).resolve().parent
@@ -107,20 +109,40 @@ def pin_wheel(requirements: Path, wheel_name: str) -> None:
             out.append(line)
     if not found:
         raise PublishError(f"{requirements.name} has no 'spearbench' line to pin the wheel on")
-    requirements.write_text("\n".join(out) + "\n", encoding="utf-8")
+    with atomic_path(requirements) as tmp:
+        tmp.write_text("\n".join(out) + "\n", encoding="utf-8")
 
 
 def _fresh(out: Path) -> Path:
-    """``out`` as a new empty folder (what was there is removed)."""
-    if out.exists():
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
+    """``out`` emptied of what an earlier ``publish`` wrote there (recorded in the output folder
+    holding it; nothing else is removed: a file someone else put there stops the command when
+    it would be replaced)."""
+    folder = active_folder(out)
+    if folder is not None:
+        rel = Path(os.path.relpath(os.path.abspath(out), os.path.abspath(folder.root))).as_posix()
+        folder.remove_recorded(under=None if rel == "." else rel)
+    make_dirs(out)
     return out
+
+
+def _copy(src: Path, dst: Path) -> None:
+    """Copy one file (atomically, recorded like every write)."""
+    with atomic_path(dst) as tmp:
+        shutil.copy2(src, tmp)
+
+
+def _copy_tree(src: Path, dst: Path) -> None:
+    """Copy the files under ``src`` (no ``__pycache__``/``*.pyc``, no hidden files) to ``dst``."""
+    for p in sorted(src.rglob("*")):
+        rel = p.relative_to(src)
+        if p.is_file() and not any(part == "__pycache__" or part.startswith(".") for part in rel.parts) \
+                and p.suffix != ".pyc":
+            _copy(p, dst / rel)
 
 
 def _bundle(out: Path, wheel: Path) -> Path:
     """Copy ``wheel`` into the Space folder ``out`` and pin it in its ``requirements.txt``."""
-    shutil.copy2(wheel, out / wheel.name)
+    _copy(wheel, out / wheel.name)
     pin_wheel(out / "requirements.txt", wheel.name)
     return out
 
@@ -138,7 +160,7 @@ def write_metric_space(metric: str, out: Path, wheel: Path) -> Path:
         raise PublishError(f"metric folder {metric} lacks {', '.join(missing)}")
     _fresh(out)
     for f in files:
-        shutil.copy2(src / f, out / f)
+        _copy(src / f, out / f)
     return _bundle(out, wheel)
 
 
@@ -159,11 +181,12 @@ def write_leaderboard_space(out: Path, wheel: Path, results: Sequence[str] = ())
     for f in SPACE_FILES:
         p = SPACE_DIR / f
         if p.is_dir():
-            shutil.copytree(p, out / f, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+            _copy_tree(p, out / f)
         else:
-            shutil.copy2(p, out / f)
+            _copy(p, out / f)
     if results:
-        (out / "results.txt").write_text("\n".join(results) + "\n", encoding="utf-8")
+        with atomic_path(out / "results.txt") as tmp:
+            tmp.write_text("\n".join(results) + "\n", encoding="utf-8")
     return _bundle(out, wheel)
 
 
@@ -180,11 +203,11 @@ def write_dataset(hub_dir: Path, out: Path) -> Path:
         raise PublishError(f"--dataset {hub_dir.name}: not a folder written by `spearbench build-dataset` "
                            "(README.md and data/*/*.parquet expected)")
     _fresh(out)
-    shutil.copy2(hub_dir / "README.md", out / "README.md")
-    shutil.copytree(hub_dir / "data", out / "data", ignore=shutil.ignore_patterns(".*"))
+    _copy(hub_dir / "README.md", out / "README.md")
+    _copy_tree(hub_dir / "data", out / "data")
     for f in (SKIPPED_FILE, REPORT_FILE):
         if (hub_dir / f).is_file():
-            shutil.copy2(hub_dir / f, out / f)
+            _copy(hub_dir / f, out / f)
     return out
 
 
@@ -210,19 +233,52 @@ def prepare(out: Path, *, dataset: Path, namespace: str, wheel: Path | None = No
     for name in (dataset_name, leaderboard, *names):
         if not is_repo_id(f"{namespace}/{name}"):
             raise PublishError(f"{namespace}/{name} is not a Hub repository id OWNER/NAME")
-    out.mkdir(parents=True, exist_ok=True)
-    if wheel is None:
-        wheel = build_wheel(out / ".wheel")
-    elif not (wheel.is_file() and wheel.name.startswith("spearbench-") and wheel.suffix == ".whl"):
+    if wheel is not None and not (wheel.is_file() and wheel.name.startswith("spearbench-") and wheel.suffix == ".whl"):
         raise PublishError(f"--wheel {wheel.name}: not a spearbench wheel file")
-    repos = [Repo(f"{namespace}/{dataset_name}", "dataset", write_dataset(dataset, out / "datasets" / dataset_name))]
-    for m in names:
-        repos.append(Repo(f"{namespace}/{m}", "space", write_metric_space(m, out / "spaces" / m, wheel)))
-    repos.append(Repo(f"{namespace}/{leaderboard}", "space",
-                      write_leaderboard_space(out / "spaces" / leaderboard, wheel, results)))
-    if (out / ".wheel").is_dir():
-        shutil.rmtree(out / ".wheel")
+    # OUT: new, empty or a folder publish wrote; each repository folder replaces only what an
+    # earlier publish wrote there
+    with open_folder(out, command="publish", flag="--dry-run"), \
+            tempfile.TemporaryDirectory(prefix="spearbench-wheel-") as wheel_dir:
+        if wheel is None:
+            wheel = build_wheel(Path(wheel_dir))
+        repos = [Repo(f"{namespace}/{dataset_name}", "dataset", write_dataset(dataset, out / "datasets" / dataset_name))]
+        for m in names:
+            repos.append(Repo(f"{namespace}/{m}", "space", write_metric_space(m, out / "spaces" / m, wheel)))
+        repos.append(Repo(f"{namespace}/{leaderboard}", "space",
+                          write_leaderboard_space(out / "spaces" / leaderboard, wheel, results)))
     return repos
+
+
+def dataset_warnings(dataset: Path, repo_id: str) -> list[str]:
+    """What a person should know before ``dataset`` (a ``build-dataset`` folder) is published as
+    ``repo_id``, one sentence each: a card whose licence is unknown (``license: unknown``, the
+    card of recordings given without ``--license``), and the official dataset's name
+    (:data:`spear_datasets.hub.DEFAULT_REPO_ID`) on data that is not Meta's Seamless
+    Interaction recordings. Reads the card's front matter and ``build_report.json``."""
+    import json
+
+    from spear_datasets.hub import DEFAULT_REPO_ID, REPORT_FILE, SEAMLESS
+
+    card = dataset / "README.md"
+    text = card.read_text(encoding="utf-8") if card.is_file() else ""
+    front = text.split("---", 2)[1] if text.startswith("---") and text.count("---") >= 2 else ""
+    m = re.search(r"(?m)^license:\s*(\S+)\s*$", front)
+    licence = m.group(1) if m else "unknown"
+    try:
+        n_rows = json.loads((dataset / REPORT_FILE).read_text(encoding="utf-8")).get("n_rows")
+    except (OSError, ValueError, AttributeError):
+        n_rows = None
+    rows = f"{n_rows} rows" if isinstance(n_rows, int) else "its rows"
+    out = []
+    if licence == "unknown":
+        out.append(f"the dataset card states no licence (license: unknown): the recordings' licence was not given; "
+                   f"rebuild with `spearbench build-dataset ... --license ID --source-name NAME` before publishing {rows}")
+    seamless = licence == SEAMLESS.license and SEAMLESS.name in text
+    if repo_id == DEFAULT_REPO_ID and not seamless:
+        out.append(f"{repo_id} is the name of the official SPEAR dataset (Meta's Seamless Interaction recordings), "
+                   f"but this dataset ({rows}, licence {licence}) is not those recordings: pass --namespace YOUR_NAME "
+                   "and/or --dataset-name NAME")
+    return out
 
 
 def upload(repos: Sequence[Repo], *, api: Any = None, private: bool = False) -> list[str]:
@@ -246,17 +302,24 @@ def upload(repos: Sequence[Repo], *, api: Any = None, private: bool = False) -> 
 
 
 def publish(*, dataset: Path, namespace: str = "spearbench", dry_run: Path | None = None, api: Any = None,
-            private: bool = False, **kwargs: Any) -> tuple[list[Repo], list[str]]:
+            private: bool = False, warn: Any = None, **kwargs: Any) -> tuple[list[Repo], list[str]]:
     """Prepare every repository (:func:`prepare`) under ``dry_run`` (kept) or a temporary folder,
     and upload them unless ``dry_run``. Returns the repositories and their URLs (none in a dry run).
+    ``warn(sentence)`` is called with each of :func:`dataset_warnings` once the folders are
+    prepared, before anything is uploaded.
 
     Raises:
         PublishError: see :func:`prepare`.
         Exception: upload errors from huggingface_hub (callers print
             :func:`spear_metrics.results.hub.safe_error`).
     """
+    def warned(repos: list[Repo]) -> list[Repo]:
+        for w in dataset_warnings(Path(dataset), f"{namespace}/{kwargs.get('dataset_name', PROTOCOL)}") if warn else ():
+            warn(w)
+        return repos
+
     if dry_run is not None:
-        return prepare(Path(dry_run), dataset=Path(dataset), namespace=namespace, **kwargs), []
+        return warned(prepare(Path(dry_run), dataset=Path(dataset), namespace=namespace, **kwargs)), []
     with tempfile.TemporaryDirectory(prefix="spearbench-publish-") as tmp:
-        repos = prepare(Path(tmp), dataset=Path(dataset), namespace=namespace, **kwargs)
+        repos = warned(prepare(Path(tmp), dataset=Path(dataset), namespace=namespace, **kwargs))
         return repos, upload(repos, api=api, private=private)

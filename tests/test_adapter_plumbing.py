@@ -9,7 +9,16 @@ import random
 import numpy as np
 import pytest
 
-from spear_metrics.agents.duplex import OutputChunk, OutputSink, ProtocolError, SessionResult, playback_timeline
+from spear_metrics.agents.duplex import (
+    NetworkAgentBase,
+    OutputChunk,
+    OutputSink,
+    ProtocolError,
+    SessionResult,
+    frame_synchronous_timeline,
+    playback_timeline,
+    reply_timeline,
+)
 from spear_metrics.agents.net import (
     MissingKeyError,
     NetError,
@@ -82,6 +91,10 @@ def test_keys_come_from_the_environment_and_never_show(monkeypatch):
     e = NetError("server said: Incorrect API key provided: sk-live-abcdefghijklmnop.")
     assert "sk-live" not in str(e) and "***" in str(e)
     assert mask_secrets("Authorization: Bearer tok_987654321") == "Authorization: Bearer ***"
+    # the token ends where a bracket closes: the bracket stays (a server echoing the header in parentheses)
+    assert mask_secrets("model overloaded (Bearer tok_987654321)") == "model overloaded (Bearer ***)"
+    assert mask_secrets("[Bearer tok_1], {Bearer tok_2} <Bearer tok_3>") == "[Bearer ***], {Bearer ***} <Bearer ***>"
+    assert mask_secrets("'Bearer tok_4'; x") == "'Bearer ***'; x"
 
 
 def _chunk(value: float, n: int, received_s: float, sr: int = 1000) -> OutputChunk:
@@ -101,6 +114,25 @@ def test_playback_buffer_places_chunks_at_arrival_or_behind_the_one_playing():
     assert not playback_timeline(SessionResult(), 50, 1000).any()  # no reply: silence of the input's length
 
 
+def test_frame_synchronous_timeline_ignores_arrival_times():
+    # FDB's Moshi rule: the same chunks back to back from the lead (80 ms), whatever their arrival:
+    # A at 80-180 ms, B at 180-280, C at 280-380, D at 380-480 (the gaps of the playback buffer gone)
+    r = SessionResult(chunks=[_chunk(0.1, 100, 0.20), _chunk(0.2, 100, 0.25), _chunk(0.3, 100, 0.60),
+                              _chunk(0.4, 100, 0.95)])
+    y = frame_synchronous_timeline(r, 1000, 1000, lead_s=0.08)
+    assert not y[:80].any() and (y[80:180] == np.float32(0.1)).all() and (y[180:280] == np.float32(0.2)).all()
+    assert (y[280:380] == np.float32(0.3)).all() and (y[380:480] == np.float32(0.4)).all() and not y[480:].any()
+    assert np.array_equal(frame_synchronous_timeline(r, 300, 1000, lead_s=0.08), y[:300])  # cut at the input's end
+    # the adapter picks its rule
+    agent = NetworkAgentBase()
+    assert np.array_equal(reply_timeline(agent, r, 1000, 1000), playback_timeline(r, 1000, 1000))
+    agent.timeline, agent.timeline_lead_s = "frame_synchronous", 0.08
+    assert np.array_equal(reply_timeline(agent, r, 1000, 1000), y)
+    agent.timeline = "whenever"
+    with pytest.raises(ValueError, match="unknown timeline rule"):
+        reply_timeline(agent, r, 1000, 1000)
+
+
 def test_sink_stamps_both_clocks_and_refuses_a_format_change():
     t = [100.0]
     sink = OutputSink(16000, clock=lambda: t[0])
@@ -111,6 +143,14 @@ def test_sink_stamps_both_clocks_and_refuses_a_format_change():
     r = sink.result
     assert r.first_audio_s == pytest.approx(1.25) and r.first_audio_input_s == 1.0
     assert r.chunks[0].audio[0, 0] == pytest.approx(1000 / 32768)
+    # text is stamped like audio: both clocks, and its place among the audio chunks
+    sink.sent(8000)
+    t[0] = 101.75
+    sink.text("Sure")
+    sink.text("")  # an empty delta is no event
+    (ev,) = r.text_events
+    assert (ev.text, ev.received_s, ev.input_sent_s, ev.after_chunks) == ("Sure", pytest.approx(1.75), 1.5, 1)
+    assert sink.finished().text == "Sure"
     with pytest.raises(ProtocolError, match="odd length"):
         sink.pcm16(b"\x00\x01\x02", 24000)
     with pytest.raises(ProtocolError, match="changed format"):

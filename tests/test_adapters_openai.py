@@ -321,3 +321,51 @@ def test_realtime_waits_for_an_answer_created_after_an_earlier_one_ended(real_di
     assert r["answer_duration"] == pytest.approx(2 * 0.5, abs=1e-3)  # both answers' audio
     assert r["text"] == "hello therehello there" and r["finish_reason"] == "stop"
     assert fake.events[name(0)].count("input_audio_buffer.commit") == 0  # the VAD closed the turn: nothing forced
+
+
+def test_realtime_close_after_a_receiver_error_does_not_wait_for_the_close_timeout(monkeypatch):
+    """A malformed event stops the receiver while the server goes on sending (64 more events, more
+    than websockets' default 16-frame queue). The connection is closed before the receiver is
+    cancelled and its queue is unbounded, so the client keeps reading the socket and the closing
+    handshake completes with the server's own close frame. Checked structurally, not by time: the
+    client received that close frame (with a bounded queue the socket stops being read after 16
+    frames, the close frame is never read and the close ends by its timeout, code 1006)."""
+    import asyncio
+
+    from fakes.server import LoopbackServer
+    from spear_metrics.agents.duplex import AudioRequest, ProtocolError, run_session, session_config
+    from spear_metrics.agents.openai_realtime import OpenAIRealtimeAgent, RealtimeConnection
+
+    flooded = []
+
+    async def handler(ws):
+        async for msg in ws:
+            ev = json.loads(msg)
+            if ev["type"] == "session.update":
+                await ws.send(json.dumps({"type": "session.updated", "session": ev["session"]}))
+            elif ev["type"] == "input_audio_buffer.append" and not flooded:
+                flooded.append(True)
+                await ws.send("this is not json {")
+                for _ in range(64):
+                    await ws.send(json.dumps({"type": "input_audio_buffer.speech_started"}))
+
+    closed = []
+    abort = RealtimeConnection._abort
+
+    async def spy(self):
+        ws = self.ws
+        await abort(self)
+        if ws is not None:
+            closed.append(ws)
+
+    monkeypatch.setattr(RealtimeConnection, "_abort", spy)
+    with LoopbackServer(handler, session_timeout_s=20) as srv:
+        agent = OpenAIRealtimeAgent(base_url=srv.url("/v1/realtime"), api_key_env="none", tail_silence_s=0.0,
+                                    connect_timeout_s=10, max_tries=1)
+        request = AudioRequest(audio=np.zeros((1, 16_000), np.float32), sample_rate=16_000, row_id="flood")
+        with pytest.raises(ProtocolError, match="malformed event"):
+            asyncio.run(run_session(agent, request, session_config(agent)))
+    assert flooded and len(closed) == 1
+    ws = closed[0]
+    assert ws.protocol.close_rcvd is not None and ws.protocol.close_rcvd.code == 1000  # the server's close frame was read
+    assert ws.close_code == 1000

@@ -1,6 +1,7 @@
 """The README's main job (`spearbench demo`) and `evaluate.load` of the local module folders."""
 
 import csv
+import re
 
 import pytest
 
@@ -47,8 +48,20 @@ def test_demo_on_the_packaged_real_call(tmp_path, capsys):
     assert (tmp_path / "datasets" / "human" / "summary.json").is_file()
     subject = "cascade" if "cascade" in board else "fixed-delay-0.7s"
     report = tmp_path / "results" / subject / "report" / "index.html"
-    assert report.is_file() and printed.rstrip().endswith(f"report: {report}")
+    assert report.is_file() and f"report: {report}\n" in printed
     assert "barge-in-1s" in printed and "latency_ms" in printed
+    # what to do next, each command on its own line; every other line fits 120 columns
+    commands = [line[2:] for line in printed.splitlines() if line.startswith("  ") and not line.startswith("   ")]
+    assert all(len(line) <= 120 for line in printed.splitlines() if line[2:] not in commands)
+    space = next(c for c in commands if c.startswith("python -m spear_metrics.space --results "))
+    assert space.split("--results ")[1].split() == [str(tmp_path / "datasets" / n) for n in board]
+    build = next(c for c in commands if c.startswith("spearbench build-dataset"))
+    assert f"--source {tmp_path / 'spear_data'}" in build and "//" not in re.sub(r"https?://", "", printed)
+    assert (tmp_path / "spear_data" / "inputs" / "test" / "naturalistic" / "metadata.csv").is_file()
+    # a rerun scores nothing again and says so
+    assert main(["demo", "--out", str(tmp_path)]) == 0
+    again = capsys.readouterr().out
+    assert re.search(r"resumed: rows already done by an earlier demo in \S+: .*human scores 2 of 2", " ".join(again.split()))
 
 
 @pytest.mark.parametrize("name", ["interruptions", "explainable_features"])

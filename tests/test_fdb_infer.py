@@ -7,6 +7,8 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -38,7 +40,7 @@ def fdb_root(fdb_dir, tmp_path):
     return root
 
 
-def test_fdb_infer_writes_time_synchronous_replies_that_fdb_scores(fdb_root, real_dir, tmp_path, monkeypatch):
+def test_fdb_infer_writes_time_synchronous_replies_that_fdb_scores(fdb_root, real_dir, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     turn_end = json.loads((fdb_root / "smooth_turn_taking/1/turn_taking.json").read_text())[0]["timestamp"][0]
     delay = 0.4
@@ -50,6 +52,7 @@ def test_fdb_infer_writes_time_synchronous_replies_that_fdb_scores(fdb_root, rea
     before = {p: sha(p) for p in fdb_root.rglob("*") if p.is_file()}
     base = ["fdb-infer", "--agent", "openai-realtime", "--root", str(fdb_root), "--concurrency", "3", "--no-progress",
             "-a", f"base_url={fake.url}"]
+    originals = {p for p in before if p.name in ("output.wav", "output.json")}
     try:
         # 1. existing replies (the original model's) are kept; only the bare stimulus runs
         assert main(base + ["--tasks", "smooth_turn_taking", "--no-asr"]) == 0
@@ -58,12 +61,24 @@ def test_fdb_infer_writes_time_synchronous_replies_that_fdb_scores(fdb_root, rea
         fails = [json.loads(x) for x in (fdb_root / "smooth_turn_taking/.spearbench-fdb-infer/failures.jsonl").read_text().splitlines()]
         assert fails == [{"sample": "2", "error": f"{fake.url} (WebSocket handshake) answered HTTP 403"}]
         assert not (fdb_root / "smooth_turn_taking/2/output.wav").exists()
-        # 2. --overwrite replaces output.wav/output.json only, with ASR by the scorer's own path
+        capsys.readouterr()
+        # 2. --overwrite never replaces replies fdb-infer did not write (another system's): kept, said so
         assert main(base + ["--overwrite"]) == 0
-        # 3. a rerun has nothing left to do (the refused sample stays failed without --retry-failed)
+        assert {p: sha(p) for p in before} == before and fake.connections["pause_handling_1"] == 0
+        err = capsys.readouterr().err
+        assert "2 sample(s) hold an output.wav/output.json fdb-infer did not write" in err
+        assert "pause_handling/1" in err and "smooth_turn_taking/1" in err
+        # 3. the user moves them away: the stimuli run, with the scorer's own ASR
+        for p in originals:
+            p.rename(tmp_path / f"{p.parent.parent.name}_{p.name}")
+        assert main(base) == 0
+        # 4. a rerun has nothing left to do (the refused sample stays failed without --retry-failed)
         calls = dict(fake.connections)
         assert main(base + ["--overwrite"]) == 0
         assert dict(fake.connections) == calls
+        manifest = [json.loads(x) for x in
+                    (fdb_root / "pause_handling/.spearbench-fdb-infer/written-0.jsonl").read_text().splitlines()]
+        assert {m["path"] for m in manifest} == {"1/output.wav", "1/output.json"}  # all it wrote there, nothing else
     finally:
         fake.close()
     for task, sid in (("pause_handling", "1"), ("smooth_turn_taking", "1")):
@@ -74,6 +89,8 @@ def test_fdb_infer_writes_time_synchronous_replies_that_fdb_scores(fdb_root, rea
         for f in d.iterdir():  # nothing else in the sample folder changed
             if f.name not in ("output.wav", "output.json"):
                 assert sha(f) == before[f]
+    for p in originals:  # the original model's replies, moved away by the user, untouched
+        assert sha(tmp_path / f"{p.parent.parent.name}_{p.name}") == before[p]
     pause = decode(fdb_root / "pause_handling/1/output.wav")[0]
     assert not pause.any()  # the silent system: a silent reply channel
     assert json.loads((fdb_root / "pause_handling/1/output.json").read_text()) == {"text": "", "chunks": []}
@@ -102,27 +119,55 @@ def test_fdb_infer_writes_time_synchronous_replies_that_fdb_scores(fdb_root, rea
     for f in fdb_root.rglob("*"):
         if f.is_file():
             assert KEY.encode() not in f.read_bytes()
+    # 5. other settings with --overwrite: the replies the earlier run wrote are removed only while unchanged;
+    # a transcript the user edited since is theirs (kept, and its sample with it)
+    edited = fdb_root / "pause_handling/1/output.json"
+    edited.write_text('{"text": "corrected by hand", "chunks": []}', encoding="utf-8")
+    other = ["fdb-infer", "--agent", "openai-realtime", "--root", str(fdb_root), "--tasks", "pause_handling", "--no-asr",
+             "--no-progress", "--chunk-ms", "20", "-a", "base_url=ws://127.0.0.1:9/v1/realtime"]
+    assert main(other) == 2
+    assert "holds replies of another fdb-infer run" in capsys.readouterr().err
+    assert (fdb_root / "pause_handling/1/output.wav").is_file()
+    lock = fdb_root / "pause_handling/.spearbench-fdb-infer/rank-0.lock"
+    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, sys, time; f = open(sys.argv[1], 'a+'); "
+                               "fcntl.flock(f, fcntl.LOCK_EX); print('held', flush=True); time.sleep(120)", str(lock)],
+                              stdout=subprocess.PIPE, text=True)
+    try:  # another live process writes the task folder (holds its lock): refused, nothing removed
+        assert holder.stdout.readline().strip() == "held"
+        assert main(other + ["--overwrite"]) == 2
+        assert "is being written by another live process" in capsys.readouterr().err
+        assert (fdb_root / "pause_handling/1/output.wav").is_file()
+    finally:
+        holder.kill()
+        holder.wait(timeout=30)
+    assert main(other + ["--overwrite"]) == 0
+    assert not (fdb_root / "pause_handling/1/output.wav").exists()  # recorded and unchanged: removed
+    assert json.loads(edited.read_text())["text"] == "corrected by hand"
+    assert "1 sample(s) hold an output.wav/output.json fdb-infer did not write" in capsys.readouterr().err
 
 
-def test_fdb_infer_kill_after_the_reply_is_written_and_foreign_transcripts(fdb_root, real_dir, monkeypatch):
-    """A run killed between writing a reply and logging it redoes that sample on rerun (the
-    output.wav there is its own, not another system's to keep); an output.json this command did
-    not write is kept (and its sample not run) unless --overwrite."""
+def test_fdb_infer_redoes_a_reply_written_just_before_a_kill(fdb_root, real_dir, monkeypatch):
+    """A run killed between writing a reply and logging its sample redoes that sample on rerun: the
+    manifest recorded the output.wav as fdb-infer's before it was written, so it is not kept as
+    another system's reply; also when the sample had failed before and the kill came during a
+    --retry-failed run (a rerun without it redoes the reply it never logged). An output.json this
+    command did not write stays, and its sample is not run."""
     import spear_datasets.audio as audio_mod
     from spear_metrics.full_duplex.infer import run_fdb_inference
 
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
-    from spear_datasets.audio import write_wav
-
     task = fdb_root / "smooth_turn_taking"
-    shutil.rmtree(task / "1")
-    turn_end = json.loads((task / "2" / "turn_taking.json").read_text())[0]["timestamp"][0]
+    shutil.rmtree(task / "1")  # FDB's released outputs: kept as another system's, not needed here
     x, sr = decode(task / "2" / "input.wav")
-    write_wav(task / "2" / "input.wav", x[:, : round((turn_end + 0.6) * sr)], sr)  # the stimulus up to its turn end
-    shutil.copytree(task / "2", task / "3")
+    audio_mod.write_wav(task / "2" / "input.wav", x[:, : round(1.5 * sr)], sr)  # 1.5 s stimuli: short sessions
+    for sid in ("3", "4"):
+        shutil.copytree(task / "2", task / sid)
     foreign = task / "3" / "output.json"
     foreign.write_text('{"text": "another system", "chunks": []}')
-    progs = {f"smooth_turn_taking_{i}": Program("reply", at_s=turn_end + 0.3, speech_end_s=turn_end) for i in (2, 3)}
+    at = 0.6
+    progs = {"smooth_turn_taking_2": Program("reply", at_s=at, speech_end_s=0.5),
+             "smooth_turn_taking_3": Program("reply", at_s=at, speech_end_s=0.5),
+             "smooth_turn_taking_4": Program("refuse")}
     fake = RealtimeFake(progs, load_audio(real_dir / "speechbrain__p225_002.wav", sr=24_000, channels="mix")[0][:12000], KEY)
     write_wav = audio_mod.write_wav
 
@@ -130,22 +175,31 @@ def test_fdb_infer_kill_after_the_reply_is_written_and_foreign_transcripts(fdb_r
         write_wav(path, wav, sr)
         raise KeyboardInterrupt  # stands for a kill -9 after the file, before its record
 
-    kw = dict(agent_options={"base_url": fake.url}, asr=None, progress=False)
+    kw = dict(agent_options={"base_url": fake.url}, asr=None, progress=False, concurrency=2)
     try:
         monkeypatch.setattr(audio_mod, "write_wav", write_then_die)
-        with pytest.raises(KeyboardInterrupt):
+        with pytest.raises(KeyboardInterrupt):  # 4 is refused (logged failed) while 2 streams, then 2 dies
             run_fdb_inference("openai-realtime", task, **kw)
         monkeypatch.setattr(audio_mod, "write_wav", write_wav)
         assert (task / "2" / "output.wav").is_file() and foreign.read_text().startswith('{"text": "another')
         info = run_fdb_inference("openai-realtime", task, **kw)
-        assert info["n_written"] == 1 and info["n_done"] == 1 and info["n_kept"] == 1
+        assert info["n_written"] == 1 and info["n_done"] == 1 and info["n_kept"] == 1 and info["n_failed"] == 1
         assert fake.connections["smooth_turn_taking_2"] == 2 and fake.connections["smooth_turn_taking_3"] == 0
         assert foreign.read_text() == '{"text": "another system", "chunks": []}'
         assert not (task / "3" / "output.wav").exists()
-        info = run_fdb_inference("openai-realtime", task, overwrite=True, **kw)  # now it may replace them
-        assert info["n_written"] == 1 and info["n_done"] == 2 and info["n_kept"] == 0
-        assert not foreign.exists() and (task / "3" / "output.wav").is_file()
+        # the failed sample, retried: killed right after its reply is written
+        fake.programs["smooth_turn_taking_4"] = Program("reply", at_s=at, speech_end_s=0.5)
+        monkeypatch.setattr(audio_mod, "write_wav", write_then_die)
+        with pytest.raises(KeyboardInterrupt):
+            run_fdb_inference("openai-realtime", task, retry_failed=True, **kw)
+        monkeypatch.setattr(audio_mod, "write_wav", write_wav)
+        assert (task / "4" / "output.wav").is_file()
+        info = run_fdb_inference("openai-realtime", task, **kw)  # no --retry-failed: the unlogged reply is redone
+        assert info["n_written"] == 1 and info["n_done"] == 2 and info["n_failed"] == 0 and info["n_kept"] == 1
+        assert fake.connections["smooth_turn_taking_4"] == 3 and fake.connections["smooth_turn_taking_2"] == 2
+        assert info["kept"] == ["smooth_turn_taking/3"]
     finally:
         fake.close()
-    y, sr = decode(task / "2" / "output.wav")
-    assert np.flatnonzero(y[0])[0] / sr >= turn_end + 0.3 - CHUNK_S  # the reply, placed in the channel
+    for sid in ("2", "4"):
+        y, sr = decode(task / sid / "output.wav")
+        assert np.flatnonzero(y[0])[0] / sr >= at - CHUNK_S  # the reply, placed in the channel

@@ -138,8 +138,8 @@ def test_installed_wheel_end_to_end(env, real_dir):
         assert light["rc"] == [0, 0] and light["model"] == "toy" and light["latency"] is not None
         assert light["imported"] == []  # results, the Space and publish never import torch or a model library
         assert light["rows"] == 4
-        names = ["emotions", "explainable_features", "full_duplex", "interruptions", "language_dialect",
-                 "speech_quality", "speechrole", "stances", "turn_taking"]
+        names = ["dynamic_superb", "emotions", "explainable_features", "full_duplex", "interruptions",
+                 "language_dialect", "speech_quality", "speechrole", "stances", "turn_taking"]
         assert sorted(light["loaded"]) == names and light["spaces"] == sorted([*names, "leaderboard"])
         out = root / "OUT"
         for name in names + ["leaderboard"]:
@@ -178,7 +178,7 @@ def _leaderboard_space_serves(env: dict, folder: Path, results: Path) -> None:
                 assert time.time() < deadline, "the Space did not start within 120 s"
                 time.sleep(1)
         table = client.predict(api_name="/leaderboard")
-        rows = {r[0] + "|" + r[-1]: dict(zip(table["headers"], r)) for r in table["data"]}
+        rows = {r[0] + "|" + r[1]: dict(zip(table["headers"], r)) for r in table["data"]}
         assert rows["human|published"]["Interruptions · latency_ms [ms] ≈human"] == "742.055"
         assert "toy|local:ds_model" in rows and table["errors"] == []
     finally:

@@ -9,6 +9,7 @@ with a chosen onset, so every difference between them and the human answers is k
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 from pathlib import Path
@@ -139,7 +140,10 @@ def test_paired_conventions():
     none = paired_comparison([None], [1.0])
     assert none["n"] == 0 and none["diff"] is None and "n = 0" in none["note"]
     shift = paired_comparison([0.1, 0.5, 0.9, 1.3], [1.1, 1.5, 1.9, 2.3], n_resamples=300)
-    assert shift["diff_ci95"] == pytest.approx([-1.0, -1.0]) and shift["p_value"] == 0.0 and shift["d_z"] is None
+    # 4 pairs: an interval, but no bootstrap p-value (fewer than SMALL_SAMPLE pairs), and the
+    # exact Wilcoxon p of 4 differences of one sign is its floor 2^(1-4)
+    assert shift["diff_ci95"] == pytest.approx([-1.0, -1.0]) and shift["p_value"] is None and shift["d_z"] is None
+    assert shift["wilcoxon_p"] == pytest.approx(0.125) == shift["wilcoxon_floor"] and "n = 4 pairs" in shift["caution"]
     # booleans are shares: 3 of 4 against 1 of 4 -> +0.5
     assert paired_comparison([True, True, True, False], [True, False, False, False])["diff"] == pytest.approx(0.5)
     with pytest.raises(ValueError):
@@ -259,7 +263,7 @@ def test_compare_bad_inputs_say_so(runs, tmp_path, capsys):
     assert one["n_common"] == 1 and one["keys"]["latency_ms"]["diff_ci95"] is None
     assert main(["compare", str(bad["failed_missing"]), str(runs["human"]), "--out", str(tmp_path / "f")]) == 0
     f = json.loads((tmp_path / "f" / "comparison.json").read_text())
-    assert f["n_common"] == 1 and any("failed rows left out: 1 in A" in n for n in f["notes"])
+    assert f["n_common"] == 1 and any("failed rows left out: 1 in failed_missing, 0 in human" in n for n in f["notes"])
     assert any("missing column 'latency_ms'" in p for p in f["a"]["problems"])
     assert main(["compare", str(tmp_path / "nowhere"), str(runs["human"])]) == 2
 
@@ -336,8 +340,23 @@ def test_report_renders_in_chromium(runs, tmp_path):
             assert "missing column 'latency_ms'" in text  # the missing key, in words
             assert "answer file is truncated" in text  # the failed row and its reason
             assert "could not be read" in text  # the --against that does not exist
-            assert "not scored in this run" in text and "n = 2" in text
+            assert "Not scored in any run of this report" in text and "n = 2" in text
+            # the answer first: the summary is the first section, in the first screen, after the contents
+            assert page.evaluate("() => document.querySelector('section').id") == "summary"
+            assert page.locator("#summary h2").bounding_box()["y"] < 1000
+            toc = page.evaluate("() => [...document.querySelectorAll('nav.toc a')].map(a => a.getAttribute('href'))")
+            ids = page.evaluate("() => [...document.querySelectorAll('section')].map(s => '#' + s.id)")
+            assert toc == ids and "#summary" in toc and "#provenance" in toc
+            summary = page.locator("#summary").inner_text()
+            # named runs, the difference with its interval in words, the small-sample caution once
+            assert "failed_missing is" in summary and "than human" in summary and " B" not in summary.split("published")[0]
+            assert page.locator("#summary .caution").count() == 1 and "Only 1 shared sample" in summary
+            assert "&lt; 0.001" not in html and "< 0.001" not in text  # no bootstrap p from 1 or 2 pairs
+            # defaults shown as what they mean, never None
+            assert "None" not in page.locator("#provenance").inner_text()
             page.screenshot(path=str(tmp_path / "report.png"), full_page=True)
+            if os.environ.get("SPEARBENCH_SHOTS"):  # a screenshot of the top to look at
+                page.screenshot(path=os.path.join(os.environ["SPEARBENCH_SHOTS"], "report_top.png"))
             page.goto((alien_out / "index.html").as_uri())
             text = page.locator("body").inner_text()
             assert "not comparable" in text and "n = 0" in text

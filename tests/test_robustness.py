@@ -272,7 +272,7 @@ def test_custom_agent_from_a_file_or_a_module(clips, tmp_path, monkeypatch, caps
 def test_list_agents_alone_shows_descriptions_and_options(capsys):
     assert main(["infer", "--list-agents"]) == 0
     out = capsys.readouterr().out
-    assert "fixed-delay: The human answer replayed ``delay`` seconds after the question ends" in out
+    assert "fixed-delay: The human answer replayed delay seconds after the question ends" in out  # markup rendered
     assert "-a delay (float, default 0.5): seconds from the question end to the answer onset" in out
     assert "human:" in out and "(no options)" in out
     assert main(["infer"]) == 2
@@ -293,11 +293,13 @@ def test_console_gives_failed_rows_and_null_reasons(clips, tmp_path, capsys):
     assert re.search(r"failed row 1 \(missing\.wav|failed row 1 \(in1\.wav\): audio file not found: .*missing\.wav", cap.err)
     assert f"every failed row with its reason: {tmp_path / 'o' / 'per_sample.jsonl'}" in cap.err
     # empty answer_start_time everywhere: no interruption value exists, and the console says so
-    assert re.search(r"interrupted_time_ms\s+- \(no scored row has a value\)", cap.out)
+    assert re.search(r"interrupted_time_ms\s+- \(note (\d)\)", cap.out)  # the reason once, below, with its cause
+    k = re.search(r"interrupted_time_ms\s+- \(note (\d)\)", cap.out).group(1)
+    assert re.search(rf"note {k}: n = 0: no row has an answer_start_time", cap.out)
     print_summary({"UTMOS": None, "UTMOS_note": "UTMOS not computed: MOS backends dnsmos do not include utmos",
                    "WER_%": 12.5, "metrics": ["speech_quality"]})
     out = capsys.readouterr().out
-    assert re.search(r"UTMOS\s+- \(UTMOS not computed: MOS backends dnsmos do not include utmos\)", out)
+    assert re.search(r"UTMOS\s+- \(note 1\)", out) and "note 1: UTMOS not computed: MOS backends dnsmos do not include utmos" in out
     assert re.search(r"WER_%\s+12\.500", out)
 
 

@@ -323,7 +323,7 @@ def test_concurrent_items_are_not_started_after_an_interrupt_or_a_log_failure(tm
     from types import SimpleNamespace
 
     from spear_metrics.core import records
-    from spear_metrics.core.records import OutputError, SampleResult
+    from spear_metrics.core.records import OutputError, SampleResult, claim_out
     from spear_metrics.core.runner import run_resumable
 
     started: list[int] = []
@@ -345,8 +345,10 @@ def test_concurrent_items_are_not_started_after_an_interrupt_or_a_log_failure(tm
         monkeypatch.setattr(records.AppendLog, "write", refuse)
     state = SimpleNamespace(process_index=0, num_processes=1, is_main_process=True, wait_for_everyone=lambda: None)
     with pytest.raises(KeyboardInterrupt if stop == "interrupt" else OutputError):
-        run_resumable([SimpleNamespace(row=i) for i in range(40)], score, tmp_path / "work", n_rows=40,
-                      fingerprint={"test": stop}, conflict=RuntimeError("other run"), concurrency=2, state=state)
+        with claim_out(tmp_path / "out", {"test": stop}, overwrite=False, conflict=RuntimeError("other run"),
+                       command="score", state=state) as folder:  # as every caller holds its folder
+            run_resumable([SimpleNamespace(row=i) for i in range(40)], score, folder.work, n_rows=40,
+                          concurrency=2, state=state)
     gate.set()
     # item 0, the one the other thread was running, and at most one more taken by the first thread
     # before the stop reached the queue

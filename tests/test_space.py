@@ -88,7 +88,15 @@ def test_browser_leaderboard_and_samples(served, tmp_path):
         assert "rejected local:RESULTS_model: a scored RESULTS folder, not a results dataset" in status
         assert str(served["root"]) not in status
         assert page.locator("#leaderboard >> text=Interruptions · latency_ms [ms] ≈human").count() >= 1
+        # headers wrap between words, never inside one; the source (published or this run) is the
+        # second column, on the first screen, so the two "human" rows can be told apart
+        th = page.locator("#leaderboard th").first
+        assert th.evaluate("e => [getComputedStyle(e).wordBreak, getComputedStyle(e).overflowWrap]") == ["normal", "normal"]
+        source = page.locator("#leaderboard th", has_text="source").first.bounding_box()
+        assert source is not None and source["x"] + source["width"] < 1400
         page.screenshot(path=str(tmp_path / "leaderboard.png"), full_page=True)
+        if os.environ.get("SPEARBENCH_SHOTS"):
+            page.screenshot(path=os.path.join(os.environ["SPEARBENCH_SHOTS"], "space_leaderboard.png"))
 
         page.locator("#leaderboard >> text=toy-delayed-model").first.click()
         page.get_by_role("tab", name="Samples").click()
@@ -98,6 +106,9 @@ def test_browser_leaderboard_and_samples(served, tmp_path):
         page.wait_for_function(
             "() => document.querySelector('#sample input') && document.querySelector('#sample input').value.startsWith('row 0')",
             timeout=20000)
+        # the label names the sample: row id, input clip, status
+        clip = Path(json.loads((served["built"]["model_run"] / "per_sample.jsonl").read_text().splitlines()[0])["audio_path"]).stem
+        assert page.locator("#sample input").input_value() == f"row 0 · {clip} · ok"
         # each player shows the clip's duration once its audio has loaded (input 15.48 s, answers 9-10 s)
         page.wait_for_selector("#audio_input >> text=0:15", timeout=20000)
         page.wait_for_selector("#audio_human >> text=0:09", timeout=20000)
@@ -165,7 +176,8 @@ def test_gradio_client_table_and_sample(served):
 
     client = Client(served["url"], verbose=False)
     table = client.predict(api_name="/leaderboard")
-    rows = {r[0] + "|" + r[-1]: dict(zip(table["headers"], r)) for r in table["data"]}
+    assert table["headers"][:4] == ["model", "source", "inference mode", "open weights"]
+    rows = {r[0] + "|" + r[1]: dict(zip(table["headers"], r)) for r in table["data"]}
     lat = "Interruptions · latency_ms [ms] ≈human"
     assert rows["human|published"][lat] == "742.055"
     assert rows["gpt-audio-1.5|published"]["Interruptions · interrupted_time_ms [ms] ≈human"] == "-"
@@ -203,9 +215,9 @@ def test_api_reads_only_start_sources_and_hub_ids(served, tmp_path):
     assert len(refusals) == len(probes) - 1
     shapes = {e.split(": ", 1)[1] for e in refusals}
     assert len(shapes) == 1  # existing or not, the same words: nothing tells whether a path exists
-    n_published = sum(1 for r in table["data"] if r[-1] == "published")
+    n_published = sum(1 for r in table["data"] if r[1] == "published")  # source: the second column
     assert len(table["data"]) == n_published + 2  # the published rows and the two start datasets only
-    assert all(r[-1] in ("published", "local:ds_human", "local:ds_model") for r in table["data"])
+    assert all(r[1] in ("published", "local:ds_human", "local:ds_model") for r in table["data"])
     hub = client.predict(sources_text="tmp/anything", api_name="/leaderboard")  # a Hub id, never the disk
     assert any(e.startswith("rejected tmp/anything: cannot fetch the Hub dataset (") for e in hub["errors"])
     for probe in probes:

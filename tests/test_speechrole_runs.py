@@ -274,12 +274,40 @@ def test_foreign_results_and_outputs_are_never_overwritten(eval_root, tmp_path, 
     with FakeChatServer(PositionBiasedJudge(eval_root)) as srv:
         assert score(eval_root, srv.url, released) == 2
         assert score(eval_root, srv.url, released, "--overwrite") == 2
-    assert "this command did not write (single/Sherlock Holmes.json and 1 more)" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "holds files this tool did not write (multi, single)" in err and "--overwrite included" in err
     assert {p: p.read_bytes() for p in released.rglob("*.json")} == before
+    assert not (released / ".work").exists()  # nothing at all was written there
     # infer into the folder of a system's existing outputs is refused too
+    outputs = eval_root / "model_output" / "sys"
     assert main(["speechrole", "infer", "--agent", "human", "--test-data", str(eval_root), "--mode", "single",
-                 "--out", str(eval_root / "model_output" / "sys"), "--no-progress"]) == 2
-    assert "this command did not write" in capsys.readouterr().err
+                 "--out", str(outputs), "--no-progress"]) == 2
+    assert "holds files this tool did not write" in capsys.readouterr().err
+    assert not (outputs / ".work").exists()
+
+
+def test_overwrite_replaces_only_what_score_recorded(eval_root, tmp_path, capsys):
+    out = tmp_path / "R6"
+    with FakeChatServer(PositionBiasedJudge(eval_root)) as srv:
+        assert score(eval_root, srv.url, out) == 0
+        # the owner's own notes beside the results, and inside a results folder score wrote
+        (out / "notes.txt").write_text("mine", encoding="utf-8")
+        (out / "single" / "notes.txt").write_text("mine too", encoding="utf-8")
+        old_shrek = (out / "single" / "Shrek.json").read_bytes()
+        assert score(eval_root, srv.url, out, "--protocol", "v2", "--overwrite") == 0
+        assert json.loads((out / "summary.json").read_text())["protocol"] == "v2"
+        assert (out / "single" / "Shrek.json").read_bytes() != old_shrek  # recorded: replaced
+        assert (out / "notes.txt").read_text() == "mine" and (out / "single" / "notes.txt").read_text() == "mine too"
+        # a result file edited by someone is theirs now: never replaced, never summarized as the judge's
+        edited = out / "single" / "Shrek.json"
+        edited.write_text(edited.read_text(encoding="utf-8").replace('"idx": 0', '"idx": 0 '), encoding="utf-8")
+        kept = edited.read_bytes()
+        assert score(eval_root, srv.url, out, "--protocol", "v1", "--overwrite") == 2
+        assert "judge results this command did not write (single/Shrek.json)" in capsys.readouterr().err
+        assert edited.read_bytes() == kept
+    # summarize never writes into a score folder (another command's), and a score folder is summarized elsewhere
+    assert main(["speechrole", "summarize", "--results", str(out), "--out", str(out), "--bootstrap", "0"]) == 2
+    assert "holds the output of `spearbench speechrole score`" in capsys.readouterr().err
 
 
 def test_hub_test_data_offline_is_one_line(eval_root, tmp_path, monkeypatch, capsys):

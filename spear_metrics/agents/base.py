@@ -69,7 +69,10 @@ class GenerationConfig:
     Attributes:
         mode: ``"offline"`` (the whole question in, one :meth:`Agent.respond` call) or
             ``"streaming"`` (full-duplex simulation: input fed in chunks of ``chunk_ms``).
-        chunk_ms: chunk length in **milliseconds** in streaming mode (20-100 ms is typical).
+        chunk_ms: chunk length in **milliseconds** in streaming mode (20-100 ms is typical), also
+            the chunk a network adapter's session is fed in; ``None``: the adapter's own (its
+            ``chunk_ms`` attribute, e.g. ``moshi``'s 80 ms frame), else 40 ms
+            (:func:`spear_metrics.agents.duplex.resolve_chunk_ms`; ``infer`` resolves it before the run).
         max_wait_s: streaming only: seconds of silence fed after the input ends before the
             session is asked to :meth:`StreamSession.finish` (the world waits for an answer).
         max_answer_s: longest answer in seconds an adapter should produce (a hint to adapters;
@@ -80,7 +83,7 @@ class GenerationConfig:
     """
 
     mode: str = "offline"
-    chunk_ms: float = 40.0
+    chunk_ms: Optional[float] = 40.0
     max_wait_s: float = 0.0
     max_answer_s: float = 30.0
     seed: int = 0
@@ -89,7 +92,7 @@ class GenerationConfig:
     def __post_init__(self) -> None:
         if self.mode not in ("offline", "streaming"):
             raise ValueError(f"mode must be 'offline' or 'streaming', got {self.mode!r}")
-        if not (math.isfinite(self.chunk_ms) and self.chunk_ms > 0):
+        if self.chunk_ms is not None and not (math.isfinite(self.chunk_ms) and self.chunk_ms > 0):
             raise ValueError(f"chunk_ms must be > 0, got {self.chunk_ms}")
         if not (math.isfinite(self.max_wait_s) and self.max_wait_s >= 0):
             raise ValueError(f"max_wait_s must be >= 0, got {self.max_wait_s}")

@@ -14,17 +14,21 @@ so no adapter measures time itself:
 :func:`run_session` drives one session: it sends the input in ``chunk_ms`` chunks, paced in real
 time on an absolute schedule (chunk ``k`` is sent at ``t0 + k * chunk_s``, so lateness never
 accumulates) for a *paced* (full-duplex) adapter, or all at once for a request/response adapter;
-then ``tail_silence_s`` of zeros (paced too); then :meth:`DuplexConnection.end_input`; then it
+then ``tail_silence_s`` of zeros (paced too; cut short once the adapter reports its answer
+complete, :meth:`OutputSink.answer_complete`); then :meth:`DuplexConnection.end_input`; then it
 waits until the adapter says the output is done, or ``max_wait_s`` after the input ends. The
 :class:`SessionResult` keeps the whole output timeline. From it:
 
-- SPEAR (``spearbench infer``): the answer is the concatenated output audio
+- SPEAR (``spearbench infer``): the answer is the adapter's rule (:meth:`NetworkAgentBase.answer`,
+  :func:`session_answer`); by default the concatenated output audio
   (:meth:`SessionResult.concatenated`), its onset the adapter's rule (:meth:`NetworkAgent.onset`,
   seconds from the start of the input clip, ``None`` for half-duplex systems) and
   ``response_time_s`` = first answer audio minus end of input (:attr:`SessionResult.response_time_s`);
-- Full-Duplex-Bench (``spearbench fdb-infer``): a time-synchronous reply channel
-  (:func:`playback_timeline`): each received chunk is played at
-  ``max(its receive time, end of the previous chunk)``, trimmed/padded to the input's length.
+- Full-Duplex-Bench (``spearbench fdb-infer``): a time-synchronous reply channel by the adapter's
+  timeline rule (:func:`reply_timeline`): ``arrival`` (default, :func:`playback_timeline`): each
+  received chunk is played at ``max(its receive time, end of the previous chunk)``;
+  ``frame_synchronous`` (:func:`frame_synchronous_timeline`, Moshi as FDB's own client writes it):
+  all output back to back from ``timeline_lead_s``; either trimmed/padded to the input's length.
 
 Requests are benchmark-neutral (:class:`AudioRequest`): input audio ``(C, n)`` + rate, optional
 instructions (system prompt), dialogue history (:class:`DialogueTurn`), a second audio, the
@@ -45,6 +49,10 @@ from spear_metrics.agents.base import AgentAnswer, AgentError
 
 #: what a request may ask for
 MODALITIES = ("text", "audio")
+#: input chunk (ms) of a session when neither the user nor the adapter names one (SPEAR's realtime proxy's)
+DEFAULT_CHUNK_MS = 40.0
+#: how a time-synchronous reply channel is laid out (:func:`reply_timeline`)
+TIMELINES = ("arrival", "frame_synchronous")
 
 
 class ProtocolError(AgentError):
@@ -141,6 +149,10 @@ class SessionConfig:
         max_wait_s: longest wait, after the input and its tail were sent, for the system to finish.
         time_synchronous: ``True`` (FDB): the session lasts exactly the input (plus its tail):
             no :meth:`DuplexConnection.end_input`, no waiting; what came by then is the output.
+        drain_output: time-synchronous only: after the input, call
+            :meth:`DuplexConnection.end_input` and wait (at most ``max_wait_s``) for ``done``: the
+            output still in flight belongs to the reply channel (a ``frame_synchronous`` timeline,
+            where output frame ``j`` has its place whenever it arrives).
     """
 
     chunk_ms: float = 40.0
@@ -148,6 +160,7 @@ class SessionConfig:
     tail_silence_s: float = 0.0
     max_wait_s: float = 30.0
     time_synchronous: bool = False
+    drain_output: bool = False
 
     def __post_init__(self) -> None:
         for name in ("chunk_ms",):
@@ -163,7 +176,7 @@ class SessionConfig:
         """Longest time (s) a session of ``input_s`` seconds of input may take by this config:
         the paced input and tail (0 when not paced) plus ``max_wait_s``."""
         paced = (input_s + self.tail_silence_s) if self.paced else 0.0
-        return paced + (0.0 if self.time_synchronous else self.max_wait_s)
+        return paced + (0.0 if self.time_synchronous and not self.drain_output else self.max_wait_s)
 
 
 @dataclass(frozen=True)
@@ -186,6 +199,24 @@ class OutputChunk:
         return self.audio.shape[1] / self.sample_rate
 
 
+@dataclass(frozen=True)
+class TextEvent:
+    """One piece of output text (a text delta, a transcript delta, a token) as it arrived.
+
+    Attributes:
+        text: the delta as the system sent it.
+        received_s: wall clock (s after ``t0``) when it arrived.
+        input_sent_s: stream clock: seconds of input sent when it arrived.
+        after_chunks: how many output audio chunks had arrived before it (its place among
+            :attr:`SessionResult.chunks`, whatever the clocks' resolution).
+    """
+
+    text: str
+    received_s: float
+    input_sent_s: float
+    after_chunks: int
+
+
 @dataclass
 class SessionResult:
     """Everything one session produced.
@@ -193,6 +224,7 @@ class SessionResult:
     Attributes:
         chunks: output audio in arrival order (:class:`OutputChunk`).
         text: the system's text (concatenated text/transcript deltas), ``""`` when none.
+        text_events: the text deltas as they arrived, each stamped with both clocks (:class:`TextEvent`).
         input_duration_s: the input's length (s), tail silence excluded.
         input_end_s: wall clock (s after ``t0``) at which the input counts as ended: for a paced
             session the later of "its last chunk was sent" and its nominal end ``input_duration_s``
@@ -207,10 +239,15 @@ class SessionResult:
         send_lag_max_s: paced sessions: the largest delay (s) of a chunk's send behind its
             scheduled time ``t0 + k * chunk_s`` (how well the pacing held; 0 when not paced);
             ``send_lag_max_at_s`` the stream time (s) of that chunk.
+        answer_complete_s: wall clock (s after ``t0``) at which the adapter reported its answer
+            complete (:meth:`OutputSink.answer_complete`), ``None`` if it did not.
+        tail_sent_s: seconds of tail silence sent (less than ``tail_silence_s`` when the tail was
+            cut short by :meth:`OutputSink.answer_complete`).
     """
 
     chunks: list[OutputChunk] = field(default_factory=list)
     text: str = ""
+    text_events: list[TextEvent] = field(default_factory=list)
     input_duration_s: float = 0.0
     input_end_s: Optional[float] = None
     first_audio_s: Optional[float] = None
@@ -219,6 +256,8 @@ class SessionResult:
     started_at: float = 0.0
     send_lag_max_s: float = 0.0
     send_lag_max_at_s: float = 0.0
+    answer_complete_s: Optional[float] = None
+    tail_sent_s: float = 0.0
 
     @property
     def response_time_s(self) -> Optional[float]:
@@ -242,6 +281,12 @@ class SessionResult:
         if not self.chunks:
             raise NoAnswerError("the system sent no answer audio")
         return np.concatenate([c.audio for c in self.chunks], axis=1), self.chunks[0].sample_rate
+
+
+def pcm16_bytes(x: np.ndarray) -> bytes:
+    """Float samples ``(n,)`` in [-1, 1] -> little-endian 16-bit PCM bytes (clipped, rounded; full
+    scale 32767): what the adapters send as ``audio/pcm`` (the inverse of :meth:`OutputSink.pcm16`)."""
+    return np.round(np.clip(x, -1.0, 1.0) * 32767.0).astype("<i2").tobytes()
 
 
 class OutputSink:
@@ -353,9 +398,19 @@ class OutputSink:
         self.result.input_end_s = self.now()
 
     def text(self, delta: str) -> None:
-        """Output text (or the transcript of the output audio) arrived."""
+        """Output text (or the transcript of the output audio) arrived; stamped with both clocks
+        (:attr:`SessionResult.text_events`)."""
         if delta:
             self._text.append(str(delta))
+            self.result.text_events.append(TextEvent(str(delta), self.now(), self.input_sent_s, len(self.result.chunks)))
+
+    def answer_complete(self) -> None:
+        """The adapter judges its answer complete (e.g. Moshi: its speech was followed by enough
+        silence once the input was over): a paced session that is not time-synchronous stops its
+        tail silence at the next chunk and goes on to :meth:`DuplexConnection.end_input` (SPEAR).
+        Unlike :meth:`done` it ends no wait, and later audio does not undo it."""
+        if self.result.answer_complete_s is None:
+            self.result.answer_complete_s = self.now()
 
     def done(self, reason: str = "stop") -> None:
         """The system finished its output (for now: a later :meth:`audio` reopens)."""
@@ -389,7 +444,7 @@ class DuplexConnection(Protocol):
     async def end_input(self) -> None:
         """The input (and its tail silence) is over: e.g. send the request (half-duplex) or commit
         the buffer and ask for a response if the server VAD did not. Not called in a
-        time-synchronous session."""
+        time-synchronous session, unless it drains its output (:attr:`SessionConfig.drain_output`)."""
         ...
 
     async def close(self) -> None:
@@ -407,6 +462,18 @@ class NetworkAgent(Protocol):
         tail_silence_s: seconds of silence to stream after the input (paced adapters).
         max_wait_s: longest wait (s) for the output after the input (and tail) ended.
         onset_rule: one line saying how :meth:`onset` is measured (recorded in run_info).
+
+    Optional attributes (:class:`NetworkAgentBase` has their defaults):
+
+        chunk_ms: the adapter's native input chunk in ms (e.g. one 80 ms Moshi frame), used when
+            the user names none (:func:`resolve_chunk_ms`); ``None``: :data:`DEFAULT_CHUNK_MS`.
+        max_concurrency: the most sessions the system serves at once (Kyutai's Python Moshi
+            server: 1); ``--concurrency`` is lowered to it (:func:`clamp_concurrency`); ``None``: no cap.
+        timeline: how FDB's time-synchronous reply channel is laid out (:data:`TIMELINES`,
+            :func:`reply_timeline`): ``arrival`` (default) or ``frame_synchronous``;
+            ``timeline_lead_s`` where a frame-synchronous channel starts (s).
+        answer(result): SPEAR's answer from a session (:meth:`NetworkAgentBase.answer`,
+            :func:`session_answer`); default: every output chunk back to back from :meth:`onset`.
     """
 
     paced: bool
@@ -434,11 +501,36 @@ def is_network_agent(agent: Any) -> bool:
     return asyncio.iscoroutinefunction(getattr(agent, "connect", None))
 
 
-def session_config(agent: Any, *, chunk_ms: float = 40.0, time_synchronous: bool = False) -> SessionConfig:
-    """The :class:`SessionConfig` of ``agent`` (its ``paced``, ``tail_silence_s``, ``max_wait_s``)."""
-    return SessionConfig(chunk_ms=float(chunk_ms), paced=bool(getattr(agent, "paced", True)),
+def resolve_chunk_ms(agent: Any, chunk_ms: Optional[float] = None) -> float:
+    """The input chunk (ms) of ``agent``'s sessions: ``chunk_ms`` when given (the user's
+    ``--chunk-ms``: honoured, also when it differs from the adapter's own), else the adapter's
+    native ``chunk_ms`` attribute, else :data:`DEFAULT_CHUNK_MS` (40 ms)."""
+    if chunk_ms is not None:
+        return float(chunk_ms)
+    native = getattr(agent, "chunk_ms", None)
+    return float(native) if native else DEFAULT_CHUNK_MS
+
+
+def clamp_concurrency(agent: Any, requested: int) -> tuple[int, Optional[str]]:
+    """Sessions to run at once for ``agent``: ``requested`` lowered to the adapter's
+    ``max_concurrency`` (when it declares one); returns ``(sessions, note)``, the note a line
+    saying so (``None`` when nothing was lowered)."""
+    cap = getattr(agent, "max_concurrency", None)
+    if cap is None or requested <= int(cap):
+        return requested, None
+    cap = int(cap)
+    return cap, (f"--concurrency {requested} lowered to {cap}: the adapter serves at most {cap} "
+                 f"session{'s' if cap != 1 else ''} at a time (its max_concurrency)")
+
+
+def session_config(agent: Any, *, chunk_ms: Optional[float] = None, time_synchronous: bool = False) -> SessionConfig:
+    """The :class:`SessionConfig` of ``agent`` (its ``paced``, ``tail_silence_s``, ``max_wait_s``;
+    ``chunk_ms`` by :func:`resolve_chunk_ms`; a time-synchronous session of a ``frame_synchronous``
+    adapter drains its output)."""
+    return SessionConfig(chunk_ms=resolve_chunk_ms(agent, chunk_ms), paced=bool(getattr(agent, "paced", True)),
                          tail_silence_s=float(getattr(agent, "tail_silence_s", 0.0) or 0.0),
-                         max_wait_s=float(getattr(agent, "max_wait_s", 30.0)), time_synchronous=time_synchronous)
+                         max_wait_s=float(getattr(agent, "max_wait_s", 30.0)), time_synchronous=time_synchronous,
+                         drain_output=time_synchronous and getattr(agent, "timeline", "arrival") == "frame_synchronous")
 
 
 async def _sleep_until(deadline: float, clock: Callable[[], float]) -> None:
@@ -469,6 +561,8 @@ async def run_session(agent: Any, request: AudioRequest, config: SessionConfig, 
         total = n + round(config.tail_silence_s * request.sample_rate)
         t0 = sink.start()
         for k, s in enumerate(range(0, total, hop)):
+            if s >= n and sink.result.answer_complete_s is not None and not config.time_synchronous:
+                break  # the adapter's answer is complete: the rest of the tail is not needed
             if config.paced:
                 await _sleep_until(t0 + k * chunk_s, clock)
             for _ in range(2):  # let the receiver stamp what has already arrived before more is sent
@@ -492,10 +586,15 @@ async def run_session(agent: Any, request: AudioRequest, config: SessionConfig, 
                 sent = sink.now()
                 sink.result.input_end_s = max(sent, n / request.sample_rate) if config.paced else sent
         sink.result.input_duration_s = n / request.sample_rate
+        sink.result.tail_sent_s = max(0.0, sink.input_sent_s - sink.result.input_duration_s)
         if config.time_synchronous:
             if config.paced:  # the last chunk was sent at the start of its span: let it play out
                 await _sleep_until(t0 + total / request.sample_rate, clock)
             sink.check()
+            if config.drain_output:  # the output still in flight has its place in the reply channel
+                await conn.end_input()
+                await sink.wait(config.max_wait_s)
+                sink.check()
             sink.result.finish_reason = "input_end"
             return sink.finished()
         if sink.result.input_end_s is None:
@@ -561,6 +660,45 @@ def playback_timeline(result: SessionResult, n_samples: int, sample_rate: int) -
     return out
 
 
+def frame_synchronous_timeline(result: SessionResult, n_samples: int, sample_rate: int,
+                               lead_s: float = 0.0) -> np.ndarray:
+    """The output as a frame-synchronous channel: ``(n_samples,)`` float32 at ``sample_rate`` Hz.
+
+    All output audio (mixed to mono, resampled to ``sample_rate``) back to back from ``lead_s``
+    seconds, whatever its arrival times, trimmed or zero-padded to ``n_samples``: the rule of
+    Full-Duplex-Bench's Moshi client (``v1_v1.5/model_inference/moshi/inference.py``: one 80 ms
+    frame of zeros, then every decoded frame in order, cut to the input's length), for a system
+    that answers every input frame with one output frame.
+    """
+    from spear_datasets.audio import resample
+
+    out = np.zeros(int(n_samples), np.float32)
+    if not result.chunks:
+        return out
+    audio, sr = result.concatenated()
+    a = resample(audio.mean(axis=0, keepdims=True), sr, sample_rate)[0]
+    start = min(max(0, int(round(lead_s * sample_rate))), len(out))
+    m = min(len(a), len(out) - start)
+    out[start:start + m] = a[:m]
+    return out
+
+
+def reply_timeline(agent: Any, result: SessionResult, n_samples: int, sample_rate: int) -> np.ndarray:
+    """FDB's reply channel ``(n_samples,)`` float32 at ``sample_rate`` Hz by ``agent``'s
+    ``timeline`` rule: ``arrival`` (:func:`playback_timeline`) or ``frame_synchronous``
+    (:func:`frame_synchronous_timeline` from its ``timeline_lead_s``).
+
+    Raises:
+        ValueError: an unknown rule.
+    """
+    rule = getattr(agent, "timeline", "arrival")
+    if rule == "arrival":
+        return playback_timeline(result, n_samples, sample_rate)
+    if rule == "frame_synchronous":
+        return frame_synchronous_timeline(result, n_samples, sample_rate, float(getattr(agent, "timeline_lead_s", 0.0)))
+    raise ValueError(f"unknown timeline rule {rule!r} (one of {', '.join(TIMELINES)})")
+
+
 class NetworkAgentBase:
     """Convenience base of network adapters: the :class:`NetworkAgent` attributes' defaults and a
     synchronous :meth:`respond` (so the adapter also works wherever an :class:`~spear_metrics.agents.base.Agent`
@@ -570,6 +708,10 @@ class NetworkAgentBase:
     paced: bool = True
     tail_silence_s: float = 0.0
     max_wait_s: float = 30.0
+    chunk_ms: Optional[float] = None
+    max_concurrency: Optional[int] = None
+    timeline: str = "arrival"
+    timeline_lead_s: float = 0.0
     instructions: Optional[str] = None
     onset_rule: str = "none (half-duplex: the answer is placed at the question end)"
 
@@ -579,6 +721,16 @@ class NetworkAgentBase:
     def onset(self, result: SessionResult) -> Optional[float]:
         return None
 
+    def answer(self, result: SessionResult) -> AgentAnswer:
+        """SPEAR's answer from a session (the hook :func:`session_answer` calls). Default: every
+        output chunk back to back from :meth:`onset` (:func:`answer_from_session`); an adapter
+        whose system streams silence too (Moshi) picks the answer out of the timeline here.
+
+        Raises:
+            NoAnswerError: no answer in the session (the row fails).
+        """
+        return answer_from_session(result, self.onset(result))
+
     def respond(self, audio: np.ndarray, row: Any, config: Any) -> AgentAnswer:
         """One SPEAR row without the harness's concurrency: ``audio`` ``(2, n)`` 16 kHz.
 
@@ -587,9 +739,36 @@ class NetworkAgentBase:
         """
         request = AudioRequest(audio=audio, sample_rate=16_000, instructions=self.instructions,
                                row_id=str(getattr(row, "audio_path", "")))
-        cfg = session_config(self, chunk_ms=float(getattr(config, "chunk_ms", 40.0)))
+        cfg = session_config(self, chunk_ms=getattr(config, "chunk_ms", None))
         result = asyncio.run(run_session(self, request, cfg))
-        return answer_from_session(result, self.onset(result))
+        return self.answer(result)
+
+
+@dataclass
+class SessionAnswer(AgentAnswer):
+    """An :class:`~spear_metrics.agents.base.AgentAnswer` made from a session, with where its first
+    audio is on the session's clocks.
+
+    Attributes:
+        first_audio_s: wall clock (s after ``t0``) of the answer's first audio; ``None`` if unknown.
+        first_audio_input_s: stream clock (s of input sent) at that moment.
+    """
+
+    first_audio_s: Optional[float] = None
+    first_audio_input_s: Optional[float] = None
+
+
+def session_answer(agent: Any, result: SessionResult) -> AgentAnswer:
+    """SPEAR's answer from ``agent``'s session: its :meth:`NetworkAgentBase.answer` hook when it
+    has one, else :func:`answer_from_session` with its :meth:`NetworkAgent.onset`.
+
+    Raises:
+        NoAnswerError (or the hook's AgentError): no answer (the row fails).
+    """
+    hook = getattr(agent, "answer", None)
+    if callable(hook):
+        return hook(result)
+    return answer_from_session(result, agent.onset(result))
 
 
 def answer_from_session(result: SessionResult, onset: Optional[float]) -> AgentAnswer:
@@ -607,12 +786,14 @@ def answer_from_session(result: SessionResult, onset: Optional[float]) -> AgentA
                                                                           f"no answer audio ({result.finish_reason})")
         raise NoAnswerError(why)
     audio, sr = result.concatenated()
-    return AgentAnswer(audio=audio, sample_rate=sr, onset=onset, text=result.text or None,
-                       finish_reason=result.finish_reason, response_time_s=result.response_time_s)
+    return SessionAnswer(audio=audio, sample_rate=sr, onset=onset, text=result.text or None,
+                         finish_reason=result.finish_reason, response_time_s=result.response_time_s,
+                         first_audio_s=result.first_audio_s, first_audio_input_s=result.first_audio_input_s)
 
 
 __all__ = [
     "AudioRequest", "DialogueTurn", "DuplexConnection", "NetworkAgent", "NoAnswerError", "OutputChunk", "OutputSink",
-    "ProtocolError", "SessionConfig", "SessionResult", "answer_from_session", "is_network_agent", "playback_timeline",
-    "NetworkAgentBase", "run_session", "session_config",
+    "ProtocolError", "SessionAnswer", "SessionConfig", "SessionResult", "TextEvent", "answer_from_session", "frame_synchronous_timeline", "is_network_agent", "playback_timeline", "reply_timeline",
+    "TIMELINES",
+    "NetworkAgentBase", "DEFAULT_CHUNK_MS", "clamp_concurrency", "pcm16_bytes", "resolve_chunk_ms", "run_session", "session_answer", "session_config",
 ]

@@ -54,7 +54,7 @@ from typing import Any, Awaitable, Callable, Optional, Sequence, TypeVar
 import numpy as np
 
 from spear_datasets.audio import TARGET_SR, AudioError, input_clip_info, load_audio, resample, write_wav
-from spear_datasets.files import OutputError, atomic_path
+from spear_datasets.files import OutputError, active_folder, atomic_path, check_out_folder
 from spear_datasets.schema import (
     RowError,
     SpearRow,
@@ -67,7 +67,7 @@ from spear_datasets.schema import (
 from spear_metrics.agents.base import AgentAnswer, AgentError, AgentOutputError, GenerationConfig, validate_answer
 from spear_metrics.agents.duplex import is_network_agent
 from spear_metrics.core.batching import distributed_state
-from spear_metrics.core.records import AppendLog, claim_work_dir, one_line, read_rank_logs, write_json_atomic, write_jsonl_atomic
+from spear_metrics.core.records import AppendLog, claim_out, one_line, read_rank_logs, write_json_atomic, write_jsonl_atomic
 
 WORK_DIR = ".work"
 AUDIO_DIR = "audio"
@@ -146,9 +146,7 @@ class Source:
 def _reason(e: BaseException) -> str:
     """One-line reason, secrets masked; an unexpected exception type is named, the harness's own
     are not."""
-    from spear_metrics.agents.net import mask_secrets
-
-    msg = mask_secrets(one_line(e))
+    msg = one_line(e)  # secrets masked (spear_metrics.core.secrets.mask_secrets)
     if isinstance(e, (AgentError, AgentOutputError, AudioError, RowError, RowTimeout, _AdapterExit)) \
             or msg == type(e).__name__:
         return msg
@@ -239,8 +237,9 @@ class DatasetSource(Source):
                 return Path(value["path"])
             return None
         data = value["bytes"]
-        if dest.is_file() and dest.stat().st_size == len(data):
-            return dest
+        owner = active_folder(dest)
+        if dest.is_file() and dest.stat().st_size == len(data) and (owner is None or owner.is_recorded(dest)):
+            return dest  # copied by an earlier invocation of this run
         with atomic_path(dest, tmp_suffix=str(os.getpid())) as tmp:
             tmp.write_bytes(data)
         return dest
@@ -302,8 +301,10 @@ def run_agent(agent: Any, audio: np.ndarray, row: SpearRow, config: GenerationCo
             return ans, wav, sr, None if ans.onset is None else float(ans.onset)
         decided = end = audio.shape[1] / TARGET_SR
     else:
+        from spear_metrics.agents.duplex import resolve_chunk_ms
+
         session = agent.stream(row, config)
-        hop = max(1, round(config.chunk_ms * TARGET_SR / 1000.0))
+        hop = max(1, round(resolve_chunk_ms(agent, config.chunk_ms) * TARGET_SR / 1000.0))
         n = audio.shape[1]
         total = n + round(config.max_wait_s * TARGET_SR)
         ans = None
@@ -506,8 +507,9 @@ async def _infer_row_network(agent: Any, source: Source, i: int, out: Path, conf
     the row's time limit (:func:`row_time_limit`), SPEAR's answer from the session.
 
     Records, beside the usual keys: ``response_time_s`` (wall clock, end of input or request sent
-    -> first answer audio), ``onset_wall_s`` and ``onset_stream_s`` (first answer audio on the
-    wall clock since the first chunk and on the stream clock), ``send_lag_max_s`` (the latest a
+    -> first answer audio), ``onset_wall_s`` and ``onset_stream_s`` (the answer's first audio, by
+    the adapter's :meth:`~spear_metrics.agents.duplex.NetworkAgentBase.answer` rule, on the wall
+    clock since the first chunk and on the stream clock), ``send_lag_max_s`` (the latest a
     chunk went out behind its schedule), ``finish_reason``.
 
     Nothing slow runs on the event loop (it paces every session): files are written by ``writer``
@@ -517,7 +519,7 @@ async def _infer_row_network(agent: Any, source: Source, i: int, out: Path, conf
     Raises:
         KeyboardInterrupt, OutputError, and the cancellation of this task.
     """
-    from spear_metrics.agents.duplex import AudioRequest, answer_from_session, run_session, session_config
+    from spear_metrics.agents.duplex import AudioRequest, SessionAnswer, run_session, session_answer, session_config
 
     loop = asyncio.get_running_loop()
     rec: dict[str, Any] = {"row": i, "audio_path": source.entries[i].audio_cell}
@@ -534,11 +536,12 @@ async def _infer_row_network(agent: Any, source: Source, i: int, out: Path, conf
                 result = await _guarded(run_session(agent, request, scfg))
         except TimeoutError:
             raise RowTimeout(f"timed out after {limit:g} s") from None
-        rec["onset_wall_s"] = result.first_audio_s
-        rec["onset_stream_s"] = result.first_audio_input_s
         rec["send_lag_max_s"] = result.send_lag_max_s
         rec["send_lag_max_at_s"] = result.send_lag_max_at_s
-        ans = answer_from_session(result, agent.onset(result))
+        ans = session_answer(agent, result)  # the adapter's rule (default: all output back to back)
+        first = (ans.first_audio_s, ans.first_audio_input_s) if isinstance(ans, SessionAnswer) else (
+            result.first_audio_s, result.first_audio_input_s)
+        rec["onset_wall_s"], rec["onset_stream_s"] = first
         wav, sr = validate_answer(ans)
         onset = None if ans.onset is None else float(ans.onset)
         await loop.run_in_executor(writer, _finish, source, i, out, rec, ans, wav, sr, onset)
@@ -619,6 +622,8 @@ def run_inference(
     Raises:
         InferError: ``out_dir`` holds another run (use ``overwrite``), a dataset that cannot be
             loaded, or rows left without an answer record (a rank died: rerun to resume).
+        spear_datasets.files.OutFolderError: ``out_dir`` holds files this tool did not write, the
+            output of another command, or is being written by a live process (one line).
         MetadataError: an unusable CSV. UnknownAgentError: no adapter of that name.
     """
     from spear_metrics.agents.registry import load_agent
@@ -628,22 +633,38 @@ def run_inference(
     out = Path(out_dir)
     if Path(data).exists() and (out.resolve() / "metadata.csv") in {Path(data).resolve(), Path(data).resolve() / "metadata.csv"}:
         raise InferError(f"--out {out} would overwrite the input metadata {data}: choose another folder")
+    if concurrency < 1:
+        raise InferError(f"--concurrency must be >= 1, got {concurrency}")
+    if not (row_timeout_s > 0 and math.isfinite(row_timeout_s)):
+        raise InferError(f"--row-timeout-s must be > 0, got {row_timeout_s}")
+    check_out_folder(out)  # the rule first (cheap): a folder that cannot be used costs no loading
     state = distributed_state()
-    rank, world = state.process_index, state.num_processes
     source = open_source(data, split=split, subset=subset)
     if agent is None:
         agent = load_agent(agent_name, **agent_options)
-    work = out / WORK_DIR
+    if config.chunk_ms is None:  # the adapter's own chunk (e.g. moshi's 80 ms frame), else 40 ms
+        from spear_metrics.agents.duplex import resolve_chunk_ms
+
+        config = dataclasses.replace(config, chunk_ms=resolve_chunk_ms(agent))
     fp = {**source.fingerprint(), "split": split, "subset": subset, "agent": agent_name,
           "agent_options": {k: agent_options[k] for k in sorted(agent_options)},
           "config": dataclasses.asdict(config)}
-    if state.is_main_process:
-        claim_work_dir(work, fp, overwrite=overwrite, conflict=InferError(
-            f"{out} holds answers of another run (other data, agent, options or config); use a new --out folder or --overwrite"),
-            stale=[out / AUDIO_DIR, out / INPUTS_DIR,
-                   *(out / f for f in ("metadata.csv", "failures.jsonl", "run_info.json", RESPONSE_TIMES))])
-    state.wait_for_everyone()
+    conflict = InferError(f"{out} holds answers of another run (other data, agent, options or config); use a new "
+                          "--out folder or --overwrite")
+    # --out: new, empty or infer's own; --overwrite removes exactly what earlier runs recorded
+    # (answers, copied inputs, metadata.csv...), never a folder it found; refused while live
+    with claim_out(out, fp, overwrite=overwrite, conflict=conflict, command="infer", state=state,
+                   adopt=("metadata.csv", "failures.jsonl", "run_info.json", RESPONSE_TIMES)):
+        return _infer_claimed(agent, agent_name, source, out, config, state, retry_failed=retry_failed,
+                              progress=progress, on_row=on_row, concurrency=concurrency, row_timeout_s=row_timeout_s)
 
+
+def _infer_claimed(agent: Any, agent_name: str, source: Source, out: Path, config: GenerationConfig, state: Any, *,
+                   retry_failed: bool, progress: bool, on_row: Optional[Callable[[dict[str, Any]], None]],
+                   concurrency: int, row_timeout_s: float) -> Optional[dict[str, Any]]:
+    """:func:`run_inference` once its ``--out`` is claimed (locks held, writes recorded)."""
+    rank, world = state.process_index, state.num_processes
+    work = out / WORK_DIR
     done = _read_logs(work)
 
     def is_done(i: int) -> bool:
@@ -662,11 +683,15 @@ def run_inference(
         from tqdm.auto import tqdm
 
         bar = tqdm(total=len(mine), desc=f"infer {agent_name}" + (f" (rank 0 of {world})" if world > 1 else ""), unit="clip")
-    if concurrency < 1:
-        raise InferError(f"--concurrency must be >= 1, got {concurrency}")
-    if not (row_timeout_s > 0 and math.isfinite(row_timeout_s)):
-        raise InferError(f"--row-timeout-s must be > 0, got {row_timeout_s}")
     network = is_network_agent(agent)
+    if network:  # a server that serves fewer sessions at once (Kyutai's Python Moshi server: one)
+        from spear_metrics.agents.duplex import clamp_concurrency
+
+        concurrency, note = clamp_concurrency(agent, concurrency)
+        if note and state.is_main_process:
+            import sys
+
+            print(f"spearbench infer: note: {agent_name}: {note}", file=sys.stderr)
     t0 = time.perf_counter()
     try:
         with AppendLog(work / f"rank-{rank}.jsonl") as log:
@@ -695,7 +720,9 @@ def run_inference(
         return None
     return finalize(source, out, agent_name=agent_name, config=config, elapsed_s=elapsed, n_new=len(pending), world=world,
                     extra={"concurrency": concurrency if network else 1, "row_timeout_s": row_timeout_s,
-                           "onset_rule": getattr(agent, "onset_rule", None)})
+                           **({"chunk_ms": config.chunk_ms} if network else {}),
+                           "onset_rule": getattr(agent, "onset_rule", None)},
+                    n_resumed=len(runnable) - len(pending))
 
 
 async def _run_network_rows(agent: Any, source: Source, rows: list[int], out: Path, config: GenerationConfig,
@@ -756,7 +783,7 @@ def _warm_up(agent: Any) -> None:
 
 
 def finalize(source: Source, out: Path, *, agent_name: str, config: GenerationConfig, elapsed_s: float = 0.0,
-             n_new: int = 0, world: int = 1, extra: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+             n_new: int = 0, world: int = 1, extra: Optional[dict[str, Any]] = None, n_resumed: int = 0) -> dict[str, Any]:
     """Merge the work logs into ``metadata.csv``, ``failures.jsonl`` and ``run_info.json``, after
     checking that every input has exactly one answer record (and its file).
 
@@ -814,6 +841,7 @@ def finalize(source: Source, out: Path, *, agent_name: str, config: GenerationCo
         "n_failed": len(failures),
         "n_onset_none": sum(1 for r in records if r.get("status") == "ok" and r.get("onset") is None),
         "rows_run_this_time": n_new,
+        "rows_resumed": n_resumed,  # rows an earlier invocation had already answered (or failed)
         "n_processes": world,
         "elapsed_s": elapsed_s,
         **(extra or {}),

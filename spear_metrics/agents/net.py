@@ -3,8 +3,10 @@ bounded retries with exponential backoff and jitter, time limits.
 
 - Keys come from environment variables only (:func:`api_key`; default names ``OPENAI_API_KEY``,
   ``GEMINI_API_KEY``; an adapter's ``api_key_env=NAME`` option names another). A key's value is
-  remembered for this process and masked (:func:`mask_secrets`) in every error message the
-  adapters raise and in every reason ``infer``/``fdb-infer`` write; it never reaches a file.
+  registered for this process (:func:`spear_metrics.core.secrets.register_secret`) and masked by
+  the project's one masking function (:func:`spear_metrics.core.secrets.mask_secrets`, re-exported
+  here as ``mask_secrets``/``register_secret``) in every error message the adapters raise and in
+  every reason ``infer``/``fdb-infer`` write; it never reaches a file.
 - :func:`with_retries` retries what is worth retrying: HTTP 408, 409, 425, 429, 500, 502, 503, 504
   and connection failures (timeouts, refused/reset connections), and WebSocket close codes
   1012 (service restart) and 1013 (try again later, RFC 6455's "try later"), waiting
@@ -27,6 +29,8 @@ from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Mapping, Optional, TypeVar
 
 from spear_metrics.agents.base import AgentError
+# THE masking of the project (re-exported: adapters import these names from here)
+from spear_metrics.core.secrets import mask_secrets, register_secret  # noqa: F401
 
 T = TypeVar("T")
 
@@ -34,8 +38,6 @@ T = TypeVar("T")
 RETRY_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 #: WebSocket close codes that mean "try later": 1012 service restart, 1013 try again later
 RETRY_CLOSE_CODES = frozenset({1012, 1013})
-
-_SECRETS: set[str] = set()
 
 
 class NetError(AgentError):
@@ -57,27 +59,6 @@ class NetError(AgentError):
 
 class MissingKeyError(AgentError):
     """The environment variable that should hold an API key is not set (names the variable only)."""
-
-
-def register_secret(value: Optional[str]) -> None:
-    """Remember ``value`` so that :func:`mask_secrets` hides it (values shorter than 8 characters
-    are ignored: masking them would garble ordinary words)."""
-    if value and len(value) >= 8:
-        _SECRETS.add(value)
-
-
-def mask_secrets(text: str) -> str:
-    """``text`` with every registered secret value (and the ``Bearer <token>`` of an
-    Authorization header) replaced by ``***``."""
-    out = str(text)
-    for s in sorted(_SECRETS, key=len, reverse=True):
-        if s in out:
-            out = out.replace(s, "***")
-    if "Bearer " in out:
-        import re
-
-        out = re.sub(r"Bearer\s+[^\s\"',;]+", "Bearer ***", out)
-    return out
 
 
 def api_key(env: str, *, required: bool = True) -> Optional[str]:
@@ -128,9 +109,10 @@ def parse_retry_after(value: Any, *, now: Optional[float] = None) -> Optional[fl
 
 def http_error(status: int, body: str = "", headers: Optional[Mapping[str, str]] = None, *, what: str = "server") -> NetError:
     """The :class:`NetError` for an HTTP error ``status`` (retryable per :data:`RETRY_STATUSES`,
-    ``Retry-After`` read from ``headers``); ``body`` is cut to 200 characters."""
+    ``Retry-After`` read from ``headers``); ``body`` is masked (:func:`mask_secrets`, whole: a key
+    cut in two would no longer be recognised), then cut to 200 characters."""
     h = {str(k).lower(): v for k, v in (headers or {}).items()}
-    detail = " ".join(str(body or "").split())[:200]
+    detail = mask_secrets(" ".join(str(body or "").split()))[:200]
     msg = f"{what} answered HTTP {status}" + (f": {detail}" if detail else "")
     return NetError(msg, retryable=retryable_status(status), retry_after=parse_retry_after(h.get("retry-after")),
                     status=status)
@@ -189,6 +171,25 @@ async def with_retries(call: Callable[[], Awaitable[T]], policy: RetryPolicy, *,
                                status=e.status) from None
             await sleep(policy.delay(attempt, e.retry_after, rng))
     raise AssertionError("unreachable")
+
+
+def close_reason(exc: BaseException) -> tuple[Optional[int], str]:
+    """How a WebSocket connection closed, read from websockets' ``ConnectionClosed`` ``exc``:
+    ``(close code or None, words)``, e.g. ``(1011, "code 1011 (internal error)")``, or ``(None,
+    "the connection was lost without a close frame")`` (the project's one reading of a close frame)."""
+    rcvd = getattr(exc, "rcvd", None)
+    code = getattr(rcvd, "code", None)
+    reason = getattr(rcvd, "reason", "") or ""
+    if code is None:
+        return None, "the connection was lost without a close frame"
+    return code, f"code {code}" + (f" ({reason})" if reason else "")
+
+
+async def settle(receiver: Optional[asyncio.Task], timeout_s: float = 1.0) -> None:
+    """Let a receiver task read what arrived before the connection closed (at most ``timeout_s``
+    s), so that a send that met the closed connection reports the server's own reason."""
+    if receiver is not None and not receiver.done():
+        await asyncio.wait({receiver}, timeout=timeout_s)
 
 
 async def within(seconds: float, awaitable: Awaitable[T], what: str) -> T:

@@ -42,6 +42,7 @@ import numpy as np
 
 from spear_metrics.agents.base import AgentError
 from spear_metrics.agents.duplex import AudioRequest, NetworkAgentBase, OutputSink, ProtocolError, SessionConfig, SessionResult
+from spear_metrics.agents.duplex import pcm16_bytes
 from spear_metrics.agents.openai_audio import _optional
 from spear_metrics.agents.net import (
     REQUEST_ID_HEADER,
@@ -49,6 +50,7 @@ from spear_metrics.agents.net import (
     NetError,
     RetryPolicy,
     api_key,
+    close_reason as _close_reason,
     http_error,
     mask_secrets,
     request_id,
@@ -73,25 +75,11 @@ TEXT_DELTA_EVENTS = ("response.output_audio_transcript.delta", "response.audio_t
 _TURN_EVENTS = ("input_audio_buffer.speech_stopped", "input_audio_buffer.committed")
 
 
-def pcm16_bytes(x: np.ndarray) -> bytes:
-    """Float samples ``(n,)`` in [-1, 1] -> little-endian 16-bit PCM (clipped, rounded)."""
-    return np.round(np.clip(x, -1.0, 1.0) * 32767.0).astype("<i2").tobytes()
-
-
 def input_pcm(request: AudioRequest) -> bytes:
     """The request's input as the session sends it: channel mean, 24 kHz, 16-bit PCM bytes."""
     from spear_datasets.audio import resample
 
     return pcm16_bytes(resample(request.mono()[None, :], request.sample_rate, REALTIME_RATE)[0])
-
-
-def _close_reason(exc: BaseException) -> tuple[Optional[int], str]:
-    rcvd = getattr(exc, "rcvd", None)
-    code = getattr(rcvd, "code", None)
-    reason = getattr(rcvd, "reason", "") or ""
-    if code is None:
-        return None, "the connection was lost without a close frame"
-    return code, f"code {code}" + (f" ({reason})" if reason else "")
 
 
 class OpenAIRealtimeAgent(NetworkAgentBase):
@@ -238,7 +226,7 @@ class RealtimeConnection:
         try:
             self.ws = await within(self.agent.connect_timeout_s,
                                    connect(self.agent.url, additional_headers=headers, max_size=2 ** 24,
-                                           open_timeout=None, ping_interval=None, close_timeout=2,
+                                           open_timeout=None, ping_interval=None, close_timeout=2, max_queue=None,
                                            compression="deflate" if self.agent.ws_compression else None),
                                    f"WebSocket handshake with {where}")
         except InvalidStatus as e:
@@ -264,14 +252,18 @@ class RealtimeConnection:
             raise self._open_error
 
     async def _abort(self) -> None:
+        """Close the WebSocket, then stop the receiver (which ignores what still arrives). The
+        connection's queue is unbounded (``max_queue=None``): with 16 unread frames queued (a
+        receiver stopped by an error) websockets would stop reading the socket, and the close
+        would wait its whole ``close_timeout`` for the server's close frame."""
         self._closing = True
-        if self._receiver is not None:
-            self._receiver.cancel()
         if self.ws is not None:
             try:
                 await asyncio.wait_for(self.ws.close(), 2)
             except BaseException:
                 pass
+        if self._receiver is not None:
+            self._receiver.cancel()
         self.ws = None
 
     def _history_item(self, turn: Any) -> dict[str, Any]:
@@ -354,10 +346,10 @@ class RealtimeConnection:
             try:
                 objs = [json.loads(line) for line in text.splitlines() if line.strip()]
             except json.JSONDecodeError:
-                raise ProtocolError(f"malformed event from the server (not JSON): {mask_secrets(text[:80])!r}") from None
+                raise ProtocolError(f"malformed event from the server (not JSON): {mask_secrets(text)[:80]!r}") from None
         for o in objs:
             if not isinstance(o, dict) or not isinstance(o.get("type"), str):
-                raise ProtocolError(f"malformed event from the server (no type): {mask_secrets(json.dumps(o)[:80])}")
+                raise ProtocolError(f"malformed event from the server (no type): {mask_secrets(json.dumps(o))[:80]}")
         return objs
 
     async def _receive(self) -> None:
@@ -365,6 +357,8 @@ class RealtimeConnection:
 
         try:
             async for raw in self.ws:
+                if self._closing:
+                    continue
                 for ev in self._events(raw):
                     self._handle(ev)
             code, why = None, ""
@@ -431,8 +425,8 @@ class RealtimeConnection:
             resp = ev.get("response") or {}
             self._active.discard(str(resp.get("id")))
             if resp.get("status") == "failed":
-                details = json.dumps(resp.get("status_details"))[:160] if resp.get("status_details") else ""
-                raise AgentError(f"server response failed {mask_secrets(details)}".strip())
+                details = mask_secrets(json.dumps(resp.get("status_details")))[:160] if resp.get("status_details") else ""
+                raise AgentError(f"server response failed {details}".strip())
             if not self._active and self.sink.result.chunks:
                 self.sink.done("stop")
         elif t == "error":

@@ -30,7 +30,9 @@ from spear_metrics.core.options import Option, OptionError, signature_options, u
 ENTRY_POINT_GROUP = "spearbench.agents"
 
 #: built-in adapters: name -> "module:attribute" (the reference agents and cascade need no
-#: downloads; openai-* call a network service: key from the environment)
+#: downloads; openai-* and gemini-live call a network service: key from the environment; moshi
+#: calls a Moshi-protocol server the user runs; fixed-text answers text-only benchmarks with a
+#: constant, a pipeline check)
 BUILTIN_AGENTS: dict[str, str] = {
     "human": "spear_metrics.agents.reference:HumanAgent",
     "silence": "spear_metrics.agents.reference:SilenceAgent",
@@ -39,7 +41,10 @@ BUILTIN_AGENTS: dict[str, str] = {
     "cascade": "spear_metrics.agents.cascade:CascadeAgent",
     "openai-audio": "spear_metrics.agents.openai_audio:OpenAIAudioAgent",
     "openai-realtime": "spear_metrics.agents.openai_realtime:OpenAIRealtimeAgent",
+    "gemini-live": "spear_metrics.agents.gemini_live:GeminiLiveAgent",
+    "moshi": "spear_metrics.agents.moshi:MoshiAgent",
     "qwen-omni": "spear_metrics.agents.qwen_omni:QwenOmniAgent",
+    "fixed-text": "spear_metrics.agents.text:FixedTextAgent",
 }
 
 _RUNTIME: dict[str, Callable[..., Any]] = {}
@@ -159,17 +164,48 @@ def agent_options(factory: Callable[..., Any]) -> tuple[tuple[Option, ...], bool
 
 
 def describe_agent(name: str) -> tuple[str, tuple[Option, ...]]:
-    """``(first line of the docstring, options)`` of adapter ``name`` (for ``infer --list-agents``).
+    """``(first sentence of the docstring, options)`` of adapter ``name`` (for ``infer
+    --list-agents``), as plain text (docstring markup rendered by
+    :func:`spear_metrics.core.options.plain_text`). Options that cannot be given as ``-a
+    KEY=VALUE`` text are left out (:func:`python_only_options`).
 
     Raises:
         UnknownAgentError: as :func:`agent_factory`.
     """
+    import dataclasses
     import inspect
+
+    from spear_metrics.core.options import plain_text
 
     factory = agent_factory(name)
     doc = " ".join((inspect.getdoc(factory) or "").split("\n\n")[0].split())
-    first = (doc.split(". ")[0].rstrip(".") + ".") if doc else "(no description)"
-    return first, agent_options(factory)[0]
+    first = plain_text(doc.split(". ")[0].rstrip(".") + ".") if doc else "(no description)"
+    hidden = set(python_only_options(factory))
+    options = tuple(dataclasses.replace(o, doc=plain_text(o.doc)) for o in agent_options(factory)[0] if o.name not in hidden)
+    return first, options
+
+
+def python_only_options(factory: Callable[..., Any]) -> list[str]:
+    """Constructor keywords of ``factory`` that take a Python object (annotated ``Any`` or a
+    class, e.g. the ``cascade`` agent's ``asr_backend``, an injected ASR for tests and
+    notebooks): they cannot be given as ``-a KEY=VALUE`` text, so ``--list-agents`` does not
+    list them (Python callers pass them to the constructor)."""
+    import inspect
+
+    target = factory
+    try:
+        sig = inspect.signature(target)
+    except (TypeError, ValueError):
+        return []
+    out = []
+    for p in sig.parameters.values():
+        a = p.annotation
+        if a is inspect.Parameter.empty:
+            continue
+        text = a if isinstance(a, str) else getattr(a, "__name__", None) or str(a)
+        if text in ("Any", "typing.Any", "object") or a is Any:
+            out.append(p.name)
+    return out
 
 
 def load_agent(name: str, **options: Any) -> Any:
@@ -196,6 +232,8 @@ def load_agent(name: str, **options: Any) -> Any:
     agent = factory(**typed)
     from spear_metrics.agents.duplex import is_network_agent
 
-    if not callable(getattr(agent, "respond", None)) and not is_network_agent(agent):
-        raise TypeError(f"agent {name!r} has neither respond(audio, row, config) nor async connect(request, sink, config)")
+    if not callable(getattr(agent, "respond", None)) and not is_network_agent(agent) \
+            and not callable(getattr(agent, "respond_text", None)):
+        raise TypeError(f"agent {name!r} has neither respond(audio, row, config), respond_text(request) "
+                        "nor async connect(request, sink, config)")
     return agent

@@ -62,13 +62,116 @@ def print_failures(failures: Iterable[tuple[Any, str]], where: str, *, total: in
     print(f"  {more}every failed {what} with its reason: {where}", file=file)
 
 
+#: widest console line of a table (wider tables wrap into blocks of columns)
+CONSOLE_WIDTH = 120
+
+
+def shown_path(base: Any, *names: str) -> str:
+    """A path for the console, joined and normalised by :mod:`pathlib` (``results/`` +
+    ``summary.json`` -> ``results/summary.json``, never ``results//summary.json``); ``names``
+    may hold a placeholder such as ``<run>``. THE way commands print the paths they wrote."""
+    from pathlib import Path
+
+    return str(Path(str(base), *names))
+
+
+def text_table(head: Sequence[str], rows: Sequence[Sequence[str]], *, width: int = CONSOLE_WIDTH,
+               gap: str = "  ") -> str:
+    """Rows of strings as aligned columns (the first left-aligned, the others right-aligned) in
+    lines of at most ``width`` characters: when the table is wider, the columns after the first
+    are dealt, in order, into blocks that fit, and each block is printed under the first column
+    again, blocks separated by a blank line. A single column wider than ``width`` gets a block
+    of its own (the only case a line is longer)."""
+    table = [list(head)] + [list(r) for r in rows]
+    n = len(head)
+    widths = [max(len(str(r[i])) for r in table) for i in range(n)]
+    blocks: list[list[int]] = []
+    used = widths[0]
+    for i in range(1, n):
+        if not blocks or used + len(gap) + widths[i] > width:
+            blocks.append([])
+            used = widths[0]
+        blocks[-1].append(i)
+        used += len(gap) + widths[i]
+    out: list[str] = []
+    for b, cols in enumerate(blocks or [[]]):
+        if b:
+            out.append("")
+        for r in table:
+            cells = [str(r[0]).ljust(widths[0])] + [str(r[i]).rjust(widths[i]) for i in cols]
+            out.append(gap.join(cells).rstrip())
+    return "\n".join(out)
+
+
+def wrap(text: str, *, width: int = CONSOLE_WIDTH, indent: str = "    ") -> str:
+    """One console message folded at ``width`` characters between words (continuation lines
+    indented by ``indent``; a word longer than the line, e.g. a path, is never cut)."""
+    import textwrap
+
+    return textwrap.fill(text, width=width, subsequent_indent=indent, break_long_words=False,
+                         break_on_hyphens=False) or text
+
+
+def numbered_notes(reasons: Sequence[str], prefix: str = "note") -> tuple[list[str], list[str]]:
+    """Each distinct reason once: ``(refs, lines)`` where ``refs[i]`` is ``"(note k)"`` for
+    ``reasons[i]`` and ``lines`` are ``"note k: reason"`` in order of first appearance."""
+    order: list[str] = []
+    refs = []
+    for r in reasons:
+        if r not in order:
+            order.append(r)
+        refs.append(f"({prefix} {order.index(r) + 1})")
+    return refs, [f"{prefix} {i}: {r}" for i, r in enumerate(order, 1)]
+
+
+def command(*parts: Any) -> str:
+    """A command line to print: the parts joined by spaces, each shell-quoted where it needs it
+    (a path with a space), so that it can be copied as it is."""
+    import shlex
+
+    return " ".join(shlex.quote(str(p)) for p in parts)
+
+
+def resumed_line(n_done: int, n_total: int, where: Any, what: str = "rows") -> str | None:
+    """``resumed: N of M rows already done (kept in WHERE; ...)`` when an earlier run had done
+    ``n_done`` > 0 of the ``n_total``, else ``None``."""
+    if not n_done:
+        return None
+    return (f"resumed: {n_done} of {n_total} {what} already done (kept in {shown_path(where)}; "
+            "--overwrite starts again, --retry-failed reruns the failed ones)")
+
+
+def read_run_info(folder: Any) -> dict[str, Any]:
+    """``FOLDER/run_info.json`` (timings, ``rows_resumed``...) as written by the last run; ``{}``
+    when it is missing or unreadable."""
+    import json
+    from pathlib import Path
+
+    try:
+        obj = json.loads((Path(str(folder)) / "run_info.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return obj if isinstance(obj, dict) else {}
+
+
+def next_steps(*steps: str | tuple[str, str], file=None) -> None:
+    """What to do next, ending every command: each step a command, or ``(why, command)``,
+    printed as ``next: why:`` and the command alone on the line below (so it can be copied)."""
+    out = file or sys.stdout
+    for step in steps:
+        why, cmd = step if isinstance(step, tuple) else ("", step)
+        if why:
+            print(wrap(f"next: {why}:"), file=out)
+            print(f"  {cmd}", file=out)
+        else:
+            print(f"next: {cmd}", file=out)
+
+
 def null_reason(summary: Mapping[str, Any], key: str, dimension: str | None = None) -> str:
-    """Why ``summary[key]`` is null: its ``<key>_note`` (or ``<stem>_note``: ``WER_note`` for
-    ``WER_%``), else the dimension's ``<dimension>_note``, else that no scored row had a value."""
-    for k in (f"{key}_note", f"{key.split('_')[0]}_note", f"{dimension}_note" if dimension else None):
-        if k and summary.get(k):
-            return str(summary[k])
-    return "no scored row has a value"
+    """Why ``summary[key]`` is null (:func:`spear_metrics.core.summary.null_reason`)."""
+    from spear_metrics.core.summary import null_reason as reason
+
+    return reason(dict(summary), key, dimension)
 
 
 def format_value(summary: Mapping[str, Any], key: str, dimension: str | None = None, *, digits: int = 3) -> str:

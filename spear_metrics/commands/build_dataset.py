@@ -10,14 +10,16 @@ from __future__ import annotations
 import argparse
 import sys
 
-from spear_metrics.commands import number
+from pathlib import Path
+
+from spear_metrics.commands import command, next_steps, number, shown_path, wrap
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--source", required=True, help="SPEAR data folder holding inputs/<split>/<subset>/metadata.csv")
     p.add_argument("--out", required=True, help="output folder (README.md + data/<subset>/<split>-*.parquet)")
     p.add_argument("--max-shard-mb", type=number(above=0), default=500.0, help="approximate audio MB per parquet shard (> 0)")
-    p.add_argument("--overwrite", action="store_true", help="replace a dataset already in --out")
+    p.add_argument("--overwrite", action="store_true", help="replace a dataset this command built in --out (only the files it recorded there; docs/safety.md)")
     p.add_argument("--push", metavar="REPO_ID", default=None,
                    help="also upload the folder as this Hub dataset (token from HF_TOKEN or `hf auth login`)")
     p.add_argument("--private", action="store_true", help="create the Hub repository as private (with --push)")
@@ -30,7 +32,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from spear_datasets.hub import SKIPPED_FILE, DataSource, HubBuildError, MetadataError, build_hub_dataset, push_dataset
+    from spear_datasets.hub import (
+        SKIPPED_FILE, DataSource, HubBuildError, MetadataError, build_hub_dataset, find_sources, push_dataset,
+    )
 
     given = args.source_name or args.license or args.source_url
     data_source = DataSource(args.source_name or "", args.license or "unknown", args.source_url) if given else None
@@ -39,22 +43,38 @@ def run(args: argparse.Namespace) -> int:
                                    overwrite=args.overwrite, progress=not args.no_progress, data_source=data_source)
     except (HubBuildError, MetadataError) as e:
         print(f"spearbench build-dataset: {e}", file=sys.stderr)
+        if (Path(args.source) / "metadata.csv").is_file() and not find_sources(args.source):
+            # a flat folder (e.g. the demo's data/): say where its CSV and clips go
+            print(wrap(f"spearbench build-dataset: {shown_path(args.source, 'metadata.csv')} is a metadata CSV, not the "
+                       "SPEAR layout: put it with its clips under SRC/inputs/<split>/<subset>/ (split dev or test, "
+                       "subset improvised or naturalistic) and pass --source SRC; `spearbench demo` writes such a "
+                       "folder (DEMO_OUT/spear_data)"), file=sys.stderr)
         return 2
     for subset, per in report.counts.items():
         for split, n in per.items():
             print(f"{subset:<13} {split:<5} {n} rows")
     if report.skipped:
-        print(f"skipped {len(report.skipped)} row(s); reasons in {args.out}/{SKIPPED_FILE}", file=sys.stderr)
+        print(f"skipped {len(report.skipped)} row(s); reasons in {shown_path(args.out, SKIPPED_FILE)}", file=sys.stderr)
         for s in report.skipped[:5]:
             print(f"  {s['subset']}/{s['split']} row {s['row']}: {s['reason']}", file=sys.stderr)
-    print(f"wrote {args.out} ({report.n_rows} rows, {len(report.shards)} shard(s)); card: "
+    print(f"wrote {shown_path(args.out)} ({report.n_rows} rows, {len(report.shards)} shard(s)); card: "
           f"{report.source.name or 'source not named'}, licence {report.source.license}")
+    if report.source.license == "unknown":
+        print(wrap("note: the card states no licence: give --license ID (and --source-name) before publishing"))
     if args.push:
         try:
             url = push_dataset(args.out, args.push, private=args.private or None)
         except Exception as e:  # auth / network: one line, never the token
-            print(f"spearbench build-dataset: push to {args.push} failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}",
-                  file=sys.stderr)
+            from spear_metrics.results.hub import safe_error
+
+            print(f"spearbench build-dataset: push to {args.push} failed: {safe_error(e)}", file=sys.stderr)
             return 3
         print(f"pushed to {url}")
+    out = shown_path(args.out)
+    next_steps(("load it", f"python -c \"import datasets; print(datasets.load_dataset({out!r}, 'all', split='test'))\""),
+               ("run an agent on it", command("spearbench", "infer", "--agent", "cascade", "--data", out, "--out",
+                                             shown_path(Path(out).parent, f"{Path(out).name}_cascade"))),
+               ("see what `spearbench publish` would upload", command("spearbench", "publish", "--dataset", out,
+                                                                       "--namespace", "YOUR_NAME", "--dry-run",
+                                                                       shown_path(Path(out).parent, "publish_dry_run"))))
     return 0

@@ -13,13 +13,17 @@ from __future__ import annotations
 import argparse
 import sys
 
-from spear_metrics.commands import add_bootstrap_arguments, missing_package
+from spear_metrics.commands import add_bootstrap_arguments, command, missing_package, next_steps, shown_path
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("results_a", metavar="RESULTS_A", help="scored run folder or results dataset (folder or Hub id)")
     p.add_argument("results_b", metavar="RESULTS_B", help="the run it is compared with (difference = A - B)")
     p.add_argument("--out", default=None, help="folder for comparison.json")
+    p.add_argument("--columns", default=None, metavar="COL,COL",
+                   help="table columns to print, in order (default all, wrapped to 120 characters): n, mean_a, mean_b, "
+                        "diff, diff_ci95, p_value, wilcoxon_p, d_z, welch_p, mannwhitney_p, cliffs_delta "
+                        "(comparison.json always holds every field)")
     add_bootstrap_arguments(p, "the paired differences")
 
 
@@ -29,21 +33,41 @@ def run(args: argparse.Namespace) -> int:
     if missing_package("compare", ["scipy"], "report"):
         return 2
     from spear_metrics.core.records import write_json_atomic
-    from spear_metrics.reports.runs import RunLoadError, compare, comparison_table, load_run
+    from spear_metrics.reports.runs import COMPARISON_COLUMNS, RunLoadError, compare, comparison_table, load_run
 
+    columns = [c.strip() for c in args.columns.split(",") if c.strip()] if args.columns else None
+    unknown = [c for c in columns or [] if c not in COMPARISON_COLUMNS]
+    if unknown:
+        print(f"spearbench compare: --columns: unknown {', '.join(unknown)}; valid: {', '.join(COMPARISON_COLUMNS)}",
+              file=sys.stderr)
+        return 2
     out = Path(args.out) if args.out else None
     if out is not None and out.exists() and not out.is_dir():
         print(f"spearbench compare: --out {out} exists and is not a folder", file=sys.stderr)
         return 2
+    if out is not None:
+        from spear_datasets.files import OutputError, check_out_folder
+
+        try:
+            check_out_folder(out)  # the rule first: nothing is computed for a folder that cannot be used
+        except OutputError as e:
+            print(f"spearbench compare: {e}", file=sys.stderr)
+            return 2
     try:
         a, b = load_run(args.results_a), load_run(args.results_b)
     except RunLoadError as e:
         print(f"spearbench compare: {e}", file=sys.stderr)
         return 2
     comp = compare(a, b, n_resamples=args.bootstrap, seed=args.seed)
-    print(comparison_table(comp))
+    print(comparison_table(comp, columns))
     if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(out / "comparison.json", comp)
-        print(f"wrote {out / 'comparison.json'}")
+        from spear_datasets.files import open_folder
+
+        with open_folder(out, command="compare"):  # new, empty or compare's own (docs/safety.md)
+            write_json_atomic(out / "comparison.json", comp)
+        print(f"wrote {shown_path(out, 'comparison.json')}")
+    flag = "--human" if b.name.lower() == "human" else "--against"
+    next_steps(("the same comparison as an HTML report, with plots",
+                command("spearbench", "report", shown_path(args.results_a), flag, shown_path(args.results_b), "--out",
+                        shown_path(out or args.results_a, "report"))))
     return 0

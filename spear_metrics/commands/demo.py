@@ -30,7 +30,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from spear_metrics.commands import number
+from spear_metrics.commands import command, next_steps, number, read_run_info, shown_path, text_table, wrap
 
 DEFAULT_METRICS = "interruptions,explainable_features,speech_quality"
 CASCADE = "cascade"
@@ -94,17 +94,59 @@ def write_leaderboard(path: Path, summaries: dict[str, dict]) -> list[str]:
     """``model`` + the benchmark keys present in any summary (published column order) + counts."""
     from spear_metrics.core.summary import BENCHMARK_KEYS
 
+    from spear_datasets.files import atomic_path
+
     keys = [k for k in BENCHMARK_KEYS if any(k in s for s in summaries.values())]
     extra = [k for k in ("WER_norm_%", "CER_norm_%", "latency_ms_speech", "DNSMOS_OVRL", "DistillMOS",
                          "no_speech_answers_%", "n_samples", "n_scored", "n_failed")
              if any(k in s for s in summaries.values())]
     cols = ["model", *keys, *extra]
-    with open(path, "w", newline="", encoding="utf-8") as f:
+    with atomic_path(path) as tmp, open(tmp, "w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
         w.writerow(cols)
         for model, s in summaries.items():
             w.writerow([model] + [_fmt(s.get(k)) for k in cols[1:]])
     return cols
+
+
+#: where the demo's samples go in the upstream SPEAR layout ``build-dataset`` takes
+#: (``SRC/inputs/<split>/<subset>/metadata.csv``): a telephone call is spontaneous talk, so
+#: the ``naturalistic`` subset of the ``test`` split
+SPEAR_LAYOUT = ("inputs", "test", "naturalistic")
+
+
+def write_spear_layout(human_csv: Path, root: Path) -> Path:
+    """The demo's samples (``human_csv``, its ``audios/`` and ``answers/`` beside it) as a SPEAR
+    data folder ``root`` that ``spearbench build-dataset --source root`` takes
+    (``root/inputs/test/naturalistic/metadata.csv`` + its clips, hard-linked where the file
+    system allows, else copied); returns ``root``."""
+    import os
+    import shutil
+
+    from spear_datasets.files import active_folder, atomic_path, make_dirs, record_write
+
+    folder = root.joinpath(*SPEAR_LAYOUT)
+    make_dirs(folder)
+    for sub in ("audios", "answers"):
+        src = human_csv.parent / sub
+        if not src.is_dir():
+            continue
+        make_dirs(folder / sub)
+        for f in sorted(src.iterdir()):
+            dst = folder / sub / f.name
+            record_write(dst)  # recorded first; a file there this tool did not write stops the demo (docs/safety.md)
+            if dst.exists() or dst.is_symlink():
+                dst.unlink()  # the demo's own earlier copy (record_write refused anything else)
+            try:
+                os.link(f, dst)
+            except OSError:
+                shutil.copyfile(f, dst)
+            owner = active_folder(dst)
+            if owner is not None:
+                owner.written(dst)
+    with atomic_path(folder / "metadata.csv") as tmp:
+        shutil.copyfile(human_csv, tmp)  # paths are relative to the CSV's folder
+    return root
 
 
 def _fmt(v) -> str:
@@ -127,29 +169,24 @@ def _dimensions(metrics: str) -> tuple[list, list[str]]:
     return dims, notes
 
 
-def _cascade(human: Path, out: Path) -> tuple[Path | None, str | None]:
+def _cascade(human: Path, out: Path, resumed: list[str]) -> tuple[Path | None, str | None]:
     """Run the built-in cascade agent over the samples (``spearbench infer``); its metadata CSV,
-    or ``None`` and why it could not run."""
+    or ``None`` and why it could not run. A resumed run is said in ``resumed``."""
     from spear_metrics.agents.harness import InferError, run_inference
 
     try:
         info = run_inference(CASCADE, str(human), out, progress=False, overwrite=True)
     except (InferError, ValueError, ImportError, OSError) as e:
         return None, f"cascade left out: {e}"
+    if info is not None and info.get("rows_resumed"):
+        resumed.append(f"cascade answers {info['rows_resumed']} of {info['n_inputs']}")
     if info is not None and info["n_answered"] == 0:
-        return None, f"cascade left out: no input answered (see {out / 'failures.jsonl'})"
+        return None, f"cascade left out: no input answered (see {shown_path(out, 'failures.jsonl')})"
     return out / "metadata.csv", None
 
 
 def run(args: argparse.Namespace) -> int:
     import time
-
-    from spear_metrics.core.models import ModelUnavailableError
-    from spear_metrics.core.runner import RunError, run_score
-    from spear_metrics.results import ResultsError, write_results_dataset
-
-    from spear_datasets.audio import AudioError
-    from spear_datasets.sources.turns import TurnFileError
 
     t0 = time.perf_counter()
     out = Path(args.out)
@@ -167,6 +204,25 @@ def run(args: argparse.Namespace) -> int:
     except FileNotFoundError as e:
         print(f"spearbench demo: {e}", file=sys.stderr)
         return 2
+    from spear_datasets.files import open_folder
+
+    # --out: new, empty or a demo folder this tool wrote (the runs inside keep their own records)
+    with open_folder(out, command="demo") as folder:
+        folder.remove_recorded(under="data")  # the samples an earlier demo cut here (its files only)
+        return _run_demo(args, out, call, rttm, stm, t0)
+
+
+def _run_demo(args: argparse.Namespace, out: Path, call: Path, rttm: Path, stm: Path, t0: float) -> int:
+    """:func:`run` once ``--out`` is open (writes recorded)."""
+    import time
+
+    from spear_metrics.core.models import ModelUnavailableError
+    from spear_metrics.core.runner import RunError, run_score
+    from spear_metrics.results import ResultsError, write_results_dataset
+
+    from spear_datasets.audio import AudioError
+    from spear_datasets.sources.turns import TurnFileError
+
     try:
         human = build_demo_data(call, rttm, stm, out / "data")
     except (AudioError, TurnFileError, ValueError, UnicodeDecodeError) as e:
@@ -186,7 +242,8 @@ def run(args: argparse.Namespace) -> int:
         f"barge-in-{args.lead:g}s": write_system_metadata(human, "barge-in", -args.lead),
     }
     notes: list[str] = []
-    cascade_csv, why = _cascade(human, out / "cascade")
+    resumed: list[str] = []
+    cascade_csv, why = _cascade(human, out / "cascade", resumed)
     if cascade_csv is not None:
         systems[CASCADE] = cascade_csv
     else:
@@ -200,6 +257,9 @@ def run(args: argparse.Namespace) -> int:
             try:
                 summaries[name] = run_score(meta, metrics, out / "results" / name, progress=False, overwrite=True,
                                             dimensions=dims)
+                done = read_run_info(out / "results" / name).get("rows_resumed", 0)
+                if done:
+                    resumed.append(f"{name} scores {done} of {summaries[name]['n_samples']}")
                 break
             except ModelUnavailableError as e:  # a packaged model that cannot be had: the others still run
                 heavy = [d for d in dims if d.model_based]
@@ -225,19 +285,65 @@ def run(args: argparse.Namespace) -> int:
         except ResultsError as e:
             notes.append(f"results dataset of {name} not written: {e}")
     cols = write_leaderboard(out / "leaderboard.csv", summaries)
+    spear_data = write_spear_layout(human, out / "spear_data")
     n = summaries["human"]["n_samples"]
     print(f"SPEAR demo: {n} samples cut from {call.name} ({len(systems)} systems: {', '.join(systems)})\n")
-    table = [cols] + [[model] + [_fmt(s.get(c)) or "-" for c in cols[1:]] for model, s in summaries.items()]
-    widths = [max(len(r[i]) for r in table) for i in range(len(cols))]
-    for r in table:
-        print("  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))))
+    print(leaderboard_text(cols, summaries))
     for note in notes:
-        print(f"note: {note}")
-    print(f"\nwrote {out / 'leaderboard.csv'}; samples in {out / 'data'}, per-system results in {out / 'results'}, "
-          f"results datasets in {out / 'datasets'}")
+        print(wrap(f"note: {note}"))
+    if resumed:
+        print(wrap(f"resumed: rows already done by an earlier demo in {shown_path(out)}: {'; '.join(resumed)} "
+                   "(delete the folder to start again)"))
+    print()
+    print(wrap(f"wrote {shown_path(out, 'leaderboard.csv')}; samples in {shown_path(out, 'data')} (and in the SPEAR "
+               f"layout in {shown_path(spear_data)}), per-system results in {shown_path(out, 'results')}, "
+               f"results datasets in {shown_path(out, 'datasets')}"))
     print(f"demo took {time.perf_counter() - t0:.0f} s")
-    print(f"report: {report}")
+    print(f"report: {shown_path(report)}")
+    datasets = [shown_path(out, "datasets", name) for name in systems if (out / "datasets" / name).is_dir()]
+    next_steps(("open the report in a browser", shown_path(report)),
+               ("browse the systems in the leaderboard Space (then open http://127.0.0.1:7860)",
+                command("python", "-m", "spear_metrics.space", "--results", *datasets)),
+               ("compare two systems sample by sample",
+                command("spearbench", "compare", shown_path(out, "results", subject_of(systems)), shown_path(out, "results", "human"))),
+               ("make a Hub-layout dataset of the demo's samples (the layout of spearbench/seamless_2t_2s_questions)",
+                command("spearbench", "build-dataset", "--source", shown_path(spear_data), "--out",
+                        shown_path(out, "hub_dataset"), "--source-name", "pyannote.audio sample call (origin of the "
+                        "recording not stated)", "--source-url", "https://github.com/pyannote/pyannote-audio")),
+               ("run your own agent on the same samples (see --list-agents)",
+                command("spearbench", "infer", "--agent", "my_agents.py:MyAgent", "--data", shown_path(human), "--out",
+                        shown_path(out, "my_agent"))))
     return 0
+
+
+def subject_of(systems: dict[str, Path]) -> str:
+    """The system the demo reports on: the cascade, else the first reference."""
+    names = [n for n in systems if n != "human"]
+    return CASCADE if CASCADE in systems else names[0]
+
+
+def leaderboard_text(cols: list[str], summaries: dict[str, dict]) -> str:
+    """The demo's leaderboard for the console: one line per key, one column per system (fits
+    120 columns; more systems wrap into blocks, :func:`spear_metrics.commands.text_table`)."""
+    from spear_metrics.commands import null_reason, numbered_notes
+
+    head = ["key", *summaries]
+    nulls = [(c, name) for c in cols[1:] for name, s in summaries.items() if s.get(c) is None]
+    refs, lines = numbered_notes([null_reason(summaries[name], c) for c, name in nulls])
+    ref = dict(zip(nulls, refs))
+    rows = []
+    for c in cols[1:]:
+        mine = [ref[(c, name)] for name in summaries if (c, name) in ref]
+        # no system has a value, for one reason: the reason beside the key, once
+        one = mine[0] if len(mine) == len(summaries) and len(set(mine)) == 1 else None
+        cells = []
+        for name, s in summaries.items():
+            if (c, name) not in ref:
+                cells.append(_fmt(s.get(c)))
+            else:
+                cells.append("-" if one else f"- {ref[(c, name)]}")
+        rows.append([f"{c} {one}" if one else c] + cells)
+    return text_table(head, rows) + "".join(f"\n{wrap(line)}" for line in lines)
 
 
 def _report(out: Path, systems: dict[str, Path]) -> Path:
@@ -247,7 +353,7 @@ def _report(out: Path, systems: dict[str, Path]) -> Path:
     from spear_metrics.reports.runs import load_run
 
     names = [n for n in systems if n != "human"]
-    subject = CASCADE if CASCADE in systems else names[0]
+    subject = subject_of(systems)
     runs = {n: load_run(out / "results" / n, name=n) for n in systems}
     # inside the run's folder, where push-results picks it up (results dataset ``report/``)
     return build_report(runs[subject], out / "results" / subject / "report", human=runs["human"],

@@ -18,12 +18,15 @@ reads the reply as FDB's script does (no resampling before the backchannel VAD).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from pathlib import Path
 from typing import Any
 
 from spear_datasets.sources.fdb import TASKS
-from spear_metrics.commands import add_bootstrap_arguments, format_value, number
+from spear_metrics.commands import (
+    add_bootstrap_arguments, command, format_value, next_steps, number, read_run_info, resumed_line, shown_path, wrap,
+)
 from spear_metrics.core.vad import BACKENDS, DEFAULT_BACKEND
 
 
@@ -54,7 +57,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch-size", type=number(integer=True, minimum=1), default=16,
                    help="samples per logged batch (>= 1; a kill loses at most one)")
     p.add_argument("--retry-failed", action="store_true", help="score again the samples that failed in an earlier run")
-    p.add_argument("--overwrite", action="store_true", help="discard results of another run in --out")
+    p.add_argument("--overwrite", action="store_true", help="replace another run in --out: removes only the files runs of `fdb` recorded there (docs/safety.md); refused while a live process writes it")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (default: a bar over samples on stderr)")
 
 
@@ -125,10 +128,6 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         return _fail(f"--out {out} exists and is not a folder")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        return _fail(f"--out {out}: cannot create the folder ({' '.join(str(e).split())})")
     judge = None
     if args.judge_url and (args.release or args.task == "user_interruption"):
         from spear_metrics.core.judge import Judge
@@ -138,11 +137,18 @@ def run(args: argparse.Namespace) -> int:
                          vad_backend=args.vad_backend, compat=None if args.compat == "none" else args.compat,
                          batch_size=args.batch_size, n_resamples=args.bootstrap, seed=args.seed,
                          retry_failed=args.retry_failed, overwrite=args.overwrite, progress=not args.no_progress)
+    from spear_datasets.files import OutputError, open_folder
+    from spear_metrics.core.batching import distributed_state
+
     try:
-        if args.release:
-            return _run_release(args, setup, *inputs)
-        return _run_task(args, setup, *inputs)
-    except (RunError, FDBFormatError) as e:
+        # --out: new, empty or fdb's own (one lock and one record of written files, shared with
+        # the scoring run of a task folder; release runs get a folder of their own inside)
+        with open_folder(out, command="fdb", activity="scored") if distributed_state().is_main_process \
+                else contextlib.nullcontext():
+            if args.release:
+                return _run_release(args, setup, *inputs)
+            return _run_task(args, setup, *inputs)
+    except (RunError, FDBFormatError, OutputError) as e:
         return _fail(str(e))
     except OSError as e:
         return _fail(f"--out {out}: cannot write results ({' '.join(str(e).split())})")
@@ -225,35 +231,57 @@ def _run_task(args: argparse.Namespace, setup, samples: list, other: list | None
             print(f"compare: {note}")
         for k, c in comp["keys"].items():
             print(f"diff {k:<17} {_fmt(c['diff'])}  95% CI {_fmt(c['diff_ci95'])}  p={_fmt(c['p_value'])}  (pairs={c['n']})")
-    print(f"wrote {out}/summary.json and per_sample.jsonl" + (" and comparison.json" if other is not None else ""))
+        for caution in dict.fromkeys(c.get("caution") for c in comp["keys"].values() if c.get("caution")):
+            print(wrap(f"compare: {caution}"))
+    resumed = resumed_line(read_run_info(out).get("rows_resumed", 0), summary["n_samples"], shown_path(out, ".work"),
+                           "samples")
+    if resumed:
+        print(wrap(resumed))
+    print(f"wrote {shown_path(out, 'summary.json')} and per_sample.jsonl" + (" and comparison.json" if other is not None else ""))
+    if other is None:
+        next_steps(("compare with another system scored on the same task folder (samples paired by id)",
+                    command("spearbench", "fdb", "--task", args.task, "--root", shown_path(args.root), "--out",
+                            shown_path(out), "--compare", "OTHER_RESULTS")))
     return 0
 
 
 def _run_release(args: argparse.Namespace, setup, release: Path, runs: list[str]) -> int:
-    from spear_metrics.core.records import write_json_atomic
-    from spear_metrics.full_duplex.printout import compare_with_printouts, format_comparison
-    from spear_metrics.full_duplex.runs import RELEASE_COLUMNS, score_release_run, write_leaderboard
+    from spear_datasets.files import open_folder
+    from spear_metrics.full_duplex.runs import score_release_run, write_leaderboard
+    from spear_metrics.core.batching import distributed_state
 
     out = Path(args.out)
-    main = True
+    main = distributed_state().is_main_process
     for run in runs:
-        done = score_release_run(release, run, Path(args.stimuli), out, setup)
-        if done is None:  # not the main process
-            main = False
-            continue
-        summary, results = done
-        print(f"run {run} ({summary.get('label') or summary.get('model') or '-'}; reading: {summary['compat']}): "
-              f"{summary['n_samples']} rows, {summary['n_scored']} scored, {summary['n_failed']} failed")
-        for k in RELEASE_COLUMNS:
-            print(f"  {k:<24} {_value(summary, k)}  95% CI {_fmt(summary.get(k + '_ci95'))}  (n={summary.get(k + '_n')})")
-        for r in results:
-            if not r.ok:
-                print(f"  failed {r.values.get('stimulus') or r.row}: {r.error}", file=sys.stderr)
-        if (release / "results" / run).is_dir():
-            comp = compare_with_printouts(release, run, summary, results)
-            write_json_atomic(out / run / "vs_release.json", comp)
-            print("\n".join(format_comparison(comp)))
+        # the run's folder is held across its scoring and its vs_release.json (one lock, one record)
+        with open_folder(out / run, command="fdb", activity="scored") if main else contextlib.nullcontext():
+            done = score_release_run(release, run, Path(args.stimuli), out, setup)
+            if done is not None:
+                _report_release_run(out, release, run, *done)
     if main:
         board = write_leaderboard(out)
-        print(f"wrote {out}/<run>/summary.json, per_sample.jsonl" + (f" and {board}" if board else ""))
+        print(f"wrote {shown_path(out, '<run>', 'summary.json')}, per_sample.jsonl" + (f" and {shown_path(board)}" if board else ""))
     return 0
+
+
+def _report_release_run(out: Path, release: Path, run: str, summary: dict, results: list) -> None:
+    """Print one scored release run and write its ``vs_release.json`` (when the release has printouts)."""
+    from spear_metrics.core.records import write_json_atomic
+    from spear_metrics.full_duplex.printout import compare_with_printouts, format_comparison
+    from spear_metrics.full_duplex.runs import RELEASE_COLUMNS
+
+    print(f"run {run} ({summary.get('label') or summary.get('model') or '-'}; reading: {summary['compat']}): "
+          f"{summary['n_samples']} rows, {summary['n_scored']} scored, {summary['n_failed']} failed")
+    resumed = resumed_line(read_run_info(out / run).get("rows_resumed", 0), summary["n_samples"],
+                           shown_path(out, run, ".work"))
+    if resumed:
+        print(wrap(f"  {resumed}"))
+    for k in RELEASE_COLUMNS:
+        print(f"  {k:<24} {_value(summary, k)}  95% CI {_fmt(summary.get(k + '_ci95'))}  (n={summary.get(k + '_n')})")
+    for r in results:
+        if not r.ok:
+            print(f"  failed {r.values.get('stimulus') or r.row}: {r.error}", file=sys.stderr)
+    if (release / "results" / run).is_dir():
+        comp = compare_with_printouts(release, run, summary, results)
+        write_json_atomic(out / run / "vs_release.json", comp)
+        print("\n".join(format_comparison(comp)))

@@ -3,9 +3,10 @@
 Streams each Full-Duplex-Bench stimulus ``<task>/<id>/input.wav`` in real time through a network
 adapter and writes ``output.wav`` (time-synchronous reply, same length as the input) and
 ``output.json`` (word-timed ASR, the transcription ``spearbench fdb`` itself would run) beside it,
-so that ``spearbench fdb --task T --root FDB_DIR/<task>`` scores the folder as is. Resumable;
-existing outputs are kept unless ``--overwrite`` (which replaces only output.wav/output.json). See
-:mod:`spear_metrics.full_duplex.infer`.
+so that ``spearbench fdb --task T --root FDB_DIR/<task>`` scores the folder as is. Resumable.
+Every file it writes is recorded; a sample holding an output.wav/output.json it did not write is
+left alone, ``--overwrite`` included (which replaces only the replies an earlier fdb-infer run
+wrote and that are unchanged). See :mod:`spear_metrics.full_duplex.infer` and docs/safety.md.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="adapter constructor option (repeatable), e.g. base_url=ws://127.0.0.1:8000/v1/realtime")
     p.add_argument("--root", required=True, help="an FDB task folder (<id>/input.wav) or a folder of task folders")
     p.add_argument("--tasks", default=None, help="comma-separated task folder names under --root (default: all)")
-    p.add_argument("--chunk-ms", type=number(above=0), default=40.0, help="input chunk length in ms (default 40)")
+    p.add_argument("--chunk-ms", type=number(above=0), default=None,
+                   help="input chunk length in ms (default: the adapter's own, e.g. 80 for moshi, else 40)")
     p.add_argument("--concurrency", type=number(integer=True, minimum=1), default=1,
                    help="sessions at once, each paced in real time on its own schedule (default 1)")
     p.add_argument("--row-timeout-s", type=number(above=0), default=300.0,
@@ -35,31 +37,39 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--output-sr", type=number(integer=True, minimum=4000), default=None,
                    help="rate of output.wav in Hz (default: the input's; FDB's own scripts assume 16000)")
     p.add_argument("--overwrite", action="store_true",
-                   help="replace output.wav/output.json that exist already (written by another model or run)")
+                   help="run other settings (agent, options, chunk size) in task folders an earlier fdb-infer run "
+                        "wrote: its recorded, unchanged output.wav/output.json are replaced; files fdb-infer did not "
+                        "write (another system's replies) are never touched")
     p.add_argument("--retry-failed", action="store_true", help="run again the samples that failed before")
     p.add_argument("--no-progress", action="store_true")
 
 
 def run(args: argparse.Namespace) -> int:
+    from spear_datasets.files import OutputError
     from spear_metrics.agents.base import AgentError
-    from spear_metrics.agents.net import mask_secrets
     from spear_metrics.agents.registry import UnknownAgentError
     from spear_metrics.core.models import ModelUnavailableError
     from spear_metrics.core.options import OptionError
+    from spear_metrics.core.secrets import mask_secrets
     from spear_metrics.full_duplex.infer import FDBInferError, run_fdb_inference
 
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None
     try:
         info = run_fdb_inference(args.agent, args.root, tasks=tasks, agent_options=parse_options(args.agent_option),
-                                 chunk_ms=float(args.chunk_ms), concurrency=int(args.concurrency),
+                                 chunk_ms=args.chunk_ms, concurrency=int(args.concurrency),
                                  row_timeout_s=float(args.row_timeout_s), asr=None if args.no_asr else args.asr,
                                  output_sr=None if args.output_sr is None else int(args.output_sr),
                                  overwrite=args.overwrite, retry_failed=args.retry_failed, progress=not args.no_progress)
-    except (FDBInferError, UnknownAgentError, OptionError, ModelUnavailableError, AgentError, ValueError, TypeError) as e:
+    except (FDBInferError, OutputError, UnknownAgentError, OptionError, ModelUnavailableError, AgentError, ValueError,
+            TypeError) as e:
         print(f"spearbench fdb-infer: {mask_secrets(' '.join(str(e).split()))}", file=sys.stderr)
         return 2
     print(f"{info['n_done']}/{info['n_samples']} replies written ({info['n_written']} this run), "
-          f"{info['n_kept']} existing kept, {info['n_failed']} failed -> {args.root}")
+          f"{info['n_kept']} kept, {info['n_failed']} failed -> {args.root}")
+    if info["n_kept"]:
+        shown = ", ".join(info["kept"][:5]) + (", ..." if info["n_kept"] > 5 else "")
+        print(f"  {info['n_kept']} sample(s) hold an output.wav/output.json fdb-infer did not write, left as they are "
+              f"({shown}): move those files away to run this system on them", file=sys.stderr)
     if info["n_failed"]:
         print_failures([(f["sample"], f["error"]) for f in info["failures"][:SHOWN_FAILURES]],
                        f"{args.root}/<task>/.spearbench-fdb-infer/failures.jsonl (rerun with --retry-failed)",

@@ -12,12 +12,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from spear_metrics.commands import SHOWN_FAILURES, number, parse_options, print_failures
+from spear_metrics.commands import (
+    SHOWN_FAILURES, command, next_steps, number, parse_options, print_failures, resumed_line, shown_path, wrap,
+)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--agent", help="adapter: a name (built-in: human, silence, fixed-delay, barge-in, cascade, openai-audio, "
-                                   "openai-realtime, qwen-omni; or one "
+                                   "openai-realtime, gemini-live, moshi, qwen-omni; or one "
                                    "registered under the 'spearbench.agents' entry points), path/to/file.py:ClassName, "
                                    "or package.module:ClassName")
     p.add_argument("--agent-option", "-a", action="append", default=[], metavar="KEY=VALUE",
@@ -29,7 +31,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", help="output folder (metadata.csv, audio/, inputs/); a rerun resumes")
     p.add_argument("--mode", choices=("offline", "streaming"), default="offline",
                    help="offline: whole question in; streaming: full-duplex simulation in --chunk-ms chunks")
-    p.add_argument("--chunk-ms", type=number(above=0), default=40.0, help="streaming chunk length in ms (> 0, default 40)")
+    p.add_argument("--chunk-ms", type=number(above=0), default=None,
+                   help="streaming / network-session chunk length in ms (> 0; default: the adapter's own, e.g. 80 for "
+                        "moshi, else 40)")
     p.add_argument("--max-wait-s", type=number(minimum=0), default=0.0, help="streaming: seconds of silence fed after the input")
     p.add_argument("--max-answer-s", type=number(above=0), default=30.0,
                    help="longest answer in seconds an adapter should produce (a hint; default 30)")
@@ -41,7 +45,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="time limit of one row's adapter call in s (default 300; a paced network adapter gets the "
                         "input's duration and tail silence on top); a row past it fails with 'timed out after N s'")
     p.add_argument("--retry-failed", action="store_true", help="run again the rows that failed in an earlier run")
-    p.add_argument("--overwrite", action="store_true", help="discard answers of another run in --out")
+    p.add_argument("--overwrite", action="store_true", help="replace another run in --out: removes only the files runs of `infer` recorded there (docs/safety.md); refused while a live process writes it")
     p.add_argument("--list-agents", action="store_true",
                    help="print the available agents with their description and options, and exit "
                         "(with --agent: that agent only)")
@@ -50,21 +54,27 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def list_agents(name: str | None = None) -> int:
     """Print each agent (or ``name`` only): its description and its options."""
-    from spear_metrics.agents.registry import UnknownAgentError, available_agents, describe_agent
+    from spear_metrics.agents.registry import (
+        UnknownAgentError, agent_factory, available_agents, describe_agent, python_only_options,
+    )
 
     for agent in [name] if name else available_agents():
         try:
             desc, options = describe_agent(agent)
+            python_only = python_only_options(agent_factory(agent))
         except (UnknownAgentError, ImportError) as e:  # a broken entry point is listed, not fatal
             if name:
                 print(f"spearbench infer: {e}", file=sys.stderr)
                 return 2
-            desc, options = f"(cannot be loaded: {' '.join(str(e).split())})", ()
-        print(f"{agent}: {desc}")
+            desc, options, python_only = f"(cannot be loaded: {' '.join(str(e).split())})", (), []
+        print(wrap(f"{agent}: {desc}"))
         for o in options:
-            print(f"    -a {o.describe()}")
+            print(wrap(f"    -a {o.describe()}", indent="        "))
         if not options:
             print("    (no options)")
+        if python_only:
+            print(wrap(f"    (Python only, not an -a option: {', '.join(python_only)}: takes an object, "
+                       "for tests and notebooks)", indent="        "))
     return 0
 
 
@@ -91,24 +101,51 @@ def run(args: argparse.Namespace) -> int:
                              overwrite=args.overwrite, progress=not args.no_progress, concurrency=int(args.concurrency),
                              row_timeout_s=float(args.row_timeout_s))
     except (InferError, MetadataError, UnknownAgentError, OptionError, ModelUnavailableError, ValueError, TypeError, AgentError) as e:
-        from spear_metrics.agents.net import mask_secrets
+        from spear_metrics.core.secrets import mask_secrets
 
         print(f"spearbench infer: {mask_secrets(' '.join(str(e).split()))}", file=sys.stderr)
         return 2
     if info is not None:
-        print(f"{info['n_answered']}/{info['n_inputs']} answered, {info['n_failed']} failed -> {args.out}/metadata.csv")
-        lag = (info.get("send_lag_max_s") or {}).get("max")
-        if lag is not None and lag > 2 * args.chunk_ms / 1000.0:
-            print(f"spearbench infer: note: a paced session fell {lag:.3f} s behind its real-time schedule (see "
-                  f"send_lag_max_s in {args.out}/response_times.csv); its wall-clock onset includes that delay: "
-                  "use a lower --concurrency or a less loaded machine", file=sys.stderr)
-        if info["n_failed"]:
-            from pathlib import Path
+        from pathlib import Path
 
+        lag = (info.get("send_lag_max_s") or {}).get("max")
+        if lag is not None and lag > 2 * (info.get("chunk_ms") or 40.0) / 1000.0:
+            print(f"spearbench infer: note: a paced session fell {lag:.3f} s behind its real-time schedule (see "
+                  f"send_lag_max_s in {shown_path(args.out, 'response_times.csv')}); its wall-clock onset includes that delay: "
+                  "use a lower --concurrency or a less loaded machine", file=sys.stderr)
+
+        metadata = shown_path(args.out, "metadata.csv")
+        resumed = resumed_line(info.get("rows_resumed", 0), info["n_inputs"], shown_path(args.out, ".work"))
+        if resumed:
+            print(wrap(resumed))
+        print(f"{info['n_answered']}/{info['n_inputs']} answered, {info['n_failed']} failed -> {metadata}")
+        if info["n_failed"]:
             from spear_metrics.core.records import read_jsonl
 
             path = Path(args.out) / "failures.jsonl"
             failed = [(o.get("row"), o.get("error")) for o in read_jsonl(path)]
-            print_failures(failed[:SHOWN_FAILURES], f"{path} (rerun with --retry-failed to try them again)",
+            print_failures(failed[:SHOWN_FAILURES], f"{shown_path(path)} (rerun with --retry-failed to try them again)",
                            total=info["n_failed"])
+        silent_text = _answers_without_text(Path(args.out) / "metadata.csv")
+        if silent_text:
+            print(wrap(f"note: {silent_text} of {info['n_answered']} answers came with no text (AgentAnswer.text None): "
+                       "their transcript_answer is empty, so speech_quality has no reference to compute WER/CER "
+                       "against (no_reference_% counts them); return the text the agent speaks"))
+        if info["n_answered"]:
+            out = Path(args.out)
+            next_steps(("score the answers (dimensions that run offline; add language_dialect,emotions,... with their models)",
+                        command("spearbench", "score", "--metadata", metadata, "--metrics",
+                                "interruptions,explainable_features,speech_quality", "--out",
+                                shown_path(out.parent, f"{out.name or 'outputs'}_results"))))
     return 0
+
+
+def _answers_without_text(metadata) -> int:
+    """Answered rows of ``metadata`` (answer audio given) whose ``transcript_answer`` is empty."""
+    from spear_datasets.schema import MetadataError, read_metadata
+
+    try:
+        rows = read_metadata(metadata)
+    except (MetadataError, OSError):
+        return 0
+    return sum(1 for r in rows if (r.get("answer_audio_path") or "").strip() and not (r.get("transcript_answer") or "").strip())

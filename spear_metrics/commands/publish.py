@@ -30,6 +30,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Prepare and upload (or only write with --dry-run); exit 2 with one line on bad input."""
+    from spear_datasets.files import OutputError
+    from spear_metrics.commands import wrap
     from spear_metrics.publish import PublishError, publish
     from spear_metrics.results.hub import safe_error
 
@@ -38,8 +40,9 @@ def run(args: argparse.Namespace) -> int:
         repos, urls = publish(dataset=Path(args.dataset), namespace=args.namespace,
                               dry_run=Path(args.dry_run) if args.dry_run else None, private=args.private,
                               wheel=Path(args.wheel) if args.wheel else None, metrics=metrics,
-                              dataset_name=args.dataset_name, leaderboard=args.leaderboard_name, results=args.results)
-    except PublishError as e:
+                              dataset_name=args.dataset_name, leaderboard=args.leaderboard_name, results=args.results,
+                              warn=lambda w: print(wrap(f"spearbench publish: warning: {w}"), file=sys.stderr))
+    except (PublishError, OutputError) as e:  # OutputError: the dry-run folder cannot be used or written
         print(f"spearbench publish: {e}", file=sys.stderr)
         return 2
     except Exception as e:  # network / auth errors from huggingface_hub: one line, no token
@@ -49,5 +52,10 @@ def run(args: argparse.Namespace) -> int:
         where = urls[i] if urls else r.folder
         print(f"{r.repo_type} {r.repo_id}: {where}")
     if not urls:
+        from spear_metrics.commands import command, next_steps
+
         print("dry run: nothing uploaded; the folders above are what `spearbench publish` uploads")
+        next_steps(("upload them (token from HF_TOKEN or `hf auth login`)",
+                    command("spearbench", "publish", "--dataset", args.dataset, "--namespace", args.namespace,
+                            "--dataset-name", args.dataset_name)))
     return 0

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from spear_metrics.commands import command, next_steps, shown_path
 from spear_metrics.results import INFERENCE_MODES, SPLITS
 
 
@@ -52,12 +53,17 @@ def run(args: argparse.Namespace) -> int:
     opts = dict(model_name=model_name, inference_mode=args.inference_mode, open_weights=args.open_weights,
                 split=args.split, metadata=args.metadata, with_audio=args.with_audio, with_inputs=args.with_inputs)
     try:
+        shown = []
         if args.local_dir:
             out = write_results_dataset(args.results, args.local_dir, **opts)
-            print(f"wrote results dataset {out} (load with datasets.load_dataset({str(out)!r}))")
+            print(f"wrote results dataset {shown_path(out)} (load with datasets.load_dataset({str(out)!r}))")
+            shown.append(shown_path(out))
         if args.repo_id:
             url = push_results(args.results, args.repo_id, private=args.private, **opts)
             print(f"pushed {args.repo_id}: {url}")
+            shown.append(args.repo_id)
+        next_steps(("see it on the leaderboard Space, here (add the human answers' results dataset for the plots)",
+                    command("python", "-m", "spear_metrics.space", "--results", *shown)))
     except ResultsError as e:
         print(f"spearbench push-results: {e}", file=sys.stderr)
         return 2

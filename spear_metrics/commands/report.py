@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from spear_metrics.commands import add_bootstrap_arguments, missing_package
+from spear_metrics.commands import add_bootstrap_arguments, command, missing_package, next_steps, shown_path, wrap
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -57,6 +57,15 @@ def run(args: argparse.Namespace) -> int:
             others.append(r)
     path = build_report(run_, out, human=human, against=others, notes=notes, n_resamples=args.bootstrap, seed=args.seed)
     for n in notes + run_.problems:
-        print(f"spearbench report: note: {n}", file=sys.stderr)
-    print(f"wrote {path}")
+        print(wrap(f"spearbench report: note: {n}"), file=sys.stderr)
+    print(f"wrote {shown_path(path)}")
+    steps: list = [("open it in a browser (one self-contained file; the plots are also PNG files beside it)",
+                    shown_path(path))]
+    results = Path(args.results)
+    if (results / "per_sample.jsonl").is_file() and out.resolve() == (results / "report").resolve():
+        steps.append(("publish the run with this report as a results dataset (report/ is included)",
+                      command("spearbench", "push-results", shown_path(results), "--local-dir",
+                              shown_path(results.parent, f"{results.name}_dataset"), "--model-name", run_.name,
+                              "--metadata", "METADATA.csv", "--with-audio")))
+    next_steps(*steps)
     return 0

@@ -5,7 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from spear_metrics.commands import SHOWN_FAILURES, add_bootstrap_arguments, format_value, number, parse_options, print_failures
+from spear_metrics.commands import (
+    SHOWN_FAILURES, add_bootstrap_arguments, command, format_value, next_steps, null_reason, number, numbered_notes,
+    parse_options, print_failures, read_run_info, resumed_line, shown_path, wrap,
+)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -19,7 +22,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch-size", type=number(integer=True, minimum=1), default=16, help="samples per batch (>= 1, default 16)")
     add_bootstrap_arguments(p, "every <key>_ci95 in summary.json")
     p.add_argument("--retry-failed", action="store_true", help="score again the rows that failed in an earlier run")
-    p.add_argument("--overwrite", action="store_true", help="discard results of another run in --out")
+    p.add_argument("--overwrite", action="store_true", help="replace another run in --out: removes only the files runs of `score` recorded there (docs/safety.md); refused while a live process writes it")
     p.add_argument("--no-progress", action="store_true")
 
 
@@ -41,13 +44,33 @@ def run(args: argparse.Namespace) -> int:
     if summary is not None:
         print_summary(summary)
         _show_failures(args.out)
-        print(f"wrote {args.out}/summary.json and per_sample.jsonl")
+        resumed = resumed_line(read_run_info(args.out).get("rows_resumed", 0), summary["n_samples"],
+                               shown_path(args.out, ".work"))
+        if resumed:
+            print(wrap(resumed))
+        print(f"wrote {shown_path(args.out, 'summary.json')} and per_sample.jsonl")
+        print_next_steps(args.out, args.metadata, args.metrics)
     return 0
+
+
+def print_next_steps(results: str, metadata: str, metrics: str) -> None:
+    """What to do with a scored run: its report against the human answers, a results dataset."""
+    from pathlib import Path
+
+    out = Path(results)
+    next_steps((f"an HTML report against the human answers (HUMAN_RESULTS: the human answers scored the same way, "
+                f"--metrics {metrics})",
+                command("spearbench", "report", shown_path(out), "--human", "HUMAN_RESULTS", "--out",
+                        shown_path(out, "report"))),
+               ("a results dataset for the Space (add --repo-id USER/NAME to upload it)",
+                command("spearbench", "push-results", shown_path(out), "--local-dir",
+                        shown_path(out.parent, f"{out.name or 'results'}_dataset"), "--model-name", "MODEL",
+                        "--metadata", shown_path(metadata), "--with-audio")))
 
 
 def print_summary(summary: dict) -> None:
     """Every number of the summary, one per line, with its 95 % interval and n when it has them;
-    a null one with its reason."""
+    a null one with ``(note k)``, each reason printed once below (wrapped to the console width)."""
     from spear_metrics.core.registry import dimension_class
 
     owner = {}
@@ -57,12 +80,20 @@ def print_summary(summary: dict) -> None:
     keys = [k for k, v in summary.items() if (isinstance(v, (int, float)) or v is None)
             and not (k.endswith(("_n", "_ci95")) and k.rsplit("_", 1)[0] in summary)]
     width = max(len(k) for k in keys)
+    nulls = [k for k in keys if summary.get(k) is None]
+    refs, note_lines = numbered_notes([null_reason(summary, k, owner.get(k)) for k in nulls])
+    ref = dict(zip(nulls, refs))
     for k in keys:
+        if k in ref:
+            print(f"{k:<{width}}  - {ref[k]}")
+            continue
         line = f"{k:<{width}}  {format_value(summary, k, owner.get(k))}"
-        if f"{k}_n" in summary and summary.get(k) is not None:
+        if f"{k}_n" in summary:
             ci = summary.get(f"{k}_ci95")
             line = f"{line:<{width + 12}}  95% CI {'-' if ci is None else f'[{ci[0]:.3f}, {ci[1]:.3f}]'}  n={summary[f'{k}_n']}"
         print(line)
+    for n in note_lines:
+        print(wrap(n))
 
 
 def _show_failures(out: str) -> None:

@@ -64,7 +64,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"test data: a folder (holding test_data/ or {{single,multi}}_turn/) or a Hub dataset id, "
                         f"e.g. {HUB_DATASET} (HF_HUB_OFFLINE=1: the cache only)")
     s.add_argument("--mode", required=True, type=_modes, help="single, multi, or 'single,multi' / all")
-    s.add_argument("--out", required=True, help="results folder (<mode>/<role>.json, summary.json...; a rerun resumes)")
+    s.add_argument("--out", required=True, help="results folder (<mode>/<role>.json, summary.json...): new, empty or this command's; a rerun resumes")
     s.add_argument("--judge-url", required=True, help="OpenAI-compatible API root, e.g. "
                                                       "https://generativelanguage.googleapis.com/v1beta/openai")
     s.add_argument("--judge-model", required=True, help="judge model (the benchmark's: gemini-2.5-pro)")
@@ -98,7 +98,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     s.add_argument("--judge-seed", type=number(integer=True), default=None,
                    help="seed sent with each request (default: none, as the judge scripts)")
     s.add_argument("--retry-failed", action="store_true", help="ask again the calls that failed in an earlier run")
-    s.add_argument("--overwrite", action="store_true", help="discard another run's results of this mode in --out")
+    s.add_argument("--overwrite", action="store_true",
+                   help="judge other settings or inputs of a mode into this command's --out: the files its earlier "
+                        "run of that mode wrote (recorded, unchanged) are replaced, nothing else (docs/safety.md)")
     s.add_argument("--no-progress", action="store_true")
     add_bootstrap_arguments(s, "the 95%% intervals (over dialogues)")
 
@@ -106,7 +108,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                        description="Aggregate SpeechRole-Eval judge results: a released test_results/<model> folder "
                                    "(nested or flat shape) or a 'speechrole score' folder.")
     m.add_argument("--results", required=True, help="folder holding single/ and/or multi/ <role>.json judge results")
-    m.add_argument("--out", required=True, help="folder for summary.json and per_sample.jsonl")
+    m.add_argument("--out", required=True, help="folder for summary.json and per_sample.jsonl: new, empty or this command's")
     add_bootstrap_arguments(m, "the 95%% intervals (over dialogues)")
 
     i = sub.add_parser("infer", help="run an adapter over the dialogues into a model-output folder",
@@ -118,7 +120,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="adapter constructor option (repeatable)")
     i.add_argument("--test-data", required=True, help="test data folder or Hub dataset id (as score)")
     i.add_argument("--mode", required=True, type=_modes, help="single, multi, or 'single,multi' / all")
-    i.add_argument("--out", required=True, help="the model folder model_output/<model> (a rerun resumes)")
+    i.add_argument("--out", required=True, help="the model folder model_output/<model>: new, empty or this command's; a rerun resumes")
     i.add_argument("--roles", default=None, help="only these roles (comma-separated)")
     i.add_argument("--reference-key", default=DEFAULT_REFERENCE_KEY, choices=REFERENCE_KEYS,
                    help="the reference speech an oracle adapter (human: replays the reference) answers with")
@@ -129,7 +131,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     i.add_argument("--chunk-ms", type=number(above=0), default=40.0, help="input chunk length of paced adapters (ms)")
     i.add_argument("--seed", type=number(integer=True), default=0)
     i.add_argument("--retry-failed", action="store_true", help="run again the dialogues that failed earlier")
-    i.add_argument("--overwrite", action="store_true", help="discard another run's answers in --out")
+    i.add_argument("--overwrite", action="store_true",
+                   help="another agent, options or dialogues for a mode in this command's --out: the files its earlier "
+                        "run of that mode wrote (recorded, unchanged) are replaced, nothing else (docs/safety.md)")
     i.add_argument("--no-progress", action="store_true")
 
 
@@ -169,7 +173,8 @@ def _run_score(args: argparse.Namespace) -> int:
         unknown_roles,
         validate_dialogues,
     )
-    from spear_metrics.speechrole.judging import JudgeRunError, JudgeSettings, judge_mode, summarize_folder
+    from spear_datasets.files import OutputError, open_folder
+    from spear_metrics.speechrole.judging import COMMAND, JudgeRunError, JudgeSettings, judge_mode, summarize_folder
     from spear_metrics.speechrole.protocol import JUDGE_TEMPERATURE
 
     env = args.judge_api_key_env or "OPENAI_API_KEY"
@@ -193,7 +198,8 @@ def _run_score(args: argparse.Namespace) -> int:
                              progress=not args.no_progress)
     unknown: dict[str, list[str]] = {}
     try:
-        with judge:
+        # --out: new, empty or this command's (docs/safety.md); its lock held across the modes and the summary
+        with judge, open_folder(out, command=COMMAND, activity="scored"):
             for mode in args.mode:
                 dialogues = read_test_data(root, mode, roles=roles)
                 outputs = read_model_outputs(args.outputs, mode)
@@ -211,10 +217,10 @@ def _run_score(args: argparse.Namespace) -> int:
                           file=sys.stderr)
                 print_failures([(c.dialogue.key, c.error) for c in cases if not c.ok], str(out / "failed_dialogues.jsonl"),
                                what="dialogue")
-        summary, rows = summarize_folder(out, n_resamples=args.bootstrap, seed=args.seed,
-                                         provenance=settings.provenance(),
-                                         extra={"outputs": Path(args.outputs).name, "unknown_roles": unknown})
-    except (SpeechRoleDataError, JudgeRunError, JudgeResultsError) as e:
+            summary, rows = summarize_folder(out, n_resamples=args.bootstrap, seed=args.seed,
+                                             provenance=settings.provenance(),
+                                             extra={"outputs": Path(args.outputs).name, "unknown_roles": unknown})
+    except (SpeechRoleDataError, JudgeRunError, JudgeResultsError, OutputError) as e:
         return _fail("score", str(e))
     print_summary(summary)
     print(f"wrote {out}/summary.json, per_sample.jsonl and the judge results (<mode>/<role>.json, replies.jsonl)")
@@ -224,6 +230,7 @@ def _run_score(args: argparse.Namespace) -> int:
 def _run_summarize(args: argparse.Namespace) -> int:
     import json
 
+    from spear_datasets.files import OutputError
     from spear_metrics.speechrole.aggregate import JudgeResultsError
     from spear_metrics.speechrole.judging import summarize_folder
 
@@ -243,8 +250,9 @@ def _run_summarize(args: argparse.Namespace) -> int:
         prov = {"judge_note": "the judge, protocol and reference set are not recorded in these result files"}
     try:
         summary, _ = summarize_folder(args.out, n_resamples=args.bootstrap, seed=args.seed, provenance=prov,
-                                      results_dir=src, extra={"results_source": src.name})
-    except JudgeResultsError as e:
+                                      results_dir=src, extra={"results_source": src.name},
+                                      command="speechrole summarize")
+    except (JudgeResultsError, OutputError) as e:
         return _fail("summarize", str(e))
     for p in summary.get("read_problems", [])[:5]:
         print(f"  problem: {p}", file=sys.stderr)
@@ -288,6 +296,7 @@ def _run_infer(args: argparse.Namespace) -> int:
     from spear_metrics.agents.registry import UnknownAgentError
     from spear_metrics.core.options import OptionError
     from spear_metrics.speechrole.data import SpeechRoleDataError
+    from spear_datasets.files import OutputError
     from spear_metrics.speechrole.infer import InferRunError, run_speechrole_inference
 
     roles = _roles(args.roles)
@@ -303,6 +312,6 @@ def _run_infer(args: argparse.Namespace) -> int:
                   f"{info['n_failed']} failed -> {args.out}/{mode}_result/json/")
             print_failures(info["failures"], f"{args.out}/{mode}_result/failures.jsonl (rerun with --retry-failed)",
                            what="dialogue")
-    except (SpeechRoleDataError, InferRunError, UnknownAgentError, OptionError, ValueError, TypeError) as e:
+    except (SpeechRoleDataError, InferRunError, UnknownAgentError, OptionError, OutputError, ValueError, TypeError) as e:
         return _fail("infer", str(e))
     return 0

@@ -23,6 +23,8 @@ from spear_metrics.core.dimension import MetricKey
 FDB_METRIC = "full_duplex"
 #: The SpeechRole-Eval metric folder (an evaluate module over judge results; not a SPEAR dimension).
 SPEECHROLE_METRIC = "speechrole"
+#: The Dynamic-SUPERB Phase-2 metric folder (an evaluate module over text answers; not a SPEAR dimension).
+DSUPERB_METRIC = "dynamic_superb"
 
 
 @dataclass(frozen=True)
@@ -65,17 +67,17 @@ class Column:
 
 def metric_names() -> tuple[str, ...]:
     """Every metric folder that is an evaluate module: the registered SPEAR dimensions in
-    registry order, then ``full_duplex`` and ``speechrole``."""
+    registry order, then ``full_duplex``, ``speechrole`` and ``dynamic_superb``."""
     from spear_metrics.core.registry import DIMENSIONS
 
-    return (*DIMENSIONS, FDB_METRIC, SPEECHROLE_METRIC)
+    return (*DIMENSIONS, FDB_METRIC, SPEECHROLE_METRIC, DSUPERB_METRIC)
 
 
 def metric_keys(metric: str) -> tuple[MetricKey, ...]:
-    """The declared keys of ``metric`` (a registered dimension's ``keys``; FDB's and SpeechRole's ``KEYS``).
+    """The declared keys of ``metric`` (a registered dimension's ``keys``; FDB's and SpeechRole's ``KEYS``; Dynamic-SUPERB's ``PROJECT_KEYS``).
 
     Raises:
-        UnknownDimensionError: not a registered dimension nor ``full_duplex`` / ``speechrole``.
+        UnknownDimensionError: not a registered dimension nor ``full_duplex`` / ``speechrole`` / ``dynamic_superb``.
     """
     if metric == FDB_METRIC:
         from spear_metrics.full_duplex.definition import KEYS
@@ -85,6 +87,10 @@ def metric_keys(metric: str) -> tuple[MetricKey, ...]:
         from spear_metrics.speechrole.results import KEYS as SPEECHROLE_KEYS
 
         return SPEECHROLE_KEYS
+    if metric == DSUPERB_METRIC:
+        from spear_metrics.dynamic_superb.metrics import PROJECT_KEYS
+
+        return PROJECT_KEYS
     from spear_metrics.core.registry import dimension_class
 
     return tuple(dimension_class(metric).keys)

@@ -194,7 +194,9 @@ def metric_space(module: Any, readme: Any = None):
     transcripts and options (JSON), get ``compute()``'s result as JSON (a failure as
     ``{"error": one line}``). For ``full_duplex`` (input ``sample_dir``): upload ``input.wav``,
     ``output.wav``, the task's JSON file and optionally ``output.json``. For ``speechrole`` (input
-    ``result_file``): upload judge result files (``<role>.json``) and pick the mode.
+    ``result_file``): upload judge result files (``<role>.json``) and pick the mode. For
+    ``dynamic_superb`` (inputs ``predictions``/``references``/``instructions``): the task instance
+    and one answer, label and instruction per line (judged tasks need a judge object: Python or the CLI).
 
     ``evaluate.utils.launch_gradio_widget`` is not used: it calls gradio 3's ``gr.inputs``, gone
     since gradio 4. Each Space's ``app.py`` calls this and ``.launch()``.
@@ -264,6 +266,16 @@ def metric_space(module: Any, readme: Any = None):
         except Exception as e:
             return {"error": one_line(e)}
 
+    def run_text(task, predictions, references, instructions, options_text):
+        preds, refs, instr = (str(x or "").splitlines() for x in (predictions, references, instructions))
+        if not preds or len(preds) != len(refs) or len(refs) != len(instr):
+            return {"error": "give one answer, one label and one instruction per line (as many lines each)"}
+        try:
+            return module.compute(predictions=preds, references=refs, instructions=instr, task=task,
+                                  **options(options_text))
+        except Exception as e:
+            return {"error": one_line(e)}
+
     name = getattr(module, "name", "metric")
     with gr.Blocks(title=f"SPEARBench metric: {name}") as demo:
         gr.Markdown(f"# SPEARBench metric `{name}`")
@@ -274,6 +286,15 @@ def metric_space(module: Any, readme: Any = None):
                                 type="filepath")
             opts = gr.Textbox(label="options (JSON object)", value="{\"bootstrap\": 1000}")
             inputs, fn = [files, mode, opts], run_speechrole
+        elif "predictions" in (module.features or {}):
+            task = gr.Textbox(label="task instance (e.g. SuperbASR_LibriSpeech-TestClean)",
+                              value="SuperbASR_LibriSpeech-TestClean")
+            with gr.Row():
+                preds = gr.Textbox(label="model answers (one per line)", lines=6)
+                refs = gr.Textbox(label="labels (one per line)", lines=6)
+                instr = gr.Textbox(label="instructions (one per line)", lines=6)
+            opts = gr.Textbox(label="options (JSON object)", value="{\"bootstrap\": 1000}")
+            inputs, fn = [task, preds, refs, instr, opts], run_text
         elif "sample_dir" in (module.features or {}):
             with gr.Row():
                 task = gr.Dropdown(["pause_handling", "smooth_turn_taking", "backchannel", "user_interruption"],

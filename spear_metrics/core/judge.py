@@ -17,7 +17,7 @@ of content parts (``{"type": "text", ...}``, audio as ``{"type": "input_audio", 
   long; never longer than ``max_wait_s`` (:class:`spear_metrics.agents.net.RetryPolicy` without
   jitter). Any other HTTP error status is not retried. After the retries :class:`JudgeError` says why in one line and
   carries every attempt (``attempts``). The key is registered for masking
-  (:func:`spear_metrics.agents.net.mask_secrets`): an error body that echoes it is stored as ``***``.
+  (:func:`spear_metrics.core.secrets.mask_secrets`): an error body that echoes it is stored as ``***``.
 - Deterministic settings by default (``temperature=0``, ``seed=0``), as FDB's judge;
   ``temperature=None`` / ``seed=None`` leave the field out of the request (the server's default).
 - One :class:`Judge` may be used from several threads at once (one pooled ``httpx.Client``).
@@ -32,6 +32,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Generic, Sequence, TypeVar
+
+from spear_metrics.core.secrets import mask_secrets, register_secret
 
 T = TypeVar("T")
 
@@ -189,9 +191,7 @@ class Judge:
         self._retry = RetryPolicy(max_tries=1 + self.max_retries, base_delay_s=self.backoff_s,
                                   max_delay_s=self.max_wait_s, jitter=False)
         self._api_key = api_key if api_key is not None else (os.environ.get("OPENAI_API_KEY") or None)
-        from spear_metrics.agents.net import register_secret
-
-        register_secret(self._api_key)  # masked in every error message (spear_metrics.agents.net.mask_secrets)
+        register_secret(self._api_key)  # masked wherever it would appear (spear_metrics.core.secrets.mask_secrets)
         self._client = None
         self._lock = threading.Lock()
 
@@ -239,7 +239,7 @@ class Judge:
         """
         import httpx
 
-        from spear_metrics.agents.net import mask_secrets, parse_retry_after, retryable_status
+        from spear_metrics.agents.net import parse_retry_after, retryable_status
 
         body: dict[str, Any] = {"model": self.model, "messages": messages}
         if self.temperature is not None:
@@ -250,11 +250,11 @@ class Judge:
         try:
             r = self._http().post(f"{self.base_url}/chat/completions", json=body)
         except httpx.HTTPError as e:
-            raise JudgeError(mask_secrets(f"request to {self.base_url} failed: {type(e).__name__}: "
-                                          f"{' '.join(str(e).split())[:200]}")) from None
-        if r.status_code >= 400:  # a body may echo the key ("Incorrect API key provided: ..."): masked
-            err = JudgeError(mask_secrets(f"HTTP {r.status_code} from {self.base_url}/chat/completions: "
-                                          f"{' '.join(r.text.split())[:200]}"))
+            raise JudgeError(f"request to {self.base_url} failed: {type(e).__name__}: "
+                             f"{mask_secrets(' '.join(str(e).split()))[:200]}") from None
+        if r.status_code >= 400:  # a body may echo the key ("Incorrect API key provided: ..."): masked whole, then cut
+            err = JudgeError(f"HTTP {r.status_code} from {self.base_url}/chat/completions: "
+                             f"{mask_secrets(' '.join(r.text.split()))[:200]}")
             err.status = r.status_code
             err.fatal = not retryable_status(r.status_code)
             err.body = mask_secrets(r.text)
@@ -263,7 +263,7 @@ class Judge:
         try:
             content = r.json()["choices"][0]["message"]["content"]
         except (ValueError, KeyError, IndexError, TypeError):
-            raise JudgeError(mask_secrets(f"response is not a chat completion: {' '.join(r.text.split())[:200]}")) from None
+            raise JudgeError(f"response is not a chat completion: {mask_secrets(' '.join(r.text.split()))[:200]}") from None
         if not isinstance(content, str):
             raise JudgeError("chat completion has no text content")
         return content
@@ -356,3 +356,114 @@ class Judge:
         """
         return self.ask(messages, lambda text: parse_json_reply(text, required_keys, outer_braces=outer_braces),
                         extra_body=extra_body).value
+
+
+class LocalJudge:
+    """A judge run in this process: a transformers causal language model (e.g.
+    ``meta-llama/Llama-3.1-8B-Instruct``) found through :func:`spear_metrics.core.models.resolve_model`
+    (a local folder, the Hugging Face cache, or the Hub; ``HF_HUB_OFFLINE`` honoured), with the
+    same :meth:`ask` as :class:`Judge`.
+
+    Decoding is greedy (``do_sample=False``) with at most ``max_new_tokens`` new tokens; the
+    messages go through the tokenizer's chat template (``add_generation_prompt=True``), or, for a
+    tokenizer without one, are joined as ``"<role>: <content>"`` lines ending in ``"assistant:"``.
+    Calls are serialised (one generation at a time; ``ask`` may be called from several threads).
+
+    Args:
+        model: local folder or Hub id of the model (its tokenizer in the same place).
+        max_new_tokens: most tokens generated per reply.
+        device: torch device (default ``cuda`` when available, else ``cpu``).
+        dtype: ``"auto"`` (the checkpoint's), ``"float32"``, ``"bfloat16"``, ``"float16"``.
+
+    Raises (on the first call, when the model loads):
+        spear_metrics.core.models.ModelUnavailableError: the model cannot be had (one line).
+    """
+
+    temperature = 0.0  # greedy; recorded like Judge.temperature
+
+    def __init__(self, model: str, *, max_new_tokens: int = 512, device: str | None = None, dtype: str = "auto"):
+        if not model or not str(model).strip():
+            raise ValueError("LocalJudge needs a model (local folder or Hub id)")
+        if int(max_new_tokens) < 1:
+            raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+        self.model = str(model)
+        self.max_new_tokens = int(max_new_tokens)
+        self.device = device
+        self.dtype = dtype
+        self._loaded: tuple[Any, Any] | None = None
+        self._lock = threading.Lock()
+
+    def describe(self) -> str:
+        """``"<model> (local, greedy, max_new_tokens=N)"`` for provenance."""
+        return f"{self.model} (local, greedy, max_new_tokens={self.max_new_tokens})"
+
+    def _load(self) -> tuple[Any, Any]:
+        if self._loaded is None:
+            import torch
+            from transformers import AutoModelForCausalLM, AutoTokenizer
+
+            from spear_metrics.core.models import ModelUnavailableError, resolve_model
+
+            path = resolve_model(self.model, purpose="LLM judge")
+            try:
+                tok = AutoTokenizer.from_pretrained(str(path))
+                dtype = "auto" if self.dtype == "auto" else getattr(torch, self.dtype)
+                lm = AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype)
+            except Exception as e:
+                raise ModelUnavailableError(f"LLM judge model {self.model!r} cannot be loaded: {type(e).__name__}: "
+                                            f"{' '.join(str(e).split())[:200]}") from None
+            device = self.device or ("cuda" if torch.cuda.is_available() else "cpu")
+            self._loaded = (tok, lm.to(device).eval())
+        return self._loaded
+
+    def complete(self, messages: list[dict], extra_body: dict[str, Any] | None = None) -> str:
+        """The model's greedy reply to ``messages`` (text contents only).
+
+        Raises:
+            JudgeError: a message content that is not text, or generation failed.
+            spear_metrics.core.models.ModelUnavailableError: the model cannot be loaded.
+        """
+        import torch
+
+        for m in messages:
+            if not isinstance(m.get("content"), str):
+                raise JudgeError("the local judge takes text messages only")
+        with self._lock:
+            tok, lm = self._load()
+            if getattr(tok, "chat_template", None):
+                ids = tok.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt",
+                                              return_dict=True)
+                input_ids = ids["input_ids"]
+            else:
+                text = "".join(f"{m['role']}: {m['content']}\n" for m in messages) + "assistant:"
+                input_ids = tok(text, return_tensors="pt")["input_ids"]
+            input_ids = input_ids.to(lm.device)
+            pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+            try:
+                with torch.inference_mode():
+                    out = lm.generate(input_ids, attention_mask=torch.ones_like(input_ids), do_sample=False,
+                                      max_new_tokens=self.max_new_tokens, pad_token_id=pad)
+            except Exception as e:
+                raise JudgeError(f"local judge {self.model} failed to generate: {type(e).__name__}: "
+                                 f"{' '.join(str(e).split())[:200]}") from None
+            return tok.decode(out[0, input_ids.shape[1]:], skip_special_tokens=True)
+
+    def ask(self, messages: list[dict], parse: Callable[[str], T], *, extra_body: dict[str, Any] | None = None) -> JudgeAnswer[T]:
+        """One greedy reply parsed with ``parse`` (no retry: the same input gives the same reply).
+
+        Raises:
+            JudgeError: generation failed, or ``parse`` refused the reply (``kind="malformed"``).
+        """
+        reply = self.complete(messages)
+        try:
+            value = parse(reply)
+        except ValueError as e:
+            err = JudgeError(f"local judge {self.model} gave no usable answer: malformed reply: {' '.join(str(e).split())}")
+            err.kind = "malformed"
+            err.attempts = [Attempt(reply, f"malformed reply: {e}")]
+            raise err from None
+        return JudgeAnswer(value, reply, [Attempt(reply)])
+
+    def close(self) -> None:
+        """Free the model."""
+        self._loaded = None

@@ -41,7 +41,9 @@ class Option:
         choices: the accepted values (``()``: any value of ``type``).
         minimum, maximum: inclusive range of a number (``None``: unbounded).
         secret: never written to ``summary.json`` or the work folder (API keys); recorded as
-            ``"<set>"`` when given.
+            ``"<set>"`` when given, and its value is masked wherever it appears
+            (:func:`spear_metrics.core.secrets.register_secret`). Options read from a signature
+            are secret when their name says so (``api_key``, ``token``, ``secret``, ``password``).
     """
 
     name: str
@@ -79,6 +81,10 @@ class Option:
             out = str(value).strip()
         if self.choices and out not in self.choices:
             raise OptionError(f"{where} must be one of {', '.join(map(str, self.choices))}; got {value!r}")
+        if self.secret:
+            from spear_metrics.core.secrets import register_secret
+
+            register_secret(out)  # masked in every message and file from now on
         return out
 
     def describe(self) -> str:
@@ -156,6 +162,25 @@ def parse_pairs(pairs: Iterable[str] | None) -> dict[str, str]:
 # --------------------------------------------------------------------------- agents
 
 
+#: An option name that holds a secret (its value is masked and never recorded).
+SECRET_NAME = re.compile(r"api_?key|token|secret|password", re.IGNORECASE)
+
+
+def plain_text(doc: str) -> str:
+    """Docstring markup as plain text for the console: ````x```` and ```x``` -> ``x``,
+    ``:func:`pkg.mod.f``` / ``:class:`~pkg.C``` -> ``f`` / ``C`` (a role's target, its last
+    dotted part when it is a path), ``**x**`` / ``*x*`` -> ``x``."""
+    def role(m: re.Match) -> str:
+        target = m.group(1).lstrip("~")
+        return target.rsplit(".", 1)[-1] if m.group(0).startswith(":") and "." in target and "(" not in target else target
+
+    text = re.sub(r":[a-z]+:`([^`]+)`", role, doc)
+    text = re.sub(r"``([^`]+)``", r"\1", text)
+    text = re.sub(r"`([^`]+)`", r"\1", text)
+    text = re.sub(r"\*\*([^*]+)\*\*", r"\1", text)
+    return re.sub(r"(?<![\w*])\*([^*\s][^*]*)\*(?![\w*])", r"\1", text)
+
+
 def signature_options(factory: Callable[..., Any]) -> tuple[tuple[Option, ...], bool]:
     """Options of a class or factory from its signature: ``(options, takes_any)``.
 
@@ -178,7 +203,8 @@ def signature_options(factory: Callable[..., Any]) -> tuple[tuple[Option, ...], 
         if p.kind in (p.VAR_POSITIONAL, p.POSITIONAL_ONLY):
             continue
         default = None if p.default is p.empty else p.default
-        opts.append(Option(p.name, _annotation_type(p.annotation, default), default, docs.get(p.name, "")))
+        opts.append(Option(p.name, _annotation_type(p.annotation, default), default, docs.get(p.name, ""),
+                           secret=bool(SECRET_NAME.search(p.name))))
     return tuple(opts), takes_any
 
 

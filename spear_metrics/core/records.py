@@ -6,6 +6,7 @@ that do not exist are ``None`` (JSON ``null``), never 0 and never NaN.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -13,9 +14,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from spear_datasets.files import OutputError, atomic_path, make_dirs, output_error
+from spear_metrics.core.secrets import mask_secrets, mask_value
+from spear_datasets.files import (
+    OutFolderError, OutputError, OwnedFolder, atomic_path, find_open, make_dirs, output_error,
+)
 
-__all__ = ["AppendLog", "OutputError", "SampleResult", "claim_work_dir", "clean_value", "dumps", "one_line",
+__all__ = ["AppendLog", "OutputError", "SampleResult", "bind_run", "claim_out", "clean_value", "dumps", "one_line",
            "read_jsonl", "read_rank_logs", "valid_record", "write_json_atomic", "write_jsonl_atomic"]
 
 OK = "ok"
@@ -43,8 +47,9 @@ def clean_value(v: Any) -> Any:
 
 def one_line(e: BaseException | str) -> str:
     """An exception (or text) as the one-line reason a failed row carries: whitespace collapsed,
-    the exception's type name when it has no message."""
-    msg = " ".join(str(e).split())
+    secrets masked (:func:`spear_metrics.core.secrets.mask_secrets`), the exception's type name
+    when it has no message."""
+    msg = mask_secrets(" ".join(str(e).split()))
     return msg or (type(e).__name__ if isinstance(e, BaseException) else "unknown error")
 
 
@@ -107,8 +112,8 @@ class SampleResult:
 
 
 def dumps(obj: dict[str, Any]) -> str:
-    """One JSON line, strict (no NaN)."""
-    return json.dumps(clean_value(obj), ensure_ascii=False, allow_nan=False)
+    """One JSON line, strict (no NaN), secrets masked (every work log, results and record line)."""
+    return json.dumps(mask_value(clean_value(obj)), ensure_ascii=False, allow_nan=False)
 
 
 def read_jsonl(path: str | os.PathLike) -> Iterator[dict[str, Any]]:
@@ -143,13 +148,13 @@ def write_jsonl_atomic(path: str | os.PathLike, objs: Iterable[dict[str, Any]]) 
 
 
 def write_json_atomic(path: str | os.PathLike, obj: dict[str, Any]) -> Path:
-    """Write one JSON document atomically (strict: NaN/inf become ``null``).
+    """Write one JSON document atomically (strict: NaN/inf become ``null``; secrets masked).
 
     Raises:
         OutputError: as :func:`write_jsonl_atomic`.
     """
     p = Path(path)
-    text = json.dumps(clean_value(obj), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    text = json.dumps(mask_value(clean_value(obj)), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
     with atomic_path(p) as tmp:
         tmp.write_text(text, encoding="utf-8")
     return p
@@ -194,33 +199,129 @@ class AppendLog:
         self.close()
 
 
-def claim_work_dir(work: str | os.PathLike, fingerprint: dict[str, Any], *, overwrite: bool,
-                   conflict: Exception, stale: Iterable[str | os.PathLike] = ()) -> Path:
-    """Bind a resumable run's work folder to ``fingerprint`` (written to ``work/run.json``).
+@contextlib.contextmanager
+def claim_out(out: str | os.PathLike, fingerprint: dict[str, Any], *, overwrite: bool, conflict: Exception,
+              command: str, state: Any = None, activity: str = "written",
+              adopt: Iterable[str] = ()) -> Iterator[OwnedFolder]:
+    """Own the output folder ``out`` of a resumable run bound to ``fingerprint`` for the duration
+    of the ``with`` block (see the rule in :mod:`spear_datasets.files`).
 
-    The same fingerprint resumes; another one raises ``conflict``, or with ``overwrite`` clears
-    ``work`` and the ``stale`` outputs of the old run first. Call it on the main process only.
+    On the main process: ``out`` must be new, empty or this ``command``'s
+    (:func:`spear_datasets.files.check_out_folder`); its rank-0 lock is taken and no other live
+    process may hold any of its locks; the same fingerprint (``out/.work/run.json``, secrets
+    masked) resumes; another one (or work logs without a run record) raises ``conflict``, or with
+    ``overwrite`` removes exactly what earlier runs recorded as written
+    (:meth:`~spear_datasets.files.OwnedFolder.remove_recorded`) before the new record is written.
+    ``adopt``: output names (relative) an earlier version of this tool wrote without a manifest;
+    they are adopted when the fingerprint matches (a resume), and such a folder is never
+    overwritten (nothing of it was recorded, so nothing of it may be removed).
+    The other processes then take their own rank's lock. Every file written under ``out``
+    meanwhile is recorded; the locks are held until the block ends.
+
+    Raises:
+        ``conflict``; spear_datasets.files.OutFolderError: a folder holding what this tool did
+            not write, another command's folder, an older version's folder to overwrite, or a
+            live process writing it (raised on every process under ``accelerate``).
     """
-    import shutil
+    rank = 0 if state is None else state.process_index
+    main = state is None or state.is_main_process
+    world = 1 if state is None else state.num_processes
+    opened = find_open(out, command=command, rank=rank)  # the command holds it already (writes more around it)
+    folder = opened or OwnedFolder(out, command=command, rank=rank, activity=activity)
+    error: BaseException | None = None
+    if main:
+        try:
+            if opened is None:
+                folder.open()
+            try:
+                _claim(folder, fingerprint, overwrite=overwrite, conflict=conflict, adopt=adopt)
+            except BaseException:
+                if opened is None:
+                    folder.close()
+                raise
+        except Exception as e:  # told to the other processes below, then raised here
+            error = e
+    if world > 1:  # every process learns whether the claim and each rank's lock went through
+        from accelerate.utils import gather_object
 
+        msgs = gather_object([None if error is None else one_line(error)])
+        if msgs[0] is not None and error is None:
+            error = OutFolderError(f"the main process could not claim {out}: {msgs[0]}")
+        if error is None and not main and opened is None:
+            try:
+                folder.open(check=False)
+            except Exception as e:
+                error = e
+        msgs = gather_object([None if error is None else f"rank {rank}: {one_line(error)}"])
+        if error is None and any(msgs):
+            if opened is None:
+                folder.close()
+            error = OutFolderError(next(m for m in msgs if m))
+    if error is not None:
+        raise error
+    try:
+        yield folder
+    finally:
+        if opened is None:
+            folder.close()
+
+
+def bind_run(folder: OwnedFolder, work: str | os.PathLike, fingerprint: dict[str, Any], *, overwrite: bool,
+             conflict: Exception, outputs: Iterable[str] | None = None, adopt: Iterable[str] = ()) -> None:
+    """Bind one resumable run inside an output folder this process holds open (lock taken) to
+    ``fingerprint`` (``work/run.json``, secrets masked), on the main process.
+
+    The same fingerprint resumes; another one (or work logs without a run record) raises
+    ``conflict``, or with ``overwrite`` first removes what earlier runs recorded as written
+    (:meth:`~spear_datasets.files.OwnedFolder.remove_recorded`): everything when ``outputs`` is
+    ``None`` (the folder holds one run: :func:`claim_out`), else only the recorded paths at or
+    below each relative folder or file of ``outputs`` and the run record and work logs of
+    ``work`` (a folder holding one run per part, e.g. SpeechRole's modes, ``work`` =
+    ``.work/<mode>``), nothing else. Refused while another live process holds a lock of the
+    folder.
+
+    ``adopt``: output names (relative) an earlier version of this tool wrote without a manifest;
+    adopted when the fingerprint matches (a resume). Such a folder is never overwritten (nothing
+    of it was recorded, so nothing of it may be removed).
+
+    Raises:
+        ``conflict``; spear_datasets.files.OutFolderError: a live process writes the folder, or an
+            older version's outputs to overwrite.
+    """
+    fp = mask_value(json.loads(json.dumps(fingerprint, default=str)))  # as run.json holds it (no secret)
     work = Path(work)
-    fp = json.loads(json.dumps(fingerprint, default=str))
     path = work / "run.json"
+    folder.refuse_if_live()
     # an unreadable run.json is another run's too, and so are work logs without one (run.json is
     # written before any log: logs alone were left by something else, or it was deleted)
     orphan_logs = not path.exists() and work.is_dir() and any(work.glob("rank-*.jsonl"))
     if orphan_logs or (path.exists() and _read_json(path) != fp):
         if not overwrite:
             raise conflict
-        shutil.rmtree(work, ignore_errors=True)
-        for p in map(Path, stale):
-            if p.is_dir():
-                shutil.rmtree(p, ignore_errors=True)
-            else:
+        legacy = [n for n in adopt if (folder.root / n).exists()] if not folder.recorded() else []
+        if legacy:  # its outputs were never recorded: nothing of it may be removed, so it cannot be replaced
+            raise OutFolderError(f"{folder.root} holds outputs of an older version of this tool that kept no record of "
+                                 f"its files ({legacy[0]}...): nothing of them is replaced; move them away or give "
+                                 "a new folder")
+        if outputs is None:
+            folder.remove_recorded()
+        else:
+            for rel in outputs:
+                folder.remove_recorded(under=rel)
+            for p in [path, *work.glob("rank-*.jsonl")]:  # this run's own records, by name
                 p.unlink(missing_ok=True)
-    make_dirs(work)
+    elif path.exists() and not folder.recorded():
+        # the same run, written by a version that kept no manifest: its own outputs are adopted
+        for name in adopt:
+            if (folder.root / name).is_file():
+                folder.record_existing(folder.root / name)
     write_json_atomic(path, fp)
-    return work
+
+
+def _claim(folder: OwnedFolder, fingerprint: dict[str, Any], *, overwrite: bool, conflict: Exception,
+           adopt: Iterable[str]) -> None:
+    """The fingerprint step of :func:`claim_out` (main process, lock held): the whole folder is one run."""
+    bind_run(folder, folder.work, fingerprint, overwrite=overwrite, conflict=conflict, adopt=adopt)
 
 
 def _read_json(path: Path) -> Any:

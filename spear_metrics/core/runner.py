@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from spear_datasets.audio import AudioError, audio_info, input_clip_info
-from spear_datasets.files import atomic_path
+from spear_datasets.files import atomic_path, check_out_folder
 from spear_datasets.schema import (
     RowError,
     SpearRow,
@@ -41,7 +41,7 @@ from spear_datasets.schema import (
 )
 from spear_metrics.core.dimension import Dimension, Sample
 from spear_metrics.core.models import ModelUnavailableError
-from spear_metrics.core.records import AppendLog, SampleResult, claim_work_dir, one_line, read_jsonl, read_rank_logs, write_json_atomic, write_jsonl_atomic
+from spear_metrics.core.records import AppendLog, SampleResult, claim_out, one_line, read_jsonl, read_rank_logs, write_json_atomic, write_jsonl_atomic
 from spear_metrics.core.registry import load_dimensions, parse_metrics
 from spear_metrics.core.stats import CONFIDENCE, DEFAULT_RESAMPLES
 from spear_metrics.core.summary import build_summary, write_summary
@@ -367,11 +367,7 @@ def run_resumable(
     work: str | os.PathLike,
     *,
     n_rows: int,
-    fingerprint: dict[str, Any],
-    conflict: Exception,
     failed: dict[int, SampleResult] | None = None,
-    overwrite: bool = False,
-    stale: Sequence[str | os.PathLike] = (),
     batch_size: int = 16,
     retry_failed: bool = False,
     progress_desc: str | None = None,
@@ -389,11 +385,10 @@ def run_resumable(
         score_batch: scores a batch of items into one :class:`SampleResult` per item (same
             ``row``); a bad item is a failed result, never an exception. An exception is a
             whole-run problem (e.g. :class:`ModelUnavailableError`): it stops every process.
-        work: the work folder (``rank-<r>.jsonl`` logs and ``run.json``).
+        work: the work folder (``rank-<r>.jsonl`` logs and ``run.json``) of an output folder
+            every process holds through :func:`spear_metrics.core.records.claim_out` (which binds
+            it to the run's fingerprint and holds its locks) for the whole call.
         n_rows: how many rows the run has (scored items + ``failed``).
-        fingerprint: what the results depend on; bound to ``work`` by
-            :func:`spear_metrics.core.records.claim_work_dir` (``conflict`` raised on a mismatch
-            unless ``overwrite``; ``stale`` outputs are then removed).
         failed: rows already failed before scoring (bad metadata), by row id.
         batch_size: items per ``score_batch`` call; each batch is appended (fsynced) to this
             process's log, so a kill loses at most the batch in flight.
@@ -426,9 +421,6 @@ def run_resumable(
     state = state if state is not None else _distributed_state()
     rank, world = state.process_index, state.num_processes
     work = Path(work)
-    if state.is_main_process:
-        claim_work_dir(work, fingerprint, overwrite=overwrite, conflict=conflict, stale=stale)
-    state.wait_for_everyone()
 
     ids = {it.row for it in items}
     done: dict[int, SampleResult] = {}
@@ -462,9 +454,7 @@ def run_resumable(
     batches = [mine[i : i + max(1, batch_size)] for i in range(0, len(mine), max(1, batch_size))]
     reader = ThreadPoolExecutor(1, thread_name_prefix="spear-read-ahead") if read_ahead and len(batches) > 1 else None
     ahead: dict[int, Any] = {}
-    lock = None
     try:
-        lock = _hold_rank_lock(work, rank)  # refused: raised on every rank below, like any failure
         with AppendLog(work / f"rank-{rank}.jsonl") as log:
             if concurrency > 1:
                 _score_concurrently(mine, score_batch, int(concurrency), log, new, bar)
@@ -485,8 +475,6 @@ def run_resumable(
     except Exception as e:  # raised on every rank below, after the others have been told
         error = e
     finally:
-        if lock is not None:
-            lock.close()  # releases the flock
         if reader is not None:
             reader.shutdown(wait=True, cancel_futures=True)
             for batch in batches:
@@ -567,28 +555,6 @@ def _score_concurrently(items: Sequence[Any], score_batch: Callable[[list[Any]],
         raise first
 
 
-def _hold_rank_lock(work: Path, rank: int):
-    """An exclusive ``flock`` on ``work/rank-<rank>.lock`` for as long as this process scores
-    (the returned open file; closing it releases the lock; the OS releases it when the process
-    dies, also on ``kill -9``). A kill -9 of ``accelerate launch`` can leave its ranks running
-    (each is its own session); a resume started meanwhile on the same ``--out`` would score the
-    same rows beside them. It is refused instead.
-
-    Raises:
-        RunError: another live process holds this rank's lock.
-    """
-    import fcntl
-
-    f = open(work / f"rank-{rank}.lock", "a+")
-    try:
-        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        f.close()
-        raise RunError(f"{work.parent} is being scored by another live process (rank {rank}'s lock is held): "
-                       "wait for it to finish or stop it, then rerun to resume") from None
-    return f
-
-
 def run_score(
     metadata: str | os.PathLike,
     metrics: str | Sequence[str],
@@ -617,12 +583,16 @@ def run_score(
         UnknownDimensionError / ImportError: a metric that cannot be run.
         RunError: ``out_dir`` holds a run of other inputs/options (use ``overwrite``), or no row
             could be scored.
+        spear_datasets.files.OutFolderError: ``out_dir`` holds files this tool did not write, the
+            output of another command, or is being scored by a live process (one line; see
+            :func:`spear_metrics.core.records.claim_out`).
     """
     options = dict(options or {})
     metadata = Path(metadata)
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise RunError(f"--out {out} exists and is not a folder")
+    check_out_folder(out)  # the rule first (cheap): a folder that cannot be used costs no loading
     names = parse_metrics(metrics)
     if n_resamples < 0:
         raise RunError(f"--bootstrap must be >= 0, got {n_resamples}")
@@ -636,18 +606,29 @@ def run_score(
 
     prep = prepare_rows(raw, metadata.parent)
     _explain_infer_failures(prep, metadata.parent / "failures.jsonl")
+    conflict = RunError(f"{out} holds results of another run (different metadata, metrics or options); "
+                        "use a new --out folder or --overwrite")
+    # --out: new, empty or this command's; --overwrite removes what earlier runs recorded, nothing else
+    with claim_out(out, _fingerprint(metadata, dims), overwrite=overwrite, conflict=conflict, command="score",
+                   state=state, activity="scored", adopt=SCORE_OUTPUTS):
+        return _score_claimed(out, dims, names, prep, state, batch_size=batch_size, retry_failed=retry_failed,
+                              progress=progress, inputs_metadata=inputs_metadata, n_resamples=n_resamples, seed=seed)
+
+
+#: The files ``score`` writes into ``--out`` (besides ``.work/``).
+SCORE_OUTPUTS = ("summary.json", "per_sample.jsonl", "run_info.json", "missing_answers.txt")
+
+
+def _score_claimed(out: Path, dims: Sequence[Dimension], names: list[str], prep: Prepared, state: Any, *,
+                   batch_size: int, retry_failed: bool, progress: bool, inputs_metadata: str | os.PathLike | None,
+                   n_resamples: int, seed: int) -> dict[str, Any] | None:
+    """:func:`run_score` once its ``--out`` is claimed (locks held, writes recorded)."""
     outcome = run_resumable(
         prep.samples,
         lambda batch: score_samples(dims, batch, batch_size=len(batch)),
         out / WORK_DIR,
         n_rows=prep.n_rows,
         failed=prep.failed,
-        fingerprint=_fingerprint(metadata, dims),
-        conflict=RunError(f"{out} holds results of another run (different metadata, metrics or options); "
-                          "use a new --out folder or --overwrite"),
-        overwrite=overwrite,
-        # a run replaced with --overwrite must not leave the old run's outputs (or its report) behind
-        stale=[out / n for n in ("summary.json", "per_sample.jsonl", "run_info.json", "missing_answers.txt", "report")],
         batch_size=batch_size,
         retry_failed=retry_failed,
         progress_desc=f"scoring {','.join(names)}" if progress else None,

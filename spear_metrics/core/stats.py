@@ -18,7 +18,9 @@ never read as 0; booleans count as 0/1, so a mean of flags is a share).
   --compare`` (Full-Duplex-Bench) both call it.
 
 Conventions (tested): identical samples give difference 0, interval ``[0, 0]`` and p-values 1;
-fewer than 2 values (pairs) give ``None`` for the interval and the tests, with a ``note``.
+fewer than 2 values (pairs) give ``None`` for the interval and the tests, with a ``note``;
+below :data:`SMALL_SAMPLE` pairs there is no bootstrap p-value and the rest carries a
+``caution`` naming the smallest p-value the exact rank tests can give on that many values.
 Resampling uses ``numpy.random.default_rng(seed)``: one seed, one interval, on any machine with
 the same numpy/scipy. Percentile bootstrap: Efron & Tibshirani (1993), ch. 13.
 """
@@ -38,6 +40,19 @@ CONFIDENCE = 0.95
 #: an aggregate interval exists only when the statistic is defined on at least this share of
 #: the resamples (a correlation is undefined on a resample whose side is constant)
 MIN_DEFINED_SHARE = 0.5
+#: Below this many pairs (paired tests) or values on a side (unpaired tests) a sample is *small*:
+#: the bootstrap p-value is not given at all and every other p-value and interval carries a
+#: caution (:func:`small_sample_caution`). Why 10: the percentile bootstrap treats the n pairs as
+#: the population, so when all n differences have one sign every resampled mean has that sign
+#: and its p-value is its floor 2/(B+1) whatever n is, while an exact test of the same data
+#: (sign-flip / Wilcoxon) cannot go below 2^(1-n): 0.5 at n = 2, 0.0625 at n = 5. From n = 10
+#: on, 2^(1-n) = 0.00195 is below the bootstrap's own floor with the default 1000 resamples
+#: (2/1001 = 0.002), so the bootstrap no longer claims more than the data can show. With n
+#: pairs the bootstrap distribution of a mean also takes at most C(2n-1, n) distinct values
+#: (3 at n = 2, 126 at n = 5, 92,378 at n = 10).
+SMALL_SAMPLE = 10
+#: the significance level the cautions refer to ("cannot reach p < 0.05")
+ALPHA = 0.05
 
 
 def as_number(v: Any) -> float | None:
@@ -49,6 +64,72 @@ def as_number(v: Any) -> float | None:
     except (TypeError, ValueError):
         return None
     return x if math.isfinite(x) else None
+
+
+def wilcoxon_floor(n: int) -> float | None:
+    """Smallest two-sided p-value the exact Wilcoxon signed-rank test (and the sign test) can
+    give on ``n`` non-zero differences: ``2 / 2**n = 2**(1 - n)`` (every difference of one sign,
+    probability ``1 / 2**n`` under the null, doubled). ``None`` for ``n`` < 1.
+
+    >>> wilcoxon_floor(2), wilcoxon_floor(5)
+    (0.5, 0.0625)
+    """
+    return None if n < 1 else float(2.0 ** (1 - n))
+
+
+def mannwhitney_floor(n_a: int, n_b: int) -> float | None:
+    """Smallest two-sided p-value the exact Mann-Whitney U test can give on samples of ``n_a``
+    and ``n_b`` values: ``2 / C(n_a + n_b, n_a)`` (the two samples fully separated, one of the
+    ``C(n_a + n_b, n_a)`` equally likely orderings under the null, doubled), capped at 1.
+    ``None`` when a side is empty.
+
+    >>> mannwhitney_floor(2, 2)  # 2 / 6
+    0.3333333333333333
+    """
+    if n_a < 1 or n_b < 1:
+        return None
+    return float(min(1.0, 2.0 / math.comb(n_a + n_b, n_a)))
+
+
+def bootstrap_p_floor(n_resamples: int) -> float | None:
+    """Smallest two-sided bootstrap p-value :func:`paired_comparison` gives with ``n_resamples``
+    resamples: ``2 / (B + 1)`` (no resample on the other side of 0; Davison & Hinkley 1997,
+    eq. 4.11, counts the observed sample as one of ``B + 1``). ``None`` for ``B`` < 1."""
+    return None if n_resamples < 1 else float(min(1.0, 2.0 / (n_resamples + 1)))
+
+
+def distinct_resamples(n: int) -> int:
+    """How many different resamples (multisets) of ``n`` units exist: ``C(2n - 1, n)``; the
+    bootstrap distribution of a mean of ``n`` values takes at most that many values."""
+    return math.comb(2 * n - 1, n) if n >= 1 else 0
+
+
+def small_sample_caution(n: int, *, paired: bool = True, n_b: int | None = None) -> str | None:
+    """Why p-values and intervals on ``n`` pairs (or ``n`` and ``n_b`` unpaired values) deserve
+    caution, with the hand-checkable bounds; ``None`` from :data:`SMALL_SAMPLE` on (and for
+    ``n`` < 2, where no test exists and the caller says so).
+
+    Paired: ``"n = 2 pairs: too few for a p-value ..."`` (no bootstrap p below
+    :data:`SMALL_SAMPLE`; the exact Wilcoxon floor :func:`wilcoxon_floor`; the resamples behind
+    the interval, :func:`distinct_resamples`). Unpaired: the Mann-Whitney floor
+    :func:`mannwhitney_floor` and Welch's reliance on normal means.
+    """
+    if paired:
+        if n < 2 or n >= SMALL_SAMPLE:
+            return None
+        floor = wilcoxon_floor(n)
+        reach = "so no difference can reach" if floor > ALPHA else "barely below"
+        return (f"n = {n} pairs: too few for a p-value (a bootstrap p needs at least {SMALL_SAMPLE} pairs; "
+                f"the exact Wilcoxon p cannot go below 2^(1-n) = {floor:.3g}, {reach} p < {ALPHA:g}); "
+                f"the 95 % interval rests on {distinct_resamples(n)} distinct resamples")
+    n_b = n if n_b is None else n_b
+    if min(n, n_b) < 2 or min(n, n_b) >= SMALL_SAMPLE:
+        return None
+    floor = mannwhitney_floor(n, n_b)
+    reach = ", so no difference can reach p < 0.05" if floor > ALPHA else ""
+    return (f"n = {n} and {n_b}: small samples (fewer than {SMALL_SAMPLE} values on a side): the exact "
+            f"Mann-Whitney p cannot go below 2/C({n + n_b},{n}) = {floor:.3g}{reach}; Welch's t-test assumes "
+            f"normally distributed means it cannot check")
 
 
 def _numbers(values: Iterable[Any]) -> np.ndarray:
@@ -167,18 +248,25 @@ def paired_comparison(
     - ``mean_a``, ``mean_b``, ``diff`` = mean of ``d`` (= ``mean_a - mean_b``);
     - ``diff_ci95``: percentile paired bootstrap of the mean of ``d`` (pairs resampled together,
       which keeps the per-sample correlation between the systems; ``scipy.stats.bootstrap``);
-    - ``p_value``: two-sided bootstrap p-value of "the mean difference is 0",
-      ``min(1, 2 * min(P*(mean d <= 0), P*(mean d >= 0)))`` over the resampled means;
+    - ``p_value``: two-sided bootstrap p-value of "the mean difference is 0" over the ``B``
+      resampled means, counting the observed sample as one more (Davison & Hinkley 1997,
+      eq. 4.11): ``min(1, 2 * (1 + min(#(mean d* <= 0), #(mean d* >= 0))) / (B + 1))``, so it
+      never reads 0 (its floor ``p_value_floor`` = 2/(B+1)); ``None`` below
+      :data:`SMALL_SAMPLE` pairs (see there why);
     - ``wilcoxon_p``: Wilcoxon signed-rank test (``scipy.stats.wilcoxon``, two-sided, zero
-      differences dropped as SPEAR's reports do with ``zero_method="wilcox"``);
-    - ``d_z``: paired effect size, mean of ``d`` / standard deviation of ``d`` (ddof 1).
+      differences dropped as SPEAR's reports do with ``zero_method="wilcox"``), and
+      ``wilcoxon_floor``, the smallest p it can give on these pairs (:func:`wilcoxon_floor`);
+    - ``d_z``: paired effect size, mean of ``d`` / standard deviation of ``d`` (ddof 1);
+    - ``caution``: below :data:`SMALL_SAMPLE` pairs, why the numbers above say little
+      (:func:`small_sample_caution`), else ``None``.
 
     Conventions: every difference 0 -> ``diff`` 0, ``diff_ci95`` ``[0, 0]``, both p-values 1,
     ``d_z`` 0. A constant non-zero difference has no d_z (``None``, SD 0). ``n`` < 2 -> interval,
     p-values and d_z ``None``; ``note`` says why.
 
     Returns:
-        ``{"n", "mean_a", "mean_b", "diff", "diff_ci95", "p_value", "wilcoxon_p", "d_z", "note"}``.
+        ``{"n", "mean_a", "mean_b", "diff", "diff_ci95", "p_value", "p_value_floor", "wilcoxon_p",
+        "wilcoxon_floor", "d_z", "note", "caution"}``.
 
     Raises:
         ValueError: ``a`` and ``b`` have different lengths.
@@ -187,7 +275,8 @@ def paired_comparison(
         raise ValueError(f"paired_comparison needs equal lengths, got {len(a)} and {len(b)}")
     pairs = [(x, y) for x, y in ((as_number(u), as_number(v)) for u, v in zip(a, b)) if x is not None and y is not None]
     out: dict[str, Any] = {"n": len(pairs), "mean_a": None, "mean_b": None, "diff": None, "diff_ci95": None,
-                           "p_value": None, "wilcoxon_p": None, "d_z": None, "note": None}
+                           "p_value": None, "p_value_floor": None, "wilcoxon_p": None, "wilcoxon_floor": None,
+                           "d_z": None, "note": None, "caution": None}
     if not pairs:
         out["note"] = "n = 0: no sample has a value in both runs"
         return out
@@ -201,12 +290,17 @@ def paired_comparison(
         out.update(diff=0.0, diff_ci95=[0.0, 0.0] if n_resamples >= 1 else None, p_value=1.0, wilcoxon_p=1.0, d_z=0.0,
                    note="identical values in every pair")
         return out
+    out["caution"] = small_sample_caution(int(d.size))
     if n_resamples >= 1:
         res = _bootstrap((d,), np.mean, vectorized=True, n_resamples=n_resamples, seed=seed, confidence=confidence)
         means = np.asarray(res.bootstrap_distribution, dtype=np.float64)
         out["diff_ci95"] = percentile_interval(means, confidence)
-        out["p_value"] = float(min(1.0, 2.0 * min(np.mean(means <= 0.0), np.mean(means >= 0.0))))
+        if d.size >= SMALL_SAMPLE:
+            beyond = min(int(np.sum(means <= 0.0)), int(np.sum(means >= 0.0)))
+            out["p_value"] = float(min(1.0, 2.0 * (1 + beyond) / (means.size + 1)))
+            out["p_value_floor"] = bootstrap_p_floor(int(means.size))
     out["wilcoxon_p"] = _wilcoxon_p(d)
+    out["wilcoxon_floor"] = wilcoxon_floor(int(np.count_nonzero(d)))
     sd = float(d.std(ddof=1))
     if np.ptp(d) > 1e-9 * max(1.0, float(np.abs(d).max())):  # not a constant difference (up to rounding)
         out["d_z"] = float(d.mean() / sd)
@@ -250,17 +344,21 @@ def unpaired_tests(a: Sequence[Any], b: Sequence[Any]) -> dict[str, Any]:
 
     Conventions: each side needs 2 values for a test (else ``None`` with a note); two constant
     samples have no Welch statistic: equal constants give p = 1, different ones ``None``.
+    Below :data:`SMALL_SAMPLE` values on a side the p-values stand with a ``caution``
+    (:func:`small_sample_caution`: the Mann-Whitney floor ``mannwhitney_floor``).
 
     Returns:
         ``{"n_a", "n_b", "mean_a", "mean_b", "diff" (mean_a - mean_b), "welch_p",
-        "mannwhitney_p", "cliffs_delta", "note"}``.
+        "mannwhitney_p", "mannwhitney_floor", "cliffs_delta", "note", "caution"}``.
     """
     from scipy.stats import mannwhitneyu, ttest_ind
 
     x, y = _numbers(a), _numbers(b)
     out: dict[str, Any] = {"n_a": int(x.size), "n_b": int(y.size), "mean_a": float(x.mean()) if x.size else None,
                            "mean_b": float(y.mean()) if y.size else None, "diff": None, "welch_p": None,
-                           "mannwhitney_p": None, "cliffs_delta": cliffs_delta(x, y), "note": None}
+                           "mannwhitney_p": None, "mannwhitney_floor": mannwhitney_floor(int(x.size), int(y.size)),
+                           "cliffs_delta": cliffs_delta(x, y), "note": None,
+                           "caution": small_sample_caution(int(x.size), paired=False, n_b=int(y.size))}
     if x.size and y.size:
         out["diff"] = out["mean_a"] - out["mean_b"]
     if x.size < 2 or y.size < 2:
@@ -306,6 +404,7 @@ def compare_runs(
     n_resamples: int = DEFAULT_RESAMPLES,
     seed: int = 0,
     confidence: float = CONFIDENCE,
+    names: tuple[str, str] = ("A", "B"),
 ) -> dict[str, Any]:
     """Compare two runs' per-sample rows (``per_sample.jsonl`` objects), A minus B.
 
@@ -318,6 +417,7 @@ def compare_runs(
             (:func:`numeric_keys`) present in both runs, minus ``exclude``.
         group: row -> subset label (``None`` = no subset) for the unpaired tests per subset;
             without it only the pooled tests are given.
+        names: how ``notes`` name the two runs (e.g. their model names).
 
     Returns:
         ``{"n_ok_a", "n_ok_b", "n_common", "n_only_a", "n_only_b", "comparable", "notes",
@@ -346,20 +446,24 @@ def compare_runs(
         ka, kb = numeric_keys(ok_a, exclude), numeric_keys(ok_b, exclude)
         keys = [k for k in ka if k in set(kb)]
         only_a, only_b = [k for k in ka if k not in set(kb)], [k for k in kb if k not in set(ka)]
+    name_a, name_b = names
     notes = []
     if len(ok_a) < len(rows_a) or len(ok_b) < len(rows_b):
-        notes.append(f"failed rows left out: {len(rows_a) - len(ok_a)} in A, {len(rows_b) - len(ok_b)} in B")
+        notes.append(f"failed rows left out: {len(rows_a) - len(ok_a)} in {name_a}, {len(rows_b) - len(ok_b)} in {name_b}")
     if not pairs:
         notes.append("not comparable: no scored sample is shared by both runs (n = 0 pairs); "
                      "only the unpaired tests below exist")
     elif len(pairs) < 2:
         notes.append(f"n = {len(pairs)} shared sample: no paired interval or test")
+    elif len(pairs) < SMALL_SAMPLE:
+        notes.append(f"n = {len(pairs)} shared samples: too few for a bootstrap p-value (it needs at least "
+                     f"{SMALL_SAMPLE} pairs); the other p-values and intervals are shown with a caution")
     if not keys:
         notes.append("no numeric per-sample key is shared by both runs")
     if only_a:
-        notes.append(f"not comparable (values only in A): {', '.join(only_a)}")
+        notes.append(f"values in {name_a} only (no row of {name_b} has one), not compared: {', '.join(only_a)}")
     if only_b:
-        notes.append(f"not comparable (values only in B): {', '.join(only_b)}")
+        notes.append(f"values in {name_b} only (no row of {name_a} has one), not compared: {', '.join(only_b)}")
     groups = ["all"]
     if group is not None:
         labels = sorted({g for g in (group(r) for r in [*ok_a, *ok_b]) if g})
@@ -368,7 +472,8 @@ def compare_runs(
         "n_ok_a": len(ok_a), "n_ok_b": len(ok_b), "n_common": len(pairs),
         "n_only_a": len(seen_a) - len(pairs), "n_only_b": len(by_b) - len(pairs),
         "comparable": bool(pairs), "notes": notes, "keys_only_a": only_a, "keys_only_b": only_b,
-        "bootstrap": {"n_resamples": int(n_resamples), "seed": int(seed), "method": "percentile", "confidence": confidence},
+        "bootstrap": {"n_resamples": int(n_resamples), "seed": int(seed), "method": "percentile", "confidence": confidence,
+                      "min_pairs_for_p": SMALL_SAMPLE},
         "keys": {},
     }
     for k in keys:

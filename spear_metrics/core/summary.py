@@ -73,3 +73,27 @@ def build_summary(
 def write_summary(out_dir: str | os.PathLike, summary: dict[str, Any]) -> Path:
     """Write ``out_dir/summary.json`` atomically (NaN/inf -> ``null``)."""
     return write_json_atomic(Path(out_dir) / "summary.json", summary)
+
+
+#: why a key has no unit at all (``<key>_n`` = 0), where the reason follows from its definition
+EMPTY_REASONS: dict[str, str] = {
+    "interrupted_time_ms": "n = 0: no row has an answer_start_time (answers placed at the question end, "
+                           "the published '-' of half-duplex systems)",
+    "interruptions_%": "n = 0: no row has an answer_start_time (answers placed at the question end, "
+                       "the published '-' of half-duplex systems)",
+    "latency_ms_speech": "n = 0: no answer holds speech after the skip point",
+}
+
+
+def null_reason(summary: dict[str, Any], key: str, dimension: str | None = None) -> str:
+    """Why ``summary[key]`` is null, in words: its ``<key>_note`` (or ``<stem>_note``:
+    ``WER_note`` for every ``WER_*`` key), else the dimension's ``<dimension>_note``, else, when
+    no unit entered it (``<key>_n`` = 0), the reason its definition gives (:data:`EMPTY_REASONS`),
+    else that no scored row has a value. THE reason the console, the report and the Space give."""
+    for k in (f"{key}_note", f"{key.split('_')[0]}_note", f"{dimension}_note" if dimension else None):
+        if k and summary.get(k):
+            return str(summary[k])
+    if summary.get(f"{key}_n") == 0:
+        return EMPTY_REASONS.get(key, "n = 0: no scored row has a value")
+    return "no scored row has a value"
+

@@ -5,9 +5,12 @@ Each stimulus ``<task_dir>/<id>/input.wav`` is streamed in real time through the
 as FDB's own inference scripts (``v1_v1.5/model_inference/`` of ``DanielLin94144/Full-Duplex-Bench``)
 stream a stimulus and record a reply channel of the same length. Written beside the stimulus:
 
-- ``output.wav``: the reply channel, time-synchronous with ``input.wav``: each received chunk is
-  placed at ``max(receive time, end of the previous chunk)`` on the wall clock since the first
-  input chunk (a playback buffer, :func:`spear_metrics.agents.duplex.playback_timeline`), trimmed or
+- ``output.wav``: the reply channel, time-synchronous with ``input.wav``, laid out by the adapter's
+  timeline rule (:func:`spear_metrics.agents.duplex.reply_timeline`): ``arrival`` (default): each
+  received chunk is placed at ``max(receive time, end of the previous chunk)`` on the wall clock
+  since the first input chunk (a playback buffer); ``frame_synchronous`` (``moshi``, as FDB's own
+  Moshi client): all output back to back from the adapter's lead (one 80 ms frame), frame for frame
+  with the input, the frames still in flight when the input ends drained first; either trimmed or
   zero-padded to the input's length; mono, 16-bit, at the input's rate (or ``output_sr``);
 - ``output.json``: word-timed ASR of ``output.wav`` in FDB's shape ``{"text", "chunks": [{"text",
   "timestamp": [s, e]}]}``, made by the same code ``spearbench fdb`` runs when a sample has no
@@ -18,19 +21,28 @@ stream a stimulus and record a reply channel of the same length. Written beside 
   no sample's fault); rerun with ``--no-asr`` to write the audio only.
 
 Two passes: all sessions first (``concurrency`` at once on one event loop, nothing CPU-heavy beside
-them), then the ASR of the new replies. Resumable: the work log ``<task_dir>/.spearbench-fdb-infer/``
-(a hidden folder, which ``spearbench fdb`` skips) records each sample; a rerun redoes only what is
-missing. Before a reply is written its sample is logged as ``writing`` (then ``ok`` once written),
-so a run killed in between knows on rerun that the ``output.wav`` there is its own (redone, not
-mistaken for another system's). A sample that already holds an ``output.wav`` or ``output.json``
-this command did not write is left alone (counted as kept) unless ``overwrite``; with
-``overwrite`` only ``output.wav`` and ``output.json`` are replaced, nothing else in the sample
-folder is touched.
+them), then the ASR of the new replies. Resumable: the work folder ``<task_dir>/.spearbench-fdb-infer/``
+(a hidden folder, which ``spearbench fdb`` skips) logs each sample; a rerun redoes only what is
+missing.
+
+The task folders are the user's: the command writes only ``output.wav``/``output.json`` there, under
+the project's output-folder rule (:class:`spear_datasets.files.OwnedFolder` opened on the task folder
+with this work folder: every file it writes is recorded in the manifest
+``.spearbench-fdb-infer/written-0.jsonl`` with its identity, and the folder's lock is held while it
+writes). A sample holding an ``output.wav`` or ``output.json`` this command did not write (another
+system's reply, FDB's released example outputs) or that changed since it wrote it is left alone,
+with and without ``overwrite`` (counted as kept: move those files away to run this system on it).
+``overwrite`` (another agent, options or chunk size in the same task folders) first removes the
+replies the earlier run recorded that are still as it wrote them; the same settings resume.
+As the manifest records a reply's path before the reply is written, a run killed between writing a
+reply and logging its sample finds that ``output.wav`` recorded as its own on rerun and redoes the
+sample (never kept as another system's reply, also when the sample had failed before).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import time
 from dataclasses import dataclass
@@ -40,9 +52,12 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from spear_datasets.sources.fdb import TASK_FILES, FDBSample, folder_task, read_interrupt
-from spear_metrics.core.records import AppendLog, claim_work_dir, one_line, write_json_atomic, write_jsonl_atomic
+from spear_datasets.files import OwnedFolder, open_folder
+from spear_metrics.core.records import AppendLog, bind_run, one_line, write_json_atomic, write_jsonl_atomic
 
 WORK = ".spearbench-fdb-infer"
+#: The files fdb-infer writes into a sample folder (nothing else there is touched).
+OUTPUT_FILES = ("output.wav", "output.json")
 
 
 class FDBInferError(RuntimeError):
@@ -106,25 +121,19 @@ def list_stimuli(task_dir: Path) -> list[Stimulus]:
     return out
 
 
-#: a sample's reply is about to be written (its output files are this command's from then on)
-WRITING = "writing"
-
-
 def read_log(work: Path) -> list[dict[str, Any]]:
-    """The valid records of ``work/rank-0.jsonl`` (a ``sample`` id and an ``ok``/``failed``/``writing``
-    ``status``); torn lines are skipped (their samples are redone)."""
+    """The valid records of ``work/rank-0.jsonl`` (a ``sample`` id and an ok/failed ``status``);
+    torn lines are skipped (their samples are redone)."""
     from spear_metrics.core.records import read_jsonl
 
     p = work / "rank-0.jsonl"
     if not p.is_file():
         return []
-    return [o for o in read_jsonl(p) if isinstance(o.get("sample"), str) and o.get("status") in ("ok", "failed", WRITING)]
+    return [o for o in read_jsonl(p) if isinstance(o.get("sample"), str) and o.get("status") in ("ok", "failed")]
 
 
 def _reason(e: BaseException) -> str:
-    from spear_metrics.agents.net import mask_secrets
-
-    return mask_secrets(one_line(e))
+    return one_line(e)  # secrets masked (spear_metrics.core.secrets.mask_secrets)
 
 
 async def stream_stimulus(agent: Any, stim: Stimulus, *, chunk_ms: float, row_timeout_s: float,
@@ -136,14 +145,15 @@ async def stream_stimulus(agent: Any, stim: Stimulus, *, chunk_ms: float, row_ti
         TimeoutError as ``RowTimeout``.
     """
     from spear_datasets.audio import decode
-    from spear_metrics.agents.duplex import AudioRequest, playback_timeline, run_session, session_config
+    import dataclasses
+
+    from spear_metrics.agents.duplex import AudioRequest, reply_timeline, run_session, session_config
     from spear_metrics.agents.harness import RowTimeout, _guarded
 
     wav, sr = await asyncio.to_thread(decode, stim.dir / "input.wav")  # nothing slow on the loop that paces sessions
     request = AudioRequest(audio=wav, sample_rate=sr, row_id=stim.key.replace("/", "_"))
     scfg = session_config(agent, chunk_ms=chunk_ms, time_synchronous=True)
-    scfg = type(scfg)(chunk_ms=scfg.chunk_ms, paced=scfg.paced, tail_silence_s=0.0, max_wait_s=scfg.max_wait_s,
-                      time_synchronous=True)
+    scfg = dataclasses.replace(scfg, tail_silence_s=0.0)
     limit = row_timeout_s + (request.duration_s if scfg.paced else 0.0)
     try:
         async with asyncio.timeout(limit):
@@ -152,7 +162,7 @@ async def stream_stimulus(agent: Any, stim: Stimulus, *, chunk_ms: float, row_ti
         raise RowTimeout(f"timed out after {limit:g} s") from None
     rate = int(output_sr or sr)
     n = round(wav.shape[1] * rate / sr)
-    reply = await asyncio.to_thread(playback_timeline, result, n, rate)
+    reply = await asyncio.to_thread(reply_timeline, agent, result, n, rate)
     return reply, rate, {"first_audio_s": result.first_audio_s, "first_audio_input_s": result.first_audio_input_s,
                          "n_chunks": len(result.chunks), "text": result.text or None}
 
@@ -175,7 +185,7 @@ def transcribe_reply(stim: Stimulus, backend: Any) -> dict[str, Any]:
 
 
 def run_fdb_inference(agent_name: str, root: str | os.PathLike, *, tasks: Optional[list[str]] = None,
-                      agent_options: Optional[dict[str, Any]] = None, agent: Any = None, chunk_ms: float = 40.0,
+                      agent_options: Optional[dict[str, Any]] = None, agent: Any = None, chunk_ms: Optional[float] = None,
                       concurrency: int = 1, row_timeout_s: float = 300.0, asr: Optional[str] = "embedded",
                       asr_backend: Any = None, output_sr: Optional[int] = None, overwrite: bool = False,
                       retry_failed: bool = False, progress: bool = True,
@@ -186,24 +196,29 @@ def run_fdb_inference(agent_name: str, root: str | os.PathLike, *, tasks: Option
         agent_name: adapter name (registry), recorded in each task folder's work fingerprint.
         root: a task folder, or a folder of task folders (``tasks`` picks some by name).
         agent: an already-built adapter (tests); else ``load_agent(agent_name, **agent_options)``.
-        chunk_ms: input chunk length (ms).
-        concurrency: sessions at once.
+        chunk_ms: input chunk length (ms); ``None``: the adapter's own (``moshi``: 80), else 40
+            (:func:`spear_metrics.agents.duplex.resolve_chunk_ms`).
+        concurrency: sessions at once (lowered to the adapter's ``max_concurrency``, with a note on stderr).
         row_timeout_s: a sample's limit beyond its input's duration (s).
         asr: ASR backend name for ``output.json`` (``spear_metrics.core.asr.load_asr``); ``None``: no
             ``output.json``. ``asr_backend``: an object with the backend API to use instead (tests).
         output_sr: rate of ``output.wav`` (Hz); ``None``: the input's.
-        overwrite: replace ``output.wav``/``output.json`` written by something else or by another run.
+        overwrite: another run's settings in the same task folders: remove the replies that run
+            wrote (recorded, unchanged) first; never a file this command did not write.
         retry_failed: run again the samples that failed before.
 
     Returns counts: ``n_samples``, ``n_written`` (this run), ``n_done`` (in total), ``n_kept``
-    (existing outputs left alone), ``n_failed``, ``failures`` (``[{"sample", "error"}]``), ``elapsed_s``.
+    (samples holding outputs this command did not write, left alone), ``kept`` (their
+    ``<task>/<id>``, at most 20), ``n_failed``, ``failures`` (``[{"sample", "error"}]``), ``elapsed_s``.
 
     Raises:
         FDBInferError: no task folders, a folder holding another run's outputs (without ``overwrite``),
             an adapter that is not a network adapter.
+        spear_datasets.files.OutFolderError: another live process writes a task folder, or
+            ``overwrite`` over replies of an older version that kept no record of them.
         spear_metrics.core.models.ModelUnavailableError: the ASR model cannot be loaded.
     """
-    from spear_metrics.agents.duplex import is_network_agent
+    from spear_metrics.agents.duplex import clamp_concurrency, is_network_agent, resolve_chunk_ms
     from spear_metrics.agents.registry import load_agent
 
     agent_options = dict(agent_options or {})
@@ -214,16 +229,49 @@ def run_fdb_inference(agent_name: str, root: str | os.PathLike, *, tasks: Option
                             "fdb-infer needs one (e.g. openai-realtime)")
     if concurrency < 1:
         raise FDBInferError(f"--concurrency must be >= 1, got {concurrency}")
+    chunk_ms = resolve_chunk_ms(agent, chunk_ms)
+    concurrency, note = clamp_concurrency(agent, concurrency)
+    if note:
+        import sys
+
+        print(f"spearbench fdb-infer: note: {agent_name}: {note}", file=sys.stderr)
     fp = {"agent": agent_name, "agent_options": {k: agent_options[k] for k in sorted(agent_options)},
           "chunk_ms": float(chunk_ms), "output_sr": output_sr}
     task_dirs = find_task_dirs(root, tasks)
+    with contextlib.ExitStack() as held:
+        folders: dict[Path, OwnedFolder] = {}
+        for td in task_dirs:  # each task folder: its lock held, every write recorded, until the end
+            folders[td] = held.enter_context(open_folder(td, command="fdb-infer", work_name=WORK, check=False,
+                                                         flag="--root"))
+        return _run_claimed(agent, agent_name, task_dirs, folders, fp, chunk_ms=chunk_ms, concurrency=concurrency,
+                            row_timeout_s=row_timeout_s, asr=asr, asr_backend=asr_backend, output_sr=output_sr,
+                            overwrite=overwrite, retry_failed=retry_failed, progress=progress, on_row=on_row)
+
+
+def _logged_outputs(work: Path) -> list[str]:
+    """The outputs (``<id>/output.wav``, ``<id>/output.json``) the work log of ``work`` says were
+    written: an older version's replies, adopted by a resume of the same run."""
+    names = []
+    for obj in read_log(work):
+        if obj.get("status") == "ok":
+            names.append(f"{obj['sample']}/output.wav")
+            if obj.get("asr"):
+                names.append(f"{obj['sample']}/output.json")
+    return names
+
+
+def _run_claimed(agent: Any, agent_name: str, task_dirs: list[Path], folders: dict[Path, OwnedFolder],
+                 fp: dict[str, Any], *, chunk_ms: float, concurrency: int, row_timeout_s: float, asr: Optional[str],
+                 asr_backend: Any, output_sr: Optional[int], overwrite: bool, retry_failed: bool, progress: bool,
+                 on_row: Optional[Callable[[dict[str, Any]], None]]) -> dict[str, Any]:
+    """:func:`run_fdb_inference` once its task folders are held (locks taken, writes recorded)."""
     state: dict[Path, dict[str, dict[str, Any]]] = {}
     stimuli: list[Stimulus] = []
     for td in task_dirs:
         work = td / WORK
-        claim_work_dir(work, fp, overwrite=overwrite, conflict=FDBInferError(
+        bind_run(folders[td], work, fp, overwrite=overwrite, adopt=_logged_outputs(work), conflict=FDBInferError(
             f"{td} holds replies of another fdb-infer run (other agent, options or chunk size); pass --overwrite "
-            "to replace its output.wav/output.json"))
+            "to replace the output.wav/output.json that run wrote (nothing else)"))
         recs: dict[str, dict[str, Any]] = {}
         for obj in read_log(work):  # the latest record of a sample wins (an ok ASR record completes its ok reply)
             sid = str(obj["sample"])
@@ -232,25 +280,32 @@ def run_fdb_inference(agent_name: str, root: str | os.PathLike, *, tasks: Option
         state[td] = recs
         stimuli += list_stimuli(td)
 
+    def ours(s: Stimulus, name: str) -> bool:
+        """``name`` in ``s``'s folder was written by this command and is unchanged since."""
+        return folders[s.task_dir].is_recorded(s.dir / name)
+
+    def foreign(s: Stimulus) -> bool:
+        """``s`` holds an output this command did not write (or one changed since): never touched."""
+        return any(((s.dir / n).exists() or (s.dir / n).is_symlink()) and not ours(s, n) for n in OUTPUT_FILES)
+
     def audio_done(s: Stimulus) -> bool:
         r = state[s.task_dir].get(s.id)
-        return bool(r and r.get("status") == "ok" and (s.dir / "output.wav").is_file())
+        return bool(r and r.get("status") == "ok" and (s.dir / "output.wav").is_file() and ours(s, "output.wav"))
 
     kept: list[Stimulus] = []
     todo: list[Stimulus] = []
     for s in stimuli:
         r = state[s.task_dir].get(s.id)
-        if audio_done(s):
-            continue
-        if r is not None and r.get("status") == "failed" and not retry_failed:
-            continue
-        # written by this command (ok), or killed while writing its reply (writing): its files are ours
-        ours = r is not None and r.get("status") in ("ok", WRITING)
-        if not ours and not overwrite and any((s.dir / f).exists() for f in ("output.wav", "output.json")):
+        if foreign(s):
             kept.append(s)
             continue
+        if audio_done(s):
+            continue
+        # a reply of its own on disk with no ok record: a run killed between writing and logging it (redone)
+        unlogged = (s.dir / "output.wav").is_file() and ours(s, "output.wav")
+        if r is not None and r.get("status") == "failed" and not retry_failed and not unlogged:
+            continue
         todo.append(s)
-
     bar = None
     if progress and todo:
         from tqdm.auto import tqdm
@@ -263,14 +318,8 @@ def run_fdb_inference(agent_name: str, root: str | os.PathLike, *, tasks: Option
         def save(s: Stimulus, reply: np.ndarray, rate: int) -> None:
             from spear_datasets.audio import write_wav
 
-            (s.dir / "output.json").unlink(missing_ok=True)  # a stale transcript never sits beside a new reply
+            folders[s.task_dir].remove_file(s.dir / "output.json")  # its stale transcript never sits beside a new reply
             write_wav(s.dir / "output.wav", reply, rate)
-
-        def claim(s: Stimulus) -> None:
-            """Log that ``s``'s output files are about to be (re)written by this command."""
-            rec = {"sample": s.id, "task": s.task, "status": WRITING}
-            logs[s.task_dir].write([rec])
-            state[s.task_dir][s.id] = rec
 
         def log(s: Stimulus, rec: dict[str, Any]) -> None:
             logs[s.task_dir].write([rec])
@@ -291,7 +340,6 @@ def run_fdb_inference(agent_name: str, root: str | os.PathLike, *, tasks: Option
             try:
                 reply, rate, timing = await stream_stimulus(agent, s, chunk_ms=chunk_ms, row_timeout_s=row_timeout_s,
                                                             output_sr=output_sr)
-                await loop.run_in_executor(writer, claim, s)
                 await loop.run_in_executor(writer, save, s, reply, rate)
                 rec.update(status="ok", asr=False, **timing)
                 written += 1
@@ -319,7 +367,7 @@ def run_fdb_inference(agent_name: str, root: str | os.PathLike, *, tasks: Option
             backend = asr_backend
             for s in stimuli:
                 r = state[s.task_dir].get(s.id)
-                if not (r and r.get("status") == "ok" and (s.dir / "output.wav").is_file()):
+                if not audio_done(s) or foreign(s):  # a transcript someone else put there stays theirs
                     continue
                 if r.get("asr") and (s.dir / "output.json").is_file():
                     continue
@@ -338,7 +386,7 @@ def run_fdb_inference(agent_name: str, root: str | os.PathLike, *, tasks: Option
                     if isinstance(e, ModelUnavailableError):
                         raise
                     upd = {"sample": s.id, "task": s.task, "status": "failed", "error": f"ASR: {_reason(e)}"}
-                    (s.dir / "output.wav").unlink(missing_ok=True)  # no reply without its transcript
+                    folders[s.task_dir].remove_file(s.dir / "output.wav")  # no reply without its transcript
                 logs[s.task_dir].write([upd])
                 state[s.task_dir][s.id] = {**r, **upd}
     finally:
@@ -354,8 +402,9 @@ def run_fdb_inference(agent_name: str, root: str | os.PathLike, *, tasks: Option
         failures += [{"sample": f"{td.name}/{f['sample']}", "error": f["error"]} for f in fails]
         done += sum(1 for r in state[td].values() if r.get("status") == "ok")
     info = {"agent": agent_name, "n_samples": len(stimuli), "n_written": written, "n_done": done, "n_kept": len(kept),
-            "n_failed": len(failures), "failures": failures, "elapsed_s": time.perf_counter() - t0,
-            "concurrency": concurrency, "asr": None if (asr is None and asr_backend is None) else
+            "kept": [s.key for s in kept[:20]], "n_failed": len(failures), "failures": failures,
+            "elapsed_s": time.perf_counter() - t0, "concurrency": concurrency, "chunk_ms": chunk_ms,
+            "timeline": getattr(agent, "timeline", "arrival"), "asr": None if (asr is None and asr_backend is None) else
             str(getattr(asr_backend, "name", asr))}
     for td in task_dirs:
         write_json_atomic(td / WORK / "run_info.json", {k: v for k, v in info.items() if k != "failures"})

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from spear_datasets.files import atomic_path
 from spear_datasets.sources.fdb import (
     RELEASE_AUDIO,
     RELEASE_CATEGORIES,
@@ -29,7 +30,7 @@ from spear_datasets.sources.fdb import (
     read_release_metadata,
     release_sample,
 )
-from spear_metrics.core.records import SampleResult, write_json_atomic, write_jsonl_atomic
+from spear_metrics.core.records import SampleResult, claim_out, write_json_atomic, write_jsonl_atomic
 from spear_metrics.core.runner import WORK_DIR, RunError, run_resumable
 from spear_metrics.core.summary import build_summary, write_summary
 from spear_metrics.core.vad import DEFAULT_BACKEND
@@ -121,6 +122,13 @@ def _scorer_batch(scorers: dict[str, FullDuplexScorer]):
     return score_batch
 
 
+def _state():
+    """accelerate's process state (:func:`spear_metrics.core.batching.distributed_state`)."""
+    from spear_metrics.core.runner import _distributed_state
+
+    return _distributed_state()
+
+
 def _run_info(out: Path, outcome) -> None:
     write_json_atomic(out / "run_info.json", {
         "elapsed_s": outcome.elapsed_s,
@@ -148,21 +156,23 @@ def score_task_folder(task: str, samples: Sequence[FDBSample], root: str | os.Pa
     items = [WorkItem(i, s, task, str(s.input_wav), str(s.output_wav)) for i, s in enumerate(samples)]
     fp = {"mode": "task", "task": task, "root": str(Path(root).resolve()),
           "samples": [s.id for s in samples], **setup.fingerprint()}
-    outcome = run_resumable(
-        items, _scorer_batch({task: setup.scorer(task)}), out / WORK_DIR, n_rows=len(items), fingerprint=fp,
-        conflict=RunError(f"{out} holds results of another run (other samples or options); use a new --out folder or --overwrite"),
-        overwrite=setup.overwrite, stale=[out / "summary.json", out / "per_sample.jsonl", out / "comparison.json"],
-        batch_size=setup.batch_size, retry_failed=setup.retry_failed,
-        progress_desc=f"fdb {task}" if setup.progress else None)
-    if outcome is None:
-        return None
-    summary = summarize(task, outcome.results, n_resamples=setup.n_resamples, seed=setup.seed, judge=setup.judge,
-                        reference_given=setup.reference is not None, compat=setup.compat,
-                        n_processes=outcome.n_processes, extra={"root": str(Path(root).resolve())})
-    write_jsonl_atomic(out / "per_sample.jsonl", (r.to_json() for r in outcome.results))
-    write_summary(out, summary)
-    _run_info(out, outcome)
-    return summary, outcome.results
+    conflict = RunError(f"{out} holds results of another run (other samples or options); use a new --out folder "
+                        "or --overwrite")
+    with claim_out(out, fp, overwrite=setup.overwrite, conflict=conflict, command="fdb", state=_state(),
+                   activity="scored", adopt=("summary.json", "per_sample.jsonl", "run_info.json", "comparison.json")):
+        outcome = run_resumable(
+            items, _scorer_batch({task: setup.scorer(task)}), out / WORK_DIR, n_rows=len(items),
+            batch_size=setup.batch_size, retry_failed=setup.retry_failed,
+            progress_desc=f"fdb {task}" if setup.progress else None)
+        if outcome is None:
+            return None
+        summary = summarize(task, outcome.results, n_resamples=setup.n_resamples, seed=setup.seed, judge=setup.judge,
+                            reference_given=setup.reference is not None, compat=setup.compat,
+                            n_processes=outcome.n_processes, extra={"root": str(Path(root).resolve())})
+        write_jsonl_atomic(out / "per_sample.jsonl", (r.to_json() for r in outcome.results))
+        write_summary(out, summary)
+        _run_info(out, outcome)
+        return summary, outcome.results
 
 
 # ----------------------------------------------------------------------------- release runs
@@ -241,21 +251,22 @@ def score_release_run(release: str | os.PathLike, run: str, stimuli: str | os.Pa
     meta_path = release / "metadata" / f"{run}.jsonl"
     fp = {"mode": "release", "release": str(release.resolve()), "run": run, "metadata_sha256": _sha256(meta_path),
           "stimuli": str(stimuli.resolve()), **setup.fingerprint()}
-    outcome = run_resumable(
-        items, _scorer_batch(scorers), out / WORK_DIR, n_rows=n_rows, failed=failed, fingerprint=fp,
-        conflict=RunError(f"{out} holds results of another scoring of run {run} (other release files, stimuli or "
-                          "options); use a new --out folder or --overwrite"),
-        overwrite=setup.overwrite, stale=[out / "summary.json", out / "per_sample.jsonl", out / "vs_release.json"],
-        batch_size=setup.batch_size, retry_failed=setup.retry_failed,
-        progress_desc=f"fdb {run}" if setup.progress else None)
-    if outcome is None:
-        return None
-    results = outcome.results
-    summary = release_summary(run, release, stimuli, results, raws, setup, n_processes=outcome.n_processes)
-    write_jsonl_atomic(out / "per_sample.jsonl", (r.to_json() for r in results))
-    write_summary(out, summary)
-    _run_info(out, outcome)
-    return summary, results
+    conflict = RunError(f"{out} holds results of another scoring of run {run} (other release files, stimuli or "
+                        "options); use a new --out folder or --overwrite")
+    with claim_out(out, fp, overwrite=setup.overwrite, conflict=conflict, command="fdb", state=_state(),
+                   activity="scored", adopt=("summary.json", "per_sample.jsonl", "run_info.json", "vs_release.json")):
+        outcome = run_resumable(
+            items, _scorer_batch(scorers), out / WORK_DIR, n_rows=n_rows, failed=failed,
+            batch_size=setup.batch_size, retry_failed=setup.retry_failed,
+            progress_desc=f"fdb {run}" if setup.progress else None)
+        if outcome is None:
+            return None
+        results = outcome.results
+        summary = release_summary(run, release, stimuli, results, raws, setup, n_processes=outcome.n_processes)
+        write_jsonl_atomic(out / "per_sample.jsonl", (r.to_json() for r in results))
+        write_summary(out, summary)
+        _run_info(out, outcome)
+        return summary, results
 
 
 def release_summary(run: str, release: Path, stimuli: Path, results: Sequence[SampleResult], raws: Sequence[dict],
@@ -332,7 +343,6 @@ def write_leaderboard(out_root: str | os.PathLike) -> Path | None:
                  str(s.get("compat")), f"{s.get('n_failed')} of {s.get('n_samples')}"]
         lines.append("| " + " | ".join(c.replace("|", "/") for c in cells) + " |")
     path = out_root / "leaderboard.md"
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path

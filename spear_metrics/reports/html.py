@@ -1,19 +1,28 @@
 """The per-run HTML report (``spearbench report``): one self-contained file a researcher can attach.
 
-``REPORT_DIR/index.html`` holds, for one scored run:
+``REPORT_DIR/index.html`` answers first, then gives the details. Its sections, in order, are
+built by the functions of :data:`SECTIONS` (a list of :class:`Section`: id, title, builder):
 
-1. provenance: where the run comes from, its metrics and versions, the models behind each key,
-   the options, the bootstrap settings, counts, the failed rows with their reasons, and anything
-   wrong with the run (:attr:`spear_metrics.reports.runs.RunData.problems`);
-2. one section per SPEAR dimension: each aggregate key's value with its 95 % interval and ``n``
-   next to the human answers' (``--human``, a results folder of the human answers scored by the
-   same code), the published human row (``spear_metrics/space/data/spear_benchmark.csv``) and any
-   ``--against`` runs; a key without a value says why (its note, ``n = 0``, or "not scored");
-   the tests against the human answers (paired where rows match, and the unpaired tests of
-   SPEAR's ``generate_short_report.py``: Welch, Mann-Whitney U, per subset and pooled, with
-   Cliff's delta); plots of the per-sample distributions, model against human;
-3. the timing evidence of a few samples (question and answer VAD on one time line, latency and
-   overlap marked).
+1. **Summary**: per scored dimension, the run's headline values next to the human answers'
+   (``--human``: the human answers scored by the same code) and the published human row
+   (``spear_metrics/space/data/spear_benchmark.csv``), the difference from the human answers
+   with its paired 95 % interval, said in words, and one figure of every value with its
+   interval; what the comparison rests on (shared samples, small-sample cautions);
+2. **Problems**: inputs that could not be read and anything wrong with a run (only when there is);
+3. one section per SPEAR dimension: each aggregate key's value with its 95 % interval and ``n``
+   for every run; a key without a value says why, each reason written once per table as a
+   numbered note; bars with the intervals; the tests against the human answers (paired where
+   rows match, and the unpaired tests of SPEAR's ``generate_short_report.py``: Welch,
+   Mann-Whitney U, per subset and pooled, with Cliff's delta; below
+   :data:`spear_metrics.core.stats.SMALL_SAMPLE` pairs no bootstrap p-value and a caution);
+   the per-sample distributions (one panel per run); for interruptions the timing evidence of
+   a few samples;
+4. **Runs** in the report and **Provenance** (source, versions, models behind each key, every
+   option with its value in effect, bootstrap settings, failed rows with their reasons).
+
+A table of contents links the sections. To add a section (e.g. a distributional comparison),
+write ``builder(report: Report, page: Page) -> None`` and insert a :class:`Section` into
+:data:`SECTIONS` where it belongs; the table of contents follows.
 
 The plots are embedded as ``data:`` PNGs (no network, no script) and also written as PNG files
 beside ``index.html``. Nothing in the page depends on the time it was made: the same inputs give
@@ -24,6 +33,7 @@ from __future__ import annotations
 
 import base64
 import csv
+import functools
 import html
 import re
 from dataclasses import dataclass, field
@@ -57,13 +67,28 @@ SAMPLE_KEYS: dict[str, tuple[str, ...]] = {
     "explainable_features": (r"^explainable_", r"^f0_"),
 }
 
-#: why a key has no unit at all, where the reason is known from the definition (else "n = 0")
-EMPTY_REASONS: dict[str, str] = {
-    "interrupted_time_ms": "n = 0: no row has an answer_start_time (answers placed at the question end, "
-                           "the published '-' of half-duplex systems)",
-    "interruptions_%": "n = 0: no row has an answer_start_time (answers placed at the question end, "
-                       "the published '-' of half-duplex systems)",
-    "latency_ms_speech": "n = 0: no answer holds speech after the skip point",
+#: the keys the summary shows per dimension, in order (those with a value in the run or the
+#: human answers): the published columns, and where the published ones need models that are
+#: not packaged, the project's offline keys beside them
+SUMMARY_KEYS: dict[str, tuple[str, ...]] = {
+    "speech_quality": ("UTMOS", "WER_%", "WER_norm_%", "DNSMOS_OVRL", "DistillMOS"),
+    "interruptions": ("latency_ms", "interrupted_time_ms", "interruptions_%", "no_speech_answers_%"),
+    "language_dialect": ("english_answers_%", "same_dialect_as_question_%", "north_american_dialect_%",
+                         "dialectal_entrainment_spearman", "dialectal_variance"),
+    "turn_taking": ("turn_taking_naturalness", "turn_taking_offset_loglik"),
+    "emotions": ("emotional_naturalness_logit", "arousal_question_answer_corr", "valence_question_answer_corr",
+                 "dominance_question_answer_corr"),
+    "stances": ("stance_same_as_question_%", "stance_more_negative_%", "stance_more_positive_%"),
+    "explainable_features": ("explainable_duration_s", "explainable_voiced_ratio", "explainable_normalized_f0_std_avg"),
+}
+
+#: aggregate keys that are a plain mean of a per-sample value of another name, times a scale:
+#: their difference from the human answers gets the paired interval of that value
+#: (``interruptions_%`` = 100 x the share of rows whose ``interruption`` is true, rows without
+#: ``answer_start_time`` having none; ``no_speech_answers_%`` likewise of ``no_speech_answer``)
+PER_SAMPLE_OF: dict[str, tuple[str, float]] = {
+    "interruptions_%": ("interruption", 100.0),
+    "no_speech_answers_%": ("no_speech_answer", 100.0),
 }
 
 #: how many samples get a timing timeline in the report
@@ -132,12 +157,16 @@ def fmt(v: Any, digits: int = 3) -> str:
     return f"{x:.{digits}f}"
 
 
-def fmt_p(p: Any) -> str:
+def fmt_p(p: Any, floor: Any = None) -> str:
+    """A p-value for the page: 3 decimals; a bootstrap p at its floor (no resample on the other
+    side of 0) as ``≤ floor``; ``-`` when there is none."""
     from spear_metrics.core.stats import as_number
 
-    x = as_number(p)
+    x, f = as_number(p), as_number(floor)
     if x is None:
         return "-"
+    if f is not None and x <= f:
+        return f"&le; {f:.3g}"
     return "&lt; 0.001" if x < 0.001 else f"{x:.3f}"
 
 
@@ -157,16 +186,35 @@ def why_missing(summary: dict[str, Any], key: str, dim: str, scored: bool) -> st
         return "not scored in this run"
     if key not in summary:
         return "not in summary.json (missing key)"
-    for note in (f"{key}_note", f"{key.split('_')[0]}_note", f"{dim}_note"):
-        if summary.get(note):
-            return str(summary[note])
-    if summary.get(f"{key}_n") == 0:
-        return EMPTY_REASONS.get(key, "n = 0: no scored row has a value")
-    return "null in summary.json"
+    from spear_metrics.core.summary import null_reason
+
+    return null_reason(summary, key, dim)
 
 
-def value_cell(run: RunData | None, key: str, dim: str) -> str:
-    """``value [lo, hi] (n = N)`` of ``key`` in ``run``'s summary, or why there is none."""
+class Notes:
+    """The reasons of one table, each written once: a cell shows ``no value (note k)`` and the
+    numbered notes follow the table (:meth:`html`)."""
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+
+    def ref(self, text: str) -> str:
+        """The cell for a value that does not exist because of ``text``."""
+        if text not in self.texts:
+            self.texts.append(text)
+        k = self.texts.index(text) + 1
+        return f'<span class="why" title="{_e(text)}">no value (note {k})</span>'
+
+    def html(self) -> str:
+        if not self.texts:
+            return ""
+        items = "".join(f"<li>{_e(t)}</li>" for t in self.texts)
+        return f'<ol class="notes">{items}</ol>'
+
+
+def value_cell(run: RunData | None, key: str, dim: str, notes: Notes | None = None) -> str:
+    """``value [lo, hi] n = N`` of ``key`` in ``run``'s summary, or why there is none (through
+    ``notes`` when given: each reason once per table)."""
     if run is None:
         return '<span class="why">no run given</span>'
     s = run.summary
@@ -175,7 +223,8 @@ def value_cell(run: RunData | None, key: str, dim: str) -> str:
     from spear_metrics.core.stats import as_number
 
     if as_number(v) is None or isinstance(v, bool):
-        return f'<span class="why">{_e(why_missing(s, key, dim, scored))}</span>'
+        why = why_missing(s, key, dim, scored)
+        return notes.ref(why) if notes is not None else f'<span class="why">{_e(why)}</span>'
     ci = s.get(f"{key}_ci95")
     n = s.get(f"{key}_n")
     txt = fmt(v)
@@ -225,14 +274,64 @@ class Page:
         self.add("</tbody></table>")
 
 
+@dataclass
+class Report:
+    """What every section builder reads.
+
+    Attributes:
+        run: the run reported.
+        human: the human answers scored by the same code, or ``None``.
+        against: other runs shown beside.
+        labelled: ``(label, run)`` for the run, the human answers and the others, labels unique.
+        comp: :func:`spear_metrics.reports.runs.compare` of ``run`` against ``human`` (or ``None``).
+        published: the published human row (:func:`published_human_row`).
+        notes: lines about inputs that could not be read at all.
+    """
+
+    run: RunData
+    human: RunData | None
+    against: list[RunData]
+    labelled: list[tuple[str, RunData]]
+    comp: dict[str, Any] | None
+    published: dict[str, float | None]
+    notes: list[str]
+
+    @property
+    def name(self) -> str:
+        return self.labelled[0][0]
+
+    @property
+    def human_label(self) -> str:
+        return self.labelled[1][0] if self.human is not None else "human answers"
+
+
+@dataclass
+class Section:
+    """One section of the report: its anchor ``id``, its ``title`` (also the table of contents'
+    entry) and ``build(report, page)``, which adds the section's body; ``when(report)`` false
+    leaves the section out."""
+
+    id: str
+    title: str
+    build: Callable[[Report, Page], None]
+    when: Callable[[Report], bool] = lambda report: True
+
+
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222}
 h1{font-size:1.6em}h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:2em}h3{margin-top:1.4em}
 table{border-collapse:collapse;margin:.6em 0;font-size:.86em}td,th{border:1px solid #ddd;padding:.25em .5em;text-align:left;vertical-align:top}
 th{background:#f3f3f3}.ci{color:#555}.n{color:#888;font-size:.9em}.why{color:#a15c00;font-style:italic}
-.problem{color:#b00020}figure{margin:1em 0}figure img{max-width:100%;border:1px solid #eee}figcaption{font-size:.85em;color:#555}
-code{font-size:.92em}.small{font-size:.85em;color:#555}
+.problem{color:#b00020}.caution{background:#fff6e0;border-left:4px solid #e0a000;padding:.4em .7em;margin:.6em 0}
+figure{margin:1em 0}figure img{max-width:100%;border:1px solid #eee}figcaption{font-size:.85em;color:#555}
+code{font-size:.92em}.small{font-size:.85em;color:#555}.notes{font-size:.85em;color:#7a4600;margin-top:0}
+nav.toc{background:#f7f7f7;border:1px solid #e3e3e3;padding:.5em 1em;margin:1em 0;font-size:.9em}
+nav.toc ol{margin:.3em 0;padding-left:1.4em;columns:2}nav.toc .off{color:#888}
+
 """
+
+
+# ---------------------------------------------------------------------------------------- helpers
 
 
 def _series_rows(runs: Sequence[tuple[str, RunData]], key: str | None = None) -> list[tuple[str, list]]:
@@ -245,13 +344,239 @@ def _has(runs: Sequence[tuple[str, RunData]], key: str) -> bool:
     return any(as_number(r.get(key)) is not None for _, run in runs for r in run.ok_rows)
 
 
+def _slug(s: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "_", s).strip("_") or "x"
+
+
+def _scored(run: RunData | None, dim: str) -> bool:
+    return run is not None and dim in (run.summary.get("metrics") or [])
+
+
+def _number(run: RunData | None, key: str, dim: str) -> float | None:
+    from spear_metrics.core.stats import as_number
+
+    if not _scored(run, dim):
+        return None
+    v = run.summary.get(key)
+    return None if isinstance(v, bool) else as_number(v)
+
+
+def _ci(run: RunData | None, key: str) -> list[float] | None:
+    ci = run.summary.get(f"{key}_ci95") if run is not None else None
+    return ci if isinstance(ci, list) and len(ci) == 2 and None not in ci else None
+
+
+def _unique_labels(runs: Sequence[tuple[str, RunData]]) -> list[tuple[str, RunData]]:
+    """Labels made unique (a repeated one gets its source appended)."""
+    seen: dict[str, int] = {}
+    for label, _ in runs:
+        seen[label] = seen.get(label, 0) + 1
+    return [(f"{label} ({r.source})" if seen[label] > 1 else label, r) for label, r in runs]
+
+
+def paired_difference(report: Report, key: str) -> dict[str, Any] | None:
+    """The paired difference run − human answers behind aggregate ``key``: ``{"diff",
+    "diff_ci95", "n", "caution", "per_sample"}`` from the comparison's per-sample key of the same
+    name (or :data:`PER_SAMPLE_OF`, or ``<key>_<asr>`` when one ASR system ran), scaled to the
+    key's unit; ``None`` when the key is not a plain mean of a per-sample value."""
+    comp = report.comp
+    if comp is None:
+        return None
+    sample_key, scale = PER_SAMPLE_OF.get(key, (key, 1.0))
+    if sample_key not in comp["keys"]:
+        asrs = report.run.summary.get("asr_models") or []
+        if key in ("WER_norm_%", "CER_norm_%") and len(asrs) == 1:
+            sample_key = f"{key}_{asrs[0]}"
+    e = comp["keys"].get(sample_key)
+    if e is None or e.get("diff") is None:
+        return None
+    ci = e.get("diff_ci95")
+    return {"diff": e["diff"] * scale, "diff_ci95": None if ci is None else [ci[0] * scale, ci[1] * scale],
+            "n": e["n"], "caution": e.get("caution"), "per_sample": sample_key}
+
+
+def in_words(run_label: str, human_label: str, diff: float, ci: list[float] | None, unit: str, better: str,
+             n_pairs: int | None) -> str:
+    """The difference run − human answers in one sentence, e.g. ``cascade is 250.500 ms lower
+    than human; the 95 % interval excludes 0 (closer to human is better)``."""
+    from spear_metrics.core.stats import SMALL_SAMPLE
+
+    u = "points" if unit == "%" else ("" if unit in ("-", "ratio", "r", "slope") else unit)
+    if diff == 0 and (ci is None or ci == [0.0, 0.0]):
+        text = f"{run_label} equals {human_label}" + (" on every sample" if ci == [0.0, 0.0] else "")
+    else:
+        text = f"{run_label} is {fmt(abs(diff))}{' ' + u if u else ''} {'higher' if diff > 0 else 'lower'} than {human_label}"
+        if ci is not None:
+            text += "; the 95 % interval " + ("includes 0" if ci[0] <= 0 <= ci[1] else "excludes 0")
+    if better in ("higher", "lower"):
+        text += f" ({better} is better)"
+    elif better == "closer to human":
+        text += " (closer to the human answers is better)"
+    if n_pairs is not None and n_pairs < SMALL_SAMPLE:
+        text += f"; only {n_pairs} pair{'s' if n_pairs != 1 else ''}: a description, not evidence"
+    return text + "."
+
+
+# --------------------------------------------------------------------------------------- sections
+
+
+def summary_section(report: Report, page: Page) -> None:
+    """The answer first: per dimension, the headline values, the difference from the human
+    answers with its interval, in words, and one figure."""
+    from spear_metrics.core.stats import SMALL_SAMPLE
+
+    run, human, comp = report.run, report.human, report.comp
+    who = _e(report.name)
+    if human is None:
+        page.add(f"<p>{who} alone: no human answers were given (<code>--human</code>), so no difference is "
+                 "computed; the published human row is shown beside.</p>")
+    else:
+        n = comp["n_common"] if comp else 0
+        page.add(f"<p>{who} against the human answers (<b>{_e(report.human_label)}</b>, scored by the same code) on "
+                 f"<b>{n}</b> shared sample{'s' if n != 1 else ''}. Values are means over scored rows with a 95 % "
+                 f"bootstrap interval; a difference is {who} − {_e(report.human_label)} over the shared samples, with "
+                 "its paired bootstrap interval.</p>")
+        if n == 1:
+            page.add('<p class="caution">Only 1 shared sample: no interval and no test exist (they need at least 2 '
+                     "pairs). Read the differences as descriptions of that sample, not as evidence.</p>")
+        elif 0 < n < SMALL_SAMPLE:
+            page.add(f'<p class="caution">Only {n} shared sample{"s" if n != 1 else ""}: too few for a p-value '
+                     f"(a bootstrap p needs at least {SMALL_SAMPLE} pairs) and the intervals rest on a handful of "
+                     "distinct resamples. Read the differences as descriptions of these samples, not as evidence.</p>")
+        elif n == 0:
+            page.add('<p class="caution">No scored sample is shared with the human answers: no paired difference '
+                     "exists; the values are shown side by side.</p>")
+    rows, fig_rows, unscored, empty = [], [], [], []
+    notes = Notes()  # each reason once, below the table
+    for dim, title in DIMENSIONS:
+        if not (_scored(run, dim) or _scored(human, dim)):
+            unscored.append(title)
+            continue
+        titled = False  # the dimension's name on its first row only
+        for key in SUMMARY_KEYS.get(dim, ()):
+            mine, theirs = _number(run, key, dim), _number(human, key, dim)
+            if mine is None and theirs is None:
+                empty.append((title, key))
+                continue
+            unit, better, desc = _key_info(dim, key)
+            pub = report.published.get(key)
+            cells = [_e(title) if not titled else "", f'<code title="{_e(desc)}">{_e(key)}</code> <span class="n">{_e(unit)}</span>',
+                     _e(better), value_cell(run, key, dim, notes)]
+            if human is not None:
+                cells.append(value_cell(human, key, dim, notes))
+            cells.append(fmt(pub) if pub is not None else '<span class="n">-</span>')
+            if human is not None:
+                pd_ = paired_difference(report, key)
+                if pd_ is not None:
+                    ci = pd_["diff_ci95"]
+                    cells.append(f"{fmt(pd_['diff'])}" + ("" if ci is None else f' <span class="ci">[{fmt(ci[0])}, {fmt(ci[1])}]</span>')
+                                 + f' <span class="n">{pd_["n"]} pair{"s" if pd_["n"] != 1 else ""}</span>')
+                    # the whole comparison's small-sample caution is written once above the table
+                    shown = None if pd_["n"] == comp["n_common"] else pd_["n"]
+                    cells.append(_e(in_words(report.name, report.human_label, pd_["diff"], ci, unit, better, shown)))
+                elif mine is not None and theirs is not None:
+                    cells.append(f'{fmt(mine - theirs)} <span class="n">(of the values; no paired interval)</span>')
+                    cells.append(_e(in_words(report.name, report.human_label, mine - theirs, None, unit, better, None)[:-1]
+                                    + "; a whole-set statistic: no paired interval."))
+                else:
+                    missing = report.name if mine is None else report.human_label
+                    cells += ['<span class="why">-</span>', _e(f"no difference: {missing} has no value "
+                                                                 f"(see {title})")]
+            rows.append(cells)
+            titled = True
+            fig_rows.append((f"{key} [{unit}] — {title}", [(label, _number(r, key, dim), _ci(r, key))
+                                                           for label, r in report.labelled], pub))
+    head = ["dimension", "key", "better", who]
+    if human is not None:
+        head.append(_e(report.human_label))
+    head.append("published human")
+    if human is not None:
+        head += [f"difference ({who} − {_e(report.human_label)}) [95 % CI]", "in words"]
+    if rows:
+        page.table(head, rows, "summary")
+        page.add(notes.html())
+        page.figure("summary.png", "every run's value with its 95 % interval (line), per key on its own axis; "
+                    "dashed: the published human value (full test set)", plots.summary_intervals(fig_rows))
+    else:
+        page.add('<p class="why">No headline key has a value in this run or the human answers.</p>')
+    if empty:
+        page.add('<p class="small">No value in either run (why: in each dimension\'s section): '
+                 + ", ".join(f"<code>{_e(k)}</code>" for _, k in empty) + ".</p>")
+    if unscored:
+        page.add(f'<p class="small">Not scored: {_e(", ".join(unscored))}.</p>')
+    if comp is not None:
+        # the small-sample note is the caution box above; key notes go to their dimension
+        general = [n for n in comp["notes"] if not _key_note(n) and "too few for a bootstrap p-value" not in n]
+        if general:
+            page.add('<p class="small">About the comparison: ' + "; ".join(_e(n) for n in general) + ".</p>")
+
+
+def _key_note(note: str) -> bool:
+    """A comparison note about keys with values in one run only (shown in its dimension's section)."""
+    return note.startswith("values in ")
+
+
+def problems_section(report: Report, page: Page) -> None:
+    """Inputs that could not be read, and what is wrong with each run."""
+    for n in report.notes:
+        page.add(f'<p class="problem">{_e(n)}</p>')
+    for label, r in report.labelled:
+        for p in r.problems:
+            page.add(f'<p class="problem">{_e(label)}: {_e(p)}</p>')
+
+
+def _has_problems(report: Report) -> bool:
+    return bool(report.notes or any(r.problems for _, r in report.labelled))
+
+
+def dimension_section(dim: str, report: Report, page: Page) -> None:
+    """One dimension: values of every run (each reason once), bars, tests, distributions."""
+    labelled, run, human = report.labelled, report.run, report.human
+    title = dict(DIMENSIONS)[dim]
+    scored_by = [label for label, r in labelled if _scored(r, dim)]
+    if not scored_by:
+        page.add(f'<p class="why">Not scored in any run of this report (run <code>spearbench score --metrics {dim}</code>).</p>')
+        return
+    notes = Notes()
+    head = ["key", "unit", "better"] + [_e(label) for label, _ in labelled[:2 if human is not None else 1]]
+    head.append("published human")
+    head += [_e(label) for label, _ in labelled[2 if human is not None else 1:]]
+    rows = []
+    keys = _aggregate_keys(dim, [r for _, r in labelled])
+    for k in keys:
+        unit, better, desc = _key_info(dim, k)
+        cells = [f'<code title="{_e(desc)}">{_e(k)}</code>', _e(unit), _e(better), value_cell(run, k, dim, notes)]
+        if human is not None:
+            cells.append(value_cell(human, k, dim, notes))
+        pv = report.published.get(k)
+        cells.append(fmt(pv) + ' <span class="n">full test set</span>' if pv is not None else
+                     f'<span class="n">{"not a published column" if k not in report.published else "not published (-)"}</span>')
+        cells += [value_cell(a, k, dim, notes) for a in report.against]
+        rows.append(cells)
+    page.table(head, rows, "values")
+    page.add(notes.html())
+    bar_keys = [k for k in keys if any(_number(r, k, dim) is not None for _, r in labelled)][:6]
+    if bar_keys:
+        page.figure(f"{dim}__values.png", "aggregate values with 95 % intervals (error bars), each run",
+                    plots.bars_with_intervals(title, bar_keys, [(label, r.summary if _scored(r, dim) else {})
+                                                                for label, r in labelled]))
+    page.add("<h3>Tests against the human answers</h3>")
+    _tests(page, dim, report)
+    page.add("<h3>Distributions</h3>")
+    for m in _plots_for(dim, page, labelled):
+        page.add(f'<p class="why">{_e(m)}</p>')
+    if dim == "interruptions":
+        page.add("<h3>Timing evidence</h3>")
+        _timelines(page, run)
+
+
 def _plots_for(dim: str, page: Page, runs: Sequence[tuple[str, RunData]]) -> list[str]:
     """Add the dimension's distribution plots; returns a sentence per plot that had no data."""
     missing: list[str] = []
 
     def hist(key: str, xlabel: str, title: str) -> None:
         if _has(runs, key):
-            page.figure(f"{dim}__{_slug(key)}.png", f"{title}: per-sample distribution, each run",
+            page.figure(f"{dim}__{_slug(key)}.png", f"{title}: per-sample distribution, one panel per run",
                         plots.histogram(title, xlabel, _series_rows(runs, key)))
         else:
             missing.append(f"{title}: no run has per-sample values of {key}")
@@ -283,7 +608,7 @@ def _plots_for(dim: str, page: Page, runs: Sequence[tuple[str, RunData]]) -> lis
                                       [(label, [r.get("explainable_duration_s") for r in run.ok_rows],
                                         [r.get(wer) for r in run.ok_rows]) for label, run in both]))
         elif _has(runs, wer):
-            hist(wer, "WER (%)", "WER_%")
+            hist(wer, "WER (%)", wer)
             missing.append("WER against answer length: no answer durations (score explainable_features too)")
         else:
             missing.append("WER: no run has per-sample WER values")
@@ -315,15 +640,29 @@ def _plots_for(dim: str, page: Page, runs: Sequence[tuple[str, RunData]]) -> lis
     return missing
 
 
-def _slug(s: str) -> str:
-    return re.sub(r"[^A-Za-z0-9]+", "_", s).strip("_") or "x"
+def _caution_once(page: Page, cautions: Sequence[str | None]) -> bool:
+    """Write the small-sample cautions of a table once each; ``True`` when there was one."""
+    shown = list(dict.fromkeys(c for c in cautions if c))
+    for c in shown:
+        page.add(f'<p class="caution">{_e(c)}</p>')
+    return bool(shown)
 
 
-def _tests_section(page: Page, dim: str, comp: dict[str, Any] | None, model: str) -> None:
+def _tests(page: Page, dim: str, report: Report) -> None:
+    from spear_metrics.core.stats import SMALL_SAMPLE
+
+    comp, model, hlabel = report.comp, _e(report.name), _e(report.human_label)
     pats = [re.compile(p) for p in SAMPLE_KEYS.get(dim, ())]
     if comp is None:
         page.add('<p class="why">No human answers given (<code>--human</code>): no tests against them.</p>')
         return
+    for n in comp["notes"]:
+        if _key_note(n):
+            ks = [k.strip() for k in n.rsplit(":", 1)[-1].split(",")]
+            mine = [k for k in ks if any(p.search(k) for p in pats)]
+            if mine:
+                page.add(f'<p class="why">{_e(n.rsplit(":", 1)[0])}: {_e(", ".join(mine))} '
+                         "(why: the values table above).</p>")
     keys = [k for k in comp["keys"] if any(p.search(k) for p in pats)]
     if not keys:
         page.add('<p class="why">No per-sample value of this dimension in both this run and the human answers: '
@@ -333,20 +672,30 @@ def _tests_section(page: Page, dim: str, comp: dict[str, Any] | None, model: str
     for k in keys:
         e = comp["keys"][k]
         ci = e["diff_ci95"]
+        if e["p_value"] is None and e["n"] >= 2 and e["n"] < SMALL_SAMPLE and e.get("note") is None:
+            p_boot = f'<span class="why">none (n = {e["n"]} &lt; {SMALL_SAMPLE})</span>'
+        else:
+            p_boot = fmt_p(e["p_value"], e.get("p_value_floor"))
+        wil = fmt_p(e["wilcoxon_p"])
+        if e.get("caution") and e.get("wilcoxon_floor") is not None and e["wilcoxon_p"] is not None:
+            wil += f' <span class="n">(floor {fmt(e["wilcoxon_floor"])})</span>'
         rows.append([f"<code>{_e(k)}</code>", str(e["n"]), fmt(e["mean_a"]), fmt(e["mean_b"]), fmt(e["diff"]),
-                     "-" if ci is None else f"[{fmt(ci[0])}, {fmt(ci[1])}]", fmt_p(e["p_value"]), fmt_p(e["wilcoxon_p"]),
+                     "-" if ci is None else f"[{fmt(ci[0])}, {fmt(ci[1])}]", p_boot, wil,
                      fmt(e["d_z"]), _e(e["note"] or "")])
-    page.add(f"<p>Paired: rows matched by input clip ({comp['n_common']} shared); difference = {_e(model)} − human.</p>")
-    page.table(["key", "n pairs", f"mean {_e(model)}", "mean human", "difference", "95 % CI", "p (bootstrap)",
+    page.add(f"<p>Paired: rows matched by input clip ({comp['n_common']} shared); difference = {model} − {hlabel}.</p>")
+    _caution_once(page, [comp["keys"][k].get("caution") for k in keys])
+    page.table(["key", "n pairs", f"mean {model}", f"mean {hlabel}", "difference", "95 % CI", "p (bootstrap)",
                 "p (Wilcoxon)", "d_z", "note"], rows, "tests")
-    urows = []
+    urows, ucautions = [], []
     for k in keys:
         for g, u in comp["keys"][k]["unpaired"].items():
+            ucautions.append(u.get("caution"))
             urows.append([f"<code>{_e(k)}</code>", _e(g), f"{u['n_a']} / {u['n_b']}", fmt(u["diff"]), fmt_p(u["welch_p"]),
                           fmt_p(u["mannwhitney_p"]), fmt(u["cliffs_delta"]), _e(u["note"] or "")])
     page.add("<p>Unpaired, every scored row of each run (as SPEAR's <code>generate_short_report.py</code>: "
              "Welch's t-test by default, Mann-Whitney U; per subset and pooled) with Cliff's delta:</p>")
-    page.table(["key", "subset", f"n {_e(model)} / human", "difference of means", "p (Welch)", "p (Mann-Whitney U)",
+    _caution_once(page, ucautions)
+    page.table(["key", "subset", f"n {model} / {hlabel}", "difference of means", "p (Welch)", "p (Mann-Whitney U)",
                 "Cliff's delta", "note"], urows, "tests")
 
 
@@ -370,11 +719,61 @@ def _timelines(page: Page, run: RunData) -> None:
                                    context_end_time=r.get("context_end_time")))
 
 
-def _provenance(page: Page, run: RunData) -> None:
+def runs_section(report: Report, page: Page) -> None:
+    """Every run of the report: label, source, rows, problems."""
+    page.table(["label", "source", "rows (scored / failed)", "problems"],
+               [[_e(label), f"<code>{_e(r.source)}</code>", f"{len(r.rows)} ({len(r.ok_rows)} / {len(r.failed_rows)})",
+                 _e("; ".join(r.problems) or "-")] for label, r in report.labelled])
+
+
+def option_rows(options: dict[str, Any], summary: dict[str, Any] | None = None) -> list[tuple[str, str, str, str]]:
+    """``(metric, option, value in effect, given or default)`` for a summary's ``options``.
+
+    A value left at ``None`` is shown as what it means, from the option's declaration (its
+    doc's ``(default: ...)``: e.g. ``asr`` -> "the profile's"), followed by what ran when the
+    summary records it as ``<option>_models`` (``asr`` -> ``asr_models``: "the profile's:
+    faster-whisper-base"); whether a value is the declared default is read from the dimension's
+    ``option_schema``.
+    """
+    summary = summary or {}
+    from spear_metrics.core.registry import dimension_class
+
+    out = []
+    for dim, opts in options.items():
+        if not isinstance(opts, dict):
+            out.append(("-", dim, _plain(opts), ""))
+            continue
+        try:
+            schema = {o.name: o for o in dimension_class(dim).option_schema}
+        except Exception:  # an unknown or unimportable metric: show the values as recorded
+            schema = {}
+        for k, v in opts.items():
+            o = schema.get(k)
+            if v is None:
+                m = re.search(r"\(default: ([^)]*)\)", o.doc) if o is not None else None
+                shown = m.group(1) if m else "not set"
+                ran = summary.get(f"{k}_models")
+                if isinstance(ran, list) and ran:
+                    shown += ": " + ", ".join(map(str, ran))
+            else:
+                shown = _plain(v)
+            origin = "" if o is None else ("default" if v == o.default else "given")
+            out.append((dim, k, shown, origin))
+    return out
+
+
+def _plain(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (list, tuple)):
+        return ", ".join(map(str, v))
+    return str(v)
+
+
+def provenance_section(report: Report, page: Page) -> None:
+    """Where the run comes from and how it was scored."""
+    run = report.run
     s = run.summary
-    page.add('<section id="provenance"><h2>Provenance</h2>')
-    for p in run.problems:
-        page.add(f'<p class="problem">Problem with this run: {_e(p)}</p>')
     rows = [["source", _e(run.source)], ["model", _e(run.name)], ["inference mode", _e(run.inference_mode or "not given")],
             ["spearbench", _e(s.get("spearbench_version", "-"))],
             ["metrics (versions)", _e(", ".join(f"{m} {(s.get('metric_versions') or {}).get(m, '?')}" for m in s.get("metrics") or []) or "-")],
@@ -394,15 +793,18 @@ def _provenance(page: Page, run: RunData) -> None:
         page.table(["keys", "model"], [[f"<code>{_e(k)}</code>", _e(v)] for k, v in models.items()])
     else:
         page.add('<p class="why">summary.json names no model.</p>')
-    page.add("<h3>Options</h3>")
     opts = s.get("options")
     if opts:  # per dimension: every option with the value in effect (older runs: one flat dict)
-        rows_ = [[_e(d), f"<code>{_e(k)}</code>", _e(v)] for d, o in opts.items() if isinstance(o, dict) for k, v in o.items()]
-        rows_ += [["-", f"<code>{_e(k)}</code>", _e(v)] for k, v in opts.items() if not isinstance(v, dict)]
-        page.table(["metric", "option", "value in effect"], rows_)
+        orows = option_rows(opts, s)
+        given = sum(1 for r in orows if r[3] == "given")
+        page.add(f"<h3>Options</h3><details><summary>{len(orows)} options, {given} given, the others at their "
+                 "defaults (shown as what they mean)</summary>")
+        page.table(["metric", "option", "value in effect", ""],
+                   [[_e(d), f"<code>{_e(k)}</code>", _e(v), _e(o)] for d, k, v, o in orows])
+        page.add("</details>")
     else:
-        page.add("<p>" + ("Defaults (no option given)." if opts == {} else
-                          '<span class="why">not recorded in summary.json (older version)</span>') + "</p>")
+        page.add("<h3>Options</h3><p>" + ("Defaults (no option given)." if opts == {} else
+                                          '<span class="why">not recorded in summary.json (older version)</span>') + "</p>")
     failed = run.failed_rows
     page.add(f"<h3>Failed rows ({len(failed)})</h3>")
     if failed:
@@ -414,7 +816,16 @@ def _provenance(page: Page, run: RunData) -> None:
         page.add("<p>Failed rows enter no mean and no test.</p>")
     else:
         page.add("<p>None: every row was scored.</p>")
-    page.add("</section>")
+
+
+#: The report's sections, in order (see the module docstring to add one).
+SECTIONS: list[Section] = [
+    Section("summary", "Summary", summary_section),
+    Section("problems", "Problems with the inputs", problems_section, _has_problems),
+    *(Section(f"dim-{dim}", title, functools.partial(dimension_section, dim)) for dim, title in DIMENSIONS),
+    Section("runs", "Runs in this report", runs_section, lambda r: bool(r.human is not None or r.against)),
+    Section("provenance", "Provenance", provenance_section),
+]
 
 
 def build_report(
@@ -426,6 +837,7 @@ def build_report(
     notes: Sequence[str] = (),
     n_resamples: int = 1000,
     seed: int = 0,
+    sections: Sequence[Section] | None = None,
 ) -> Path:
     """Write ``out_dir/index.html`` and the plots as PNG files beside it; returns the HTML path.
 
@@ -433,86 +845,73 @@ def build_report(
         run: the run reported.
         human: the human answers scored by the same code (tests and plots against them).
         against: other runs shown beside (values and plots).
-        notes: lines about inputs that could not be read at all (shown at the top).
+        notes: lines about inputs that could not be read at all (shown under "Problems").
         n_resamples / seed: the paired bootstrap of the tests against the human answers.
+        sections: the sections to build (default :data:`SECTIONS`).
     """
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    page = Page()
-    published = published_human_row()
-    comp = compare(run, human, n_resamples=n_resamples, seed=seed) if human is not None else None
+    from spear_datasets.files import open_folder
+
+    # --out: new, empty or a report folder this tool wrote; every file written is recorded
+    with open_folder(out_dir, command="report") as folder:
+        folder.remove_recorded()  # the previous report written here (its files only): a page never mixes two
+        return _build_report(run, Path(out_dir), human=human, against=against, notes=notes, n_resamples=n_resamples,
+                             seed=seed, sections=sections)
+
+
+def _build_report(run: RunData, out: Path, *, human: RunData | None, against: Sequence[RunData], notes: Sequence[str],
+                  n_resamples: int, seed: int, sections: Sequence[Section] | None) -> Path:
+    """:func:`build_report` once ``out`` is open (writes recorded)."""
+    import hashlib
+    import json
+
+    from spear_datasets.files import atomic_path
+    from spear_metrics.core.secrets import mask_secrets
+    from spear_metrics.results.write import REPORT_RECORD
+
     labelled: list[tuple[str, RunData]] = [(run.name, run)]
     if human is not None:
         labelled.append((f"human ({human.name})" if human.name != "human" else "human", human))
     labelled += [(a.name, a) for a in against]
+    labelled = _unique_labels(labelled)
+    comp = None
+    if human is not None:
+        comp = compare(run, human, n_resamples=n_resamples, seed=seed, names=(labelled[0][0], labelled[1][0]))
+    report = Report(run, human, list(against), labelled, comp, published_human_row(), list(notes))
 
-    page.add(f"<h1>SPEARBench report: {_e(run.name)}</h1>")
-    page.add(f'<p class="small">Protocol <code>seamless_2t_2s_questions</code>. Values are means over scored rows '
-             f"with a 95 % bootstrap interval [lo, hi] and n (units that entered the value). Human answers: "
-             f"{_e(human.source) if human else 'not given'}; published human row: SPEAR leaderboard "
-             f"(<code>thomasthebaud/SPEAR-benchmark-website</code>, test split, full set).</p>")
-    for n in notes:
-        page.add(f'<p class="problem">{_e(n)}</p>')
-    if comp is not None:
-        for n in comp["notes"]:
-            page.add(f'<p class="why">Against the human answers: {_e(n)}</p>')
-    _provenance(page, run)
-    if against or human:
-        page.add('<section id="runs"><h2>Runs in this report</h2>')
-        page.table(["label", "source", "rows (scored / failed)", "problems"],
-                   [[_e(label), f"<code>{_e(r.source)}</code>", f"{len(r.rows)} ({len(r.ok_rows)} / {len(r.failed_rows)})",
-                     _e("; ".join(r.problems) or "-")] for label, r in labelled])
+    page = Page()
+    toc: list[str] = []
+    for sec in sections if sections is not None else SECTIONS:
+        if not sec.when(report):
+            continue
+        page.add(f'<section id="{_e(sec.id)}"><h2>{_e(sec.title)}</h2>')
+        before = len(page.parts)
+        sec.build(report, page)
+        off = sec.id.startswith("dim-") and not any(_scored(r, sec.id[4:]) for _, r in labelled)
+        toc.append(f'<li><a href="#{_e(sec.id)}"{" class=off" if off else ""}>{_e(sec.title)}</a>'
+                   + (' <span class="off">(not scored)</span>' if off else "") + "</li>")
+        if len(page.parts) == before:
+            page.add('<p class="why">Nothing to show.</p>')
         page.add("</section>")
 
-    for dim, title in DIMENSIONS:
-        page.add(f'<section id="dim-{dim}"><h2>{_e(title)} <code class="small">{dim}</code></h2>')
-        scored_by = [label for label, r in labelled if dim in (r.summary.get("metrics") or [])]
-        if not scored_by:
-            page.add(f'<p class="why">Not scored in any run of this report (run <code>spearbench score --metrics {dim}</code>).</p>')
-        head = ["key", "unit", "better", _e(run.name)]
-        if human is not None:
-            head.append("human answers")
-        head.append("published human")
-        head += [_e(a.name) for a in against]
-        rows = []
-        for k in _aggregate_keys(dim, [r for _, r in labelled]):
-            unit, better, desc = _key_info(dim, k)
-            cells = [f'<code title="{_e(desc)}">{_e(k)}</code>', _e(unit), _e(better), value_cell(run, k, dim)]
-            if human is not None:
-                cells.append(value_cell(human, k, dim))
-            pv = published.get(k)
-            cells.append(fmt(pv) + ' <span class="n">full test set</span>' if pv is not None else
-                         f'<span class="why">{"not a published column" if k not in published else "not published (-)"}</span>')
-            cells += [value_cell(a, k, dim) for a in against]
-            rows.append(cells)
-        page.table(head, rows, "values")
-        bar_keys = [k for k in _aggregate_keys(dim, [r for _, r in labelled])
-                    if any(isinstance(r.summary.get(k), (int, float)) and not isinstance(r.summary.get(k), bool)
-                           and dim in (r.summary.get("metrics") or []) for _, r in labelled)][:6]
-        if bar_keys:
-            page.figure(f"{dim}__values.png", "aggregate values with 95 % intervals (error bars), each run",
-                        plots.bars_with_intervals(title, bar_keys, [(label, r.summary) for label, r in labelled]))
-        if scored_by:
-            page.add("<h3>Tests against the human answers</h3>")
-            _tests_section(page, dim, comp, run.name)
-            page.add("<h3>Distributions</h3>")
-            for m in _plots_for(dim, page, labelled):
-                page.add(f'<p class="why">{_e(m)}</p>')
-            if dim == "interruptions":
-                page.add("<h3>Timing evidence</h3>")
-                _timelines(page, run)
-        page.add("</section>")
-
-    body = "\n".join(page.parts)
+    lead = (f'<h1>SPEARBench report: {_e(run.name)}</h1>'
+            f'<p class="small">Protocol <code>seamless_2t_2s_questions</code>. Human answers: '
+            f"{_e(human.source) if human else 'not given'}; published human row: SPEAR leaderboard "
+            f"(<code>thomasthebaud/SPEAR-benchmark-website</code>, test split, full set).</p>"
+            f'<nav class="toc" id="contents"><b>Contents</b><ol>{"".join(toc)}</ol></nav>')
+    body = lead + "\n" + "\n".join(page.parts)
     doc = (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>SPEARBench report: {_e(run.name)}</title>'
            f'<meta name="viewport" content="width=device-width, initial-scale=1"><style>{CSS}</style></head>\n'
            f"<body>\n{body}\n</body></html>\n")
     for f in page.figures:
-        (out / f.name).write_bytes(f.data)
+        with atomic_path(out / f.name) as tmp:
+            tmp.write_bytes(f.data)
+    summary = Path(run.source) / "summary.json"
+    digest = hashlib.sha256(summary.read_bytes()).hexdigest() if summary.is_file() else None
+    with atomic_path(out / ".work" / REPORT_RECORD) as tmp:
+        tmp.write_text(json.dumps({"summary_sha256": digest}) + "\n", encoding="utf-8")
     path = out / "index.html"
-    tmp = path.with_suffix(".html.tmp")
-    tmp.write_text(doc, encoding="utf-8")
-    tmp.replace(path)
+    with atomic_path(path) as tmp:
+        tmp.write_text(mask_secrets(doc, shapes=False), encoding="utf-8")
     return path
 
 

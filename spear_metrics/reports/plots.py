@@ -3,7 +3,7 @@
 Every function builds a ``matplotlib.figure.Figure`` on a ``FigureCanvasAgg`` (no pyplot and
 no global backend state, so it is safe in a server such as the Space) and returns it; :func:`png`
 renders a figure to PNG bytes. Missing values (``None``) are left out of every plot, never drawn
-as 0; the legend gives each series' ``n``. Sources of the quantities: see each key's metric card.
+as 0; the legend (beside or below the panels, never over the data) gives each series' ``n``. Sources of the quantities: see each key's metric card.
 """
 
 from __future__ import annotations
@@ -49,29 +49,34 @@ def _numbers(values: Sequence[Any]) -> np.ndarray:
 
 
 def histogram(title: str, xlabel: str, series: Sequence[tuple[str, Sequence[Any]]]):
-    """Overlaid step histograms (shared bins) of one per-sample value, one series per run.
+    """Small multiples of one per-sample value: one panel per run, stacked, on shared bins and a
+    shared x axis (overlaid histograms hide each other), each with its mean as a dotted line;
+    a run without values gets a panel that says so.
 
     Args:
         series: ``(label, values)`` per run; ``None`` values are dropped.
     """
-    fig = _figure()
-    ax = fig.add_subplot()
     data = [(label, _numbers(v)) for label, v in series]
+    n = max(1, len(data))
+    fig = _figure(7.0, 0.9 + 1.25 * n)
+    axes = fig.subplots(n, 1, sharex=True, squeeze=False)[:, 0]
     allv = np.concatenate([v for _, v in data if v.size] or [np.zeros(0)])
     bins = np.histogram_bin_edges(allv, bins=min(30, max(5, int(np.sqrt(max(allv.size, 1)))))) if allv.size else 10
     if allv.size and np.ptp(allv) == 0:
         bins = np.linspace(allv[0] - 0.5, allv[0] + 0.5, 6)
-    for i, (label, v) in enumerate(data):
+    for i, (ax, (label, v)) in enumerate(zip(axes, data)):
+        colour = COLOURS[i % len(COLOURS)]
         if v.size:
-            ax.hist(v, bins=bins, histtype="step", linewidth=2, color=COLOURS[i % len(COLOURS)],
-                    label=f"{label} (n={v.size}, mean {v.mean():.3g})")
-            ax.axvline(v.mean(), color=COLOURS[i % len(COLOURS)], linestyle=":", linewidth=1)
+            ax.hist(v, bins=bins, color=colour, alpha=0.75)
+            ax.axvline(v.mean(), color="black", linestyle=":", linewidth=1)
+            ax.set_title(f"{label}: n={v.size}, mean {v.mean():.3g}", fontsize=8, loc="left")
         else:
-            ax.plot([], [], color=COLOURS[i % len(COLOURS)], label=f"{label} (n=0)")
-    ax.set_title(title)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel("samples")
-    ax.legend(fontsize=8)
+            ax.text(0.5, 0.5, f"{label}: no value", ha="center", va="center", transform=ax.transAxes, fontsize=8)
+            ax.set_yticks([])
+        ax.set_ylabel("samples", fontsize=7)
+        ax.tick_params(labelsize=7)
+    axes[-1].set_xlabel(xlabel)
+    fig.suptitle(title, fontsize=10)
     return fig
 
 
@@ -88,7 +93,7 @@ def scatter(title: str, xlabel: str, ylabel: str, series: Sequence[tuple[str, Se
     ax.set_title(title)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
-    ax.legend(fontsize=8)
+    fig.legend(loc="outside right upper", fontsize=8, frameon=False)  # beside the plot, never over it
     return fig
 
 
@@ -107,7 +112,8 @@ def question_answer_scatter(title: str, dims: Sequence[str], series: Sequence[tu
         ax.plot([0, 1], [0, 1], color="black", linewidth=0.5)
         ax.set_xlabel(f"question {d}")
         ax.set_ylabel(f"answer {d}")
-        ax.legend(fontsize=7)
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncol=min(4, max(1, len(labels))), fontsize=7, frameon=False)
     fig.suptitle(title)
     return fig
 
@@ -134,7 +140,7 @@ def boxes(title: str, ylabel: str, keys: Sequence[str], series: Sequence[tuple[s
     ax.set_xticklabels(keys, fontsize=8)
     ax.set_title(title)
     ax.set_ylabel(ylabel)
-    ax.legend(fontsize=8)
+    fig.legend(loc="outside right upper", fontsize=8, frameon=False)  # beside the plot, never over it
     return fig
 
 
@@ -162,30 +168,93 @@ def category_bars(title: str, series: Sequence[tuple[str, Sequence[Any]]], order
     ax.set_xticklabels([str(k) for k in cats], rotation=30, ha="right", fontsize=8)
     ax.set_ylabel("% of samples")
     ax.set_title(title)
-    ax.legend(fontsize=8)
+    fig.legend(loc="outside right upper", fontsize=8, frameon=False)  # beside the plot, never over it
     return fig
 
 
 def bars_with_intervals(title: str, keys: Sequence[str], series: Sequence[tuple[str, dict[str, Any]]]):
     """Aggregate values per run with their 95 % intervals as error bars (from ``summary.json``:
-    ``<key>`` and ``<key>_ci95``); a run without a value for a key has no bar (and says n=0)."""
-    fig = _figure(max(6.0, 1.6 * len(keys) * max(1, len(series)) / 2), 3.8)
+    ``<key>`` and ``<key>_ci95``), one panel per key, each bar labelled with its value (a bar of
+    height 0 is still read as 0). A run without a value for a key has no bar and is marked "no
+    value" in that panel; a key no run has a value for gets no panel (callers leave it out). One
+    legend for the whole figure, below the panels (never over a bar).
+    """
+    from matplotlib.patches import Patch
+
+    from spear_metrics.core.stats import as_number
+
+    keys = [k for k in keys if any(as_number(s.get(k)) is not None for _, s in series)]
+    if not keys:
+        return message("no run has a value for these keys")
+    fig = _figure(max(6.0, 2.1 * len(keys)), 3.9)
     axes = fig.subplots(1, len(keys), squeeze=False)[0]
     for ax, k in zip(axes, keys):
+        values = [as_number(s.get(k)) for _, s in series]
+        tops = [max(v, (s.get(f"{k}_ci95") or [v, v])[1] or v) for v, (_, s) in zip(values, series) if v is not None]
+        if all(v >= 0 for v in values if v is not None):  # a panel of zeros still shows its axis and labels
+            ax.set_ylim(0, 1.15 * max(tops) if max(tops) > 0 else 1.0)
         for i, (label, summary) in enumerate(series):
-            v = summary.get(k)
+            v = values[i]
             ci = summary.get(f"{k}_ci95")
             if v is None:
+                ax.text(i, 0, "no\nvalue", ha="center", va="bottom", fontsize=6, color="#a15c00")
                 continue
             err = None
             if isinstance(ci, (list, tuple)) and len(ci) == 2 and None not in ci:
                 err = [[max(0.0, v - ci[0])], [max(0.0, ci[1] - v)]]
-            ax.bar([i], [v], yerr=err, capsize=4, color=COLOURS[i % len(COLOURS)],
-                   label=f"{label} (n={summary.get(f'{k}_n', '?')})")
-        ax.set_title(k, fontsize=9)
+            ax.bar([i], [v], yerr=err, capsize=4, color=COLOURS[i % len(COLOURS)])
+            top = v if err is None else v + err[1][0]  # above the interval, not on its cap
+            ax.annotate(f"{v:.3g}", (i, top), xytext=(0, 3), textcoords="offset points", ha="center",
+                        va="bottom", fontsize=6)
+        ax.set_title(k, fontsize=8)
         ax.set_xticks([])
-        ax.legend(fontsize=7)
-    fig.suptitle(title)
+        ax.set_xlim(-0.6, len(series) - 0.4)
+        ax.tick_params(labelsize=7)
+    handles = [Patch(color=COLOURS[i % len(COLOURS)], label=label) for i, (label, _) in enumerate(series)]
+    fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 4), fontsize=8, frameon=False)
+    fig.suptitle(title, fontsize=10)
+    return fig
+
+
+def summary_intervals(rows: Sequence[tuple[str, Sequence[tuple[str, Any, Any]], Any]], ncols: int = 2):
+    """The report's summary figure: one panel per key (each on its own x axis: keys have their
+    own units), ``ncols`` panels a row, every run's value as a dot with its 95 % interval as a
+    line, and the published human value as a dashed vertical line where there is one.
+
+    Args:
+        rows: ``(title, [(run label, value, [lo, hi] or None), ...], published value or None)``
+            per key; a run without a value is written "no value" on its line.
+    """
+    from spear_metrics.core.stats import as_number
+
+    n = max(1, len(rows))
+    ncols = max(1, min(ncols, n))
+    nrows = -(-n // ncols)
+    labels = list(dict.fromkeys(label for _, runs, _ in rows for label, _, _ in runs))
+    fig = _figure(5.6 * ncols, nrows * (0.55 + 0.24 * max(1, len(labels))))
+    axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
+    for ax, (title, runs, published) in zip(axes, rows):
+        for label, v, ci in runs:
+            y = labels.index(label)
+            colour = COLOURS[y % len(COLOURS)]
+            x = as_number(v)
+            if x is None:
+                ax.text(0.01, y, "no value", transform=ax.get_yaxis_transform(), va="center", fontsize=7, color="#a15c00")
+                continue
+            if isinstance(ci, (list, tuple)) and len(ci) == 2 and None not in ci:
+                ax.plot([ci[0], ci[1]], [y, y], color=colour, linewidth=2)
+            ax.plot([x], [y], "o", color=colour, markersize=5)
+        p = as_number(published)
+        if p is not None:
+            ax.axvline(p, color="black", linestyle="--", linewidth=0.8)
+        ax.set_yticks(range(len(labels)))
+        ax.set_yticklabels(labels, fontsize=7)
+        ax.set_ylim(len(labels) - 0.5, -0.5)
+        ax.margins(x=0.08)
+        ax.set_title(title, fontsize=8, loc="left")
+        ax.tick_params(axis="x", labelsize=7)
+    for ax in axes[n:]:
+        ax.set_axis_off()
     return fig
 
 

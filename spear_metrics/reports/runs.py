@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Sequence
 
 
 from spear_metrics.core.records import clean_value
@@ -160,12 +160,16 @@ def input_id(row: dict[str, Any]) -> str:
     return Path(str(row.get("audio_path") or "").replace("\\", "/")).stem
 
 
-def compare(a: RunData, b: RunData, *, n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0) -> dict[str, Any]:
+def compare(a: RunData, b: RunData, *, n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0,
+            names: tuple[str, str] | None = None) -> dict[str, Any]:
     """``comparison.json`` content: run A minus run B on every numeric per-sample key both share
     (:func:`spear_metrics.core.stats.compare_runs`; rows paired by :func:`input_id`; unpaired
-    tests pooled and per subset), with each run's identity and problems."""
+    tests pooled and per subset), with each run's identity and problems. ``names``: how the
+    notes name the runs (default their names, or "A (name)" / "B (name)" when they are equal)."""
+    if names is None:
+        names = (a.name, b.name) if a.name != b.name else (f"A ({a.name})", f"B ({b.name})")
     comp = compare_runs(a.rows, b.rows, match=input_id, exclude=NOT_COMPARED, group=lambda r: r.get("subset"),
-                        n_resamples=n_resamples, seed=seed)
+                        n_resamples=n_resamples, seed=seed, names=names)
     side = lambda r: {"source": r.source, "name": r.name, "n_rows": len(r.rows), "n_ok": len(r.ok_rows),  # noqa: E731
                       "problems": list(r.problems)}
     out = {"a": side(a), "b": side(b), "difference": "A - B", "matching": MATCHING}
@@ -181,24 +185,64 @@ def _f(v: Any, digits: int = 3) -> str:
     return str(v)
 
 
-def comparison_table(comp: dict[str, Any]) -> str:
-    """The comparison as a plain-text table (one line per key), with its notes."""
-    head = ["key", "n", "mean A", "mean B", "A-B", "95% CI", "p boot", "p Wilcoxon", "d_z", "p Welch", "p MWU", "Cliff d"]
-    lines = [head]
-    for k, e in comp["keys"].items():
-        u = e["unpaired"]["all"]
-        ci = e["diff_ci95"]
-        lines.append([k, str(e["n"]), _f(e["mean_a"]), _f(e["mean_b"]), _f(e["diff"]),
-                      "-" if ci is None else f"[{_f(ci[0])}, {_f(ci[1])}]", _f(e["p_value"]), _f(e["wilcoxon_p"]),
-                      _f(e["d_z"]), _f(u["welch_p"]), _f(u["mannwhitney_p"]), _f(u["cliffs_delta"])])
-    widths = [max(len(r[i]) for r in lines) for i in range(len(head))]
+def _p(v: Any, floor: Any = None) -> str:
+    """A p-value: at the bootstrap's floor (no resample beyond 0) as ``<=floor``."""
+    if v is None:
+        return "-"
+    if floor is not None and v <= floor:
+        return f"<={floor:.3g}"
+    return _f(v)
+
+
+#: the columns of :func:`comparison_table` (name in ``--columns`` = field of comparison.json):
+#: header and cell of one key's entry ``e`` (its pooled unpaired tests in ``e["unpaired"]["all"]``)
+COMPARISON_COLUMNS: dict[str, tuple[str, Callable[[dict[str, Any]], str]]] = {
+    "n": ("n", lambda e: str(e["n"])),
+    "mean_a": ("mean A", lambda e: _f(e["mean_a"])),
+    "mean_b": ("mean B", lambda e: _f(e["mean_b"])),
+    "diff": ("A-B", lambda e: _f(e["diff"])),
+    "diff_ci95": ("95% CI", lambda e: "-" if e["diff_ci95"] is None else f"[{_f(e['diff_ci95'][0])}, {_f(e['diff_ci95'][1])}]"),
+    "p_value": ("p boot", lambda e: _p(e["p_value"], e.get("p_value_floor"))),
+    "wilcoxon_p": ("p Wilcoxon", lambda e: _p(e["wilcoxon_p"]) + ("*" if e.get("caution") and e["wilcoxon_p"] is not None else "")),
+    "d_z": ("d_z", lambda e: _f(e["d_z"])),
+    "welch_p": ("p Welch", lambda e: _f(e["unpaired"]["all"]["welch_p"])
+                + ("*" if e["unpaired"]["all"].get("caution") and e["unpaired"]["all"]["welch_p"] is not None else "")),
+    "mannwhitney_p": ("p MWU", lambda e: _f(e["unpaired"]["all"]["mannwhitney_p"])
+                      + ("*" if e["unpaired"]["all"].get("caution") and e["unpaired"]["all"]["mannwhitney_p"] is not None else "")),
+    "cliffs_delta": ("Cliff d", lambda e: _f(e["unpaired"]["all"]["cliffs_delta"])),
+}
+
+
+def comparison_table(comp: dict[str, Any], columns: Sequence[str] | None = None, *, width: int | None = None) -> str:
+    """The comparison as a plain-text table (one line per key, at most ``width`` characters a
+    line: wider tables wrap into blocks of columns, :func:`spear_metrics.commands.text_table`),
+    with its notes and, once each, the small-sample cautions behind a ``*``.
+
+    Args:
+        columns: names of :data:`COMPARISON_COLUMNS` to show, in order (default all).
+
+    Raises:
+        ValueError: an unknown column name (the message lists the valid ones).
+    """
+    from spear_metrics.commands import CONSOLE_WIDTH, text_table, wrap
+
+    cols = list(columns) if columns else list(COMPARISON_COLUMNS)
+    unknown = [c for c in cols if c not in COMPARISON_COLUMNS]
+    if unknown:
+        raise ValueError(f"unknown column(s) {', '.join(unknown)}; valid: {', '.join(COMPARISON_COLUMNS)}")
+    head = ["key"] + [COMPARISON_COLUMNS[c][0] for c in cols]
+    rows = [[k] + [COMPARISON_COLUMNS[c][1](e) for c in cols] for k, e in comp["keys"].items()]
     text = [f"A = {comp['a']['name']} ({comp['a']['n_ok']} scored rows), B = {comp['b']['name']} "
             f"({comp['b']['n_ok']} scored rows); pairs matched by {comp['matching']}: {comp['n_common']}"]
     for side in ("a", "b"):
         for p in comp[side]["problems"]:
             text.append(f"{side.upper()}: {p}")
     text += [f"note: {n}" for n in comp["notes"]]
-    text += ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in lines]
-    if len(lines) == 1:
+    cautions = list(dict.fromkeys(c for e in comp["keys"].values()
+                                  for c in (e.get("caution"), e["unpaired"]["all"].get("caution")) if c))
+    text += [f"* {c}" for c in cautions]
+    text = [wrap(t, width=width or CONSOLE_WIDTH) for t in text]
+    text.append(text_table(head, rows, width=width or CONSOLE_WIDTH))
+    if not rows:
         text.append("(no key to compare)")
     return "\n".join(text)

@@ -36,6 +36,7 @@ from spear_metrics.results.load import (
     RAW_FOLDER_HINT,
     Results,
     SourcePolicy,
+    expand_results_folders,
     leaderboard_row,
     load_hub_results,
     load_results,
@@ -63,7 +64,7 @@ from spear_metrics.results.write import subset_of, write_results_dataset
 __all__ = [
     "BASE_SAMPLE_COLUMNS", "INFERENCE_MODES", "METADATA_COLUMNS", "PROTOCOL", "RAW_FOLDER_HINT",
     "REQUIRED_SUMMARY_KEYS", "SPLITS", "TEXT_SAMPLE_COLUMNS", "Results", "ResultsError", "SourcePolicy",
-    "check_summary_values", "leaderboard_row", "load_hub_results", "load_results", "load_results_folder",
+    "check_summary_values", "expand_results_folders", "leaderboard_row", "load_hub_results", "load_results", "load_results_folder",
     "public_path", "public_text", "public_value", "push_results", "read_run", "subset_of", "validate_rows",
     "validate_run", "validate_summary", "write_results_dataset",
 ]

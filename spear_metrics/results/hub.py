@@ -3,7 +3,8 @@ Spaces), one place for the token rule.
 
 The token comes from ``token=`` (never from a command line), else ``HF_TOKEN`` or the login
 cache (``hf auth login``), through huggingface_hub's own lookup. It is never printed, logged or
-written: error messages are reduced to one line with any token-looking text removed.
+written: error messages are reduced to one line with the token's value masked
+(:mod:`spear_metrics.core.secrets`).
 """
 
 from __future__ import annotations
@@ -12,10 +13,11 @@ import re
 from pathlib import Path
 from typing import Any
 
+from spear_datasets.files import WORK_DIR
+
 #: A Hub repository id: ``owner/name``, each starting with a letter or digit (so ``../..`` or
 #: ``.hidden/x`` never passes for one), no ``--`` or ``..`` inside.
 REPO_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,95}/[A-Za-z0-9][A-Za-z0-9_.-]{0,95}")
-_TOKENISH = re.compile(r"hf_[A-Za-z0-9]{8,}")
 
 
 def is_repo_id(text: str) -> bool:
@@ -24,9 +26,12 @@ def is_repo_id(text: str) -> bool:
 
 
 def safe_error(e: BaseException, limit: int = 300) -> str:
-    """One line for an upload error: type and message, whitespace collapsed, token-looking text
-    removed, cut at a word boundary after ``limit`` characters (with "...")."""
-    msg = _TOKENISH.sub("hf_***", " ".join(str(e).split()))
+    """One line for an upload error: type and message, whitespace collapsed, every known secret
+    masked (:func:`spear_metrics.core.secrets.mask_secrets`: the token's value, whatever its
+    shape), cut at a word boundary after ``limit`` characters (with "...")."""
+    from spear_metrics.core.secrets import mask_secrets
+
+    msg = mask_secrets(" ".join(str(e).split()))
     return shorten(f"{type(e).__name__}: {msg}" if msg else type(e).__name__, limit)
 
 
@@ -40,7 +45,11 @@ def shorten(text: str, limit: int = 300) -> str:
 
 
 def hub_api(api: Any = None, token: str | None = None):
-    """``api`` when given (tests inject a recorder), else ``huggingface_hub.HfApi(token=token)``."""
+    """``api`` when given (tests inject a recorder), else ``huggingface_hub.HfApi(token=token)``
+    (a token given here is masked from then on)."""
+    from spear_metrics.core.secrets import register_secret
+
+    register_secret(token)
     if api is not None:
         return api
     from huggingface_hub import HfApi
@@ -68,7 +77,9 @@ def upload_folder(folder: str | Path, repo_id: str, *, repo_type: str, api: Any 
     api = hub_api(api)
     kw = {"space_sdk": space_sdk} if repo_type == "space" and space_sdk else {}
     api.create_repo(repo_id, repo_type=repo_type, private=private, exist_ok=True, **kw)
-    info = api.upload_folder(folder_path=str(folder), repo_id=repo_id, repo_type=repo_type, commit_message=commit_message)
+    # the folder's work folder (the record of what this tool wrote there, locks) is never uploaded
+    info = api.upload_folder(folder_path=str(folder), repo_id=repo_id, repo_type=repo_type, commit_message=commit_message,
+                             ignore_patterns=[f"{WORK_DIR}/*", f"{WORK_DIR}/**"])
     url = getattr(info, "commit_url", None) or (info if isinstance(info, str) else None)
     prefix = {"dataset": "datasets/", "space": "spaces/"}.get(repo_type, "")
     return url or f"https://huggingface.co/{prefix}{repo_id}"

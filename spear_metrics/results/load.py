@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,6 +51,56 @@ class Results:
     split: str = "test"
     audio_columns: list[str] = field(default_factory=list)
     report: Path | None = None
+    #: the real folder every file of the dataset must resolve inside (:func:`contained_file`)
+    root: Path | None = None
+
+    def read_report(self) -> bytes | None:
+        """The report page's bytes, read only when its real path is still a regular file inside
+        :attr:`root` (checked now, when it is served: a link swapped in since loading is refused);
+        ``None`` otherwise."""
+        if self.report is None:
+            return None
+        real = contained_file(self.report, self.root) if self.root is not None else self.report
+        if real is None:
+            return None
+        try:
+            return real.read_bytes()
+        except OSError:
+            return None
+
+
+def contained_file(path: str | os.PathLike, root: str | os.PathLike) -> Path | None:
+    """THE path rule of what the Space reads from disk: ``path`` resolved (every link followed,
+    :func:`os.path.realpath`) when the result is a regular file inside ``root`` resolved the
+    same way; ``None`` for anything else (a link leading out, a missing file, a folder)."""
+    real = Path(os.path.realpath(path))
+    base = os.path.realpath(root)
+    if not (str(real) == base or str(real).startswith(base.rstrip(os.sep) + os.sep)):
+        return None
+    return real if real.is_file() else None
+
+
+def _inside(path: str | os.PathLike, root: str | os.PathLike) -> bool:
+    real, base = os.path.realpath(path), os.path.realpath(root)
+    return real == base or real.startswith(base.rstrip(os.sep) + os.sep)
+
+
+def _outside_links(folder: Path, root: str | os.PathLike) -> list[str]:
+    """Links under ``folder`` (its work folder aside; links are listed, never followed) whose
+    real path leaves ``root``, and ``folder`` itself when it does."""
+    if not _inside(folder, root):
+        return ["."]
+    bad = []
+    for top, dirs, files in os.walk(folder, followlinks=False):
+        rel_top = Path(top).relative_to(folder)
+        if rel_top.parts[:1] == (".work",):
+            dirs[:] = []
+            continue
+        for name in [*dirs, *files]:
+            p = Path(top) / name
+            if p.is_symlink() and not _inside(p, root):
+                bad.append((rel_top / name).as_posix())
+    return sorted(bad)
 
 
 def _card_info(folder: Path, where: str) -> dict[str, Any]:
@@ -66,21 +117,70 @@ def _card_info(folder: Path, where: str) -> dict[str, Any]:
     return info if isinstance(info, dict) else {}
 
 
-def load_results_folder(folder: str | os.PathLike, *, where: str) -> Results:
+def looks_like_results_dataset(folder: str | os.PathLike) -> bool:
+    """``folder`` holds ``summary.json`` and ``data/*.parquet`` (what ``push-results`` writes);
+    no content is read."""
+    f = Path(folder)
+    return (f / "summary.json").is_file() and (f / "data").is_dir() and any((f / "data").glob("*.parquet"))
+
+
+def expand_results_folders(sources: Sequence[str]) -> tuple[list[str], list[str]]:
+    """``sources`` (results datasets given at start: folders or Hub ids) with every *parent*
+    folder replaced by the results datasets directly inside it, and one message per replaced
+    folder saying so and what to pass instead.
+
+    A parent folder is a local folder that is neither a results dataset
+    (:func:`looks_like_results_dataset`) nor a scored ``RESULTS/`` folder (``per_sample.jsonl``)
+    and whose sub-folders include results datasets, e.g. ``DEMO_OUT/datasets`` (one per system);
+    its sub-folders are taken in name order. Anything else is returned unchanged (it is loaded,
+    or refused with its reason, as before).
+    """
+    out: list[str] = []
+    messages: list[str] = []
+    for src in sources:
+        p = Path(str(src)).expanduser()
+        if p.is_dir() and not looks_like_results_dataset(p) and not (p / "per_sample.jsonl").is_file():
+            # links are listed, never walked into (the Space's path rule)
+            inside = sorted(c for c in p.iterdir() if c.is_dir() and not c.is_symlink() and looks_like_results_dataset(c))
+            if inside:
+                names = " ".join(str(c) for c in inside)
+                messages.append(f"--results {src} is a folder of {len(inside)} results datasets, not one: loading each "
+                                f"of them ({', '.join(c.name for c in inside)}); to choose, pass them one by one: "
+                                f"--results {names}")
+                out += [str(c) for c in inside]
+                continue
+            raw = sorted(c.name for c in p.iterdir() if c.is_dir() and (c / "per_sample.jsonl").is_file())
+            if raw:
+                messages.append(f"--results {src} holds scored RESULTS folders ({', '.join(raw)}), not results datasets: "
+                                "write one per run with `spearbench push-results RESULTS --local-dir DIR` (the demo "
+                                "writes them to DEMO_OUT/datasets) and pass those")
+        out.append(str(src))
+    return out, messages
+
+
+def load_results_folder(folder: str | os.PathLike, *, where: str, root: str | os.PathLike | None = None) -> Results:
     """Load the results dataset in ``folder``; ``where`` names it in messages and in
     :attr:`Results.source` (never the folder's path unless the caller passes it).
+
+    ``root``: the folder every file read must resolve inside (default ``folder`` itself); a
+    file whose real path leaves it (a link to ``/etc/passwd``...) makes the dataset refused, and
+    the report is checked again when it is served (:meth:`Results.read_report`).
 
     Checks: the card's inference mode, and every check of
     :func:`~spear_metrics.results.validate.validate_run` (the summary against its rows, without
     options).
 
     Raises:
-        ResultsError: not a results dataset (a raw scored folder is told how to make one), or
-            its content fails a check.
+        ResultsError: not a results dataset (a raw scored folder is told how to make one), a
+            file leading outside ``root``, or its content fails a check.
     """
     folder = Path(folder)
     if not folder.is_dir():
         raise ResultsError(f"{where}: not a folder")
+    root = Path(os.path.realpath(root if root is not None else folder))
+    outside = _outside_links(folder, root)
+    if outside:
+        raise ResultsError(f"{where}: {outside[0]} leads outside the dataset's folder (a link): not read")
     if (folder / "per_sample.jsonl").is_file():
         raise ResultsError(f"{where}: {RAW_FOLDER_HINT}")
     parquets = sorted((folder / "data").glob("*.parquet")) if (folder / "data").is_dir() else []
@@ -114,12 +214,11 @@ def load_results_folder(folder: str | os.PathLike, *, where: str) -> Results:
         raise ResultsError(f"{where}: card inference_mode {mode!r} is not one of {', '.join(INFERENCE_MODES)}")
     ow = info.get("open_weights")
     rows.sort(key=lambda r: r["row"])
-    report = folder / "report" / "index.html"
+    report = contained_file(folder / "report" / "index.html", root)
     import pandas as pd
 
     return Results(where, str(info.get("model_name") or folder.name), mode, ow if isinstance(ow, bool) else None,
-                   summary, pd.DataFrame(rows), split=split, audio_columns=audio_cols,
-                   report=report if report.is_file() else None)
+                   summary, pd.DataFrame(rows), split=split, audio_columns=audio_cols, report=report, root=root)
 
 
 def load_hub_results(repo_id: str) -> Results:
@@ -141,7 +240,8 @@ def load_hub_results(repo_id: str) -> Results:
                                                    "report/index.html", "report/*.png"])
     except Exception as e:
         raise ResultsError(f"{repo_id}: cannot fetch the Hub dataset ({type(e).__name__})") from None
-    return load_results_folder(folder, where=repo_id)
+    # a cache snapshot's files are links into the repository's blobs/: that repository folder is the root
+    return load_results_folder(folder, where=repo_id, root=Path(folder).parent.parent)
 
 
 def load_results(source: str | os.PathLike) -> Results:
@@ -160,6 +260,13 @@ def load_results(source: str | os.PathLike) -> Results:
     return load_hub_results(src)
 
 
+#: The words of every refusal of a typed source (:meth:`SourcePolicy.resolve`).
+REFUSAL = ("not a source this Space was started with, nor a Hub dataset id OWNER/NAME (server folders are read "
+           "only when given at start)")
+#: A typed name shown back in a refusal: a plain word (no separator, no leading dot or tilde).
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:@+-]{0,63}")
+
+
 class SourcePolicy:
     """THE place that decides what the Space may read.
 
@@ -169,7 +276,10 @@ class SourcePolicy:
       and take labels, never the folder's path.
     - A name typed in the page or passed to the API: the label of a start source, or a Hub
       dataset id (fetched from the Hub, never looked up on the server's disk). Anything else is
-      refused with the same message whether or not such a path exists on the server.
+      refused with the same words for every path (:data:`REFUSAL`; nothing of the path is
+      echoed), whether or not it exists, under a start folder or not.
+    - Every file read from disk resolves (links followed) inside its source's folder
+      (:func:`contained_file`); the report is checked again when served.
     - Messages name the label or the typed name, never a server path (a last pass removes any
       absolute path: :func:`~spear_metrics.results.paths.public_text`).
 
@@ -222,9 +332,10 @@ class SourcePolicy:
 
     @staticmethod
     def _refuse(name: str) -> str:
-        shown = public_text(shorten(name, 80)) or ""  # a typed absolute path is echoed in its public form
-        raise ResultsError(f"{shown!r}: not a source this Space was started with, nor a Hub dataset id "
-                           "OWNER/NAME (server folders are read only when given at start)")
+        # nothing of a path is echoed: the words are the same for every refused path, whether it
+        # exists, lies under a start folder or not (only a plain word is named back)
+        shown = repr(name) if _PLAIN_NAME.fullmatch(name) else "a path"
+        raise ResultsError(f"{shown}: {REFUSAL}")
 
     def load(self, name: str) -> Results:
         """Load (cached) the source ``name`` stands for (:meth:`resolve`).
@@ -250,9 +361,13 @@ class SourcePolicy:
     def public(self, message: str) -> str:
         """``message`` without server paths (start folders by label, any other absolute path by
         its public form), whitespace collapsed, cut at a word boundary."""
-        text = " ".join(message.split())
+        from spear_metrics.core.secrets import mask_secrets
+
+        text = mask_secrets(" ".join(message.split()))
         for label, path in sorted(self._local.items(), key=lambda kv: -len(str(kv[1]))):
-            text = text.replace(f"local:{path}", label).replace(str(path), label)
+            # the whole path only (not a prefix of a longer name: /data/res2 is not local:res + "2")
+            whole = re.compile(r"(?<![\w./~-])(?:local:)?" + re.escape(str(path)) + r"(?![\w.~-])")
+            text = whole.sub(lambda m: label, text)
         return shorten(public_text(text) or "", 400)
 
     def load_many(self, names: Sequence[str]) -> tuple[list[Results], list[str]]:

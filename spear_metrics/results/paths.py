@@ -16,8 +16,9 @@ from typing import Any, Iterable
 #: (``.../inputs/test/improvised/audios/x.wav`` -> ``inputs/test/improvised/audios/x.wav``).
 ANCHORS = ("inputs", "improvised", "naturalistic")
 #: An absolute POSIX path inside a text: ``/`` + at least one character that is not a
-#: separator of prose, not preceded by a path or word character (so ``a/b`` and URLs stay).
-_ABS_IN_TEXT = re.compile(r"(?<![\w./~:-])/(?:[^\s'\"`,;()\[\]{}<>|*?]+)")
+#: separator of prose, not preceded by a path or word character (so ``a/b`` and URLs stay) nor
+#: by ``%`` (a key name such as ``WER_%/CER_%`` is not a path).
+_ABS_IN_TEXT = re.compile(r"(?<![\w./~:%-])/(?:[^\s'\"`,;()\[\]{}<>|*?]+)")
 
 
 def _roots(roots: Iterable[str | os.PathLike | None]) -> list[PurePosixPath]:

@@ -37,6 +37,9 @@ def push_results(
     Raises:
         ResultsError: invalid run or options (nothing is uploaded).
     """
+    from spear_metrics.core.secrets import register_secret
+
+    register_secret(token)  # masked in every message from now on
     if not is_repo_id(repo_id):
         raise ResultsError(f"repo id {repo_id!r} is not OWNER/NAME")
     if api is None:
@@ -45,6 +48,6 @@ def push_results(
         api = HfApi(token=token)
     kwargs.setdefault("model_name", repo_id.split("/", 1)[1])
     with tempfile.TemporaryDirectory(prefix="spearbench-results-") as tmp:
-        folder = write_results_dataset(results_dir, tmp, **kwargs)
+        folder = write_results_dataset(results_dir, tmp, own=False, **kwargs)  # a fresh folder of ours: no record
         return upload_folder(folder, repo_id, repo_type="dataset", api=api, private=private,
                              commit_message=f"SPEARBench results: {kwargs['model_name']}")

@@ -62,7 +62,8 @@ class ResultsError(ValueError):
 #: Benchmarks beyond SPEAR whose scored runs are results datasets too: ``summary.json``
 #: ``"benchmark"`` -> the module holding that benchmark's ``validate_summary``,
 #: ``validate_rows``, ``check_summary_values`` and ``card_text`` (same signatures as here).
-BENCHMARKS: dict[str, str] = {"speechrole": "spear_metrics.speechrole.results"}
+BENCHMARKS: dict[str, str] = {"speechrole": "spear_metrics.speechrole.results",
+                              "dynamic_superb": "spear_metrics.dynamic_superb.results"}
 
 
 def benchmark_checks(summary: Any):

@@ -10,6 +10,7 @@ write the parquet split, ``summary.json`` and the card.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -19,6 +20,8 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from spear_datasets.files import WORK_DIR, atomic_path, open_folder
+from spear_metrics.core.secrets import mask_secrets
 from spear_datasets.schema import subset_of
 from spear_metrics.results.paths import public_path, public_text, public_value
 from spear_metrics.results.validate import (
@@ -272,7 +275,10 @@ def card_text(summary: dict[str, Any], *, model_name: str, inference_mode: str |
 
 
 def _make_public(rows: list[dict[str, Any]], summary: dict[str, Any], roots: list[Path]):
-    """Rows and summary with every absolute local path made public (:mod:`.paths`)."""
+    """Rows and summary with every absolute local path made public (:mod:`.paths`) and every
+    secret masked (:func:`spear_metrics.core.secrets.mask_value`)."""
+    from spear_metrics.core.secrets import mask_value
+
     out_rows = []
     for r in rows:
         r = dict(r)
@@ -281,8 +287,32 @@ def _make_public(rows: list[dict[str, Any]], summary: dict[str, Any], roots: lis
                 r[k] = public_path(v, roots)
             elif isinstance(v, str):
                 r[k] = public_text(v, roots)
-        out_rows.append(r)
-    return out_rows, public_value(summary, roots)
+        out_rows.append(mask_value(r))
+    return out_rows, mask_value(public_value(summary, roots))
+
+
+#: In a report folder's work folder (``spearbench report``): the results the report was built
+#: from (``summary_sha256`` of their ``summary.json``), so that the report of replaced results is
+#: never published with the new ones.
+REPORT_RECORD = "report.json"
+
+
+def report_matches(report_dir: str | os.PathLike, results_dir: str | os.PathLike) -> bool:
+    """Whether the report in ``report_dir`` was built from the ``summary.json`` now in
+    ``results_dir`` (:data:`REPORT_RECORD`); a report without that record (written by hand or
+    by an older version) counts as matching."""
+    import hashlib
+
+    rec = Path(report_dir) / WORK_DIR / REPORT_RECORD
+    try:
+        want = json.loads(rec.read_text(encoding="utf-8")).get("summary_sha256")
+    except (OSError, ValueError, AttributeError):
+        return True
+    try:
+        have = hashlib.sha256((Path(results_dir) / "summary.json").read_bytes()).hexdigest()
+    except OSError:
+        return False
+    return want == have
 
 
 def write_results_dataset(
@@ -296,8 +326,10 @@ def write_results_dataset(
     metadata: str | os.PathLike | None = None,
     with_audio: bool = False,
     with_inputs: bool = False,
+    own: bool = True,
 ) -> Path:
-    """Write the results dataset of ``results_dir`` into ``out_dir`` (created; files replaced).
+    """Write the results dataset of ``results_dir`` into ``out_dir`` (new, empty, or one this
+    tool wrote there before: the files it wrote then are replaced, nothing else is touched).
 
     Args:
         results_dir: a scored run folder (``summary.json`` + ``per_sample.jsonl``).
@@ -313,9 +345,13 @@ def write_results_dataset(
             scored ``ok`` in ``per_sample.jsonl`` whose answer file decodes as audio get bytes;
             every other row gets a null cell (see :func:`_audio_bytes`).
         with_inputs: embed each input clip (both speakers) as ``input_audio``, under the same rule.
+        own: claim ``out_dir`` under the output-folder rule (:func:`spear_datasets.files.open_folder`,
+            ``out_dir/.work/`` keeps the record); ``False`` for a fresh temporary folder of the
+            caller's (the upload of :func:`~spear_metrics.results.push.push_results`).
 
     A report of the run (``results_dir/report/``, as ``spearbench report RESULTS --out
-    RESULTS/report`` writes it: ``index.html`` and its PNG files) is copied to ``out_dir/report/``.
+    RESULTS/report`` writes it: ``index.html`` and its PNG files) is copied to ``out_dir/report/``,
+    unless it was built from another ``summary.json`` than the one now in ``results_dir``.
 
     Paths: ``audio_path``/``answer_audio_path`` are written relative to the metadata's folder
     (or the results folder); other absolute paths (in errors, notes, model names) are reduced to
@@ -328,6 +364,7 @@ def write_results_dataset(
         ResultsError: invalid run (:func:`~spear_metrics.results.validate.read_run`), a summary
             that its rows do not give (:func:`~spear_metrics.results.validate.check_summary_values`),
             bad options, or metadata not matching.
+        spear_datasets.files.OutFolderError: ``out_dir`` holds files this tool did not write.
     """
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -344,7 +381,7 @@ def write_results_dataset(
     bench = benchmark_checks(summary)
     if bench is not None and (metadata is not None or with_audio or with_inputs):
         raise ResultsError(f"{results_dir}: a {summary['benchmark']} run takes no --metadata, --with-audio or "
-                           "--with-inputs (its per-dialogue rows hold the judge's scores)")
+                           "--with-inputs (its rows hold that benchmark's own per-item values)")
     csv_dir = None
     if metadata is not None:
         rows, csv_dir = merge_metadata(rows, Path(metadata))
@@ -369,32 +406,33 @@ def write_results_dataset(
             r["input_audio"] = cache[ap]
     roots = [p for p in (csv_dir, Path(results_dir)) if p is not None]
     rows, summary = _make_public(rows, summary, roots)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    data_dir = out / "data"
-    if data_dir.is_dir():
-        shutil.rmtree(data_dir)
-    data_dir.mkdir()
-    # written with pyarrow against the Features' own schema (their JSON rides in the parquet
-    # metadata, so load_dataset reads Audio columns back): datasets' Audio encoder would import
-    # torch and torchcodec just to pass the embedded bytes through
-    schema = _features(rows, audio_cols).arrow_schema
-    table = pa.Table.from_pylist([{c: r.get(c) for c in schema.names} for r in rows], schema=schema)
-    pq.write_table(table, data_dir / f"{split}-00000-of-00001.parquet")
-    (out / "summary.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False, allow_nan=False) + "\n",
-                                      encoding="utf-8")
-    (out / "README.md").write_text(
-        (card_text if bench is None else bench.card_text)(
-            summary, model_name=model_name.strip(), inference_mode=inference_mode, open_weights=open_weights,
-            split=split, n_rows=len(rows), audio_cols=audio_cols,
-            has_report=(Path(results_dir) / "report" / "index.html").is_file()),
-        encoding="utf-8")
     report = Path(results_dir) / "report"
-    if (out / "report").is_dir():
-        shutil.rmtree(out / "report")
-    if (report / "index.html").is_file():
-        (out / "report").mkdir()
-        for f in sorted(report.iterdir()):  # the page and its PNGs only (no links, no folders)
-            if f.is_file() and not f.is_symlink() and f.suffix in (".html", ".png"):
-                shutil.copyfile(f, out / "report" / f.name)
+    # a report built from other results (the run was replaced since) is not published with these
+    has_report = (report / "index.html").is_file() and report_matches(report, results_dir)
+    out = Path(out_dir)
+    # --local-dir: new, empty or a results dataset this tool wrote; a rewrite replaces the files
+    # it wrote there before (recorded), nothing else
+    with open_folder(out, command="results-dataset", flag="--local-dir") if own else contextlib.nullcontext() as folder:
+        if folder is not None:
+            folder.remove_recorded()
+        # written with pyarrow against the Features' own schema (their JSON rides in the parquet
+        # metadata, so load_dataset reads Audio columns back): datasets' Audio encoder would import
+        # torch and torchcodec just to pass the embedded bytes through
+        schema = _features(rows, audio_cols).arrow_schema
+        table = pa.Table.from_pylist([{c: r.get(c) for c in schema.names} for r in rows], schema=schema)
+        with atomic_path(out / "data" / f"{split}-00000-of-00001.parquet") as tmp:
+            pq.write_table(table, tmp)
+        with atomic_path(out / "summary.json") as tmp:
+            tmp.write_text(json.dumps(summary, indent=2, ensure_ascii=False, allow_nan=False) + "\n", encoding="utf-8")
+        with atomic_path(out / "README.md") as tmp:
+            tmp.write_text(
+                mask_secrets((card_text if bench is None else bench.card_text)(
+                    summary, model_name=model_name.strip(), inference_mode=inference_mode, open_weights=open_weights,
+                    split=split, n_rows=len(rows), audio_cols=audio_cols, has_report=has_report), shapes=False),
+                encoding="utf-8")
+        if has_report:
+            for f in sorted(report.iterdir()):  # the page and its PNGs only (no links, no folders)
+                if f.is_file() and not f.is_symlink() and f.suffix in (".html", ".png"):
+                    with atomic_path(out / "report" / f.name) as tmp:
+                        shutil.copyfile(f, tmp)
     return out

@@ -133,6 +133,25 @@ def _pooled(values: Sequence[dict[str, Any]], keys: Sequence[str]) -> float | No
     return mean_or_none([v.get(k) for v in values for k in keys])
 
 
+def no_reference_note(n_rows: int) -> str:
+    """``WER_note``/``CER_note`` when no scored row has a reference text: the cause, never a
+    pointer to other WER keys (they are null for the same reason)."""
+    return (f"no reference: transcript_answer is empty (or only tags) after SPEAR's cleaning in all {n_rows} scored "
+            "rows (an agent that returns no text, AgentAnswer.text None, leaves it empty), so no WER or CER exists "
+            "(no_reference_% = 100); give each answer the text it speaks")
+
+
+def _no_reference_codes(values: Sequence[dict[str, Any]]) -> np.ndarray:
+    """Per row: 1 = no reference after cleaning, 0 = a reference, -1 = not decided."""
+    return np.array([-1 if v.get("reference_empty") is None else int(bool(v.get("reference_empty"))) for v in values],
+                    dtype=np.int8)
+
+
+def _all_without_reference(codes: np.ndarray) -> bool:
+    """Some row decided and none of them has a reference (``codes`` from :func:`_no_reference_codes`)."""
+    return bool((codes == 1).any() and not (codes == 0).any())
+
+
 #: per-sample note key -> summary key (notes joined over the rows that carry one)
 _NOTES = (("UTMOS_note", "UTMOS_note"), ("asr_note", "ASR_note"), ("mos_note", "MOS_note"))
 
@@ -391,7 +410,9 @@ class SpeechQuality(Dimension):
                 out[f"{base}_{x}"] = mean_or_none([v.get(f"{base}_{x}") for v in values])
         out["no_reference_%"] = percent_or_none([v.get("reference_empty") for v in values])
         out["asr_models"] = labels
-        if not spear_asr:
+        if _all_without_reference(_no_reference_codes(values)):  # the cause, whatever the ASR systems
+            out["WER_note"] = out["CER_note"] = no_reference_note(len(values))
+        elif not spear_asr:
             out["WER_note"] = out["CER_note"] = (f"WER_%/CER_% need SPEAR's ASR systems (whisper-large-v3 and qwen3-asr-0.6b, "
                                f"--option profile=reference); this run used {', '.join(labels) or 'none'}: "
                                f"see WER_%_<asr> (SPEAR's text rule) and WER_norm_% (normalised)")
@@ -425,15 +446,18 @@ class SpeechQuality(Dimension):
                 fns[f"{base}_{x}"] = mean_resampler([v.get(f"{base}_{x}") for v in values])
         fns["no_reference_%"] = percent_resampler([v.get("reference_empty") for v in values])
         fixed: dict[str, Any] = {}
-        if not spear_asr:
-            probe = self.aggregate(rows[:1], values[:1])  # the notes that depend on the labels only
+        if not spear_asr:  # the notes that depend on the labels only (a row with a reference: the ASR note)
+            probe = self.aggregate(rows[:1], [{**values[0], "reference_empty": False}] if values else [])
             fixed = {"WER_note": probe["WER_note"], "CER_note": probe["CER_note"]}
+        no_ref = _no_reference_codes(values)
         notes = [(summary_key, _notes_resampler([v.get(note_key) for v in values])) for note_key, summary_key in _NOTES]
 
         def aggregate(idx: np.ndarray) -> dict[str, Any]:
             out = {k: f(idx) for k, f in fns.items()}
             out["asr_models"] = list(labels)
             out.update(fixed)
+            if _all_without_reference(no_ref[idx]):
+                out["WER_note"] = out["CER_note"] = no_reference_note(len(idx))
             return _with_notes(out, ((summary_key, joined(idx)) for summary_key, joined in notes))
 
         return aggregate

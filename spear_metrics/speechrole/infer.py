@@ -31,8 +31,13 @@ Written (``OUT`` = ``model_output/<model>``): ``<mode>_result/audio/<role>/<role
 benchmark's form, ``model_output/<model>/...``), ``<mode>_result/failures.jsonl`` (a dialogue
 that failed: its reason; it is left out of the role file, and ``score`` fails it as "no
 dialogue_<d>"), ``<mode>_result/run_info.json``. Resumable: every finished turn is logged
-(``OUT/.spearbench-speechrole-infer/<mode>/rank-0.jsonl``) after its WAV is written, so a rerun
-continues a dialogue from its last finished turn, rebuilding the history from the written WAVs.
+(``OUT/.work/<mode>/rank-0.jsonl``) after its WAV is written, so a rerun continues a dialogue from
+its last finished turn, rebuilding the history from the written WAVs.
+
+``OUT`` follows the project's output-folder rule (docs/safety.md): new, empty or this command's
+(a system's existing outputs, e.g. a released ``model_output/<model>``, are refused); every file is
+recorded as written; ``overwrite`` (another agent, options or dialogues for a mode) removes only
+what the earlier run of that mode recorded under ``<mode>_result/`` and is unchanged.
 """
 
 from __future__ import annotations
@@ -48,10 +53,12 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 
 from spear_datasets.schema import SpearRow
-from spear_metrics.core.records import AppendLog, claim_work_dir, one_line, write_json_atomic, write_jsonl_atomic
+from spear_datasets.files import open_folder
+from spear_metrics.core.records import AppendLog, bind_run, one_line, write_json_atomic, write_jsonl_atomic
 from spear_metrics.speechrole.data import EvalDialogue, read_test_data, reference_path_of, resolve_in
 
-WORK = ".spearbench-speechrole-infer"
+#: The owner name of an infer output folder (``OUT/.work/owner.json``).
+COMMAND = "speechrole infer"
 
 
 class InferRunError(RuntimeError):
@@ -106,7 +113,7 @@ def _history_turns(d: EvalDialogue, done: Sequence[TurnAnswer], user_audio: Sequ
 
 async def _network_turn(agent: Any, d: EvalDialogue, t: int, wav: np.ndarray, sr: int, history: tuple, *,
                         chunk_ms: float, row_timeout_s: float):
-    from spear_metrics.agents.duplex import AudioRequest, answer_from_session, run_session, session_config
+    from spear_metrics.agents.duplex import AudioRequest, run_session, session_answer, session_config
     from spear_metrics.agents.harness import RowTimeout, _guarded
 
     request = AudioRequest(audio=wav, sample_rate=sr, instructions=d.system_prompt, history=history,
@@ -118,7 +125,7 @@ async def _network_turn(agent: Any, d: EvalDialogue, t: int, wav: np.ndarray, sr
             result = await _guarded(run_session(agent, request, scfg))
     except TimeoutError:
         raise RowTimeout(f"turn {t} timed out after {limit:g} s") from None
-    return answer_from_session(result, None)
+    return session_answer(agent, result)  # the adapter's rule (e.g. moshi: its speech only); the onset is unused
 
 
 def _sync_turn(agent: Any, d: EvalDialogue, t: int, user_path: Path, history: tuple, config: Any,
@@ -136,9 +143,7 @@ def _sync_turn(agent: Any, d: EvalDialogue, t: int, user_path: Path, history: tu
 
 
 def _reason(e: BaseException) -> str:
-    from spear_metrics.agents.net import mask_secrets
-
-    return mask_secrets(one_line(e))
+    return one_line(e)  # secrets masked (spear_metrics.core.secrets.mask_secrets)
 
 
 def run_speechrole_inference(agent_name: str, test_data: str | os.PathLike, mode: str, out: str | os.PathLike, *,
@@ -167,6 +172,8 @@ def run_speechrole_inference(agent_name: str, test_data: str | os.PathLike, mode
 
     Raises:
         InferRunError: ``out`` holds another run's answers (without ``overwrite``), or ``concurrency`` < 1.
+        spear_datasets.files.OutFolderError: ``out`` holds files this tool did not write, another
+            command's output, or is being written by another live process.
         spear_metrics.agents.registry.UnknownAgentError, OptionError: the adapter cannot be built.
     """
     from spear_datasets.audio import AudioError, decode, write_wav
@@ -184,160 +191,159 @@ def run_speechrole_inference(agent_name: str, test_data: str | os.PathLike, mode
     network = is_network_agent(agent)
     out = Path(out)
     dialogues = read_test_data(test_data, mode, roles=roles)
-    work = out / WORK / mode
-    theirs = out / f"{mode}_result"
-    if theirs.is_dir() and any(theirs.iterdir()) and not (work / "run.json").is_file():
-        raise InferRunError(f"{theirs} holds model outputs this command did not write; use another --out folder")
     fp = {"agent": agent_name, "agent_options": {k: str(options[k]) for k in sorted(options)}, "mode": mode,
           "reference_key": reference_key if getattr(agent, "uses_reference_answer", False) else None,
           "chunk_ms": float(chunk_ms), "seed": int(seed), "test_data": str(Path(test_data).resolve()),
           "dialogues": [d.key for d in dialogues]}
-    claim_work_dir(work, fp, overwrite=overwrite, conflict=InferRunError(
-        f"{out} holds {mode} answers of another infer run (other agent, options or dialogues); use another --out "
-        "folder or --overwrite"), stale=[out / f"{mode}_result"])
-    turns_done: dict[str, dict[int, dict[str, Any]]] = {}
-    status: dict[str, dict[str, Any]] = {}
-    for obj in read_jsonl(work / "rank-0.jsonl"):
-        key = obj.get("dialogue")
-        if not isinstance(key, str):
-            continue
-        if obj.get("kind") == "turn" and isinstance(obj.get("turn"), int):
-            turns_done.setdefault(key, {})[obj["turn"]] = obj
-        elif obj.get("kind") == "dialogue" and obj.get("status") in ("ok", "failed"):
-            status[key] = obj
-    config = GenerationConfig(mode="offline", chunk_ms=float(chunk_ms), seed=int(seed))
+    # OUT: new, empty or this command's; each mode is one run bound to its settings (.work/<mode>/)
+    with open_folder(out, command=COMMAND) as folder:
+        work = folder.work / mode
+        bind_run(folder, work, fp, overwrite=overwrite, outputs=[f"{mode}_result"], conflict=InferRunError(
+            f"{out} holds {mode} answers of another infer run (other agent, options or dialogues); use another --out "
+            "folder or --overwrite"))
+        turns_done: dict[str, dict[int, dict[str, Any]]] = {}
+        status: dict[str, dict[str, Any]] = {}
+        for obj in read_jsonl(work / "rank-0.jsonl"):
+            key = obj.get("dialogue")
+            if not isinstance(key, str):
+                continue
+            if obj.get("kind") == "turn" and isinstance(obj.get("turn"), int):
+                turns_done.setdefault(key, {})[obj["turn"]] = obj
+            elif obj.get("kind") == "dialogue" and obj.get("status") in ("ok", "failed"):
+                status[key] = obj
+        config = GenerationConfig(mode="offline", chunk_ms=float(chunk_ms), seed=int(seed))
 
-    todo = [d for d in dialogues if not (d.key in status and (status[d.key]["status"] == "ok" or not retry_failed))]
-    log = AppendLog(work / "rank-0.jsonl")
-    bar = None
-    if progress and todo:
-        from tqdm.auto import tqdm
+        todo = [d for d in dialogues if not (d.key in status and (status[d.key]["status"] == "ok" or not retry_failed))]
+        log = AppendLog(work / "rank-0.jsonl")
+        bar = None
+        if progress and todo:
+            from tqdm.auto import tqdm
 
-        bar = tqdm(total=len(todo), desc=f"speechrole infer {mode}", unit="dialogue")
-    n_new_turns = 0
-    t0 = time.perf_counter()
+            bar = tqdm(total=len(todo), desc=f"speechrole infer {mode}", unit="dialogue")
+        n_new_turns = 0
+        t0 = time.perf_counter()
 
-    def finish(d: EvalDialogue, error: Optional[str]) -> None:
-        rec = {"kind": "dialogue", "dialogue": d.key, "status": "failed" if error else "ok", "error": error}
-        log.write([rec])
-        status[d.key] = rec
-        if bar is not None:
-            bar.update(1)
+        def finish(d: EvalDialogue, error: Optional[str]) -> None:
+            rec = {"kind": "dialogue", "dialogue": d.key, "status": "failed" if error else "ok", "error": error}
+            log.write([rec])
+            status[d.key] = rec
+            if bar is not None:
+                bar.update(1)
 
-    def write_turn(d: EvalDialogue, t: int, ans: Any) -> TurnAnswer:
-        nonlocal n_new_turns
-        wav, sr = validate_answer(ans)
-        path = answer_path(out, mode, d.role, d.index, t)
-        write_wav(path, wav, sr)
-        rec = {"kind": "turn", "dialogue": d.key, "turn": t, "text": ans.text, "audio": benchmark_path(out, path),
-               "sample_rate": sr, "response_time_s": getattr(ans, "response_time_s", None)}
-        log.write([rec])
-        turns_done.setdefault(d.key, {})[t] = rec
-        n_new_turns += 1
-        if on_turn is not None:
-            on_turn(rec)
-        return TurnAnswer(ans.text, path, wav, sr)
-
-    def prepare(d: EvalDialogue) -> tuple[list[Path], list[tuple[np.ndarray, int]], list[TurnAnswer], list]:
-        """The user speech of every turn (decoded), the turns already finished, the reference paths."""
-        if d.error:
-            raise ValueError(d.error)
-        paths, audio, refs = [], [], []
-        for t, turn in enumerate(d.turns):
-            refs.append(resolve_in(reference_path_of(turn, reference_key), [d.root], f"turn {t} reference")
-                        if getattr(agent, "uses_reference_answer", False) else None)
-            p = resolve_in(turn.get("user_speech_path"), [d.root], f"turn {t} user speech")
-            try:
-                audio.append(decode(p))
-            except AudioError as e:
-                raise ValueError(f"turn {t} user speech: {one_line(e)}") from None
-            paths.append(p)
-        done: list[TurnAnswer] = []
-        for t in range(len(d.turns)):
-            rec = turns_done.get(d.key, {}).get(t)
+        def write_turn(d: EvalDialogue, t: int, ans: Any) -> TurnAnswer:
+            nonlocal n_new_turns
+            wav, sr = validate_answer(ans)
             path = answer_path(out, mode, d.role, d.index, t)
-            if rec is None or not path.is_file():
-                break
-            try:
-                wav, sr = decode(path)
-            except AudioError:
-                break
-            done.append(TurnAnswer(rec.get("text"), path, wav, sr))
-        return paths, audio, done, refs
+            write_wav(path, wav, sr)
+            rec = {"kind": "turn", "dialogue": d.key, "turn": t, "text": ans.text, "audio": benchmark_path(out, path),
+                   "sample_rate": sr, "response_time_s": getattr(ans, "response_time_s", None)}
+            log.write([rec])
+            turns_done.setdefault(d.key, {})[t] = rec
+            n_new_turns += 1
+            if on_turn is not None:
+                on_turn(rec)
+            return TurnAnswer(ans.text, path, wav, sr)
 
-    try:
-        if network:
-            from spear_metrics.agents.harness import run_concurrently
-
-            async def one(d: EvalDialogue, writer: Any) -> None:
-                """A dialogue's turns in order; decoding off the loop, every write on ``writer``."""
-                loop = asyncio.get_running_loop()
+        def prepare(d: EvalDialogue) -> tuple[list[Path], list[tuple[np.ndarray, int]], list[TurnAnswer], list]:
+            """The user speech of every turn (decoded), the turns already finished, the reference paths."""
+            if d.error:
+                raise ValueError(d.error)
+            paths, audio, refs = [], [], []
+            for t, turn in enumerate(d.turns):
+                refs.append(resolve_in(reference_path_of(turn, reference_key), [d.root], f"turn {t} reference")
+                            if getattr(agent, "uses_reference_answer", False) else None)
+                p = resolve_in(turn.get("user_speech_path"), [d.root], f"turn {t} user speech")
                 try:
-                    paths, audio, done, _ = await asyncio.to_thread(prepare, d)
-                    for t in range(len(done), len(d.turns)):
-                        ans = await _network_turn(agent, d, t, *audio[t], _history_turns(d, done, audio),
-                                                  chunk_ms=chunk_ms, row_timeout_s=row_timeout_s)
-                        done.append(await loop.run_in_executor(writer, write_turn, d, t, ans))
-                    error = None
-                except asyncio.CancelledError:
-                    raise
-                except BaseException as e:
-                    if not _fails_row(e):
-                        raise
-                    error = _reason(e)
-                await loop.run_in_executor(writer, finish, d, error)
+                    audio.append(decode(p))
+                except AudioError as e:
+                    raise ValueError(f"turn {t} user speech: {one_line(e)}") from None
+                paths.append(p)
+            done: list[TurnAnswer] = []
+            for t in range(len(d.turns)):
+                rec = turns_done.get(d.key, {}).get(t)
+                path = answer_path(out, mode, d.role, d.index, t)
+                if rec is None or not path.is_file():
+                    break
+                try:
+                    wav, sr = decode(path)
+                except AudioError:
+                    break
+                done.append(TurnAnswer(rec.get("text"), path, wav, sr))
+            return paths, audio, done, refs
 
-            if todo:
-                asyncio.run(run_concurrently(agent, todo, concurrency, one))
-        else:
-            caller = SyncCaller()  # each turn under row_timeout_s: a stuck adapter fails its dialogue, not the run
-            try:
-                for d in todo:
+        try:
+            if network:
+                from spear_metrics.agents.harness import run_concurrently
+
+                async def one(d: EvalDialogue, writer: Any) -> None:
+                    """A dialogue's turns in order; decoding off the loop, every write on ``writer``."""
+                    loop = asyncio.get_running_loop()
                     try:
-                        paths, audio, done, refs = prepare(d)
+                        paths, audio, done, _ = await asyncio.to_thread(prepare, d)
                         for t in range(len(done), len(d.turns)):
-                            history = _history_turns(d, done, audio)
-                            try:
-                                ans = caller.call(functools.partial(_sync_turn, agent, d, t, paths[t], history, config,
-                                                                    refs[t]), row_timeout_s)
-                            except RowTimeout as e:
-                                raise RowTimeout(f"turn {t} {e}") from None
-                            done.append(write_turn(d, t, ans))
-                        finish(d, None)
+                            ans = await _network_turn(agent, d, t, *audio[t], _history_turns(d, done, audio),
+                                                      chunk_ms=chunk_ms, row_timeout_s=row_timeout_s)
+                            done.append(await loop.run_in_executor(writer, write_turn, d, t, ans))
+                        error = None
+                    except asyncio.CancelledError:
+                        raise
                     except BaseException as e:
                         if not _fails_row(e):
                             raise
-                        finish(d, _reason(e))
-            finally:
-                caller.close()
-    finally:
-        log.close()
-        if bar is not None:
-            bar.close()
+                        error = _reason(e)
+                    await loop.run_in_executor(writer, finish, d, error)
 
-    # the role files, from every finished dialogue (this run's and earlier ones')
-    by_role: dict[str, dict[str, Any]] = {}
-    failures = []
-    for d in dialogues:
-        st = status.get(d.key)
-        if st is None or st["status"] != "ok":
-            if st is not None:
-                failures.append((d.key, st.get("error")))
-            continue
-        turns = turns_done.get(d.key, {})
-        by_role.setdefault(d.role, {"role": d.role})[f"dialogue_{d.index}"] = [
-            {"turn": t, "user_input": {"text": d.users[t]},
-             "model_output": {"text": turns[t].get("text") or "", "audio_path": turns[t]["audio"]}}
-            for t in range(len(d.turns))]
-    result_dir = out / f"{mode}_result"
-    for role, data in sorted(by_role.items()):
-        write_json_atomic(result_dir / "json" / f"{role}.json", data)
-    write_jsonl_atomic(result_dir / "failures.jsonl", [{"dialogue": k, "error": e} for k, e in failures])
-    info = {"agent": agent_name, "network_adapter": network, "mode": mode, "n_dialogues": len(dialogues),
-            "n_answered": sum(1 for d in dialogues if status.get(d.key, {}).get("status") == "ok"),
-            "n_turns": n_new_turns, "n_failed": len(failures), "elapsed_s": time.perf_counter() - t0,
-            "concurrency": concurrency if network else 1,
-            "request": ("AudioRequest: user speech + instructions (system prompt) + history" if network else
-                        "respond(audio, SpeechRoleRow): user speech (16 kHz, channel 0) + row.system_prompt/history")}
-    write_json_atomic(result_dir / "run_info.json", info)
-    return {**info, "failures": failures}
+                if todo:
+                    asyncio.run(run_concurrently(agent, todo, concurrency, one))
+            else:
+                caller = SyncCaller()  # each turn under row_timeout_s: a stuck adapter fails its dialogue, not the run
+                try:
+                    for d in todo:
+                        try:
+                            paths, audio, done, refs = prepare(d)
+                            for t in range(len(done), len(d.turns)):
+                                history = _history_turns(d, done, audio)
+                                try:
+                                    ans = caller.call(functools.partial(_sync_turn, agent, d, t, paths[t], history,
+                                                                        config, refs[t]), row_timeout_s)
+                                except RowTimeout as e:
+                                    raise RowTimeout(f"turn {t} {e}") from None
+                                done.append(write_turn(d, t, ans))
+                            finish(d, None)
+                        except BaseException as e:
+                            if not _fails_row(e):
+                                raise
+                            finish(d, _reason(e))
+                finally:
+                    caller.close()
+        finally:
+            log.close()
+            if bar is not None:
+                bar.close()
+
+        # the role files, from every finished dialogue (this run's and earlier ones')
+        by_role: dict[str, dict[str, Any]] = {}
+        failures = []
+        for d in dialogues:
+            st = status.get(d.key)
+            if st is None or st["status"] != "ok":
+                if st is not None:
+                    failures.append((d.key, st.get("error")))
+                continue
+            turns = turns_done.get(d.key, {})
+            by_role.setdefault(d.role, {"role": d.role})[f"dialogue_{d.index}"] = [
+                {"turn": t, "user_input": {"text": d.users[t]},
+                 "model_output": {"text": turns[t].get("text") or "", "audio_path": turns[t]["audio"]}}
+                for t in range(len(d.turns))]
+        result_dir = out / f"{mode}_result"
+        for role, data in sorted(by_role.items()):
+            write_json_atomic(result_dir / "json" / f"{role}.json", data)
+        write_jsonl_atomic(result_dir / "failures.jsonl", [{"dialogue": k, "error": e} for k, e in failures])
+        info = {"agent": agent_name, "network_adapter": network, "mode": mode, "n_dialogues": len(dialogues),
+                "n_answered": sum(1 for d in dialogues if status.get(d.key, {}).get("status") == "ok"),
+                "n_turns": n_new_turns, "n_failed": len(failures), "elapsed_s": time.perf_counter() - t0,
+                "concurrency": concurrency if network else 1,
+                "request": ("AudioRequest: user speech + instructions (system prompt) + history" if network else
+                            "respond(audio, SpeechRoleRow): user speech (16 kHz, channel 0) + row.system_prompt/history")}
+        write_json_atomic(result_dir / "run_info.json", info)
+        return {**info, "failures": failures}

@@ -16,6 +16,12 @@ Outputs in ``RESULTS/`` (see :mod:`spear_metrics.speechrole.aggregate` for the s
 ``replies.jsonl`` (every attempt of every call: the reply text or the error), then
 ``per_sample.jsonl`` (one row per dialogue) and ``summary.json`` over every mode judged into
 ``RESULTS`` so far (a second mode adds to the first when both used the same judge settings).
+
+``RESULTS`` follows the project's output-folder rule (docs/safety.md): new, empty or this
+command's (a released ``test_results/<model>`` folder is refused); every file is recorded as
+written and the folder's lock is held while it is written; each mode is one run bound to its
+settings (``.work/<mode>/run.json``), and ``overwrite`` removes only what the earlier run of that
+mode recorded (``<mode>/``, ``swapped/<mode>/``) and is unchanged.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from spear_datasets.files import WORK_DIR, OwnedFolder, open_folder
 from spear_metrics.core.records import SampleResult, one_line, write_jsonl_atomic
 from spear_metrics.speechrole.aggregate import FAILED_FILE, NOT_JUDGED, SCORED, SWAPPED_DIR, UNPARSED
 from spear_metrics.speechrole.data import MODES, Case
@@ -44,7 +51,8 @@ from spear_metrics.speechrole.protocol import (
 
 #: version of this implementation's per-dialogue values (results datasets carry it)
 VERSION = "1.0.0"
-WORK_DIR = ".work"
+#: The owner name of a score output folder (``RESULTS/.work/owner.json``).
+COMMAND = "speechrole score"
 REPLIES_FILE = "replies.jsonl"
 #: HTTP statuses that mean the whole run is misconfigured (key, model, endpoint): the run stops
 RUN_FATAL_STATUS = {401, 403, 404, 405}
@@ -257,43 +265,36 @@ def _result_objects(results: Sequence[SampleResult], units: Sequence[Unit], prot
     return out
 
 
-def _manifest(out: Path, mode: str) -> Path:
-    """The list of result files this command wrote for ``mode`` (kept beside the work folders, so
-    that ``--overwrite``, which clears the mode's work folder, still knows them)."""
-    return out / WORK_DIR / f"written-{mode}.json"
+def _mode_dirs(mode: str) -> list[str]:
+    """The folders (relative to ``RESULTS``) holding ``mode``'s judge result files."""
+    return [mode, f"{SWAPPED_DIR}/{mode}"]
 
 
-def _written(out: Path, mode: str) -> set[str]:
-    try:
-        names = json.loads(_manifest(out, mode).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return set()
-    return {n for n in names if isinstance(n, str)} if isinstance(names, list) else set()
+def foreign_results(folder: OwnedFolder, mode: str) -> list[str]:
+    """Result files under ``RESULTS/<mode>/`` and ``RESULTS/swapped/<mode>/`` that this command did
+    not write, or that changed since (:meth:`~spear_datasets.files.OwnedFolder.is_recorded`): never
+    touched, and never read into this folder's summary."""
+    found = [p for d in _mode_dirs(mode) if (folder.root / d).is_dir() for p in sorted((folder.root / d).glob("*.json"))]
+    return [p.relative_to(folder.root).as_posix() for p in found if not folder.is_recorded(p)]
 
 
-def foreign_results(out: Path, mode: str) -> list[str]:
-    """Result files under ``out/<mode>/`` and ``out/swapped/<mode>/`` that this command did not
-    write (a released ``test_results/<model>`` folder given as ``--out``): never touched."""
-    mine = _written(out, mode)
-    found = [p for d in (out / mode, out / SWAPPED_DIR / mode) if d.is_dir() for p in sorted(d.glob("*.json"))]
-    return [p.relative_to(out).as_posix() for p in found if p.relative_to(out).as_posix() not in mine]
-
-
-def write_outputs(out: Path, mode: str, cases: Sequence[Case], units: Sequence[Unit],
+def write_outputs(folder: OwnedFolder, mode: str, cases: Sequence[Case], units: Sequence[Unit],
                   results: Sequence[SampleResult], protocol: str) -> None:
-    """Write the mode's result files, its failed dialogues and every reply (module docstring).
-    Result files this command wrote earlier for this mode (another run's, under ``overwrite``)
-    that this run does not write again are removed; no other file is."""
+    """Write the mode's result files, its failed dialogues and every reply (module docstring) into
+    the open folder. Result files this command wrote earlier for this mode that this run does not
+    write again (a role no longer judged) are removed when unchanged; no other file is."""
     from spear_metrics.core.records import read_jsonl
 
+    out = folder.root
     new: list[str] = []
     for (order, role), objs in sorted(_result_objects(results, units, protocol).items()):
         path = (out / mode if order == "benchmark" else out / SWAPPED_DIR / mode) / f"{role}.json"
         write_json_atomic_list(path, [objs[i] for i in sorted(objs)])
         new.append(path.relative_to(out).as_posix())
-    for rel in sorted(_written(out, mode) - set(new)):
-        (out / rel).unlink(missing_ok=True)
-    write_json_atomic_list(_manifest(out, mode), new)
+    dirs = tuple(d + "/" for d in _mode_dirs(mode))
+    for rel in sorted(r for r in folder.recorded() if r.startswith(dirs) and r.endswith(".json")):
+        if rel not in new:
+            folder.remove_file(out / rel)
     others = [o for o in read_jsonl(out / FAILED_FILE) if o.get("mode") != mode]
     mine = [{"mode": mode, "role": c.dialogue.role, "dialogue": c.dialogue.index if c.dialogue.index >= 0 else None,
              "error": c.error} for c in cases if not c.ok]
@@ -334,20 +335,31 @@ class ModeOutcome:
 def judge_mode(cases: Sequence[Case], mode: str, out: str | os.PathLike, settings: JudgeSettings, *,
                inputs: dict[str, Any], unknown: Sequence[str] = ()) -> ModeOutcome:
     """Judge the checked ``cases`` of one mode into ``out`` (resumable; see the module docstring).
+    ``out`` is opened under the output-folder rule for the call (or the folder this process holds
+    open already: the CLI holds it across modes and the summary).
 
     Args:
         inputs: what identifies the inputs (test data, outputs folder, roles) in the fingerprint.
 
     Raises:
         JudgeRunError: ``out`` holds this mode judged from other inputs or settings (use
-            ``overwrite``), another mode of ``out`` was judged with other settings, or a
-            whole-run judge error.
+            ``overwrite``), another mode of ``out`` was judged with other settings, result files
+            this command did not write, or a whole-run judge error.
+        spear_datasets.files.OutFolderError: ``out`` holds files this tool did not write, another
+            command's output, or is being written by another live process.
     """
-    from spear_metrics.core.records import claim_work_dir
+    with open_folder(out, command=COMMAND, activity="scored") as folder:
+        return _judge_mode(folder, cases, mode, settings, inputs=inputs, unknown=unknown)
+
+
+def _judge_mode(folder: OwnedFolder, cases: Sequence[Case], mode: str, settings: JudgeSettings, *,
+                inputs: dict[str, Any], unknown: Sequence[str]) -> ModeOutcome:
+    """:func:`judge_mode` in its open folder."""
+    from spear_metrics.core.records import bind_run
     from spear_metrics.core.runner import RunError, run_resumable
 
-    out = Path(out)
-    foreign = foreign_results(out, mode)
+    out = folder.root
+    foreign = foreign_results(folder, mode)
     if foreign:
         raise JudgeRunError(f"{out} holds judge results this command did not write ({foreign[0]}"
                             f"{f' and {len(foreign) - 1} more' if len(foreign) > 1 else ''}); judge into another --out folder")
@@ -365,26 +377,25 @@ def judge_mode(cases: Sequence[Case], mode: str, out: str | os.PathLike, setting
                 raise JudgeRunError(f"{out} holds {m} results judged with other settings (judge, protocol, reference "
                                     "set or order); judge into another --out folder")
     units = make_units(cases, settings.protocol, settings.swap_order)
-    work = out / WORK_DIR / mode
-    if not units:  # nothing to call: still bind the folder (a rerun with other inputs must not mix)
-        claim_work_dir(work, fp, overwrite=settings.overwrite,
-                       conflict=JudgeRunError(f"{out} holds {mode} results of other inputs or settings; use another "
-                                              "--out folder or --overwrite"))
+    work = folder.work / mode
+    # bound even with nothing to call (a rerun with other inputs must not mix)
+    bind_run(folder, work, fp, overwrite=settings.overwrite, outputs=_mode_dirs(mode),
+             conflict=JudgeRunError(f"{out} holds {mode} results of other inputs or settings; use another --out "
+                                    "folder or --overwrite"))
+    if not units:
         results: list[SampleResult] = []
         n_resumed = n_new = 0
     else:
         try:
             outcome = run_resumable(
-                units, lambda batch: [judge_unit(u, settings) for u in batch], work, n_rows=len(units), fingerprint=fp,
-                conflict=JudgeRunError(f"{out} holds {mode} results of other inputs or settings; use another --out "
-                                       "folder or --overwrite"),
-                overwrite=settings.overwrite, batch_size=1, retry_failed=settings.retry_failed,
+                units, lambda batch: [judge_unit(u, settings) for u in batch], work, n_rows=len(units),
+                batch_size=1, retry_failed=settings.retry_failed,
                 progress_desc=f"speechrole {mode} judge calls" if settings.progress else None,
                 concurrency=max(1, int(settings.concurrency)), state=_single_process())
         except RunError as e:
             raise JudgeRunError(str(e)) from None
         results, n_resumed, n_new = outcome.results, outcome.n_resumed, len(outcome.new)
-    write_outputs(out, mode, cases, units, results, settings.protocol)
+    write_outputs(folder, mode, cases, units, results, settings.protocol)
     return ModeOutcome(mode, list(cases), units, results, n_resumed, n_new, list(unknown))
 
 
@@ -401,19 +412,33 @@ def _single_process():
 
 def summarize_folder(out: str | os.PathLike, *, n_resamples: int = 1000, seed: int = 0,
                      provenance: dict[str, Any] | None = None, extra: dict[str, Any] | None = None,
-                     results_dir: str | os.PathLike | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+                     results_dir: str | os.PathLike | None = None,
+                     command: str = COMMAND) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Read the judge results under ``results_dir`` (default ``out``), aggregate them
     (:func:`spear_metrics.speechrole.aggregate.aggregate_rows`) and write ``out/per_sample.jsonl``
     and ``out/summary.json`` (THE summary writer). Returns ``(summary, rows)``.
 
+    ``out`` is opened under the output-folder rule as ``command``'s (``"speechrole score"``, or
+    ``"speechrole summarize"`` for a summary of results elsewhere), or is the folder this process
+    holds open already.
+
     Raises:
         spear_metrics.speechrole.aggregate.JudgeResultsError: no results to read.
+        spear_datasets.files.OutFolderError: ``out`` cannot be used (see :func:`judge_mode`).
     """
+    with open_folder(out, command=command, activity="scored" if command == COMMAND else "written"):
+        return _summarize(Path(out), n_resamples=n_resamples, seed=seed, provenance=provenance, extra=extra,
+                          results_dir=results_dir)
+
+
+def _summarize(out: Path, *, n_resamples: int, seed: int, provenance: dict[str, Any] | None,
+               extra: dict[str, Any] | None,
+               results_dir: str | os.PathLike | None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """:func:`summarize_folder` in its open folder."""
     from spear_metrics.core.stats import CONFIDENCE
     from spear_metrics.core.summary import build_summary, write_summary
     from spear_metrics.speechrole.aggregate import aggregate_rows, read_judge_results
 
-    out = Path(out)
     rows, info = read_judge_results(results_dir or out)
     aggregates = aggregate_rows(rows, n_resamples=n_resamples, seed=seed)
     stand_ins = [SampleResult(row=r["row"], audio_path="", status=r["status"], error=r.get("error")) for r in rows]

@@ -1,0 +1,510 @@
+"""``gemini-live``: Google's Gemini Live API (``BidiGenerateContent`` over a WebSocket), full duplex.
+
+The session (message and field names as the ``google-genai`` SDK writes and reads them:
+``google/genai/live.py``, ``_live_converters.py``, ``types.py``; Google's "Live API" reference):
+
+- ``wss://generativelanguage.googleapis.com/ws/google.ai.generativelanguage.<v1beta|v1alpha>.GenerativeService.BidiGenerateContent``,
+  the API key in the ``x-goog-api-key`` header (as the SDK sends it; never in the URL);
+- first message ``setup``: ``model`` (``models/<name>``), ``generationConfig``
+  (``responseModalities: ["AUDIO"]``, ``speechConfig.voiceConfig.prebuiltVoiceConfig.voiceName``),
+  optional ``systemInstruction``, ``realtimeInputConfig.automaticActivityDetection``
+  (``disabled: true`` for push-to-talk), ``outputAudioTranscription: {}``; the server answers
+  ``setupComplete``;
+- push-to-talk (``vad=ptt``, default): ``realtimeInput.activityStart``, the input as 16 kHz
+  16-bit mono PCM in ``realtimeInput.audio`` chunks (``{data: base64, mimeType:
+  "audio/pcm;rate=16000"}``, 40 ms each, paced in real time by the harness), then
+  ``realtimeInput.activityEnd`` right after the chunk holding the input's last sample;
+  automatic activity detection (``vad=auto``): the input and ``tail_silence_s`` of silence,
+  then ``realtimeInput.audioStreamEnd``; the server decides when the user's turn ended
+  (and may answer before the input ends);
+- the server streams ``serverContent.modelTurn.parts[].inlineData`` (``mimeType
+  "audio/pcm;rate=24000"``, base64 16-bit PCM), ``outputTranscription.text``, ``interrupted``,
+  ``generationComplete``, ``turnComplete`` (the answer is done), and may send ``goAway``
+  (``timeLeft``) before closing the connection.
+
+Onset (``onset_clock=wall``, default): the wall clock at the first ``inlineData`` minus the clock
+just before the first input chunk (``activityStart`` goes out just before it), floored at 0: the
+rule of SPEAR's realtime proxy (``gpt-realtime-2.py``; SPEAR has not published its Gemini proxy).
+``onset_clock=stream``: seconds of input sent when the first audio arrived (after the input's end
+in push-to-talk this stays at the input's length: use the wall clock there). SPEAR's answer is
+every audio chunk of the session back to back.
+
+Why ``websockets`` and not the SDK's live client (``client.aio.live.connect``): with an API key the
+SDK rewrites any ``base_url`` to ``wss://`` (``BaseApiClient._websocket_base_url``), so it cannot
+reach a plain ``ws://`` loopback server (the tests' fake; a local gateway), and it takes the first
+server message as the answer to ``setup`` without checking it; the adapter also needs the
+handshake's HTTP status and ``Retry-After`` and the close codes, which the project's network
+plumbing (:mod:`spear_metrics.agents.net`) maps once for every WebSocket adapter. The messages
+are the SDK's (a test compares ours with the SDK's own serialization).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import json
+import math
+import os
+from typing import Any, Optional
+from urllib.parse import urlsplit, urlunsplit
+
+import numpy as np
+
+from spear_metrics.agents.base import AgentError
+from spear_metrics.agents.duplex import (
+    AudioRequest,
+    NetworkAgentBase,
+    OutputSink,
+    ProtocolError,
+    SessionConfig,
+    SessionResult,
+)
+from spear_metrics.agents.duplex import pcm16_bytes
+from spear_metrics.agents.net import close_reason as _close_reason
+from spear_metrics.agents.net import settle as _settle
+
+#: rate (Hz) of the input audio the Live API takes (``audio/pcm;rate=16000``)
+INPUT_RATE = 16_000
+INPUT_MIME = f"audio/pcm;rate={INPUT_RATE}"
+#: rate (Hz) of the Live API's output audio when its mimeType names none (documented: 24 kHz)
+OUTPUT_RATE = 24_000
+DEFAULT_MODEL = "gemini-2.5-flash-native-audio-preview-12-2025"
+DEFAULT_BASE_URL = "wss://generativelanguage.googleapis.com"
+#: environment variables tried for the key when ``api_key_env`` is not given, in this order
+KEY_ENVS = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
+#: URL-safe base64 -> standard (proto3 JSON accepts both for bytes fields)
+_URLSAFE = str.maketrans("-_", "+/")
+#: ``automaticActivityDetection`` sensitivities (``types.StartSensitivity`` / ``EndSensitivity``)
+_SENSITIVITY = {"high": "HIGH", "low": "LOW"}
+
+
+def live_url(base_url: str, api_version: str) -> str:
+    """The ``BidiGenerateContent`` WebSocket URL under ``base_url`` (``https``/``wss`` -> ``wss``,
+    ``http``/``ws`` -> ``ws``), as the SDK builds it.
+
+    Raises:
+        ValueError: another scheme.
+    """
+    parts = urlsplit(base_url)
+    scheme = {"https": "wss", "wss": "wss", "http": "ws", "ws": "ws"}.get(parts.scheme)
+    if scheme is None or not parts.netloc:
+        raise ValueError(f"base_url must be a wss://, ws://, https:// or http:// URL, got {base_url!r}")
+    path = parts.path.rstrip("/") + f"/ws/google.ai.generativelanguage.{api_version}.GenerativeService.BidiGenerateContent"
+    return urlunsplit((scheme, parts.netloc, path, "", ""))
+
+
+def pcm_rate(mime: Any) -> int:
+    """The sample rate (Hz) of an ``audio/pcm[;rate=N]`` mimeType (:data:`OUTPUT_RATE` when it
+    names none).
+
+    Raises:
+        ProtocolError: not ``audio/pcm``, or a rate that is not a whole number of Hz in the range
+            an answer may have.
+    """
+    from spear_metrics.agents.base import MAX_ANSWER_SR, MIN_ANSWER_SR
+
+    text = str(mime or "")
+    kind, _, params = text.partition(";")
+    if kind.strip().lower() != "audio/pcm":
+        raise ProtocolError(f"output audio of mimeType {text[:60]!r}; expected audio/pcm")
+    rate = OUTPUT_RATE
+    for p in params.split(";"):
+        k, _, v = p.partition("=")
+        if k.strip().lower() == "rate":
+            try:
+                rate = int(v.strip())
+            except ValueError:
+                raise ProtocolError(f"output audio mimeType {text[:60]!r} has an unreadable rate") from None
+    if not MIN_ANSWER_SR <= rate <= MAX_ANSWER_SR:
+        raise ProtocolError(f"output audio mimeType {text[:60]!r} has an impossible rate ({rate} Hz)")
+    return rate
+
+
+class GeminiLiveAgent(NetworkAgentBase):
+    """Google's Gemini Live API (BidiGenerateContent WebSocket), full duplex, push-to-talk by default.
+
+    The input (channels mixed, 16 kHz 16-bit PCM) streams in real time in 40 ms chunks
+    (``--chunk-ms``) between ``activityStart`` and ``activityEnd`` (``vad=ptt``), or with the
+    server's automatic activity detection and ``tail_silence_s`` of silence after it
+    (``vad=auto``, which a time-synchronous ``fdb-infer`` session needs). Onset: first output audio
+    on the wall clock since the first input chunk (SPEAR's realtime-proxy rule) or on the stream
+    clock (``onset_clock=stream``). The key comes from ``GEMINI_API_KEY`` (else ``GOOGLE_API_KEY``)
+    or the variable ``api_key_env`` names.
+
+    Args:
+        model: Live model name (sent as ``models/<model>``).
+        base_url: server root, e.g. ``wss://generativelanguage.googleapis.com`` (a ``ws://127.0.0.1:PORT`` test server).
+        api_version: ``v1beta`` or ``v1alpha`` (the URL's API version).
+        voice: prebuilt voice name (e.g. ``Puck``); empty: the server's default.
+        instructions: system instruction text (a request's own instructions replace it); empty: none.
+        vad: ``ptt`` (push-to-talk: activityStart/activityEnd around the input, automatic detection off) or ``auto``.
+        vad_start_sensitivity: ``vad=auto``: ``high`` or ``low`` start-of-speech sensitivity; empty: the server's default.
+        vad_end_sensitivity: ``vad=auto``: ``high`` or ``low`` end-of-speech sensitivity; empty: the server's default.
+        vad_prefix_padding_ms: ``vad=auto``: speech (ms) before a start of speech is committed; negative: the server's default.
+        vad_silence_ms: ``vad=auto``: silence (ms) that ends the user's speech; negative: the server's default.
+        transcription: ask for the transcript of the output audio (``outputAudioTranscription``), kept as the answer's text.
+        onset_clock: ``wall`` (SPEAR's proxy: s since the first input chunk) or ``stream`` (s of input sent when the first audio came).
+        tail_silence_s: ``vad=auto``: seconds of silence streamed after the input (negative: 2.5, SPEAR's realtime proxy's); ``vad=ptt`` sends none.
+        max_wait_s: longest wait (s) for the answer to finish after the input (SPEAR's realtime proxy: 30).
+        api_key_env: environment variable holding the key (empty: GEMINI_API_KEY, else GOOGLE_API_KEY).
+        connect_timeout_s: time limit (s) of the WebSocket handshake and of the wait for setupComplete.
+        max_tries: tries to open a session (retries: HTTP 429/5xx on the handshake, close codes 1012/1013, network errors).
+        send_row_id: send the row's identity (the clip's file name) in the ``X-Client-Request-Id`` tracing header.
+    """
+
+    paced = True
+
+    def __init__(self, model: str = DEFAULT_MODEL, base_url: str = DEFAULT_BASE_URL, api_version: str = "v1beta",
+                 voice: str = "", instructions: str = "", vad: str = "ptt", vad_start_sensitivity: str = "",
+                 vad_end_sensitivity: str = "", vad_prefix_padding_ms: int = -1, vad_silence_ms: int = -1,
+                 transcription: bool = True, onset_clock: str = "wall", tail_silence_s: float = -1.0,
+                 max_wait_s: float = 30.0, api_key_env: str = "", connect_timeout_s: float = 20.0, max_tries: int = 4,
+                 send_row_id: bool = True):
+        from spear_metrics.agents.net import RetryPolicy
+
+        if vad not in ("ptt", "auto"):
+            raise ValueError(f"vad must be ptt or auto, got {vad!r}")
+        if onset_clock not in ("wall", "stream"):
+            raise ValueError(f"onset_clock must be wall or stream, got {onset_clock!r}")
+        for name, v in (("vad_start_sensitivity", vad_start_sensitivity), ("vad_end_sensitivity", vad_end_sensitivity)):
+            if v and v.lower() not in _SENSITIVITY:
+                raise ValueError(f"{name} must be high, low or empty, got {v!r}")
+        if api_version not in ("v1beta", "v1alpha"):
+            raise ValueError(f"api_version must be v1beta or v1alpha, got {api_version!r}")
+        if not (math.isfinite(max_wait_s) and max_wait_s > 0 and connect_timeout_s > 0):
+            raise ValueError("max_wait_s and connect_timeout_s must be > 0")
+        if not math.isfinite(tail_silence_s):
+            raise ValueError("tail_silence_s must be a number of seconds")
+        if not model.strip():
+            raise ValueError("model must be a model name")
+        self.model = model.strip()
+        self.url = live_url(base_url, api_version)
+        self.voice = voice.strip()
+        self.instructions = instructions or None
+        self.vad = vad
+        aad: dict[str, Any] = {"disabled": vad == "ptt"}
+        if vad == "auto":
+            if vad_start_sensitivity:
+                aad["startOfSpeechSensitivity"] = f"START_SENSITIVITY_{_SENSITIVITY[vad_start_sensitivity.lower()]}"
+            if vad_end_sensitivity:
+                aad["endOfSpeechSensitivity"] = f"END_SENSITIVITY_{_SENSITIVITY[vad_end_sensitivity.lower()]}"
+            if vad_prefix_padding_ms >= 0:
+                aad["prefixPaddingMs"] = int(vad_prefix_padding_ms)
+            if vad_silence_ms >= 0:
+                aad["silenceDurationMs"] = int(vad_silence_ms)
+        self._activity_detection = aad
+        self.transcription = bool(transcription)
+        self.onset_clock = onset_clock
+        self.tail_silence_s = 0.0 if vad == "ptt" else (2.5 if tail_silence_s < 0 else float(tail_silence_s))
+        self.max_wait_s = float(max_wait_s)
+        self.api_key_env = api_key_env.strip()
+        self.connect_timeout_s = float(connect_timeout_s)
+        self.send_row_id = bool(send_row_id)
+        self.retry = RetryPolicy(max_tries=int(max_tries))
+        self.onset_rule = ("wall clock: monotonic time at the first output audio (inlineData) minus the time just "
+                           "before the first input chunk, floored at 0 (SPEAR's realtime-proxy rule)"
+                           if onset_clock == "wall" else
+                           "stream clock: seconds of input sent when the first output audio (inlineData) arrived")
+        self.key()  # a missing key is a whole-run error, before any row
+
+    def key(self) -> str:
+        """The API key from the environment (registered for masking).
+
+        Raises:
+            MissingKeyError: the variable (``api_key_env``, or both of :data:`KEY_ENVS`) is unset.
+        """
+        from spear_metrics.agents.net import MissingKeyError, api_key
+
+        if self.api_key_env:
+            return api_key(self.api_key_env)
+        for env in KEY_ENVS:
+            if os.environ.get(env, "").strip():
+                return api_key(env)
+        raise MissingKeyError(f"environment variables {' and '.join(KEY_ENVS)} are not set (one must hold the API key)")
+
+    def setup_message(self, request: AudioRequest) -> dict[str, Any]:
+        """The first client message, ``{"setup": ...}``, for ``request``."""
+        gen: dict[str, Any] = {"responseModalities": ["AUDIO"]}
+        if self.voice:
+            gen["speechConfig"] = {"voiceConfig": {"prebuiltVoiceConfig": {"voiceName": self.voice}}}
+        setup: dict[str, Any] = {"model": f"models/{self.model}" if "/" not in self.model else self.model,
+                                 "generationConfig": gen,
+                                 "realtimeInputConfig": {"automaticActivityDetection": dict(self._activity_detection)}}
+        instr = request.instructions or self.instructions
+        if instr:
+            setup["systemInstruction"] = {"parts": [{"text": instr}], "role": "user"}
+        if self.transcription:
+            setup["outputAudioTranscription"] = {}
+        return {"setup": setup}
+
+    def onset(self, result: SessionResult) -> Optional[float]:
+        t = result.first_audio_s if self.onset_clock == "wall" else result.first_audio_input_s
+        return None if t is None else max(0.0, t)
+
+    async def connect(self, request: AudioRequest, sink: OutputSink, config: SessionConfig) -> "LiveConnection":
+        """Open a session (handshake, ``setup``, ``setupComplete``; ``activityStart`` in push-to-talk).
+
+        Raises:
+            AgentError: a request this API cannot take here (history, a second audio, text-only
+                output), or push-to-talk in a time-synchronous session; NetError: refused or
+                unreachable (after retries).
+        """
+        from spear_metrics.agents.net import with_retries
+
+        if request.history or request.audio2 is not None:
+            raise AgentError("gemini-live takes one input audio (no dialogue history, no second audio)")
+        if "audio" not in request.modalities:
+            raise AgentError("gemini-live answers in audio (responseModalities AUDIO); text-only output is not supported")
+        if config.time_synchronous and self.vad == "ptt":
+            raise AgentError("gemini-live: push-to-talk (vad=ptt) answers only after the input ends, and a "
+                             "time-synchronous session ends with its input: use -a vad=auto")
+        conn = LiveConnection(self, request, sink)
+        await with_retries(conn.open, self.retry)
+        return conn
+
+
+class LiveConnection:
+    """One ``BidiGenerateContent`` session (see :class:`GeminiLiveAgent`)."""
+
+    def __init__(self, agent: GeminiLiveAgent, request: AudioRequest, sink: OutputSink):
+        from spear_datasets.audio import resample
+
+        self.agent, self.request, self.sink = agent, request, sink
+        self._input = resample(request.mono()[None, :], request.sample_rate, INPUT_RATE)[0]
+        self._in = 0  # input samples taken (request rate)
+        self._out = 0  # 16 kHz samples taken
+        self._activity_open = False
+        self.ws: Any = None
+        self._receiver: Optional[asyncio.Task] = None
+        self._closing = False
+        self._ready = asyncio.Event()
+        self._open_error: Optional[AgentError] = None
+        self.go_away: Optional[str] = None  # goAway's timeLeft, when the server sent one
+        self.interrupted = 0  # serverContent.interrupted seen (automatic activity detection)
+
+    # ------------------------------------------------------------------ open (retried)
+    async def open(self) -> None:
+        """One try: WebSocket handshake, ``setup``, wait for ``setupComplete``, ``activityStart``.
+
+        Raises:
+            NetError: refused (HTTP status), unreachable, closed or timed out during the set-up.
+            ProtocolError: a malformed first answer.
+        """
+        from websockets.asyncio.client import connect
+        from websockets.exceptions import InvalidHandshake, InvalidStatus
+
+        from spear_metrics.agents.net import REQUEST_ID_HEADER, NetError, http_error, mask_secrets, request_id, within
+
+        self._ready = asyncio.Event()
+        self._open_error = None
+        self._closing = False
+        self._activity_open = False
+        where = self.agent.url
+        headers = {"x-goog-api-key": self.agent.key()}
+        if self.agent.send_row_id and self.request.row_id:
+            headers[REQUEST_ID_HEADER] = request_id(self.request.row_id)
+        try:
+            self.ws = await within(self.agent.connect_timeout_s,
+                                   connect(where, additional_headers=headers, max_size=2 ** 24, open_timeout=None,
+                                           ping_interval=None, close_timeout=2, max_queue=None),
+                                   f"WebSocket handshake with {where}")
+        except InvalidStatus as e:
+            r = e.response
+            body = r.body.decode("utf-8", "replace") if isinstance(r.body, bytes) else ""
+            raise http_error(r.status_code, body, dict(r.headers.raw_items()), what=f"{where} (WebSocket handshake)") from None
+        except (OSError, InvalidHandshake) as e:
+            raise NetError(f"cannot open a WebSocket to {where}: {type(e).__name__}: {mask_secrets(str(e))[:160]}",
+                           retryable=isinstance(e, OSError)) from None
+        self._receiver = asyncio.create_task(self._receive())
+        try:
+            await self._send(self.agent.setup_message(self.request))
+            await within(self.agent.connect_timeout_s, self._wait_ready(), f"setupComplete from {where}")
+            if self.agent.vad == "ptt":
+                await self._send({"realtimeInput": {"activityStart": {}}})
+                self._activity_open = True
+        except BaseException:
+            await self._abort()
+            raise
+
+    async def _wait_ready(self) -> None:
+        await self._ready.wait()  # set by setupComplete, or by the receiver's first error
+        if self._open_error is not None:
+            raise self._open_error
+
+    # ------------------------------------------------------------------ sending
+    async def _send(self, message: dict[str, Any]) -> None:
+        from websockets.exceptions import ConnectionClosed
+
+        from spear_metrics.agents.net import RETRY_CLOSE_CODES, NetError
+
+        try:
+            await self.ws.send(json.dumps(message))
+        except ConnectionClosed as e:
+            code, why = _close_reason(e)
+            await _settle(self._receiver)
+            self.sink.check()  # the receiver's reason first (what the server said before closing)
+            after = f" after goAway (time left {self.go_away})" if self.go_away is not None else ""
+            raise NetError(f"server closed the connection{after} ({why}) while the input was being sent",
+                           retryable=code in RETRY_CLOSE_CODES and not self._ready.is_set(), status=code) from None
+
+    async def send_audio(self, chunk: np.ndarray) -> None:
+        """Send the chunk's span of the (pre-resampled) input as one ``realtimeInput.audio``; in
+        push-to-talk, ``activityEnd`` right after the input's last sample, and nothing after it."""
+        self._in += chunk.shape[1]
+        end = round(self._in * INPUT_RATE / self.request.sample_rate)
+        if self.agent.vad == "ptt":
+            if not self._activity_open:
+                self._out = end
+                return
+            end = min(end, len(self._input))
+        seg = self._input[self._out:end]
+        if len(seg) < end - self._out:  # the tail's silence (vad=auto)
+            seg = np.concatenate([seg, np.zeros(end - self._out - len(seg), np.float32)])
+        self._out = end
+        if len(seg):
+            data = base64.b64encode(pcm16_bytes(seg)).decode("ascii")
+            await self._send({"realtimeInput": {"audio": {"data": data, "mimeType": INPUT_MIME}}})
+        if self._activity_open and self._out >= len(self._input):
+            await self._send({"realtimeInput": {"activityEnd": {}}})
+            self._activity_open = False
+
+    async def end_input(self) -> None:
+        """Push-to-talk: ``activityEnd`` if not sent yet; automatic detection: ``audioStreamEnd``."""
+        self.sink.check()
+        if self._activity_open:
+            await self._send({"realtimeInput": {"activityEnd": {}}})
+            self._activity_open = False
+        elif self.agent.vad == "auto":
+            await self._send({"realtimeInput": {"audioStreamEnd": True}})
+
+    async def close(self) -> None:
+        await self._abort()
+        if self._receiver is not None:
+            try:
+                await self._receiver
+            except BaseException:
+                pass
+
+    async def _abort(self) -> None:
+        """Close the WebSocket, then stop the receiver (which ignores what still arrives). The
+        connection's queue is unbounded (``max_queue=None``): with 16 unread frames queued (a
+        receiver stopped by an error) websockets would stop reading the socket, and the close
+        would wait its whole ``close_timeout`` for the server's close frame."""
+        self._closing = True
+        if self.ws is not None:
+            try:
+                await asyncio.wait_for(self.ws.close(), 2)
+            except BaseException:
+                pass
+        if self._receiver is not None:
+            self._receiver.cancel()
+        self.ws = None
+
+    # ------------------------------------------------------------------ receiving
+    async def _receive(self) -> None:
+        from websockets.exceptions import ConnectionClosed
+
+        from spear_metrics.agents.net import mask_secrets
+
+        try:
+            async for raw in self.ws:
+                if not self._closing:
+                    self._handle(_message(raw))
+            code, why = None, "closed"
+            if self.ws is not None and self.ws.close_code is not None:
+                code = self.ws.close_code
+                why = f"code {code}" + (f" ({self.ws.close_reason})" if self.ws.close_reason else "")
+            if not self._closing:
+                self._lost(code, why)
+        except ConnectionClosed as e:
+            if not self._closing:
+                self._lost(*_close_reason(e))
+        except asyncio.CancelledError:
+            raise
+        except AgentError as e:
+            self._fail(e)
+        except Exception as e:  # a bug in a handler must not hang the session
+            self._fail(ProtocolError(f"cannot handle a server message: {type(e).__name__}: {mask_secrets(str(e))[:120]}"))
+
+    def _fail(self, err: AgentError) -> None:
+        if not self._ready.is_set():  # during the set-up: open() raises it (and may retry)
+            self._open_error = err
+            self._ready.set()
+            return
+        self.sink.fail(err)
+
+    def _lost(self, code: Optional[int], why: str) -> None:
+        from spear_metrics.agents.net import RETRY_CLOSE_CODES, NetError
+
+        if not self._ready.is_set():
+            self._fail(NetError(f"server closed the connection during the session set-up ({why})",
+                                retryable=code in RETRY_CLOSE_CODES, status=code))
+            return
+        if self.sink.is_done and code == 1000:
+            return  # answered, then closed normally
+        phase = "mid-answer" if self.sink.result.chunks else "before answering"
+        after = f" after goAway (time left {self.go_away})" if self.go_away is not None else ""
+        self.sink.fail(NetError(f"server closed the connection{after} {phase} ({why})", status=code))
+
+    def _handle(self, msg: dict[str, Any]) -> None:
+        if "setupComplete" in msg:
+            self._ready.set()
+        if not self._ready.is_set():
+            keys = ", ".join(sorted(msg)[:4]) or "nothing"
+            raise ProtocolError(f"expected setupComplete as the answer to setup, got {keys}")
+        content = msg.get("serverContent")
+        if content is not None:
+            if not isinstance(content, dict):
+                raise ProtocolError("malformed serverContent (not an object)")
+            self._content(content)
+        if "goAway" in msg:
+            ga = msg.get("goAway")
+            self.go_away = str(ga.get("timeLeft", "unknown")) if isinstance(ga, dict) else "unknown"
+        # toolCall, usageMetadata, sessionResumptionUpdate, voice-activity signals: nothing to keep
+
+    def _content(self, content: dict[str, Any]) -> None:
+        turn = content.get("modelTurn")
+        if turn is not None:
+            parts = turn.get("parts", []) if isinstance(turn, dict) else None
+            if not isinstance(parts, list):
+                raise ProtocolError("malformed serverContent.modelTurn (no parts list)")
+            for part in parts:
+                blob = part.get("inlineData") if isinstance(part, dict) else None
+                if blob is None:
+                    continue  # text/thought parts: the transcript is the answer's text
+                if not isinstance(blob, dict) or not isinstance(blob.get("data"), str):
+                    raise ProtocolError("malformed inlineData (no base64 data)")
+                rate = pcm_rate(blob.get("mimeType"))
+                try:  # proto3 JSON bytes: standard or URL-safe base64 (the SDK itself writes URL-safe)
+                    data = base64.b64decode(blob["data"].translate(_URLSAFE), validate=True)
+                except (binascii.Error, ValueError):
+                    raise ProtocolError("inlineData holds audio that is not valid base64") from None
+                self.sink.pcm16(data, rate)
+        tr = content.get("outputTranscription")
+        if isinstance(tr, dict) and isinstance(tr.get("text"), str):
+            self.sink.text(tr["text"])
+        if content.get("interrupted"):
+            self.interrupted += 1
+        if content.get("turnComplete"):
+            self.sink.done("stop")
+
+
+def _message(raw: Any) -> dict[str, Any]:
+    """One server message (JSON in a text or binary frame) as a dict.
+
+    Raises:
+        ProtocolError: not JSON, or not a JSON object.
+    """
+    text = bytes(raw).decode("utf-8", "replace") if isinstance(raw, (bytes, bytearray)) else str(raw)
+    try:
+        msg = json.loads(text)
+    except json.JSONDecodeError:
+        from spear_metrics.core.secrets import mask_secrets
+
+        raise ProtocolError(f"malformed message from the server (not JSON): {mask_secrets(text)[:60]!r}") from None
+    if not isinstance(msg, dict):
+        raise ProtocolError(f"malformed message from the server (a JSON {type(msg).__name__}, not an object)")
+    return msg
+
+

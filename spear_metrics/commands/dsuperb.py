@@ -1,0 +1,217 @@
+"""``spearbench dsuperb``: Dynamic-SUPERB Phase-2 in SPEARBench.
+
+- ``dsuperb tasks [--manifest CSV]``: the task instances known (manifest), their metric, and
+  whether SPEARBench computes a value for it;
+- ``dsuperb infer --agent NAME --tasks T1,T2 --out PRED/``: an adapter's text answers to each
+  instance's ``test`` split, in upstream's prediction layout (``PRED/<instance>.json``);
+  resumable, concurrent for network adapters (:mod:`spear_metrics.dynamic_superb.infer`);
+- ``dsuperb score --pred PRED/ --out RESULTS/ --judge-url URL --judge-model NAME`` (or
+  ``--judge-local MODEL``): each task's metric with a bootstrap interval and ``na_rate``,
+  per-category and overall means, upstream's submission file
+  (:mod:`spear_metrics.dynamic_superb.scoring`).
+
+Keys: the judge's API key is read from the environment variable ``--judge-api-key-env``
+(default ``OPENAI_API_KEY``) only; it is never written or printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from spear_metrics.commands import add_bootstrap_arguments, number, parse_options, print_failures
+
+
+def _tasks_arg(text: str | None) -> list[str]:
+    return [t.strip() for t in (text or "").split(",") if t.strip()]
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="dsuperb_command", required=True, metavar="{tasks,infer,score}")
+    t = sub.add_parser("tasks", help="list the task instances of the manifest and their metrics",
+                       description="list the task instances of the manifest and their metrics")
+    t.add_argument("--manifest", default=None, help="CSV adding or overriding instances (instance,metric[,hub_path,revision,category])")
+
+    i = sub.add_parser("infer", help="run an adapter over task instances into upstream's prediction files",
+                       description="run an adapter over task instances into PRED/<instance>.json (upstream's layout)")
+    i.add_argument("--agent", required=True, help="adapter: openai-audio (any OpenAI-compatible server), a local "
+                                                  "text adapter (file.py:Class with respond_text), fixed-text...")
+    i.add_argument("--agent-option", "-a", action="append", default=[], metavar="KEY=VALUE",
+                   help="adapter constructor option (repeatable), e.g. base_url=http://127.0.0.1:8000/v1")
+    i.add_argument("--tasks", required=True, help="comma-separated instance names (dsuperb tasks lists them)")
+    i.add_argument("--data", default=None, help="folder of local instances: <instance>/ (save_to_disk or Hub layout) or "
+                                                "<instance>.parquet; others are loaded from the Hub at their revision")
+    i.add_argument("--manifest", default=None, help="CSV adding or overriding instances")
+    i.add_argument("--out", required=True, help="prediction folder PRED/ (a rerun resumes)")
+    i.add_argument("--concurrency", type=number(integer=True, minimum=1), default=1,
+                   help="network adapters: rows answered at once (default 1)")
+    i.add_argument("--row-timeout-s", type=number(above=0), default=300.0, help="one row's time limit, s (default 300)")
+    i.add_argument("--chunk-ms", type=number(above=0), default=40.0, help="paced network adapters: chunk length, ms")
+    i.add_argument("--limit", type=number(integer=True, minimum=1), default=None, help="at most N rows per instance")
+    i.add_argument("--retry-failed", action="store_true", help="run again the rows that failed before")
+    i.add_argument("--overwrite", action="store_true", help="replace answers of another run (that instance's file only)")
+    i.add_argument("--no-progress", action="store_true")
+
+    s = sub.add_parser("score", help="score prediction files: metric per task, intervals, N/A rates, submission file",
+                       description="score PRED/<instance>.json files task by task")
+    s.add_argument("--pred", required=True, help="prediction folder (dsuperb infer's, or upstream-shaped files)")
+    s.add_argument("--out", required=True, help="results folder (a rerun resumes)")
+    s.add_argument("--tasks", default=None, help="comma-separated instances to score (default: every PRED/*.json)")
+    s.add_argument("--manifest", default=None, help="CSV adding or overriding instances (an instance's metric)")
+    s.add_argument("--judge-url", default=None, help="OpenAI-compatible API root of the judge, e.g. http://127.0.0.1:8000/v1")
+    s.add_argument("--judge-model", default=None, help="judge model name (the paper: gpt-4o; the evaluator's open "
+                                                       "default: meta-llama/Llama-3.1-8B-Instruct)")
+    s.add_argument("--judge-api-key-env", default="OPENAI_API_KEY",
+                   help="environment variable holding the judge's key (default OPENAI_API_KEY; 'none': send none)")
+    s.add_argument("--judge-local", default=None, metavar="MODEL",
+                   help="a transformers causal LM as judge (local folder or Hub id), greedy, 512 new tokens")
+    s.add_argument("--judge-device", default=None, help="--judge-local: torch device (default cuda if available)")
+    s.add_argument("--judge-concurrency", type=number(integer=True, minimum=1), default=4,
+                   help="judge calls at once (default 4)")
+    s.add_argument("--judge-timeout-s", type=number(above=0), default=60.0, help="one judge request's time limit, s")
+    s.add_argument("--judge-max-retries", type=number(integer=True, minimum=0), default=3,
+                   help="retries of a judge request (HTTP 429/5xx, time-outs; Retry-After honoured)")
+    s.add_argument("--judge-seed", type=number(integer=True), default=None, help="seed sent to the judge (default: none)")
+    s.add_argument("--seen-tasks", default=None, help="comma-separated instances the model was trained on "
+                                                      "(the submission file's seen; others: false)")
+    add_bootstrap_arguments(s, "the per-task 95%% intervals")
+    s.add_argument("--retry-failed", action="store_true", help="score again the rows that failed (e.g. judge errors)")
+    s.add_argument("--overwrite", action="store_true", help="discard results of another run in --out")
+    s.add_argument("--no-progress", action="store_true")
+
+
+def run(args: argparse.Namespace) -> int:
+    return {"tasks": _run_tasks, "infer": _run_infer, "score": _run_score}[args.dsuperb_command](args)
+
+
+def _err(text: str) -> int:
+    from spear_metrics.agents.net import mask_secrets
+
+    print(f"spearbench dsuperb: {mask_secrets(' '.join(str(text).split()))}", file=sys.stderr)
+    return 2
+
+
+def _run_tasks(args: argparse.Namespace) -> int:
+    from spear_metrics.dynamic_superb.metrics import PROJECT_METRICS
+    from spear_metrics.dynamic_superb.tasks import ManifestError, load_manifest
+
+    try:
+        specs = load_manifest(args.manifest)
+    except ManifestError as e:
+        return _err(str(e))
+    lines = ["instance\tmetric\tproject_key\tcategory\thub_path\trevision"]
+    for name, spec in sorted(specs.items()):
+        key = PROJECT_METRICS[spec.metric].key if spec.metric in PROJECT_METRICS else "-"
+        lines.append(f"{name}\t{spec.metric}\t{key}\t{spec.category}\t{spec.hub_path}\t{spec.revision or '-'}")
+    try:
+        print("\n".join(lines), flush=True)
+    except BrokenPipeError:  # `| head`: the reader has what it wanted
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    n_sup = sum(1 for s in specs.values() if s.metric in PROJECT_METRICS)
+    print(f"{len(specs)} instances; {n_sup} with a SPEARBench value (project keys); published keys: unsupported "
+          "(upstream's metric bodies are not public)", file=sys.stderr)
+    return 0
+
+
+def _run_infer(args: argparse.Namespace) -> int:
+    from spear_metrics.agents.base import AgentError
+    from spear_metrics.agents.registry import UnknownAgentError
+    from spear_metrics.core.options import OptionError
+    from spear_metrics.dynamic_superb.infer import WORK, DSuperbInferError, run_dsuperb_inference
+    from spear_metrics.dynamic_superb.tasks import ManifestError
+
+    try:
+        info = run_dsuperb_inference(args.agent, _tasks_arg(args.tasks), args.out,
+                                     agent_options=parse_options(args.agent_option), manifest=args.manifest,
+                                     data_root=args.data, concurrency=int(args.concurrency),
+                                     row_timeout_s=float(args.row_timeout_s), chunk_ms=float(args.chunk_ms),
+                                     limit=None if args.limit is None else int(args.limit),
+                                     retry_failed=args.retry_failed, overwrite=args.overwrite,
+                                     progress=not args.no_progress)
+    except (DSuperbInferError, ManifestError, UnknownAgentError, OptionError, AgentError, ValueError, TypeError) as e:
+        return _err(str(e))
+    for name, st in info["instances"].items():
+        print(f"{name}: {st['n_answered']}/{st['n_rows']} answered, {st['n_failed']} failed -> {args.out}/{name}.json")
+        if st["n_failed"]:
+            print_failures([(f"{f['row']} ({f['file']})", f["error"]) for f in st["failures"]],
+                           f"{args.out}/{WORK}/{name}/failures.jsonl (rerun with --retry-failed)", total=st["n_failed"])
+    for name, why in info["failed_instances"].items():
+        print(f"spearbench dsuperb: {name}: not run: {why}", file=sys.stderr)
+    return 2 if info["failed_instances"] else 0  # an instance that cannot be loaded is no row's fault
+
+
+def _make_judge(args: argparse.Namespace):
+    """The judge of ``score`` (``None`` without one); keys from the environment only."""
+    import os
+
+    from spear_metrics.core.judge import Judge, LocalJudge
+
+    if args.judge_local and (args.judge_url or args.judge_model):
+        raise ValueError("give either --judge-local MODEL or --judge-url with --judge-model, not both")
+    if args.judge_local:
+        return LocalJudge(args.judge_local, max_new_tokens=512, device=args.judge_device)
+    if bool(args.judge_url) != bool(args.judge_model):
+        raise ValueError("--judge-url and --judge-model go together")
+    if not args.judge_url:
+        return None
+    env = (args.judge_api_key_env or "").strip()
+    key = None
+    if env and env.lower() != "none":
+        key = os.environ.get(env, "").strip() or None
+    return Judge(args.judge_url, args.judge_model, api_key=key or "", temperature=0.0,
+                 seed=None if args.judge_seed is None else int(args.judge_seed),
+                 max_retries=int(args.judge_max_retries), timeout=float(args.judge_timeout_s))
+
+
+def _fmt(v) -> str:
+    return "-" if v is None else (f"{v:.4f}" if isinstance(v, float) else str(v))
+
+
+def _run_score(args: argparse.Namespace) -> int:
+    from spear_metrics.core.models import ModelUnavailableError
+    from spear_metrics.dynamic_superb.scoring import DSuperbScoreError, score_predictions, task_line
+    from spear_metrics.dynamic_superb.tasks import ManifestError
+
+    try:
+        judge = _make_judge(args)
+    except ValueError as e:
+        return _err(str(e))
+    try:
+        summary = score_predictions(args.pred, args.out, judge=judge, manifest=args.manifest,
+                                    tasks=_tasks_arg(args.tasks) or None, judge_concurrency=int(args.judge_concurrency),
+                                    n_resamples=int(args.bootstrap), seed=int(args.seed),
+                                    seen=_tasks_arg(args.seen_tasks), retry_failed=args.retry_failed,
+                                    overwrite=args.overwrite, progress=not args.no_progress)
+    except (DSuperbScoreError, ManifestError, ModelUnavailableError) as e:
+        return _err(str(e))
+    finally:
+        if judge is not None:
+            judge.close()
+    if not summary:
+        return 0
+    print(f"{'instance':<48} {'key':<15} {'value':>8} {'ci95':>19} {'n':>5} {'na_rate':>8}")
+    for name, t in summary["tasks"].items():
+        line = task_line(name, t)
+        ci = f"[{line['ci95_lo']:.4f}, {line['ci95_hi']:.4f}]" if line["ci95_lo"] is not None else "-"
+        note = "" if line["value"] is not None else f"  ({line['note']})"
+        print(f"{name:<48} {line['key'] or '-':<15} {_fmt(line['value']):>8} {ci:>19} {_fmt(line['n']):>5} "
+              f"{_fmt(line['na_rate']):>8}{note}")
+    for cat, means in summary["categories"].items():
+        for key, m in means.items():
+            print(f"category {cat}: mean {key} {m['mean']:.4f} over {m['n_tasks']} task(s)")
+    for key, m in summary["overall"].items():
+        print(f"overall: mean {key} {m['mean']:.4f} over {m['n_tasks']} task(s)")
+    print(f"{summary['n_scored']}/{summary['n_samples']} rows scored, {summary['n_failed']} failed; judge "
+          f"{summary['judge'].get('model') or 'none'} ({summary['judge']['prompt_version']}) -> {args.out}")
+    if summary["n_failed"]:
+        from spear_metrics.core.records import read_jsonl
+        from pathlib import Path
+
+        fails = [(f"{r['instance']}/{r['file']}", r["error"]) for r in read_jsonl(Path(args.out) / "per_sample.jsonl")
+                 if r.get("status") != "ok"]
+        print_failures(fails, f"{args.out}/per_sample.jsonl (status failed; rerun with --retry-failed)",
+                       total=summary["n_failed"])
+    return 0

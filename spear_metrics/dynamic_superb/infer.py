@@ -1,0 +1,351 @@
+"""``spearbench dsuperb infer``: run an adapter over Dynamic-SUPERB task instances and write its
+text answers in upstream's prediction layout.
+
+Output (``PRED/``)::
+
+    PRED/<instance>.json          {<file>: {"file", "instruction", "label"[, "label2"...], <other
+                                  non-audio columns>, "sllm_response"}} for every row answered:
+                                  the layout upstream's evaluator reads (one JSON object per task,
+                                  keyed by the item's ``file``; ``convert_format.py`` of
+                                  cyhuang-tw/speechlm_eval keys by ``file`` too)
+    PRED/.spearbench-dsuperb/<instance>/
+        run.json                  what the answers depend on (adapter, options, data source)
+        rank-0.jsonl              one record per row as it ends (the resume log)
+        failures.jsonl            {"row", "file", "error"} per row that got no answer
+        run_info.json             counts, source, revision, agent, timings
+    PRED/.spearbench-dsuperb/run_info.json   every instance of the last run
+
+A row that got no answer (bad item, audio that does not decode, adapter error, time limit) is not
+in ``<instance>.json`` (upstream's file holds answers only) and is listed in ``failures.jsonl``;
+``spearbench dsuperb score`` reads it and counts those rows as failed (they never disappear).
+
+Resumable: a rerun redoes only the rows without a record (``retry_failed``: also the failed
+ones); the same ``PRED/`` with another adapter, options or data refuses to mix answers unless
+``overwrite`` (which replaces that instance's ``<instance>.json`` and work folder only). A
+``<instance>.json`` this command did not write is never replaced without ``overwrite``.
+
+Network adapters (``openai-audio``...) answer ``concurrency`` rows at once on one event loop,
+each with the row's time limit; local text adapters (:class:`spear_metrics.agents.text.TextAgent`)
+answer one row at a time on a worker thread with the same limit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from spear_metrics.core.records import AppendLog, claim_work_dir, one_line, read_jsonl, write_json_atomic, write_jsonl_atomic
+from spear_metrics.dynamic_superb.tasks import (
+    InstanceError,
+    TaskInstance,
+    TaskRow,
+    decode_cell,
+    load_manifest,
+    open_instance,
+    select_specs,
+)
+
+WORK = ".spearbench-dsuperb"
+
+
+class DSuperbInferError(RuntimeError):
+    """The run cannot proceed as a whole (one line; the CLI exits 2)."""
+
+
+def _reason(e: BaseException) -> str:
+    from spear_metrics.agents.net import mask_secrets
+
+    return mask_secrets(one_line(e))
+
+
+def read_log(work: Path) -> dict[int, dict[str, Any]]:
+    """Records of ``work/rank-0.jsonl`` by row: the latest wins, but an answer is never replaced
+    by a later failure; torn or malformed lines are skipped (their rows are redone)."""
+    out: dict[int, dict[str, Any]] = {}
+    for obj in read_jsonl(work / "rank-0.jsonl"):
+        row = obj.get("row")
+        if not isinstance(row, int) or isinstance(row, bool) or row < 0 or obj.get("status") not in ("ok", "failed"):
+            continue
+        if obj["status"] == "ok" and not isinstance(obj.get("response"), str):
+            continue
+        prev = out.get(row)
+        if prev is None or obj["status"] == "ok" or prev["status"] != "ok":
+            out[row] = obj
+    return out
+
+
+def _request(inst: TaskInstance, row: TaskRow) -> Any:
+    """The :class:`AudioRequest` of a row: its clip(s) decoded with every channel, its instruction.
+
+    Raises:
+        spear_datasets.audio.AudioError: audio that does not decode.
+    """
+    from spear_metrics.agents.duplex import AudioRequest
+
+    wav, sr = decode_cell(inst.audio_cell(row.index, "audio"), f"{inst.spec.instance} row {row.index} audio")
+    kw: dict[str, Any] = {}
+    if "audio2" in row.audio:
+        wav2, sr2 = decode_cell(inst.audio_cell(row.index, "audio2"), f"{inst.spec.instance} row {row.index} audio2")
+        kw = dict(audio2=wav2, audio2_sample_rate=int(sr2))
+    return AudioRequest(audio=wav, sample_rate=int(sr), instructions=row.instruction, modalities=("text",),
+                        row_id=f"{inst.spec.instance}/{row.file}", **kw)
+
+
+def _prediction_file(out: Path, instance: str) -> Path:
+    return out / f"{instance}.json"
+
+
+def _write_outputs(out: Path, inst: TaskInstance, recs: dict[int, dict[str, Any]], rows: list[TaskRow],
+                   info: dict[str, Any]) -> dict[str, Any]:
+    """``<instance>.json`` (answered rows, dataset order), ``failures.jsonl``, ``run_info.json``."""
+    work = out / WORK / inst.spec.instance
+    preds: dict[str, Any] = {}
+    fails = []
+    for r in rows:
+        rec = recs.get(r.index)
+        if rec is not None and rec["status"] == "ok":
+            preds[r.file] = r.entry(rec["response"])
+        else:
+            fails.append({"row": r.index, "file": r.file,
+                          "error": (rec or {}).get("error") or "no answer recorded (rerun to resume)"})
+    write_json_atomic(_prediction_file(out, inst.spec.instance), preds)
+    write_jsonl_atomic(work / "failures.jsonl", fails)
+    stats = {"instance": inst.spec.instance, "source": inst.source, "hub_path": inst.spec.hub_path,
+             "revision": inst.revision, "metric": inst.spec.metric, "n_rows": len(rows), "n_answered": len(preds),
+             "n_failed": len(fails)}
+    stats.update(info)
+    write_json_atomic(work / "run_info.json", stats)
+    return {**stats, "failures": fails}
+
+
+def run_dsuperb_inference(agent_name: str, instances: list[str], out_dir: str | os.PathLike, *,
+                          agent_options: Optional[dict[str, Any]] = None, agent: Any = None,
+                          manifest: Optional[str | os.PathLike] = None, data_root: Optional[str | os.PathLike] = None,
+                          concurrency: int = 1, row_timeout_s: float = 300.0, chunk_ms: float = 40.0,
+                          limit: Optional[int] = None, retry_failed: bool = False, overwrite: bool = False,
+                          progress: bool = True, on_row: Optional[Callable[[dict[str, Any]], None]] = None) -> dict[str, Any]:
+    """Run an adapter over task instances (see the module docstring).
+
+    Args:
+        agent_name: adapter name (registry) or ``file.py:Class``; recorded in each instance's fingerprint.
+        instances: instance names of the manifest.
+        out_dir: ``PRED/``.
+        agent_options: the adapter's ``-a`` options; ``agent``: an adapter already built (tests).
+        manifest: a CSV adding or overriding manifest rows.
+        data_root: a folder of local instances (``<instance>/`` or ``<instance>.parquet``); the
+            Hub is used for the others.
+        concurrency: network adapters: rows answered at once.
+        row_timeout_s: one row's limit (s); a paced network adapter gets its input's duration on top.
+        chunk_ms: chunk length (ms) of paced network adapters.
+        limit: at most this many rows per instance (the first ones), for quick checks.
+        retry_failed: run the failed rows again. overwrite: replace another run's answers.
+
+    Returns:
+        ``{"instances": {instance: counts...}, "n_rows", "n_answered", "n_failed", "failed_instances":
+        {instance: reason}, "elapsed_s"}``.
+
+    Raises:
+        DSuperbInferError: an adapter that gives no text, a bad ``concurrency``, a prediction file
+            written by something else (without ``overwrite``), another run's answers (without ``overwrite``).
+        ManifestError: an instance the manifest lacks.
+        spear_datasets.files.OutputError: ``out_dir`` cannot be written.
+    """
+    from spear_metrics.agents.duplex import is_network_agent
+    from spear_metrics.agents.registry import load_agent
+    from spear_metrics.agents.text import is_text_capable
+
+    agent_options = dict(agent_options or {})
+    if concurrency < 1:
+        raise DSuperbInferError(f"--concurrency must be >= 1, got {concurrency}")
+    specs = select_specs(load_manifest(manifest), list(instances))
+    if agent is None:
+        agent = load_agent(agent_name, **agent_options)
+    if not is_text_capable(agent):
+        raise DSuperbInferError(f"agent {agent_name!r} gives no text answers: Dynamic-SUPERB needs a network adapter "
+                                "(e.g. openai-audio) or a local adapter with respond_text(request)")
+    out = Path(out_dir)
+    for spec in specs:  # never replace a prediction file written by something else
+        pf = _prediction_file(out, spec.instance)
+        if pf.exists() and not (out / WORK / spec.instance / "run.json").is_file() and not overwrite:
+            raise DSuperbInferError(f"{pf} exists and was not written by dsuperb infer; pass --overwrite to replace it")
+    network = is_network_agent(agent)
+    t_run = time.perf_counter()
+    result: dict[str, Any] = {"instances": {}, "failed_instances": {}, "n_rows": 0, "n_answered": 0, "n_failed": 0}
+    if network:
+        from spear_metrics.agents.harness import _warm_up
+
+        _warm_up(agent)
+    for spec in specs:
+        try:
+            inst = open_instance(spec, data_root)
+        except InstanceError as e:
+            result["failed_instances"][spec.instance] = _reason(e)
+            continue
+        rows = inst.rows[: limit] if limit is not None else inst.rows
+        work = out / WORK / spec.instance
+        fp = {"agent": agent_name, "agent_options": {k: agent_options[k] for k in sorted(agent_options)},
+              "instance": spec.instance, "source": inst.source, "revision": inst.revision, "chunk_ms": float(chunk_ms)}
+        claim_work_dir(work, fp, overwrite=overwrite, stale=[_prediction_file(out, spec.instance)], conflict=DSuperbInferError(
+            f"{work} holds answers of another run (other adapter, options or data); pass --overwrite to replace "
+            f"{spec.instance}.json"))
+        recs = read_log(work)
+        todo = [r for r in rows if r.index not in recs or (retry_failed and recs[r.index]["status"] == "failed")]
+        bar = None
+        if progress and todo:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=len(todo), desc=f"dsuperb infer {spec.instance}", unit="row")
+        t0 = time.perf_counter()
+        with AppendLog(work / "rank-0.jsonl") as log:
+            def record(rec: dict[str, Any]) -> None:
+                log.write([rec])
+                recs[rec["row"]] = rec
+                if on_row is not None:
+                    on_row(rec)
+                if bar is not None:
+                    bar.update(1)
+
+            try:
+                pending = []
+                for r in todo:  # rows the checks failed never reach the adapter
+                    if r.error:
+                        record({"row": r.index, "file": r.file, "status": "failed", "error": r.error})
+                    else:
+                        pending.append(r)
+                if network:
+                    asyncio.run(_run_network(agent, inst, pending, record, concurrency=concurrency,
+                                             row_timeout_s=row_timeout_s, chunk_ms=chunk_ms))
+                else:
+                    _run_local(agent, inst, pending, record, row_timeout_s=row_timeout_s)
+            finally:
+                if bar is not None:
+                    bar.close()
+        stats = _write_outputs(out, inst, recs, rows, {
+            "agent": agent_name, "elapsed_s": time.perf_counter() - t0, "n_new": len(todo),
+            "concurrency": concurrency if network else 1, "row_timeout_s": row_timeout_s})
+        result["instances"][spec.instance] = stats
+        result["n_rows"] += stats["n_rows"]
+        result["n_answered"] += stats["n_answered"]
+        result["n_failed"] += stats["n_failed"]
+    result["elapsed_s"] = time.perf_counter() - t_run
+    write_json_atomic(out / WORK / "run_info.json", {
+        "agent": agent_name, "instances": {k: {kk: vv for kk, vv in v.items() if kk != "failures"}
+                                           for k, v in result["instances"].items()},
+        "failed_instances": result["failed_instances"], "n_rows": result["n_rows"],
+        "n_answered": result["n_answered"], "n_failed": result["n_failed"], "elapsed_s": result["elapsed_s"]})
+    return result
+
+
+def _run_local(agent: Any, inst: TaskInstance, rows: list[TaskRow], record: Callable[[dict[str, Any]], None], *,
+               row_timeout_s: float) -> None:
+    """Local text adapter: one row at a time on a worker thread with the row's time limit."""
+    from spear_metrics.agents.harness import SyncCaller, _fails_row
+    from spear_metrics.agents.text import local_text_answer
+
+    caller = SyncCaller()
+    try:
+        for r in rows:
+            rec: dict[str, Any] = {"row": r.index, "file": r.file}
+            t = time.perf_counter()
+            try:
+                request = _request(inst, r)
+                ans = caller.call(lambda: local_text_answer(agent, request), row_timeout_s)
+                rec.update(status="ok", response=ans.text, finish_reason=ans.finish_reason)
+            except BaseException as e:
+                if not _fails_row(e):
+                    raise
+                rec.update(status="failed", error=_reason(e))
+            rec["elapsed_s"] = time.perf_counter() - t
+            record(rec)
+    finally:
+        caller.close()
+        _join_adapter_threads()
+
+
+def _join_adapter_threads(timeout_s: float = 5.0) -> None:
+    """Wait (bounded) for the adapter worker :meth:`SyncCaller.close` released to end: a model
+    whose native threads are still parked in it at interpreter exit may abort the process after
+    its work is done (``terminate called without an active exception``). A thread stuck in an
+    abandoned call is not waited for beyond ``timeout_s``."""
+    import threading
+
+    for t in threading.enumerate():
+        if t.name == "spearbench-adapter" and t is not threading.current_thread():
+            t.join(timeout_s)
+
+
+async def _run_network(agent: Any, inst: TaskInstance, rows: list[TaskRow], record: Callable[[dict[str, Any]], None], *,
+                       concurrency: int, row_timeout_s: float, chunk_ms: float) -> None:
+    """Network adapter: ``concurrency`` sessions at once; decoding on worker threads, every log
+    write on one writer thread (nothing slow on the loop that paces the sessions)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from spear_metrics.agents.duplex import session_config
+    from spear_metrics.agents.harness import RowTimeout, _fails_row, _guarded
+    from spear_metrics.agents.text import network_text_answer
+
+    loop = asyncio.get_running_loop()
+    writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="spearbench-writer")
+    pending = iter(rows)
+
+    async def one(r: TaskRow) -> None:
+        rec: dict[str, Any] = {"row": r.index, "file": r.file}
+        t = time.perf_counter()
+        try:
+            request = await asyncio.to_thread(_request, inst, r)
+            scfg = session_config(agent, chunk_ms=chunk_ms)
+            limit = row_timeout_s + ((request.duration_s + scfg.tail_silence_s) if scfg.paced else 0.0)
+            try:
+                async with asyncio.timeout(limit):
+                    ans = await _guarded(network_text_answer(agent, request, chunk_ms=chunk_ms))
+            except TimeoutError:
+                raise RowTimeout(f"timed out after {limit:g} s") from None
+            rec.update(status="ok", response=ans.text, finish_reason=ans.finish_reason)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise
+            rec.update(status="failed", error="the adapter's session was cancelled")
+        except BaseException as e:
+            if not _fails_row(e):
+                raise
+            rec.update(status="failed", error=_reason(e))
+        rec["elapsed_s"] = time.perf_counter() - t
+        await loop.run_in_executor(writer, record, rec)
+
+    async def worker() -> None:
+        for r in pending:
+            await one(r)
+
+    try:
+        async with asyncio.TaskGroup() as tg:
+            for _ in range(min(concurrency, len(rows))):
+                tg.create_task(worker())
+    except BaseExceptionGroup as eg:
+        raise eg.exceptions[0] from None
+    finally:
+        writer.shutdown(wait=True)
+
+
+def read_failures(pred_dir: str | os.PathLike, instance: str) -> Optional[list[dict[str, Any]]]:
+    """The rows ``dsuperb infer`` could not answer for ``instance`` (``failures.jsonl`` beside
+    ``PRED/``), ``None`` when the predictions were not written by it (e.g. upstream's own files)."""
+    p = Path(pred_dir) / WORK / instance / "failures.jsonl"
+    if not p.is_file():
+        return None
+    return [o for o in read_jsonl(p) if isinstance(o.get("file"), str)]
+
+
+def read_instance_info(pred_dir: str | os.PathLike, instance: str) -> dict[str, Any]:
+    """``run_info.json`` of ``instance`` beside ``PRED/`` (``{}`` without one)."""
+    import json
+
+    p = Path(pred_dir) / WORK / instance / "run_info.json"
+    try:
+        obj = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return obj if isinstance(obj, dict) else {}

@@ -1,0 +1,222 @@
+"""Dynamic-SUPERB runs as results datasets: the checks ``push-results`` and the Space apply to a
+run whose ``summary.json`` says ``"benchmark": "dynamic_superb"`` (dispatched by
+:data:`spear_metrics.results.validate.BENCHMARKS`), its dataset card, and its leaderboard table.
+
+- :func:`validate_summary`: the summary's shape (counts, tasks, each task's metric and values:
+  numbers or null, intervals ``[lo, hi]``, ``<key>_n`` counts, ``na_rate`` in [0, 1]);
+- :func:`validate_rows`: rows ``0..n-1`` once each, ``ok``/``failed``, counts that match, every
+  row's instance in the summary;
+- :func:`check_summary_values`: every task's value, ``<key>_n`` and ``na_rate`` recomputed from
+  its rows by the same code that scored it (:func:`spear_metrics.dynamic_superb.scoring.aggregate_task`):
+  an edited summary or row is refused;
+- :func:`card_text`: the results dataset's README; :func:`leaderboard_frame`: one row per loaded
+  Dynamic-SUPERB results dataset, one column per task (the Space's Dynamic-SUPERB table).
+
+Imports no torch and no model library (the light install reads results).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+from spear_metrics.results.validate import REL_TOL, ABS_TOL, ResultsError, is_number
+
+BENCHMARK = "dynamic_superb"
+#: metric-definition versions whose results this code reads
+KNOWN_VERSIONS = frozenset({"1"})
+
+
+def _short(v: Any) -> str:
+    s = repr(v)
+    return s if len(s) <= 60 else s[:57] + "..."
+
+
+def _count(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+def validate_summary(summary: Any, *, where: str = "results") -> None:
+    """Check a Dynamic-SUPERB ``summary.json`` alone.
+
+    Raises:
+        ResultsError: one line naming the first problem.
+    """
+    from spear_metrics.dynamic_superb.metrics import PROJECT_METRICS
+
+    if not isinstance(summary, dict) or summary.get("benchmark") != BENCHMARK:
+        raise ResultsError(f"{where}: not a Dynamic-SUPERB summary (benchmark {BENCHMARK!r})")
+    if str(summary.get("metrics_version")) not in KNOWN_VERSIONS:
+        raise ResultsError(f"{where}: unknown Dynamic-SUPERB metrics_version {summary.get('metrics_version')!r} "
+                           f"(known: {', '.join(sorted(KNOWN_VERSIONS))})")
+    for k in ("n_samples", "n_scored", "n_failed"):
+        if not _count(summary.get(k)):
+            raise ResultsError(f"{where}: summary.json {k!r} is not a count: {_short(summary.get(k))}")
+    if summary["n_scored"] + summary["n_failed"] != summary["n_samples"]:
+        raise ResultsError(f"{where}: summary.json n_scored + n_failed != n_samples")
+    tasks = summary.get("tasks")
+    if not isinstance(tasks, dict) or not tasks:
+        raise ResultsError(f"{where}: summary.json has no tasks")
+    for inst, t in tasks.items():
+        if not isinstance(t, dict):
+            raise ResultsError(f"{where}: task {inst} is not an object")
+        for k in ("n_rows", "n_scored", "n_failed"):
+            if not _count(t.get(k)):
+                raise ResultsError(f"{where}: task {inst} {k!r} is not a count: {_short(t.get(k))}")
+        na = t.get("na_rate")
+        if na is not None and not (is_number(na) and 0 <= na <= 1):
+            raise ResultsError(f"{where}: task {inst} na_rate is not a share in [0, 1]: {_short(na)}")
+        metric = t.get("metric")
+        spec = PROJECT_METRICS.get(metric) if isinstance(metric, str) else None
+        if isinstance(metric, str) and t.get(metric) is not None:
+            raise ResultsError(f"{where}: task {inst} has a value under upstream's key {metric!r}, which this code "
+                               "never computes (its definition is not public)")
+        if spec is None:
+            continue
+        v, ci, n = t.get(spec.key), t.get(f"{spec.key}_ci95"), t.get(f"{spec.key}_n")
+        if v is not None and not is_number(v):
+            raise ResultsError(f"{where}: task {inst} {spec.key!r} is not numeric: {_short(v)}")
+        if ci is not None and not (isinstance(ci, list) and len(ci) == 2 and all(is_number(x) for x in ci) and ci[0] <= ci[1]):
+            raise ResultsError(f"{where}: task {inst} {spec.key}_ci95 is not an interval [lo, hi] or null: {_short(ci)}")
+        if n is not None and not _count(n):
+            raise ResultsError(f"{where}: task {inst} {spec.key}_n is not a count: {_short(n)}")
+
+
+def validate_rows(summary: dict[str, Any], rows: Sequence[dict[str, Any]], *, where: str = "results") -> None:
+    """Check the per-sample rows against themselves and the summary's counts.
+
+    Raises:
+        ResultsError: a missing column, a bad or repeated ``row`` id, an unknown status or
+            instance, counts that do not match.
+    """
+    if not rows:
+        raise ResultsError(f"{where}: per_sample.jsonl has no rows")
+    seen: set[int] = set()
+    n_ok = 0
+    tasks = summary.get("tasks") or {}
+    for i, r in enumerate(rows):
+        for c in ("row", "status", "instance", "file"):
+            if c not in r:
+                raise ResultsError(f"{where}: per_sample line {i + 1} is missing column {c!r}")
+        rid = r["row"]
+        if not _count(rid) or rid in seen:
+            raise ResultsError(f"{where}: per_sample line {i + 1}: row id {_short(rid)} is not a new integer >= 0")
+        seen.add(rid)
+        if r["status"] not in ("ok", "failed"):
+            raise ResultsError(f"{where}: row {rid} status is not 'ok' or 'failed': {_short(r['status'])}")
+        if r["instance"] not in tasks:
+            raise ResultsError(f"{where}: row {rid} names instance {_short(r['instance'])}, which the summary lacks")
+        n_ok += r["status"] == "ok"
+    n = len(rows)
+    if summary.get("n_samples") != n or seen != set(range(n)):
+        raise ResultsError(f"{where}: rows must be 0..{n - 1}, each once, and n_samples {summary.get('n_samples')} = {n}")
+    if summary.get("n_scored") != n_ok:
+        raise ResultsError(f"{where}: summary.json n_scored={summary.get('n_scored')} but the rows hold {n_ok} ok rows")
+
+
+def _same(a: Any, b: Any) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    if is_number(a) and is_number(b):
+        return math.isclose(float(a), float(b), rel_tol=REL_TOL, abs_tol=ABS_TOL)
+    return a == b
+
+
+def check_summary_values(summary: dict[str, Any], rows: Sequence[dict[str, Any]], *, where: str = "results",
+                         use_options: bool = False) -> None:
+    """Recompute each task's value, ``<key>_n`` and ``na_rate`` from its rows and compare.
+
+    Raises:
+        ResultsError: a value that differs from its recomputation (rel 1e-6).
+    """
+    from spear_metrics.dynamic_superb.metrics import PROJECT_METRICS
+    from spear_metrics.dynamic_superb.scoring import aggregate_task
+
+    by_task: dict[str, list[dict[str, Any]]] = {}
+    for r in sorted(rows, key=lambda r: r["row"]):
+        by_task.setdefault(r["instance"], []).append(r)
+    for inst, t in (summary.get("tasks") or {}).items():
+        spec = PROJECT_METRICS.get(t.get("metric") or "")
+        if spec is None:
+            continue
+        got = aggregate_task(t["metric"], by_task.get(inst, []), int(t.get("n_rows") or 0), n_resamples=0)
+        for k in (spec.key, f"{spec.key}_n", "na_rate"):
+            if not _same(t.get(k), got.get(k)):
+                raise ResultsError(f"{where}: task {inst} {k!r} is {t.get(k)!r} but its rows give {got.get(k)!r} "
+                                   "(edited results? a summary must be the one its rows were scored into)")
+
+
+def card_text(summary: dict[str, Any], *, model_name: str, inference_mode: str | None, open_weights: bool | None,
+              split: str, n_rows: int, audio_cols: Sequence[str] = (), has_report: bool = False) -> str:
+    """The results dataset's README (YAML header with a ``spearbench:`` block, a table per task)."""
+    from huggingface_hub import DatasetCard, DatasetCardData
+
+    from spear_metrics.dynamic_superb.metrics import PROJECT_METRICS
+
+    judge = summary.get("judge") or {}
+    info = {"benchmark": BENCHMARK, "model_name": model_name, "inference_mode": inference_mode,
+            "open_weights": open_weights, "protocol": summary.get("protocol"), "split": split,
+            "metrics_version": summary.get("metrics_version"), "judge_model": judge.get("model"),
+            "judge_prompt_version": judge.get("prompt_version"), "spearbench_version": summary.get("spearbench_version"),
+            "n_samples": summary.get("n_samples"), "n_scored": summary.get("n_scored"),
+            "n_failed": summary.get("n_failed"), "n_tasks": len(summary.get("tasks") or {})}
+    data = DatasetCardData(pretty_name=f"SPEARBench Dynamic-SUPERB results: {model_name}",
+                           tags=["spearbench", "dynamic-superb", "evaluation-results"],
+                           configs=[{"config_name": "default",
+                                     "data_files": [{"split": split, "path": f"data/{split}-*.parquet"}]}],
+                           spearbench=info)
+    lines = []
+    for inst, t in sorted((summary.get("tasks") or {}).items()):
+        spec = PROJECT_METRICS.get(t.get("metric") or "")
+        if spec is None:
+            lines.append(f"| {inst} | {t.get('metric') or '-'} | - | - | {t.get('n_rows')} | - | "
+                         f"{(t.get('value_note') or '').replace('|', '/')} |")
+            continue
+        v, ci = t.get(spec.key), t.get(f"{spec.key}_ci95")
+        cell = "-" if v is None else f"{v:.4f}" + (f" [{ci[0]:.4f}, {ci[1]:.4f}]" if ci else "")
+        na = t.get("na_rate")
+        lines.append(f"| {inst} | {t['metric']} | `{spec.key}` | {cell} | {t.get('n_rows')} | "
+                     f"{'-' if na is None else f'{na:.3f}'} | {(t.get(f'{spec.key}_note') or '').replace('|', '/')} |")
+    body = "\n".join([
+        f"# SPEARBench Dynamic-SUPERB results: {model_name}",
+        "",
+        f"Scores of **{model_name}** on Dynamic-SUPERB Phase-2 task instances, written by `spearbench dsuperb score` "
+        f"and `spearbench push-results` (spearbench {summary.get('spearbench_version')}).",
+        "",
+        f"- rows: {summary.get('n_samples')} (scored {summary.get('n_scored')}, failed {summary.get('n_failed')}); "
+        f"judge: {judge.get('model') or 'none'} (prompt {judge.get('prompt_version')})",
+        "- values are SPEARBench's project keys (`judge_accuracy`, `WER`, `CER`, `PER`, `MER`, `BLEU`, `pearson_r`); "
+        "upstream's own metric functions are not public, so their keys are null with the reason",
+        f"- per-row table: `data/{split}-*.parquet` ({n_rows} rows); summary: `summary.json`",
+        "",
+        "| instance | upstream metric | key | value [95 % CI] | rows | na_rate | note |",
+        "|---|---|---|---|---|---|---|",
+        *lines,
+        "",
+    ])
+    return DatasetCard.from_template(data, template_str="---\n{{ card_data }}\n---\n\n" + body).content
+
+
+def leaderboard_frame(results: Sequence[Any]):
+    """One row per loaded Dynamic-SUPERB results dataset (``Results`` of
+    :mod:`spear_metrics.results.load` whose summary is a Dynamic-SUPERB one): ``model``,
+    ``source``, ``judge``, then per task ``<instance> (<key>)`` (empty = no value), then the overall
+    mean of each project key (``mean <key> (n tasks)``)."""
+    import pandas as pd
+
+    from spear_metrics.dynamic_superb.metrics import PROJECT_METRICS
+
+    rows = []
+    for r in results:
+        s = getattr(r, "summary", {}) or {}
+        if s.get("benchmark") != BENCHMARK:
+            continue
+        row: dict[str, Any] = {"model": r.model, "source": r.source, "judge": (s.get("judge") or {}).get("model")}
+        for inst, t in sorted((s.get("tasks") or {}).items()):
+            spec = PROJECT_METRICS.get(t.get("metric") or "")
+            if spec is not None:
+                row[f"{inst} ({spec.key})"] = t.get(spec.key)
+        for key, m in (s.get("overall") or {}).items():
+            row[f"mean {key} ({m.get('n_tasks')} tasks)"] = m.get("mean")
+        rows.append(row)
+    return pd.DataFrame(rows)

@@ -1,0 +1,530 @@
+"""Dynamic-SUPERB Phase-2: task instances in the Hub schema built from real recordings, inference
+through the shared adapters into upstream's prediction layout, scoring with a loopback judge and
+a tiny local judge, hand-computed metric values, upstream's file formats, results datasets."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dsuperb_fixtures import AMI_TEXT, ASR, CLS, JFK_TEXT, REG, VCTK_TEXT, build_instances
+from helpers import FakeChatServer
+from spear_metrics.dynamic_superb import metrics as M
+from spear_metrics.dynamic_superb.infer import WORK, DSuperbInferError, read_failures, run_dsuperb_inference
+from spear_metrics.dynamic_superb.scoring import (
+    DSuperbScoreError,
+    read_predictions,
+    read_submission,
+    score_predictions,
+    score_texts,
+)
+from spear_metrics.dynamic_superb.tasks import ManifestError, load_manifest, open_instance
+
+REPO = Path(__file__).resolve().parents[1]
+KEY = "sk-dsuperb-test-0123456789abcdef"
+
+# what the scripted model answers, by row id ("<instance>/<file>")
+ANSWERS = {
+    f"{ASR}/jfk": "And so my fellow Americans ask not what your country can do for you",  # 8 words deleted
+    f"{ASR}/p225_002": "ask her to bring these things with her from the store",  # exact
+    f"{ASR}/ES2011a_40_46": "I am Abigail Claflin, you can call me Abby",  # m->am, abbie->abby
+    f"{CLS}/p225_002": "female [yes]",
+    f"{CLS}/p226_002": "female [no]",
+    f"{CLS}/jfk": "male [garbage]",
+    f"{CLS}/ES2011a_40_46": "female [429]",
+    f"{CLS}/ami_dialogue": "female and male [500]",
+    f"{REG}/s1": "I'd say 6 out of 10.",
+    f"{REG}/s2": "9",
+    f"{REG}/s3": "Fluency: 3.5 (hesitant)",
+    f"{REG}/s4": "I cannot rate this recording.",
+    f"{REG}/s5": "8 points",
+}
+
+
+class Scripted:
+    """A local text adapter (TextAgent) that answers from ANSWERS and records what it was sent."""
+
+    def __init__(self, stop_after: int | None = None):
+        self.requests = []
+        self.stop_after = stop_after
+
+    def respond_text(self, request):
+        if self.stop_after is not None and len(self.requests) >= self.stop_after:
+            raise KeyboardInterrupt  # stops the run like Ctrl-C (a rerun resumes)
+        self.requests.append(request)
+        return ANSWERS[request.row_id]
+
+
+class JudgeScript:
+    """The loopback judge's behaviour, read from the marker in the model's response."""
+
+    def __init__(self):
+        self.times: dict[str, list[float]] = {}
+
+    def __call__(self, body):
+        text = body["messages"][0]["content"]
+        resp = text.split("Model's response:\n", 1)[1]
+        marker = resp[resp.index("[") + 1: resp.index("]")]
+        self.times.setdefault(marker, []).append(time.monotonic())
+        n = len(self.times[marker])
+        if marker == "yes":
+            return 200, "The answer matches the ground truth.\nResult: YES"
+        if marker == "no":
+            return 200, "The response names the wrong sex.\nRESULT:   no"
+        if marker == "garbage":
+            return 200, "I would rather not decide this one."
+        if marker == "429":
+            return (429, "rate limited", {"headers": {"Retry-After": "1"}}) if n == 1 else (200, "ok\nResult: YES")
+        if marker == "500":
+            return 500, "internal error"
+        if marker == "refuse":
+            return 403, "this request was refused by the content policy"
+        if marker == "hang":
+            return 200, "late\nResult: YES", {"delay_s": 3.0}
+        raise AssertionError(marker)
+
+
+def _header(headers: dict, name: str):
+    return next((v for k, v in headers.items() if k.lower() == name), None)
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory, real_dir):
+    return build_instances(real_dir, tmp_path_factory.mktemp("dsuperb") / "data")
+
+
+@pytest.fixture(scope="module")
+def pred(data, tmp_path_factory):
+    out = tmp_path_factory.mktemp("pred")
+    agent = Scripted()
+    info = run_dsuperb_inference("scripted", [ASR, CLS, REG], out, agent=agent, data_root=data, progress=False)
+    return out, agent, info
+
+
+@pytest.fixture(scope="module")
+def scored(pred, tmp_path_factory):
+    out = tmp_path_factory.mktemp("results")
+    script = JudgeScript()
+    from spear_metrics.core.judge import Judge
+
+    with FakeChatServer(script) as srv:
+        judge = Judge(srv.url, "loopback-judge", api_key=KEY, seed=None, max_retries=2, timeout=10.0, backoff_s=0.0)
+        summary = score_predictions(pred[0], out, judge=judge, judge_concurrency=3, n_resamples=500, seed=0,
+                                    seen=[ASR], progress=False)
+        judge.close()
+    return out, summary, script, srv
+
+
+# --------------------------------------------------------------------------- the manifest
+
+
+def test_manifest_rows_and_overrides(tmp_path):
+    specs = load_manifest()
+    assert len(specs) == 231  # every instance of upstream's taskname_to_metrics
+    assert specs[ASR].metric == "word_error_rate" and specs[ASR].revision == "1832d234ffe7ee15b513d3f342d0dab87470310b"
+    assert specs["SuperbOODAsrZh_CommonVoice7-Test"].metric == "character_error_rate"
+    assert specs["NamedEntityRecognition_SLUE-VoxPopuli"].hub_path == "DynamicSuperb/Named_Entity_Recognition_SLUE-VoxPopuli"
+    assert specs["SpeakerCounting_LibriTTS-TestClean"].revision == ""  # not pinned anywhere public
+    assert sum(s.metric in M.PROJECT_METRICS for s in specs.values()) == 200
+    extra = tmp_path / "m.csv"
+    extra.write_text("instance,metric,category\nMyTask_MyData,sacre_bleu,\n" + f"{ASR},mix_error_rate,asr\n")
+    specs = load_manifest(extra)
+    assert specs["MyTask_MyData"].hub_path == "DynamicSuperb/MyTask_MyData" and specs["MyTask_MyData"].category == "translation"
+    assert specs[ASR].metric == "mix_error_rate" and specs[ASR].category == "asr" and specs[ASR].revision == ""
+    bad = tmp_path / "bad.csv"
+    bad.write_text("instance,hub_path\nX,Y\n")
+    with pytest.raises(ManifestError, match="missing column"):
+        load_manifest(bad)
+
+
+def test_instance_reader_checks_rows(data):
+    specs = load_manifest()
+    asr = open_instance(specs[ASR], data)
+    assert [r.file for r in asr.rows] == ["jfk", "p225_002", "ES2011a_40_46", "broken", "nolabel"]
+    assert asr.rows[4].error == "row 4 (nolabel) has an empty label" and asr.rows[0].error is None
+    assert asr.rows[0].audio == ("audio", "audio2") and asr.rows[0].labels == (JFK_TEXT,)
+    assert asr.audio_cell(3, "audio")["path"] == "broken.wav"  # read when asked for, bytes as stored
+    cls = open_instance(specs[CLS], data)
+    assert cls.rows[4].labels == ("female", "male") and cls.rows[0].labels == ("female",)
+    # an instance without a required column: every row fails with that reason
+    from datasets import load_from_disk
+
+    load_from_disk(str(data / REG)).remove_columns(["instruction"]).save_to_disk(str(data.parent / "noinstr" / REG))
+    reg = open_instance(specs[REG], data.parent / "noinstr")
+    assert all(r.error == f"instance {REG} has no 'instruction' column" for r in reg.rows)
+
+
+# --------------------------------------------------------------------------- inference
+
+
+def test_infer_writes_upstream_layout(pred, data):
+    out, agent, info = pred
+    assert info["n_rows"] == 15 and info["n_answered"] == 13 and info["n_failed"] == 2
+    by_id = {r.row_id: r for r in agent.requests}
+    jfk = by_id[f"{ASR}/jfk"]  # every channel and the native rate kept, audio2 carried
+    assert jfk.audio.shape == (2, 485100) and jfk.sample_rate == 44100 and jfk.modalities == ("text",)
+    assert jfk.audio2.shape == (1, 227408) and jfk.audio2_sample_rate == 48000
+    assert by_id[f"{ASR}/p225_002"].audio2.shape[0] == 2  # the stereo clip as the second audio
+    assert jfk.instructions == "Transcribe the first recording verbatim."
+    assert by_id[f"{CLS}/ami_dialogue"].audio.shape == (2, 496000)
+    preds = json.loads((out / f"{ASR}.json").read_text())
+    assert list(preds) == ["jfk", "p225_002", "ES2011a_40_46"]  # answered rows only, in dataset order
+    assert preds["jfk"] == {"file": "jfk", "instruction": "Transcribe the first recording verbatim.",
+                            "label": JFK_TEXT, "sllm_response": ANSWERS[f"{ASR}/jfk"]}
+    cls = json.loads((out / f"{CLS}.json").read_text())
+    assert cls["ami_dialogue"]["label"] == "female" and cls["ami_dialogue"]["label2"] == "male"
+    fails = read_failures(out, ASR)
+    assert [f["file"] for f in fails] == ["broken", "nolabel"]
+    assert "broken.wav" in fails[0]["error"] and "/tmp" not in fails[0]["error"]  # the cell, not a temp path
+
+
+def test_infer_resumes_after_interrupt_and_retries_failed(data, tmp_path):
+    out = tmp_path / "pred"
+    first = Scripted(stop_after=2)
+    with pytest.raises(KeyboardInterrupt):
+        run_dsuperb_inference("scripted", [ASR], out, agent=first, data_root=data, progress=False)
+    assert len(first.requests) == 2
+    second = Scripted()
+    info = run_dsuperb_inference("scripted", [ASR], out, agent=second, data_root=data, progress=False)
+    assert [r.row_id for r in second.requests] == [f"{ASR}/ES2011a_40_46"]  # only the row without a record
+    assert info["n_answered"] == 3 and info["n_failed"] == 2
+    log = [json.loads(x) for x in (out / WORK / ASR / "rank-0.jsonl").read_text().splitlines()]
+    assert sorted(r["row"] for r in log) == [0, 1, 2, 3, 4]  # each row once: nothing lost, nothing twice
+    third = Scripted()
+    run_dsuperb_inference("scripted", [ASR], out, agent=third, data_root=data, progress=False, retry_failed=True)
+    assert third.requests == []  # the failed rows fail again before reaching the adapter (bad audio, no label)
+    with pytest.raises(DSuperbInferError, match="another run"):
+        run_dsuperb_inference("other", [ASR], out, agent=Scripted(), data_root=data, progress=False)
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / f"{ASR}.json").write_text("{}")
+    with pytest.raises(DSuperbInferError, match="not written by dsuperb infer"):
+        run_dsuperb_inference("scripted", [ASR], foreign, agent=Scripted(), data_root=data, progress=False)
+
+
+def test_infer_through_openai_compatible_server(data, tmp_path):
+    """openai-audio (the adapters' Chat Completions client) asking for text only, two rows at once."""
+    seen = []
+
+    def reply(body):
+        seen.append(body)
+        return 200, "transcript from the server"
+
+    with FakeChatServer(reply) as srv:
+        info = run_dsuperb_inference("openai-audio", [ASR], tmp_path / "pred", data_root=data, progress=False,
+                                     agent_options={"base_url": srv.url, "model": "omni", "api_key_env": "none",
+                                                    "system_prompt": "none"}, concurrency=2)
+        headers = list(srv.headers)
+    assert info["n_answered"] == 3 and info["n_failed"] == 2
+    assert len(seen) == 3
+    for body in seen:
+        assert body["modalities"] == ["text"] and "audio" not in body and body["model"] == "omni"
+        parts = body["messages"][-1]["content"]
+        assert [p["type"] for p in parts] == ["text", "input_audio", "input_audio"]  # instruction, audio, audio2
+        assert parts[0]["text"] == "Transcribe the first recording verbatim."
+    ids = {v for h in headers for k, v in h.items() if k.lower() == "x-client-request-id"}
+    assert ids == {f"{ASR}/jfk", f"{ASR}/p225_002", f"{ASR}/ES2011a_40_46"}  # the row travels as the request id
+    preds = json.loads((tmp_path / "pred" / f"{ASR}.json").read_text())
+    assert {v["sllm_response"] for v in preds.values()} == {"transcript from the server"}
+
+
+# --------------------------------------------------------------------------- metrics by hand
+
+
+def test_error_rates_by_hand():
+    e, n = M.edit_counts(M.tokens("HH AH L OW", "phonemes"), M.tokens("hh eh l ow w", "phonemes"))
+    assert (e, n) == (2, 4)  # one substitution, one insertion
+    assert M.tokens("I'M Abbie, ok?", "words") == ["i", "m", "abbie", "ok"]
+    e, n = M.edit_counts(M.tokens("我想要一杯coffee please", "mixed"), M.tokens("我要一杯 coffee", "mixed"))
+    assert (e, n) == (2, 7)  # 我 想 要 一 杯 coffee please: 想 and please deleted
+    e, n = M.edit_counts(M.tokens("你好世界", "characters"), M.tokens("你好 世", "characters"))
+    assert (e, n) == (1, 4)
+    assert M.edit_counts([], ["a", "b"]) == (2, 0) and M.corpus_rate([2], [0]) is None
+    assert M.corpus_rate([8, 0, 2], [22, 11, 9]) == pytest.approx(10 / 42)
+
+
+def test_bleu_and_pearson_by_hand():
+    stats = M.bleu_stats("the cat sat on the mat", "the cat sat on a mat")
+    assert stats == [6, 6, 5, 3, 2, 1, 6, 5, 4, 3]  # lengths, clipped n-gram matches, n-gram totals
+    assert M.bleu_from_stats([stats]) == pytest.approx(100 * (5 / 6 * 3 / 5 * 2 / 4 * 1 / 3) ** 0.25)
+    from sacrebleu.metrics import BLEU
+
+    hyps, refs = ["the cat sat on the mat", "a dog ran in the park today"], ["the cat sat on a mat", "the dog ran in a park today"]
+    rows = [M.bleu_stats(h, r) for h, r in zip(hyps, refs)]
+    assert M.bleu_from_stats(rows) == pytest.approx(BLEU().corpus_score(hyps, [refs]).score)  # corpus = summed rows
+    assert M.first_number("I'd say 6 out of 10.") == 6 and M.first_number("score: -3.5e1") == -35 and M.first_number("n/a") is None
+    x, y = [7, 9, 4, 8], [6, 9, 3.5, 8]
+    mx, my = sum(x) / 4, sum(y) / 4
+    sxy = sum((a - mx) * (b - my) for a, b in zip(x, y))
+    r = sxy / math.sqrt(sum((a - mx) ** 2 for a in x) * sum((b - my) ** 2 for b in y))
+    assert M.pearson(x, y) == pytest.approx(r) and r == pytest.approx(15.5 / math.sqrt(14 * 17.6875))
+    assert M.pearson([1, 2], [3, 3]) is None  # a constant side: r does not exist
+
+
+def test_judge_prompt_and_verdict_rule():
+    single = M.judge_messages("Is it male?", ["male"], "It is a man.")[0]["content"]
+    multi = M.judge_messages("Which?", ["female", "male"], "both")[0]["content"]
+    assert "Ground-truth answer:\nmale\n" in single and M.SINGLE_CHOICE in single and M.MULTI_CHOICE not in single
+    assert "Ground-truth answer:\nfemale, male\n" in multi and M.MULTI_CHOICE in multi
+    assert M.parse_verdict("blah\nResult: YES") == "yes" and M.parse_verdict("RESULT:no") == "no"
+    assert M.parse_verdict("result: no ... Result: YES") == "no"  # the first match, as re.search
+    assert M.parse_verdict("Result: maybe") is None and M.verdict_value(None) == 0 and M.verdict_value("yes") == 1
+
+
+# --------------------------------------------------------------------------- scoring
+
+
+def test_score_values_judge_and_na(scored):
+    out, summary, script, srv = scored
+    t = summary["tasks"]
+    asr, cls, reg = t[ASR], t[CLS], t[REG]
+    # WER: (8 + 0 + 2) edits over (22 + 11 + 9) reference words; two rows infer failed
+    assert asr["WER"] == pytest.approx(10 / 42) and asr["WER_n"] == 3 and asr["n_rows"] == 5 and asr["n_failed"] == 2
+    assert asr["na_rate"] == pytest.approx(2 / 5) and asr["word_error_rate"] is None
+    assert asr["word_error_rate_note"].startswith("unsupported:")
+    lo, hi = asr["WER_ci95"]
+    assert lo <= 10 / 42 <= hi
+    # judge: yes 1, no 0, garbage 0 (flagged), 429 -> retried -> yes 1, 500 -> failed row (never a 0)
+    assert cls["judge_accuracy"] == pytest.approx(0.5) and cls["judge_accuracy_n"] == 4
+    assert cls["na_rate"] == pytest.approx(2 / 5) and cls["n_failed"] == 1 and cls["llm_classification"] is None
+    rows = {r["file"]: r for r in map(json.loads, (out / "per_sample.jsonl").read_text().splitlines())
+            if r["instance"] == CLS}
+    assert rows["jfk"]["judge_unparsed"] is True and rows["jfk"]["judge_accuracy"] == 0
+    assert rows["jfk"]["judge_reply"] == "I would rather not decide this one."
+    assert rows["p226_002"]["judge_verdict"] == "no" and rows["ES2011a_40_46"]["judge_attempts"] == 2
+    assert rows["ami_dialogue"]["status"] == "failed" and "HTTP 500" in rows["ami_dialogue"]["error"]
+    assert rows["ami_dialogue"].get("judge_accuracy") is None
+    assert script.times["429"][1] - script.times["429"][0] >= 1.0  # Retry-After: 1 honoured (a causal bound)
+    assert len(script.times["500"]) == 3  # 1 + max_retries
+    # the multi-label row asked for the full set; the single ones for one answer
+    bodies = {b["messages"][0]["content"].split("Model's response:\n")[1].split("\n")[0]: b for b in srv.requests}
+    assert M.MULTI_CHOICE in bodies["female and male [500]"]["messages"][0]["content"]
+    assert "female, male" in bodies["female and male [500]"]["messages"][0]["content"]
+    assert all(b["temperature"] == 0.0 and b["max_tokens"] == 512 and "seed" not in b for b in srv.requests)
+    assert all(_header(h, "authorization") == f"Bearer {KEY}" for h in srv.headers)
+    # Pearson over the 4 rows with a number; the row without one is N/A
+    x, y = np.array([7, 9, 4, 8.0]), np.array([6, 9, 3.5, 8.0])
+    assert reg["pearson_r"] == pytest.approx(float(np.corrcoef(x, y)[0, 1])) and reg["pearson_r_n"] == 4
+    assert reg["na_rate"] == pytest.approx(1 / 5)
+    # groups never mix keys; the judge and its prompt are recorded; no key anywhere on disk
+    assert summary["overall"]["WER"] == {"mean": pytest.approx(10 / 42), "n_tasks": 1}
+    assert summary["categories"]["classification"]["judge_accuracy"]["n_tasks"] == 1
+    j = summary["judge"]
+    assert j["model"] == "loopback-judge" and j["prompt_version"] == M.JUDGE_PROMPT_VERSION
+    assert j["prompt_sha256"] == M.judge_prompt_sha256() and j["temperature"] == 0.0 and j["max_tokens"] == 512
+    for p in out.rglob("*"):
+        if p.is_file():
+            assert KEY not in p.read_text(errors="replace"), p
+
+
+def test_score_resumes_and_submission_round_trip(scored, pred):
+    out, summary, _, _ = scored
+    sub = read_submission(out / "submission.json")
+    by = {e["name"]: e["scores"][0] for e in sub}
+    assert set(by) == {ASR, CLS, REG}
+    # the answers came from a local folder, not from the Hub commit the manifest pins: no version claimed
+    assert by[ASR] == {"metric": "WER", "value": pytest.approx(10 / 42), "version": None, "seen": True}
+    assert by[CLS]["seen"] is False and by[CLS]["version"] is None and by[CLS]["metric"] == "judge_accuracy"
+    # upstream's own example (docs/score_submission.md) reads back the same way
+    example = [{"name": "SpeakerVerification_LibriSpeech-Test-Clean", "scores": [
+        {"metric": "accuracy", "value": 0.95, "version": "61e77087c83b2b0b4e8ba713365db8be7806bdd4", "seen": True}]}]
+    p = out.parent / "example.json"
+    p.write_text(json.dumps(example, indent=4))
+    assert read_submission(p) == example
+    p.write_text(json.dumps([{"name": "x", "scores": [{"metric": "a", "value": "high", "version": None, "seen": False}]}]))
+    with pytest.raises(DSuperbScoreError, match="not a number"):
+        read_submission(p)
+    # a rerun scores nothing again (no judge is even needed: every row is in the log)
+    again = score_predictions(pred[0], out, judge=_DeadJudge(), judge_concurrency=3, n_resamples=500, seed=0,
+                              seen=[ASR], progress=False)
+    assert again["tasks"] == summary["tasks"]
+
+
+class _DeadJudge:
+    """A judge that must not be called (resume check); same identity as the run's judge."""
+
+    model = "loopback-judge"
+    temperature = 0.0
+    seed = None
+    timeout = 10.0
+    max_retries = 2
+
+    def __init__(self):
+        self.base_url = None
+
+    def ask(self, *a, **k):
+        raise AssertionError("judge called on a resumed run")
+
+
+def test_upstream_prediction_shapes(tmp_path):
+    """Files of upstream's shapes score as ours: the Phase-2 baseline's (keys '<task>_<stem>.wav', every
+    metadata column, sllm_name) and speechlm_eval's converted jsonl ({example_id: {..., messages}})."""
+    pred = tmp_path / "pred"
+    pred.mkdir()
+    (pred / f"{ASR}.json").write_text(json.dumps({
+        f"{ASR}_jfk.wav": {"file": "jfk.flac", "instruction": "Transcribe.", "label": JFK_TEXT,
+                           "sllm_name": "Qwen/Qwen2-Audio-7B-Instruct",
+                           "sllm_response": ANSWERS[f"{ASR}/jfk"]},
+        f"{ASR}_p225_002.wav": {"file": "p225_002.wav", "instruction": "Transcribe.", "label": VCTK_TEXT,
+                                "sllm_name": "Qwen/Qwen2-Audio-7B-Instruct", "sllm_response": VCTK_TEXT}}, indent=4))
+    (pred / "SuperbPR_LibriSpeech-TestClean.json").write_text(json.dumps({
+        "ex1": {"example_id": "ex1", "messages": [["user", "audio", "/x/ex1.wav"], ["user", "text", "Phonemes?"]],
+                "instruction": "Phonemes?", "label": "HH AH L OW", "sllm_response": "hh eh l ow w"},
+        "ex2": {"example_id": "ex2", "messages": [], "instruction": "Phonemes?", "label": "W ER L D",
+                "sllm_response": 42}}))
+    summary = score_predictions(pred, tmp_path / "res", n_resamples=0, progress=False)
+    assert summary["tasks"][ASR]["WER"] == pytest.approx(8 / 33)
+    # files dsuperb infer did not write: the manifest's pin, said to come from there
+    assert summary["tasks"][ASR]["revision"] == "1832d234ffe7ee15b513d3f342d0dab87470310b"
+    assert summary["tasks"][ASR]["revision_source"] == "manifest"
+    per = summary["tasks"]["SuperbPR_LibriSpeech-TestClean"]
+    assert per["PER"] == pytest.approx(2 / 4) and per["n_failed"] == 1 and per["PER_ci95"] is None
+    rows = [json.loads(x) for x in (tmp_path / "res" / "per_sample.jsonl").read_text().splitlines()]
+    assert any(r["status"] == "failed" and "sllm_response is int" in r["error"] for r in rows)
+    # our own prediction file reads back entry for entry
+    items, _ = read_predictions(pred / f"{ASR}.json", ASR, "word_error_rate", 0)
+    assert [(i.file, i.labels, i.response) for i in items][1] == (f"{ASR}_p225_002.wav", (VCTK_TEXT,), VCTK_TEXT)
+    (pred / "NotATask_X.json").write_text(json.dumps({"a": {"label": "x", "sllm_response": "y"}}))
+    t = score_predictions(pred, tmp_path / "res4", n_resamples=0, progress=False)["tasks"]["NotATask_X"]
+    assert t["n_rows"] == 1 and t["value_note"].startswith("unsupported: instance not in the manifest")
+    (pred / "NotATask_X.json").write_text("[1, 2]")
+    with pytest.raises(DSuperbScoreError, match="JSON object"):
+        score_predictions(pred, tmp_path / "res5", tasks=["NotATask_X"], progress=False)
+
+
+def test_judge_timeout_fails_row_and_no_judge_is_said(tmp_path):
+    from spear_metrics.core.judge import Judge
+
+    script = JudgeScript()
+    with FakeChatServer(script) as srv:
+        judge = Judge(srv.url, "slow", api_key="", seed=None, max_retries=1, timeout=0.5, backoff_s=0.0)
+        r = score_texts(["x [hang]", "y [yes]", "z [refuse]"], ["male"] * 3, ["q"] * 3, task=CLS, judge=judge,
+                        n_resamples=0)
+        judge.close()
+    assert r["per_sample"][0]["status"] == "failed" and "ReadTimeout" in r["per_sample"][0]["error"]
+    assert r["per_sample"][0]["judge_attempts"] == 2  # 1 + max_retries, each cut at the 0.5 s limit
+    refused = r["per_sample"][2]
+    assert refused["status"] == "failed" and "HTTP 403" in refused["error"] and refused["judge_attempts"] == 1
+    assert len(script.times["refuse"]) == 1  # a refusal is not retried, and never counted as a NO
+    assert r["judge_accuracy"] == 1.0 and r["judge_accuracy_n"] == 1 and r["na_rate"] == pytest.approx(2 / 3)
+    none = score_texts(["a"], ["b"], ["q"], task=CLS, judge=None, n_resamples=0)
+    assert none["judge_accuracy"] is None and "no judge given" in none["per_sample"][0]["error"]
+    unsupported = score_texts(["2"], ["2"], ["q"], task="HEARSpeakerCountIdentification_LibriCount-Fold1")
+    assert unsupported["value_note"].startswith("unsupported:") and unsupported["speaker_count"] is None
+
+
+def _tiny_judge_model(root: Path) -> Path:
+    """A randomly initialised 1-layer Llama and a word-level tokenizer built offline; lm_head is
+    zeroed so that greedy decoding always picks token 0, whose text is 'Result: YES'."""
+    import torch
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    words = ["Result: YES", "</s>", "<s>", "[UNK]", "[PAD]", "user", "assistant", "the", "answer", "male", "female"]
+    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", eos_token="</s>",
+                                   bos_token="<s>")
+    fast.chat_template = "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}assistant:"
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=len(words), hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                      num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=4096,
+                      bos_token_id=2, eos_token_id=1, pad_token_id=4)
+    lm = LlamaForCausalLM(cfg)
+    with torch.no_grad():
+        lm.lm_head.weight.zero_()
+    lm.save_pretrained(root)
+    fast.save_pretrained(root)
+    return root
+
+
+def test_local_judge_tiny_llama(tmp_path):
+    from spear_metrics.core.judge import LocalJudge
+    from spear_metrics.core.models import ModelUnavailableError
+
+    judge = LocalJudge(str(_tiny_judge_model(tmp_path / "judge")), max_new_tokens=8, device="cpu")
+    r = score_texts(["female [x]", "male [y]"], ["female", "male"], ["Sex?", "Sex?"], task=CLS, judge=judge,
+                    judge_concurrency=2, n_resamples=0)
+    assert [row["judge_verdict"] for row in r["per_sample"]] == ["yes", "yes"]
+    assert r["per_sample"][0]["judge_reply"].lower().startswith("result: yes")
+    assert r["judge_accuracy"] == 1.0 and r["na_rate"] == 0.0
+    with pytest.raises(ModelUnavailableError):
+        score_texts(["a"], ["b"], ["q"], task=CLS, judge=LocalJudge(str(tmp_path / "absent")))
+    from spear_metrics.commands.dsuperb import _make_judge
+    from argparse import Namespace
+
+    made = _make_judge(Namespace(judge_local="some/model", judge_url=None, judge_model=None, judge_device=None))
+    assert isinstance(made, LocalJudge) and made.max_new_tokens == 512  # the evaluator's open default
+
+
+# --------------------------------------------------------------------------- CLI, results dataset, evaluate
+
+
+def test_cli_score_and_push_results(pred, data, tmp_path, monkeypatch, capsys):
+    from spear_metrics.cli import main
+    from spear_metrics.results import load_results_folder, write_results_dataset
+    from spear_metrics.results.validate import ResultsError
+
+    monkeypatch.setenv("DSUPERB_JUDGE_KEY", KEY)
+    with FakeChatServer(JudgeScript()) as srv:
+        rc = main(["dsuperb", "score", "--pred", str(pred[0]), "--out", str(tmp_path / "res"), "--judge-url", srv.url,
+                   "--judge-model", "loopback", "--judge-api-key-env", "DSUPERB_JUDGE_KEY", "--judge-max-retries", "1",
+                   "--bootstrap", "100", "--no-progress", "--tasks", f"{ASR},{CLS}"])
+        assert {_header(h, "authorization") for h in srv.headers} == {f"Bearer {KEY}"}
+    captured = capsys.readouterr()
+    assert rc == 0 and "judge_accuracy" in captured.out and KEY not in captured.out + captured.err
+    assert "failed row" in captured.err  # the failed rows are shown with their reasons
+    assert main(["dsuperb", "score", "--pred", str(tmp_path / "nowhere"), "--out", str(tmp_path / "r2")]) == 2
+    # infer: an instance that cannot be loaded is reported (exit 2) while the others are written
+    import shutil
+
+    shutil.copytree(data / REG, tmp_path / "data" / REG)
+    (tmp_path / "data" / "Broken_Instance").mkdir()
+    (tmp_path / "m.csv").write_text("instance,metric\nBroken_Instance,word_error_rate\n")
+    capsys.readouterr()
+    rc = main(["dsuperb", "infer", "--agent", "fixed-text", "-a", "text=7", "--tasks", f"Broken_Instance,{REG}",
+               "--data", str(tmp_path / "data"), "--manifest", str(tmp_path / "m.csv"), "--out", str(tmp_path / "p2"),
+               "--no-progress"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "Broken_Instance: not run: cannot load instance Broken_Instance" in err
+    assert len(json.loads((tmp_path / "p2" / f"{REG}.json").read_text())) == 5
+    assert main(["dsuperb", "score", "--pred", str(pred[0]), "--out", str(tmp_path / "r3"), "--judge-url", "http://x"]) == 2
+    ds = write_results_dataset(tmp_path / "res", tmp_path / "ds", model_name="scripted")
+    res = load_results_folder(ds, where="local:ds")
+    assert res.summary["benchmark"] == "dynamic_superb" and len(res.samples) == 10
+    from spear_metrics.dynamic_superb.results import leaderboard_frame
+
+    frame = leaderboard_frame([res])
+    assert frame.loc[0, f"{ASR} (WER)"] == pytest.approx(10 / 42)
+    # the Space: its SPEAR table leaves the run out, its Dynamic-SUPERB table shows it
+    import spear_metrics.space.app as app
+    from spear_metrics.results import SourcePolicy
+
+    monkeypatch.setattr(app, "POLICY", SourcePolicy([str(ds)]))
+    rows, errors = app.all_rows(["local:ds"])
+    assert errors == [] and "scripted" not in {r["model"] for r in rows}
+    assert app.dsuperb_table(["local:ds"]).loc[0, f"{CLS} (judge_accuracy)"] == pytest.approx(0.5)
+    summary = json.loads((tmp_path / "res" / "summary.json").read_text())
+    summary["tasks"][ASR]["WER"] = 0.01  # an edited figure is refused
+    (tmp_path / "res" / "summary.json").write_text(json.dumps(summary))
+    with pytest.raises(ResultsError, match="its rows give"):
+        write_results_dataset(tmp_path / "res", tmp_path / "ds2", model_name="scripted")
+
+
+def test_evaluate_module():
+    import evaluate
+
+    m = evaluate.load(str(REPO / "spear_metrics" / "dynamic_superb" / "dynamic_superb.py"))
+    r = m.compute(predictions=[ANSWERS[f"{ASR}/jfk"], "I am Abigail Claflin, you can call me Abby"],
+                  references=[JFK_TEXT, AMI_TEXT], instructions=["Transcribe."] * 2, task=ASR, bootstrap=200)
+    assert r["WER"] == pytest.approx(10 / 31) and r["WER_n"] == 2 and r["word_error_rate"] is None
+    b = m.compute(predictions=["the cat sat on the mat"], references=["the cat sat on a mat"], instructions=["Translate."],
+                  metric="sacre_bleu", bootstrap=0)
+    assert b["BLEU"] == pytest.approx(100 * (5 / 6 * 3 / 5 * 2 / 4 * 1 / 3) ** 0.25)
+    with pytest.raises(ValueError, match="unknown task"):
+        m.compute(predictions=["a"], references=["b"], instructions=["c"], task="NoSuchTask_X")
