@@ -36,6 +36,7 @@ from spear_metrics.agents.net import (
     request_id,
     with_retries,
 )
+from spear_metrics.core.secrets import register_url_secrets
 
 #: SPEAR's GPT-audio proxy system message
 SPEAR_SYSTEM_PROMPT = "You are a helpful assistant that can understand and respond to speech."
@@ -127,6 +128,7 @@ class OpenAIAudioAgent(NetworkAgentBase):
         if timeout_s <= 0 or max_wait_s <= 0:
             raise ValueError("timeout_s and max_wait_s must be > 0")
         self.model = model
+        register_url_secrets(base_url)  # a key typed inside the URL is masked wherever it would appear
         self.base_url = base_url.rstrip("/")
         self.voice = voice
         self.stream = bool(stream)

@@ -57,6 +57,7 @@ from spear_metrics.agents.net import (
     with_retries,
     within,
 )
+from spear_metrics.core.secrets import register_url_secrets
 
 #: PCM rate (Hz) of the session's input and output audio (SPEAR's TARGET_RATE)
 REALTIME_RATE = 24_000
@@ -128,6 +129,7 @@ class OpenAIRealtimeAgent(NetworkAgentBase):
                 raise ValueError(f"{name} must be >= 0")
         if not (max_wait_s > 0 and connect_timeout_s > 0):
             raise ValueError("max_wait_s and connect_timeout_s must be > 0")
+        register_url_secrets(base_url)  # a key typed inside the URL is masked wherever it would appear
         self.model = model
         self.base_url = base_url
         self.voice = voice
