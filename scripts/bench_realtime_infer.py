@@ -7,7 +7,12 @@ answers ``--delay-s`` seconds (of input samples) after each clip's end. Twice: `
 ``--serial-rows`` rows (figures extrapolated to all rows) and ``--concurrency N`` on all rows.
 Printed (and written as JSON with ``--json``): rows/s, wall time, and the onset error against the
 programmed onset (median, p99, max in ms) on the wall clock (SPEAR's onset) and on the stream clock,
-the response time, and each session's largest send delay behind its schedule (how well the pacing held).
+the response time, each session's largest send delay behind its schedule (how well the pacing held),
+and the CPU cost: CPU seconds (``time.process_time``; the event loop's own thread with
+``time.thread_time``) of the client process and of the fake's process, in ms of CPU per
+session-second (a session lasts its clip plus the 2.5 s tail). CPU seconds do not depend on the
+machine's load, unlike the wall-clock figures. A warm-up run of one short row comes first (imports,
+resampler and WebSocket set-up are then not counted as per-session cost).
 
     PYTHONPATH=$PWD python scripts/bench_realtime_infer.py --rows 64 --clip-s 8 --concurrency 64
 """
@@ -16,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import inspect
 import json
 import multiprocessing as mp
 import os
@@ -72,6 +78,7 @@ def run_once(csv_path: Path, names: list[str], out: Path, concurrency: int, clip
 
     from spear_datasets.audio import load_audio
     from spear_metrics.agents.harness import run_inference
+    from spear_metrics.agents.openai_realtime import OpenAIRealtimeAgent
 
     at = clip_s + delay_s
     programs = {n: Program("reply", at_s=at, speech_end_s=clip_s) for n in names}
@@ -84,11 +91,11 @@ def run_once(csv_path: Path, names: list[str], out: Path, concurrency: int, clip
     os.environ["OPENAI_API_KEY"] = KEY
     try:
         t0 = time.perf_counter()
-        cpu0 = time.process_time()
+        cpu0, loop0 = time.process_time(), time.thread_time()
         info = run_inference("openai-realtime", str(csv_path), out, progress=False, concurrency=concurrency,
                              agent_options={"base_url": url, "max_wait_s": "10"})
         wall = time.perf_counter() - t0
-        cpu = time.process_time() - cpu0
+        cpu, loop_cpu = time.process_time() - cpu0, time.thread_time() - loop0  # the loop runs on this thread
     finally:
         parent.send("stop")
         fake_info = parent.recv()
@@ -101,6 +108,12 @@ def run_once(csv_path: Path, names: list[str], out: Path, concurrency: int, clip
     lag = np.array([r["send_lag_max_s"] * 1000 for r in ok])
     lag_at = np.array([r["send_lag_max_at_s"] * 1000 for r in ok])
 
+    tail_s = inspect.signature(OpenAIRealtimeAgent).parameters["tail_silence_s"].default
+    session_s = len(names) * (clip_s + tail_s)
+
+    def per_session_s(cpu_s: float) -> float:
+        return 1000.0 * cpu_s / session_s
+
     def stats(v):
         return {"median_ms": float(np.median(v)), "p99_ms": float(np.percentile(v, 99)), "max_ms": float(v.max()),
                 "min_ms": float(v.min())} if v.size else None
@@ -110,7 +123,11 @@ def run_once(csv_path: Path, names: list[str], out: Path, concurrency: int, clip
             "onset_error_stream": stats(stream_err), "response_time": stats(rt), "send_lag_max": stats(lag),
             "send_lag_max_at_stream_time": stats(lag_at),
             "fake_connections": sum(fake_info["connections"].values()), "client_cpu_s": cpu,
-            "fake_server_cpu_s": fake_info["cpu_s"], "load_average_1min_after": os.getloadavg()[0]}
+            "client_loop_thread_cpu_s": loop_cpu, "fake_server_cpu_s": fake_info["cpu_s"],
+            "session_seconds": session_s,
+            "cpu_ms_per_session_s": {"client_process": per_session_s(cpu), "client_loop_thread": per_session_s(loop_cpu),
+                                     "fake_server_process": per_session_s(fake_info["cpu_s"])},
+            "load_average_1min_after": os.getloadavg()[0]}
 
 
 def main() -> int:
@@ -123,6 +140,9 @@ def main() -> int:
     ap.add_argument("--json", default=None, help="also write the figures to this file")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
+        warm = Path(tmp) / "warm-up"  # imports and first-use set-up, not counted below
+        wcsv, wnames = build_rows(warm / "data", 1, 1.0)
+        run_once(wcsv, wnames, warm / "out", 1, 1.0, args.delay_s)
         csv_path, names = build_rows(Path(tmp) / "data", args.rows, args.clip_s)
         res = {"clip_s": args.clip_s, "delay_s": args.delay_s}
         if args.serial_rows:
@@ -135,6 +155,12 @@ def main() -> int:
         res[f"concurrency_{args.concurrency}"] = run_once(csv_path, names, Path(tmp) / "out", args.concurrency,
                                                           args.clip_s, args.delay_s)
     print(json.dumps(res, indent=2))
+    for k, r in res.items():
+        if isinstance(r, dict) and "cpu_ms_per_session_s" in r:
+            c = r["cpu_ms_per_session_s"]
+            print(f"{k}: CPU per session-second: client process {c['client_process']:.2f} ms, its event-loop thread "
+                  f"{c['client_loop_thread']:.2f} ms, fake server {c['fake_server_process']:.2f} ms "
+                  f"({r['rows']} sessions, {r['session_seconds']:.0f} session-seconds)", file=sys.stderr)
     if args.json:
         Path(args.json).write_text(json.dumps(res, indent=2) + "\n")
     return 0

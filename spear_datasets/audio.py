@@ -388,8 +388,23 @@ def input_clip_info(path: str | os.PathLike) -> AudioInfo:
     return info
 
 
+def wav_bytes(wav: np.ndarray, sr: int = TARGET_SR) -> bytes:
+    """``(channels, samples)`` or ``(samples,)`` float audio as the bytes of a 16-bit PCM WAV file
+    (samples clipped to [-1, 1]): THE WAV encoding of the project (files, API requests, judge calls)."""
+    import io
+
+    import soundfile as sf
+
+    data = np.asarray(wav, dtype=np.float32)
+    data = data[None, :] if data.ndim == 1 else data
+    buf = io.BytesIO()
+    sf.write(buf, np.clip(data.T, -1.0, 1.0), int(sr), subtype="PCM_16", format="WAV")
+    return buf.getvalue()
+
+
 def write_wav(path: str | os.PathLike, wav: np.ndarray, sr: int = TARGET_SR) -> Path:
-    """Write ``(channels, samples)`` or ``(samples,)`` float audio as 16-bit PCM WAV, atomically.
+    """Write ``(channels, samples)`` or ``(samples,)`` float audio as 16-bit PCM WAV, atomically
+    (:func:`wav_bytes`).
 
     The file appears under its final name only once complete (write to a temporary name, then
     rename), so a killed run never leaves a truncated clip behind.
@@ -398,19 +413,12 @@ def write_wav(path: str | os.PathLike, wav: np.ndarray, sr: int = TARGET_SR) -> 
         spear_datasets.files.OutputError: the file cannot be written (read-only, disk full...);
             no temporary file is left.
     """
-    import soundfile as sf
-
     from spear_datasets.files import atomic_path
 
     p = Path(path)
-    data = np.asarray(wav, dtype=np.float32)
-    data = data[None, :] if data.ndim == 1 else data
-    import io
-
-    buf = io.BytesIO()  # encoded in memory: a failed write is then a plain OSError with its errno
-    sf.write(buf, np.clip(data.T, -1.0, 1.0), sr, subtype="PCM_16", format="WAV")
+    data = wav_bytes(wav, sr)  # encoded in memory: a failed write is then a plain OSError with its errno
     with atomic_path(p) as tmp:
-        tmp.write_bytes(buf.getbuffer())
+        tmp.write_bytes(data)
     return p
 
 

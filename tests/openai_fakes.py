@@ -35,18 +35,22 @@ RATE = 24_000  # Realtime PCM rate
 class Program:
     """What the fake does for one row.
 
-    kind: reply | barge | force | silent | drop | malformed | bad_audio | error_event | echo_key |
+    kind: reply | barge | late | force | silent | drop | malformed | bad_audio | error_event | echo_key |
           wrong_rate | refuse | busy | try_later (realtime); ok | stream | busy | e500_once | badkey |
           malformed | wrong_rate | bad_audio | slow | drop | text_only (chat).
+          ``late``: a first reply at ``at_s`` (a barge-in), then a second response created with the
+          VAD's speech_stopped whose audio starts only when ``late_s`` s of input were received.
     at_s: input time (s of samples received) at which the reply starts (realtime).
     speech_end_s: where the input's speech ends (s); the VAD's speech_stopped comes 0.5 s later.
     busy_n: how many requests/handshakes get 429 first (``None``: all).
+    late_s: ``late``: input time (s) at which the second response's audio starts.
     """
 
     kind: str = "reply"
     at_s: float = 0.0
     speech_end_s: float = 0.0
     busy_n: Optional[int] = 1
+    late_s: float = 0.0
 
 
 def pcm16(x: np.ndarray) -> bytes:
@@ -82,6 +86,7 @@ class RealtimeFake:
         self.replied_at: dict[str, int] = {}  # row -> samples (24 kHz) received when the reply went out
         self.forced: set[str] = set()
         self.events: dict[str, list[str]] = defaultdict(list)
+        self.extensions: dict[str, Optional[str]] = {}  # row -> the Sec-WebSocket-Extensions the client offered
         self._t = _Thread()
         self.port = self._t.run(self._start())
 
@@ -108,6 +113,7 @@ class RealtimeFake:
     def _check(self, connection, request):
         rid = request.headers.get("X-Client-Request-Id", "")
         self.connections[rid] += 1
+        self.extensions[rid] = request.headers.get("Sec-WebSocket-Extensions")
         prog = self.programs.get(rid, Program())
         if request.headers.get("Authorization") != f"Bearer {self.key}":
             return connection.respond(401, "bad key\n")
@@ -119,8 +125,11 @@ class RealtimeFake:
             return resp
         return None
 
-    async def _reply(self, ws, rid: str, prog: Program, samples: int) -> None:
-        self.replied_at[rid] = samples
+    async def _reply(self, ws, rid: str, prog: Program, samples: int, response_id: Optional[str] = None) -> None:
+        """Send a response (``response.created``, 100 ms audio deltas, the transcript, ``response.done``);
+        with ``response_id`` its ``response.created`` was sent earlier."""
+        if response_id is None:
+            self.replied_at[rid] = samples
         if prog.kind == "malformed":
             await ws.send("this is not json {")
             return
@@ -132,8 +141,9 @@ class RealtimeFake:
             await ws.send(json.dumps({"type": "error", "error": {"type": "invalid_request_error", "code": "invalid_api_key",
                                                                    "message": f"Incorrect API key provided: {self.key}"}}))
             return
-        rid_resp = f"resp_{rid}_{samples}"
-        await ws.send(json.dumps({"type": "response.created", "response": {"id": rid_resp, "status": "in_progress"}}))
+        rid_resp = response_id or f"resp_{rid}_{samples}"
+        if response_id is None:
+            await ws.send(json.dumps({"type": "response.created", "response": {"id": rid_resp, "status": "in_progress"}}))
         step = RATE // 10 * 2  # 100 ms of 16-bit samples
         for k, a in enumerate(range(0, len(self.answer), step)):
             if prog.kind == "bad_audio":
@@ -154,6 +164,7 @@ class RealtimeFake:
         prog = self.programs.get(rid, Program())
         samples = 0
         started = stopped = replied = False
+        late: Optional[str] = None  # ``late``: the second response, created but not yet spoken
         try:
             async for msg in ws:
                 ev = json.loads(msg)
@@ -177,6 +188,13 @@ class RealtimeFake:
                         stopped = True
                         await ws.send(json.dumps({"type": "input_audio_buffer.speech_stopped"}))
                         await ws.send(json.dumps({"type": "input_audio_buffer.committed"}))
+                        if prog.kind == "late":
+                            late = f"resp_{rid}_late"
+                            await ws.send(json.dumps({"type": "response.created",
+                                                      "response": {"id": late, "status": "in_progress"}}))
+                    if late and samples >= round(prog.late_s * RATE):
+                        await self._reply(ws, rid, prog, samples, response_id=late)
+                        late = ""
                     if (not replied and prog.kind not in ("silent", "force") and samples >= round(prog.at_s * RATE)):
                         replied = True
                         await self._reply(ws, rid, prog, samples)

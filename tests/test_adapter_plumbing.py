@@ -155,3 +155,24 @@ def test_sink_stamps_both_clocks_and_refuses_a_format_change():
         sink.pcm16(b"\x00\x01\x02", 24000)
     with pytest.raises(ProtocolError, match="changed format"):
         sink.audio(np.zeros(10, np.float32), 16000)
+
+
+def test_playback_buffer_resamples_back_to_back_chunks_as_one_signal(real_dir):
+    """Real speech (VCTK p225) at 24 kHz arriving as 100 ms deltas faster than real time plays back
+    to back from its first arrival: the 16 kHz reply channel is the whole answer resampled once
+    (no filter transients at the 100 ms boundaries), placed at that arrival; a later delta after a
+    gap starts a new run at its own arrival."""
+    from spear_datasets.audio import load_audio, resample
+
+    x = load_audio(real_dir / "speechbrain__p225_002.wav", sr=24_000, channels="mix")[0]
+    chunks = [OutputChunk(x[None, a : a + 2400], 24_000, 0.5, 0.0) for a in range(0, x.size, 2400)]
+    gap_at = 0.5 + x.size / 24_000 + 1.0  # a second answer 1 s after the first one ended
+    chunks.append(OutputChunk(x[None, :2400], 24_000, gap_at, 0.0))
+    n = round((gap_at + 0.5) * 16_000)
+    y = playback_timeline(SessionResult(chunks=chunks), n, 16_000)
+    whole = resample(x[None, :], 24_000, 16_000)[0]
+    np.testing.assert_array_equal(y[8000 : 8000 + whole.size], whole)
+    assert not y[:8000].any()
+    start = round(gap_at * 16_000)
+    assert not y[8000 + whole.size : start].any()
+    np.testing.assert_array_equal(y[start : start + 1600], resample(x[None, :2400], 24_000, 16_000)[0])

@@ -139,6 +139,33 @@ def test_gemini_messages_are_the_sdks(keys):
         "wss://generativelanguage.googleapis.com/ws/google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent")
 
 
+@pytest.mark.parametrize("compression", [False, True])
+def test_live_websockets_offer_compression_only_when_asked(keys, compression):
+    """gemini-live and moshi open their WebSocket without permessage-deflate, as openai-realtime does
+    (audio barely compresses, deflating every chunk costs the client CPU); ``ws_compression=true``
+    offers it. Checked on the extensions header the loopback server received in each handshake (the
+    server then closes the session: the row fails)."""
+    from fakes.server import LoopbackServer
+    from spear_metrics.agents.duplex import run_session
+
+    offered = []
+
+    async def handler(ws):
+        offered.append(ws.request.headers.get("Sec-WebSocket-Extensions"))
+        await ws.close(1008, "refused after the handshake")
+
+    with LoopbackServer(handler, session_timeout_s=20) as srv:
+        agents = [GeminiLiveAgent(base_url=srv.url(""), max_tries=1, connect_timeout_s=10, ws_compression=compression),
+                  MoshiAgent(url=srv.url("/api/chat"), max_tries=1, handshake_timeout_s=10, ws_compression=compression)]
+        for agent in agents:
+            request = AudioRequest(audio=np.zeros((1, 16_000), np.float32), sample_rate=16_000, row_id="ext")
+            with pytest.raises(AgentError):
+                asyncio.run(run_session(agent, request, session_config(agent)))
+    assert len(offered) == 2
+    for ext in offered:
+        assert ("permessage-deflate" in ext) if compression else ext is None
+
+
 def test_gemini_output_mime_types():
     assert pcm_rate("audio/pcm;rate=24000") == 24_000 and pcm_rate("audio/pcm; rate=16000") == 16_000
     assert pcm_rate("audio/pcm") == 24_000  # the documented output rate when none is named

@@ -196,6 +196,7 @@ def test_realtime_resume_after_kill_redoes_only_missing_rows(real_dir, tmp_path,
     assert info["rows_run_this_time"] == 2 and info["n_answered"] == 3
     done_first = Path(first[0]["audio_path"]).name
     assert fake.connections[done_first] == 1  # not redone
+    assert set(fake.extensions.values()) == {None}  # no permessage-deflate offered (as the openai SDK's client)
     logged = [json.loads(x)["row"] for x in (out / ".work/rank-0.jsonl").read_text().splitlines()]
     assert sorted(logged) == [0, 1, 2]
     no_key_in(out)
@@ -295,6 +296,31 @@ def test_adapter_exits_and_time_limits_fail_their_rows(real_dir, tmp_path):
     assert info["n_answered"] == 1 and info["n_failed"] == 2
     failures = {Path(f["audio_path"]).name: f["error"] for f in map(json.loads, (out / "failures.jsonl").read_text().splitlines())}
     assert failures[name(0)] == "SystemExit: 3" and failures[name(1)] == "timed out after 1 s"
+
+
+def test_realtime_waits_for_an_answer_created_after_an_earlier_one_ended(real_dir, tmp_path, key_env):
+    """A barge-in reply ends while the question goes on; the VAD then closes the turn and the server
+    creates a second response whose audio starts only with the last chunk of the tail: the session
+    waits for that answer instead of ending with the first one (both are kept, back to back)."""
+    ami, end = sources(real_dir)["ami"]  # 2.48 s, the speech ends with the clip
+    tail = 1.5
+    total = round((ami.shape[1] + round(tail * TARGET_SR)) * 24000 / TARGET_SR) / 24000  # input + tail, 24 kHz samples
+    csv_path = write_csv(tmp_path / "data", [(name(0), ami)])
+    fake = RealtimeFake({name(0): Program("late", at_s=1.0, speech_end_s=end, late_s=total)},
+                        answer_24k(real_dir)[:12000], KEY)  # 0.5 s answers
+    out = tmp_path / "out"
+    try:
+        info = run_inference("openai-realtime", str(csv_path), out, progress=False,
+                             agent_options={"base_url": fake.url, "tail_silence_s": str(tail), "vad_grace_s": "0.3",
+                                            "max_wait_s": "5"})
+    finally:
+        fake.close()
+    assert info["n_answered"] == 1
+    r = records(out)[name(0)]
+    assert r["onset_stream_s"] == pytest.approx(chunk_end_at_or_after(1.0), abs=1e-9)  # the first answer's onset
+    assert r["answer_duration"] == pytest.approx(2 * 0.5, abs=1e-3)  # both answers' audio
+    assert r["text"] == "hello therehello there" and r["finish_reason"] == "stop"
+    assert fake.events[name(0)].count("input_audio_buffer.commit") == 0  # the VAD closed the turn: nothing forced
 
 
 def test_realtime_close_after_a_receiver_error_does_not_wait_for_the_close_timeout(monkeypatch):

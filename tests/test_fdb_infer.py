@@ -144,3 +144,62 @@ def test_fdb_infer_writes_time_synchronous_replies_that_fdb_scores(fdb_root, rea
     assert not (fdb_root / "pause_handling/1/output.wav").exists()  # recorded and unchanged: removed
     assert json.loads(edited.read_text())["text"] == "corrected by hand"
     assert "1 sample(s) hold an output.wav/output.json fdb-infer did not write" in capsys.readouterr().err
+
+
+def test_fdb_infer_redoes_a_reply_written_just_before_a_kill(fdb_root, real_dir, monkeypatch):
+    """A run killed between writing a reply and logging its sample redoes that sample on rerun: the
+    manifest recorded the output.wav as fdb-infer's before it was written, so it is not kept as
+    another system's reply; also when the sample had failed before and the kill came during a
+    --retry-failed run (a rerun without it redoes the reply it never logged). An output.json this
+    command did not write stays, and its sample is not run."""
+    import spear_datasets.audio as audio_mod
+    from spear_metrics.full_duplex.infer import run_fdb_inference
+
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    task = fdb_root / "smooth_turn_taking"
+    shutil.rmtree(task / "1")  # FDB's released outputs: kept as another system's, not needed here
+    x, sr = decode(task / "2" / "input.wav")
+    audio_mod.write_wav(task / "2" / "input.wav", x[:, : round(1.5 * sr)], sr)  # 1.5 s stimuli: short sessions
+    for sid in ("3", "4"):
+        shutil.copytree(task / "2", task / sid)
+    foreign = task / "3" / "output.json"
+    foreign.write_text('{"text": "another system", "chunks": []}')
+    at = 0.6
+    progs = {"smooth_turn_taking_2": Program("reply", at_s=at, speech_end_s=0.5),
+             "smooth_turn_taking_3": Program("reply", at_s=at, speech_end_s=0.5),
+             "smooth_turn_taking_4": Program("refuse")}
+    fake = RealtimeFake(progs, load_audio(real_dir / "speechbrain__p225_002.wav", sr=24_000, channels="mix")[0][:12000], KEY)
+    write_wav = audio_mod.write_wav
+
+    def write_then_die(path, wav, sr=16000):
+        write_wav(path, wav, sr)
+        raise KeyboardInterrupt  # stands for a kill -9 after the file, before its record
+
+    kw = dict(agent_options={"base_url": fake.url}, asr=None, progress=False, concurrency=2)
+    try:
+        monkeypatch.setattr(audio_mod, "write_wav", write_then_die)
+        with pytest.raises(KeyboardInterrupt):  # 4 is refused (logged failed) while 2 streams, then 2 dies
+            run_fdb_inference("openai-realtime", task, **kw)
+        monkeypatch.setattr(audio_mod, "write_wav", write_wav)
+        assert (task / "2" / "output.wav").is_file() and foreign.read_text().startswith('{"text": "another')
+        info = run_fdb_inference("openai-realtime", task, **kw)
+        assert info["n_written"] == 1 and info["n_done"] == 1 and info["n_kept"] == 1 and info["n_failed"] == 1
+        assert fake.connections["smooth_turn_taking_2"] == 2 and fake.connections["smooth_turn_taking_3"] == 0
+        assert foreign.read_text() == '{"text": "another system", "chunks": []}'
+        assert not (task / "3" / "output.wav").exists()
+        # the failed sample, retried: killed right after its reply is written
+        fake.programs["smooth_turn_taking_4"] = Program("reply", at_s=at, speech_end_s=0.5)
+        monkeypatch.setattr(audio_mod, "write_wav", write_then_die)
+        with pytest.raises(KeyboardInterrupt):
+            run_fdb_inference("openai-realtime", task, retry_failed=True, **kw)
+        monkeypatch.setattr(audio_mod, "write_wav", write_wav)
+        assert (task / "4" / "output.wav").is_file()
+        info = run_fdb_inference("openai-realtime", task, **kw)  # no --retry-failed: the unlogged reply is redone
+        assert info["n_written"] == 1 and info["n_done"] == 2 and info["n_failed"] == 0 and info["n_kept"] == 1
+        assert fake.connections["smooth_turn_taking_4"] == 3 and fake.connections["smooth_turn_taking_2"] == 2
+        assert info["kept"] == ["smooth_turn_taking/3"]
+    finally:
+        fake.close()
+    for sid in ("2", "4"):
+        y, sr = decode(task / sid / "output.wav")
+        assert np.flatnonzero(y[0])[0] / sr >= at - CHUNK_S  # the reply, placed in the channel

@@ -331,3 +331,20 @@ def test_csv_rows_failed_at_input_keep_the_path_form_of_their_siblings(data, tmp
     assert [s["status"] for s in scored] == ["ok"] * N + ["failed", "failed"]
     assert scored[N]["error"] == "infer failed: duplicate of row 0 (same audio_path)"
     assert scored[N + 1]["error"].startswith("infer failed: question_end_time is not a number")
+
+
+def test_overwrite_removes_the_old_runs_timing_file_too(data, tmp_path):
+    """--overwrite clears every output of the other run before the new one starts, its
+    response_times.csv included (a new run killed before it finishes leaves none of the old run's
+    timings beside its own answers)."""
+    out = tmp_path / "out"
+    _infer(data, out, "fixed-delay", "delay=0.7")
+    assert (out / "response_times.csv").is_file()
+
+    def kill(rec):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_inference("fixed-delay", str(data["hub"]), out, agent_options={"delay": "0.2"}, split="test",
+                      subset="improvised", overwrite=True, progress=False, on_row=kill)
+    assert not (out / "response_times.csv").exists() and not (out / "metadata.csv").exists()

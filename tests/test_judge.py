@@ -69,6 +69,29 @@ def test_auth_error_is_not_retried():
     assert len(srv.requests) == 1
 
 
+def test_only_the_adapters_retryable_statuses_are_retried():
+    """The judge retries what the network adapters retry (spear_metrics.agents.net.retryable_status):
+    a 503 or a 409 is asked again, a 413 (request too large: the same audio again cannot help) or a
+    501 fails at once, with every attempt kept."""
+    ok = (200, '{"rating": 1}')
+    for status, requests in ((503, 2), (409, 2), (413, 1), (501, 1)):
+        with FakeChatServer([(status, "no"), ok]) as srv:
+            j = judge(srv.url, max_retries=3)
+            if requests == 2:
+                assert j.ask_json(MSG, ["rating"]) == {"rating": 1}
+            else:
+                with pytest.raises(JudgeError, match=f"HTTP {status}") as ei:
+                    j.ask_json(MSG, ["rating"])
+                assert ei.value.fatal and ei.value.status == status and len(ei.value.attempts) == 1
+        assert len(srv.requests) == requests, status
+
+
+def test_backoff_is_the_adapters_rule_without_jitter():
+    j = judge("http://127.0.0.1:9/v1", backoff_s=0.5, max_wait_s=3.0)
+    assert [j._sleep_before(k, None) for k in (1, 2, 3, 4)] == [0.5, 1.0, 2.0, 3.0]
+    assert j._sleep_before(1, 0.0) == 0.0 and j._sleep_before(2, 2.5) == 2.5  # Retry-After as the server said
+
+
 def test_unreachable_server():
     with FakeChatServer([(200, "{}")]) as srv:
         url = srv.url

@@ -312,3 +312,44 @@ def test_inputs_without_an_answer_are_reported_per_subset(tmp_path, real_dir):
                  "--inputs", str(inputs)]) == 0
     assert json.loads((out / "summary.json").read_text())["n_missing_answers"] == 1
     assert (out / "missing_answers.txt").read_text() == "naturalistic/same.wav\n"
+
+
+@pytest.mark.parametrize("stop", ["interrupt", "log"])
+def test_concurrent_items_are_not_started_after_an_interrupt_or_a_log_failure(tmp_path, stop, monkeypatch):
+    """run_resumable(concurrency=2) over 40 items: when item 0 raises KeyboardInterrupt, or the work
+    log cannot take item 0's result, the run stops without starting the queued items (each would be
+    a paid judge call whose result is thrown away): only the calls already running finish."""
+    import threading
+    from types import SimpleNamespace
+
+    from spear_metrics.core import records
+    from spear_metrics.core.records import OutputError, SampleResult, claim_out
+    from spear_metrics.core.runner import run_resumable
+
+    started: list[int] = []
+    gate = threading.Event()  # the calls after item 0 last until the run has stopped (at most 3 s)
+
+    def score(batch):
+        row = batch[0].row
+        started.append(row)
+        if row == 0 and stop == "interrupt":
+            raise KeyboardInterrupt
+        if row != 0:
+            gate.wait(3.0)
+        return [SampleResult(row=row, audio_path=f"item{row}")]
+
+    if stop == "log":
+        def refuse(self, objs):
+            raise OutputError("no space left on device: work log")
+
+        monkeypatch.setattr(records.AppendLog, "write", refuse)
+    state = SimpleNamespace(process_index=0, num_processes=1, is_main_process=True, wait_for_everyone=lambda: None)
+    with pytest.raises(KeyboardInterrupt if stop == "interrupt" else OutputError):
+        with claim_out(tmp_path / "out", {"test": stop}, overwrite=False, conflict=RuntimeError("other run"),
+                       command="score", state=state) as folder:  # as every caller holds its folder
+            run_resumable([SimpleNamespace(row=i) for i in range(40)], score, folder.work, n_rows=40,
+                          concurrency=2, state=state)
+    gate.set()
+    # item 0, the one the other thread was running, and at most one more taken by the first thread
+    # before the stop reached the queue
+    assert 0 in started and len(started) <= 3, started

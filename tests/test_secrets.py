@@ -170,3 +170,60 @@ def test_a_key_at_the_length_limit_is_masked_whole_before_the_message_is_cut():
         assert key[:12] not in text and MASK in text
     err = net.http_error(401, "y" * 170 + key)
     assert key[:12] not in str(err) and str(err).endswith(MASK)
+
+
+def test_credentials_typed_inside_a_url_are_found():
+    """What url_secrets takes from a URL: the password (or a user name standing alone), the values of
+    parameters named like credentials, as typed and percent-decoded; nothing else."""
+    from spear_metrics.core.secrets import url_secrets
+
+    assert url_secrets("wss://h/v1/realtime?model=gpt&api_key=sk-a%2Bb-123456") == ["sk-a%2Bb-123456", "sk-a+b-123456"]
+    assert url_secrets("https://me:pa%40ss-word-99@h:8443/v1") == ["pa%40ss-word-99", "pa@ss-word-99"]
+    assert url_secrets("wss://tok-as-user-0123456@h/x") == ["tok-as-user-0123456"]
+    assert url_secrets("https://h/x?X-Goog-Signature=abc123def456&access_token=t0k3n-value") == [
+        "abc123def456", "t0k3n-value"]
+    # no credential: PersonaPlex's prompts, plain hosts, text that is not a URL
+    assert url_secrets("ws://127.0.0.1:8998/api/chat?text_prompt=You+enjoy+it&voice_prompt=NATF2.pt&seed=42") == []
+    assert url_secrets("wss://api.openai.com/v1/realtime") == [] and url_secrets("key=value") == []
+    assert mask_value({"base_url": "wss://me:secret-pass-77@h/v1?key=kkkkkkkkkk9"},
+                      extra_values=url_secrets("wss://me:secret-pass-77@h/v1?key=kkkkkkkkkk9")) == {
+        "base_url": f"wss://me:{MASK}@h/v1?key={MASK}"}
+
+
+def test_a_key_typed_inside_base_url_never_reaches_a_file_or_the_console(fdb_dir, tmp_path, monkeypatch, capsys):
+    """``-a base_url=ws://...?api_key=KEY``: fdb-infer records the URL with the key masked in its run
+    record (run.json) and the failed sample's reason, although the server that refuses the handshake
+    echoes the path it was asked for; nothing written or printed holds the key."""
+    import shutil
+
+    from fakes.server import LoopbackServer
+    from spear_metrics.cli import main
+
+    key = "url-typed-key-Q7x9Z2w4v"
+    for env in SECRET_ENV_VARS:
+        monkeypatch.delenv(env, raising=False)
+    task = tmp_path / "pause_handling"
+    (task / "1").mkdir(parents=True)
+    for f in ("input.wav", "pause.json"):  # the stimulus alone (not the released model's reply)
+        shutil.copy(fdb_dir / "example_data" / "pause_handling_example" / "1" / f, task / "1" / f)
+    paths = []
+
+    def refuse(conn, request):
+        paths.append(request.path)
+        return conn.respond(403, f"forbidden: {request.path}\n")
+
+    async def never(ws):  # the handshake is refused first
+        await ws.close()
+
+    with LoopbackServer(never, process_request=refuse, session_timeout_s=20) as srv:
+        url = srv.url(f"/v1/realtime?api_key={key}")
+        rc = main(["fdb-infer", "--agent", "openai-realtime", "--root", str(task), "--no-asr", "--no-progress",
+                   "-a", f"base_url={url}", "-a", "api_key_env=none", "-a", "max_tries=1"])
+    printed = capsys.readouterr()
+    assert rc == 0 and paths and key in paths[0]  # the key did travel in the URL, and the server echoed it
+    run = json.loads((task / ".spearbench-fdb-infer" / "run.json").read_text())
+    assert run["agent_options"]["base_url"] == srv.url(f"/v1/realtime?api_key={MASK}")
+    (fail,) = [json.loads(x) for x in (task / ".spearbench-fdb-infer" / "failures.jsonl").read_text().splitlines()]
+    assert "HTTP 403" in fail["error"] and f"api_key={MASK}" in fail["error"]
+    for text in (printed.out + printed.err, *(p.read_text(errors="replace") for p in task.rglob("*") if p.is_file())):
+        assert key not in text

@@ -292,8 +292,8 @@ def pcm16_bytes(x: np.ndarray) -> bytes:
 class OutputSink:
     """Where an adapter's receiver puts what the system sends; the harness's stopwatch.
 
-    The adapter calls :meth:`audio` (or :meth:`pcm16`), :meth:`text`, :meth:`done` and
-    :meth:`fail`; it never reads the clock itself. All calls must come from the event loop's
+    The adapter calls :meth:`audio` (or :meth:`pcm16`), :meth:`text`, :meth:`done`, :meth:`reopen`
+    and :meth:`fail`; it never reads the clock itself. All calls must come from the event loop's
     thread (an adapter's receiver task), as websockets/httpx/SDK callbacks do.
     """
 
@@ -380,8 +380,7 @@ class OutputSink:
             self.result.first_audio_s = t
             self.result.first_audio_input_s = self.input_sent_s
         self.result.chunks.append(OutputChunk(a, sr, t, self.input_sent_s))
-        if self._done.is_set() and self._error is None:
-            self._done.clear()
+        self.reopen()
 
     def pcm16(self, data: bytes, sample_rate: int) -> None:
         """Output audio as raw little-endian 16-bit mono PCM (the Realtime API's ``audio/pcm``).
@@ -417,6 +416,13 @@ class OutputSink:
         """The system finished its output (for now: a later :meth:`audio` reopens)."""
         self.result.finish_reason = reason
         self._done.set()
+
+    def reopen(self) -> None:
+        """The system started another output (e.g. the Realtime API's ``response.created`` after an
+        earlier response was done): the session waits for it again, as if no :meth:`done` had come
+        (:meth:`audio` does the same when audio arrives). No effect after :meth:`fail`."""
+        if self._done.is_set() and self._error is None:
+            self._done.clear()
 
     def fail(self, error: BaseException | str) -> None:
         """A fatal error in the receiver (connection dropped, malformed event...): the session
@@ -614,23 +620,43 @@ async def run_session(agent: Any, request: AudioRequest, config: SessionConfig, 
 def playback_timeline(result: SessionResult, n_samples: int, sample_rate: int) -> np.ndarray:
     """The output as a time-synchronous channel: ``(n_samples,)`` float32 at ``sample_rate`` Hz.
 
-    Each received chunk (mixed to mono, resampled to ``sample_rate``) is placed at
-    ``max(its receive time, end of the previous chunk)`` on the wall clock since ``t0`` (a
-    playback buffer: audio that arrives faster than real time queues behind what is playing);
-    the whole is trimmed or zero-padded to ``n_samples`` (the input's length).
+    Each received chunk (mixed to mono) is placed at ``max(its receive time, end of the previous
+    chunk)`` on the wall clock since ``t0`` (a playback buffer: audio that arrives faster than real
+    time queues behind what is playing); the whole is trimmed or zero-padded to ``n_samples`` (the
+    input's length). Chunks that play back to back are resampled to ``sample_rate`` together, as
+    the one signal they are (resampling each 40-100 ms delta on its own would put the filter's
+    edge transients at every chunk boundary).
     """
     from spear_datasets.audio import resample
 
     out = np.zeros(int(n_samples), np.float32)
-    cursor = 0
+    cursor = 0  # output sample where the audio placed so far ends
+
+    def place(start: int, run: list[np.ndarray], sr: int) -> int:
+        a = resample(np.concatenate(run)[None, :], sr, sample_rate)[0]
+        if start < n_samples:
+            m = min(len(a), n_samples - start)
+            out[start : start + m] = a[:m]
+        return start + len(a)
+
+    run: list[np.ndarray] = []
+    run_start = run_in = 0  # the current run's first output sample and its input samples so far
+    run_sr = 0
     for c in result.chunks:
-        a = resample(c.audio.mean(axis=0, keepdims=True), c.sample_rate, sample_rate)[0]
-        start = max(int(round(c.received_s * sample_rate)), cursor, 0)
-        if start >= n_samples:
+        arrival = max(int(round(c.received_s * sample_rate)), 0)
+        queued = run and c.sample_rate == run_sr and arrival <= run_start + round(run_in * sample_rate / run_sr)
+        if queued:  # arrived before the run ends playing: joins it
+            run.append(c.audio.mean(axis=0))
+            run_in += c.audio.shape[1]
+            continue
+        if run:
+            cursor = place(run_start, run, run_sr)
+        if max(arrival, cursor) >= n_samples:
+            run = []
             break
-        m = min(len(a), n_samples - start)
-        out[start : start + m] = a[:m]
-        cursor = start + len(a)
+        run, run_start, run_in, run_sr = [c.audio.mean(axis=0)], max(arrival, cursor), c.audio.shape[1], c.sample_rate
+    if run:
+        place(run_start, run, run_sr)
     return out
 
 

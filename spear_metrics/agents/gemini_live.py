@@ -63,6 +63,7 @@ from spear_metrics.agents.duplex import (
 from spear_metrics.agents.duplex import pcm16_bytes
 from spear_metrics.agents.net import close_reason as _close_reason
 from spear_metrics.agents.net import settle as _settle
+from spear_metrics.core.secrets import register_url_secrets
 
 #: rate (Hz) of the input audio the Live API takes (``audio/pcm;rate=16000``)
 INPUT_RATE = 16_000
@@ -151,6 +152,8 @@ class GeminiLiveAgent(NetworkAgentBase):
         connect_timeout_s: time limit (s) of the WebSocket handshake and of the wait for setupComplete.
         max_tries: tries to open a session (retries: HTTP 429/5xx on the handshake, close codes 1012/1013, network errors).
         send_row_id: send the row's identity (the clip's file name) in the ``X-Client-Request-Id`` tracing header.
+        ws_compression: offer WebSocket ``permessage-deflate`` (default off, as openai-realtime: the base64 PCM chunks
+            barely compress, and deflating every chunk costs CPU for nothing; openai-realtime's benchmark: about half the client's).
     """
 
     paced = True
@@ -160,7 +163,7 @@ class GeminiLiveAgent(NetworkAgentBase):
                  vad_end_sensitivity: str = "", vad_prefix_padding_ms: int = -1, vad_silence_ms: int = -1,
                  transcription: bool = True, onset_clock: str = "wall", tail_silence_s: float = -1.0,
                  max_wait_s: float = 30.0, api_key_env: str = "", connect_timeout_s: float = 20.0, max_tries: int = 4,
-                 send_row_id: bool = True):
+                 send_row_id: bool = True, ws_compression: bool = False):
         from spear_metrics.agents.net import RetryPolicy
 
         if vad not in ("ptt", "auto"):
@@ -178,6 +181,7 @@ class GeminiLiveAgent(NetworkAgentBase):
             raise ValueError("tail_silence_s must be a number of seconds")
         if not model.strip():
             raise ValueError("model must be a model name")
+        register_url_secrets(base_url)  # a key typed inside the URL is masked wherever it would appear
         self.model = model.strip()
         self.url = live_url(base_url, api_version)
         self.voice = voice.strip()
@@ -201,6 +205,7 @@ class GeminiLiveAgent(NetworkAgentBase):
         self.api_key_env = api_key_env.strip()
         self.connect_timeout_s = float(connect_timeout_s)
         self.send_row_id = bool(send_row_id)
+        self.ws_compression = bool(ws_compression)
         self.retry = RetryPolicy(max_tries=int(max_tries))
         self.onset_rule = ("wall clock: monotonic time at the first output audio (inlineData) minus the time just "
                            "before the first input chunk, floored at 0 (SPEAR's realtime-proxy rule)"
@@ -307,7 +312,8 @@ class LiveConnection:
         try:
             self.ws = await within(self.agent.connect_timeout_s,
                                    connect(where, additional_headers=headers, max_size=2 ** 24, open_timeout=None,
-                                           ping_interval=None, close_timeout=2, max_queue=None),
+                                           ping_interval=None, close_timeout=2, max_queue=None,
+                                           compression="deflate" if self.agent.ws_compression else None),
                                    f"WebSocket handshake with {where}")
         except InvalidStatus as e:
             r = e.response

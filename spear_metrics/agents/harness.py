@@ -49,7 +49,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Awaitable, Callable, Optional, Sequence, TypeVar
 
 import numpy as np
 
@@ -74,6 +74,7 @@ AUDIO_DIR = "audio"
 INPUTS_DIR = "inputs"
 #: tolerance (s) of the streaming causality check (float rounding of chunk times)
 _EPS = 1e-9
+T = TypeVar("T")
 #: default time limit (s) of one row's adapter call (``--row-timeout-s``)
 DEFAULT_ROW_TIMEOUT_S = 300.0
 
@@ -653,7 +654,7 @@ def run_inference(
     # --out: new, empty or infer's own; --overwrite removes exactly what earlier runs recorded
     # (answers, copied inputs, metadata.csv...), never a folder it found; refused while live
     with claim_out(out, fp, overwrite=overwrite, conflict=conflict, command="infer", state=state,
-                   adopt=("metadata.csv", "failures.jsonl", "run_info.json")):
+                   adopt=("metadata.csv", "failures.jsonl", "run_info.json", RESPONSE_TIMES)):
         return _infer_claimed(agent, agent_name, source, out, config, state, retry_failed=retry_failed,
                               progress=progress, on_row=on_row, concurrency=concurrency, row_timeout_s=row_timeout_s)
 
@@ -726,27 +727,48 @@ def _infer_claimed(agent: Any, agent_name: str, source: Source, out: Path, confi
 
 async def _run_network_rows(agent: Any, source: Source, rows: list[int], out: Path, config: GenerationConfig,
                             concurrency: int, row_timeout_s: float, logged: Callable[[dict[str, Any]], None]) -> None:
-    """Rows of a network adapter, ``concurrency`` sessions at a time on this event loop; each
-    record is logged as soon as its row ends. Every file write of the run (inputs staged, answers,
-    work-log records) happens on one writer thread, in order, so the loop that paces the sessions
-    never waits for a disk. An unwritable output folder stops every session (a rerun resumes)."""
+    """Rows of a network adapter, ``concurrency`` sessions at a time on this event loop
+    (:func:`run_concurrently`); each record is logged as soon as its row ends. Every file write of
+    the run (inputs staged, answers, work-log records) happens on the one writer thread, in order,
+    so the loop that paces the sessions never waits for a disk. An unwritable output folder stops
+    every session (a rerun resumes)."""
+    loop = asyncio.get_running_loop()
+
+    async def one(i: int, writer: Any) -> None:
+        rec = await _infer_row_network(agent, source, i, out, config, row_timeout_s, writer)
+        await loop.run_in_executor(writer, logged, rec)
+
+    await run_concurrently(agent, rows, concurrency, one)
+
+
+async def run_concurrently(agent: Any, items: Sequence[T], concurrency: int,
+                           one: Callable[[T, Any], Awaitable[None]]) -> None:
+    """THE loop of network runs (``infer``, ``fdb-infer``, ``speechrole infer``): ``await one(item,
+    writer)`` for every item, ``concurrency`` at a time on the running event loop (each session
+    paced on its own schedule by :func:`spear_metrics.agents.duplex.run_session`).
+
+    ``writer`` is a one-thread executor (``loop.run_in_executor(writer, fn, ...)``) through which
+    ``one`` makes every file write of the run, in order and off the loop (a disk that stalls, or an
+    fsync of a work log, never delays a session's chunks). The adapter's ``warm_up()`` (imports, if
+    it has one) runs before any session starts. ``one`` turns a bad item into a failed record; what
+    it raises (``KeyboardInterrupt``, :class:`~spear_datasets.files.OutputError`...) cancels the other
+    sessions and is raised as is, after the writes already queued are done.
+    """
     from concurrent.futures import ThreadPoolExecutor
 
-    pending = iter(rows)
-    loop = asyncio.get_running_loop()
+    pending = iter(items)
     writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="spearbench-writer")
     _warm_up(agent)
 
     async def worker() -> None:
-        for i in pending:
-            rec = await _infer_row_network(agent, source, i, out, config, row_timeout_s, writer)
-            await loop.run_in_executor(writer, logged, rec)
+        for item in pending:
+            await one(item, writer)
 
     try:
         async with asyncio.TaskGroup() as tg:
-            for _ in range(min(concurrency, len(rows))):
+            for _ in range(min(int(concurrency), len(items))):
                 tg.create_task(worker())
-    except BaseExceptionGroup as eg:  # one OutputError / KeyboardInterrupt stopped the group: raise it as is
+    except BaseExceptionGroup as eg:  # the first error that stopped the group, as it was raised
         raise eg.exceptions[0] from None
     finally:
         writer.shutdown(wait=True)

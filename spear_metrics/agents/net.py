@@ -114,28 +114,39 @@ def http_error(status: int, body: str = "", headers: Optional[Mapping[str, str]]
     h = {str(k).lower(): v for k, v in (headers or {}).items()}
     detail = mask_secrets(" ".join(str(body or "").split()))[:200]
     msg = f"{what} answered HTTP {status}" + (f": {detail}" if detail else "")
-    return NetError(msg, retryable=status in RETRY_STATUSES, retry_after=parse_retry_after(h.get("retry-after")),
+    return NetError(msg, retryable=retryable_status(status), retry_after=parse_retry_after(h.get("retry-after")),
                     status=status)
+
+
+def retryable_status(status: int) -> bool:
+    """Whether an HTTP error ``status`` is worth another try (:data:`RETRY_STATUSES`: 408, 409, 425,
+    429, 500, 502, 503, 504); every other 4xx/5xx fails at once. THE rule of the adapters and of
+    the judge client (:mod:`spear_metrics.core.judge`)."""
+    return int(status) in RETRY_STATUSES
 
 
 @dataclass(frozen=True)
 class RetryPolicy:
     """Bounded retries: at most ``max_tries`` calls; waits ``Retry-After`` when given, else
-    ``uniform(0, min(max_delay_s, base_delay_s * 2**k))`` (full jitter) before try ``k + 2``."""
+    ``uniform(0, min(max_delay_s, base_delay_s * 2**k))`` (full jitter; ``jitter=False``: the
+    upper end itself) before try ``k + 2``; never longer than ``max_delay_s``. THE backoff rule of
+    the adapters (:func:`with_retries`) and of the judge client (:mod:`spear_metrics.core.judge`)."""
 
     max_tries: int = 4
     base_delay_s: float = 0.5
     max_delay_s: float = 30.0
+    jitter: bool = True
 
     def __post_init__(self) -> None:
         if self.max_tries < 1:
             raise ValueError("max_tries must be >= 1")
 
-    def delay(self, attempt: int, retry_after: Optional[float], rng: random.Random) -> float:
+    def delay(self, attempt: int, retry_after: Optional[float], rng: Optional[random.Random] = None) -> float:
         """Seconds to wait after failed try number ``attempt`` (0-based)."""
         if retry_after is not None:
             return min(self.max_delay_s, retry_after)
-        return rng.uniform(0.0, min(self.max_delay_s, self.base_delay_s * (2 ** attempt)))
+        cap = min(self.max_delay_s, self.base_delay_s * (2 ** attempt))
+        return (rng or random).uniform(0.0, cap) if self.jitter else cap
 
 
 async def with_retries(call: Callable[[], Awaitable[T]], policy: RetryPolicy, *,

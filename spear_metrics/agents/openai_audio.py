@@ -36,6 +36,7 @@ from spear_metrics.agents.net import (
     request_id,
     with_retries,
 )
+from spear_metrics.core.secrets import register_url_secrets
 
 #: SPEAR's GPT-audio proxy system message
 SPEAR_SYSTEM_PROMPT = "You are a helpful assistant that can understand and respond to speech."
@@ -45,17 +46,13 @@ INPUT_RATE = 16_000
 
 def wav_base64(audio: np.ndarray, sample_rate: int, *, rate: int = INPUT_RATE) -> str:
     """``audio`` ``(C, n)`` or ``(n,)`` -> base64 of a mono 16-bit WAV at ``rate`` Hz (channels
-    averaged, resampled with the project's resampler)."""
-    import soundfile as sf
-
-    from spear_datasets.audio import resample
+    averaged, resampled with the project's resampler, :func:`spear_datasets.audio.wav_bytes`)."""
+    from spear_datasets.audio import resample, wav_bytes
 
     a = np.asarray(audio, dtype=np.float32)
     a = a[None, :] if a.ndim == 1 else a
-    mono = resample(a.mean(axis=0, keepdims=True), int(sample_rate), rate)[0]
-    buf = io.BytesIO()
-    sf.write(buf, np.clip(mono, -1.0, 1.0), rate, subtype="PCM_16", format="WAV")
-    return base64.b64encode(buf.getvalue()).decode("ascii")
+    mono = resample(a.mean(axis=0, keepdims=True), int(sample_rate), rate)
+    return base64.b64encode(wav_bytes(mono, rate)).decode("ascii")
 
 
 def decode_answer_audio(data: Any, audio_format: str, pcm_rate: int) -> tuple[np.ndarray, int]:
@@ -131,6 +128,7 @@ class OpenAIAudioAgent(NetworkAgentBase):
         if timeout_s <= 0 or max_wait_s <= 0:
             raise ValueError("timeout_s and max_wait_s must be > 0")
         self.model = model
+        register_url_secrets(base_url)  # a key typed inside the URL is masked wherever it would appear
         self.base_url = base_url.rstrip("/")
         self.voice = voice
         self.stream = bool(stream)

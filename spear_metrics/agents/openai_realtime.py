@@ -14,7 +14,8 @@ in ``thomasthebaud/SPEAR-benchmark-website``):
 - output audio from ``response.output_audio.delta`` (older name ``response.audio.delta``; both are
   taken), text from the transcript/text deltas; the server may answer, stop and answer again while
   the input still streams (barge-in): everything is kept; the session ends when no response is
-  active any more after answer audio came (``response.done``), or ``max_wait_s`` after the tail.
+  active any more after answer audio came (``response.done``; a ``response.created`` after that
+  reopens the wait), or ``max_wait_s`` after the tail.
 
 Onset (SPEAR's rule, ``onset_clock=wall``): the monotonic clock at the first output-audio delta
 minus the clock just before the first input chunk, in s from the start of the clip (the clip ends
@@ -56,6 +57,7 @@ from spear_metrics.agents.net import (
     with_retries,
     within,
 )
+from spear_metrics.core.secrets import register_url_secrets
 
 #: PCM rate (Hz) of the session's input and output audio (SPEAR's TARGET_RATE)
 REALTIME_RATE = 24_000
@@ -105,6 +107,9 @@ class OpenAIRealtimeAgent(NetworkAgentBase):
         connect_timeout_s: time limit (s) of the handshake and of the wait for ``session.updated``.
         max_tries: tries to open a session (retries: HTTP 429/5xx on the handshake, close codes 1012/1013, network errors).
         send_row_id: send the row's identity (the clip's file name) in the ``X-Client-Request-Id`` tracing header.
+        ws_compression: offer WebSocket ``permessage-deflate`` (default off, as the ``openai`` SDK's own
+            realtime client: base64 PCM barely compresses, and deflating every 40 ms chunk was most of the
+            client's CPU per session).
     """
 
     paced = True
@@ -114,7 +119,7 @@ class OpenAIRealtimeAgent(NetworkAgentBase):
                  prefix_padding_ms: int = 300, silence_duration_ms: int = 500, tail_silence_s: float = 2.5,
                  vad_grace_s: float = 3.0, max_wait_s: float = 30.0, onset_clock: str = "wall",
                  api_key_env: Optional[str] = "OPENAI_API_KEY", connect_timeout_s: float = 20.0, max_tries: int = 4,
-                 send_row_id: bool = True):
+                 send_row_id: bool = True, ws_compression: bool = False):
         if onset_clock not in ("wall", "stream"):
             raise ValueError(f"onset_clock must be wall or stream, got {onset_clock!r}")
         if urlsplit(base_url).scheme not in ("ws", "wss"):
@@ -124,6 +129,7 @@ class OpenAIRealtimeAgent(NetworkAgentBase):
                 raise ValueError(f"{name} must be >= 0")
         if not (max_wait_s > 0 and connect_timeout_s > 0):
             raise ValueError("max_wait_s and connect_timeout_s must be > 0")
+        register_url_secrets(base_url)  # a key typed inside the URL is masked wherever it would appear
         self.model = model
         self.base_url = base_url
         self.voice = voice
@@ -141,6 +147,7 @@ class OpenAIRealtimeAgent(NetworkAgentBase):
         self.connect_timeout_s = float(connect_timeout_s)
         self.retry = RetryPolicy(max_tries=int(max_tries))
         self.send_row_id = bool(send_row_id)
+        self.ws_compression = bool(ws_compression)
         if self.api_key_env:
             api_key(self.api_key_env)
 
@@ -221,7 +228,8 @@ class RealtimeConnection:
         try:
             self.ws = await within(self.agent.connect_timeout_s,
                                    connect(self.agent.url, additional_headers=headers, max_size=2 ** 24,
-                                           open_timeout=None, ping_interval=None, close_timeout=2, max_queue=None),
+                                           open_timeout=None, ping_interval=None, close_timeout=2, max_queue=None,
+                                           compression="deflate" if self.agent.ws_compression else None),
                                    f"WebSocket handshake with {where}")
         except InvalidStatus as e:
             r = e.response
@@ -279,10 +287,13 @@ class RealtimeConnection:
 
     # ------------------------------------------------------------------ sending
     async def _send(self, event: dict[str, Any]) -> None:
+        await self._send_text(json.dumps(event))
+
+    async def _send_text(self, text: str) -> None:
         from websockets.exceptions import ConnectionClosed
 
         try:
-            await self.ws.send(json.dumps(event))
+            await self.ws.send(text)
         except ConnectionClosed as e:
             code, why = _close_reason(e)
             self.sink.check()  # the receiver's reason first, when it has one
@@ -297,8 +308,9 @@ class RealtimeConnection:
         if len(data) < b - a:
             data += bytes(b - a - len(data))
         self._out = end
-        if data:
-            await self._send({"type": "input_audio_buffer.append", "audio": base64.b64encode(data).decode("ascii")})
+        if data:  # the event's JSON written directly: base64 needs no escaping (json.dumps would scan it)
+            await self._send_text('{"type": "input_audio_buffer.append", "audio": "'
+                                  + base64.b64encode(data).decode("ascii") + '"}')
 
     async def end_input(self) -> None:
         """SPEAR's end of stream: wait up to ``vad_grace_s`` for the VAD to close the turn (or a
@@ -410,6 +422,7 @@ class RealtimeConnection:
             rid = (ev.get("response") or {}).get("id")
             if rid:
                 self._active.add(str(rid))
+            self.sink.reopen()  # an earlier response may be done: wait for this one too
         elif t == "response.done":
             resp = ev.get("response") or {}
             self._active.discard(str(resp.get("id")))

@@ -226,6 +226,9 @@ def load_agent(name: str, **options: Any) -> Any:
         if k in by_name:
             typed[k] = by_name[k].coerce(v, owner=f"agent {name}")
         elif takes_any:
+            from spear_metrics.core.secrets import register_url_secrets
+
+            register_url_secrets(v)  # as Option.coerce does for the declared options
             typed[k] = v
         else:
             raise OptionError(unknown_message(k, f"agent {name}", by_name))

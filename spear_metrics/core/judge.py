@@ -10,10 +10,12 @@ of content parts (``{"type": "text", ...}``, audio as ``{"type": "input_audio", 
   ``[Scores]: (a, b)``); :meth:`Judge.ask_json` asks for a JSON object and parses it strictly:
   the whole reply must be one JSON object, or the reply must hold a fenced
   ```` ```json ... ``` ```` block holding one.
-- A malformed reply, a network error or a retryable HTTP error (429, 5xx...) is retried, at most
-  ``max_retries`` times, sleeping ``backoff_s * 2**k`` before retry ``k + 1`` or, when the server
-  sent ``Retry-After`` (429/503; :func:`spear_metrics.agents.net.parse_retry_after`), at least that
-  long (capped at ``max_wait_s``). After the retries :class:`JudgeError` says why in one line and
+- A malformed reply, a network error or a retryable HTTP error (the adapters' rule,
+  :func:`spear_metrics.agents.net.retryable_status`: 408, 409, 425, 429, 500, 502, 503, 504) is
+  retried, at most ``max_retries`` times, sleeping ``backoff_s * 2**k`` before retry ``k + 1`` or,
+  when the server sent ``Retry-After`` (:func:`spear_metrics.agents.net.parse_retry_after`), that
+  long; never longer than ``max_wait_s`` (:class:`spear_metrics.agents.net.RetryPolicy` without
+  jitter). Any other HTTP error status is not retried. After the retries :class:`JudgeError` says why in one line and
   carries every attempt (``attempts``). The key is registered for masking
   (:func:`spear_metrics.core.secrets.mask_secrets`): an error body that echoes it is stored as ``***``.
 - Deterministic settings by default (``temperature=0``, ``seed=0``), as FDB's judge;
@@ -35,8 +37,6 @@ from spear_metrics.core.secrets import mask_secrets, register_secret
 
 T = TypeVar("T")
 
-#: HTTP statuses that will not get better on a retry (bad request, auth, unknown route/model)
-_FATAL_STATUS = {400, 401, 403, 404, 405, 422}
 _FENCE = re.compile(r"```(?:json|JSON)?[ \t]*\n?(.*?)```", re.DOTALL)
 _OUTER_BRACES = re.compile(r"\{.*\}", re.DOTALL)
 
@@ -46,7 +46,8 @@ class JudgeError(RuntimeError):
 
     Attributes (set where known; class defaults otherwise):
         status: the HTTP status of the last failed request (``None``: no HTTP error).
-        fatal: ``True`` when a retry cannot help (400/401/403/404/405/422).
+        fatal: ``True`` when a retry cannot help (any HTTP error status but those
+            :func:`spear_metrics.agents.net.retryable_status` retries).
         retry_after: seconds the server asked to wait (``Retry-After``), ``None`` when it did not.
         body: the error response's text.
         kind: why :meth:`Judge.ask` gave up: ``"malformed"`` (the last attempt got a reply the
@@ -153,7 +154,8 @@ class Judge:
             ``None`` sends none.
         max_retries: extra attempts after the first one (so ``1 + max_retries`` requests at most).
         timeout: seconds per request (connect + read).
-        backoff_s: sleep before retry ``k`` is ``backoff_s * 2**k`` seconds (0 = no sleep).
+        backoff_s: sleep before retry ``k`` is ``backoff_s * 2**k`` seconds (0 = no sleep), or the
+            server's ``Retry-After``.
         max_wait_s: longest sleep before a retry, also when ``Retry-After`` asks for more (s).
 
     The key never appears in messages, errors or :meth:`describe`.
@@ -184,6 +186,10 @@ class Judge:
         self.timeout = float(timeout)
         self.backoff_s = max(0.0, float(backoff_s))
         self.max_wait_s = max(0.0, float(max_wait_s))
+        from spear_metrics.agents.net import RetryPolicy
+
+        self._retry = RetryPolicy(max_tries=1 + self.max_retries, base_delay_s=self.backoff_s,
+                                  max_delay_s=self.max_wait_s, jitter=False)
         self._api_key = api_key if api_key is not None else (os.environ.get("OPENAI_API_KEY") or None)
         register_secret(self._api_key)  # masked wherever it would appear (spear_metrics.core.secrets.mask_secrets)
         self._client = None
@@ -227,13 +233,13 @@ class Judge:
         Raises:
             JudgeError: network error, HTTP error status, or a response without content
                 (no retry here; :meth:`ask` retries). ``JudgeError.fatal`` is True when a
-                retry cannot help (400/401/403/404/405/422); ``JudgeError.body`` holds the
+                retry cannot help (not :func:`~spear_metrics.agents.net.retryable_status`); ``JudgeError.body`` holds the
                 error response's text, ``status`` its status and ``retry_after`` the seconds of
                 its ``Retry-After`` header.
         """
         import httpx
 
-        from spear_metrics.agents.net import parse_retry_after
+        from spear_metrics.agents.net import parse_retry_after, retryable_status
 
         body: dict[str, Any] = {"model": self.model, "messages": messages}
         if self.temperature is not None:
@@ -250,7 +256,7 @@ class Judge:
             err = JudgeError(f"HTTP {r.status_code} from {self.base_url}/chat/completions: "
                              f"{mask_secrets(' '.join(r.text.split()))[:200]}")
             err.status = r.status_code
-            err.fatal = r.status_code in _FATAL_STATUS
+            err.fatal = not retryable_status(r.status_code)
             err.body = mask_secrets(r.text)
             err.retry_after = parse_retry_after(r.headers.get("Retry-After"))
             raise err
@@ -264,11 +270,8 @@ class Judge:
 
     def _sleep_before(self, k: int, retry_after: float | None) -> float:
         """Seconds to sleep before retry ``k`` (1-based): ``backoff_s * 2**(k-1)``, or the
-        server's ``Retry-After`` when longer, capped at ``max_wait_s``."""
-        wait = self.backoff_s * 2 ** (k - 1) if self.backoff_s else 0.0
-        if retry_after is not None:
-            wait = max(wait, retry_after)
-        return min(wait, self.max_wait_s)
+        server's ``Retry-After``, capped at ``max_wait_s`` (:class:`~spear_metrics.agents.net.RetryPolicy`)."""
+        return self._retry.delay(k - 1, retry_after)
 
     def ask(self, messages: list[dict], parse: Callable[[str], T], *, extra_body: dict[str, Any] | None = None) -> JudgeAnswer[T]:
         """Ask, and parse the reply with ``parse`` (which raises ``ValueError`` on a reply it
@@ -276,7 +279,8 @@ class Judge:
 
         An HTTP 400 that names a field of ``extra_body`` is retried without it, as SPEAR's stance
         client does: ``max_completion_tokens`` becomes ``max_tokens``, ``response_format`` is
-        dropped. A fatal HTTP status (400/401/403/404/405/422) is not retried.
+        dropped. Any other HTTP status that :func:`~spear_metrics.agents.net.retryable_status`
+        does not retry is not retried.
 
         Args:
             messages: the chat messages (text, or lists of content parts).

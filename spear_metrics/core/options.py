@@ -44,6 +44,8 @@ class Option:
             ``"<set>"`` when given, and its value is masked wherever it appears
             (:func:`spear_metrics.core.secrets.register_secret`). Options read from a signature
             are secret when their name says so (``api_key``, ``token``, ``secret``, ``password``).
+            A credential typed inside a URL value of any string option is masked the same way
+            (:func:`spear_metrics.core.secrets.register_url_secrets`).
     """
 
     name: str
@@ -79,6 +81,9 @@ class Option:
             if isinstance(value, (list, tuple)):  # compute(asr=["a", "b"]) for a comma list
                 value = ",".join(str(v) for v in value)
             out = str(value).strip()
+            from spear_metrics.core.secrets import register_url_secrets
+
+            register_url_secrets(out)  # a key typed inside a URL (?key=..., user:password@) is masked from now on
         if self.choices and out not in self.choices:
             raise OptionError(f"{where} must be one of {', '.join(map(str, self.choices))}; got {value!r}")
         if self.secret:

@@ -520,27 +520,37 @@ def run_resumable(
 def _score_concurrently(items: Sequence[Any], score_batch: Callable[[list[Any]], list[SampleResult]], threads: int,
                         log: AppendLog, new: list[SampleResult], bar: Any) -> None:
     """:func:`run_resumable`'s loop for ``concurrency > 1``: ``score_batch([item])`` on ``threads``
-    threads, each result logged (fsynced) as it comes in, from this thread only."""
+    threads, each result logged (fsynced) as it comes in, from this thread only.
+
+    An exception of ``score_batch`` cancels the items not started and raises once the running ones
+    are logged. ``KeyboardInterrupt`` (Ctrl-C, or raised by ``score_batch``) and a log that cannot
+    be written cancel the items not started and raise as soon as the running calls return (their
+    results are not logged: a rerun asks them again); no item starts after that."""
     from concurrent.futures import as_completed
 
     first: BaseException | None = None
     with ThreadPoolExecutor(threads, thread_name_prefix="spear-score") as pool:
         futures = [pool.submit(score_batch, [it]) for it in items]
-        for fut in as_completed(futures):
-            if fut.cancelled():
-                continue
-            try:
-                recs = fut.result()
-            except Exception as e:  # a whole-run problem: start nothing more, keep what finishes
-                if first is None:
-                    first = e
-                    for f in futures:
-                        f.cancel()
-                continue
-            log.write(r.to_json(with_timings=True) for r in recs)
-            new.extend(recs)
-            if bar is not None:
-                bar.update(1)
+        try:
+            for fut in as_completed(futures):
+                if fut.cancelled():
+                    continue
+                try:
+                    recs = fut.result()
+                except Exception as e:  # a whole-run problem: start nothing more, keep what finishes
+                    if first is None:
+                        first = e
+                        for f in futures:
+                            f.cancel()
+                    continue
+                log.write(r.to_json(with_timings=True) for r in recs)
+                new.extend(recs)
+                if bar is not None:
+                    bar.update(1)
+        except BaseException:  # the pool's exit would otherwise run every queued item before this is raised
+            for f in futures:
+                f.cancel()
+            raise
     if first is not None:
         raise first
 

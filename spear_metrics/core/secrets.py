@@ -10,6 +10,11 @@ Known secrets:
   ``stored_tokens`` file, re-read when they change; read as files, no network);
 - every value given to :func:`register_secret` (a ``token=`` argument, a ``secret=True``
   option such as ``judge_api_key``, an adapter's ``api_key``), for the life of the process;
+- the credentials typed inside a URL (:func:`register_url_secrets`: the password of
+  ``wss://user:password@host``, a token given as the user name alone, the value of a query
+  parameter named like a credential such as ``?key=`` or ``&access_token=``): every string
+  option (``base_url``, ``url``, ``judge_base_url``...) passes through it, so the URL is recorded
+  with ``***`` in place of its credential;
 - the ``extra_values`` of one call.
 
 A value shorter than :data:`MIN_SECRET_LENGTH` characters is not masked as a substring (it
@@ -42,13 +47,17 @@ HUB_TOKEN_SHAPE = re.compile(r"hf_[A-Za-z0-9]{8,}")
 #: The credential of an ``Authorization: Bearer <credential>`` echoed in a message (masked too): it
 #: ends at white space, a quote, ``,``, ``;`` or a closing bracket, which stays (``(Bearer ***)``).
 BEARER_SHAPE = re.compile(r"(Bearer\s+)[^\s\"',;)\]}>]+")
+#: Query parameters of a URL whose values are credentials, by name (searched case-insensitively):
+#: ``key``, ``api_key``, ``apikey``, ``access_token``, ``token``, ``secret``, ``password``, ``pwd``,
+#: ``auth``, ``authorization``, ``sig``, ``signature``, ``credential``...
+URL_SECRET_PARAM = re.compile(r"key|token|secret|passw|pwd|auth|sig|cred", re.IGNORECASE)
 
 _REGISTERED: set[str] = set()
 _LOCK = threading.Lock()
 _FILES: dict[str, tuple[tuple[int, int], tuple[str, ...]]] = {}
 
-__all__ = ["MASK", "MIN_SECRET_LENGTH", "SECRET_ENV_VARS", "known_secrets", "mask_secrets", "mask_value",
-           "masked_output", "register_secret"]
+__all__ = ["MASK", "MIN_SECRET_LENGTH", "SECRET_ENV_VARS", "URL_SECRET_PARAM", "known_secrets", "mask_secrets",
+           "mask_value", "masked_output", "register_secret", "register_url_secrets", "url_secrets"]
 
 
 def register_secret(value: Any) -> None:
@@ -57,6 +66,48 @@ def register_secret(value: Any) -> None:
     if isinstance(value, str) and value.strip():
         with _LOCK:
             _REGISTERED.add(value.strip())
+
+
+def url_secrets(url: Any) -> list[str]:
+    """The credentials typed inside the URL ``url``: the password of its authority
+    (``scheme://user:password@host``; the user name when it comes alone, ``scheme://token@host``,
+    as a token is often given) and the value of every query parameter whose name
+    :data:`URL_SECRET_PARAM` matches (``?key=...``, ``&access_token=...``), each as typed and
+    percent-decoded. Nothing for a value that is not a ``scheme://`` URL. The host, path and
+    other parameters are not secrets (they stay readable in records and messages)."""
+    from urllib.parse import unquote, unquote_plus, urlsplit
+
+    if not isinstance(url, str) or "://" not in url:
+        return []
+    try:
+        parts = urlsplit(url.strip())
+        found = [parts.password if parts.password else parts.username]
+    except ValueError:  # an unparsable authority (bad port, brackets): its user part by hand
+        netloc = url.strip().split("://", 1)[1].split("/", 1)[0]
+        user = netloc.rpartition("@")[0]
+        found = [user.partition(":")[2] or user] if user else []
+        parts = None
+    query = parts.query if parts is not None else url.partition("?")[2].partition("#")[0]
+    for piece in re.split(r"[&;]", query):
+        name, sep, value = piece.partition("=")
+        if sep and value and URL_SECRET_PARAM.search(unquote_plus(name)):
+            found.append(value)
+    out: list[str] = []
+    for v in found:
+        for form in (v, unquote(v or ""), unquote_plus(v or "")):
+            if form and form not in out:
+                out.append(form)
+    return out
+
+
+def register_url_secrets(url: Any) -> list[str]:
+    """:func:`register_secret` every credential typed inside ``url`` (:func:`url_secrets`), so
+    that the URL is written and shown with ``***`` in its place; returns them. Any other value
+    is ignored (safe to call on every string option)."""
+    found = url_secrets(url)
+    for v in found:
+        register_secret(v)
+    return found
 
 
 def _stored_hub_tokens() -> tuple[str, ...]:

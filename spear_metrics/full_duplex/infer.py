@@ -34,6 +34,9 @@ system's reply, FDB's released example outputs) or that changed since it wrote i
 with and without ``overwrite`` (counted as kept: move those files away to run this system on it).
 ``overwrite`` (another agent, options or chunk size in the same task folders) first removes the
 replies the earlier run recorded that are still as it wrote them; the same settings resume.
+As the manifest records a reply's path before the reply is written, a run killed between writing a
+reply and logging its sample finds that ``output.wav`` recorded as its own on rerun and redoes the
+sample (never kept as another system's reply, also when the sample had failed before).
 """
 
 from __future__ import annotations
@@ -298,7 +301,9 @@ def _run_claimed(agent: Any, agent_name: str, task_dirs: list[Path], folders: di
             continue
         if audio_done(s):
             continue
-        if r is not None and r.get("status") == "failed" and not retry_failed:
+        # a reply of its own on disk with no ok record: a run killed between writing and logging it (redone)
+        unlogged = (s.dir / "output.wav").is_file() and ours(s, "output.wav")
+        if r is not None and r.get("status") == "failed" and not retry_failed and not unlogged:
             continue
         todo.append(s)
     bar = None
@@ -348,26 +353,9 @@ def _run_claimed(agent: Any, agent_name: str, task_dirs: list[Path], folders: di
             await loop.run_in_executor(writer, log, s, rec)
 
         async def main() -> None:
-            from concurrent.futures import ThreadPoolExecutor
+            from spear_metrics.agents.harness import run_concurrently
 
-            from spear_metrics.agents.harness import _warm_up
-
-            pending = iter(todo)
-            writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="spearbench-writer")  # every write, in order
-            _warm_up(agent)
-
-            async def worker() -> None:
-                for s in pending:
-                    await one(s, writer)
-
-            try:
-                async with asyncio.TaskGroup() as tg:
-                    for _ in range(min(concurrency, len(todo))):
-                        tg.create_task(worker())
-            except BaseExceptionGroup as eg:
-                raise eg.exceptions[0] from None
-            finally:
-                writer.shutdown(wait=True)
+            await run_concurrently(agent, todo, concurrency, one)
 
         if todo:
             asyncio.run(main())

@@ -11,12 +11,15 @@ dialogue's system prompt and the dialogue so far, its own earlier turns included
   system's own text and speech), ``row_id`` = ``<role>_<mode>_<dialogue>_<turn>``; one session
   (:func:`~spear_metrics.agents.duplex.run_session`), the answer its concatenated audio
   (:func:`~spear_metrics.agents.duplex.answer_from_session`). ``concurrency`` dialogues run at
-  once on one event loop (a dialogue's turns are sequential: each needs the one before).
+  once on one event loop (a dialogue's turns are sequential: each needs the one before); the user
+  speech is decoded off that loop and every file write goes through one writer thread
+  (:func:`spear_metrics.agents.harness.run_concurrently`), so no disk stalls a paced session.
 - a synchronous adapter (:class:`spear_metrics.agents.base.Agent`, ``respond(audio, row, config)``)
   has no place for a system prompt or a history: it gets the user's speech as SPEAR's input form
   (16 kHz, channel 0 the user, channel 1 silent) and a :class:`SpeechRoleRow` (a ``SpearRow``
   whose ``transcript_question`` is the user's text, plus ``system_prompt`` and ``history``
-  attributes an adapter written for SpeechRole may read). Dialogues run one after another. An
+  attributes an adapter written for SpeechRole may read). Dialogues run one after another, each
+  turn's call on a worker thread under ``row_timeout_s``. An
   adapter that replays the reference answer (``uses_reference_answer``, e.g. ``human``) gets the
   turn's reference speech (``reference_key``) as ``answer_audio_path``: an oracle whose answers
   are the reference voices themselves.
@@ -40,6 +43,7 @@ what the earlier run of that mode recorded under ``<mode>_result/`` and is uncha
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import time
 from dataclasses import dataclass
@@ -156,7 +160,9 @@ def run_speechrole_inference(agent_name: str, test_data: str | os.PathLike, mode
         test_data: a local test-data folder (:func:`spear_metrics.speechrole.data.test_data_dir`).
         agent: an already-built adapter (tests); else ``load_agent(agent_name, **agent_options)``.
         concurrency: dialogues at once (network adapters).
-        row_timeout_s: a turn's limit (s; a paced adapter's input duration is added).
+        row_timeout_s: a turn's limit (s; a paced adapter's input duration is added); a turn past it
+            fails its dialogue with ``timed out after N s`` (a synchronous adapter's call runs on a
+            worker thread, abandoned when stuck).
         reference_key: the reference speech set an oracle adapter (``uses_reference_answer``) replays.
         on_turn: called with each finished turn's record (tests).
 
@@ -173,7 +179,7 @@ def run_speechrole_inference(agent_name: str, test_data: str | os.PathLike, mode
     from spear_datasets.audio import AudioError, decode, write_wav
     from spear_metrics.agents.base import GenerationConfig, validate_answer
     from spear_metrics.agents.duplex import is_network_agent
-    from spear_metrics.agents.harness import _fails_row
+    from spear_metrics.agents.harness import RowTimeout, SyncCaller, _fails_row
     from spear_metrics.agents.registry import load_agent
     from spear_metrics.core.records import read_jsonl
 
@@ -267,49 +273,49 @@ def run_speechrole_inference(agent_name: str, test_data: str | os.PathLike, mode
 
         try:
             if network:
-                async def one(d: EvalDialogue) -> None:
+                from spear_metrics.agents.harness import run_concurrently
+
+                async def one(d: EvalDialogue, writer: Any) -> None:
+                    """A dialogue's turns in order; decoding off the loop, every write on ``writer``."""
+                    loop = asyncio.get_running_loop()
                     try:
-                        paths, audio, done, _ = prepare(d)
+                        paths, audio, done, _ = await asyncio.to_thread(prepare, d)
                         for t in range(len(done), len(d.turns)):
                             ans = await _network_turn(agent, d, t, *audio[t], _history_turns(d, done, audio),
                                                       chunk_ms=chunk_ms, row_timeout_s=row_timeout_s)
-                            done.append(write_turn(d, t, ans))
-                        finish(d, None)
+                            done.append(await loop.run_in_executor(writer, write_turn, d, t, ans))
+                        error = None
                     except asyncio.CancelledError:
                         raise
                     except BaseException as e:
                         if not _fails_row(e):
                             raise
-                        finish(d, _reason(e))
-
-                async def main() -> None:
-                    pending = iter(todo)
-
-                    async def worker() -> None:
-                        for d in pending:
-                            await one(d)
-
-                    try:
-                        async with asyncio.TaskGroup() as tg:
-                            for _ in range(min(concurrency, len(todo))):
-                                tg.create_task(worker())
-                    except BaseExceptionGroup as eg:
-                        raise eg.exceptions[0] from None
+                        error = _reason(e)
+                    await loop.run_in_executor(writer, finish, d, error)
 
                 if todo:
-                    asyncio.run(main())
+                    asyncio.run(run_concurrently(agent, todo, concurrency, one))
             else:
-                for d in todo:
-                    try:
-                        paths, audio, done, refs = prepare(d)
-                        for t in range(len(done), len(d.turns)):
-                            ans = _sync_turn(agent, d, t, paths[t], _history_turns(d, done, audio), config, refs[t])
-                            done.append(write_turn(d, t, ans))
-                        finish(d, None)
-                    except BaseException as e:
-                        if not _fails_row(e):
-                            raise
-                        finish(d, _reason(e))
+                caller = SyncCaller()  # each turn under row_timeout_s: a stuck adapter fails its dialogue, not the run
+                try:
+                    for d in todo:
+                        try:
+                            paths, audio, done, refs = prepare(d)
+                            for t in range(len(done), len(d.turns)):
+                                history = _history_turns(d, done, audio)
+                                try:
+                                    ans = caller.call(functools.partial(_sync_turn, agent, d, t, paths[t], history,
+                                                                        config, refs[t]), row_timeout_s)
+                                except RowTimeout as e:
+                                    raise RowTimeout(f"turn {t} {e}") from None
+                                done.append(write_turn(d, t, ans))
+                            finish(d, None)
+                        except BaseException as e:
+                            if not _fails_row(e):
+                                raise
+                            finish(d, _reason(e))
+                finally:
+                    caller.close()
         finally:
             log.close()
             if bar is not None:

@@ -27,7 +27,6 @@ mode recorded (``<mode>/``, ``swapped/<mode>/``) and is unchanged.
 from __future__ import annotations
 
 import functools
-import io
 import json
 import os
 import urllib.parse
@@ -179,13 +178,11 @@ def encoded_wav(path: str, protocol: str) -> bytes:
 
 
 def wav_bytes(wav, sr: int) -> bytes:
-    """``(channels, samples)`` float audio as the bytes of a 16-bit PCM WAV file."""
-    import numpy as np
-    import soundfile as sf
+    """``(channels, samples)`` float audio as the bytes of a 16-bit PCM WAV file
+    (:func:`spear_datasets.audio.wav_bytes`)."""
+    from spear_datasets.audio import wav_bytes as encode
 
-    buf = io.BytesIO()
-    sf.write(buf, np.clip(np.asarray(wav, dtype=np.float32).T, -1.0, 1.0), int(sr), subtype="PCM_16", format="WAV")
-    return buf.getvalue()
+    return encode(wav, sr)
 
 
 @functools.lru_cache(maxsize=64)
