@@ -402,7 +402,7 @@ def test_asr_word_times_on_a_real_answer(real_dir):
         r = score_columns("distributional", {
             "audio_path": [q], "answer_audio_path": [str(real_dir / "faster-whisper__jfk.flac")],
             "context_end_time": [10.0], "question_end_time": [12.0], "answer_start_time": [0.3]},
-            asr="embedded", text_source="asr")
+            asr="embedded")
     except ModelUnavailableError as e:
         pytest.skip(str(e))
     row = r["per_sample"][0]
@@ -413,3 +413,37 @@ def test_asr_word_times_on_a_real_answer(real_dir):
     n_in = row["temporal_speech_rate_wps"] * row["temporal_total_duration_s"]
     assert n_in == pytest.approx(21)
     assert row["temporal_articulation_rate_wps"] * row["temporal_speech_active_time_s"] == pytest.approx(21)
+
+
+def test_lexical_text_is_the_asr_first_as_upstream(real_dir, monkeypatch):
+    """Upstream's ``feature_text`` reads the ASR text of its preprocessed answer first and the
+    metadata's ``transcript_answer`` only when that text is empty: the default does the same
+    (an ASR that hears nothing falls back to the transcript instead of an empty text)."""
+    import spear_metrics.core.asr as asr_mod
+    from spear_metrics.core.asr import Transcript, Word
+    from spear_metrics.core.runner import score_columns
+
+    heard = {"text": " Hello there, general Kenobi. "}
+
+    class FakeASR:
+        name = "fake-asr"
+
+        def transcribe(self, waves, sr, word_timestamps=False):
+            words = [Word(w, 0.2 + 0.4 * i, 0.5 + 0.4 * i) for i, w in enumerate(heard["text"].split())]
+            return [Transcript(heard["text"], words, "fake-asr") for _ in waves]
+
+        def describe(self):
+            return "fake"
+
+    monkeypatch.setattr(asr_mod, "load_asr", lambda name, **kw: FakeASR())
+    q = str(real_dir / "DERIVED__pyannote-audio__seriously_29-60s_stereo_L-FEE016_R-MEO015.wav")
+    cols = {"audio_path": [q], "answer_audio_path": [str(real_dir / "speechbrain__p225_002.wav")],
+            "context_end_time": [10.0], "question_end_time": [12.0], "answer_start_time": [0.5],
+            "transcript_answer": ["p225: one two three four five six"], "speakers": ["x|p225"]}
+    row = score_columns("distributional", cols, asr="embedded")["per_sample"][0]
+    assert row["distrib_text_source"] == "asr:fake-asr" and row["lexical_total_words"] == 4
+    row = score_columns("distributional", cols, asr="embedded", text_source="transcript_answer")["per_sample"][0]
+    assert row["distrib_text_source"] == "transcript_answer" and row["lexical_total_words"] == 6
+    heard["text"] = "  "
+    row = score_columns("distributional", cols, asr="embedded")["per_sample"][0]
+    assert row["distrib_text_source"] == "transcript_answer" and row["lexical_total_words"] == 6
