@@ -447,3 +447,29 @@ def test_lexical_text_is_the_asr_first_as_upstream(real_dir, monkeypatch):
     heard["text"] = "  "
     row = score_columns("distributional", cols, asr="embedded")["per_sample"][0]
     assert row["distrib_text_source"] == "transcript_answer" and row["lexical_total_words"] == 6
+
+
+def test_likeness_reads_no_side_marker_and_is_deterministic():
+    """A value that is one number on every model answer and another on every human answer (a
+    run's sample rate, an id) would give AUROC 1 without saying anything of the answers: it is
+    left out with its reason, and answers drawn from one distribution stay near 0.5. Question-side
+    values equal for both answers of each question are left out too. Same inputs, same value."""
+    from spear_metrics.distributional.likeness import human_likeness
+
+    rng = np.random.default_rng(7)
+    n = 40
+    conv = [f"c{i % 8}" for i in range(n)]
+    q_end = rng.uniform(1, 9, n)  # question-side: the same for both answers of a question
+    model = [{"latency_ms": float(rng.normal(600, 150)), "answer_sr": 24000, "q_s": float(q_end[i])} for i in range(n)]
+    human = [{"latency_ms": float(rng.normal(600, 150)), "answer_sr": 16000, "q_s": float(q_end[i])} for i in range(n)]
+    units = list(range(n))
+    kw = dict(model_groups=conv, human_groups=conv, model_units=units, human_units=units, n_resamples=40, seed=3)
+    res = human_likeness(model, human, **kw)
+    assert res.features == ["latency_ms"]
+    assert "mark of the run" in res.dropped["answer_sr"] and "every question" in res.dropped["q_s"]
+    assert res.auroc is not None and res.auroc < 0.75 and res.ci95[0] <= 0.5 <= res.ci95[1], (res.auroc, res.ci95)
+    again = human_likeness(model, human, **kw)
+    assert (again.auroc, again.ci95, again.contributions) == (res.auroc, res.ci95, res.contributions)
+    # the marker alone, forced in, is read perfectly: what leaving it out prevents
+    forced = human_likeness(model, human, features=["answer_sr"], **{**kw, "n_resamples": 0})
+    assert forced.auroc == 1.0
