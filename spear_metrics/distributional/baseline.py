@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -77,14 +76,11 @@ def table_of(audio_path: str | None) -> str:
 
 
 def finite(v: Any) -> float | None:
-    """A per-answer value as a finite float (``None``, NaN, inf, text -> ``None``; booleans are not features)."""
-    if v is None or isinstance(v, (bool, str, bytes, list, tuple, dict)):
-        return None
-    try:
-        x = float(v)
-    except (TypeError, ValueError):
-        return None
-    return x if math.isfinite(x) else None
+    """A per-answer value as a finite float: :func:`spear_metrics.core.stats.as_number`, except
+    that booleans are ``None`` here (they are not upstream features)."""
+    from spear_metrics.core.stats import as_number
+
+    return None if isinstance(v, (bool, np.bool_)) else as_number(v)
 
 
 def column(rows: Sequence[Mapping[str, Any]], key: str) -> np.ndarray:
