@@ -473,3 +473,23 @@ def test_likeness_reads_no_side_marker_and_is_deterministic():
     # the marker alone, forced in, is read perfectly: what leaving it out prevents
     forced = human_likeness(model, human, features=["answer_sr"], **{**kw, "n_resamples": 0})
     assert forced.auroc == 1.0
+
+
+def test_fit_baseline_on_too_few_rows_says_why(tmp_path, capsys):
+    """One dev answer a side: no discriminant can be fitted; fit-baseline writes nothing and says
+    why in one line (exit 2) instead of writing a baseline without a feature."""
+    import json
+
+    from spear_metrics.cli import main
+
+    for side, f0 in (("human", 120.0), ("model", 180.0)):
+        d = tmp_path / side
+        d.mkdir()
+        row = {"row": 0, "audio_path": "clip.wav", "answer_audio_path": "ans.wav", "f0_mean_p10_p90": f0,
+               "lexical_ttr": 0.8, "status": "ok", "error": None}
+        (d / "per_sample.jsonl").write_text(json.dumps(row) + "\n")
+        (d / "summary.json").write_text(json.dumps({"metrics": ["distributional"], "n_samples": 1, "n_scored": 1}))
+    rc = main(["fit-baseline", "--model-run", str(tmp_path / "model"), "--human-run", str(tmp_path / "human")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "no feature could be fitted" in err[0] and "1 human and 1 model" in err[0]
+    assert not (tmp_path / "model" / "distributional_baseline.json").exists()
