@@ -59,7 +59,9 @@ class Distributional(Dimension):
                   "SPEAR's distributional baseline (" + _UPSTREAM + "): per answer, the mean over the features it has "
                   "of P(human | value) from each feature's 1-D linear discriminant fitted on the dev split (human answer "
                   "= 1, model answer = 0; `spearbench fit-baseline`); mean over the scored answers. **Null** without "
-                  "`-o baseline=PATH`", group=GROUP),
+                  "`-o baseline=PATH`. Upstream's mean also holds its part-of-speech features (`lexical_density`, "
+                  "content/function word counts), which are not computed here (`distributional_unsupported`): the "
+                  "mean is over the other features", group=GROUP),
         MetricKey("general_explainable_feature_rho0p8", "z-score units", "closer_to_human",
                   "upstream `analyse_correlations.py`: the first principal component, over the dev answers, of the "
                   "per-cluster components of the z-scored features clustered at |Spearman rho| >= 0.8; mean over the "
