@@ -402,7 +402,7 @@ def test_asr_word_times_on_a_real_answer(real_dir):
         r = score_columns("distributional", {
             "audio_path": [q], "answer_audio_path": [str(real_dir / "faster-whisper__jfk.flac")],
             "context_end_time": [10.0], "question_end_time": [12.0], "answer_start_time": [0.3]},
-            asr="embedded", text_source="asr")
+            asr="embedded")
     except ModelUnavailableError as e:
         pytest.skip(str(e))
     row = r["per_sample"][0]
@@ -413,3 +413,83 @@ def test_asr_word_times_on_a_real_answer(real_dir):
     n_in = row["temporal_speech_rate_wps"] * row["temporal_total_duration_s"]
     assert n_in == pytest.approx(21)
     assert row["temporal_articulation_rate_wps"] * row["temporal_speech_active_time_s"] == pytest.approx(21)
+
+
+def test_lexical_text_is_the_asr_first_as_upstream(real_dir, monkeypatch):
+    """Upstream's ``feature_text`` reads the ASR text of its preprocessed answer first and the
+    metadata's ``transcript_answer`` only when that text is empty: the default does the same
+    (an ASR that hears nothing falls back to the transcript instead of an empty text)."""
+    import spear_metrics.core.asr as asr_mod
+    from spear_metrics.core.asr import Transcript, Word
+    from spear_metrics.core.runner import score_columns
+
+    heard = {"text": " Hello there, general Kenobi. "}
+
+    class FakeASR:
+        name = "fake-asr"
+
+        def transcribe(self, waves, sr, word_timestamps=False):
+            words = [Word(w, 0.2 + 0.4 * i, 0.5 + 0.4 * i) for i, w in enumerate(heard["text"].split())]
+            return [Transcript(heard["text"], words, "fake-asr") for _ in waves]
+
+        def describe(self):
+            return "fake"
+
+    monkeypatch.setattr(asr_mod, "load_asr", lambda name, **kw: FakeASR())
+    q = str(real_dir / "DERIVED__pyannote-audio__seriously_29-60s_stereo_L-FEE016_R-MEO015.wav")
+    cols = {"audio_path": [q], "answer_audio_path": [str(real_dir / "speechbrain__p225_002.wav")],
+            "context_end_time": [10.0], "question_end_time": [12.0], "answer_start_time": [0.5],
+            "transcript_answer": ["p225: one two three four five six"], "speakers": ["x|p225"]}
+    row = score_columns("distributional", cols, asr="embedded")["per_sample"][0]
+    assert row["distrib_text_source"] == "asr:fake-asr" and row["lexical_total_words"] == 4
+    row = score_columns("distributional", cols, asr="embedded", text_source="transcript_answer")["per_sample"][0]
+    assert row["distrib_text_source"] == "transcript_answer" and row["lexical_total_words"] == 6
+    heard["text"] = "  "
+    row = score_columns("distributional", cols, asr="embedded")["per_sample"][0]
+    assert row["distrib_text_source"] == "transcript_answer" and row["lexical_total_words"] == 6
+
+
+def test_likeness_reads_no_side_marker_and_is_deterministic():
+    """A value that is one number on every model answer and another on every human answer (a
+    run's sample rate, an id) would give AUROC 1 without saying anything of the answers: it is
+    left out with its reason, and answers drawn from one distribution stay near 0.5. Question-side
+    values equal for both answers of each question are left out too. Same inputs, same value."""
+    from spear_metrics.distributional.likeness import human_likeness
+
+    rng = np.random.default_rng(7)
+    n = 40
+    conv = [f"c{i % 8}" for i in range(n)]
+    q_end = rng.uniform(1, 9, n)  # question-side: the same for both answers of a question
+    model = [{"latency_ms": float(rng.normal(600, 150)), "answer_sr": 24000, "q_s": float(q_end[i])} for i in range(n)]
+    human = [{"latency_ms": float(rng.normal(600, 150)), "answer_sr": 16000, "q_s": float(q_end[i])} for i in range(n)]
+    units = list(range(n))
+    kw = dict(model_groups=conv, human_groups=conv, model_units=units, human_units=units, n_resamples=40, seed=3)
+    res = human_likeness(model, human, **kw)
+    assert res.features == ["latency_ms"]
+    assert "mark of the run" in res.dropped["answer_sr"] and "every question" in res.dropped["q_s"]
+    assert res.auroc is not None and res.auroc < 0.75 and res.ci95[0] <= 0.5 <= res.ci95[1], (res.auroc, res.ci95)
+    again = human_likeness(model, human, **kw)
+    assert (again.auroc, again.ci95, again.contributions) == (res.auroc, res.ci95, res.contributions)
+    # the marker alone, forced in, is read perfectly: what leaving it out prevents
+    forced = human_likeness(model, human, features=["answer_sr"], **{**kw, "n_resamples": 0})
+    assert forced.auroc == 1.0
+
+
+def test_fit_baseline_on_too_few_rows_says_why(tmp_path, capsys):
+    """One dev answer a side: no discriminant can be fitted; fit-baseline writes nothing and says
+    why in one line (exit 2) instead of writing a baseline without a feature."""
+    import json
+
+    from spear_metrics.cli import main
+
+    for side, f0 in (("human", 120.0), ("model", 180.0)):
+        d = tmp_path / side
+        d.mkdir()
+        row = {"row": 0, "audio_path": "clip.wav", "answer_audio_path": "ans.wav", "f0_mean_p10_p90": f0,
+               "lexical_ttr": 0.8, "status": "ok", "error": None}
+        (d / "per_sample.jsonl").write_text(json.dumps(row) + "\n")
+        (d / "summary.json").write_text(json.dumps({"metrics": ["distributional"], "n_samples": 1, "n_scored": 1}))
+    rc = main(["fit-baseline", "--model-run", str(tmp_path / "model"), "--human-run", str(tmp_path / "human")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "no feature could be fitted" in err[0] and "1 human and 1 model" in err[0]
+    assert not (tmp_path / "model" / "distributional_baseline.json").exists()

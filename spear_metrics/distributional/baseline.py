@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -77,14 +76,11 @@ def table_of(audio_path: str | None) -> str:
 
 
 def finite(v: Any) -> float | None:
-    """A per-answer value as a finite float (``None``, NaN, inf, text -> ``None``; booleans are not features)."""
-    if v is None or isinstance(v, (bool, str, bytes, list, tuple, dict)):
-        return None
-    try:
-        x = float(v)
-    except (TypeError, ValueError):
-        return None
-    return x if math.isfinite(x) else None
+    """A per-answer value as a finite float: :func:`spear_metrics.core.stats.as_number`, except
+    that booleans are ``None`` here (they are not upstream features)."""
+    from spear_metrics.core.stats import as_number
+
+    return None if isinstance(v, (bool, np.bool_)) else as_number(v)
 
 
 def column(rows: Sequence[Mapping[str, Any]], key: str) -> np.ndarray:
@@ -285,7 +281,8 @@ def fit_baseline(human_rows: Sequence[Mapping[str, Any]], model_rows: Sequence[M
         The baseline as a JSON-ready dict (:data:`FORMAT`).
 
     Raises:
-        BaselineError: no table holds answers of both sides, or an ignored name is no feature.
+        BaselineError: no table holds answers of both sides, no feature of any table could be
+            fitted (too few dev answers), or an ignored name is no feature.
     """
     unknown = sorted(set(ignore) - set(FEATURE_KEYS))
     if unknown:
@@ -312,6 +309,10 @@ def fit_baseline(human_rows: Sequence[Mapping[str, Any]], model_rows: Sequence[M
                 fitted[f] = res
         tables[t] = {"n_human_dev": len(h_rows), "n_model_dev": len(m_rows), "features": fitted, "skipped": skipped,
                      "stage2": fit_clusters(h, m, features, threshold=threshold, min_valid=min_valid)}
+    if tables and not any(t["features"] for t in tables.values()):
+        sizes = "; ".join(f"{t}: {v['n_human_dev']} human and {v['n_model_dev']} model" for t, v in tables.items())
+        raise BaselineError(f"no feature could be fitted: each needs at least 2 dev values on each side, not all equal "
+                            f"(dev answers per table: {sizes})")
     if not tables:
         raise BaselineError("no split/subset table holds both human and model dev answers (tables: human "
                             f"{sorted({table_of(r.get('audio_path')) for r in human_rows}) or 'none'}, model "

@@ -17,10 +17,11 @@ Per answer, with the run's one decode of the answer file:
   the library defaults SPEAR's ``preprocess_audio_alignments.py`` passes, 0.1 s times), shared
   with ``interruptions``;
 - words: the run's ASR with word timestamps (option ``asr``; SPEAR used WhisperX large-v2 with
-  its alignment); the text of the lexical features is ``transcript_answer`` (speaker tags removed)
-  when the row has one, else that ASR's text (``text_source=asr``: the ASR first, as SPEAR's
-  preprocessed answers). Which one is written per row (``distrib_text_source``,
-  ``temporal_alignment_source``). Without an ASR (``asr=none``) the word times are upstream's
+  its alignment); the text of the lexical features is that ASR's text, else (empty, or
+  ``asr=none``) ``transcript_answer`` with its speaker tags removed, as upstream's
+  ``feature_text`` reads its preprocessed answers (the JSON's text first);
+  ``text_source=transcript_answer`` puts ``transcript_answer`` first. Which one is written per row
+  (``distrib_text_source``, ``temporal_alignment_source``). Without an ASR (``asr=none``) the word times are upstream's
   estimate: the words spread evenly over ``answer_duration``, one VAD segment over it.
 
 Nothing here loads a model at import; ``sklearn``/``scipy``/``pandas`` are imported on use.
@@ -58,7 +59,9 @@ class Distributional(Dimension):
                   "SPEAR's distributional baseline (" + _UPSTREAM + "): per answer, the mean over the features it has "
                   "of P(human | value) from each feature's 1-D linear discriminant fitted on the dev split (human answer "
                   "= 1, model answer = 0; `spearbench fit-baseline`); mean over the scored answers. **Null** without "
-                  "`-o baseline=PATH`", group=GROUP),
+                  "`-o baseline=PATH`. Upstream's mean also holds its part-of-speech features (`lexical_density`, "
+                  "content/function word counts), which are not computed here (`distributional_unsupported`): the "
+                  "mean is over the other features", group=GROUP),
         MetricKey("general_explainable_feature_rho0p8", "z-score units", "closer_to_human",
                   "upstream `analyse_correlations.py`: the first principal component, over the dev answers, of the "
                   "per-cluster components of the z-scored features clustered at |Spearman rho| >= 0.8; mean over the "
@@ -92,9 +95,10 @@ class Distributional(Dimension):
         Option("asr", str, "embedded", "ASR backend for the answers' word times (and text without transcript_answer): "
                "a spear_metrics.core.asr backend name (embedded, whisper-large-v3, qwen3-asr-0.6b...) or none "
                "(upstream's estimate from answer_duration)"),
-        Option("text_source", str, "transcript_answer", "text of the lexical features: transcript_answer (speaker "
-               "tags removed; the ASR text when empty) or asr (the ASR text first, as SPEAR's preprocessed answers)",
-               choices=("transcript_answer", "asr")),
+        Option("text_source", str, "asr", "text of the lexical features: asr (the ASR text first, transcript_answer "
+               "when it is empty or asr=none: upstream's feature_text on its preprocessed answers) or transcript_answer "
+               "(speaker tags removed; the ASR text when empty)",
+               choices=("asr", "transcript_answer")),
         Option("vad_backend", str, DEFAULT_BACKEND, "Silero VAD front end (see spear_metrics.core.vad)", choices=BACKENDS),
         Option("baseline", str, None, "fitted baseline JSON (spearbench fit-baseline): per-answer naturalness scores "
                "and the stage-2 cluster features"),
@@ -158,12 +162,13 @@ class Distributional(Dimension):
         transcript = None if self._asr_name == NO_ASR else self._transcript(sample)
         label = None if transcript is None else (transcript.model or self._backend().name)
         given = strip_speaker_tags(meta.transcript_answer, meta.speakers.split("|"))
-        if self.options.get("text_source", "transcript_answer") == "asr" and transcript is not None:
-            text, source = transcript.text, f"asr:{label}"
+        asr_text = (transcript.text or "").strip() if transcript is not None else ""
+        if self.options.get("text_source", "asr") == "asr" and asr_text:
+            text, source = asr_text, f"asr:{label}"
         elif given:
             text, source = given, "transcript_answer"
-        elif transcript is not None:
-            text, source = transcript.text, f"asr:{label}"
+        elif asr_text:
+            text, source = asr_text, f"asr:{label}"
         else:
             text, source = "", "none"
         out["distrib_text_source"] = source

@@ -112,8 +112,10 @@ def select_features(model_rows: Sequence[Mapping[str, Any]], human_rows: Sequenc
                     pairs: Sequence[tuple[int, int]] = (), patterns: Sequence[str] | None = None) -> tuple[list[str], dict[str, str]]:
     """The features: per-answer numeric values (numbers or booleans, :func:`spear_metrics.core.stats.numeric_keys`)
     present on both sides, minus :func:`excluded` keys, those not matching ``patterns`` (``fnmatch``;
-    ``None`` = all), those with no value on one side, and those equal on both sides of every
-    question pair (they describe the question, not the answer, e.g. the question's speech end).
+    ``None`` = all), those with no value on one side, those equal on both sides of every
+    question pair (they describe the question, not the answer, e.g. the question's speech end)
+    and non-boolean values that are one number per side (:func:`_side_marker`: an id or a
+    setting of the run).
 
     Returns:
         ``(features sorted, dropped: feature -> reason)``.
@@ -134,8 +136,29 @@ def select_features(model_rows: Sequence[Mapping[str, Any]], human_rows: Sequenc
         if pairs and all(_same(model_rows[i].get(k), human_rows[j].get(k)) for i, j in pairs):
             dropped[k] = "equal for the model and the human answer of every question"
             continue
+        if _side_marker(model_rows, human_rows, k):
+            dropped[k] = "one number on every model answer and another on every human answer (a mark of the run, not of the answers)"
+            continue
         out.append(k)
     return out, dropped
+
+
+def _side_marker(model_rows: Sequence[Mapping[str, Any]], human_rows: Sequence[Mapping[str, Any]], key: str) -> bool:
+    """Whether a non-boolean value is one number on every model answer that has it and another on
+    every human answer (at least 2 answers a side): an identifier or a setting of the run (a
+    sample rate, a version, an option), which would tell the sides apart without saying anything
+    of the answers. Booleans are kept: an answer property can be constant on a side."""
+    from spear_metrics.core.stats import as_number
+
+    def values(rows):
+        raw = [r.get(key) for r in rows if r.get(key) is not None]
+        if any(isinstance(v, (bool, np.bool_)) for v in raw):
+            return None
+        xs = [x for v in raw if (x := as_number(v)) is not None]
+        return set(xs) if len(xs) >= 2 else None
+
+    vm, vh = values(model_rows), values(human_rows)
+    return vm is not None and vh is not None and len(vm) == 1 and len(vh) == 1 and vm != vh
 
 
 def _same(a: Any, b: Any) -> bool:

@@ -17,10 +17,9 @@ Imports no torch and no model library (the light install reads results).
 
 from __future__ import annotations
 
-import math
 from typing import Any, Sequence
 
-from spear_metrics.results.validate import REL_TOL, ABS_TOL, ResultsError, is_number
+from spear_metrics.results.validate import ResultsError, _same, is_number
 
 BENCHMARK = "dynamic_superb"
 #: metric-definition versions whose results this code reads
@@ -112,14 +111,6 @@ def validate_rows(summary: dict[str, Any], rows: Sequence[dict[str, Any]], *, wh
         raise ResultsError(f"{where}: rows must be 0..{n - 1}, each once, and n_samples {summary.get('n_samples')} = {n}")
     if summary.get("n_scored") != n_ok:
         raise ResultsError(f"{where}: summary.json n_scored={summary.get('n_scored')} but the rows hold {n_ok} ok rows")
-
-
-def _same(a: Any, b: Any) -> bool:
-    if a is None or b is None:
-        return a is None and b is None
-    if is_number(a) and is_number(b):
-        return math.isclose(float(a), float(b), rel_tol=REL_TOL, abs_tol=ABS_TOL)
-    return a == b
 
 
 def check_summary_values(summary: dict[str, Any], rows: Sequence[dict[str, Any]], *, where: str = "results",
