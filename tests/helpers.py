@@ -130,3 +130,48 @@ class FakeChatServer:
     def __exit__(self, *exc):
         self.server.shutdown()
         self.server.server_close()
+
+
+class OneSessionAtATime:
+    """An in-process half-duplex network adapter of a system that serves one session at a time
+    (``max_concurrency = 1``, as Kyutai's Python Moshi server): each request is answered with the
+    text ``"one at a time"`` and 0.5 s of a 16 kHz tone; ``most_open`` is the most sessions that
+    were open at once (every session yields to the event loop while open, so sessions run
+    concurrently whenever the loop that runs them allows it)."""
+
+    paced = False
+    tail_silence_s = 0.0
+    max_wait_s = 10.0
+    max_concurrency = 1
+    onset_rule = "none (half-duplex: the answer is placed at the question end)"
+
+    def __init__(self):
+        self.open = 0
+        self.most_open = 0
+        self.sessions = 0
+
+    def onset(self, result):
+        return None
+
+    async def connect(self, request, sink, config):
+        import asyncio
+
+        agent = self
+        agent.open += 1
+        agent.sessions += 1
+        agent.most_open = max(agent.most_open, agent.open)
+
+        class Connection:
+            async def send_audio(self, chunk):
+                await asyncio.sleep(0)
+
+            async def end_input(self):
+                await asyncio.sleep(0)
+                sink.text("one at a time")
+                sink.audio(0.1 * np.sin(np.arange(SR // 2) / 10.0).astype(np.float32), SR)
+                sink.done("stop")
+
+            async def close(self):
+                agent.open -= 1
+
+        return Connection()

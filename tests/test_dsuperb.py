@@ -688,3 +688,20 @@ def test_evaluate_module():
     assert b["BLEU"] == pytest.approx(100 * (5 / 6 * 3 / 5 * 2 / 4 * 1 / 3) ** 0.25)
     with pytest.raises(ValueError, match="unknown task"):
         m.compute(predictions=["a"], references=["b"], instructions=["c"], task="NoSuchTask_X")
+
+
+def test_infer_lowers_concurrency_to_the_adapters_max_concurrency(data, tmp_path, capsys):
+    """A network adapter that serves one session at a time (``max_concurrency = 1``): ``concurrency=3``
+    asks one row at a time, in one line on stderr for the whole run, and each instance records it."""
+    from helpers import OneSessionAtATime
+
+    agent = OneSessionAtATime()
+    info = run_dsuperb_inference("one-at-a-time", [ASR, CLS], tmp_path / "pred", agent=agent, data_root=data,
+                                 progress=False, concurrency=3)
+    assert agent.sessions == info["n_answered"] > 3 and agent.most_open == 1
+    assert {v["concurrency"] for v in info["instances"].values()} == {1}
+    note = [x for x in capsys.readouterr().err.splitlines() if "note:" in x]
+    assert note == ["spearbench dsuperb infer: note: one-at-a-time: --concurrency 3 lowered to 1: the adapter serves "
+                    "at most 1 session at a time (its max_concurrency)"]
+    preds = json.loads((tmp_path / "pred" / f"{ASR}.json").read_text())
+    assert len(preds) == 3 and {v["sllm_response"] for v in preds.values()} == {"one at a time"}

@@ -151,3 +151,20 @@ def test_a_stuck_synchronous_adapter_fails_its_dialogue_within_the_time_limit(ev
     assert info["failures"] == [("single/Thor/0", "turn 0 timed out after 1 s")]
     assert json.loads((out / "single_result" / "json" / "Shrek.json").read_text())["dialogue_1"][0]["model_output"] == {
         "text": "turn 0", "audio_path": "model_output/stuck/single_result/audio/Shrek/Shrek_1_0.wav"}
+
+
+def test_concurrency_is_lowered_to_the_adapters_max_concurrency(eval_root, tmp_path, capsys):
+    """A network adapter that serves one session at a time (``max_concurrency = 1``): ``--concurrency
+    3`` runs one dialogue at a time, says so in one line and records the sessions it ran at once."""
+    from helpers import OneSessionAtATime
+
+    agent = OneSessionAtATime()
+    out = tmp_path / "model_output" / "one"
+    info = run_speechrole_inference("one-at-a-time", eval_root, "single", out, agent=agent, concurrency=3,
+                                    progress=False)
+    assert info["n_failed"] == 0 and info["n_turns"] == agent.sessions == 3  # 3 one-turn dialogues
+    assert agent.most_open == 1 and info["concurrency"] == 1
+    assert json.loads((out / "single_result" / "run_info.json").read_text())["concurrency"] == 1
+    note = [x for x in capsys.readouterr().err.splitlines() if "note:" in x]
+    assert note == ["spearbench speechrole infer: note: one-at-a-time: --concurrency 3 lowered to 1: the adapter serves "
+                    "at most 1 session at a time (its max_concurrency)"]

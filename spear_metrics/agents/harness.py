@@ -684,14 +684,6 @@ def _infer_claimed(agent: Any, agent_name: str, source: Source, out: Path, confi
 
         bar = tqdm(total=len(mine), desc=f"infer {agent_name}" + (f" (rank 0 of {world})" if world > 1 else ""), unit="clip")
     network = is_network_agent(agent)
-    if network:  # a server that serves fewer sessions at once (Kyutai's Python Moshi server: one)
-        from spear_metrics.agents.duplex import clamp_concurrency
-
-        concurrency, note = clamp_concurrency(agent, concurrency)
-        if note and state.is_main_process:
-            import sys
-
-            print(f"spearbench infer: note: {agent_name}: {note}", file=sys.stderr)
     t0 = time.perf_counter()
     try:
         with AppendLog(work / f"rank-{rank}.jsonl") as log:
@@ -703,7 +695,10 @@ def _infer_claimed(agent: Any, agent_name: str, source: Source, out: Path, confi
                     bar.update(1)
 
             if network:
-                asyncio.run(_run_network_rows(agent, source, mine, out, config, concurrency, row_timeout_s, logged))
+                # lowered to a server's max_concurrency (Kyutai's Python Moshi server: one), noted once
+                concurrency = asyncio.run(_run_network_rows(
+                    agent, source, mine, out, config, concurrency, row_timeout_s, logged,
+                    note=f"spearbench infer: note: {agent_name}" if state.is_main_process else None))
             else:
                 caller = SyncCaller()
                 try:
@@ -726,26 +721,35 @@ def _infer_claimed(agent: Any, agent_name: str, source: Source, out: Path, confi
 
 
 async def _run_network_rows(agent: Any, source: Source, rows: list[int], out: Path, config: GenerationConfig,
-                            concurrency: int, row_timeout_s: float, logged: Callable[[dict[str, Any]], None]) -> None:
+                            concurrency: int, row_timeout_s: float, logged: Callable[[dict[str, Any]], None], *,
+                            note: Optional[str]) -> int:
     """Rows of a network adapter, ``concurrency`` sessions at a time on this event loop
-    (:func:`run_concurrently`); each record is logged as soon as its row ends. Every file write of
-    the run (inputs staged, answers, work-log records) happens on the one writer thread, in order,
-    so the loop that paces the sessions never waits for a disk. An unwritable output folder stops
-    every session (a rerun resumes)."""
+    (:func:`run_concurrently`, which lowers it to the adapter's ``max_concurrency`` with a
+    ``note`` line and returns the sessions run at once); each record is logged as soon as its row
+    ends. Every file write of the run (inputs staged, answers, work-log records) happens on the one
+    writer thread, in order, so the loop that paces the sessions never waits for a disk. An
+    unwritable output folder stops every session (a rerun resumes)."""
     loop = asyncio.get_running_loop()
 
     async def one(i: int, writer: Any) -> None:
         rec = await _infer_row_network(agent, source, i, out, config, row_timeout_s, writer)
         await loop.run_in_executor(writer, logged, rec)
 
-    await run_concurrently(agent, rows, concurrency, one)
+    return await run_concurrently(agent, rows, concurrency, one, note=note)
 
 
 async def run_concurrently(agent: Any, items: Sequence[T], concurrency: int,
-                           one: Callable[[T, Any], Awaitable[None]]) -> None:
-    """THE loop of network runs (``infer``, ``fdb-infer``, ``speechrole infer``): ``await one(item,
-    writer)`` for every item, ``concurrency`` at a time on the running event loop (each session
-    paced on its own schedule by :func:`spear_metrics.agents.duplex.run_session`).
+                           one: Callable[[T, Any], Awaitable[None]], *, note: Optional[str]) -> int:
+    """THE loop of network runs (``infer``, ``fdb-infer``, ``speechrole infer``, ``dsuperb
+    infer``): ``await one(item, writer)`` for every item, ``concurrency`` at a time on the running
+    event loop (each session paced on its own schedule by
+    :func:`spear_metrics.agents.duplex.run_session`).
+
+    ``concurrency`` is lowered to the adapter's ``max_concurrency`` when it declares a smaller one
+    (:func:`~spear_metrics.agents.duplex.clamp_concurrency`), with the line ``"<note>: <why>"`` on
+    stderr (``note``: e.g. ``"spearbench infer: note: moshi"``; ``None``: no line, for a process
+    that is not the main one or a later call of the same run). Returns the sessions run at once
+    (what a run records as its ``concurrency``), also when ``items`` is empty.
 
     ``writer`` is a one-thread executor (``loop.run_in_executor(writer, fn, ...)``) through which
     ``one`` makes every file write of the run, in order and off the loop (a disk that stalls, or an
@@ -756,6 +760,15 @@ async def run_concurrently(agent: Any, items: Sequence[T], concurrency: int,
     """
     from concurrent.futures import ThreadPoolExecutor
 
+    from spear_metrics.agents.duplex import clamp_concurrency
+
+    concurrency, why = clamp_concurrency(agent, int(concurrency))
+    if why and note is not None:
+        import sys
+
+        print(f"{note}: {why}", file=sys.stderr)
+    if not items:
+        return concurrency
     pending = iter(items)
     writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="spearbench-writer")
     _warm_up(agent)
@@ -766,12 +779,13 @@ async def run_concurrently(agent: Any, items: Sequence[T], concurrency: int,
 
     try:
         async with asyncio.TaskGroup() as tg:
-            for _ in range(min(int(concurrency), len(items))):
+            for _ in range(min(concurrency, len(items))):
                 tg.create_task(worker())
     except BaseExceptionGroup as eg:  # the first error that stopped the group, as it was raised
         raise eg.exceptions[0] from None
     finally:
         writer.shutdown(wait=True)
+    return concurrency
 
 
 def _warm_up(agent: Any) -> None:

@@ -29,9 +29,11 @@ options or data is refused unless ``overwrite``, which removes only what the ear
 instance recorded (``<instance>.json``, its work folder) and is unchanged. A ``<instance>.json``
 this command did not write, or that changed since, is never replaced or removed.
 
-Network adapters (``openai-audio``...) answer ``concurrency`` rows at once on one event loop,
-each with the row's time limit; local text adapters (:class:`spear_metrics.agents.text.TextAgent`)
-answer one row at a time on a worker thread with the same limit.
+Network adapters (``openai-audio``...) answer ``concurrency`` rows at once on one event loop
+(:func:`spear_metrics.agents.harness.run_concurrently`; lowered, with a note, to the adapter's
+``max_concurrency``), each with the row's time limit; local text adapters
+(:class:`spear_metrics.agents.text.TextAgent`) answer one row at a time on a worker thread with
+the same limit.
 """
 
 from __future__ import annotations
@@ -147,7 +149,8 @@ def run_dsuperb_inference(agent_name: str, instances: list[str], out_dir: str | 
         manifest: a CSV adding or overriding manifest rows.
         data_root: a folder of local instances (``<instance>/`` or ``<instance>.parquet``); the
             Hub is used for the others.
-        concurrency: network adapters: rows answered at once.
+        concurrency: network adapters: rows answered at once (lowered to the adapter's
+            ``max_concurrency``, with a note on stderr).
         row_timeout_s: one row's limit (s); a paced network adapter gets its input's duration on top.
         chunk_ms: chunk length (ms) of paced network adapters.
         limit: at most this many rows per instance (the first ones), for quick checks.
@@ -207,14 +210,11 @@ def run_dsuperb_inference(agent_name: str, instances: list[str], out_dir: str | 
                      conflict=DSuperbInferError(
                          f"{out} holds {inst.spec.instance} answers of another infer run (other adapter, options or "
                          "data); use another --out folder or --overwrite"))
-        if network and opened:
-            from spear_metrics.agents.harness import _warm_up
-
-            _warm_up(agent)
-        for inst in opened:
+        for k, inst in enumerate(opened):
             stats = _infer_instance(agent, inst, out, network=network, agent_name=agent_name, concurrency=concurrency,
                                     row_timeout_s=row_timeout_s, chunk_ms=chunk_ms, limit=limit,
-                                    retry_failed=retry_failed, progress=progress, on_row=on_row)
+                                    retry_failed=retry_failed, progress=progress, on_row=on_row,
+                                    note=f"spearbench dsuperb infer: note: {agent_name}" if k == 0 else None)
             result["instances"][inst.spec.instance] = stats
             result["n_rows"] += stats["n_rows"]
             result["n_answered"] += stats["n_answered"]
@@ -236,9 +236,11 @@ def _foreign(folder: OwnedFolder, path: Path) -> bool:
 
 def _infer_instance(agent: Any, inst: TaskInstance, out: Path, *, network: bool, agent_name: str, concurrency: int,
                     row_timeout_s: float, chunk_ms: float, limit: Optional[int], retry_failed: bool, progress: bool,
-                    on_row: Optional[Callable[[dict[str, Any]], None]]) -> dict[str, Any]:
+                    on_row: Optional[Callable[[dict[str, Any]], None]], note: Optional[str]) -> dict[str, Any]:
     """One bound instance: its rows without a record (and the failed ones with ``retry_failed``)
-    answered and logged, then its outputs written (:func:`_write_outputs`)."""
+    answered and logged, then its outputs written (:func:`_write_outputs`); ``note``: the prefix of
+    the line saying ``concurrency`` was lowered to the adapter's ``max_concurrency`` (``None``: no
+    line)."""
     rows = inst.rows[: limit] if limit is not None else inst.rows
     work = out / WORK / inst.spec.instance
     recs = read_log(work)
@@ -266,8 +268,8 @@ def _infer_instance(agent: Any, inst: TaskInstance, out: Path, *, network: bool,
                 else:
                     pending.append(r)
             if network:
-                asyncio.run(_run_network(agent, inst, pending, record, concurrency=concurrency,
-                                         row_timeout_s=row_timeout_s, chunk_ms=chunk_ms))
+                concurrency = asyncio.run(_run_network(agent, inst, pending, record, concurrency=concurrency,
+                                                       row_timeout_s=row_timeout_s, chunk_ms=chunk_ms, note=note))
             else:
                 _run_local(agent, inst, pending, record, row_timeout_s=row_timeout_s)
         finally:
@@ -317,20 +319,19 @@ def _join_adapter_threads(timeout_s: float = 5.0) -> None:
 
 
 async def _run_network(agent: Any, inst: TaskInstance, rows: list[TaskRow], record: Callable[[dict[str, Any]], None], *,
-                       concurrency: int, row_timeout_s: float, chunk_ms: float) -> None:
-    """Network adapter: ``concurrency`` sessions at once; decoding on worker threads, every log
-    write on one writer thread (nothing slow on the loop that paces the sessions)."""
-    from concurrent.futures import ThreadPoolExecutor
-
+                       concurrency: int, row_timeout_s: float, chunk_ms: float, note: Optional[str]) -> int:
+    """Network adapter: ``concurrency`` sessions at once
+    (:func:`spear_metrics.agents.harness.run_concurrently`: lowered to the adapter's
+    ``max_concurrency`` with a ``note`` line; returns the sessions run at once); decoding on worker
+    threads, every log write on the run's one writer thread (nothing slow on the loop that paces
+    the sessions)."""
     from spear_metrics.agents.duplex import session_config
-    from spear_metrics.agents.harness import RowTimeout, _fails_row, _guarded
+    from spear_metrics.agents.harness import RowTimeout, _fails_row, _guarded, run_concurrently
     from spear_metrics.agents.text import network_text_answer
 
     loop = asyncio.get_running_loop()
-    writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="spearbench-writer")
-    pending = iter(rows)
 
-    async def one(r: TaskRow) -> None:
+    async def one(r: TaskRow, writer: Any) -> None:
         rec: dict[str, Any] = {"row": r.index, "file": r.file}
         t = time.perf_counter()
         try:
@@ -355,18 +356,7 @@ async def _run_network(agent: Any, inst: TaskInstance, rows: list[TaskRow], reco
         rec["elapsed_s"] = time.perf_counter() - t
         await loop.run_in_executor(writer, record, rec)
 
-    async def worker() -> None:
-        for r in pending:
-            await one(r)
-
-    try:
-        async with asyncio.TaskGroup() as tg:
-            for _ in range(min(concurrency, len(rows))):
-                tg.create_task(worker())
-    except BaseExceptionGroup as eg:
-        raise eg.exceptions[0] from None
-    finally:
-        writer.shutdown(wait=True)
+    return await run_concurrently(agent, rows, concurrency, one, note=note)
 
 
 def _instance_work(pred_dir: str | os.PathLike, instance: str) -> Path:

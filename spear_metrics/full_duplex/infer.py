@@ -218,7 +218,7 @@ def run_fdb_inference(agent_name: str, root: str | os.PathLike, *, tasks: Option
             ``overwrite`` over replies of an older version that kept no record of them.
         spear_metrics.core.models.ModelUnavailableError: the ASR model cannot be loaded.
     """
-    from spear_metrics.agents.duplex import clamp_concurrency, is_network_agent, resolve_chunk_ms
+    from spear_metrics.agents.duplex import is_network_agent, resolve_chunk_ms
     from spear_metrics.agents.registry import load_agent
 
     agent_options = dict(agent_options or {})
@@ -230,11 +230,6 @@ def run_fdb_inference(agent_name: str, root: str | os.PathLike, *, tasks: Option
     if concurrency < 1:
         raise FDBInferError(f"--concurrency must be >= 1, got {concurrency}")
     chunk_ms = resolve_chunk_ms(agent, chunk_ms)
-    concurrency, note = clamp_concurrency(agent, concurrency)
-    if note:
-        import sys
-
-        print(f"spearbench fdb-infer: note: {agent_name}: {note}", file=sys.stderr)
     fp = {"agent": agent_name, "agent_options": {k: agent_options[k] for k in sorted(agent_options)},
           "chunk_ms": float(chunk_ms), "output_sr": output_sr}
     task_dirs = find_task_dirs(root, tasks)
@@ -352,13 +347,11 @@ def _run_claimed(agent: Any, agent_name: str, task_dirs: list[Path], folders: di
             rec["elapsed_s"] = time.perf_counter() - t
             await loop.run_in_executor(writer, log, s, rec)
 
-        async def main() -> None:
-            from spear_metrics.agents.harness import run_concurrently
+        from spear_metrics.agents.harness import run_concurrently
 
-            await run_concurrently(agent, todo, concurrency, one)
-
-        if todo:
-            asyncio.run(main())
+        # lowered to the adapter's max_concurrency (with a note), also when nothing is left to run
+        concurrency = asyncio.run(run_concurrently(agent, todo, concurrency, one,
+                                                   note=f"spearbench fdb-infer: note: {agent_name}"))
         if bar is not None:
             bar.close()
             bar = None

@@ -10,9 +10,10 @@ dialogue's system prompt and the dialogue so far, its own earlier turns included
   (:class:`~spear_metrics.agents.duplex.DialogueTurn`: the user's text and speech, then the
   system's own text and speech), ``row_id`` = ``<role>_<mode>_<dialogue>_<turn>``; one session
   (:func:`~spear_metrics.agents.duplex.run_session`), the answer its concatenated audio
-  (:func:`~spear_metrics.agents.duplex.answer_from_session`). ``concurrency`` dialogues run at
-  once on one event loop (a dialogue's turns are sequential: each needs the one before); the user
-  speech is decoded off that loop and every file write goes through one writer thread
+  (:func:`~spear_metrics.agents.duplex.answer_from_session`). ``concurrency`` dialogues (lowered,
+  with a note, to the adapter's ``max_concurrency``) run at once on one event loop (a dialogue's
+  turns are sequential: each needs the one before); the user speech is decoded off that loop and
+  every file write goes through one writer thread
   (:func:`spear_metrics.agents.harness.run_concurrently`), so no disk stalls a paced session.
 - a synchronous adapter (:class:`spear_metrics.agents.base.Agent`, ``respond(audio, row, config)``)
   has no place for a system prompt or a history: it gets the user's speech as SPEAR's input form
@@ -159,7 +160,8 @@ def run_speechrole_inference(agent_name: str, test_data: str | os.PathLike, mode
         agent_name: adapter name (registry, ``file.py:Class``, ``module:Class``).
         test_data: a local test-data folder (:func:`spear_metrics.speechrole.data.test_data_dir`).
         agent: an already-built adapter (tests); else ``load_agent(agent_name, **agent_options)``.
-        concurrency: dialogues at once (network adapters).
+        concurrency: dialogues at once (network adapters); lowered to the adapter's
+            ``max_concurrency``, with a note on stderr.
         row_timeout_s: a turn's limit (s; a paced adapter's input duration is added); a turn past it
             fails its dialogue with ``timed out after N s`` (a synchronous adapter's call runs on a
             worker thread, abandoned when stuck).
@@ -293,8 +295,9 @@ def run_speechrole_inference(agent_name: str, test_data: str | os.PathLike, mode
                         error = _reason(e)
                     await loop.run_in_executor(writer, finish, d, error)
 
-                if todo:
-                    asyncio.run(run_concurrently(agent, todo, concurrency, one))
+                # lowered to the adapter's max_concurrency (with a note), also when nothing is left to run
+                concurrency = asyncio.run(run_concurrently(agent, todo, concurrency, one,
+                                                           note=f"spearbench speechrole infer: note: {agent_name}"))
             else:
                 caller = SyncCaller()  # each turn under row_timeout_s: a stuck adapter fails its dialogue, not the run
                 try:
