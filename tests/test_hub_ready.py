@@ -138,7 +138,7 @@ def test_installed_wheel_end_to_end(env, real_dir):
         assert light["rc"] == [0, 0] and light["model"] == "toy" and light["latency"] is not None
         assert light["imported"] == []  # results, the Space and publish never import torch or a model library
         assert light["rows"] == 4
-        names = ["dynamic_superb", "emotions", "explainable_features", "full_duplex", "interruptions",
+        names = ["distributional", "dynamic_superb", "emotions", "explainable_features", "full_duplex", "interruptions",
                  "language_dialect", "speech_quality", "speechrole", "stances", "turn_taking"]
         assert sorted(light["loaded"]) == names and light["spaces"] == sorted([*names, "leaderboard"])
         out = root / "OUT"

@@ -66,7 +66,7 @@ def test_publish_uploads_each_dry_run_folder(dataset, tmp_path, monkeypatch, cap
     out = capsys.readouterr()
     (api,) = RecordingHfApi.instances
     spaces = [r for r in api.repos if r.get("repo_type") == "space"]
-    assert len(spaces) == 10 and all(r["space_sdk"] == "gradio" for r in spaces)  # 7 dimensions, FDB, SpeechRole, leaderboard
+    assert len(spaces) == 12 and all(r["space_sdk"] == "gradio" for r in spaces)  # 7 dimensions, distributional, FDB, SpeechRole, Dynamic-SUPERB, leaderboard
     assert [r["repo_id"] for r in api.repos if r.get("repo_type") == "dataset"] == ["me/seamless_2t_2s_questions"]
     assert api.uploads["me/interruptions"] == dry["interruptions"] == {
         "interruptions.py", "README.md", "app.py", "requirements.txt", wheel.name}
