@@ -440,8 +440,8 @@ def summary_section(report: Report, page: Page) -> None:
             page.add('<p class="caution">Only 1 shared sample: no interval and no test exist (they need at least 2 '
                      "pairs). Read the differences as descriptions of that sample, not as evidence.</p>")
         elif 0 < n < SMALL_SAMPLE:
-            page.add(f'<p class="caution">Only {n} shared sample{"s" if n != 1 else ""}: too few for a p-value '
-                     f"(a bootstrap p needs at least {SMALL_SAMPLE} pairs) and the intervals rest on a handful of "
+            page.add(f'<p class="caution">Only {n} shared sample{"s" if n != 1 else ""}: too few for a bootstrap p-value '
+                     f"(it needs at least {SMALL_SAMPLE} pairs) and the intervals rest on a handful of "
                      "distinct resamples. Read the differences as descriptions of these samples, not as evidence.</p>")
         elif n == 0:
             page.add('<p class="caution">No scored sample is shared with the human answers: no paired difference '
