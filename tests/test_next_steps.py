@@ -136,6 +136,26 @@ def test_console_helpers():
     assert board.count("note 2: need SPEAR's ASR") == 1 and "no row has an answer_start_time" in board
 
 
+def test_demo_ranking_prints_each_reason_once(capsys):
+    from spear_metrics.commands.demo import _print_ranking
+    from spear_metrics.core.summary import null_reason
+
+    why = "not computed: 2 model and 2 human answers and 1 conversation; " + "needs more answers " * 8
+    none = {"human_likeness_auroc": None, "human_likeness_auroc_n": 4, "human_likeness_note": why}
+    # the reason lives under human_likeness_note, not human_likeness_auroc_note
+    assert null_reason(none, "human_likeness_auroc") == why
+    _print_ranking({"human": {}, "a": none, "b": dict(none)})
+    assert capsys.readouterr().out == ""  # no system ranked: the leaderboard's note says why, once
+    _print_ranking({"human": {}, "a": none, "b": dict(none), "c": {"human_likeness_auroc": 0.61,
+                                                                  "human_likeness_auroc_ci95": [0.5, 0.7],
+                                                                  "human_likeness_auroc_n": 40}})
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert lines[2].split() == ["c", "0.610", "[0.500,", "0.700]", "n=40"]  # ranked first
+    assert out.count("(reason 1)") == 2 and out.count("not computed: 2 model") == 1
+    assert all(len(line) <= WIDTH for line in lines)
+
+
 def test_list_agents_is_plain_text(capsys):
     assert main(["infer", "--list-agents"]) == 0
     out = capsys.readouterr().out
