@@ -364,3 +364,36 @@ def test_report_renders_in_chromium(runs, tmp_path):
         finally:
             browser.close()
     assert (tmp_path / "report.png").stat().st_size > 50_000
+
+
+def test_distributional_table_gives_each_reason_once_and_names_the_reference(tmp_path):
+    """Three runs without human_likeness_auroc for one reason and without a baseline: each reason
+    is one numbered note under the table (not repeated in a note column and again below); the
+    human answers are the reference, not a run missing its score; no empty header over provenance."""
+    from spear_metrics.reports.html import build_report
+    from spear_metrics.reports.plots import panel_title
+    from spear_metrics.reports.runs import load_run
+
+    why = "not computed: 2 model and 2 human answers and 1 conversation; needs >= 10 answers on each side"
+    base = "needs a baseline fitted on the dev split: spearbench fit-baseline, then -o baseline=PATH"
+    folders = {}
+    for name in ("cascade", "human", "other"):
+        d = tmp_path / name
+        d.mkdir()
+        (d / "per_sample.jsonl").write_text(json.dumps({"row": 0, "audio_path": "a/clip0.wav", "status": "ok"}) + "\n")
+        note = "needs the human answers' run scored with the same dimensions: -o human_run=RESULTS" if name == "human" else why
+        (d / "summary.json").write_text(json.dumps({
+            "metrics": ["distributional"], "human_likeness_auroc": None, "human_likeness_auroc_n": 0,
+            "human_likeness_note": note, "human_likeness_n_folds": 0, "human_likeness_n_conversations": 1,
+            "average_naturalness_score": None, "average_naturalness_score_note": base}))
+        folders[name] = d
+    html = build_report(load_run(folders["cascade"]), tmp_path / "r", human=load_run(folders["human"]),
+                        against=[load_run(folders["other"])]).read_text()
+    sec = html[html.index('id="dim-distributional"'):html.index('id="runs"')]
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", sec))
+    assert text.count("not computed: 2 model") == 1 and text.count("needs a baseline fitted") == 1
+    assert text.count("no value (note 1)") == 2 and text.count("no value (note 2)") == 3
+    assert "the reference (human answers)" in text and "-o human_run=RESULTS" not in text
+    assert "<thead><tr><th></th><th></th></tr></thead>" not in html
+    assert panel_title("explainable_normalized_f0_std_avg") == "explainable_normalized_\nf0_std_avg"
+    assert panel_title("latency_ms") == "latency_ms"

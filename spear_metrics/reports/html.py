@@ -268,7 +268,8 @@ class Page:
 
     def table(self, head: Sequence[str], rows: Sequence[Sequence[str]], cls: str = "") -> None:
         """A table; cells are HTML already (escape text with :func:`_e`)."""
-        self.add(f'<table class="{cls}"><thead><tr>' + "".join(f"<th>{h}</th>" for h in head) + "</tr></thead><tbody>")
+        thead = "<thead><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr></thead>" if any(head) else ""
+        self.add(f'<table class="{cls}">{thead}<tbody>')  # no empty header band over a key/value table
         for r in rows:
             self.add("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>")
         self.add("</tbody></table>")
@@ -815,7 +816,7 @@ def provenance_section(report: Report, page: Page) -> None:
             page.add(f"<p>… and {len(failed) - len(shown)} more (see per_sample.jsonl).</p>")
         page.add("<p>Failed rows enter no mean and no test.</p>")
     else:
-        page.add("<p>None: every row was scored.</p>")
+        page.add("<p>Every row was scored.</p>")
 
 
 #: The report's sections, in order (see the module docstring to add one).
@@ -824,7 +825,7 @@ def distributional_section(report: Report, page: Page) -> None:
     (:func:`spear_metrics.reports.distributional.distributional_section`)."""
     from spear_metrics.reports.distributional import distributional_section as build
 
-    build(page, report.run, report.labelled)
+    build(page, report.run, report.labelled, report.human)
 
 
 SECTIONS: list[Section] = [
