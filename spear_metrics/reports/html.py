@@ -481,8 +481,8 @@ def summary_section(report: Report, page: Page) -> None:
                                     + "; a whole-set statistic: no paired interval."))
                 else:
                     missing = report.name if mine is None else report.human_label
-                    cells += ['<span class="why">-</span>', _e(f"no difference: {missing} has no value "
-                                                                 f"(see {title})")]
+                    cells += ['<span class="why">-</span>', _e(f"no difference computed: {missing} has "
+                                                                 "no value (the note below the table)")]
             rows.append(cells)
             titled = True
             fig_rows.append((f"{key} [{unit}] — {title}", [(label, _number(r, key, dim), _ci(r, key))
