@@ -239,3 +239,18 @@ def test_space_expands_a_parent_folder_and_warns(data, tmp_path, monkeypatch, ca
 
     assert SourcePolicy(started["sources"][-2:]).start_labels == ["local:human", "local:other"]
     assert json.loads((parent / "human" / "summary.json").read_text())["latency_ms_n"] == 2
+
+
+def test_speechrole_summarize_names_a_and_b_and_ends_with_next(tmp_path, capsys):
+    from conftest import FIXTURES
+
+    src = FIXTURES / "speechrole" / "ali_cloud"
+    if not src.is_dir():
+        pytest.skip(f"SpeechRole fixtures not found at {src} (../shared is absent)")
+    out = str(tmp_path / "sr") + "/"  # a trailing slash never becomes '//' in what is printed
+    assert main(["speechrole", "summarize", "--results", str(src), "--out", out]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("A = the system's answers, B = the reference role speech")
+    assert lines[-2].startswith("next: ") and lines[-1].startswith("  spearbench speechrole score ")
+    assert not any("//" in line for line in lines)
+    assert all(len(line) <= WIDTH for line in lines if not line.startswith("  spearbench"))
