@@ -151,12 +151,16 @@ def test_paired_conventions():
 
 
 def test_unpaired_tests_match_scipy_and_cliffs_delta():
-    from scipy.stats import mannwhitneyu, ttest_ind
+    from scipy.stats import PermutationMethod, mannwhitneyu, ttest_ind
 
     a, b = [1.0, 2.0, 3.0, 4.0, 10.0], [2.0, 2.5, 3.5, 1.0]
     u = unpaired_tests(a, b)
     assert u["welch_p"] == pytest.approx(ttest_ind(a, b, equal_var=False).pvalue)
-    assert u["mannwhitney_p"] == pytest.approx(mannwhitneyu(a, b, alternative="two-sided").pvalue)
+    # tied small samples (1.0 and 2.0 on both sides): the exact permutation p over all C(9, 5) orderings
+    assert u["mannwhitney_p"] == pytest.approx(
+        mannwhitneyu(a, b, alternative="two-sided", method=PermutationMethod(n_resamples=126)).pvalue)
+    untied = [1.5, 2.2, 3.1, 4.0, 10.0]  # no ties: scipy's default (exact for a side of at most 8)
+    assert unpaired_tests(untied, b)["mannwhitney_p"] == pytest.approx(mannwhitneyu(untied, b).pvalue)
     # Cliff's delta by definition: (#a>b - #a<b) / (n_a n_b)
     gt = sum(x > y for x in a for y in b)
     lt = sum(x < y for x in a for y in b)
