@@ -136,6 +136,26 @@ def test_console_helpers():
     assert board.count("note 2: need SPEAR's ASR") == 1 and "no row has an answer_start_time" in board
 
 
+def test_demo_ranking_prints_each_reason_once(capsys):
+    from spear_metrics.commands.demo import _print_ranking
+    from spear_metrics.core.summary import null_reason
+
+    why = "not computed: 2 model and 2 human answers and 1 conversation; " + "needs more answers " * 8
+    none = {"human_likeness_auroc": None, "human_likeness_auroc_n": 4, "human_likeness_note": why}
+    # the reason lives under human_likeness_note, not human_likeness_auroc_note
+    assert null_reason(none, "human_likeness_auroc") == why
+    _print_ranking({"human": {}, "a": none, "b": dict(none)})
+    assert capsys.readouterr().out == ""  # no system ranked: the leaderboard's note says why, once
+    _print_ranking({"human": {}, "a": none, "b": dict(none), "c": {"human_likeness_auroc": 0.61,
+                                                                  "human_likeness_auroc_ci95": [0.5, 0.7],
+                                                                  "human_likeness_auroc_n": 40}})
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert lines[2].split() == ["c", "0.610", "[0.500,", "0.700]", "n=40"]  # ranked first
+    assert out.count("(reason 1)") == 2 and out.count("not computed: 2 model") == 1
+    assert all(len(line) <= WIDTH for line in lines)
+
+
 def test_list_agents_is_plain_text(capsys):
     assert main(["infer", "--list-agents"]) == 0
     out = capsys.readouterr().out
@@ -219,3 +239,18 @@ def test_space_expands_a_parent_folder_and_warns(data, tmp_path, monkeypatch, ca
 
     assert SourcePolicy(started["sources"][-2:]).start_labels == ["local:human", "local:other"]
     assert json.loads((parent / "human" / "summary.json").read_text())["latency_ms_n"] == 2
+
+
+def test_speechrole_summarize_names_a_and_b_and_ends_with_next(tmp_path, capsys):
+    from conftest import FIXTURES
+
+    src = FIXTURES / "speechrole" / "ali_cloud"
+    if not src.is_dir():
+        pytest.skip(f"SpeechRole fixtures not found at {src} (../shared is absent)")
+    out = str(tmp_path / "sr") + "/"  # a trailing slash never becomes '//' in what is printed
+    assert main(["speechrole", "summarize", "--results", str(src), "--out", out]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("A = the system's answers, B = the reference role speech")
+    assert lines[-2].startswith("next: ") and lines[-1].startswith("  spearbench speechrole score ")
+    assert not any("//" in line for line in lines)
+    assert all(len(line) <= WIDTH for line in lines if not line.startswith("  spearbench"))

@@ -151,12 +151,16 @@ def test_paired_conventions():
 
 
 def test_unpaired_tests_match_scipy_and_cliffs_delta():
-    from scipy.stats import mannwhitneyu, ttest_ind
+    from scipy.stats import PermutationMethod, mannwhitneyu, ttest_ind
 
     a, b = [1.0, 2.0, 3.0, 4.0, 10.0], [2.0, 2.5, 3.5, 1.0]
     u = unpaired_tests(a, b)
     assert u["welch_p"] == pytest.approx(ttest_ind(a, b, equal_var=False).pvalue)
-    assert u["mannwhitney_p"] == pytest.approx(mannwhitneyu(a, b, alternative="two-sided").pvalue)
+    # tied small samples (1.0 and 2.0 on both sides): the exact permutation p over all C(9, 5) orderings
+    assert u["mannwhitney_p"] == pytest.approx(
+        mannwhitneyu(a, b, alternative="two-sided", method=PermutationMethod(n_resamples=126)).pvalue)
+    untied = [1.5, 2.2, 3.1, 4.0, 10.0]  # no ties: scipy's default (exact for a side of at most 8)
+    assert unpaired_tests(untied, b)["mannwhitney_p"] == pytest.approx(mannwhitneyu(untied, b).pvalue)
     # Cliff's delta by definition: (#a>b - #a<b) / (n_a n_b)
     gt = sum(x > y for x in a for y in b)
     lt = sum(x < y for x in a for y in b)
@@ -364,3 +368,36 @@ def test_report_renders_in_chromium(runs, tmp_path):
         finally:
             browser.close()
     assert (tmp_path / "report.png").stat().st_size > 50_000
+
+
+def test_distributional_table_gives_each_reason_once_and_names_the_reference(tmp_path):
+    """Three runs without human_likeness_auroc for one reason and without a baseline: each reason
+    is one numbered note under the table (not repeated in a note column and again below); the
+    human answers are the reference, not a run missing its score; no empty header over provenance."""
+    from spear_metrics.reports.html import build_report
+    from spear_metrics.reports.plots import panel_title
+    from spear_metrics.reports.runs import load_run
+
+    why = "not computed: 2 model and 2 human answers and 1 conversation; needs >= 10 answers on each side"
+    base = "needs a baseline fitted on the dev split: spearbench fit-baseline, then -o baseline=PATH"
+    folders = {}
+    for name in ("cascade", "human", "other"):
+        d = tmp_path / name
+        d.mkdir()
+        (d / "per_sample.jsonl").write_text(json.dumps({"row": 0, "audio_path": "a/clip0.wav", "status": "ok"}) + "\n")
+        note = "needs the human answers' run scored with the same dimensions: -o human_run=RESULTS" if name == "human" else why
+        (d / "summary.json").write_text(json.dumps({
+            "metrics": ["distributional"], "human_likeness_auroc": None, "human_likeness_auroc_n": 0,
+            "human_likeness_note": note, "human_likeness_n_folds": 0, "human_likeness_n_conversations": 1,
+            "average_naturalness_score": None, "average_naturalness_score_note": base}))
+        folders[name] = d
+    html = build_report(load_run(folders["cascade"]), tmp_path / "r", human=load_run(folders["human"]),
+                        against=[load_run(folders["other"])]).read_text()
+    sec = html[html.index('id="dim-distributional"'):html.index('id="runs"')]
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", sec))
+    assert text.count("not computed: 2 model") == 1 and text.count("needs a baseline fitted") == 1
+    assert text.count("no value (note 1)") == 2 and text.count("no value (note 2)") == 3
+    assert "the reference (human answers)" in text and "-o human_run=RESULTS" not in text
+    assert "<thead><tr><th></th><th></th></tr></thead>" not in html
+    assert panel_title("explainable_normalized_f0_std_avg") == "explainable_normalized_\nf0_std_avg"
+    assert panel_title("latency_ms") == "latency_ms"

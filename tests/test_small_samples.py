@@ -55,7 +55,7 @@ def test_two_pairs_give_no_bootstrap_p_and_say_why():
     assert r["p_value"] is None  # not "< 0.001"
     assert r["wilcoxon_p"] == 0.5 == r["wilcoxon_floor"]
     assert r["diff_ci95"] == pytest.approx([250.5, 281.0])  # resampled means: 250.5, 265.75, 281.0
-    assert r["caution"].startswith("n = 2 pairs: too few for a p-value")
+    assert r["caution"].startswith("n = 2 pairs: too few for a bootstrap p-value")
     assert "2^(1-n) = 0.5" in r["caution"] and "3 distinct resamples" in r["caution"]
     assert "no difference can reach p < 0.05" in r["caution"]
 
@@ -79,6 +79,25 @@ def test_unpaired_small_samples_carry_the_mann_whitney_floor():
     assert u["mannwhitney_p"] == pytest.approx(1 / 3) == pytest.approx(u["mannwhitney_floor"])
     assert "2/C(4,2) = 0.333" in u["caution"] and "no difference can reach p < 0.05" in u["caution"]
     assert unpaired_tests(list(range(10)), list(range(10, 20)))["caution"] is None
+
+
+def test_tied_small_unpaired_samples_get_the_exact_p_not_the_normal_approximation():
+    """Flags are all ties. Model: 1 of 9 answers interrupts; humans: 8 of 9. Exact: over all
+    C(18, 9) = 48,620 equally likely splits of the 18 values (9 ones), the model's 9 hold at most
+    one 1 in 1 + 9 * 9 = 82 of them: p = 2 * 82 / 48,620 = 0.0034, twice the normal
+    approximation's 0.0016."""
+    from scipy.stats import mannwhitneyu
+
+    a, b = [True] + [False] * 8, [True] * 8 + [False]
+    u = unpaired_tests(a, b)
+    approx = mannwhitneyu([float(v) for v in a], [float(v) for v in b], method="asymptotic").pvalue
+    # exact by hand: 9 ones and 9 zeros among the 18 values; P(at most 1 one in a's 9 of 18) doubled
+    tail = (math.comb(9, 0) * math.comb(9, 9) + math.comb(9, 1) * math.comb(9, 8)) / math.comb(18, 9)
+    assert u["mannwhitney_p"] == pytest.approx(min(1.0, 2 * tail))
+    assert u["mannwhitney_p"] > approx and u["mannwhitney_p"] >= u["mannwhitney_floor"]
+    # three and three with ties: the approximation reads 0.072, below the floor 2/C(6,3) = 0.1
+    t = unpaired_tests([1.0, 1.0, 3.0], [4.0, 5.0, 5.0])
+    assert t["mannwhitney_p"] == pytest.approx(0.1) == pytest.approx(t["mannwhitney_floor"])
     assert small_sample_caution(1) is None and small_sample_caution(SMALL_SAMPLE) is None
 
 
@@ -112,7 +131,7 @@ def test_compare_console_two_pairs(tmp_path, capsys):
     cells = lat.split()
     assert cells[1] == "2" and cells[5 + 2] == "-"  # n, then p boot (after mean A, mean B, A-B and the 2-cell CI)
     assert "0.500*" in lat  # the exact Wilcoxon p with its caution mark
-    assert out.count("* n = 2 pairs: too few for a p-value") == 1
+    assert out.count("* n = 2 pairs: too few for a bootstrap p-value") == 1
     comp = json.loads((tmp_path / "c" / "comparison.json").read_text())
     assert comp["keys"]["latency_ms"]["p_value"] is None and comp["keys"]["latency_ms"]["wilcoxon_p"] == 0.5
     assert all(len(line) <= 120 for line in out.splitlines() if not line.startswith("  spearbench"))
@@ -136,5 +155,5 @@ def test_report_never_reads_below_0001_on_two_pairs(tmp_path):
     text = re.sub(r"<[^>]+>", " ", html)
     assert "&lt; 0.001" not in html and "< 0.001" not in text
     assert "none (n = 2 &lt; 10)" in html  # the bootstrap p column says why it is empty
-    assert text.count("n = 2 pairs: too few for a p-value") == 1  # once above the paired tests
+    assert text.count("n = 2 pairs: too few for a bootstrap p-value") == 1  # once above the paired tests
     assert math.isclose(float(re.search(r"0\.500\s+\(floor (\S+)\)", text).group(1)), 0.5)

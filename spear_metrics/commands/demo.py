@@ -35,7 +35,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from spear_metrics.commands import command, next_steps, number, read_run_info, shown_path, text_table, wrap
+from spear_metrics.commands import command, next_steps, number, numbered_notes, read_run_info, shown_path, text_table, wrap
 
 DEFAULT_METRICS = "interruptions,explainable_features,speech_quality,distributional"
 #: the overall score ranked at the end (``distributional``'s ``human_likeness_auroc``)
@@ -297,7 +297,10 @@ def _run_demo(args: argparse.Namespace, out: Path, call: Path, rttm: Path, stm: 
     spear_data = write_spear_layout(human, out / "spear_data")
     n = summaries["human"]["n_samples"]
     print(f"SPEAR demo: {n} samples cut from {call.name} ({len(systems)} systems: {', '.join(systems)})\n")
-    print(leaderboard_text(cols, summaries))
+    shown = dict(summaries)  # the human answers are what the others are told apart from
+    if shown["human"].get(LIKENESS) is None:
+        shown["human"] = {**shown["human"], "human_likeness_note": "the human answers are the reference it is measured against"}
+    print(leaderboard_text(cols, shown))
     _print_ranking(summaries)
     for note in notes:
         print(wrap(f"note: {note}"))
@@ -376,18 +379,24 @@ def _against_human(dims: list, human_run: Path, name: str) -> list:
 
 def _print_ranking(summaries: dict[str, dict]) -> None:
     """The systems ranked by ``human_likeness_auroc`` (lowest, most human-like, first; no value
-    last, with the reason)."""
+    last, with the reason). Nothing when no system has one: the leaderboard above already says why."""
     ranked = [(n, s) for n, s in summaries.items() if n != "human" and LIKENESS in s]
-    if not ranked:
+    if not any(s.get(LIKENESS) is not None for _, s in ranked):
         return
     ranked.sort(key=lambda kv: (kv[1].get(LIKENESS) is None, kv[1].get(LIKENESS) or 0.0, kv[0]))
     print(f"\n{LIKENESS} (SPEARBench's own score: 0.5 = a classifier cannot tell the system from the human answers)")
     width = max(len(n) for n, _ in ranked)
+    missing = [n for n, s in ranked if s.get(LIKENESS) is None]
+    refs, lines = numbered_notes([ranked_s.get("human_likeness_note") or "no value"
+                                  for n, ranked_s in ranked if n in missing], prefix="reason")
+    ref = dict(zip(missing, refs))  # a reason shared by several systems is printed once, below
     for n, s in ranked:
         v, ci = s.get(LIKENESS), s.get(f"{LIKENESS}_ci95")
         shown = "-" if v is None else f"{v:.3f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
-        why = "" if v is not None else f"  ({s.get('human_likeness_note') or 'no value'})"
+        why = f"  {ref[n]}" if n in ref else ""
         print(f"  {n:<{width}}  {shown}  n={s.get(f'{LIKENESS}_n', 0)}{why}")
+    for line in lines:
+        print(wrap(line))
 
 
 def _report(out: Path, systems: dict[str, Path]) -> Path:

@@ -17,9 +17,13 @@ Keys: the judge's API key is read from the environment variable ``--judge-api-ke
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 import sys
 
-from spear_metrics.commands import add_bootstrap_arguments, number, parse_options, print_failures
+from spear_metrics.commands import (
+    CONSOLE_WIDTH, add_bootstrap_arguments, command, next_steps, number, parse_options, print_failures, shown_path,
+    wrap,
+)
 
 
 def _tasks_arg(text: str | None) -> list[str]:
@@ -140,12 +144,17 @@ def _run_infer(args: argparse.Namespace) -> int:
             TypeError) as e:
         return _err(str(e))
     for name, st in info["instances"].items():
-        print(f"{name}: {st['n_answered']}/{st['n_rows']} answered, {st['n_failed']} failed -> {args.out}/{name}.json")
+        print(f"{name}: {st['n_answered']}/{st['n_rows']} answered, {st['n_failed']} failed -> "
+              f"{shown_path(args.out, name + '.json')}")
         if st["n_failed"]:
             print_failures([(f"{f['row']} ({f['file']})", f["error"]) for f in st["failures"]],
-                           f"{args.out}/{WORK}/{name}/failures.jsonl (rerun with --retry-failed)", total=st["n_failed"])
+                           f"{shown_path(args.out, WORK, name, 'failures.jsonl')} (rerun with --retry-failed)",
+                           total=st["n_failed"])
     for name, why in info["failed_instances"].items():
         print(f"spearbench dsuperb: {name}: not run: {why}", file=sys.stderr)
+    next_steps(("score the answers (add --judge-url URL --judge-model NAME for the judge-scored instances)",
+                command("spearbench", "dsuperb", "score", "--pred", shown_path(args.out), "--out",
+                        shown_path(Path(shown_path(args.out)).parent, f"{Path(shown_path(args.out)).name}_results"))))
     return 2 if info["failed_instances"] else 0  # an instance that cannot be loaded is no row's fault
 
 
@@ -203,22 +212,28 @@ def _run_score(args: argparse.Namespace) -> int:
     for name, t in summary["tasks"].items():
         line = task_line(name, t)
         ci = f"[{line['ci95_lo']:.4f}, {line['ci95_hi']:.4f}]" if line["ci95_lo"] is not None else "-"
-        note = "" if line["value"] is not None else f"  ({line['note']})"
-        print(f"{name:<48} {line['key'] or '-':<15} {_fmt(line['value']):>8} {ci:>19} {_fmt(line['n']):>5} "
-              f"{_fmt(line['na_rate']):>8}{note}")
+        row = (f"{name:<48} {line['key'] or '-':<15} {_fmt(line['value']):>8} {ci:>19} {_fmt(line['n']):>5} "
+               f"{_fmt(line['na_rate']):>8}")
+        if line["value"] is None and len(row) + len(line["note"] or "") + 4 > CONSOLE_WIDTH:
+            row += "\n" + wrap(f"  ({line['note']})", indent="   ")  # the reason on its own line(s), within 120
+        elif line["value"] is None:
+            row += f"  ({line['note']})"
+        print(row)
     for cat, means in summary["categories"].items():
         for key, m in means.items():
             print(f"category {cat}: mean {key} {m['mean']:.4f} over {m['n_tasks']} task(s)")
     for key, m in summary["overall"].items():
         print(f"overall: mean {key} {m['mean']:.4f} over {m['n_tasks']} task(s)")
     print(f"{summary['n_scored']}/{summary['n_samples']} rows scored, {summary['n_failed']} failed; judge "
-          f"{summary['judge'].get('model') or 'none'} ({summary['judge']['prompt_version']}) -> {args.out}")
+          f"{summary['judge'].get('model') or 'none'} ({summary['judge']['prompt_version']}) -> {shown_path(args.out)}")
     if summary["n_failed"]:
         from spear_metrics.core.records import read_jsonl
         from pathlib import Path
 
         fails = [(f"{r['instance']}/{r['file']}", r["error"]) for r in read_jsonl(Path(args.out) / "per_sample.jsonl")
                  if r.get("status") != "ok"]
-        print_failures(fails, f"{args.out}/per_sample.jsonl (status failed; rerun with --retry-failed)",
+        print_failures(fails, f"{shown_path(args.out, 'per_sample.jsonl')} (status failed; rerun with --retry-failed)",
                        total=summary["n_failed"])
+    next_steps(("the scores in Dynamic-SUPERB's score-submission format, and the table above as CSV",
+                command("cat", shown_path(args.out, "submission.json"), shown_path(args.out, "tasks.csv"))))
     return 0

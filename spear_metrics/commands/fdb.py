@@ -242,6 +242,9 @@ def _run_task(args: argparse.Namespace, setup, samples: list, other: list | None
         next_steps(("compare with another system scored on the same task folder (samples paired by id)",
                     command("spearbench", "fdb", "--task", args.task, "--root", shown_path(args.root), "--out",
                             shown_path(out), "--compare", "OTHER_RESULTS")))
+    else:
+        next_steps(("the comparison in full (per key: intervals, the Wilcoxon p-value, the small-sample cautions)",
+                    command("cat", shown_path(out, "comparison.json"))))
     return 0
 
 
@@ -261,6 +264,9 @@ def _run_release(args: argparse.Namespace, setup, release: Path, runs: list[str]
     if main:
         board = write_leaderboard(out)
         print(f"wrote {shown_path(out, '<run>', 'summary.json')}, per_sample.jsonl" + (f" and {shown_path(board)}" if board else ""))
+        next_steps(("each run's scores beside the release's own numbers",
+                    command("cat", shown_path(out, runs[0], "vs_release.json")) if runs else
+                    command("ls", shown_path(out))))
     return 0
 
 

@@ -23,7 +23,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from spear_metrics.commands import add_bootstrap_arguments, number, parse_options, print_failures
+from spear_metrics.commands import (
+    add_bootstrap_arguments, command, next_steps, number, parse_options, print_failures, shown_path,
+)
 
 PROG = "spearbench speechrole"
 
@@ -223,7 +225,11 @@ def _run_score(args: argparse.Namespace) -> int:
     except (SpeechRoleDataError, JudgeRunError, JudgeResultsError, OutputError) as e:
         return _fail("score", str(e))
     print_summary(summary)
-    print(f"wrote {out}/summary.json, per_sample.jsonl and the judge results (<mode>/<role>.json, replies.jsonl)")
+    print(f"wrote {shown_path(out, 'summary.json')}, per_sample.jsonl and the judge results (<mode>/<role>.json, "
+          "replies.jsonl)")
+    next_steps(("the same tables again from these judge results, without a judge call",
+                command("spearbench", "speechrole", "summarize", "--results", shown_path(out), "--out",
+                        shown_path(Path(shown_path(out)).parent, f"{Path(shown_path(out)).name}_summary"))))
     return 0
 
 
@@ -257,7 +263,11 @@ def _run_summarize(args: argparse.Namespace) -> int:
     for p in summary.get("read_problems", [])[:5]:
         print(f"  problem: {p}", file=sys.stderr)
     print_summary(summary)
-    print(f"wrote {args.out}/summary.json and per_sample.jsonl")
+    print(f"wrote {shown_path(args.out, 'summary.json')} and per_sample.jsonl")
+    next_steps(("judge another system's answers the same way",
+                command("spearbench", "speechrole", "score", "--outputs", "model_output/OTHER", "--test-data", "DIR",
+                        "--mode", "all", "--judge-url", "URL", "--judge-model", "gemini-2.5-pro", "--out",
+                        "RESULTS/OTHER")))
     return 0
 
 
@@ -271,6 +281,7 @@ def print_summary(summary: dict[str, Any]) -> None:
     from spear_metrics.speechrole.aggregate import ALL, OVERALL
     from spear_metrics.speechrole.protocol import ASPECTS
 
+    print("A = the system's answers, B = the reference role speech (the judge's Model A and Model B)")
     for scope in [*summary.get("modes", []), OVERALL]:
         if f"{scope}_n_dialogues" not in summary:
             continue
@@ -309,9 +320,14 @@ def _run_infer(args: argparse.Namespace) -> int:
                                             retry_failed=args.retry_failed, overwrite=args.overwrite,
                                             reference_key=args.reference_key, progress=not args.no_progress)
             print(f"{mode}: {info['n_dialogues']} dialogues, {info['n_answered']} answered ({info['n_turns']} turns), "
-                  f"{info['n_failed']} failed -> {args.out}/{mode}_result/json/")
-            print_failures(info["failures"], f"{args.out}/{mode}_result/failures.jsonl (rerun with --retry-failed)",
-                           what="dialogue")
+                  f"{info['n_failed']} failed -> {shown_path(args.out, f'{mode}_result', 'json')}/")
+            print_failures(info["failures"], f"{shown_path(args.out, f'{mode}_result', 'failures.jsonl')} "
+                           "(rerun with --retry-failed)", what="dialogue")
     except (SpeechRoleDataError, InferRunError, UnknownAgentError, OptionError, OutputError, ValueError, TypeError) as e:
         return _fail("infer", str(e))
+    modes = "all" if set(args.mode) >= {"single", "multi"} else ",".join(args.mode)
+    next_steps(("judge these answers against the reference role speech (the benchmark's judge: gemini-2.5-pro)",
+                command("spearbench", "speechrole", "score", "--outputs", shown_path(args.out), "--test-data",
+                        shown_path(args.test_data), "--mode", modes, "--judge-url", "URL", "--judge-model",
+                        "gemini-2.5-pro", "--out", shown_path("RESULTS", Path(shown_path(args.out)).name))))
     return 0

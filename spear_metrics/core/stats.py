@@ -109,7 +109,7 @@ def small_sample_caution(n: int, *, paired: bool = True, n_b: int | None = None)
     caution, with the hand-checkable bounds; ``None`` from :data:`SMALL_SAMPLE` on (and for
     ``n`` < 2, where no test exists and the caller says so).
 
-    Paired: ``"n = 2 pairs: too few for a p-value ..."`` (no bootstrap p below
+    Paired: ``"n = 2 pairs: too few for a bootstrap p-value ..."`` (no bootstrap p below
     :data:`SMALL_SAMPLE`; the exact Wilcoxon floor :func:`wilcoxon_floor`; the resamples behind
     the interval, :func:`distinct_resamples`). Unpaired: the Mann-Whitney floor
     :func:`mannwhitney_floor` and Welch's reliance on normal means.
@@ -118,9 +118,9 @@ def small_sample_caution(n: int, *, paired: bool = True, n_b: int | None = None)
         if n < 2 or n >= SMALL_SAMPLE:
             return None
         floor = wilcoxon_floor(n)
-        reach = "so no difference can reach" if floor > ALPHA else "barely below"
-        return (f"n = {n} pairs: too few for a p-value (a bootstrap p needs at least {SMALL_SAMPLE} pairs; "
-                f"the exact Wilcoxon p cannot go below 2^(1-n) = {floor:.3g}, {reach} p < {ALPHA:g}); "
+        reach = f", so no difference can reach p < {ALPHA:g}" if floor > ALPHA else ""
+        return (f"n = {n} pairs: too few for a bootstrap p-value (it needs at least {SMALL_SAMPLE} pairs; "
+                f"the exact Wilcoxon p cannot go below 2^(1-n) = {floor:.3g}{reach}); "
                 f"the 95 % interval rests on {distinct_resamples(n)} distinct resamples")
     n_b = n if n_b is None else n_b
     if min(n, n_b) < 2 or min(n, n_b) >= SMALL_SAMPLE:
@@ -367,7 +367,7 @@ def unpaired_tests(a: Sequence[Any], b: Sequence[Any]) -> dict[str, Any]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         welch = float(ttest_ind(x, y, equal_var=False).pvalue)
-        mw = float(mannwhitneyu(x, y, alternative="two-sided").pvalue)
+        mw = float(mannwhitneyu(x, y, alternative="two-sided", method=_mannwhitney_method(x, y)).pvalue)
     if not math.isfinite(welch):
         if np.ptp(x) == 0 and np.ptp(y) == 0 and x[0] == y[0]:
             welch = 1.0
@@ -377,6 +377,25 @@ def unpaired_tests(a: Sequence[Any], b: Sequence[Any]) -> dict[str, Any]:
     out["welch_p"] = welch
     out["mannwhitney_p"] = mw if math.isfinite(mw) else None
     return out
+
+
+#: at most this many orderings, a tied Mann-Whitney test is computed exactly (all 9 + 9 splits)
+_EXACT_MW_ORDERINGS = 50_000
+
+
+def _mannwhitney_method(x: np.ndarray, y: np.ndarray) -> Any:
+    """``"auto"`` (scipy: exact without ties when a side has at most 8 values, else the normal
+    approximation), except for tied small samples: there the normal approximation can fall far
+    below the exact p (and below :func:`mannwhitney_floor`; booleans are all ties), so the exact
+    permutation distribution over all ``C(n_a + n_b, n_a)`` orderings is used when there are at
+    most :data:`_EXACT_MW_ORDERINGS`."""
+    from scipy.stats import PermutationMethod
+
+    orderings = math.comb(int(x.size + y.size), int(x.size))
+    tied = np.unique(np.concatenate([x, y])).size < x.size + y.size
+    if tied and orderings <= _EXACT_MW_ORDERINGS:
+        return PermutationMethod(n_resamples=orderings)
+    return "auto"
 
 
 def numeric_keys(rows: Sequence[dict[str, Any]], exclude: Iterable[str] = ()) -> list[str]:

@@ -85,12 +85,17 @@ EMPTY_REASONS: dict[str, str] = {
 }
 
 
+#: keys whose note is written under another name than ``<key>_note``
+NOTE_KEYS: dict[str, str] = {"human_likeness_auroc": "human_likeness_note"}
+
+
 def null_reason(summary: dict[str, Any], key: str, dimension: str | None = None) -> str:
-    """Why ``summary[key]`` is null, in words: its ``<key>_note`` (or ``<stem>_note``:
-    ``WER_note`` for every ``WER_*`` key), else the dimension's ``<dimension>_note``, else, when
-    no unit entered it (``<key>_n`` = 0), the reason its definition gives (:data:`EMPTY_REASONS`),
-    else that no scored row has a value. THE reason the console, the report and the Space give."""
-    for k in (f"{key}_note", f"{key.split('_')[0]}_note", f"{dimension}_note" if dimension else None):
+    """Why ``summary[key]`` is null, in words: its ``<key>_note`` (or the one :data:`NOTE_KEYS`
+    names, or ``<stem>_note``: ``WER_note`` for every ``WER_*`` key), else the dimension's
+    ``<dimension>_note``, else, when no unit entered it (``<key>_n`` = 0), the reason its
+    definition gives (:data:`EMPTY_REASONS`), else that no scored row has a value. THE reason the
+    console, the report and the Space give."""
+    for k in (f"{key}_note", NOTE_KEYS.get(key), f"{key.split('_')[0]}_note", f"{dimension}_note" if dimension else None):
         if k and summary.get(k):
             return str(summary[k])
     if summary.get(f"{key}_n") == 0:

@@ -14,7 +14,8 @@ DIM = "distributional"
 TOP = 15
 
 
-def distributional_section(page, run: RunData, labelled: Sequence[tuple[str, RunData]]) -> None:
+def distributional_section(page, run: RunData, labelled: Sequence[tuple[str, RunData]],
+                           human: RunData | None = None) -> None:
     """Add the section to ``page`` (a :class:`spear_metrics.reports.html.Page`).
 
     Shows, for every run of the report: ``human_likeness_auroc`` with its interval, folds and
@@ -28,9 +29,10 @@ def distributional_section(page, run: RunData, labelled: Sequence[tuple[str, Run
         page: the report page being written.
         run: the run reported.
         labelled: ``(label, run)`` of every run in the report (``run`` first).
+        human: the human answers' run among them (the reference, which has no score of its own).
     """
     from spear_metrics.reports import plots
-    from spear_metrics.reports.html import _e, fmt, value_cell
+    from spear_metrics.reports.html import Notes, _e, fmt, value_cell
 
     scored = [(label, r) for label, r in labelled if DIM in (r.summary.get("metrics") or [])]
     if not scored:
@@ -45,12 +47,22 @@ def distributional_section(page, run: RunData, labelled: Sequence[tuple[str, Run
              "upstream names them.</p>")
     keys = ("human_likeness_auroc", "average_naturalness_score")
     rows = []
+    notes = Notes()  # each reason once, below the table (the reason of a missing AUROC is its note)
     for label, r in labelled:
         s = r.summary
-        rows.append([_e(label), value_cell(r, keys[0], DIM),
-                     _e(f"{s.get('human_likeness_n_folds', '-')} / {s.get('human_likeness_n_conversations', '-')}"),
-                     _e(s.get("human_likeness_note") or "-"), value_cell(r, keys[1], DIM)])
-    page.table(["run", "human_likeness_auroc [95 % CI]", "folds / conversations", "note", "average_naturalness_score"], rows)
+        if r is human and s.get(keys[0]) is None:
+            auroc, folds = '<span class="n">the reference (human answers)</span>', "-"
+        else:
+            auroc = value_cell(r, keys[0], DIM, notes)
+            caveat = s.get("human_likeness_note")
+            if s.get(keys[0]) is not None and caveat:  # a value with a caveat: the caveat as a note too
+                if caveat not in notes.texts:
+                    notes.texts.append(caveat)
+                auroc += f' <span class="why" title="{_e(caveat)}">(note {notes.texts.index(caveat) + 1})</span>'
+            folds = _e(f"{s.get('human_likeness_n_folds', '-')} / {s.get('human_likeness_n_conversations', '-')}")
+        rows.append([_e(label), auroc, folds, value_cell(r, keys[1], DIM, notes)])
+    page.table(["run", "human_likeness_auroc [95 % CI]", "folds / conversations", "average_naturalness_score"], rows)
+    page.add(notes.html())
     if any(isinstance(r.summary.get(k), float) for _, r in scored for k in keys):
         page.figure(f"{DIM}__values.png", "human_likeness_auroc (0.5 = indistinguishable) and average_naturalness_score, "
                     "95 % intervals", plots.bars_with_intervals("Distributional", list(keys),
@@ -82,7 +94,9 @@ def distributional_section(page, run: RunData, labelled: Sequence[tuple[str, Run
                    [[f"<code>{_e(c.get('name'))}</code>", _e(", ".join(c.get("features") or [])),
                      fmt(c.get("explained_variance_ratio")), fmt(c.get("dev_min_abs_spearman")),
                      fmt(c.get("test_min_abs_spearman")), _e(c.get("validates_in_test"))] for c in cl])
-    notes = [s.get(k) for k in ("distributional_note", "average_naturalness_score_note") if s.get(k)]
+    said = set(notes.texts)
+    notes = [s.get(k) for k in ("distributional_note", "average_naturalness_score_note", "human_likeness_note")
+             if s.get(k) and s.get(k) not in said]
     base = s.get("distributional_baseline")
     if isinstance(base, dict):
         notes.append(f"baseline {base.get('file')} (sha256 {str(base.get('sha256'))[:16]}), tables "

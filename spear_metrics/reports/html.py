@@ -268,7 +268,8 @@ class Page:
 
     def table(self, head: Sequence[str], rows: Sequence[Sequence[str]], cls: str = "") -> None:
         """A table; cells are HTML already (escape text with :func:`_e`)."""
-        self.add(f'<table class="{cls}"><thead><tr>' + "".join(f"<th>{h}</th>" for h in head) + "</tr></thead><tbody>")
+        thead = "<thead><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr></thead>" if any(head) else ""
+        self.add(f'<table class="{cls}">{thead}<tbody>')  # no empty header band over a key/value table
         for r in rows:
             self.add("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>")
         self.add("</tbody></table>")
@@ -440,8 +441,8 @@ def summary_section(report: Report, page: Page) -> None:
             page.add('<p class="caution">Only 1 shared sample: no interval and no test exist (they need at least 2 '
                      "pairs). Read the differences as descriptions of that sample, not as evidence.</p>")
         elif 0 < n < SMALL_SAMPLE:
-            page.add(f'<p class="caution">Only {n} shared sample{"s" if n != 1 else ""}: too few for a p-value '
-                     f"(a bootstrap p needs at least {SMALL_SAMPLE} pairs) and the intervals rest on a handful of "
+            page.add(f'<p class="caution">Only {n} shared sample{"s" if n != 1 else ""}: too few for a bootstrap p-value '
+                     f"(it needs at least {SMALL_SAMPLE} pairs) and the intervals rest on a handful of "
                      "distinct resamples. Read the differences as descriptions of these samples, not as evidence.</p>")
         elif n == 0:
             page.add('<p class="caution">No scored sample is shared with the human answers: no paired difference '
@@ -480,8 +481,8 @@ def summary_section(report: Report, page: Page) -> None:
                                     + "; a whole-set statistic: no paired interval."))
                 else:
                     missing = report.name if mine is None else report.human_label
-                    cells += ['<span class="why">-</span>', _e(f"no difference: {missing} has no value "
-                                                                 f"(see {title})")]
+                    cells += ['<span class="why">-</span>', _e(f"no difference computed: {missing} has "
+                                                                 "no value (the note below the table)")]
             rows.append(cells)
             titled = True
             fig_rows.append((f"{key} [{unit}] — {title}", [(label, _number(r, key, dim), _ci(r, key))
@@ -815,7 +816,7 @@ def provenance_section(report: Report, page: Page) -> None:
             page.add(f"<p>… and {len(failed) - len(shown)} more (see per_sample.jsonl).</p>")
         page.add("<p>Failed rows enter no mean and no test.</p>")
     else:
-        page.add("<p>None: every row was scored.</p>")
+        page.add("<p>Every row was scored.</p>")
 
 
 #: The report's sections, in order (see the module docstring to add one).
@@ -824,7 +825,7 @@ def distributional_section(report: Report, page: Page) -> None:
     (:func:`spear_metrics.reports.distributional.distributional_section`)."""
     from spear_metrics.reports.distributional import distributional_section as build
 
-    build(page, report.run, report.labelled)
+    build(page, report.run, report.labelled, report.human)
 
 
 SECTIONS: list[Section] = [

@@ -172,6 +172,20 @@ def category_bars(title: str, series: Sequence[tuple[str, Sequence[Any]]], order
     return fig
 
 
+def panel_title(key: str, width: int = 24) -> str:
+    """A key as a narrow panel's title: folded after an underscore into lines of at most
+    ``width`` characters where it can be (``explainable_normalized_`` / ``f0_std_avg``), never cut."""
+    lines, line = [], ""
+    for part in key.split("_"):
+        piece = part if not line else "_" + part
+        if line and len(line) + len(piece) > width:
+            lines.append(line + "_")
+            line = part
+        else:
+            line += piece
+    return "\n".join([*lines, line])
+
+
 def bars_with_intervals(title: str, keys: Sequence[str], series: Sequence[tuple[str, dict[str, Any]]]):
     """Aggregate values per run with their 95 % intervals as error bars (from ``summary.json``:
     ``<key>`` and ``<key>_ci95``), one panel per key, each bar labelled with its value (a bar of
@@ -206,7 +220,7 @@ def bars_with_intervals(title: str, keys: Sequence[str], series: Sequence[tuple[
             top = v if err is None else v + err[1][0]  # above the interval, not on its cap
             ax.annotate(f"{v:.3g}", (i, top), xytext=(0, 3), textcoords="offset points", ha="center",
                         va="bottom", fontsize=6)
-        ax.set_title(k, fontsize=8)
+        ax.set_title(panel_title(k), fontsize=8)
         ax.set_xticks([])
         ax.set_xlim(-0.6, len(series) - 0.4)
         ax.tick_params(labelsize=7)
@@ -325,7 +339,9 @@ def timeline(
     if lat_from is not None and start is not None:
         ax.annotate("", xy=(start, 0.5), xytext=(lat_from, 0.5), arrowprops=dict(arrowstyle="<->", color="black"))
         lat = evidence.get("latency_ms")
-        ax.text((lat_from + start) / 2, 0.56, f"latency {lat:.0f} ms" if lat is not None else "latency", ha="center", fontsize=8)
+        # below the arrow: the input lane's VAD bars lie just above it (0.58 to 0.66)
+        ax.text((lat_from + start) / 2, 0.44, f"latency {lat:.0f} ms" if lat is not None else "latency", ha="center",
+                va="top", fontsize=8)
     if question_end_time is not None:
         ax.axvline(question_end_time, color="black", linestyle="--", linewidth=0.8)
         ax.text(question_end_time, 1.42, "question end", fontsize=7, ha="center")
