@@ -42,16 +42,25 @@ ENGLISH_DIALECTS = (
 NORTH_AMERICA = "North America"
 MIN_LID_SECONDS = 1.0
 MIN_LID_PROB = 0.5
+#: longest answer (s) the language ID reads by default. It reads the whole answer in one pass (its
+#: own recipe and SPEAR's ``bin/language_id.py``), and wav2vec 2.0's attention makes memory grow
+#: with the square of the length; SPEAR's answers are human turns (mean 8.8 s).
+LID_MAX_SECONDS = 180.0
 
 
-def language_decision(duration_s: float, label: str | None, prob: float | None, english_labels: Sequence[str]) -> tuple[str, bool | None]:
+def language_decision(duration_s: float, label: str | None, prob: float | None, english_labels: Sequence[str],
+                      max_s: float | None = None) -> tuple[str, bool | None]:
     """Status of one answer's language ID and whether it is English.
 
-    Returns ``("too_short", None)`` for answers < 1.0 s, ``("low_confidence", None)`` when the
-    top probability is < 0.5 (or missing), else ``("ok", label in english_labels)``.
+    Returns ``("too_short", None)`` for answers < 1.0 s, ``("too_long", None)`` for answers
+    longer than ``max_s`` (not read: the same outcome as upstream's "unknown" when its model
+    call fails), ``("low_confidence", None)`` when the top probability is < 0.5 (or missing),
+    else ``("ok", label in english_labels)``.
     """
     if duration_s < MIN_LID_SECONDS:
         return "too_short", None
+    if max_s is not None and duration_s > max_s:
+        return "too_long", None
     if prob is None or not np.isfinite(prob) or prob < MIN_LID_PROB or label is None:
         return "low_confidence", None
     return "ok", label.strip().lower() in {e.strip().lower() for e in english_labels}
@@ -164,7 +173,11 @@ class LanguageDialect(Dimension):
     """
 
     name = "language_dialect"
-    version = "1.0.0"
+    version = "1.1.0"
+    # 1.1.0: the dialect head uses the position table its checkpoint stores (1.0.0 replaced it with
+    # computed sinusoids, which the Voxlect wrapper's forward does not do); answers longer than
+    # lid_max_s are not read by the language ID. 1.0.0 results are not taken as 1.1.0's: their
+    # dialect keys came from another position table
     model_based = True
     keys = (
         MetricKey("english_answers_%", "%", "closer_to_human",
@@ -192,6 +205,9 @@ class LanguageDialect(Dimension):
         Option("dialect_labels", str, None, "comma list of dialect class names overriding the model's"),
         Option("model_batch_size", str, "auto", "waves per model call: a positive integer, or auto (from the free GPU "
                "memory, probed once; 8 on CPU)"),
+        Option("lid_max_s", float, LID_MAX_SECONDS, "longest answer (s) the language ID reads (whole answer at once, "
+               "as SPEAR; memory grows with the square of the length); longer answers are 'too_long' (left out, as "
+               "upstream's failed predictions)", minimum=MIN_LID_SECONDS),
         Option("model_dtype", str, "float32", "precision of the models: float32 (the reference), float16, bfloat16, or auto "
                "(half precision on CUDA)", choices=("float32", "float16", "bfloat16", "auto")),
     )
@@ -217,8 +233,10 @@ class LanguageDialect(Dimension):
         if self._dialect is None:
             from spear_metrics.core.vox_whisper import DIALECT_HEADS, VoxWhisper
 
+            # the position table the checkpoint stores, installed as the wrapper's forward does
             self._dialect = VoxWhisper(str(self.options.get("dialect_model", DIALECT_MODEL)), DIALECT_HEADS,
-                                       purpose="English dialect ID", dtype=self.options.get("model_dtype"))
+                                       purpose="English dialect ID", positions="wrapper",
+                                       dtype=self.options.get("model_dtype"))
         return self._dialect
 
     def _dialect_labels(self, n: int) -> list[str]:
@@ -235,12 +253,13 @@ class LanguageDialect(Dimension):
         english_labels = str(self.options.get("english_labels", "eng,en,english")).split(",")
         answers = [s.answer_audio()[0] for s in samples]
         out: list[dict[str, Any]] = [{} for _ in samples]
-        long_idx = [i for i, a in enumerate(answers) if len(a) / 16000 >= MIN_LID_SECONDS]
+        max_s = float(self.options.get("lid_max_s", LID_MAX_SECONDS))
+        long_idx = [i for i, a in enumerate(answers) if MIN_LID_SECONDS <= len(a) / 16000 <= max_s]
         preds = dict(zip(long_idx, self._lid_model().predict([answers[i] for i in long_idx], batch_size=bs))) if long_idx else {}
         english_idx = []
         for i, a in enumerate(answers):
             label, prob = preds.get(i, (None, None))
-            status, is_en = language_decision(len(a) / 16000, label, prob, english_labels)
+            status, is_en = language_decision(len(a) / 16000, label, prob, english_labels, max_s=max_s)
             out[i].update({"language": label, "language_prob": prob, "language_status": status, "english_answer": is_en,
                            "question_dialect": None, "answer_dialect": None, "same_dialect_as_question": None,
                            "north_american_dialect": None, "question_dialect_logscores": None, "answer_dialect_logscores": None})

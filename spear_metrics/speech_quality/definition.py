@@ -49,7 +49,7 @@ from spear_metrics.core.asr import load_asr, normalize_text, normalize_text_numb
 from spear_metrics.core.dimension import (Dimension, MetricKey, Option, Sample, mean_or_none, mean_resampler,
                                           percent_or_none, percent_resampler)
 from spear_metrics.core.models import ModelUnavailableError
-from spear_metrics.core.mos import load_mos
+from spear_metrics.core.mos import UTMOS_MAX_SECONDS, load_mos
 from spear_metrics.core.records import one_line
 
 #: ``--option profile=...`` presets; explicit ``asr=`` / ``mos=`` override them
@@ -267,6 +267,9 @@ class SpeechQuality(Dimension):
         Option("empty_hypothesis", str, "error", "empty ASR output: error (100 % WER) or skip (row left out, upstream)",
                choices=("error", "skip")),
         Option("max_new_tokens", int, None, "Whisper (transformers) generation limit in tokens", minimum=1),
+        Option("utmos_max_s", float, UTMOS_MAX_SECONDS, "longest answer (s) UTMOS scores (whole answer at once, as "
+               "SPEAR; memory grows with the square of the length); longer answers get UTMOS null with UTMOS_note",
+               minimum=1.0),
     )
 
     def __init__(self, **options: Any):
@@ -308,6 +311,8 @@ class SpeechQuality(Dimension):
             kw = dict(common)
             if n.startswith("utmos") and options.get("utmos_model"):
                 kw["model"] = options["utmos_model"]
+            if n.startswith("utmos"):
+                kw["max_seconds"] = float(options.get("utmos_max_s", UTMOS_MAX_SECONDS))
             self.moss.append(load_mos(n, **kw))
         self._broken: dict[int, str] = {}  # id(backend) -> why it cannot load (asked once)
 
@@ -336,13 +341,19 @@ class SpeechQuality(Dimension):
         wl = [waves[i] for i in live]
         skip_empty = self.options.get("empty_hypothesis", "error") == "skip"
 
-        # MOS: each backend its own keys
+        # MOS: each backend its own keys; an answer a backend does not score (too long for a
+        # whole-answer model) gets null with the reason on its own row
         mos_notes: list[str] = []
+        row_notes: dict[int, dict[str, list[str]]] = {i: {} for i in live}
         for m in self.moss:
             why = self._ready(m)
             if why is None:
                 for i, v in zip(live, m.score(wl)):
                     out[i].update(v)
+                for i, w in zip(live, wl):
+                    skipped = m.skip_reason(len(w))
+                    if skipped:
+                        row_notes[i].setdefault("UTMOS_note" if "UTMOS" in m.keys else "mos_note", []).append(skipped)
             else:
                 mos_notes.append(why)
                 for i in live:
@@ -371,6 +382,8 @@ class SpeechQuality(Dimension):
             v["UTMOS"] = v.get("UTMOS")
             if utmos_note:
                 v["UTMOS_note"] = utmos_note
+            elif row_notes[i].get("UTMOS_note"):
+                v["UTMOS_note"] = "; ".join(row_notes[i]["UTMOS_note"])
             v["reference_empty"] = spear_reference(meta.transcript_answer) is None
             for label, _ in self.asrs:
                 h = hyps[label][j]
@@ -385,8 +398,8 @@ class SpeechQuality(Dimension):
                 v[f"WER_numnorm_%_{label}"] = None if nn is None else 100.0 * nn
             if asr_notes:
                 v["asr_note"] = "; ".join(asr_notes)
-            if mos_notes:
-                v["mos_note"] = "; ".join(mos_notes)
+            if mos_notes or row_notes[i].get("mos_note"):
+                v["mos_note"] = "; ".join(mos_notes + row_notes[i].get("mos_note", []))
         return out
 
     # ------------------------------------------------------------------ summary
