@@ -211,13 +211,16 @@ class SpeechQuality(Dimension):
     version = "2.1.0"
     # 2.0.0 results read as 2.0.1's (same columns and rules); 2.0.1 transcribes answers over 30 s at
     # temperature 0 only, without faster-whisper's random sampling fallback. 2.1.0 adds WER_numnorm_%
-    # (absent from older results, which keep every other key's rule): 2.0.x results stay readable
+    # (absent from older results), leaves UTMOS null for answers over utmos_max_s (180 s; 2.0.x ran out
+    # of memory on them) and computes DistillMOS over the same windows a few at a time (equal to float
+    # rounding): every value 2.0.x could write is 2.1.0's, so 2.0.x results stay readable
     compatible_versions = ("2.0.0", "2.0.1")
     model_based = True
     keys = (
         MetricKey("UTMOS", "MOS 1-5", "higher",
                   "UTMOS22 \"strong\" predicted MOS of the answer (channels averaged, 16 kHz; SPEAR_PROTOCOL.md §2). "
-                  "**Null** unless the `utmos` backend ran; `UTMOS_note` says why",
+                  "**Null** unless the `utmos` backend ran, and for answers longer than `utmos_max_s` (180 s: the whole "
+                  "answer is read at once); `UTMOS_note` says why",
                   group="Speech quality", published=True, order=1),
         MetricKey("WER_%", "%", "lower",
                   "**SPEAR's rule**: 100 × jiwer WER of raw text (case and punctuation count), mean over every (row, ASR) "
