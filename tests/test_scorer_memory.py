@@ -98,13 +98,18 @@ def test_whole_answer_models_never_see_more_than_their_maximum(speech_12s, tmp_p
     assert summary["UTMOS"] == 3.25 and "longer than 5 s" in summary["UTMOS_note"]
     assert dim.aggregate_counts([], [short, long], list(summary))["UTMOS"] == 1
 
-    # language_dialect: the language ID reads whole answers up to lid_max_s
+    # language_dialect: the language ID (a tiny mms-lid-layout model, not English) reads whole
+    # answers up to lid_max_s
+    from model_fixtures import tiny_lid
+
     assert language_decision(12.0, "eng", 0.9, ["eng"], max_s=5.0) == ("too_long", None)
     assert language_decision(4.0, "eng", 0.9, ["eng"], max_s=5.0) == ("ok", True)
     fed: list[int] = []
-    monkeypatch.setattr(LanguageID, "__init__", lambda self, *a, **k: None)
-    monkeypatch.setattr(LanguageID, "predict", lambda self, waves, **k: (fed.extend(len(w) for w in waves), [("fra", 0.9)] * len(waves))[1])
-    lid_dim = LanguageDialect(lid_max_s=5.0)
+    probs = LanguageID._probs
+    monkeypatch.setattr(LanguageID, "_probs", lambda self, batch: (fed.extend(len(w) for w in batch), probs(self, batch))[1])
+    lid_dim = LanguageDialect(lid_model=str(tiny_lid(tmp_path / "lid", english_bias=-6.0)), lid_max_s=5.0)
     res = lid_dim.score_batch(samples)
-    assert fed == [4 * 16000]
-    assert [r["language_status"] for r in res] == ["ok", "too_long"] and res[1]["english_answer"] is None
+    assert fed == [4 * 16000]  # the 12 s answer never reached the model
+    assert res[0]["language"] is not None and res[0]["language_status"] in ("ok", "low_confidence")
+    assert res[1]["language_status"] == "too_long" and res[1]["language"] is None and res[1]["english_answer"] is None
+    assert lid_dim._lid_model().predict([speech_12s], batch_size=1) == [None]

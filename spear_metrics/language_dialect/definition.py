@@ -106,9 +106,12 @@ def dialectal_variance(answer_logscores: np.ndarray) -> float | None:
 class LanguageID:
     """Spoken language ID with a ``transformers`` audio classifier (``mms-lid-126`` layout:
     ``Wav2Vec2ForSequenceClassification`` + its ``AutoFeatureExtractor``), batched by length
-    with attention masks, on this process's device."""
+    with attention masks, on this process's device.
 
-    def __init__(self, model: str, *, device=None, dtype: str | None = None):
+    Each wave is read whole (SPEAR's call), so a wave longer than ``max_seconds`` (default
+    :data:`LID_MAX_SECONDS`) is not read at all: its prediction is ``None``."""
+
+    def __init__(self, model: str, *, device=None, dtype: str | None = None, max_seconds: float | None = None):
         import torch
         from transformers import AutoFeatureExtractor, AutoModelForAudioClassification
 
@@ -123,6 +126,7 @@ class LanguageID:
         self.id2label = {int(k): str(v) for k, v in self.model.config.id2label.items()}
         self._torch = torch
         self._second_bytes: float | None = None
+        self.max_seconds = float(max_seconds) if max_seconds else LID_MAX_SECONDS
 
     def _probs(self, batch: list[np.ndarray]) -> np.ndarray:
         torch = self._torch
@@ -133,8 +137,9 @@ class LanguageID:
             return torch.softmax(self.model(**feats).logits.float(), dim=-1).cpu().numpy()
 
     def predict(self, waves: Sequence[np.ndarray], *, batch_size: int | str | None = 8,
-                max_batch_seconds: float = 240.0) -> list[tuple[str, float]]:
-        """Top label and its softmax probability for each mono 16 kHz wave ``(n,)``.
+                max_batch_seconds: float = 240.0) -> list[tuple[str, float] | None]:
+        """Top label and its softmax probability for each mono 16 kHz wave ``(n,)``; ``None`` for
+        a wave longer than :attr:`max_seconds` (never fed to the model).
 
         Batches group similar lengths, at most ``batch_size`` waves and ``max_batch_seconds`` of
         padded audio. ``batch_size="auto"``: on CUDA, the padded seconds a batch may hold come from
@@ -154,12 +159,13 @@ class LanguageID:
         else:
             items, seconds = (8 if auto else batch_size_for(batch_size, self.device, lambda: 0.0)), max_batch_seconds
         out: list[tuple[str, float] | None] = [None] * len(waves)
-        for idx in duration_batches([len(w) for w in waves], max_items=items, max_padded_samples=int(seconds * 16000)):
-            probs = self._probs([waves[i] for i in idx])
+        read = [i for i, w in enumerate(waves) if len(w) <= self.max_seconds * 16000]
+        for idx in duration_batches([len(waves[i]) for i in read], max_items=items, max_padded_samples=int(seconds * 16000)):
+            probs = self._probs([waves[read[i]] for i in idx])
             for j, i in enumerate(idx):
                 k = int(np.argmax(probs[j]))
-                out[i] = (self.id2label.get(k, str(k)), round(float(probs[j, k]), 6))
-        return out  # type: ignore[return-value]
+                out[read[i]] = (self.id2label.get(k, str(k)), round(float(probs[j, k]), 6))
+        return out
 
 
 class LanguageDialect(Dimension):
@@ -226,7 +232,8 @@ class LanguageDialect(Dimension):
     # lazy models: evaluate.load and registry lookups never touch them
     def _lid_model(self) -> LanguageID:
         if self._lid is None:
-            self._lid = LanguageID(str(self.options.get("lid_model", LID_MODEL)), dtype=self.options.get("model_dtype"))
+            self._lid = LanguageID(str(self.options.get("lid_model", LID_MODEL)), dtype=self.options.get("model_dtype"),
+                                   max_seconds=float(self.options.get("lid_max_s", LID_MAX_SECONDS)))
         return self._lid
 
     def _dialect_model(self):
@@ -253,12 +260,12 @@ class LanguageDialect(Dimension):
         english_labels = str(self.options.get("english_labels", "eng,en,english")).split(",")
         answers = [s.answer_audio()[0] for s in samples]
         out: list[dict[str, Any]] = [{} for _ in samples]
-        max_s = float(self.options.get("lid_max_s", LID_MAX_SECONDS))
-        long_idx = [i for i, a in enumerate(answers) if MIN_LID_SECONDS <= len(a) / 16000 <= max_s]
+        max_s = float(self.options.get("lid_max_s", LID_MAX_SECONDS))  # longer answers: predict gives None
+        long_idx = [i for i, a in enumerate(answers) if len(a) / 16000 >= MIN_LID_SECONDS]
         preds = dict(zip(long_idx, self._lid_model().predict([answers[i] for i in long_idx], batch_size=bs))) if long_idx else {}
         english_idx = []
         for i, a in enumerate(answers):
-            label, prob = preds.get(i, (None, None))
+            label, prob = preds.get(i) or (None, None)
             status, is_en = language_decision(len(a) / 16000, label, prob, english_labels, max_s=max_s)
             out[i].update({"language": label, "language_prob": prob, "language_status": status, "english_answer": is_en,
                            "question_dialect": None, "answer_dialect": None, "same_dialect_as_question": None,
