@@ -2,12 +2,23 @@
 
 Each subcommand lives in its own module under :mod:`spear_metrics.commands` with two functions,
 ``add_arguments(parser)`` and ``run(args) -> int``. The list below is explicit.
+
+Exit status of :func:`main` (one line on stderr for every status but 0):
+
+- ``0``: done; ``2``: a whole-run problem the command diagnosed (bad options or inputs, an
+  output folder that cannot be written, a model that cannot be had), or argparse's usage error;
+- ``130``: interrupted (Ctrl-C / SIGINT): ``interrupted; rerun the same command to resume``;
+  every command's work is resumable, so the rerun picks up where this one stopped;
+- ``1``: an unexpected error (a bug, not a diagnosed refusal): its type and message on one line.
+
+With ``SPEARBENCH_DEBUG=1`` in the environment the traceback is printed before that line.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 #: subcommand -> (module, one-line help)
@@ -43,6 +54,22 @@ def build_parser(available: dict[str, object]) -> argparse.ArgumentParser:
     return parser
 
 
+#: environment variable that makes an interrupt or unexpected error print its traceback
+DEBUG_ENV = "SPEARBENCH_DEBUG"
+#: exit status of an interrupted command (128 + SIGINT, the shell's convention)
+EXIT_INTERRUPTED = 130
+#: exit status of an unexpected error (Python's own status for an uncaught exception)
+EXIT_UNEXPECTED = 1
+
+
+def _debug() -> bool:
+    return os.environ.get(DEBUG_ENV, "").strip().lower() not in ("", "0", "false", "no")
+
+
+def _one_line(e: BaseException) -> str:
+    return " ".join(str(e).split())
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one subcommand; everything it prints (messages, progress bars, warnings, logs) has its
     secrets masked (:func:`spear_metrics.core.secrets.masked_output`)."""
@@ -53,23 +80,51 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
+    """Run one ``spearbench`` command; returns its exit status (see the module docstring).
+
+    The ONE top-level handler: ``KeyboardInterrupt`` -> 130 with one line, an ``OSError``
+    (an unwritable output, :class:`spear_datasets.files.OutputError`) -> 2 with its message, any
+    other exception -> 1 with its type and message; tracebacks only with ``SPEARBENCH_DEBUG=1``.
+    ``SystemExit`` (argparse's usage errors, ``--help``) passes through.
+    """
     argv = sys.argv[1:] if argv is None else argv
-    available = {}
-    for name, (module, _) in COMMANDS.items():
-        try:
-            available[name] = importlib.import_module(module)
-        except ModuleNotFoundError as e:
-            if e.name != module:  # the command exists but a dependency is missing: say so when it is asked for
-                if argv and argv[0] == name:
-                    print(f"spearbench {name}: needs the Python package {e.name!r}", file=sys.stderr)
-                    return 2
-    args = build_parser(available).parse_args(argv)
+    who = "spearbench"
     try:
+        available = {}
+        for name, (module, _) in COMMANDS.items():
+            try:
+                available[name] = importlib.import_module(module)
+            except ModuleNotFoundError as e:
+                if e.name != module:  # the command exists but a dependency is missing: say so when it is asked for
+                    if argv and argv[0] == name:
+                        print(f"spearbench {name}: needs the Python package {e.name!r}", file=sys.stderr)
+                        return 2
+        args = build_parser(available).parse_args(argv)
+        who = f"spearbench {args.command}"
         rc = int(available[args.command].run(args) or 0)
+    except KeyboardInterrupt:
+        if _debug():
+            import traceback
+
+            traceback.print_exc()
+        print(f"{who}: interrupted; rerun the same command to resume", file=sys.stderr)
+        rc = EXIT_INTERRUPTED
     except OSError as e:  # e.g. an output folder that cannot be written (read-only, full, a file in the way):
         # spear_datasets.files.OutputError, whose message names the path; never a traceback
-        print(f"spearbench {args.command}: {' '.join(str(e).split()) or type(e).__name__}", file=sys.stderr)
+        if _debug():
+            import traceback
+
+            traceback.print_exc()
+        print(f"{who}: {_one_line(e) or type(e).__name__}", file=sys.stderr)
         rc = 2
+    except Exception as e:  # a bug: one line, the traceback behind SPEARBENCH_DEBUG=1
+        if _debug():
+            import traceback
+
+            traceback.print_exc()
+        hint = "" if _debug() else f" ({DEBUG_ENV}=1 prints the traceback)"
+        print(f"{who}: unexpected error: {type(e).__name__}: {_one_line(e)}{hint}", file=sys.stderr)
+        rc = EXIT_UNEXPECTED
     from spear_metrics.core.batching import exit_distributed
 
     exit_distributed(rc)  # under accelerate launch: barrier, teardown, os._exit(rc)

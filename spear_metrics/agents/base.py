@@ -24,6 +24,21 @@ MIN_ANSWER_SR = MIN_SAMPLE_RATE
 MAX_ANSWER_SR = MAX_SAMPLE_RATE
 #: Most channels an answer may have (more means "(samples, channels)" was returned by mistake).
 MAX_ANSWER_CHANNELS = 8
+#: How far (absolute) float samples may pass full scale (1.0) and still count as valid audio:
+#: one bfloat16 step at 1.0 (2**-7), the coarsest float format models emit audio in, so a peak
+#: that is 1.0 before a cast survives the cast. Samples within it are clipped to [-1, 1]; a float
+#: answer that goes further is refused (integer PCM in a float array, an unnormalised vocoder).
+FULL_SCALE_TOLERANCE = 2.0 ** -7
+#: Integer sample types an answer may come in and how each maps onto [-1, 1): ``(offset,
+#: scale)``, float = (int - offset) / scale (the WAV/soundfile conventions; 8-bit WAV is
+#: unsigned, centred on 128). Other integer types (int64, uint16...) have no agreed PCM scale
+#: and are refused rather than guessed.
+INTEGER_PCM: dict[str, tuple[int, float]] = {
+    "int8": (0, 2.0 ** 7),
+    "uint8": (128, 2.0 ** 7),
+    "int16": (0, 2.0 ** 15),
+    "int32": (0, 2.0 ** 31),
+}
 
 
 class AgentError(RuntimeError):
@@ -39,8 +54,11 @@ class AgentAnswer:
     """What an adapter returns for one input clip.
 
     Attributes:
-        audio: the answer waveform, ``(samples,)`` or ``(channels, samples)``, float in [-1, 1];
-            it starts at ``onset`` (its first sample is played at that time).
+        audio: the answer waveform, ``(samples,)`` or ``(channels, samples)``: float in [-1, 1]
+            (within :data:`FULL_SCALE_TOLERANCE`), or integer PCM of a type in
+            :data:`INTEGER_PCM` (int16 /32768, int32 /2**31, int8 /128, uint8 centred on 128);
+            anything else fails the row (see :func:`validate_answer`). It starts at ``onset``
+            (its first sample is played at that time).
         sample_rate: rate of ``audio`` in Hz (the harness resamples to 16 kHz when writing).
         onset: when the answer starts, in **seconds from the start of the input clip**; may be
             before the question ends (``row.question_end_time``): an interruption. ``None``
@@ -141,13 +159,57 @@ class StreamingAgent(Agent, Protocol):
     def stream(self, row: SpearRow, config: GenerationConfig) -> StreamSession: ...
 
 
+def answer_samples(audio: Any) -> np.ndarray:
+    """THE definition of valid agent audio: ``audio`` as float32 samples in [-1, 1].
+
+    - float arrays: kept when every sample lies within [-1 - t, 1 + t], t =
+      :data:`FULL_SCALE_TOLERANCE` (2**-7: float rounding, a bfloat16 cast), then clipped to
+      [-1, 1]; NaN/inf and samples beyond the tolerance are refused;
+    - integer PCM (:data:`INTEGER_PCM`): converted by its scale (int16 / 32768, int32 / 2**31,
+      int8 / 128, uint8 (x - 128) / 128), so a 16-bit answer is not clipped to full scale;
+    - anything else (bool, complex, strings, int64 and other integer types without an agreed
+      PCM scale, ragged lists) is refused.
+
+    The shape is not checked here (:func:`validate_answer` does).
+
+    Raises:
+        AgentOutputError: one line saying why the samples are not valid audio.
+    """
+    try:
+        raw = np.asarray(audio)
+    except (TypeError, ValueError) as e:
+        raise AgentOutputError(f"answer audio is not a numeric array: {e}") from None
+    kind = raw.dtype.kind
+    if kind in "iu":
+        if raw.dtype.name not in INTEGER_PCM:
+            raise AgentOutputError(f"answer audio is {raw.dtype.name}, which has no agreed PCM scale; return float32 "
+                                   f"in [-1, 1] or integer PCM ({', '.join(INTEGER_PCM)})")
+        offset, scale = INTEGER_PCM[raw.dtype.name]
+        return ((raw.astype(np.float64) - offset) / scale).astype(np.float32)
+    if kind != "f":
+        raise AgentOutputError(f"answer audio is not a real numeric array (dtype {raw.dtype}); "
+                               "return float32 in [-1, 1] or integer PCM")
+    a = raw.astype(np.float32)
+    if not np.isfinite(a).all():
+        raise AgentOutputError("answer audio holds NaN or inf samples")
+    peak = float(np.abs(a).max()) if a.size else 0.0
+    if peak > 1.0 + FULL_SCALE_TOLERANCE:
+        raise AgentOutputError(f"answer audio peaks at {peak:.6g}, beyond full scale (float audio must lie in [-1, 1]; "
+                               "integer PCM must keep its integer dtype)")
+    return np.clip(a, -1.0, 1.0)
+
+
 def validate_answer(ans: Any) -> tuple[np.ndarray, int]:
-    """Check an adapter's output; returns ``(audio (channels, samples) float32, sample_rate)``.
+    """Check an adapter's output; returns ``(audio (channels, samples) float32 in [-1, 1], sample_rate)``.
+
+    The samples follow :func:`answer_samples` (float within full scale, or integer PCM converted
+    by its scale).
 
     Raises:
         AgentOutputError: not an :class:`AgentAnswer`; ``sample_rate`` not an int in
-            [:data:`MIN_ANSWER_SR`, :data:`MAX_ANSWER_SR`] Hz (wrong or zero rate); audio not a
-            1-D/2-D numeric array, empty (zero or negative duration), NaN/inf samples, or shaped
+            [:data:`MIN_ANSWER_SR`, :data:`MAX_ANSWER_SR`] Hz (wrong or zero rate); audio not
+            valid samples (:func:`answer_samples`: beyond full scale, NaN/inf, a dtype without a
+            PCM scale), not 1-D/2-D, empty (zero or negative duration), or shaped
             ``(samples, channels)``; ``onset`` not ``None`` and not a finite number >= 0 s;
             ``text``/``finish_reason`` of the wrong type.
     """
@@ -156,10 +218,7 @@ def validate_answer(ans: Any) -> tuple[np.ndarray, int]:
     sr = ans.sample_rate
     if isinstance(sr, bool) or not isinstance(sr, (int, np.integer)) or not MIN_ANSWER_SR <= int(sr) <= MAX_ANSWER_SR:
         raise AgentOutputError(f"invalid sample_rate {sr!r} (expected an int in [{MIN_ANSWER_SR}, {MAX_ANSWER_SR}] Hz)")
-    try:
-        audio = np.asarray(ans.audio, dtype=np.float32)
-    except (TypeError, ValueError) as e:
-        raise AgentOutputError(f"answer audio is not a numeric array: {e}") from None
+    audio = answer_samples(ans.audio)
     if audio.ndim == 1:
         audio = audio[None, :]
     if audio.ndim != 2:
@@ -168,8 +227,6 @@ def validate_answer(ans: Any) -> tuple[np.ndarray, int]:
         raise AgentOutputError(f"answer audio has shape {audio.shape}: looks like (samples, channels); expected (channels, samples)")
     if audio.shape[0] == 0 or audio.shape[1] == 0:
         raise AgentOutputError("answer audio is empty (duration 0 s); return silence samples for a silent answer")
-    if not np.isfinite(audio).all():
-        raise AgentOutputError("answer audio holds NaN or inf samples")
     if ans.onset is not None:
         if isinstance(ans.onset, bool) or not isinstance(ans.onset, (int, float, np.floating, np.integer)):
             raise AgentOutputError(f"onset must be a number of seconds or None, got {type(ans.onset).__name__}")

@@ -72,7 +72,8 @@ def espeak(text: str, *, voice: str = "en-us", words_per_minute: int = 170, bina
         raise AgentError(f"{binary} produced no usable audio: {e}") from None
     finally:
         os.unlink(tmp)
-    return resample(wav, sr, TARGET_SR)
+    # the resampler's ringing can pass full scale, which validate_answer refuses: clip it here
+    return np.clip(resample(wav, sr, TARGET_SR), -1.0, 1.0)
 
 
 class CascadeAgent:

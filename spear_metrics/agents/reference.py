@@ -57,7 +57,9 @@ class _ReplayHuman:
         """
         if not row.answer_audio_path:
             raise AgentError("row has no human answer clip (answer_audio_path empty)")
-        wav = load_audio(row.answer_audio_path, sr=TARGET_SR, channels="keep")
+        # a resampled full-scale recording overshoots [-1, 1] (the resampler's ringing), which
+        # validate_answer refuses: the clip was valid PCM, so its resampled copy is clipped here
+        wav = np.clip(load_audio(row.answer_audio_path, sr=TARGET_SR, channels="keep"), -1.0, 1.0)
         return AgentAnswer(audio=wav, sample_rate=TARGET_SR, onset=self.onset(row),
                            text=row.transcript_answer or None, finish_reason="stop")
 

@@ -15,8 +15,9 @@ speech probabilities (one per 512 samples) and hands them to the library's own s
   (:class:`BatchedSilero`). Batched kernels sum in another order, so a probability differs from
   the streaming one (by at most 1.36e-5 on 118,477 frames, ``scripts/check_vad_backends.py``);
   a frame within :data:`EXACT_MARGIN` (1e-4) of a threshold could then decide otherwise, so the
-  frames up to the last such one are recomputed bit for bit as upstream computes them
-  (:func:`exact_near_thresholds`). The segments are then upstream's whenever the batched error
+  frames up to the last such one are recomputed bit for bit as upstream computes them on the
+  same machine (:func:`exact_near_thresholds`; the last bits of a probability depend on the
+  CPU's kernels, so another machine's upstream call can differ from this one's). The segments are then upstream's whenever the batched error
   stays below the margin (about 7x the largest seen, 1.36e-5 to 1.44e-5).
 - ``"sequence"``: the library's batched ONNX front end (``load_silero_vad(sequence=True)``):
   the streaming ONNX model's probabilities, within 1.5e-5 of the TorchScript model's and no

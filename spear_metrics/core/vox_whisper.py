@@ -13,10 +13,17 @@ checkpoint layout (``PyTorchModelHubMixin``: ``config.json`` with the wrapper's 
    or **cut to its first 15 s** (1500 mel frames of 10 ms, 750 encoder positions);
 2. Whisper encoder with ``max_source_positions=750``; encoder layers ``i > L // 2`` have LoRA
    ``fc1``/``fc2`` (loralib layout: ``weight``, ``bias``, ``lora_A (r, in)``,
-   ``lora_B (out, r)``, scaling ``1 / r``); positions are Whisper's sinusoids for 750 steps
-   (the wrapper's forward replaces the loaded table with them);
+   ``lora_B (out, r)``, scaling ``1 / r``); the position table is the one STORED in the
+   checkpoint (:class:`VoxWhisper` ``positions``): the wrapper's ``forward`` installs its own
+   parameter ``embed_positions`` (first 750 rows, saved in the checkpoint beside the encoder)
+   as the encoder's table before every call; SPEAR's ``forward_fast`` calls the encoder
+   directly, with the encoder's stored table;
 3. last hidden state -> 3 point-wise Conv1d (``hidden_dim``) -> mean over the clip's own
-   frames (``(n // 160 - 1) // 2 + 1``, at most 750, at least 1) -> heads.
+   frames (``(n // 160 - 1) // 2 + 1``, at most 750, at least 1) -> heads. The wrapper's
+   ``forward`` pools over the clip's own frames also when called without ``length`` (its README
+   usage: it then sets ``length = len(x[0])`` before pooling, so its ``torch.mean`` over all 750
+   frames is never reached; read in ``tiantiaf0627/voxlect`` at commits ``e5d72f0`` and ``1e60614``
+   and in the ``hyperion-voxlect`` 0.1.1 wheel).
 
 Two ways to make the 1500 log-mel frames of step 1 (:meth:`VoxWhisper.predict` ``padding``):
 
@@ -144,10 +151,13 @@ class VoxWhisper:
         heads: which heads to build (e.g. :data:`DIALECT_HEADS`, :data:`EMOTION_DIM_HEADS`).
         device: torch device (default: :func:`spear_metrics.core.batching.process_device`).
         purpose: model role for error messages.
-        positions: ``"sinusoids"`` (the wrapper's ``forward``: the loaded position table is
-            replaced by Whisper's sinusoids for 750 steps) or ``"checkpoint"`` (SPEAR's
-            ``forward_fast``, which calls the encoder directly: the table stored in the
-            checkpoint is used; sinusoids when the checkpoint has none).
+        positions: which position table the encoder uses. ``"wrapper"`` (default: the
+            wrapper's ``forward``, as Voxlect's dialect models run): the checkpoint's own
+            ``embed_positions`` parameter, first 750 rows (the encoder's stored table when the
+            checkpoint has none); ``"checkpoint"`` (SPEAR's ``forward_fast``, which calls the
+            encoder directly): the encoder's stored table; ``"sinusoids"``: Whisper's
+            sinusoids for 750 steps (neither upstream path; for comparison). A table the
+            checkpoint lacks falls back to sinusoids; :attr:`positions_source` says which was used.
         dtype: ``model_dtype`` option (:func:`spear_metrics.core.batching.model_dtype`): float32
             (default, the reference), ``float16``/``bfloat16``/``auto`` (half precision on CUDA:
             scores move by less than the tolerance that ``scripts/bench_model_throughput.py``
@@ -155,11 +165,11 @@ class VoxWhisper:
 
     Raises:
         ModelUnavailableError: model files missing, or a requested head not in the checkpoint.
-        ValueError: ``positions`` is neither value.
+        ValueError: ``positions`` is not one of the three values.
     """
 
     def __init__(self, model: str, heads: Sequence[str], *, device=None, purpose: str = "Vox-Profile Whisper",
-                 positions: str = "sinusoids", dtype: str | None = None):
+                 positions: str = "wrapper", dtype: str | None = None):
         import torch
         from transformers import WhisperFeatureExtractor
 
@@ -179,10 +189,22 @@ class VoxWhisper:
         if missing:
             raise ModelUnavailableError(
                 f"{purpose} model {model!r}: checkpoint lacks {len(missing)} weights (e.g. {missing[0]}); is it the right model?")
-        if positions not in ("sinusoids", "checkpoint"):
-            raise ValueError(f"positions must be 'sinusoids' or 'checkpoint', got {positions!r}")
-        if positions == "sinusoids" or not any(k.endswith("encoder.embed_positions.weight") for k in state):
+        if positions not in ("wrapper", "checkpoint", "sinusoids"):
+            raise ValueError(f"positions must be 'wrapper', 'checkpoint' or 'sinusoids', got {positions!r}")
+        table = net.backbone_model.encoder.embed_positions.weight
+        stored = state.get("embed_positions")  # the wrapper's own parameter (PyTorchModelHubMixin layout)
+        if positions == "wrapper" and stored is not None:
+            if stored.ndim != 2 or stored.shape[0] < MAX_POSITIONS or stored.shape[1] != table.shape[1]:
+                raise ModelUnavailableError(f"{purpose} model {model!r}: its embed_positions has shape "
+                                            f"{tuple(stored.shape)}, expected ({MAX_POSITIONS}+, {table.shape[1]})")
+            with torch.no_grad():
+                table.copy_(stored[:MAX_POSITIONS].to(table.dtype))
+            self.positions_source = "checkpoint embed_positions (the wrapper's forward)"
+        elif positions != "sinusoids" and any(k.endswith("encoder.embed_positions.weight") for k in state):
+            self.positions_source = "checkpoint encoder table"
+        else:
             net.reset_positions()
+            self.positions_source = "sinusoids" + ("" if positions == "sinusoids" else " (the checkpoint stores no table)")
         self.device = device if device is not None else process_device()
         self.dtype = model_dtype(dtype, self.device)
         self.net = net.to(self.device, self.dtype).eval()

@@ -42,16 +42,25 @@ ENGLISH_DIALECTS = (
 NORTH_AMERICA = "North America"
 MIN_LID_SECONDS = 1.0
 MIN_LID_PROB = 0.5
+#: longest answer (s) the language ID reads by default. It reads the whole answer in one pass (its
+#: own recipe and SPEAR's ``bin/language_id.py``), and wav2vec 2.0's attention makes memory grow
+#: with the square of the length; SPEAR's answers are human turns (mean 8.8 s).
+LID_MAX_SECONDS = 180.0
 
 
-def language_decision(duration_s: float, label: str | None, prob: float | None, english_labels: Sequence[str]) -> tuple[str, bool | None]:
+def language_decision(duration_s: float, label: str | None, prob: float | None, english_labels: Sequence[str],
+                      max_s: float | None = None) -> tuple[str, bool | None]:
     """Status of one answer's language ID and whether it is English.
 
-    Returns ``("too_short", None)`` for answers < 1.0 s, ``("low_confidence", None)`` when the
-    top probability is < 0.5 (or missing), else ``("ok", label in english_labels)``.
+    Returns ``("too_short", None)`` for answers < 1.0 s, ``("too_long", None)`` for answers
+    longer than ``max_s`` (not read: the same outcome as upstream's "unknown" when its model
+    call fails), ``("low_confidence", None)`` when the top probability is < 0.5 (or missing),
+    else ``("ok", label in english_labels)``.
     """
     if duration_s < MIN_LID_SECONDS:
         return "too_short", None
+    if max_s is not None and duration_s > max_s:
+        return "too_long", None
     if prob is None or not np.isfinite(prob) or prob < MIN_LID_PROB or label is None:
         return "low_confidence", None
     return "ok", label.strip().lower() in {e.strip().lower() for e in english_labels}
@@ -97,9 +106,12 @@ def dialectal_variance(answer_logscores: np.ndarray) -> float | None:
 class LanguageID:
     """Spoken language ID with a ``transformers`` audio classifier (``mms-lid-126`` layout:
     ``Wav2Vec2ForSequenceClassification`` + its ``AutoFeatureExtractor``), batched by length
-    with attention masks, on this process's device."""
+    with attention masks, on this process's device.
 
-    def __init__(self, model: str, *, device=None, dtype: str | None = None):
+    Each wave is read whole (SPEAR's call), so a wave longer than ``max_seconds`` (default
+    :data:`LID_MAX_SECONDS`) is not read at all: its prediction is ``None``."""
+
+    def __init__(self, model: str, *, device=None, dtype: str | None = None, max_seconds: float | None = None):
         import torch
         from transformers import AutoFeatureExtractor, AutoModelForAudioClassification
 
@@ -114,6 +126,7 @@ class LanguageID:
         self.id2label = {int(k): str(v) for k, v in self.model.config.id2label.items()}
         self._torch = torch
         self._second_bytes: float | None = None
+        self.max_seconds = float(max_seconds) if max_seconds else LID_MAX_SECONDS
 
     def _probs(self, batch: list[np.ndarray]) -> np.ndarray:
         torch = self._torch
@@ -124,8 +137,9 @@ class LanguageID:
             return torch.softmax(self.model(**feats).logits.float(), dim=-1).cpu().numpy()
 
     def predict(self, waves: Sequence[np.ndarray], *, batch_size: int | str | None = 8,
-                max_batch_seconds: float = 240.0) -> list[tuple[str, float]]:
-        """Top label and its softmax probability for each mono 16 kHz wave ``(n,)``.
+                max_batch_seconds: float = 240.0) -> list[tuple[str, float] | None]:
+        """Top label and its softmax probability for each mono 16 kHz wave ``(n,)``; ``None`` for
+        a wave longer than :attr:`max_seconds` (never fed to the model).
 
         Batches group similar lengths, at most ``batch_size`` waves and ``max_batch_seconds`` of
         padded audio. ``batch_size="auto"``: on CUDA, the padded seconds a batch may hold come from
@@ -145,12 +159,13 @@ class LanguageID:
         else:
             items, seconds = (8 if auto else batch_size_for(batch_size, self.device, lambda: 0.0)), max_batch_seconds
         out: list[tuple[str, float] | None] = [None] * len(waves)
-        for idx in duration_batches([len(w) for w in waves], max_items=items, max_padded_samples=int(seconds * 16000)):
-            probs = self._probs([waves[i] for i in idx])
+        read = [i for i, w in enumerate(waves) if len(w) <= self.max_seconds * 16000]
+        for idx in duration_batches([len(waves[i]) for i in read], max_items=items, max_padded_samples=int(seconds * 16000)):
+            probs = self._probs([waves[read[i]] for i in idx])
             for j, i in enumerate(idx):
                 k = int(np.argmax(probs[j]))
-                out[i] = (self.id2label.get(k, str(k)), round(float(probs[j, k]), 6))
-        return out  # type: ignore[return-value]
+                out[read[i]] = (self.id2label.get(k, str(k)), round(float(probs[j, k]), 6))
+        return out
 
 
 class LanguageDialect(Dimension):
@@ -164,7 +179,11 @@ class LanguageDialect(Dimension):
     """
 
     name = "language_dialect"
-    version = "1.0.0"
+    version = "1.1.0"
+    # 1.1.0: the dialect head uses the position table its checkpoint stores (1.0.0 replaced it with
+    # computed sinusoids, which the Voxlect wrapper's forward does not do); answers longer than
+    # lid_max_s are not read by the language ID. 1.0.0 results are not taken as 1.1.0's: their
+    # dialect keys came from another position table
     model_based = True
     keys = (
         MetricKey("english_answers_%", "%", "closer_to_human",
@@ -192,6 +211,9 @@ class LanguageDialect(Dimension):
         Option("dialect_labels", str, None, "comma list of dialect class names overriding the model's"),
         Option("model_batch_size", str, "auto", "waves per model call: a positive integer, or auto (from the free GPU "
                "memory, probed once; 8 on CPU)"),
+        Option("lid_max_s", float, LID_MAX_SECONDS, "longest answer (s) the language ID reads (whole answer at once, "
+               "as SPEAR; memory grows with the square of the length); longer answers are 'too_long' (left out, as "
+               "upstream's failed predictions)", minimum=MIN_LID_SECONDS),
         Option("model_dtype", str, "float32", "precision of the models: float32 (the reference), float16, bfloat16, or auto "
                "(half precision on CUDA)", choices=("float32", "float16", "bfloat16", "auto")),
     )
@@ -210,15 +232,18 @@ class LanguageDialect(Dimension):
     # lazy models: evaluate.load and registry lookups never touch them
     def _lid_model(self) -> LanguageID:
         if self._lid is None:
-            self._lid = LanguageID(str(self.options.get("lid_model", LID_MODEL)), dtype=self.options.get("model_dtype"))
+            self._lid = LanguageID(str(self.options.get("lid_model", LID_MODEL)), dtype=self.options.get("model_dtype"),
+                                   max_seconds=float(self.options.get("lid_max_s", LID_MAX_SECONDS)))
         return self._lid
 
     def _dialect_model(self):
         if self._dialect is None:
             from spear_metrics.core.vox_whisper import DIALECT_HEADS, VoxWhisper
 
+            # the position table the checkpoint stores, installed as the wrapper's forward does
             self._dialect = VoxWhisper(str(self.options.get("dialect_model", DIALECT_MODEL)), DIALECT_HEADS,
-                                       purpose="English dialect ID", dtype=self.options.get("model_dtype"))
+                                       purpose="English dialect ID", positions="wrapper",
+                                       dtype=self.options.get("model_dtype"))
         return self._dialect
 
     def _dialect_labels(self, n: int) -> list[str]:
@@ -235,12 +260,13 @@ class LanguageDialect(Dimension):
         english_labels = str(self.options.get("english_labels", "eng,en,english")).split(",")
         answers = [s.answer_audio()[0] for s in samples]
         out: list[dict[str, Any]] = [{} for _ in samples]
+        max_s = float(self.options.get("lid_max_s", LID_MAX_SECONDS))  # longer answers: predict gives None
         long_idx = [i for i, a in enumerate(answers) if len(a) / 16000 >= MIN_LID_SECONDS]
         preds = dict(zip(long_idx, self._lid_model().predict([answers[i] for i in long_idx], batch_size=bs))) if long_idx else {}
         english_idx = []
         for i, a in enumerate(answers):
-            label, prob = preds.get(i, (None, None))
-            status, is_en = language_decision(len(a) / 16000, label, prob, english_labels)
+            label, prob = preds.get(i) or (None, None)
+            status, is_en = language_decision(len(a) / 16000, label, prob, english_labels, max_s=max_s)
             out[i].update({"language": label, "language_prob": prob, "language_status": status, "english_answer": is_en,
                            "question_dialect": None, "answer_dialect": None, "same_dialect_as_question": None,
                            "north_american_dialect": None, "question_dialect_logscores": None, "answer_dialect_logscores": None})

@@ -29,6 +29,11 @@ Project keys (the project believes raw-text WER mostly measures punctuation and 
   removed; an empty hypothesis with a reference counts 100 % (every word deleted;
   ``empty_hypothesis=skip`` leaves such rows out as SPEAR does).
 - ``WER_norm_%`` / ``CER_norm_%``: mean over every (row, ASR) value of the ASR systems that ran.
+- ``WER_numnorm_%_<asr>`` / ``WER_numnorm_%``: as ``WER_norm_%`` with the project's number-aware
+  normaliser (:func:`spear_metrics.core.asr.normalize_text_numbers`): every number written out in
+  words, so "$5" and "five dollars" are the same two words and "$5" and "5 euros" differ by one;
+  Whisper's normaliser (``WER_norm_%``) drops the unit of quantities of 1 ("$1", "€1" and "1%"
+  all become "one"), a detached "%" and the "¥" sign.
 """
 
 from __future__ import annotations
@@ -40,11 +45,11 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from spear_datasets.schema import SpearRow, strip_speaker_tags
-from spear_metrics.core.asr import load_asr, normalize_text
+from spear_metrics.core.asr import load_asr, normalize_text, normalize_text_numbers
 from spear_metrics.core.dimension import (Dimension, MetricKey, Option, Sample, mean_or_none, mean_resampler,
                                           percent_or_none, percent_resampler)
 from spear_metrics.core.models import ModelUnavailableError
-from spear_metrics.core.mos import load_mos
+from spear_metrics.core.mos import UTMOS_MAX_SECONDS, load_mos
 from spear_metrics.core.records import one_line
 
 #: ``--option profile=...`` presets; explicit ``asr=`` / ``mos=`` override them
@@ -121,6 +126,22 @@ def error_rates(reference: str | None, hypothesis: str | None) -> tuple[float | 
     if not hyp:
         return 1.0, 1.0
     return float(jiwer.wer(ref, hyp)), float(jiwer.cer(ref, hyp))
+
+
+def numnorm_error_rate(reference: str | None, hypothesis: str | None) -> float | None:
+    """WER fraction of ``WER_numnorm_%`` for one pair: both texts through
+    :func:`spear_metrics.core.asr.normalize_text_numbers` (``reference`` with its speaker tags
+    removed first), then jiwer ``wer``. Empty reference -> ``None``; empty hypothesis with a
+    reference -> ``1.0`` (every word deleted), as :func:`error_rates`."""
+    import jiwer
+
+    ref = normalize_text_numbers(strip_speaker_tags(reference or ""))
+    hyp = normalize_text_numbers(hypothesis or "")
+    if not ref:
+        return None
+    if not hyp:
+        return 1.0
+    return float(jiwer.wer(ref, hyp))
 
 
 def _is_spear_pair(labels: Sequence[str]) -> bool:
@@ -206,15 +227,19 @@ class SpeechQuality(Dimension):
     """
 
     name = "speech_quality"
-    version = "2.0.1"
+    version = "2.1.0"
     # 2.0.0 results read as 2.0.1's (same columns and rules); 2.0.1 transcribes answers over 30 s at
-    # temperature 0 only, without faster-whisper's random sampling fallback
-    compatible_versions = ("2.0.0",)
+    # temperature 0 only, without faster-whisper's random sampling fallback. 2.1.0 adds WER_numnorm_%
+    # (absent from older results), leaves UTMOS null for answers over utmos_max_s (180 s; 2.0.x ran out
+    # of memory on them) and computes DistillMOS over the same windows a few at a time (equal to float
+    # rounding): every value 2.0.x could write is 2.1.0's, so 2.0.x results stay readable
+    compatible_versions = ("2.0.0", "2.0.1")
     model_based = True
     keys = (
         MetricKey("UTMOS", "MOS 1-5", "higher",
                   "UTMOS22 \"strong\" predicted MOS of the answer (channels averaged, 16 kHz; SPEAR_PROTOCOL.md §2). "
-                  "**Null** unless the `utmos` backend ran; `UTMOS_note` says why",
+                  "**Null** unless the `utmos` backend ran, and for answers longer than `utmos_max_s` (180 s: the whole "
+                  "answer is read at once); `UTMOS_note` says why",
                   group="Speech quality", published=True, order=1),
         MetricKey("WER_%", "%", "lower",
                   "**SPEAR's rule**: 100 × jiwer WER of raw text (case and punctuation count), mean over every (row, ASR) "
@@ -232,6 +257,12 @@ class SpeechQuality(Dimension):
         MetricKey("CER_norm_%", "%", "lower", "CER, same texts and pooling as `WER_norm_%`", group="Speech quality"),
         MetricKey("WER_norm_%_<asr>", "%", "lower", "`WER_norm_%` for one ASR", group="Speech quality"),
         MetricKey("CER_norm_%_<asr>", "%", "lower", "`CER_norm_%` for one ASR", group="Speech quality"),
+        MetricKey("WER_numnorm_%", "%", "lower",
+                  "as `WER_norm_%` with every number written out in words (the project's normaliser: \"$5\" = \"five "
+                  "dollars\", \"50%\" = \"fifty percent\", \"3.5\" = \"three point five\", \"21st\" = \"twenty first\"; "
+                  "\"$5\" ≠ \"5 euros\"; Whisper's normaliser drops the unit of quantities of 1); mean over (row, ASR) "
+                  "values of the ASR systems that ran", group="Speech quality"),
+        MetricKey("WER_numnorm_%_<asr>", "%", "lower", "`WER_numnorm_%` for one ASR", group="Speech quality"),
         MetricKey("DNSMOS_OVRL", "MOS 1-5", "higher", "DNSMOS P.835 overall (ONNX in `speechmos`), embedded",
                   group="Speech quality"),
         MetricKey("DNSMOS_SIG", "MOS 1-5", "higher", "DNSMOS P.835 signal quality", group="Speech quality"),
@@ -258,6 +289,9 @@ class SpeechQuality(Dimension):
         Option("empty_hypothesis", str, "error", "empty ASR output: error (100 % WER) or skip (row left out, upstream)",
                choices=("error", "skip")),
         Option("max_new_tokens", int, None, "Whisper (transformers) generation limit in tokens", minimum=1),
+        Option("utmos_max_s", float, UTMOS_MAX_SECONDS, "longest answer (s) UTMOS scores (whole answer at once, as "
+               "SPEAR; memory grows with the square of the length); longer answers get UTMOS null with UTMOS_note",
+               minimum=1.0),
     )
 
     def __init__(self, **options: Any):
@@ -299,6 +333,8 @@ class SpeechQuality(Dimension):
             kw = dict(common)
             if n.startswith("utmos") and options.get("utmos_model"):
                 kw["model"] = options["utmos_model"]
+            if n.startswith("utmos"):
+                kw["max_seconds"] = float(options.get("utmos_max_s", UTMOS_MAX_SECONDS))
             self.moss.append(load_mos(n, **kw))
         self._broken: dict[int, str] = {}  # id(backend) -> why it cannot load (asked once)
 
@@ -327,13 +363,19 @@ class SpeechQuality(Dimension):
         wl = [waves[i] for i in live]
         skip_empty = self.options.get("empty_hypothesis", "error") == "skip"
 
-        # MOS: each backend its own keys
+        # MOS: each backend its own keys; an answer a backend does not score (too long for a
+        # whole-answer model) gets null with the reason on its own row
         mos_notes: list[str] = []
+        row_notes: dict[int, dict[str, list[str]]] = {i: {} for i in live}
         for m in self.moss:
             why = self._ready(m)
             if why is None:
                 for i, v in zip(live, m.score(wl)):
                     out[i].update(v)
+                for i, w in zip(live, wl):
+                    skipped = m.skip_reason(len(w))
+                    if skipped:
+                        row_notes[i].setdefault("UTMOS_note" if "UTMOS" in m.keys else "mos_note", []).append(skipped)
             else:
                 mos_notes.append(why)
                 for i in live:
@@ -362,6 +404,8 @@ class SpeechQuality(Dimension):
             v["UTMOS"] = v.get("UTMOS")
             if utmos_note:
                 v["UTMOS_note"] = utmos_note
+            elif row_notes[i].get("UTMOS_note"):
+                v["UTMOS_note"] = "; ".join(row_notes[i]["UTMOS_note"])
             v["reference_empty"] = spear_reference(meta.transcript_answer) is None
             for label, _ in self.asrs:
                 h = hyps[label][j]
@@ -372,10 +416,12 @@ class SpeechQuality(Dimension):
                 wn, cn = (None, None) if h is None or (skip_empty and not normalize_text(h)) else error_rates(tagless, h)
                 v[f"WER_norm_%_{label}"] = None if wn is None else 100.0 * wn
                 v[f"CER_norm_%_{label}"] = None if cn is None else 100.0 * cn
+                nn = None if h is None or (skip_empty and not normalize_text_numbers(h)) else numnorm_error_rate(tagless, h)
+                v[f"WER_numnorm_%_{label}"] = None if nn is None else 100.0 * nn
             if asr_notes:
                 v["asr_note"] = "; ".join(asr_notes)
-            if mos_notes:
-                v["mos_note"] = "; ".join(mos_notes)
+            if mos_notes or row_notes[i].get("mos_note"):
+                v["mos_note"] = "; ".join(mos_notes + row_notes[i].get("mos_note", []))
         return out
 
     # ------------------------------------------------------------------ summary
@@ -386,7 +432,7 @@ class SpeechQuality(Dimension):
         ``no_reference_%``: every scored row with a reference decision; the rest: rows with a value."""
         out = super().aggregate_counts(rows, values, keys)
         labels = [label for label, _ in self.asrs]
-        for base in ("WER_%", "CER_%", "WER_norm_%", "CER_norm_%"):
+        for base in ("WER_%", "CER_%", "WER_norm_%", "CER_norm_%", "WER_numnorm_%"):
             if base in keys:  # WER_%/CER_% exist only with SPEAR's ASR systems (else null: n = 0)
                 pooled = self.spear_asr or "norm" in base
                 out[base] = sum(1 for v in values for x in labels if v.get(f"{base}_{x}") is not None) if pooled else 0
@@ -403,10 +449,10 @@ class SpeechQuality(Dimension):
         spear_asr = _is_spear_pair(labels)
         for base in ("WER_%", "CER_%"):
             out[base] = _pooled(values, [f"{base}_{x}" for x in labels]) if spear_asr else None
-        for base in ("WER_norm_%", "CER_norm_%"):
+        for base in ("WER_norm_%", "CER_norm_%", "WER_numnorm_%"):
             out[base] = _pooled(values, [f"{base}_{x}" for x in labels])
         for x in labels:
-            for base in ("WER_%", "CER_%", "WER_norm_%", "CER_norm_%"):
+            for base in ("WER_%", "CER_%", "WER_norm_%", "CER_norm_%", "WER_numnorm_%"):
                 out[f"{base}_{x}"] = mean_or_none([v.get(f"{base}_{x}") for v in values])
         out["no_reference_%"] = percent_or_none([v.get("reference_empty") for v in values])
         out["asr_models"] = labels
@@ -438,11 +484,11 @@ class SpeechQuality(Dimension):
         spear_asr = _is_spear_pair(labels)
         keys = ["UTMOS", *[k for m in self.moss for k in m.keys if k != "UTMOS"]]
         fns: dict[str, Callable[[np.ndarray], Any]] = {k: mean_resampler([v.get(k) for v in values]) for k in dict.fromkeys(keys)}
-        for base in ("WER_%", "CER_%", "WER_norm_%", "CER_norm_%"):  # pooled over each row's (row, ASR) values
+        for base in ("WER_%", "CER_%", "WER_norm_%", "CER_norm_%", "WER_numnorm_%"):  # pooled over each row's (row, ASR) values
             fns[base] = (mean_resampler([[v.get(f"{base}_{x}") for x in labels] for v in values])
                          if spear_asr or "norm" in base else (lambda idx: None))
         for x in labels:
-            for base in ("WER_%", "CER_%", "WER_norm_%", "CER_norm_%"):
+            for base in ("WER_%", "CER_%", "WER_norm_%", "CER_norm_%", "WER_numnorm_%"):
                 fns[f"{base}_{x}"] = mean_resampler([v.get(f"{base}_{x}") for v in values])
         fns["no_reference_%"] = percent_resampler([v.get("reference_empty") for v in values])
         fixed: dict[str, Any] = {}
@@ -468,5 +514,6 @@ class SpeechQuality(Dimension):
             out[",".join(m.keys)] = m.describe()
         for label, a in self.asrs:
             out[f"asr:{label}"] = a.describe()
-        out["text_normalizer"] = "WER_norm_%: Whisper EnglishTextNormalizer (transformers) + english.json spelling map"
+        out["text_normalizer"] = ("WER_norm_%: Whisper EnglishTextNormalizer (transformers) + english.json spelling map; "
+                                  "WER_numnorm_%: the same with numbers in words (spear_metrics.core.asr.normalize_text_numbers)")
         return out
