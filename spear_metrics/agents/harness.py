@@ -32,7 +32,8 @@ Contract:
 - under ``accelerate launch`` pending rows are dealt ``rows[rank::world]``; results are keyed
   by row id; the main process merges every rank's log;
 - an adapter that raises (any ``BaseException`` but ``KeyboardInterrupt``: ``SystemExit`` too),
-  returns an invalid answer (:func:`validate_answer`) or runs past its time limit
+  returns an invalid answer (:func:`validate_answer`; one ``score`` would refuse:
+  :func:`check_answer_limits`) or runs past its time limit
   (``row_timeout_s``, :func:`row_time_limit`) fails its row with the reason (secrets masked); the
   run goes on. ``KeyboardInterrupt`` and an unwritable output folder stop the run (resume later);
 - network adapters (:mod:`spear_metrics.agents.duplex`) run ``concurrency`` sessions at once on
@@ -64,7 +65,14 @@ from spear_datasets.schema import (
     resolve_path,
     write_metadata,
 )
-from spear_metrics.agents.base import AgentAnswer, AgentError, AgentOutputError, GenerationConfig, validate_answer
+from spear_metrics.agents.base import (
+    AgentAnswer,
+    AgentError,
+    AgentOutputError,
+    GenerationConfig,
+    check_answer_limits,
+    validate_answer,
+)
 from spear_metrics.agents.duplex import is_network_agent
 from spear_metrics.core.batching import distributed_state
 from spear_metrics.core.records import AppendLog, claim_out, one_line, read_rank_logs, write_json_atomic, write_jsonl_atomic
@@ -437,8 +445,10 @@ def _read_clip(agent: Any, source: Source, i: int, out: Path, in_path: Path, ref
 
 def _finish(source: Source, i: int, out: Path, rec: dict[str, Any], ans: AgentAnswer, wav: np.ndarray, sr: int,
             onset: Optional[float]) -> dict[str, Any]:
-    """Write the answer WAV and complete the record."""
+    """Check the answer against ``score``'s limits (:func:`check_answer_limits`), write the
+    answer WAV and complete the record."""
     entry = source.entries[i]
+    check_answer_limits(wav, sr, onset, entry.row.question_end_time)
     wav = resample(wav, sr, TARGET_SR)
     rel = f"{AUDIO_DIR}/{entry.name}"
     write_wav(out / rel, wav, TARGET_SR)

@@ -177,7 +177,7 @@ def run_speechrole_inference(agent_name: str, test_data: str | os.PathLike, mode
         spear_metrics.agents.registry.UnknownAgentError, OptionError: the adapter cannot be built.
     """
     from spear_datasets.audio import AudioError, decode, write_wav
-    from spear_metrics.agents.base import GenerationConfig, validate_answer
+    from spear_metrics.agents.base import GenerationConfig, check_answer_limits, validate_answer
     from spear_metrics.agents.duplex import is_network_agent
     from spear_metrics.agents.harness import RowTimeout, SyncCaller, _fails_row
     from spear_metrics.agents.registry import load_agent
@@ -233,6 +233,7 @@ def run_speechrole_inference(agent_name: str, test_data: str | os.PathLike, mode
         def write_turn(d: EvalDialogue, t: int, ans: Any) -> TurnAnswer:
             nonlocal n_new_turns
             wav, sr = validate_answer(ans)
+            check_answer_limits(wav, sr, None, 0.0)  # the answer WAV is read back through the loader's limits
             path = answer_path(out, mode, d.role, d.index, t)
             write_wav(path, wav, sr)
             rec = {"kind": "turn", "dialogue": d.key, "turn": t, "text": ans.text, "audio": benchmark_path(out, path),
