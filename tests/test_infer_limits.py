@@ -93,3 +93,71 @@ def test_answers_score_would_refuse_fail_at_infer_with_the_reason(tmp_path):
     assert len(per) == 4
     failed = [p for p in per if p.get("error")]
     assert len(failed) == 3 and all("infer failed" in p["error"] for p in failed)
+
+
+EXIT_SCRIPT = textwrap.dedent("""
+    import os, sys
+    from spear_metrics.agents import AgentAnswer, register_agent
+    from spear_metrics.cli import main
+
+    class Exits:
+        def respond(self, audio, row, config):
+            if row.conversation_id == "exit" and not os.environ.get("FIXED"):
+                os._exit(0)  # no exception, no cleanup: the process is simply gone
+            return AgentAnswer(audio[1, :16000].copy(), 16000, row.question_end_time + 0.3)
+
+    register_agent("exits-test", Exits)
+    sys.exit(main(["infer", "--agent", "exits-test", "--data", sys.argv[1], "--out", sys.argv[2], "--no-progress",
+                   *sys.argv[3:]]))
+""")
+
+
+def test_an_adapter_that_ends_the_process_fails_its_row_on_the_second_rerun(tmp_path):
+    data = make_csv(tmp_path / "data", ["good", "exit", "good"])
+    script = tmp_path / "run.py"
+    script.write_text(EXIT_SCRIPT)
+    out = tmp_path / "out"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+
+    def run(*extra, **env_extra):
+        return subprocess.run([sys.executable, str(script), str(data), str(out), *extra], env={**env, **env_extra},
+                              capture_output=True, text=True, timeout=300)
+
+    for _ in range(2):  # the first end of the process may be a user's kill: the row runs again once
+        r = run()
+        assert r.returncode == 0 and not (out / "metadata.csv").exists()
+    r = run()
+    assert r.returncode == 0, r.stderr
+    why = failures(out)
+    assert list(why) == [1] and why[1].startswith("the process ended during this row twice (os._exit, a crash or a kill)")
+    with open(out / "metadata.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert [bool(r["answer_audio_path"]) for r in rows] == [True, False, True]
+    assert rows[1]["audio_path"] == str((tmp_path / "data" / "clip1.wav").resolve())  # same path form as its siblings
+    assert run().returncode == 0 and list(failures(out)) == [1]  # a plain rerun leaves it failed
+    r = run("--retry-failed", FIXED="1")
+    assert r.returncode == 0, r.stderr
+    assert failures(out) == {} and json.loads((out / "run_info.json").read_text())["n_answered"] == 3
+
+
+def test_ctrl_c_during_a_row_never_counts_against_it(tmp_path):
+    data = make_csv(tmp_path / "data", ["good", "interrupt", "good"])
+    state = {"interrupts": 3}
+
+    class Interrupted:
+        def respond(self, audio, row, config):
+            if row.conversation_id == "interrupt" and state["interrupts"]:
+                state["interrupts"] -= 1
+                raise KeyboardInterrupt()
+            return AgentAnswer(audio[1, :16000].copy(), 16_000, row.question_end_time + 0.3)
+
+    register_agent("ctrl-c-test", Interrupted, replace=True)
+    try:
+        out = tmp_path / "out"
+        for _ in range(3):
+            with pytest.raises(KeyboardInterrupt):
+                run_inference("ctrl-c-test", str(data), out, progress=False)
+        info = run_inference("ctrl-c-test", str(data), out, progress=False)
+    finally:
+        unregister_agent("ctrl-c-test")
+    assert info["n_answered"] == 3 and info["n_failed"] == 0

@@ -29,6 +29,12 @@ Contract:
 - per row: the answer WAV is written atomically, then its record is appended (flushed, fsynced)
   to the rank's log, so a killed run resumes without duplicates or holes; rows already done
   (and, unless ``retry_failed``, rows already failed) are skipped on a rerun;
+- before its adapter call each row logs a ``started`` record (flushed); a row during which the
+  process ended (``os._exit`` in the adapter, a crash, kill -9, SIGTERM) runs again on the next
+  invocation, but once the process has ended during it twice (:data:`MAX_PROCESS_ENDS`) a rerun
+  fails it ("the process ended during this row twice ...") instead of ending the same way
+  forever (``retry_failed`` runs it again); a Ctrl-C or an unwritable folder logs the rows in
+  flight as ``stopped``, which does not count;
 - under ``accelerate launch`` pending rows are dealt ``rows[rank::world]``; results are keyed
   by row id; the main process merges every rank's log;
 - an adapter that raises (any ``BaseException`` but ``KeyboardInterrupt``: ``SystemExit`` too),
@@ -75,7 +81,18 @@ from spear_metrics.agents.base import (
 )
 from spear_metrics.agents.duplex import is_network_agent
 from spear_metrics.core.batching import distributed_state
-from spear_metrics.core.records import AppendLog, claim_out, one_line, read_rank_logs, write_json_atomic, write_jsonl_atomic
+from spear_metrics.core.records import (
+    MAX_PROCESS_ENDS,
+    STARTED,
+    STOPPED,
+    AppendLog,
+    claim_out,
+    one_line,
+    process_ends,
+    read_rank_logs,
+    write_json_atomic,
+    write_jsonl_atomic,
+)
 
 WORK_DIR = ".work"
 AUDIO_DIR = "audio"
@@ -466,6 +483,20 @@ def _finish(source: Source, i: int, out: Path, rec: dict[str, Any], ans: AgentAn
     return rec
 
 
+def _ended_record(source: Source, i: int, out: Path, n_ends: int) -> dict[str, Any]:
+    """The failed record of row ``i``, during which the process ended ``n_ends`` times without
+    finishing it (its ``ends_starts``: a later ``retry_failed`` run starts counting afresh)."""
+    try:
+        p = source.input_file(i, out)
+        path = os.path.relpath(p, out) if source.copies_inputs else str(p)
+    except Exception:
+        path = source.failed_audio_path(i, out)
+    times = "twice" if n_ends == 2 else f"{n_ends} times"
+    return {"row": i, "audio_path": path, "status": "failed", "ends_starts": n_ends,
+            "error": f"the process ended during this row {times} (os._exit, a crash or a kill); "
+                     "--retry-failed runs it again"}
+
+
 def _failed(rec: dict[str, Any], e: BaseException) -> dict[str, Any]:
     rec.update({"status": "failed", "error": _reason(e)})
     return rec
@@ -688,6 +719,11 @@ def _infer_claimed(agent: Any, agent_name: str, source: Source, out: Path, confi
     runnable = [i for i, e in enumerate(source.entries) if e.error is None]
     pending = [i for i in runnable if not is_done(i)]
     mine = pending[rank::world]
+    # rows during which the process ended MAX_PROCESS_ENDS times (os._exit in the adapter, a crash,
+    # kills): failed with the reason instead of run again (a rerun would end the same way forever)
+    ends = process_ends(work)
+    ended = [i for i in mine if ends.get(i, 0) >= MAX_PROCESS_ENDS]
+    to_run = [i for i in mine if ends.get(i, 0) < MAX_PROCESS_ENDS]
     bar = None
     if progress and state.is_main_process and mine:
         from tqdm.auto import tqdm
@@ -705,22 +741,40 @@ def _infer_claimed(agent: Any, agent_name: str, source: Source, out: Path, confi
     t0 = time.perf_counter()
     try:
         with AppendLog(work / f"rank-{rank}.jsonl") as log:
+            in_flight: set[int] = set()
+
+            def started(i: int) -> None:  # flushed before the adapter runs: a process end is seen on resume
+                log.write([{"row": i, "status": STARTED}])
+                in_flight.add(i)
+
             def logged(rec: dict[str, Any]) -> None:
                 log.write([rec])
+                in_flight.discard(rec["row"])
                 if on_row is not None:
                     on_row(rec)
                 if bar is not None:
                     bar.update(1)
 
-            if network:
-                asyncio.run(_run_network_rows(agent, source, mine, out, config, concurrency, row_timeout_s, logged))
-            else:
-                caller = SyncCaller()
+            for i in ended:
+                logged(_ended_record(source, i, out, ends[i]))
+            try:
+                if network:
+                    asyncio.run(_run_network_rows(agent, source, to_run, out, config, concurrency, row_timeout_s, logged,
+                                                  started))
+                else:
+                    caller = SyncCaller()
+                    try:
+                        for i in to_run:
+                            started(i)
+                            logged(_infer_row(agent, source, i, out, config, caller=caller, row_timeout_s=row_timeout_s))
+                    finally:
+                        caller.close()
+            except (KeyboardInterrupt, OutputError):  # stopped by the user or the disk: those rows simply resume
                 try:
-                    for i in mine:
-                        logged(_infer_row(agent, source, i, out, config, caller=caller, row_timeout_s=row_timeout_s))
-                finally:
-                    caller.close()
+                    log.write([{"row": i, "status": STOPPED} for i in sorted(in_flight)])
+                except OutputError:
+                    pass
+                raise
     finally:
         if bar is not None:
             bar.close()
@@ -736,7 +790,8 @@ def _infer_claimed(agent: Any, agent_name: str, source: Source, out: Path, confi
 
 
 async def _run_network_rows(agent: Any, source: Source, rows: list[int], out: Path, config: GenerationConfig,
-                            concurrency: int, row_timeout_s: float, logged: Callable[[dict[str, Any]], None]) -> None:
+                            concurrency: int, row_timeout_s: float, logged: Callable[[dict[str, Any]], None],
+                            started: Callable[[int], None] = lambda i: None) -> None:
     """Rows of a network adapter, ``concurrency`` sessions at a time on this event loop
     (:func:`run_concurrently`); each record is logged as soon as its row ends. Every file write of
     the run (inputs staged, answers, work-log records) happens on the one writer thread, in order,
@@ -745,6 +800,7 @@ async def _run_network_rows(agent: Any, source: Source, rows: list[int], out: Pa
     loop = asyncio.get_running_loop()
 
     async def one(i: int, writer: Any) -> None:
+        await loop.run_in_executor(writer, started, i)
         rec = await _infer_row_network(agent, source, i, out, config, row_timeout_s, writer)
         await loop.run_in_executor(writer, logged, rec)
 
