@@ -161,3 +161,38 @@ def test_ctrl_c_during_a_row_never_counts_against_it(tmp_path):
     finally:
         unregister_agent("ctrl-c-test")
     assert info["n_answered"] == 3 and info["n_failed"] == 0
+
+
+def test_a_long_agent_message_is_cut_after_masking_everywhere_it_goes(tmp_path, capsys):
+    from spear_metrics.cli import main
+    from spear_metrics.core.records import MAX_REASON_CHARS
+    from spear_metrics.core.secrets import register_secret
+
+    key = "sk-test-" + "k" * 40
+    register_secret(key)
+    data = make_csv(tmp_path / "data", ["good", "raise"])
+
+    class Verbose:
+        def respond(self, audio, row, config):
+            if row.conversation_id == "raise":  # the key straddles the cut: masked whole first
+                raise ValueError("boom\nsecond line " + "x" * (MAX_REASON_CHARS - 40) + key + "y" * 5000)
+            return AgentAnswer(audio[1, :16000].copy(), 16_000, row.question_end_time + 0.3)
+
+    register_agent("verbose-test", Verbose, replace=True)
+    try:
+        out = tmp_path / "out"
+        run_inference("verbose-test", str(data), out, progress=False)
+    finally:
+        unregister_agent("verbose-test")
+    why = failures(out)[1]
+    assert why.startswith("ValueError: boom second line xxx") and why.endswith("…")
+    assert len(why) <= len("ValueError: ") + MAX_REASON_CHARS + 1 and "\n" not in why
+    assert key[:20] not in why and "***" in why
+    res = tmp_path / "scores"
+    assert main(["score", "--metadata", str(out / "metadata.csv"), "--metrics", "interruptions", "--out", str(res),
+                 "--no-progress"]) == 0
+    per = [json.loads(line) for line in (res / "per_sample.jsonl").read_text().splitlines()]
+    err = [p["error"] for p in per if p.get("error")]
+    assert len(err) == 1 and len(err[0]) < MAX_REASON_CHARS + 40 and key[:20] not in err[0]
+    printed = capsys.readouterr()
+    assert "y" * 400 not in printed.out + printed.err

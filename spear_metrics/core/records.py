@@ -45,11 +45,18 @@ def clean_value(v: Any) -> Any:
     return v
 
 
+#: longest failure reason (characters) :func:`one_line` returns, before its "…"
+MAX_REASON_CHARS = 300
+
+
 def one_line(e: BaseException | str) -> str:
     """An exception (or text) as the one-line reason a failed row carries: whitespace collapsed,
-    secrets masked (:func:`spear_metrics.core.secrets.mask_secrets`), the exception's type name
-    when it has no message."""
+    secrets masked (:func:`spear_metrics.core.secrets.mask_secrets`), then cut to
+    :data:`MAX_REASON_CHARS` characters followed by ``"…"`` (masking first: a key cut in two would
+    no longer be recognised); the exception's type name when it has no message."""
     msg = mask_secrets(" ".join(str(e).split()))
+    if len(msg) > MAX_REASON_CHARS:
+        msg = msg[:MAX_REASON_CHARS].rstrip() + "…"
     return msg or (type(e).__name__ if isinstance(e, BaseException) else "unknown error")
 
 
