@@ -61,19 +61,36 @@ class MissingKeyError(AgentError):
     """The environment variable that should hold an API key is not set (names the variable only)."""
 
 
+def key_problem(value: str) -> Optional[str]:
+    """Why ``value`` cannot be sent as a key in an HTTP header (``Authorization: Bearer ...``, a
+    URL query), or ``None`` when it can: a non-ASCII character (HTTP header values are ASCII; the
+    client would fail with ``UnicodeEncodeError`` on every request) or a control character (CR,
+    LF, TAB inside the key, NUL...). Never quotes the value."""
+    if any(ord(c) > 126 for c in value):
+        return "holds a non-ASCII character (an HTTP header cannot carry it)"
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        return "holds a control character (a line break, tab or NUL inside the key)"
+    return None
+
+
 def api_key(env: str, *, required: bool = True) -> Optional[str]:
     """The API key held by environment variable ``env`` (registered for masking).
 
     Raises:
-        MissingKeyError: ``required`` and the variable is unset or empty (the message names the
-            variable, never a value).
+        MissingKeyError: ``required`` and the variable is unset or empty, or (always) the value
+            cannot be sent in an HTTP header (:func:`key_problem`); the message names the
+            variable, never a value. A whole-run problem: every request would fail the same way.
     """
-    value = os.environ.get(env, "").strip()
+    raw = os.environ.get(env, "")
+    register_secret(raw.strip())  # masked even in the errors below
+    value = raw.strip()
     if not value:
         if required:
             raise MissingKeyError(f"environment variable {env} is not set (it must hold the API key)")
         return None
-    register_secret(value)
+    why = key_problem(value)
+    if why:
+        raise MissingKeyError(f"environment variable {env} {why}: set it to the API key as issued")
     return value
 
 
