@@ -561,6 +561,7 @@ async def _infer_row_network(agent: Any, source: Source, i: int, out: Path, conf
         KeyboardInterrupt, OutputError, and the cancellation of this task.
     """
     from spear_metrics.agents.duplex import AudioRequest, SessionAnswer, run_session, session_answer, session_config
+    from spear_metrics.agents.net import row_deadline
 
     loop = asyncio.get_running_loop()
     rec: dict[str, Any] = {"row": i, "audio_path": source.entries[i].audio_cell}
@@ -573,7 +574,7 @@ async def _infer_row_network(agent: Any, source: Source, i: int, out: Path, conf
         scfg = session_config(agent, chunk_ms=config.chunk_ms)
         limit = row_time_limit(agent, request.duration_s, config, row_timeout_s)
         try:
-            async with asyncio.timeout(limit):
+            async with row_deadline(limit):  # with_retries never sleeps past it
                 result = await _guarded(run_session(agent, request, scfg))
         except TimeoutError:
             raise RowTimeout(f"timed out after {limit:g} s") from None

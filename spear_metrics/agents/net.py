@@ -20,6 +20,8 @@ bounded retries with exponential backoff and jitter, time limits.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import email.utils
 import math
 import os
@@ -166,6 +168,23 @@ class RetryPolicy:
         return (rng or random).uniform(0.0, cap) if self.jitter else cap
 
 
+#: loop time (``loop.time()``, s) at which the current row's time limit ends; ``None`` outside a row
+ROW_DEADLINE: contextvars.ContextVar[Optional[float]] = contextvars.ContextVar("spearbench_row_deadline", default=None)
+
+
+@contextlib.asynccontextmanager
+async def row_deadline(limit_s: float):
+    """``asyncio.timeout(limit_s)`` for one row's session that also tells :func:`with_retries`
+    when the row ends (:data:`ROW_DEADLINE`), so it never sleeps past it. Raises ``TimeoutError``
+    when the limit passes (as ``asyncio.timeout``)."""
+    token = ROW_DEADLINE.set(asyncio.get_running_loop().time() + limit_s)
+    try:
+        async with asyncio.timeout(limit_s):
+            yield
+    finally:
+        ROW_DEADLINE.reset(token)
+
+
 async def with_retries(call: Callable[[], Awaitable[T]], policy: RetryPolicy, *,
                        rng: Optional[random.Random] = None,
                        sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep) -> T:
@@ -173,7 +192,10 @@ async def with_retries(call: Callable[[], Awaitable[T]], policy: RetryPolicy, *,
 
     Raises:
         NetError: a non-retryable error at once; after ``max_tries`` the last one, as
-            ``gave up after N tries: <reason>``.
+            ``gave up after N tries: <reason>``; at once, when the server's ``Retry-After`` (or
+            the backoff) would end after the row's time limit (:func:`row_deadline`), e.g.
+            ``rate limited (HTTP 429, Retry-After 86400 s beyond the row time limit): <reason>``
+            (sleeping would only end as "timed out", hiding why).
         Anything else ``call`` raises, at once.
     """
     rng = rng or random.Random()
@@ -186,7 +208,18 @@ async def with_retries(call: Callable[[], Awaitable[T]], policy: RetryPolicy, *,
             if attempt + 1 >= policy.max_tries:
                 raise NetError(f"gave up after {policy.max_tries} tries: {e}", retryable=False,
                                status=e.status) from None
-            await sleep(policy.delay(attempt, e.retry_after, rng))
+            wait = policy.delay(attempt, e.retry_after, rng)
+            deadline = ROW_DEADLINE.get()
+            if deadline is not None:
+                left = deadline - asyncio.get_running_loop().time()
+                asked = e.retry_after if e.retry_after is not None else wait
+                if asked >= left or wait >= left:
+                    what = "rate limited" if e.status == 429 else "asked to wait"
+                    code = f"HTTP {e.status}, " if e.status is not None else ""
+                    how = f"Retry-After {asked:g} s" if e.retry_after is not None else f"backoff {wait:g} s"
+                    raise NetError(f"{what} ({code}{how} beyond the row time limit): {e}", retryable=False,
+                                   status=e.status) from None
+            await sleep(wait)
     raise AssertionError("unreachable")
 
 

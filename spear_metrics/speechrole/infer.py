@@ -115,13 +115,14 @@ async def _network_turn(agent: Any, d: EvalDialogue, t: int, wav: np.ndarray, sr
                         chunk_ms: float, row_timeout_s: float):
     from spear_metrics.agents.duplex import AudioRequest, run_session, session_answer, session_config
     from spear_metrics.agents.harness import RowTimeout, _guarded
+    from spear_metrics.agents.net import row_deadline
 
     request = AudioRequest(audio=wav, sample_rate=sr, instructions=d.system_prompt, history=history,
                            row_id=f"{d.role}_{d.mode}_{d.index}_{t}")
     scfg = session_config(agent, chunk_ms=chunk_ms)
     limit = row_timeout_s + ((request.duration_s + scfg.tail_silence_s) if scfg.paced else 0.0)
     try:
-        async with asyncio.timeout(limit):
+        async with row_deadline(limit):  # with_retries never sleeps past it
             result = await _guarded(run_session(agent, request, scfg))
     except TimeoutError:
         raise RowTimeout(f"turn {t} timed out after {limit:g} s") from None
