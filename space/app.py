@@ -407,6 +407,20 @@ def _bound(text: Any) -> float | None:
     return _num(text)
 
 
+def row_index(row: Any) -> int | None:
+    """``row`` as a results row number (an int >= 0, or a float/str holding one exactly: ``2``,
+    ``2.0``, ``"2"``), else ``None`` (``1.5``, ``-1``, ``nan``, ``True``, ``"x"``)."""
+    if isinstance(row, bool):
+        return None
+    try:
+        x = float(row)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    if not math.isfinite(x) or not x.is_integer() or x < 0:
+        return None
+    return int(x)
+
+
 def sample_view(sources: list[str], source: str | None, row: int | None) -> tuple:
     """Everything shown for one sample: (input clip, human answer, model answer, question
     transcript, human answer transcript, model answer transcript, scores table, info line)."""
@@ -420,9 +434,11 @@ def sample_view(sources: list[str], source: str | None, row: int | None) -> tupl
             return None, None, None, "", "", "", empty, f"rejected {e}"
     if res is None or row is None:
         return None, None, None, "", "", "", empty, "Load a results dataset and pick a sample."
-    m = res.samples[res.samples["row"] == int(row)]
+    index = row_index(row)  # 1.5 is no row: refused like a row that is not there, never rounded to one
+    m = res.samples[res.samples["row"] == index] if index is not None else res.samples.iloc[:0]
     if not len(m):
         return None, None, None, "", "", "", empty, f"row {row} is not in {res.model}"
+    row = index
     s = m.iloc[0]
     ap = s.get("audio_path")
     inp = _audio_file(s.get("input_audio")) if "input_audio" in res.samples else None
@@ -827,10 +843,10 @@ def build_app(sources: list[str] | None = None) -> gr.Blocks:
             input clip, human answer, model answer, question / human / model transcripts, the
             sample's values, an info line (the rejection message when the source is refused)."""
             source = str(source or "").strip()
-            return sample_view(start + [s for s in [source] if s not in start], source, int(row))
+            return sample_view(start + [s for s in [source] if s not in start], source, row)
 
         api_source = gr.Textbox(visible=False)
-        api_row = gr.Number(visible=False, precision=0)
+        api_row = gr.Number(visible=False)  # no precision: 1.5 must reach sample_view, not be rounded to 2
         api_btn = gr.Button(visible=False)
         api_btn.click(sample, [api_source, api_row], view_outputs, api_name="sample")
 

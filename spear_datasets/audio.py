@@ -218,9 +218,13 @@ def _decode_ffmpeg(path: str) -> tuple[np.ndarray, int]:
 
 
 def _check_path(p: str) -> None:
+    """Refuse what is not a readable regular file, before opening it (a FIFO would block, a device
+    such as ``/dev/zero`` never ends). Raises :class:`AudioError`."""
     if os.path.isdir(p):
         raise AudioError(f"audio path is a directory, not a file: {p}")
     if not os.path.isfile(p):
+        if os.path.exists(p):  # a FIFO, a socket, a character or block device (/dev/zero, /dev/urandom)
+            raise AudioError(f"audio path is not a regular file (a pipe, socket or device): {p}")
         raise AudioError(f"audio file not found: {p}")
     if os.path.getsize(p) == 0:
         raise AudioError(f"audio file is empty (0 bytes): {p}")

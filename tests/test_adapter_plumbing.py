@@ -27,6 +27,7 @@ from spear_metrics.agents.net import (
     http_error,
     mask_secrets,
     parse_retry_after,
+    row_deadline,
     with_retries,
 )
 
@@ -73,6 +74,39 @@ def test_retries_honour_retry_after_then_back_off_with_jitter_and_stop():
     with pytest.raises(NetError, match=r"gave up after 3 tries: server answered HTTP 429: rate limited"):
         run(with_retries(busy, RetryPolicy(max_tries=3), sleep=sleep))
     assert len(calls) == 3
+
+
+def test_a_retry_after_beyond_the_row_time_limit_fails_at_once_naming_the_429():
+    """Sleeping past the row's limit would only end as "timed out after N s": the reason must
+    say the server rate-limited the row, at once, without the sleep."""
+    slept: list[float] = []
+    calls: list[int] = []
+
+    async def sleep(s):
+        slept.append(s)
+
+    def limited(after: str):
+        async def call():
+            calls.append(1)
+            if len(calls) == 1:
+                raise http_error(429, "slow down", {"Retry-After": after})
+            return "ok"
+        return call
+
+    async def in_row(call, limit_s=44.0):
+        async with row_deadline(limit_s):
+            return await with_retries(call, RetryPolicy(max_tries=4, max_delay_s=30.0), sleep=sleep)
+
+    with pytest.raises(NetError, match=r"^rate limited \(HTTP 429, Retry-After 86400 s beyond the row time limit\): "
+                                       r"server answered HTTP 429: slow down$"):
+        run(in_row(limited("86400")))
+    assert calls == [1] and slept == []
+    calls.clear()
+    assert run(in_row(limited("7"))) == "ok" and slept == [7.0]  # within the limit: waited as asked
+    calls.clear()
+    slept.clear()
+    assert run(with_retries(limited("86400"), RetryPolicy(max_tries=4, max_delay_s=30.0), sleep=sleep)) == "ok"
+    assert slept == [30.0]  # outside a row: the policy's cap, as before
 
 
 def test_retry_after_forms_and_caps():

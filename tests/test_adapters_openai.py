@@ -71,8 +71,13 @@ def name(k: int) -> str:
 
 
 def records(out: Path) -> dict[str, dict]:
+    return {Path(r["audio_path"]).name: r for r in answer_records(out)}
+
+
+def answer_records(out: Path) -> list[dict]:
+    """The rows' ok/failed records of the work log (not its started/stopped marks)."""
     recs = [json.loads(x) for x in (out / ".work" / "rank-0.jsonl").read_text().splitlines()]
-    return {Path(r["audio_path"]).name: r for r in recs}
+    return [r for r in recs if r["status"] in ("ok", "failed")]
 
 
 def no_key_in(folder: Path) -> None:
@@ -188,7 +193,7 @@ def test_realtime_resume_after_kill_redoes_only_missing_rows(real_dir, tmp_path,
     try:
         with pytest.raises(KeyboardInterrupt):
             run_inference("openai-realtime", str(csv_path), out, agent_options=opts, progress=False, on_row=kill)
-        first = [json.loads(x) for x in (out / ".work/rank-0.jsonl").read_text().splitlines()]
+        first = answer_records(out)
         assert len(first) == 1 and first[0]["status"] == "ok"
         info = run_inference("openai-realtime", str(csv_path), out, agent_options=opts, progress=False, concurrency=2)
     finally:
@@ -197,7 +202,7 @@ def test_realtime_resume_after_kill_redoes_only_missing_rows(real_dir, tmp_path,
     done_first = Path(first[0]["audio_path"]).name
     assert fake.connections[done_first] == 1  # not redone
     assert set(fake.extensions.values()) == {None}  # no permessage-deflate offered (as the openai SDK's client)
-    logged = [json.loads(x)["row"] for x in (out / ".work/rank-0.jsonl").read_text().splitlines()]
+    logged = [r["row"] for r in answer_records(out)]
     assert sorted(logged) == [0, 1, 2]
     no_key_in(out)
 

@@ -1,4 +1,5 @@
 import math
+import os
 from pathlib import Path
 
 import numpy as np
@@ -57,6 +58,12 @@ def test_16_bit_wav_decodes_to_libsndfiles_own_floats(real_dir):
 def test_bad_audio_raises_one_line_reasons(tmp_path):
     with pytest.raises(AudioError, match="not found"):
         decode(tmp_path / "missing.wav")
+    fifo = tmp_path / "pipe.wav"
+    os.mkfifo(fifo)  # opening it would block forever: refused before any open
+    for special in (fifo, Path("/dev/zero"), Path("/dev/urandom")):
+        for check in (decode, audio_info):
+            with pytest.raises(AudioError, match=r"audio path is not a regular file \(a pipe, socket or device\)"):
+                check(special)
     (tmp_path / "empty.wav").write_bytes(b"")
     with pytest.raises(AudioError, match="empty"):
         decode(tmp_path / "empty.wav")

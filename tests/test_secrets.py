@@ -227,3 +227,34 @@ def test_a_key_typed_inside_base_url_never_reaches_a_file_or_the_console(fdb_dir
     assert "HTTP 403" in fail["error"] and f"api_key={MASK}" in fail["error"]
     for text in (printed.out + printed.err, *(p.read_text(errors="replace") for p in task.rglob("*") if p.is_file())):
         assert key not in text
+
+
+@pytest.mark.parametrize("agent,env,value", [
+    ("openai-audio", "OPENAI_API_KEY", "sk-proj-abcdéfgh12345678"),
+    ("openai-realtime", "OPENAI_API_KEY", "sk-proj-abcd\r\nX-Injected: 12345678"),
+    ("gemini-live", "GEMINI_API_KEY", "AIzaSy-abcdefgh\u200b12345678"),
+    ("moshi", "MOSHI_KEY", "moshi-key-abcdefgh\t12345678"),
+], ids=["non-ascii", "crlf", "zero-width", "tab"])
+def test_a_key_that_cannot_go_in_a_header_stops_infer_before_any_row(agent, env, value, tmp_path, monkeypatch, capsys):
+    """Every request would fail the same way: one line naming the variable (never the value), exit 2,
+    no answer written; the judge refuses such a key the same way."""
+    from spear_metrics.cli import main
+    from spear_metrics.core.judge import Judge
+
+    from test_infer_limits import make_csv
+
+    data = make_csv(tmp_path / "data", ["good", "good"])
+    monkeypatch.setenv(env, value)
+    opts = {"moshi": ["-a", "api_key_env=MOSHI_KEY", "-a", "url=ws://127.0.0.1:9/api/chat"],
+            "openai-audio": ["-a", "base_url=http://127.0.0.1:9/v1"]}.get(agent, ["-a", "base_url=ws://127.0.0.1:9/v1"])
+    out = tmp_path / "out"
+    rc = main(["infer", "--agent", agent, *opts, "--data", str(data), "--out", str(out), "--no-progress"])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert f"environment variable {env} holds a" in err and len(err.strip().splitlines()) == 1
+    assert value.split()[0][:12] not in err and value not in err
+    assert not (out / "audio").exists() and not (out / "metadata.csv").exists()
+    monkeypatch.setenv("OPENAI_API_KEY", value)
+    with pytest.raises(ValueError, match=r"judge API key \(OPENAI_API_KEY\) holds a") as e:
+        Judge("http://127.0.0.1:9/v1", "judge-model")
+    assert value.split()[0][:12] not in str(e.value)

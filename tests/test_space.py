@@ -193,6 +193,12 @@ def test_gradio_client_table_and_sample(served):
     assert tq.startswith("FEE016:") and th.startswith("MEO015:") and tm.startswith("MODEL:")
     vals = dict(scores["data"])
     assert vals["interruption"] == "true" and float(vals["interrupted_time_ms"]) > 0
+    # a row that is not an integer is no row: the Space's one refusal for a row, never rounded to a neighbour
+    for bad in (1.5, 0.5, -1):
+        *_, scores, info = client.predict("local:ds_model", bad, api_name="/sample")
+        assert not scores["data"] and info.startswith(f"row {bad:g} is not in "), (bad, info)
+    *_, scores, info = client.predict("local:ds_model", 1.0, api_name="/sample")
+    assert dict(scores["data"]) == vals and "row 1 ·" in info
 
 
 def _no_server_path(text: str, served) -> None:

@@ -16,8 +16,8 @@ from typing import Any, Optional, Protocol, runtime_checkable
 
 import numpy as np
 
-from spear_datasets.audio import MAX_SAMPLE_RATE, MIN_SAMPLE_RATE
-from spear_datasets.schema import SpearRow
+from spear_datasets.audio import MAX_DURATION_S, MAX_SAMPLE_RATE, MIN_SAMPLE_RATE
+from spear_datasets.schema import MAX_ANSWER_START_S, SpearRow
 
 #: Sample rates (Hz) an answer may come in (the loader's header limits); anything else is a failed row.
 MIN_ANSWER_SR = MIN_SAMPLE_RATE
@@ -239,3 +239,29 @@ def validate_answer(ans: Any) -> tuple[np.ndarray, int]:
     if not isinstance(ans.finish_reason, str) or not ans.finish_reason:
         raise AgentOutputError("finish_reason must be a non-empty str")
     return audio, int(sr)
+
+
+def check_answer_limits(audio: np.ndarray, sample_rate: int, onset: Optional[float], question_end_time: float) -> None:
+    """Refuse an answer that ``score`` would refuse, before it is written (called by the harness
+    right after :func:`validate_answer`, once the onset is known).
+
+    The limits are ``score``'s own: the answer WAV is read back through the audio loader's header
+    checks (at most :data:`spear_datasets.audio.MAX_DURATION_S` s long) and its
+    ``answer_start_time`` (``onset - question_end_time``, s) through
+    :func:`spear_datasets.schema.parse_row` (at most :data:`spear_datasets.schema.MAX_ANSWER_START_S` s).
+
+    Args:
+        audio: the validated answer, ``(channels, samples)``; sample_rate: its rate in Hz.
+        onset: the answer onset in seconds from the start of the input clip, or ``None``.
+        question_end_time: the row's question end (s).
+
+    Raises:
+        AgentOutputError: the answer is longer than ``MAX_DURATION_S`` s, or starts more than
+            ``MAX_ANSWER_START_S`` s after the question ends.
+    """
+    duration = audio.shape[-1] / float(sample_rate)
+    if duration > MAX_DURATION_S:
+        raise AgentOutputError(f"answer audio is {duration:.0f} s long (score accepts at most {MAX_DURATION_S:g} s)")
+    if onset is not None and float(onset) - question_end_time > MAX_ANSWER_START_S:
+        raise AgentOutputError(f"onset {float(onset):g} s is {float(onset) - question_end_time:g} s after the question "
+                               f"ends (score accepts at most {MAX_ANSWER_START_S:g} s; unit error?)")

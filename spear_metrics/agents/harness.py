@@ -29,10 +29,17 @@ Contract:
 - per row: the answer WAV is written atomically, then its record is appended (flushed, fsynced)
   to the rank's log, so a killed run resumes without duplicates or holes; rows already done
   (and, unless ``retry_failed``, rows already failed) are skipped on a rerun;
+- before its adapter call each row logs a ``started`` record (flushed); a row during which the
+  process ended (``os._exit`` in the adapter, a crash, kill -9, SIGTERM) runs again on the next
+  invocation, but once the process has ended during it twice (:data:`MAX_PROCESS_ENDS`) a rerun
+  fails it ("the process ended during this row twice ...") instead of ending the same way
+  forever (``retry_failed`` runs it again); a Ctrl-C or an unwritable folder logs the rows in
+  flight as ``stopped``, which does not count;
 - under ``accelerate launch`` pending rows are dealt ``rows[rank::world]``; results are keyed
   by row id; the main process merges every rank's log;
 - an adapter that raises (any ``BaseException`` but ``KeyboardInterrupt``: ``SystemExit`` too),
-  returns an invalid answer (:func:`validate_answer`) or runs past its time limit
+  returns an invalid answer (:func:`validate_answer`; one ``score`` would refuse:
+  :func:`check_answer_limits`) or runs past its time limit
   (``row_timeout_s``, :func:`row_time_limit`) fails its row with the reason (secrets masked); the
   run goes on. ``KeyboardInterrupt`` and an unwritable output folder stop the run (resume later);
 - network adapters (:mod:`spear_metrics.agents.duplex`) run ``concurrency`` sessions at once on
@@ -64,10 +71,28 @@ from spear_datasets.schema import (
     resolve_path,
     write_metadata,
 )
-from spear_metrics.agents.base import AgentAnswer, AgentError, AgentOutputError, GenerationConfig, validate_answer
+from spear_metrics.agents.base import (
+    AgentAnswer,
+    AgentError,
+    AgentOutputError,
+    GenerationConfig,
+    check_answer_limits,
+    validate_answer,
+)
 from spear_metrics.agents.duplex import is_network_agent
 from spear_metrics.core.batching import distributed_state
-from spear_metrics.core.records import AppendLog, claim_out, one_line, read_rank_logs, write_json_atomic, write_jsonl_atomic
+from spear_metrics.core.records import (
+    MAX_PROCESS_ENDS,
+    STARTED,
+    STOPPED,
+    AppendLog,
+    claim_out,
+    one_line,
+    process_ends,
+    read_rank_logs,
+    write_json_atomic,
+    write_jsonl_atomic,
+)
 
 WORK_DIR = ".work"
 AUDIO_DIR = "audio"
@@ -437,8 +462,10 @@ def _read_clip(agent: Any, source: Source, i: int, out: Path, in_path: Path, ref
 
 def _finish(source: Source, i: int, out: Path, rec: dict[str, Any], ans: AgentAnswer, wav: np.ndarray, sr: int,
             onset: Optional[float]) -> dict[str, Any]:
-    """Write the answer WAV and complete the record."""
+    """Check the answer against ``score``'s limits (:func:`check_answer_limits`), write the
+    answer WAV and complete the record."""
     entry = source.entries[i]
+    check_answer_limits(wav, sr, onset, entry.row.question_end_time)
     wav = resample(wav, sr, TARGET_SR)
     rel = f"{AUDIO_DIR}/{entry.name}"
     write_wav(out / rel, wav, TARGET_SR)
@@ -454,6 +481,20 @@ def _finish(source: Source, i: int, out: Path, rec: dict[str, Any], ans: AgentAn
         "response_time_s": None if rt is None or not math.isfinite(float(rt)) else float(rt),
     })
     return rec
+
+
+def _ended_record(source: Source, i: int, out: Path, n_ends: int) -> dict[str, Any]:
+    """The failed record of row ``i``, during which the process ended ``n_ends`` times without
+    finishing it (its ``ends_starts``: a later ``retry_failed`` run starts counting afresh)."""
+    try:
+        p = source.input_file(i, out)
+        path = os.path.relpath(p, out) if source.copies_inputs else str(p)
+    except Exception:
+        path = source.failed_audio_path(i, out)
+    times = "twice" if n_ends == 2 else f"{n_ends} times"
+    return {"row": i, "audio_path": path, "status": "failed", "ends_starts": n_ends,
+            "error": f"the process ended during this row {times} (os._exit, a crash or a kill); "
+                     "--retry-failed runs it again"}
 
 
 def _failed(rec: dict[str, Any], e: BaseException) -> dict[str, Any]:
@@ -520,6 +561,7 @@ async def _infer_row_network(agent: Any, source: Source, i: int, out: Path, conf
         KeyboardInterrupt, OutputError, and the cancellation of this task.
     """
     from spear_metrics.agents.duplex import AudioRequest, SessionAnswer, run_session, session_answer, session_config
+    from spear_metrics.agents.net import row_deadline
 
     loop = asyncio.get_running_loop()
     rec: dict[str, Any] = {"row": i, "audio_path": source.entries[i].audio_cell}
@@ -532,7 +574,7 @@ async def _infer_row_network(agent: Any, source: Source, i: int, out: Path, conf
         scfg = session_config(agent, chunk_ms=config.chunk_ms)
         limit = row_time_limit(agent, request.duration_s, config, row_timeout_s)
         try:
-            async with asyncio.timeout(limit):
+            async with row_deadline(limit):  # with_retries never sleeps past it
                 result = await _guarded(run_session(agent, request, scfg))
         except TimeoutError:
             raise RowTimeout(f"timed out after {limit:g} s") from None
@@ -678,6 +720,11 @@ def _infer_claimed(agent: Any, agent_name: str, source: Source, out: Path, confi
     runnable = [i for i, e in enumerate(source.entries) if e.error is None]
     pending = [i for i in runnable if not is_done(i)]
     mine = pending[rank::world]
+    # rows during which the process ended MAX_PROCESS_ENDS times (os._exit in the adapter, a crash,
+    # kills): failed with the reason instead of run again (a rerun would end the same way forever)
+    ends = process_ends(work)
+    ended = [i for i in mine if ends.get(i, 0) >= MAX_PROCESS_ENDS]
+    to_run = [i for i in mine if ends.get(i, 0) < MAX_PROCESS_ENDS]
     bar = None
     if progress and state.is_main_process and mine:
         from tqdm.auto import tqdm
@@ -687,25 +734,42 @@ def _infer_claimed(agent: Any, agent_name: str, source: Source, out: Path, confi
     t0 = time.perf_counter()
     try:
         with AppendLog(work / f"rank-{rank}.jsonl") as log:
+            in_flight: set[int] = set()
+
+            def started(i: int) -> None:  # flushed before the adapter runs: a process end is seen on resume
+                log.write([{"row": i, "status": STARTED}])
+                in_flight.add(i)
+
             def logged(rec: dict[str, Any]) -> None:
                 log.write([rec])
+                in_flight.discard(rec["row"])
                 if on_row is not None:
                     on_row(rec)
                 if bar is not None:
                     bar.update(1)
 
-            if network:
-                # lowered to a server's max_concurrency (Kyutai's Python Moshi server: one), noted once
-                concurrency = asyncio.run(_run_network_rows(
-                    agent, source, mine, out, config, concurrency, row_timeout_s, logged,
-                    note=f"spearbench infer: note: {agent_name}" if state.is_main_process else None))
-            else:
-                caller = SyncCaller()
+            for i in ended:
+                logged(_ended_record(source, i, out, ends[i]))
+            try:
+                if network:
+                    # lowered to a server's max_concurrency (Kyutai's Python Moshi server: one), noted once
+                    concurrency = asyncio.run(_run_network_rows(
+                        agent, source, to_run, out, config, concurrency, row_timeout_s, logged, started,
+                        note=f"spearbench infer: note: {agent_name}" if state.is_main_process else None))
+                else:
+                    caller = SyncCaller()
+                    try:
+                        for i in to_run:
+                            started(i)
+                            logged(_infer_row(agent, source, i, out, config, caller=caller, row_timeout_s=row_timeout_s))
+                    finally:
+                        caller.close()
+            except (KeyboardInterrupt, OutputError):  # stopped by the user or the disk: those rows simply resume
                 try:
-                    for i in mine:
-                        logged(_infer_row(agent, source, i, out, config, caller=caller, row_timeout_s=row_timeout_s))
-                finally:
-                    caller.close()
+                    log.write([{"row": i, "status": STOPPED} for i in sorted(in_flight)])
+                except OutputError:
+                    pass
+                raise
     finally:
         if bar is not None:
             bar.close()
@@ -721,8 +785,8 @@ def _infer_claimed(agent: Any, agent_name: str, source: Source, out: Path, confi
 
 
 async def _run_network_rows(agent: Any, source: Source, rows: list[int], out: Path, config: GenerationConfig,
-                            concurrency: int, row_timeout_s: float, logged: Callable[[dict[str, Any]], None], *,
-                            note: Optional[str]) -> int:
+                            concurrency: int, row_timeout_s: float, logged: Callable[[dict[str, Any]], None],
+                            started: Callable[[int], None] = lambda i: None, *, note: Optional[str]) -> int:
     """Rows of a network adapter, ``concurrency`` sessions at a time on this event loop
     (:func:`run_concurrently`, which lowers it to the adapter's ``max_concurrency`` with a
     ``note`` line and returns the sessions run at once); each record is logged as soon as its row
@@ -732,6 +796,7 @@ async def _run_network_rows(agent: Any, source: Source, rows: list[int], out: Pa
     loop = asyncio.get_running_loop()
 
     async def one(i: int, writer: Any) -> None:
+        await loop.run_in_executor(writer, started, i)
         rec = await _infer_row_network(agent, source, i, out, config, row_timeout_s, writer)
         await loop.run_in_executor(writer, logged, rec)
 

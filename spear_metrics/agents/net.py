@@ -20,6 +20,8 @@ bounded retries with exponential backoff and jitter, time limits.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import email.utils
 import math
 import os
@@ -61,19 +63,36 @@ class MissingKeyError(AgentError):
     """The environment variable that should hold an API key is not set (names the variable only)."""
 
 
+def key_problem(value: str) -> Optional[str]:
+    """Why ``value`` cannot be sent as a key in an HTTP header (``Authorization: Bearer ...``, a
+    URL query), or ``None`` when it can: a non-ASCII character (HTTP header values are ASCII; the
+    client would fail with ``UnicodeEncodeError`` on every request) or a control character (CR,
+    LF, TAB inside the key, NUL...). Never quotes the value."""
+    if any(ord(c) > 126 for c in value):
+        return "holds a non-ASCII character (an HTTP header cannot carry it)"
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        return "holds a control character (a line break, tab or NUL inside the key)"
+    return None
+
+
 def api_key(env: str, *, required: bool = True) -> Optional[str]:
     """The API key held by environment variable ``env`` (registered for masking).
 
     Raises:
-        MissingKeyError: ``required`` and the variable is unset or empty (the message names the
-            variable, never a value).
+        MissingKeyError: ``required`` and the variable is unset or empty, or (always) the value
+            cannot be sent in an HTTP header (:func:`key_problem`); the message names the
+            variable, never a value. A whole-run problem: every request would fail the same way.
     """
-    value = os.environ.get(env, "").strip()
+    raw = os.environ.get(env, "")
+    register_secret(raw.strip())  # masked even in the errors below
+    value = raw.strip()
     if not value:
         if required:
             raise MissingKeyError(f"environment variable {env} is not set (it must hold the API key)")
         return None
-    register_secret(value)
+    why = key_problem(value)
+    if why:
+        raise MissingKeyError(f"environment variable {env} {why}: set it to the API key as issued")
     return value
 
 
@@ -149,6 +168,23 @@ class RetryPolicy:
         return (rng or random).uniform(0.0, cap) if self.jitter else cap
 
 
+#: loop time (``loop.time()``, s) at which the current row's time limit ends; ``None`` outside a row
+ROW_DEADLINE: contextvars.ContextVar[Optional[float]] = contextvars.ContextVar("spearbench_row_deadline", default=None)
+
+
+@contextlib.asynccontextmanager
+async def row_deadline(limit_s: float):
+    """``asyncio.timeout(limit_s)`` for one row's session that also tells :func:`with_retries`
+    when the row ends (:data:`ROW_DEADLINE`), so it never sleeps past it. Raises ``TimeoutError``
+    when the limit passes (as ``asyncio.timeout``)."""
+    token = ROW_DEADLINE.set(asyncio.get_running_loop().time() + limit_s)
+    try:
+        async with asyncio.timeout(limit_s):
+            yield
+    finally:
+        ROW_DEADLINE.reset(token)
+
+
 async def with_retries(call: Callable[[], Awaitable[T]], policy: RetryPolicy, *,
                        rng: Optional[random.Random] = None,
                        sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep) -> T:
@@ -156,7 +192,10 @@ async def with_retries(call: Callable[[], Awaitable[T]], policy: RetryPolicy, *,
 
     Raises:
         NetError: a non-retryable error at once; after ``max_tries`` the last one, as
-            ``gave up after N tries: <reason>``.
+            ``gave up after N tries: <reason>``; at once, when the server's ``Retry-After`` (or
+            the backoff) would end after the row's time limit (:func:`row_deadline`), e.g.
+            ``rate limited (HTTP 429, Retry-After 86400 s beyond the row time limit): <reason>``
+            (sleeping would only end as "timed out", hiding why).
         Anything else ``call`` raises, at once.
     """
     rng = rng or random.Random()
@@ -169,7 +208,18 @@ async def with_retries(call: Callable[[], Awaitable[T]], policy: RetryPolicy, *,
             if attempt + 1 >= policy.max_tries:
                 raise NetError(f"gave up after {policy.max_tries} tries: {e}", retryable=False,
                                status=e.status) from None
-            await sleep(policy.delay(attempt, e.retry_after, rng))
+            wait = policy.delay(attempt, e.retry_after, rng)
+            deadline = ROW_DEADLINE.get()
+            if deadline is not None:
+                left = deadline - asyncio.get_running_loop().time()
+                asked = e.retry_after if e.retry_after is not None else wait
+                if asked >= left or wait >= left:
+                    what = "rate limited" if e.status == 429 else "asked to wait"
+                    code = f"HTTP {e.status}, " if e.status is not None else ""
+                    how = f"Retry-After {asked:g} s" if e.retry_after is not None else f"backoff {wait:g} s"
+                    raise NetError(f"{what} ({code}{how} beyond the row time limit): {e}", retryable=False,
+                                   status=e.status) from None
+            await sleep(wait)
     raise AssertionError("unreachable")
 
 

@@ -176,7 +176,7 @@ def _make_judge(args: argparse.Namespace):
     key = None
     if env and env.lower() != "none":
         key = os.environ.get(env, "").strip() or None
-    return Judge(args.judge_url, args.judge_model, api_key=key or "", temperature=0.0,
+    return Judge(args.judge_url, args.judge_model, api_key=key or "", temperature=0.0, key_source=env,
                  seed=None if args.judge_seed is None else int(args.judge_seed),
                  max_retries=int(args.judge_max_retries), timeout=float(args.judge_timeout_s))
 

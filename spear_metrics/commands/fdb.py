@@ -132,7 +132,10 @@ def run(args: argparse.Namespace) -> int:
     if args.judge_url and (args.release or args.task == "user_interruption"):
         from spear_metrics.core.judge import Judge
 
-        judge = Judge(args.judge_url, args.judge_model, seed=args.judge_seed)
+        try:
+            judge = Judge(args.judge_url, args.judge_model, seed=args.judge_seed)
+        except ValueError as e:  # a key that cannot be sent: one line, exit 2
+            return _fail(str(e))
     setup = ScoringSetup(reference=reference, reference_path=args.reference, judge=judge, asr_name=args.asr,
                          vad_backend=args.vad_backend, compat=None if args.compat == "none" else args.compat,
                          batch_size=args.batch_size, n_resamples=args.bootstrap, seed=args.seed,

@@ -189,7 +189,7 @@ def _run_score(args: argparse.Namespace) -> int:
     out = Path(args.out)
     try:
         root = _test_data_root(args.test_data, args.mode, roles, args.reference_key, False)
-        judge = Judge(args.judge_url, args.judge_model, api_key=key, temperature=temperature, seed=args.judge_seed,
+        judge = Judge(args.judge_url, args.judge_model, api_key=key, temperature=temperature, seed=args.judge_seed, key_source=env,
                       max_retries=args.judge_retries, timeout=args.judge_timeout, backoff_s=args.judge_backoff_s)
     except (SpeechRoleDataError, ValueError) as e:
         return _fail("score", str(e))

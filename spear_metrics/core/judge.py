@@ -157,6 +157,12 @@ class Judge:
         backoff_s: sleep before retry ``k`` is ``backoff_s * 2**k`` seconds (0 = no sleep), or the
             server's ``Retry-After``.
         max_wait_s: longest sleep before a retry, also when ``Retry-After`` asks for more (s).
+        key_source: where ``api_key`` came from (an environment variable or option name), named in
+            the error when the key cannot be sent in an HTTP header.
+
+    Raises:
+        ValueError: no ``base_url`` or ``model``; a key that cannot be sent in an HTTP header
+            (non-ASCII or control characters: :func:`spear_metrics.agents.net.key_problem`).
 
     The key never appears in messages, errors or :meth:`describe`.
     """
@@ -173,6 +179,7 @@ class Judge:
         *,
         backoff_s: float = 0.5,
         max_wait_s: float = 120.0,
+        key_source: str = "api_key",
     ):
         if not base_url or not str(base_url).strip():
             raise ValueError("Judge needs a base_url (OpenAI-compatible API root, e.g. http://host:8000/v1)")
@@ -192,6 +199,13 @@ class Judge:
                                   max_delay_s=self.max_wait_s, jitter=False)
         self._api_key = api_key if api_key is not None else (os.environ.get("OPENAI_API_KEY") or None)
         register_secret(self._api_key)  # masked wherever it would appear (spear_metrics.core.secrets.mask_secrets)
+        if self._api_key:
+            from spear_metrics.agents.net import key_problem
+
+            why = key_problem(self._api_key.strip())
+            if why:  # every request would fail the same way: a whole-run problem, named, never quoted
+                raise ValueError(f"the judge API key ({key_source if api_key is not None else 'OPENAI_API_KEY'}) {why}")
+            self._api_key = self._api_key.strip()
         self._client = None
         self._lock = threading.Lock()
 

@@ -43,7 +43,8 @@ class Option:
         secret: never written to ``summary.json`` or the work folder (API keys); recorded as
             ``"<set>"`` when given, and its value is masked wherever it appears
             (:func:`spear_metrics.core.secrets.register_secret`). Options read from a signature
-            are secret when their name says so (``api_key``, ``token``, ``secret``, ``password``).
+            are secret when their name says so (``api_key``, ``token``, ``secret``, ``password``;
+            not ``*_env``, which names the variable holding a key).
             A credential typed inside a URL value of any string option is masked the same way
             (:func:`spear_metrics.core.secrets.register_url_secrets`).
     """
@@ -209,7 +210,8 @@ def signature_options(factory: Callable[..., Any]) -> tuple[tuple[Option, ...], 
             continue
         default = None if p.default is p.empty else p.default
         opts.append(Option(p.name, _annotation_type(p.annotation, default), default, docs.get(p.name, ""),
-                           secret=bool(SECRET_NAME.search(p.name))))
+                           # api_key_env names the variable that holds the key: not a secret itself
+                           secret=bool(SECRET_NAME.search(p.name)) and not p.name.endswith("_env")))
     return tuple(opts), takes_any
 
 

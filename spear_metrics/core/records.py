@@ -20,7 +20,7 @@ from spear_datasets.files import (
 )
 
 __all__ = ["AppendLog", "OutputError", "SampleResult", "bind_run", "claim_out", "clean_value", "dumps", "one_line",
-           "read_jsonl", "read_rank_logs", "valid_record", "write_json_atomic", "write_jsonl_atomic"]
+           "process_ends", "read_jsonl", "read_rank_logs", "valid_record", "write_json_atomic", "write_jsonl_atomic"]
 
 OK = "ok"
 FAILED = "failed"
@@ -45,11 +45,18 @@ def clean_value(v: Any) -> Any:
     return v
 
 
+#: longest failure reason (characters) :func:`one_line` returns, before its "…"
+MAX_REASON_CHARS = 300
+
+
 def one_line(e: BaseException | str) -> str:
     """An exception (or text) as the one-line reason a failed row carries: whitespace collapsed,
-    secrets masked (:func:`spear_metrics.core.secrets.mask_secrets`), the exception's type name
-    when it has no message."""
+    secrets masked (:func:`spear_metrics.core.secrets.mask_secrets`), then cut to
+    :data:`MAX_REASON_CHARS` characters followed by ``"…"`` (masking first: a key cut in two would
+    no longer be recognised); the exception's type name when it has no message."""
     msg = mask_secrets(" ".join(str(e).split()))
+    if len(msg) > MAX_REASON_CHARS:
+        msg = msg[:MAX_REASON_CHARS].rstrip() + "…"
     return msg or (type(e).__name__ if isinstance(e, BaseException) else "unknown error")
 
 
@@ -337,6 +344,36 @@ def valid_record(obj: dict[str, Any]) -> bool:
     corrupted line) is ignored, and its row is simply scored again."""
     row = obj.get("row")
     return isinstance(row, int) and not isinstance(row, bool) and row >= 0 and obj.get("status") in (OK, FAILED)
+
+
+#: work-log status of a row whose adapter call is about to start (written, flushed, before the call)
+STARTED = "started"
+#: work-log status of a row stopped by the user (Ctrl-C) during its call: that start does not count
+STOPPED = "stopped"
+#: how many times a row may end the whole process before a rerun fails it instead of running it again
+MAX_PROCESS_ENDS = 2
+
+
+def process_ends(work: str | os.PathLike) -> dict[int, int]:
+    """Per row, how many of its starts never finished: the process ended during the row
+    (``os._exit`` by an adapter, a crash, kill -9, SIGTERM).
+
+    Counts, over every ``work/rank-<r>.jsonl``, the row's :data:`STARTED` records minus its
+    finishing records (``ok``, ``failed``, :data:`STOPPED`; a failed record may end several
+    starts at once: its ``ends_starts``). Rows with none are absent."""
+    n: dict[int, int] = {}
+    for log in sorted(Path(work).glob("rank-*.jsonl")):
+        for obj in read_jsonl(log):
+            row = obj.get("row")
+            if not isinstance(row, int) or isinstance(row, bool) or row < 0:
+                continue
+            status = obj.get("status")
+            if status == STARTED:
+                n[row] = n.get(row, 0) + 1
+            elif status in (OK, FAILED, STOPPED):
+                k = obj.get("ends_starts", 1)
+                n[row] = n.get(row, 0) - (k if isinstance(k, int) and not isinstance(k, bool) and k > 0 else 1)
+    return {r: k for r, k in n.items() if k > 0}
 
 
 def read_rank_logs(work: str | os.PathLike) -> Iterator[dict[str, Any]]:

@@ -328,6 +328,7 @@ async def _run_network(agent: Any, inst: TaskInstance, rows: list[TaskRow], reco
     from spear_metrics.agents.duplex import session_config
     from spear_metrics.agents.harness import RowTimeout, _fails_row, _guarded, run_concurrently
     from spear_metrics.agents.text import network_text_answer
+    from spear_metrics.agents.net import row_deadline
 
     loop = asyncio.get_running_loop()
 
@@ -339,7 +340,7 @@ async def _run_network(agent: Any, inst: TaskInstance, rows: list[TaskRow], reco
             scfg = session_config(agent, chunk_ms=chunk_ms)
             limit = row_timeout_s + ((request.duration_s + scfg.tail_silence_s) if scfg.paced else 0.0)
             try:
-                async with asyncio.timeout(limit):
+                async with row_deadline(limit):  # with_retries never sleeps past it
                     ans = await _guarded(network_text_answer(agent, request, chunk_ms=chunk_ms))
             except TimeoutError:
                 raise RowTimeout(f"timed out after {limit:g} s") from None

@@ -149,6 +149,7 @@ async def stream_stimulus(agent: Any, stim: Stimulus, *, chunk_ms: float, row_ti
 
     from spear_metrics.agents.duplex import AudioRequest, reply_timeline, run_session, session_config
     from spear_metrics.agents.harness import RowTimeout, _guarded
+    from spear_metrics.agents.net import row_deadline
 
     wav, sr = await asyncio.to_thread(decode, stim.dir / "input.wav")  # nothing slow on the loop that paces sessions
     request = AudioRequest(audio=wav, sample_rate=sr, row_id=stim.key.replace("/", "_"))
@@ -156,7 +157,7 @@ async def stream_stimulus(agent: Any, stim: Stimulus, *, chunk_ms: float, row_ti
     scfg = dataclasses.replace(scfg, tail_silence_s=0.0)
     limit = row_timeout_s + (request.duration_s if scfg.paced else 0.0)
     try:
-        async with asyncio.timeout(limit):
+        async with row_deadline(limit):  # with_retries never sleeps past it
             result = await _guarded(run_session(agent, request, scfg))
     except TimeoutError:
         raise RowTimeout(f"timed out after {limit:g} s") from None

@@ -116,13 +116,14 @@ async def _network_turn(agent: Any, d: EvalDialogue, t: int, wav: np.ndarray, sr
                         chunk_ms: float, row_timeout_s: float):
     from spear_metrics.agents.duplex import AudioRequest, run_session, session_answer, session_config
     from spear_metrics.agents.harness import RowTimeout, _guarded
+    from spear_metrics.agents.net import row_deadline
 
     request = AudioRequest(audio=wav, sample_rate=sr, instructions=d.system_prompt, history=history,
                            row_id=f"{d.role}_{d.mode}_{d.index}_{t}")
     scfg = session_config(agent, chunk_ms=chunk_ms)
     limit = row_timeout_s + ((request.duration_s + scfg.tail_silence_s) if scfg.paced else 0.0)
     try:
-        async with asyncio.timeout(limit):
+        async with row_deadline(limit):  # with_retries never sleeps past it
             result = await _guarded(run_session(agent, request, scfg))
     except TimeoutError:
         raise RowTimeout(f"turn {t} timed out after {limit:g} s") from None
@@ -179,7 +180,7 @@ def run_speechrole_inference(agent_name: str, test_data: str | os.PathLike, mode
         spear_metrics.agents.registry.UnknownAgentError, OptionError: the adapter cannot be built.
     """
     from spear_datasets.audio import AudioError, decode, write_wav
-    from spear_metrics.agents.base import GenerationConfig, validate_answer
+    from spear_metrics.agents.base import GenerationConfig, check_answer_limits, validate_answer
     from spear_metrics.agents.duplex import is_network_agent
     from spear_metrics.agents.harness import RowTimeout, SyncCaller, _fails_row
     from spear_metrics.agents.registry import load_agent
@@ -235,6 +236,7 @@ def run_speechrole_inference(agent_name: str, test_data: str | os.PathLike, mode
         def write_turn(d: EvalDialogue, t: int, ans: Any) -> TurnAnswer:
             nonlocal n_new_turns
             wav, sr = validate_answer(ans)
+            check_answer_limits(wav, sr, None, 0.0)  # the answer WAV is read back through the loader's limits
             path = answer_path(out, mode, d.role, d.index, t)
             write_wav(path, wav, sr)
             rec = {"kind": "turn", "dialogue": d.key, "turn": t, "text": ans.text, "audio": benchmark_path(out, path),

@@ -432,6 +432,10 @@ class Stances(Dimension):
             if not options.get("judge_base_url"):
                 raise OptionError("stances needs judge_base_url (an OpenAI-compatible API root, e.g. http://host:8000/v1)")
             self.assets = StanceAssets(options["stance_questions"], options["stance_assets"], options.get("stance_category_roles"))
+            try:  # a key that cannot be sent fails the run here, not every row
+                self._get_judge()
+            except ValueError as e:
+                raise OptionError(str(e)) from None
 
     def _get_judge(self):
         if self._judge is None:
@@ -439,6 +443,7 @@ class Stances(Dimension):
 
             self._judge = Judge(str(self.options["judge_base_url"]), str(self.options.get("judge_model", JUDGE_MODEL)),
                                 api_key=self.options.get("judge_api_key"), temperature=0.0, seed=None,
+                                key_source="judge_api_key",
                                 max_retries=int(self.options.get("judge_max_retries", 6)),
                                 timeout=float(self.options.get("judge_timeout", 120.0)),
                                 backoff_s=float(self.options.get("judge_backoff_s", 1.5)))
