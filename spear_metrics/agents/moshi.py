@@ -129,7 +129,12 @@ class OpusEncoder:
 
 
 class OpusDecoder:
-    """Ogg-Opus bytes -> 24 kHz mono float32 (``sphn.OpusStreamReader``)."""
+    """Ogg-Opus bytes -> 24 kHz mono float32 (``sphn.OpusStreamReader``), clipped to [-1, 1].
+
+    Opus is a lossy transform codec: a full-scale signal decodes with peaks up to about 1 % past
+    full scale (1.0085 on the fixture speech). A player clips them; so does this decoder, so that
+    the answer is valid agent audio (``agents.base.answer_samples`` refuses float samples beyond
+    full scale)."""
 
     def __init__(self, sample_rate: int = MOSHI_SAMPLE_RATE):
         import sphn
@@ -144,9 +149,10 @@ class OpusDecoder:
                 the next one).
         """
         try:
-            return np.asarray(self._reader.append_bytes(bytes(data)), dtype=np.float32).reshape(-1)
+            pcm = np.asarray(self._reader.append_bytes(bytes(data)), dtype=np.float32).reshape(-1)
         except ValueError as e:
             raise ProtocolError(f"undecodable Ogg-Opus audio from the server: {str(e)[:80]}") from None
+        return np.clip(pcm, -1.0, 1.0, out=pcm)
 
 
 def frame_levels_dbfs(audio: np.ndarray, frame: int = FRAME_SAMPLES) -> np.ndarray:
