@@ -16,7 +16,7 @@ import os
 import threading
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Iterable, Iterator
 
 
 class OutputError(OSError):
@@ -107,7 +107,11 @@ def atomic_path(path: str | os.PathLike, *, tmp_suffix: str = "") -> Iterator[Pa
 #   that no run recorded, or that changed since this tool wrote it, is never replaced (one line,
 #   exit 2);
 # - ``--overwrite`` removes exactly the recorded paths still as this tool wrote them (folders
-#   only when empty), never a folder it found, and never while a live process holds one of the
+#   only when empty), never a folder it found; before it removes anything it checks every
+#   recorded path it would remove or replace, and one that is now a link, a folder, a changed
+#   file or a path leading out of the folder stops it (one line, exit 2, nothing removed:
+#   :meth:`OwnedFolder.check_removable`; a folder of the user's opened with ``keep_changed``
+#   leaves such a path as it is instead); never while a live process holds one of the
 #   folder's locks (``.work/rank-<r>.lock``, an exclusive ``flock`` held by every process
 #   writing the folder for as long as it writes; the OS drops it when the process dies, also on
 #   ``kill -9``).
@@ -211,16 +215,21 @@ class OwnedFolder:
         work_name: the name of the work folder inside ``root`` (default :data:`WORK_DIR`); a command
             that writes into a folder of the user's (``fdb-infer``: replies beside FDB's stimuli)
             keeps its own there and opens the folder with ``open(check=False)``.
+        keep_changed: a folder of the user's (``fdb-infer``'s task folders), judged file by file:
+            :meth:`remove_recorded` leaves a recorded path that is no longer as this tool wrote it
+            (the command then keeps that sample and names it) instead of refusing the whole removal
+            (:meth:`check_removable`, the rule for an output folder of the tool's own).
     """
 
     def __init__(self, root: str | os.PathLike, *, command: str, rank: int = 0, activity: str = "written",
-                 flag: str = "--out", work_name: str = WORK_DIR):
+                 flag: str = "--out", work_name: str = WORK_DIR, keep_changed: bool = False):
         self.root = Path(root)
         self.command = command
         self.work = self.root / work_name
         self.rank = int(rank)
         self.activity = activity
         self.flag = flag
+        self.keep_changed = bool(keep_changed)
         self.root_depth = len(Path(os.path.abspath(self.root)).parts)
         self._entries: dict[str, tuple[str, list | None]] | None = None
         self._manifest = None
@@ -466,21 +475,72 @@ class OwnedFolder:
             raise output_error(e, p, "remove") from None
         return False
 
+    def check_removable(self, unders: Iterable[str | None] = (None,)) -> None:
+        """Check, before anything is removed, every path :meth:`remove_recorded` would remove for
+        each of ``unders`` (``None``: the whole folder, with the work logs and run record of the
+        work folder; else a relative folder or file), and so replace when the run writes again:
+        each recorded file must be absent or still the regular file this tool wrote (same size and
+        modification time), each recorded folder absent or a real folder, and each path's real
+        location inside the folder. Nothing is checked with ``keep_changed`` (such a path is left
+        as it is there).
+
+        Raises:
+            OutFolderError: one line naming the first path that is now a link, a folder where a
+                file was written (or anything but a folder where a folder was), a file changed
+                since this tool wrote it, or a path leading out of the folder; nothing was removed.
+        """
+        if self.keep_changed:
+            return
+        real_root = os.path.realpath(self.root)
+        prefixes = [None if u is None else Path(u).as_posix().strip("/") for u in unders]
+        entries = self.entries()
+        checks: list[tuple[Path, str, list | None]] = []
+        for rel, (kind, ident) in sorted(entries.items()):
+            if any(q is None or rel == q or rel.startswith(q + "/") for q in prefixes):
+                checks.append((self.root / rel, kind, ident))
+        if None in prefixes:  # the work folder's own records, removed by name
+            for log in [*sorted(self.work.glob("rank-*.jsonl")), self.work / "run.json"]:
+                checks.append((log, "file", None))
+        for target, kind, ident in checks:
+            if not (target.exists() or target.is_symlink()):
+                continue
+            parent = os.path.realpath(target.parent)
+            if parent != real_root and not parent.startswith(real_root.rstrip(os.sep) + os.sep):
+                why = "leads out of the folder (a link is in its path)"
+            elif target.is_symlink():
+                why = "is now a link"
+            elif kind == "dir":
+                why = None if target.is_dir() else "is no longer a folder"
+            elif not target.is_file():
+                why = "is now a folder" if target.is_dir() else "is no longer a regular file"
+            elif ident is not None and _identity(target) != ident:
+                why = "changed since this tool wrote it"
+            else:
+                why = None
+            if why is not None:
+                raise OutFolderError(f"{target} exists and was not written by this tool in {self.flag} {self.root} "
+                                     f"({why}): --overwrite removed nothing; move it away or give another folder",
+                                     errno.EEXIST)
+
     def remove_recorded(self, under: str | None = None) -> int:
         """Remove every recorded path (or those at or below the relative folder ``under``):
         files still as this tool wrote them, then recorded folders that are empty, deepest first;
-        work logs and the run record too when ``under`` is ``None``. A file changed or replaced
-        since this tool wrote it is someone else's and stays; so does a path whose real location
-        has left the folder (a link swapped in). Locks are kept (a process waiting on one must
-        keep seeing the same file). Returns how many paths were removed.
+        work logs and the run record too when ``under`` is ``None``. First every such path is
+        checked (:meth:`check_removable`): one that is now a link, a folder, a changed file or a
+        path leading out of the folder stops the removal before anything is removed. In a folder
+        opened with ``keep_changed`` such a path is left as it is instead (someone else's now).
+        Locks are kept (a process waiting on one must keep seeing the same file). Returns how
+        many paths were removed.
 
         Raises:
-            OutFolderError: another live process holds a lock of the folder.
+            OutFolderError: another live process holds a lock of the folder, or a recorded path is
+                no longer as this tool wrote it (:meth:`check_removable`).
         """
         self.refuse_if_live()
         real_root = os.path.realpath(self.root)
         prefix = None if under is None else Path(under).as_posix().strip("/")
         with self._mutex:
+            self.check_removable([prefix])
             entries = self.entries()
             n = 0
             dirs = []
@@ -603,7 +663,8 @@ def find_open(root: str | os.PathLike, *, command: str, rank: int = 0) -> OwnedF
 
 @contextmanager
 def open_folder(root: str | os.PathLike, *, command: str, rank: int = 0, activity: str = "written",
-                flag: str = "--out", check: bool = True, work_name: str = WORK_DIR) -> Iterator[OwnedFolder]:
+                flag: str = "--out", check: bool = True, work_name: str = WORK_DIR,
+                keep_changed: bool = False) -> Iterator[OwnedFolder]:
     """``with open_folder(out) as f:`` — :meth:`OwnedFolder.open` for the duration, or the folder
     this process already has open for ``root`` and ``rank`` (a command that writes more files
     around a library call writing the same folder: one lock, one manifest).
@@ -615,7 +676,8 @@ def open_folder(root: str | os.PathLike, *, command: str, rank: int = 0, activit
     if same is not None:
         yield same
         return
-    f = OwnedFolder(root, command=command, rank=rank, activity=activity, flag=flag, work_name=work_name).open(check=check)
+    f = OwnedFolder(root, command=command, rank=rank, activity=activity, flag=flag, work_name=work_name,
+                    keep_changed=keep_changed).open(check=check)
     try:
         yield f
     finally:

@@ -101,6 +101,59 @@ def test_overwrite_removes_only_the_recorded_outputs(tmp_path, real_dir, capsys)
     assert json.loads((res / "summary.json").read_text())["metrics"] == ["explainable_features"]
 
 
+def _entries(root: Path) -> dict[str, str]:
+    """Every entry under ``root``, links not followed: a link by its target, a folder as such, a
+    file by the sha256 of its bytes."""
+    out = {}
+    for p in sorted(root.rglob("*")):
+        rel = p.relative_to(root).as_posix()
+        if p.is_symlink():
+            out[rel] = "link -> " + str(p.readlink())
+        elif p.is_dir():
+            out[rel] = "dir"
+        else:
+            out[rel] = hashlib.sha256(p.read_bytes()).hexdigest()
+    return out
+
+
+@pytest.mark.parametrize("swap", ["link", "folder", "edited"])
+def test_overwrite_checks_every_recorded_path_before_removing_any(tmp_path, real_dir, capsys, swap):
+    """``score --overwrite`` into a folder score wrote, whose recorded ``summary.json`` is now a
+    link to a user's file, a folder of the user's, or a file edited since: refused with one line
+    naming it (exit 2) before anything is removed or written: every entry of the folder is as it
+    was (the old ``per_sample.jsonl`` included), the user's file untouched; once the path is
+    moved away, the overwrite goes through."""
+    data = tmp_path / "DATA"
+    meta = _upstream_data(data, n=1)
+    res = tmp_path / "scores"
+    assert _score(meta, res, "interruptions") == 0
+    summary = res / "summary.json"
+    old_rows = (res / "per_sample.jsonl").read_bytes()
+    user = tmp_path / "users_file.json"
+    user.write_text('{"mine": true}\n')
+    summary.unlink()
+    if swap == "link":
+        summary.symlink_to(user)
+    elif swap == "folder":
+        summary.mkdir()
+        (summary / "keep.txt").write_text("mine\n")
+    else:
+        summary.write_text('{"edited": true}\n')
+    before = _entries(res)
+    capsys.readouterr()
+    assert _score(meta, res, "explainable_features", "--overwrite") == 2
+    line = _one_line(capsys)
+    assert _entries(res) == before
+    assert (res / "per_sample.jsonl").read_bytes() == old_rows
+    assert f"{summary} exists and was not written by this tool" in line and "removed nothing" in line, line
+    assert user.read_text() == '{"mine": true}\n'
+    moved = tmp_path / "moved_away"
+    summary.rename(moved)
+    assert _score(meta, res, "explainable_features", "--overwrite") == 0
+    assert json.loads(summary.read_text())["metrics"] == ["explainable_features"]
+    assert user.read_text() == '{"mine": true}\n'
+
+
 # ----------------------------------------------------------------------------------------------
 # 2. one rule for what --out may hold (infer, score, fdb, demo)
 

@@ -218,7 +218,9 @@ def claim_out(out: str | os.PathLike, fingerprint: dict[str, Any], *, overwrite:
     process may hold any of its locks; the same fingerprint (``out/.work/run.json``, secrets
     masked) resumes; another one (or work logs without a run record) raises ``conflict``, or with
     ``overwrite`` removes exactly what earlier runs recorded as written
-    (:meth:`~spear_datasets.files.OwnedFolder.remove_recorded`) before the new record is written.
+    (:meth:`~spear_datasets.files.OwnedFolder.remove_recorded`) before the new record is written,
+    after checking every one of those paths: one that is now a link, a folder or a changed file
+    stops it before anything is removed.
     ``adopt``: output names (relative) an earlier version of this tool wrote without a manifest;
     they are adopted when the fingerprint matches (a resume), and such a folder is never
     overwritten (nothing of it was recorded, so nothing of it may be removed).
@@ -227,8 +229,9 @@ def claim_out(out: str | os.PathLike, fingerprint: dict[str, Any], *, overwrite:
 
     Raises:
         ``conflict``; spear_datasets.files.OutFolderError: a folder holding what this tool did
-            not write, another command's folder, an older version's folder to overwrite, or a
-            live process writing it (raised on every process under ``accelerate``).
+            not write, another command's folder, an older version's folder to overwrite, a
+            recorded path to overwrite that is no longer as this tool wrote it, or a live process
+            writing it (raised on every process under ``accelerate``).
     """
     rank = 0 if state is None else state.process_index
     main = state is None or state.is_main_process
@@ -285,15 +288,18 @@ def bind_run(folder: OwnedFolder, work: str | os.PathLike, fingerprint: dict[str
     below each relative folder or file of ``outputs`` and the run record and work logs of
     ``work`` (a folder holding one run per part, e.g. SpeechRole's modes, ``work`` =
     ``.work/<mode>``), nothing else. Refused while another live process holds a lock of the
-    folder.
+    folder, and, before anything is removed, when any of those paths is no longer as this tool
+    wrote it (a link, a folder, a changed file:
+    :meth:`~spear_datasets.files.OwnedFolder.check_removable`).
 
     ``adopt``: output names (relative) an earlier version of this tool wrote without a manifest;
     adopted when the fingerprint matches (a resume). Such a folder is never overwritten (nothing
     of it was recorded, so nothing of it may be removed).
 
     Raises:
-        ``conflict``; spear_datasets.files.OutFolderError: a live process writes the folder, or an
-            older version's outputs to overwrite.
+        ``conflict``; spear_datasets.files.OutFolderError: a live process writes the folder, an
+            older version's outputs to overwrite, or a path to remove that is no longer as this
+            tool wrote it.
     """
     fp = mask_value(json.loads(json.dumps(fingerprint, default=str)))  # as run.json holds it (no secret)
     work = Path(work)
@@ -310,9 +316,17 @@ def bind_run(folder: OwnedFolder, work: str | os.PathLike, fingerprint: dict[str
             raise OutFolderError(f"{folder.root} holds outputs of an older version of this tool that kept no record of "
                                  f"its files ({legacy[0]}...): nothing of them is replaced; move them away or give "
                                  "a new folder")
+        outputs = None if outputs is None else list(outputs)
+        # every path the overwrite removes or replaces is checked before any of them is removed
+        folder.check_removable([None] if outputs is None else outputs)
         if outputs is None:
             folder.remove_recorded()
         else:
+            for p in [path, *work.glob("rank-*.jsonl")]:  # this run's own records: removed by name below
+                if p.is_symlink() or (p.exists() and not p.is_file()):
+                    raise OutFolderError(f"{p} exists and was not written by this tool in {folder.flag} {folder.root} "
+                                         "(is now a link or a folder): --overwrite removed nothing; move it away or "
+                                         "give another folder")
             for rel in outputs:
                 folder.remove_recorded(under=rel)
             for p in [path, *work.glob("rank-*.jsonl")]:  # this run's own records, by name

@@ -238,7 +238,7 @@ def run_fdb_inference(agent_name: str, root: str | os.PathLike, *, tasks: Option
         folders: dict[Path, OwnedFolder] = {}
         for td in task_dirs:  # each task folder: its lock held, every write recorded, until the end
             folders[td] = held.enter_context(open_folder(td, command="fdb-infer", work_name=WORK, check=False,
-                                                         flag="--root"))
+                                                         flag="--root", keep_changed=True))
         return _run_claimed(agent, agent_name, task_dirs, folders, fp, chunk_ms=chunk_ms, concurrency=concurrency,
                             row_timeout_s=row_timeout_s, asr=asr, asr_backend=asr_backend, output_sr=output_sr,
                             overwrite=overwrite, retry_failed=retry_failed, progress=progress, on_row=on_row)
