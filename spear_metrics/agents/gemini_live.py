@@ -63,6 +63,7 @@ from spear_metrics.agents.duplex import (
 from spear_metrics.agents.duplex import pcm16_bytes
 from spear_metrics.agents.net import close_reason as _close_reason
 from spear_metrics.agents.net import settle as _settle
+from spear_metrics.agents.websocket import WebSocketConnection
 from spear_metrics.core.secrets import register_url_secrets
 
 #: rate (Hz) of the input audio the Live API takes (``audio/pcm;rate=16000``)
@@ -269,24 +270,26 @@ class GeminiLiveAgent(NetworkAgentBase):
         return conn
 
 
-class LiveConnection:
+class LiveConnection(WebSocketConnection):
     """One ``BidiGenerateContent`` session (see :class:`GeminiLiveAgent`)."""
 
     def __init__(self, agent: GeminiLiveAgent, request: AudioRequest, sink: OutputSink):
         from spear_datasets.audio import resample
 
-        self.agent, self.request, self.sink = agent, request, sink
+        super().__init__(agent, request, sink)
         self._input = resample(request.mono()[None, :], request.sample_rate, INPUT_RATE)[0]
         self._in = 0  # input samples taken (request rate)
         self._out = 0  # 16 kHz samples taken
         self._activity_open = False
-        self.ws: Any = None
-        self._receiver: Optional[asyncio.Task] = None
-        self._closing = False
         self._ready = asyncio.Event()
-        self._open_error: Optional[AgentError] = None
         self.go_away: Optional[str] = None  # goAway's timeLeft, when the server sent one
         self.interrupted = 0  # serverContent.interrupted seen (automatic activity detection)
+
+    def _setup_event(self) -> asyncio.Event:
+        return self._ready  # set by setupComplete
+
+    def _messages(self, raw: Any) -> tuple[dict[str, Any]]:
+        return (_message(raw),)
 
     # ------------------------------------------------------------------ open (retried)
     async def open(self) -> None:
@@ -384,69 +387,10 @@ class LiveConnection:
         elif self.agent.vad == "auto":
             await self._send({"realtimeInput": {"audioStreamEnd": True}})
 
-    async def close(self) -> None:
-        await self._abort()
-        if self._receiver is not None:
-            try:
-                await self._receiver
-            except BaseException:
-                pass
-
-    async def _abort(self) -> None:
-        """Close the WebSocket, then stop the receiver (which ignores what still arrives). The
-        connection's queue is unbounded (``max_queue=None``): with 16 unread frames queued (a
-        receiver stopped by an error) websockets would stop reading the socket, and the close
-        would wait its whole ``close_timeout`` for the server's close frame."""
-        self._closing = True
-        if self.ws is not None:
-            try:
-                await asyncio.wait_for(self.ws.close(), 2)
-            except BaseException:
-                pass
-        if self._receiver is not None:
-            self._receiver.cancel()
-        self.ws = None
-
     # ------------------------------------------------------------------ receiving
-    async def _receive(self) -> None:
-        from websockets.exceptions import ConnectionClosed
+    def _lost_after_setup(self, code: Optional[int], why: str) -> None:
+        from spear_metrics.agents.net import NetError
 
-        from spear_metrics.agents.net import mask_secrets
-
-        try:
-            async for raw in self.ws:
-                if not self._closing:
-                    self._handle(_message(raw))
-            code, why = None, "closed"
-            if self.ws is not None and self.ws.close_code is not None:
-                code = self.ws.close_code
-                why = f"code {code}" + (f" ({self.ws.close_reason})" if self.ws.close_reason else "")
-            if not self._closing:
-                self._lost(code, why)
-        except ConnectionClosed as e:
-            if not self._closing:
-                self._lost(*_close_reason(e))
-        except asyncio.CancelledError:
-            raise
-        except AgentError as e:
-            self._fail(e)
-        except Exception as e:  # a bug in a handler must not hang the session
-            self._fail(ProtocolError(f"cannot handle a server message: {type(e).__name__}: {mask_secrets(str(e))[:120]}"))
-
-    def _fail(self, err: AgentError) -> None:
-        if not self._ready.is_set():  # during the set-up: open() raises it (and may retry)
-            self._open_error = err
-            self._ready.set()
-            return
-        self.sink.fail(err)
-
-    def _lost(self, code: Optional[int], why: str) -> None:
-        from spear_metrics.agents.net import RETRY_CLOSE_CODES, NetError
-
-        if not self._ready.is_set():
-            self._fail(NetError(f"server closed the connection during the session set-up ({why})",
-                                retryable=code in RETRY_CLOSE_CODES, status=code))
-            return
         if self.sink.is_done and code == 1000:
             return  # answered, then closed normally
         phase = "mid-answer" if self.sink.result.chunks else "before answering"

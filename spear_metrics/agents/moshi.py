@@ -72,6 +72,7 @@ from spear_metrics.agents.duplex import (
 )
 from spear_metrics.agents.net import close_reason as _close_reason
 from spear_metrics.agents.net import settle as _settle
+from spear_metrics.agents.websocket import WebSocketConnection
 from spear_metrics.core.secrets import register_url_secrets
 
 #: Moshi's audio rate (Hz) both ways (Mimi)
@@ -341,13 +342,14 @@ class MoshiAgent(NetworkAgentBase):
                              first_audio_s=wall, first_audio_input_s=stream)
 
 
-class MoshiConnection:
-    """One Moshi-protocol session (see :class:`MoshiAgent`)."""
+class MoshiConnection(WebSocketConnection):
+    """One Moshi-protocol session (see :class:`MoshiAgent`); its receiver starts after the 0x00
+    handshake, so a receiver error or a lost connection always fails the sink."""
 
     def __init__(self, agent: MoshiAgent, request: AudioRequest, sink: OutputSink, *, synchronous: bool = False):
         from spear_datasets.audio import resample
 
-        self.agent, self.request, self.sink = agent, request, sink
+        super().__init__(agent, request, sink)
         self._input = resample(request.mono()[None, :], request.sample_rate, MOSHI_SAMPLE_RATE)[0]
         self._in = 0  # input samples taken (request rate)
         self._buf: list[np.ndarray] = []  # 24 kHz samples not yet making a whole frame
@@ -355,9 +357,6 @@ class MoshiConnection:
         self._taken = 0  # 24 kHz samples taken from the input (or the tail's zeros)
         self.frames_sent = 0
         self.samples_received = 0
-        self.ws: Any = None
-        self._receiver: Optional[asyncio.Task] = None
-        self._closing = False
         self._encoder = OpusEncoder()
         self._decoder = OpusDecoder()
         # output side: every decoded chunk is reported as it arrives (SPEAR's answer is picked out of
@@ -472,53 +471,8 @@ class MoshiConnection:
         self.sink.check()
         self.sink.done("stop")
 
-    async def close(self) -> None:
-        await self._abort()
-        if self._receiver is not None:
-            try:
-                await self._receiver
-            except BaseException:
-                pass
-
-    async def _abort(self) -> None:
-        """Close the WebSocket, then stop the receiver (which ignores what still arrives). The
-        connection's queue is unbounded (``max_queue=None``): with 16 unread frames queued (a
-        receiver stopped by an error) websockets would stop reading the socket, and the close
-        would wait its whole ``close_timeout`` for the server's close frame."""
-        self._closing = True
-        if self.ws is not None:
-            try:
-                await asyncio.wait_for(self.ws.close(), 2)
-            except BaseException:
-                pass
-        if self._receiver is not None:
-            self._receiver.cancel()
-        self.ws = None
-
     # ------------------------------------------------------------------ receiving
-    async def _receive(self) -> None:
-        from websockets.exceptions import ConnectionClosed
-
-        from spear_metrics.agents.net import mask_secrets
-
-        try:
-            async for msg in self.ws:
-                if not self._closing:
-                    self._handle(msg)
-            if not self._closing:
-                self._lost(self.ws.close_code if self.ws is not None else None,
-                           f"code {self.ws.close_code}" if self.ws is not None and self.ws.close_code else "closed")
-        except ConnectionClosed as e:
-            if not self._closing:
-                self._lost(getattr(getattr(e, "rcvd", None), "code", None), _close_text(e))
-        except asyncio.CancelledError:
-            raise
-        except AgentError as e:
-            self.sink.fail(e)
-        except Exception as e:  # a bug in a handler must not hang the session
-            self.sink.fail(ProtocolError(f"cannot handle a server message: {type(e).__name__}: {mask_secrets(str(e))[:120]}"))
-
-    def _lost(self, code: Optional[int], why: str) -> None:
+    def _lost_after_setup(self, code: Optional[int], why: str) -> None:
         from spear_metrics.agents.net import NetError
 
         if self.sink.is_done:

@@ -44,6 +44,7 @@ from spear_metrics.agents.base import AgentError
 from spear_metrics.agents.duplex import AudioRequest, NetworkAgentBase, OutputSink, ProtocolError, SessionConfig, SessionResult
 from spear_metrics.agents.duplex import pcm16_bytes
 from spear_metrics.agents.openai_audio import _optional
+from spear_metrics.agents.websocket import WebSocketConnection
 from spear_metrics.agents.net import (
     REQUEST_ID_HEADER,
     RETRY_CLOSE_CODES,
@@ -192,22 +193,23 @@ class OpenAIRealtimeAgent(NetworkAgentBase):
         return conn
 
 
-class RealtimeConnection:
+class RealtimeConnection(WebSocketConnection):
     """One Realtime WebSocket session (see :class:`OpenAIRealtimeAgent`)."""
 
+    message_words = "server event"
+
     def __init__(self, agent: OpenAIRealtimeAgent, request: AudioRequest, sink: OutputSink, pcm: bytes):
-        self.agent, self.request, self.sink = agent, request, sink
+        super().__init__(agent, request, sink)
         self._pcm = pcm
         self._in = 0  # input samples taken (request rate)
         self._out = 0  # 24 kHz samples sent
-        self.ws: Any = None
-        self._receiver: Optional[asyncio.Task] = None
-        self._closing = False
         self.seen: set[str] = set()
         self._turn = asyncio.Event()
         self._active: set[str] = set()
         self._updated = asyncio.Event()
-        self._open_error: Optional[AgentError] = None
+
+    def _setup_event(self) -> asyncio.Event:
+        return self._updated  # set by session.updated
 
     # ------------------------------------------------------------------ open (retried)
     async def open(self) -> None:
@@ -252,21 +254,6 @@ class RealtimeConnection:
         await self._updated.wait()  # set by session.updated, or by the receiver's first error
         if self._open_error is not None:
             raise self._open_error
-
-    async def _abort(self) -> None:
-        """Close the WebSocket, then stop the receiver (which ignores what still arrives). The
-        connection's queue is unbounded (``max_queue=None``): with 16 unread frames queued (a
-        receiver stopped by an error) websockets would stop reading the socket, and the close
-        would wait its whole ``close_timeout`` for the server's close frame."""
-        self._closing = True
-        if self.ws is not None:
-            try:
-                await asyncio.wait_for(self.ws.close(), 2)
-            except BaseException:
-                pass
-        if self._receiver is not None:
-            self._receiver.cancel()
-        self.ws = None
 
     def _history_item(self, turn: Any) -> dict[str, Any]:
         from spear_datasets.audio import resample
@@ -327,16 +314,8 @@ class RealtimeConnection:
             await self._send({"type": "input_audio_buffer.commit"})
             await self._send({"type": "response.create"})
 
-    async def close(self) -> None:
-        await self._abort()
-        if self._receiver is not None:
-            try:
-                await self._receiver
-            except BaseException:
-                pass
-
     # ------------------------------------------------------------------ receiving
-    def _events(self, raw: Any) -> list[dict[str, Any]]:
+    def _messages(self, raw: Any) -> list[dict[str, Any]]:
         if isinstance(raw, (bytes, bytearray)):
             raw = bytes(raw).decode("utf-8", errors="replace")
         text = raw.strip()
@@ -354,43 +333,7 @@ class RealtimeConnection:
                 raise ProtocolError(f"malformed event from the server (no type): {mask_secrets(json.dumps(o))[:80]}")
         return objs
 
-    async def _receive(self) -> None:
-        from websockets.exceptions import ConnectionClosed
-
-        try:
-            async for raw in self.ws:
-                if self._closing:
-                    continue
-                for ev in self._events(raw):
-                    self._handle(ev)
-            code, why = None, ""
-            if self.ws is not None and self.ws.close_code is not None:
-                code, why = self.ws.close_code, f"code {self.ws.close_code}" + (
-                    f" ({self.ws.close_reason})" if self.ws.close_reason else "")
-            if not self._closing:
-                self._lost(code, why or "closed")
-        except ConnectionClosed as e:
-            if not self._closing:
-                self._lost(*_close_reason(e))
-        except asyncio.CancelledError:
-            raise
-        except AgentError as e:
-            self._fail(e)
-        except Exception as e:  # a bug in a handler must not hang the session
-            self._fail(ProtocolError(f"cannot handle a server event: {type(e).__name__}: {mask_secrets(str(e))[:120]}"))
-
-    def _fail(self, err: AgentError) -> None:
-        if not self._updated.is_set():  # during the set-up: open() raises it (and may retry)
-            self._open_error = err
-            self._updated.set()
-            return
-        self.sink.fail(err)
-
-    def _lost(self, code: Optional[int], why: str) -> None:
-        if not self._updated.is_set():  # during the session set-up: a "try later" close is retried
-            self._fail(NetError(f"server closed the connection during the session set-up ({why})",
-                                retryable=code in RETRY_CLOSE_CODES, status=code))
-            return
+    def _lost_after_setup(self, code: Optional[int], why: str) -> None:
         if self.sink.is_done and code == 1000:
             return  # answered, then closed normally
         phase = "mid-answer" if self.sink.result.chunks else "before answering"
