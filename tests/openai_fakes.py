@@ -223,6 +223,7 @@ class ChatFake:
         self.pcm24 = pcm16(answer)  # treated as 24 kHz by the stream scenario
         self.calls: Counter = Counter()
         self.bodies: dict[str, dict] = {}
+        self.released = threading.Event()
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -262,8 +263,8 @@ class ChatFake:
                     return self._send(500, b'{"error": {"message": "internal"}}')
                 if k == "malformed":
                     return self._send(200, b"this is not json {")
-                if k == "slow":
-                    time.sleep(3.0)
+                if k == "slow":  # no answer until the fake closes (30 s at most): any timeout cuts it short
+                    fake.released.wait(30.0)
                 if k == "drop":
                     self.send_response(200)
                     self.send_header("Content-Type", "application/json")
@@ -321,5 +322,6 @@ class ChatFake:
         return f"http://127.0.0.1:{self.port}/v1"
 
     def close(self) -> None:
+        self.released.set()
         self.httpd.shutdown()
         self.httpd.server_close()

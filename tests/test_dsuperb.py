@@ -86,7 +86,7 @@ class JudgeScript:
         if marker == "refuse":
             return 403, "this request was refused by the content policy"
         if marker == "hang":
-            return 200, "late\nResult: YES", {"delay_s": 3.0}
+            return 200, "late\nResult: YES", {"delay_s": 20.0}
         raise AssertionError(marker)
 
 
@@ -562,16 +562,21 @@ def test_judge_timeout_fails_row_and_no_judge_is_said(tmp_path):
 
     script = JudgeScript()
     with FakeChatServer(script) as srv:
-        judge = Judge(srv.url, "slow", api_key="", seed=None, max_retries=1, timeout=0.5, backoff_s=0.0)
-        r = score_texts(["x [hang]", "y [yes]", "z [refuse]"], ["male"] * 3, ["q"] * 3, task=CLS, judge=judge,
-                        n_resamples=0)
+        # the hanging row alone under a short limit (the server sleeps 20 s: any load still times out);
+        # the others under a limit no loaded machine reaches
+        short = Judge(srv.url, "slow", api_key="", seed=None, max_retries=1, timeout=0.5, backoff_s=0.0)
+        hung = score_texts(["x [hang]"], ["male"], ["q"], task=CLS, judge=short, n_resamples=0)
+        short.close()
+        judge = Judge(srv.url, "slow", api_key="", seed=None, max_retries=1, timeout=60.0, backoff_s=0.0)
+        r = score_texts(["y [yes]", "z [refuse]"], ["male"] * 2, ["q"] * 2, task=CLS, judge=judge, n_resamples=0)
         judge.close()
-    assert r["per_sample"][0]["status"] == "failed" and "ReadTimeout" in r["per_sample"][0]["error"]
-    assert r["per_sample"][0]["judge_attempts"] == 2  # 1 + max_retries, each cut at the 0.5 s limit
-    refused = r["per_sample"][2]
+    assert hung["per_sample"][0]["status"] == "failed" and "ReadTimeout" in hung["per_sample"][0]["error"]
+    assert hung["per_sample"][0]["judge_attempts"] == 2  # 1 + max_retries, each cut at the 0.5 s limit
+    assert len(script.times["hang"]) == 2 and hung["judge_accuracy"] is None and hung["na_rate"] == 1.0
+    refused = r["per_sample"][1]
     assert refused["status"] == "failed" and "HTTP 403" in refused["error"] and refused["judge_attempts"] == 1
     assert len(script.times["refuse"]) == 1  # a refusal is not retried, and never counted as a NO
-    assert r["judge_accuracy"] == 1.0 and r["judge_accuracy_n"] == 1 and r["na_rate"] == pytest.approx(2 / 3)
+    assert r["judge_accuracy"] == 1.0 and r["judge_accuracy_n"] == 1 and r["na_rate"] == pytest.approx(1 / 2)
     none = score_texts(["a"], ["b"], ["q"], task=CLS, judge=None, n_resamples=0)
     assert none["judge_accuracy"] is None and "no judge given" in none["per_sample"][0]["error"]
     unsupported = score_texts(["2"], ["2"], ["q"], task="HEARSpeakerCountIdentification_LibriCount-Fold1")

@@ -196,3 +196,26 @@ def test_a_long_agent_message_is_cut_after_masking_everywhere_it_goes(tmp_path, 
     assert len(err) == 1 and len(err[0]) < MAX_REASON_CHARS + 40 and key[:20] not in err[0]
     printed = capsys.readouterr()
     assert "y" * 400 not in printed.out + printed.err
+
+
+def test_exit_status_is_1_only_when_no_row_was_answered(tmp_path, capsys):
+    """``infer`` exits 1 when every row failed (nothing to score), 0 when at least one was answered
+    (the failures listed), 2 for a whole-run problem; the other inference commands share the rule."""
+    from spear_metrics.cli import main
+    from spear_metrics.commands import run_exit_status
+
+    data = make_csv(tmp_path / "data", ["onset_huge", "onset_late"])
+    register_agent("hostile-exit", Hostile, replace=True)
+    try:
+        assert main(["infer", "--agent", "hostile-exit", "--data", str(data), "--out", str(tmp_path / "none"),
+                     "--no-progress"]) == 1
+        assert "0/2 answered, 2 failed" in capsys.readouterr().out
+        mixed = make_csv(tmp_path / "mixed", ["good", "onset_huge"])
+        assert main(["infer", "--agent", "hostile-exit", "--data", str(mixed), "--out", str(tmp_path / "some"),
+                     "--no-progress"]) == 0
+        assert "1/2 answered, 1 failed" in capsys.readouterr().out
+        assert main(["infer", "--agent", "hostile-exit", "--data", str(tmp_path / "nowhere.csv"),
+                     "--out", str(tmp_path / "x"), "--no-progress"]) == 2
+    finally:
+        unregister_agent("hostile-exit")
+    assert [run_exit_status(a, f) for a, f in [(0, 0), (0, 3), (1, 3), (4, 0)]] == [0, 1, 0, 0]

@@ -59,6 +59,11 @@ def test_infer_then_score_print_next_steps_and_resume(data, capsys):
     assert any(c.startswith(f"spearbench push-results {results} --local-dir") and f"--metadata {out / 'metadata.csv'}" in c
                for c in cmds)
     assert all(len(line) <= WIDTH for line in printed.splitlines() if line not in [f"  {c}" for c in cmds])
+    # the dataset's own (human) answers: no report against themselves
+    hres = root / "human_results"
+    assert main(["score", "--metadata", str(human), "--metrics", "interruptions", "--out", str(hres), "--no-progress"]) == 0
+    hcmds = _commands(capsys.readouterr().out)
+    assert f"spearbench report {hres} --out {hres / 'report'}" in hcmds and not any("--human" in c for c in hcmds)
     assert main(sargs) == 0
     resumed = capsys.readouterr().out
     assert re.search(r"resumed: 2 of 2 rows already done \(kept in \S+\.work", resumed)

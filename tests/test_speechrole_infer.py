@@ -138,17 +138,17 @@ def test_a_stuck_synchronous_adapter_fails_its_dialogue_within_the_time_limit(ev
     class Stuck(CountingAgent):
         def respond(self, audio, row, config):
             if row.conversation_id == "Thor_single_0":
-                release.wait(30)  # stuck (released when the test ends)
+                release.wait(60)  # stuck (released when the test ends)
             return super().respond(audio, row, config)
 
     out = tmp_path / "model_output" / "stuck"
     try:
         info = run_speechrole_inference("stuck", eval_root, "single", out, agent=Stuck(), progress=False,
-                                        row_timeout_s=1.0)
+                                        row_timeout_s=5.0)  # a limit the quick turns never reach
     finally:
         release.set()
     assert info["n_dialogues"] == 3 and info["n_answered"] == 2 and info["n_failed"] == 1
-    assert info["failures"] == [("single/Thor/0", "turn 0 timed out after 1 s")]
+    assert info["failures"] == [("single/Thor/0", "turn 0 timed out after 5 s")]
     assert json.loads((out / "single_result" / "json" / "Shrek.json").read_text())["dialogue_1"][0]["model_output"] == {
         "text": "turn 0", "audio_path": "model_output/stuck/single_result/audio/Shrek/Shrek_1_0.wav"}
 

@@ -66,6 +66,13 @@ def print_failures(failures: Iterable[tuple[Any, str]], where: str, *, total: in
 CONSOLE_WIDTH = 120
 
 
+def run_exit_status(n_answered: int, n_failed: int) -> int:
+    """Exit status of an inference command (infer, fdb-infer, speechrole infer, dsuperb infer) whose run
+    ended: 1 when rows failed and none was answered (nothing to score), else 0 (failures, if any, are
+    listed). Whole-run problems exit 2 before this is asked (docs/running.md, "Exit status")."""
+    return 1 if n_failed and not n_answered else 0
+
+
 def shown_path(base: Any, *names: str) -> str:
     """A path for the console, joined and normalised by :mod:`pathlib` (``results/`` +
     ``summary.json`` -> ``results/summary.json``, never ``results//summary.json``); ``names``

@@ -324,7 +324,7 @@ def _run_demo(args: argparse.Namespace, out: Path, call: Path, rttm: Path, stm: 
                         shown_path(out, "hub_dataset"), "--source-name", "pyannote.audio sample call (origin of the "
                         "recording not stated)", "--source-url", "https://github.com/pyannote/pyannote-audio")),
                ("run your own agent on the same samples (see --list-agents)",
-                command("spearbench", "infer", "--agent", "my_agents.py:MyAgent", "--data", shown_path(human), "--out",
+                command("spearbench", "infer", "--agent", "my_agents.py:EchoAgent", "--data", shown_path(human), "--out",
                         shown_path(out, "my_agent"))))
     return 0
 

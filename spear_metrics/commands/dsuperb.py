@@ -21,6 +21,7 @@ from pathlib import Path
 import sys
 
 from spear_metrics.commands import (
+    run_exit_status,
     CONSOLE_WIDTH, add_bootstrap_arguments, command, next_steps, number, parse_options, print_failures, shown_path,
     wrap,
 )
@@ -155,7 +156,10 @@ def _run_infer(args: argparse.Namespace) -> int:
     next_steps(("score the answers (add --judge-url URL --judge-model NAME for the judge-scored instances)",
                 command("spearbench", "dsuperb", "score", "--pred", shown_path(args.out), "--out",
                         shown_path(Path(shown_path(args.out)).parent, f"{Path(shown_path(args.out)).name}_results"))))
-    return 2 if info["failed_instances"] else 0  # an instance that cannot be loaded is no row's fault
+    if info["failed_instances"]:
+        return 2  # an instance that cannot be loaded is no row's fault
+    return run_exit_status(sum(st["n_answered"] for st in info["instances"].values()),
+                           sum(st["n_failed"] for st in info["instances"].values()))
 
 
 def _make_judge(args: argparse.Namespace):

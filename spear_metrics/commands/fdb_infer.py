@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from spear_metrics.commands import SHOWN_FAILURES, number, parse_options, print_failures
+from spear_metrics.commands import SHOWN_FAILURES, number, parse_options, print_failures, run_exit_status
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -74,4 +74,4 @@ def run(args: argparse.Namespace) -> int:
         print_failures([(f["sample"], f["error"]) for f in info["failures"][:SHOWN_FAILURES]],
                        f"{args.root}/<task>/.spearbench-fdb-infer/failures.jsonl (rerun with --retry-failed)",
                        total=info["n_failed"], what="sample")
-    return 0
+    return run_exit_status(info["n_done"], info["n_failed"])

@@ -13,6 +13,7 @@ import argparse
 import sys
 
 from spear_metrics.commands import (
+    run_exit_status,
     SHOWN_FAILURES, command, next_steps, number, parse_options, print_failures, resumed_line, shown_path, wrap,
 )
 
@@ -137,6 +138,7 @@ def run(args: argparse.Namespace) -> int:
                         command("spearbench", "score", "--metadata", metadata, "--metrics",
                                 "interruptions,explainable_features,speech_quality", "--out",
                                 shown_path(out.parent, f"{out.name or 'outputs'}_results"))))
+        return run_exit_status(info["n_answered"], info["n_failed"])
     return 0
 
 

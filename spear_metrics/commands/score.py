@@ -58,10 +58,16 @@ def print_next_steps(results: str, metadata: str, metrics: str) -> None:
     from pathlib import Path
 
     out = Path(results)
-    next_steps((f"an HTML report against the human answers (HUMAN_RESULTS: the human answers scored the same way, "
-                f"--metrics {metrics})",
-                command("spearbench", "report", shown_path(out), "--human", "HUMAN_RESULTS", "--out",
-                        shown_path(out, "report"))),
+    agent = read_run_info(Path(metadata).parent).get("agent")
+    if agent and agent != "human":  # a system's answers: set against the human answers scored the same way
+        report = (f"an HTML report against the human answers (HUMAN_RESULTS: the human answers scored the same way, "
+                  f"--metrics {metrics})",
+                  command("spearbench", "report", shown_path(out), "--human", "HUMAN_RESULTS", "--out",
+                          shown_path(out, "report")))
+    else:  # the dataset's own (human) answers: a report against themselves would say nothing
+        report = ("an HTML report of these answers",
+                  command("spearbench", "report", shown_path(out), "--out", shown_path(out, "report")))
+    next_steps(report,
                ("a results dataset for the Space (add --repo-id USER/NAME to upload it)",
                 command("spearbench", "push-results", shown_path(out), "--local-dir",
                         shown_path(out.parent, f"{out.name or 'results'}_dataset"), "--model-name", "MODEL",

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from spear_metrics.commands import (
+    run_exit_status,
     add_bootstrap_arguments, command, next_steps, number, parse_options, print_failures, shown_path,
 )
 
@@ -313,6 +314,7 @@ def _run_infer(args: argparse.Namespace) -> int:
     roles = _roles(args.roles)
     try:
         root = _test_data_root(args.test_data, args.mode, roles, args.reference_key, True)
+        n_answered = n_failed = 0
         for mode in args.mode:
             info = run_speechrole_inference(args.agent, root, mode, args.out, agent_options=parse_options(args.agent_option),
                                             roles=roles, concurrency=args.concurrency, chunk_ms=args.chunk_ms,
@@ -323,6 +325,7 @@ def _run_infer(args: argparse.Namespace) -> int:
                   f"{info['n_failed']} failed -> {shown_path(args.out, f'{mode}_result', 'json')}/")
             print_failures(info["failures"], f"{shown_path(args.out, f'{mode}_result', 'failures.jsonl')} "
                            "(rerun with --retry-failed)", what="dialogue")
+            n_answered, n_failed = n_answered + info["n_answered"], n_failed + info["n_failed"]
     except (SpeechRoleDataError, InferRunError, UnknownAgentError, OptionError, OutputError, ValueError, TypeError) as e:
         return _fail("infer", str(e))
     modes = "all" if set(args.mode) >= {"single", "multi"} else ",".join(args.mode)
@@ -330,4 +333,5 @@ def _run_infer(args: argparse.Namespace) -> int:
                 command("spearbench", "speechrole", "score", "--outputs", shown_path(args.out), "--test-data",
                         shown_path(args.test_data), "--mode", modes, "--judge-url", "URL", "--judge-model",
                         "gemini-2.5-pro", "--out", shown_path("RESULTS", Path(shown_path(args.out)).name))))
-    return 0
+    
+    return run_exit_status(n_answered, n_failed)
