@@ -155,8 +155,8 @@ def test_live_websockets_offer_compression_only_when_asked(keys, compression):
         await ws.close(1008, "refused after the handshake")
 
     with LoopbackServer(handler, session_timeout_s=20) as srv:
-        agents = [GeminiLiveAgent(base_url=srv.url(""), max_tries=1, connect_timeout_s=10, ws_compression=compression),
-                  MoshiAgent(url=srv.url("/api/chat"), max_tries=1, handshake_timeout_s=10, ws_compression=compression)]
+        agents = [GeminiLiveAgent(base_url=srv.url(""), max_tries=1, connect_timeout_s=60, ws_compression=compression),
+                  MoshiAgent(url=srv.url("/api/chat"), max_tries=1, handshake_timeout_s=60, ws_compression=compression)]
         for agent in agents:
             request = AudioRequest(audio=np.zeros((1, 16_000), np.float32), sample_rate=16_000, row_id="ext")
             with pytest.raises(AgentError):
@@ -221,16 +221,19 @@ def test_opus_round_trip_keeps_real_speech(real_dir):
 # --------------------------------------------------------------------------- gemini-live
 
 
-GEMINI_OPTS = ["tail_silence_s=1.0", "max_wait_s=1.5", "connect_timeout_s=10", "max_tries=2"]
+# limits no loaded machine reaches (every fake answers or closes); the row about max_wait_s (a
+# server that never answers) runs alone under a short one: the same outcome at any load
+GEMINI_OPTS = ["tail_silence_s=1.0", "max_wait_s=60", "connect_timeout_s=60", "max_tries=2"]
 
 
-def _run(agent: str, csv_path: Path, out: Path, opts: list[str], *, chunk_ms: float | None, n: int) -> None:
+def _run(agent: str, csv_path: Path, out: Path, opts: list[str], *, chunk_ms: float | None, n: int, rc: int = 0) -> None:
+    """``infer`` with ``opts`` as ``-a`` options; ``rc``: the exit status expected (1: rows failed, none answered)."""
     args = ["infer", "--agent", agent, "--data", str(csv_path), "--out", str(out), "--no-progress", "--concurrency", str(n)]
     if chunk_ms is not None:  # None: the adapter's own chunk
         args += ["--chunk-ms", str(chunk_ms)]
     for o in opts:
         args += ["-a", o]
-    assert main(args) == 0
+    assert main(args) == rc
 
 
 def test_gemini_live_auto_vad_onsets_barge_in_and_faults_in_one_run(real_dir, tmp_path, keys, capsys):
@@ -250,12 +253,18 @@ def test_gemini_live_auto_vad_onsets_barge_in_and_faults_in_one_run(real_dir, tm
         ("ami", GeminiScenario(answer, KEY, speech_end_s=ami_end, fault="goaway")),
         ("ami", GeminiScenario(answer, KEY, fault="echo_key")),
     ]
-    csv_path = write_csv(tmp_path / "data", [(name(k), clips[c]) for k, (c, _) in enumerate(plan)])
-    out = tmp_path / "out"
+    mute = [6]  # never answers: alone, under a short max_wait_s
+    main_rows = [k for k in range(len(plan)) if k not in mute]
+    csv_path = write_csv(tmp_path / "data", [(name(k), clips[plan[k][0]]) for k in main_rows])
+    mute_csv = write_csv(tmp_path / "data_mute", [(name(k), clips[plan[k][0]]) for k in mute])
+    out, out_mute = tmp_path / "out", tmp_path / "out_mute"
     with FakeGeminiLive({name(k): p for k, (_, p) in enumerate(plan)}) as fake:
-        _run("gemini-live", csv_path, out, [f"base_url={fake.url('')}", "vad=auto", *GEMINI_OPTS], chunk_ms=40, n=len(plan))
+        _run("gemini-live", csv_path, out, [f"base_url={fake.url('')}", "vad=auto", *GEMINI_OPTS], chunk_ms=40,
+             n=len(main_rows))
+        _run("gemini-live", mute_csv, out_mute, [f"base_url={fake.url('')}", "vad=auto", *GEMINI_OPTS, "max_wait_s=1.5"],
+             chunk_ms=40, n=len(mute), rc=1)
     assert fake.errors == []
-    recs, fails, logs = records(out), failures(out), fake.by_row()
+    recs, fails, logs = records(out), {**failures(out), **failures(out_mute)}, fake.by_row()
     expect = {3: "answered HTTP 403", 4: "closed the connection mid-answer (the connection was lost without a close frame)",
               5: "malformed message from the server (not JSON)", 6: "no answer audio before max_wait_s ran out",
               7: "output audio changed format mid-session (16000 Hz x 1 ch after 24000 Hz x 1 ch)",
@@ -297,6 +306,7 @@ def test_gemini_live_auto_vad_onsets_barge_in_and_faults_in_one_run(real_dir, tm
     info = json.loads((out / "run_info.json").read_text())
     assert info["n_answered"] == 3 and "wall clock" in info["onset_rule"]
     secrets_absent(out, KEY)
+    secrets_absent(out_mute, KEY)
     seen = capsys.readouterr()
     assert KEY not in seen.out + seen.err
 
@@ -311,7 +321,7 @@ def test_gemini_live_push_to_talk(real_dir, tmp_path, keys):
     csv_path = write_csv(tmp_path / "data", [(name(k), clips[c]) for k, (c, _) in enumerate(plan)])
     out = tmp_path / "out"
     with FakeGeminiLive({name(k): p for k, (_, p) in enumerate(plan)}) as fake:
-        _run("gemini-live", csv_path, out, [f"base_url={fake.url('')}", "voice=Puck", "max_wait_s=10"], chunk_ms=40, n=2)
+        _run("gemini-live", csv_path, out, [f"base_url={fake.url('')}", "voice=Puck", "max_wait_s=60"], chunk_ms=40, n=2)
     assert fake.errors == [] and not failures(out)
     recs, logs = records(out), fake.by_row()
     for k, (c, sc) in enumerate(plan):
@@ -350,8 +360,11 @@ def test_gemini_live_settings_refused_up_front(monkeypatch, real_dir):
 # --------------------------------------------------------------------------- moshi
 
 
-MOSHI_OPTS = ["tail_silence_s=3.0", "handshake_timeout_s=1.5", "max_tries=2", "drain_s=1.0", "api_key_env=MOSHI_TOKEN",
+# limits no loaded machine reaches (every fake answers or closes); the rows about them run alone
+# under short ones (MOSHI_SILENT): a server that never sends its handshake, one that never sends audio
+MOSHI_OPTS = ["tail_silence_s=3.0", "handshake_timeout_s=60", "max_tries=2", "drain_s=30", "api_key_env=MOSHI_TOKEN",
               "seed=7", "text_prompt=You enjoy having a good conversation.", "max_concurrency=16"]  # the fake serves many
+MOSHI_SILENT = {4: ["handshake_timeout_s=1.5"], 8: ["drain_s=1.0"]}  # row -> its short limit
 
 
 def _timeline(levels: list[bool], chunk: int = 960) -> SessionResult:
@@ -410,12 +423,19 @@ def test_moshi_onsets_barge_in_and_faults_in_one_run(real_dir, tmp_path, keys, c
         ("ami", MoshiScenario(answer, fault="mute")),
         ("ami", MoshiScenario(answer, fault="silent")),
     ]
-    csv_path = write_csv(tmp_path / "data", [(name(k), clips[c]) for k, (c, _) in enumerate(plan)])
+    main_rows = [k for k in range(len(plan)) if k not in MOSHI_SILENT]
+    csv_path = write_csv(tmp_path / "data", [(name(k), clips[plan[k][0]]) for k in main_rows])
     out = tmp_path / "out"
     with FakeMoshi({name(k): p for k, (_, p) in enumerate(plan)}) as fake:
-        _run("moshi", csv_path, out, [f"url={fake.url('/api/chat')}", *MOSHI_OPTS], chunk_ms=None, n=len(plan))
+        _run("moshi", csv_path, out, [f"url={fake.url('/api/chat')}", *MOSHI_OPTS], chunk_ms=None, n=len(main_rows))
+        for k, short in MOSHI_SILENT.items():
+            one = write_csv(tmp_path / f"data_{k}", [(name(k), clips[plan[k][0]])])
+            _run("moshi", one, tmp_path / f"out_{k}", [f"url={fake.url('/api/chat')}", *MOSHI_OPTS, *short], chunk_ms=None, n=1, rc=1)
     assert fake.errors == []
-    recs, fails, logs = records(out), failures(out), fake.by_row()
+    fails = failures(out)
+    for k in MOSHI_SILENT:
+        fails.update(failures(tmp_path / f"out_{k}"))
+    recs, logs = records(out), fake.by_row()
     expect = {3: "answered HTTP 403", 4: "gave up after 2 tries: the 0x00 handshake from",
               5: "closed the connection mid-answer (the connection was lost without a close frame)",
               6: "undecodable Ogg-Opus audio from the server", 7: "server error: model overloaded (Bearer ***",
@@ -453,8 +473,10 @@ def test_moshi_onsets_barge_in_and_faults_in_one_run(real_dir, tmp_path, keys, c
     assert logs[name(0)].frames_in == math.ceil(es_n24 / FRAME_SAMPLES)
     info = json.loads((out / "run_info.json").read_text())
     assert info["chunk_ms"] == 80.0  # no --chunk-ms: moshi's own frame
-    assert info["concurrency"] == len(plan)  # under the raised max_concurrency: as asked
+    assert info["concurrency"] == len(main_rows)  # under the raised max_concurrency: as asked
     secrets_absent(out, KEY, TOKEN)
+    for k in MOSHI_SILENT:
+        secrets_absent(tmp_path / f"out_{k}", KEY, TOKEN)
     seen = capsys.readouterr()
     assert TOKEN not in seen.out + seen.err
 
@@ -469,7 +491,7 @@ def test_moshi_ends_its_tail_once_the_answer_is_complete(real_dir, tmp_path, key
     csv_path = write_csv(tmp_path / "data", [(name(0), ami)])
     out = tmp_path / "out"
     with FakeMoshi({name(0): MoshiScenario(answer, delay_s=0.3, speech_end_s=ami_end)}) as fake:
-        _run("moshi", csv_path, out, [f"url={fake.url('/api/chat')}", "handshake_timeout_s=10", "drain_s=1.0"],
+        _run("moshi", csv_path, out, [f"url={fake.url('/api/chat')}", "handshake_timeout_s=60", "drain_s=30"],
              chunk_ms=None, n=1)
     assert fake.errors == [] and not failures(out)
     (log,) = fake.sessions
@@ -497,7 +519,7 @@ def test_moshi_fdb_infer_writes_the_reply_channel(fdb_dir, real_dir, tmp_path, k
     answer = voiced_part(p225_24k(real_dir))
     with FakeMoshi({}, default=MoshiScenario(answer, delay_s=0.4, lag_frames=3)) as fake:
         assert main(["fdb-infer", "--agent", "moshi", "--root", str(root), "--no-asr", "--no-progress", "--concurrency", "4",
-                     "-a", f"url={fake.url('/api/chat')}", "-a", "handshake_timeout_s=10"]) == 0
+                     "-a", f"url={fake.url('/api/chat')}", "-a", "handshake_timeout_s=60"]) == 0
     assert fake.errors == []
     info = json.loads((root / "pause_handling" / ".spearbench-fdb-infer" / "run_info.json").read_text())
     assert info["chunk_ms"] == 80.0 and info["concurrency"] == 1  # moshi's own frame; one session at a time

@@ -99,8 +99,8 @@ class FakeMoshi(LoopbackServer):
         log = SessionLog(row=row_of(ws.request.headers), path=path, query=query,
                          headers={k.lower(): v for k, v in ws.request.headers.raw_items()})
         self.sessions.append(log)
-        if sc.fault == "no_handshake":
-            await asyncio.sleep(30)
+        if sc.fault == "no_handshake":  # never: until the client gives up or the fake closes
+            await ws.wait_closed()
             return
         await ws.send(sc.handshake)
         reader, writer = sphn.OpusStreamReader(SR), sphn.OpusStreamWriter(SR)
