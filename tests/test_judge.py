@@ -13,7 +13,7 @@ MSG = [{"role": "user", "content": "rate it"}]
 
 def judge(url, **kw):
     kw.setdefault("backoff_s", 0.0)
-    kw.setdefault("timeout", 5.0)
+    kw.setdefault("timeout", 60.0)  # no test here is about the request limit: one no loaded machine reaches
     return Judge(url, "test-judge", **kw)
 
 
