@@ -63,9 +63,13 @@ def run(args: argparse.Namespace) -> int:
                     shown_path(path))]
     results = Path(args.results)
     if (results / "per_sample.jsonl").is_file() and out.resolve() == (results / "report").resolve():
+        from spear_metrics.core.runner import scored_metadata
+
+        metadata = scored_metadata(results)  # the CSV the run scored, as score recorded it
+        metadata_arg = shown_path(metadata) if metadata is not None and metadata.is_file() else "METADATA.csv"
         steps.append(("publish the run with this report as a results dataset (report/ is included)",
                       command("spearbench", "push-results", shown_path(results), "--local-dir",
                               shown_path(results.parent, f"{results.name}_dataset"), "--model-name", run_.name,
-                              "--metadata", "METADATA.csv", "--with-audio")))
+                              "--metadata", metadata_arg, "--with-audio")))
     next_steps(*steps)
     return 0
