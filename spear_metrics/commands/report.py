@@ -21,7 +21,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--against", action="append", default=[], metavar="OTHER",
                    help="another run shown beside (repeatable)")
     p.add_argument("--out", required=True, help="report folder (index.html + PNG files)")
-    p.add_argument("--name", default=None, help="display name of the run (default: the results card's model name or folder name)")
+    p.add_argument("--name", default=None, help="display name of the run (default: the results card's model name, else the agent of the infer run it scored, else the folder name)")
     add_bootstrap_arguments(p, "the paired tests against the human answers")
 
 
