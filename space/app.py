@@ -167,6 +167,29 @@ def dsuperb_table(sources: list[str]) -> pd.DataFrame:
     return leaderboard_frame(load_sources(sources)[0])
 
 
+#: the line a benchmark's tab shows instead of its table while no results dataset of it is loaded
+NO_SPEECHROLE = ("No SpeechRole-Eval results dataset loaded: pass one to --results (spearbench speechrole score, "
+                 "then push-results --local-dir).")
+NO_DSUPERB = ("No Dynamic-SUPERB results dataset loaded: pass one to --results (spearbench dsuperb score, "
+              "then push-results --local-dir).")
+
+
+def _tab_view(frame: pd.DataFrame, none_line: str) -> tuple[dict, dict]:
+    """Updates of a benchmark tab's table and its "none loaded" line: the table when it has rows,
+    else the line alone (an empty gradio table would show placeholder headers "1 | 2 | 3")."""
+    return gr.update(value=frame, visible=not frame.empty), gr.update(value=none_line, visible=frame.empty)
+
+
+def speechrole_view(sources: list[str], scope: str = "overall") -> tuple[dict, dict]:
+    """The SpeechRole-Eval tab's table and "none loaded" line (:func:`speechrole_table`)."""
+    return _tab_view(speechrole_table(sources, scope), NO_SPEECHROLE)
+
+
+def dsuperb_view(sources: list[str]) -> tuple[dict, dict]:
+    """The Dynamic-SUPERB tab's table and "none loaded" line (:func:`dsuperb_table`)."""
+    return _tab_view(dsuperb_table(sources), NO_DSUPERB)
+
+
 def _human_value(rows: list[dict[str, Any]], key: str) -> float | None:
     for r in rows:
         if r["model"] == "human" and r["source"] == "published":
@@ -227,15 +250,23 @@ def value_text(row: dict[str, Any], key: str) -> str:
     return text
 
 
-#: the leaderboard's headers wrap between words, never inside one ("open weig hts"), and the
-#: value columns stay narrow enough for more of them to fit (values wrap at their spaces)
-TABLE_CSS = """
-#leaderboard th, #leaderboard th *, #leaderboard td, #leaderboard td * {
-  word-break: normal !important; overflow-wrap: normal !important; hyphens: none !important;
-}
-#leaderboard th, #leaderboard th * { white-space: normal !important; }
-#leaderboard td { max-width: 14em; }
-"""
+#: the tables' elem_ids: the SPEAR leaderboard and the other benchmarks' tabs
+TABLE_IDS = ("leaderboard", "speechrole", "dsuperb")
+
+
+def _table_css(ids: tuple[str, ...]) -> str:
+    """Headers wrap between words, never inside one ("open weig hts"), and the value columns stay
+    narrow enough for more of them to fit (values wrap at their spaces), in each table of ``ids``."""
+    def sel(*parts: str) -> str:
+        return ", ".join(f"#{i} {p}" for i in ids for p in parts)
+
+    return (f"{sel('th', 'th *', 'td', 'td *')} {{\n"
+            "  word-break: normal !important; overflow-wrap: normal !important; hyphens: none !important;\n}\n"
+            f"{sel('th', 'th *')} {{ white-space: normal !important; }}\n"
+            f"{sel('td')} {{ max-width: 14em; }}\n")
+
+
+TABLE_CSS = _table_css(TABLE_IDS)
 
 
 def _ow(v: bool | None) -> str:
@@ -701,13 +732,17 @@ def build_app(sources: list[str] | None = None) -> gr.Blocks:
                         "`100·ΣA/ΣB` (system's over reference speech's judge scores, 95 % interval over dialogues). "
                         "A project key: the aggregation behind the published scores is not in public code.")
             sr_scope = gr.Radio(["overall", "single", "multi"], value="overall", label="dialogues")
-            sr_table = gr.Dataframe(value=speechrole_table(start), interactive=False, wrap=True, elem_id="speechrole")
-            sr_scope.change(speechrole_table, [src_state, sr_scope], [sr_table], api_visibility="private")
+            sr0 = speechrole_table(start)
+            sr_table = gr.Dataframe(value=sr0, interactive=False, wrap=True, elem_id="speechrole", visible=not sr0.empty)
+            sr_none = gr.Markdown(NO_SPEECHROLE, visible=sr0.empty, elem_id="speechrole_none")
+            sr_scope.change(speechrole_view, [src_state, sr_scope], [sr_table, sr_none], api_visibility="private")
         with gr.Tab("Dynamic-SUPERB"):
             gr.Markdown("Dynamic-SUPERB Phase-2 results datasets (`spearbench dsuperb score` + `push-results`): one "
                         "column per task (SPEARBench's project key: `judge_accuracy`, `WER`, `BLEU`, `pearson_r`...; "
                         "upstream's metric functions are not public), then each key's mean over tasks.")
-            ds_table = gr.Dataframe(value=dsuperb_table(start), interactive=False, wrap=True, elem_id="dsuperb")
+            ds0 = dsuperb_table(start)
+            ds_table = gr.Dataframe(value=ds0, interactive=False, wrap=True, elem_id="dsuperb", visible=not ds0.empty)
+            ds_none = gr.Markdown(NO_DSUPERB, visible=ds0.empty, elem_id="dsuperb_none")
         with gr.Tab("Samples"):
             with gr.Row():
                 model_dd = gr.Dropdown(models0, value=models0[0][1] if models0 else None, label="model",
@@ -773,8 +808,8 @@ def build_app(sources: list[str] | None = None) -> gr.Blocks:
         add_btn.click(add_sources, [src_state, src_box, modes, open_w],
                       [src_state, modes, src_box, model_dd, status, report_dd],
                       api_visibility="private").then(refresh, lb_inputs, lb_outputs, api_visibility="private").then(
-            speechrole_table, [src_state, sr_scope], [sr_table], api_visibility="private").then(
-            dsuperb_table, [src_state], [ds_table], api_visibility="private")
+            speechrole_view, [src_state, sr_scope], [sr_table, sr_none], api_visibility="private").then(
+            dsuperb_view, [src_state], [ds_table, ds_none], api_visibility="private")
 
         def leaderboard(sources_text: str = "", inference_modes: str = "", open_weights: str = "all",
                         sort: str = "model", sort_order: str = "ascending") -> dict:

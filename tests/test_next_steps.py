@@ -67,6 +67,13 @@ def test_infer_then_score_print_next_steps_and_resume(data, capsys):
     assert main(sargs) == 0
     resumed = capsys.readouterr().out
     assert re.search(r"resumed: 2 of 2 rows already done \(kept in \S+\.work", resumed)
+    # report: the publish hint names the metadata CSV the run scored (recorded by score) and the
+    # agent that answered it (infer's run_info.json beside that CSV) as the model name
+    assert main(["report", str(results), "--out", str(results / "report"), "--bootstrap", "200"]) == 0
+    rcmds = _commands(capsys.readouterr().out)
+    push = next(c for c in rcmds if c.startswith(f"spearbench push-results {results} "))
+    assert f"--metadata {out / 'metadata.csv'}" in push and "METADATA.csv" not in push
+    assert "--model-name fixed-delay" in push
     # every reason once: the fixed-delay replay has onsets, so nothing is null here; the
     # half-duplex case (no answer_start_time) names its cause instead of "no scored row has a value"
     from spear_metrics.commands.score import print_summary

@@ -401,3 +401,30 @@ def test_distributional_table_gives_each_reason_once_and_names_the_reference(tmp
     assert "<thead><tr><th></th><th></th></tr></thead>" not in html
     assert panel_title("explainable_normalized_f0_std_avg") == "explainable_normalized_\nf0_std_avg"
     assert panel_title("latency_ms") == "latency_ms"
+
+
+def test_report_title_names_the_agent_else_the_folder(runs, tmp_path, capsys):
+    """The title is the run's model: the agent of the ``infer`` run whose answers were scored
+    (its run_info.json beside the metadata CSV the run read), else the folder name; ``--name``
+    wins over both."""
+    from spear_metrics.reports.html import build_report
+    from spear_metrics.reports.runs import load_run
+
+    answers, results = tmp_path / "answers", tmp_path / "RESULTS"
+    assert main(["infer", "--agent", "fixed-delay", "-a", "delay=0.7", "--data", str(runs["human_csv"]),
+                 "--out", str(answers), "--no-progress"]) == 0
+    assert main(["score", "--metadata", str(answers / "metadata.csv"), "--metrics", "interruptions",
+                 "--out", str(results), "--no-progress"]) == 0
+    capsys.readouterr()
+
+    def title(run) -> str:
+        html = build_report(run, tmp_path / f"r_{run.name}", n_resamples=0).read_text()
+        h1 = re.search(r"<h1>(.*?)</h1>", html).group(1)
+        assert re.search(r"<title>(.*?)</title>", html).group(1) == h1
+        return h1
+
+    assert title(load_run(results)) == "SPEARBench report: fixed-delay"
+    assert title(load_run(results, name="mine")) == "SPEARBench report: mine"
+    # the fixture's replay was scored from a plain CSV (no infer record beside it): the folder name
+    assert load_run(runs["fixed"]).name == runs["fixed"].name
+    assert title(load_run(runs["fixed"])) == f"SPEARBench report: {runs['fixed'].name}"

@@ -247,3 +247,54 @@ def test_browser_load_box_reports_whole_messages_that_stay(served):
         assert ("server folders are read only when given at start)" in status)  # the whole message, to its end
         assert "rejected nobody/no-such-results: cannot fetch the Hub dataset (" in status
         assert status.count("rejected") == 2
+
+
+def test_browser_benchmark_tabs_say_none_loaded_and_wrap_headers_between_words(served, tmp_path):
+    """With no Dynamic-SUPERB or SpeechRole-Eval results loaded, each tab shows one line saying so
+    instead of an empty table (gradio's placeholder headers "1 | 2 | 3"); with a SpeechRole-Eval
+    results dataset loaded (real released judge outputs), its table shows and its headers wrap
+    between words only, as the SPEAR table's do."""
+    from conftest import FIXTURES
+    from spear_metrics.cli import main
+
+    app = served["app"]
+    with leaderboard_page(served) as page:
+        for tab, none_id, table_id, line in (("Dynamic-SUPERB", "dsuperb_none", "dsuperb", app.NO_DSUPERB),
+                                             ("SpeechRole-Eval", "speechrole_none", "speechrole", app.NO_SPEECHROLE)):
+            page.get_by_role("tab", name=tab).click()
+            page.wait_for_selector(f"#{none_id} >> text=No ", timeout=20000)
+            assert " ".join(page.locator(f"#{none_id}").inner_text().split()) == line
+            assert page.locator(f"#{table_id} th").count() == 0 or not page.locator(f"#{table_id}").is_visible()
+
+    rel = FIXTURES / "speechrole" / "ali_cloud"
+    if not rel.is_dir():
+        pytest.skip("SpeechRole judge outputs not found (../shared is absent)")
+    assert main(["speechrole", "summarize", "--results", str(rel), "--out", str(tmp_path / "S"), "--bootstrap", "50"]) == 0
+    assert main(["push-results", str(tmp_path / "S"), "--local-dir", str(tmp_path / "DS"), "--model-name", "ali_cloud"]) == 0
+    demo = app.build_app([str(tmp_path / "DS")])
+    port = _free_port()
+    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
+    try:
+        from playwright.sync_api import sync_playwright
+
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True)
+            try:
+                page = browser.new_page(viewport={"width": 1400, "height": 1000})
+                page.goto(f"http://127.0.0.1:{port}", wait_until="domcontentloaded")
+                page.locator("#leaderboard th").first.wait_for(timeout=30000)  # the app has rendered
+                page.get_by_role("tab", name="SpeechRole-Eval").click()
+                page.wait_for_function("() => { const t = document.querySelector('#speechrole'); "
+                                       "return t !== null && t.innerText.includes('ali_cloud'); }", timeout=30000)
+                assert not page.locator("#speechrole_none").is_visible()
+                ths = page.locator("#speechrole th")
+                assert ths.count() > 3
+                # the header cells and everything inside them (gradio's own cell styles break anywhere)
+                styles = page.locator("#speechrole th, #speechrole th *").evaluate_all(
+                    "es => es.map(e => [getComputedStyle(e).wordBreak, getComputedStyle(e).overflowWrap])")
+                assert len(styles) > 3 and all(s == ["normal", "normal"] for s in styles), set(map(tuple, styles))
+                page.screenshot(path=str(tmp_path / "speechrole.png"), full_page=True)
+            finally:
+                browser.close()
+    finally:
+        demo.close()

@@ -21,7 +21,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--against", action="append", default=[], metavar="OTHER",
                    help="another run shown beside (repeatable)")
     p.add_argument("--out", required=True, help="report folder (index.html + PNG files)")
-    p.add_argument("--name", default=None, help="display name of the run (default: the results card's model name or folder name)")
+    p.add_argument("--name", default=None, help="display name of the run (default: the results card's model name, else the agent of the infer run it scored, else the folder name)")
     add_bootstrap_arguments(p, "the paired tests against the human answers")
 
 
@@ -63,9 +63,13 @@ def run(args: argparse.Namespace) -> int:
                     shown_path(path))]
     results = Path(args.results)
     if (results / "per_sample.jsonl").is_file() and out.resolve() == (results / "report").resolve():
+        from spear_metrics.core.runner import scored_metadata
+
+        metadata = scored_metadata(results)  # the CSV the run scored, as score recorded it
+        metadata_arg = shown_path(metadata) if metadata is not None and metadata.is_file() else "METADATA.csv"
         steps.append(("publish the run with this report as a results dataset (report/ is included)",
                       command("spearbench", "push-results", shown_path(results), "--local-dir",
                               shown_path(results.parent, f"{results.name}_dataset"), "--model-name", run_.name,
-                              "--metadata", "METADATA.csv", "--with-audio")))
+                              "--metadata", metadata_arg, "--with-audio")))
     next_steps(*steps)
     return 0

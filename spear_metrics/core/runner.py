@@ -329,6 +329,20 @@ def _fingerprint(metadata: Path, dims: Sequence[Dimension]) -> dict[str, Any]:
     }
 
 
+def scored_metadata(results: str | os.PathLike) -> Path | None:
+    """The metadata CSV a scored run read: the ``metadata`` path of the run's fingerprint
+    (``RESULTS/.work/run.json``, written by ``score``; ``summary.json`` holds no path, so a
+    published summary names no local file). ``None`` when there is no readable record."""
+    import json
+
+    try:
+        obj = json.loads((Path(results) / WORK_DIR / "run.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    path = obj.get("metadata") if isinstance(obj, dict) else None
+    return Path(path) if isinstance(path, str) and path else None
+
+
 def _distributed_state():
     """accelerate's process state (one process when not launched through ``accelerate``);
     honours ``ACCELERATE_USE_CPU`` (see :func:`spear_metrics.core.batching.distributed_state`)."""

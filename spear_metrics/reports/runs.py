@@ -44,7 +44,8 @@ class RunData:
 
     Attributes:
         source: the folder or Hub id given.
-        name: display name (the results card's model name, else the folder name).
+        name: display name: the one given, else the results card's model name, else the agent
+            of the ``spearbench infer`` run whose answers a raw folder scored, else the folder name.
         summary: the parsed ``summary.json`` (``{}`` when it could not be read).
         rows: per-sample rows (``per_sample.jsonl`` objects; values missing = ``None``), row order.
         problems: one line per thing wrong with the run (shown, never fatal).
@@ -99,6 +100,18 @@ def _read_raw_folder(d: Path) -> tuple[dict[str, Any], list[dict[str, Any]], lis
     return summary, rows, problems
 
 
+def _agent_of(results: Path) -> str | None:
+    """The agent that answered a scored run's metadata: ``agent`` of ``run_info.json`` beside the
+    metadata CSV the run scored (written by ``spearbench infer``); ``None`` when the run's record,
+    that file or the key is missing (the dataset's own human answers have none)."""
+    from spear_metrics.commands import read_run_info
+    from spear_metrics.core.runner import scored_metadata
+
+    metadata = scored_metadata(results)
+    agent = read_run_info(metadata.parent).get("agent") if metadata is not None else None
+    return agent.strip() or None if isinstance(agent, str) else None
+
+
 def load_run(source: str | Path, *, name: str | None = None) -> RunData:
     """Read a run for a report or a comparison (see the module docstring).
 
@@ -117,7 +130,7 @@ def load_run(source: str | Path, *, name: str | None = None) -> RunData:
     mode = None
     if d.is_dir() and (d / "per_sample.jsonl").is_file():
         summary, rows, problems = _read_raw_folder(d)
-        display = name or d.name
+        display = name or _agent_of(d) or d.name
     else:
         try:
             res = load_results(src)
