@@ -54,8 +54,9 @@ def test_fdb_infer_writes_time_synchronous_replies_that_fdb_scores(fdb_root, rea
             "-a", f"base_url={fake.url}"]
     originals = {p for p in before if p.name in ("output.wav", "output.json")}
     try:
-        # 1. existing replies (the original model's) are kept; only the bare stimulus runs
-        assert main(base + ["--tasks", "smooth_turn_taking", "--no-asr"]) == 0
+        # 1. existing replies (the original model's) are kept; only the bare stimulus runs (the fake
+        # refuses it: no reply written this run, so the run exits 1)
+        assert main(base + ["--tasks", "smooth_turn_taking", "--no-asr"]) == 1
         assert {p: sha(p) for p in before} == before
         assert fake.connections["smooth_turn_taking_2"] == 1 and fake.connections["smooth_turn_taking_1"] == 0
         fails = [json.loads(x) for x in (fdb_root / "smooth_turn_taking/.spearbench-fdb-infer/failures.jsonl").read_text().splitlines()]
@@ -63,7 +64,8 @@ def test_fdb_infer_writes_time_synchronous_replies_that_fdb_scores(fdb_root, rea
         assert not (fdb_root / "smooth_turn_taking/2/output.wav").exists()
         capsys.readouterr()
         # 2. --overwrite never replaces replies fdb-infer did not write (another system's): kept, said so
-        assert main(base + ["--overwrite"]) == 0
+        # (still no reply of this system: exit 1)
+        assert main(base + ["--overwrite"]) == 1
         assert {p: sha(p) for p in before} == before and fake.connections["pause_handling_1"] == 0
         err = capsys.readouterr().err
         assert "2 sample(s) hold an output.wav/output.json fdb-infer did not write" in err

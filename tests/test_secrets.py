@@ -220,7 +220,8 @@ def test_a_key_typed_inside_base_url_never_reaches_a_file_or_the_console(fdb_dir
         rc = main(["fdb-infer", "--agent", "openai-realtime", "--root", str(task), "--no-asr", "--no-progress",
                    "-a", f"base_url={url}", "-a", "api_key_env=none", "-a", "max_tries=1"])
     printed = capsys.readouterr()
-    assert rc == 0 and paths and key in paths[0]  # the key did travel in the URL, and the server echoed it
+    assert rc == 1 and paths and key in paths[0]  # the key did travel in the URL, and the server echoed it
+    # (exit 1: the handshake was refused, so no reply was written)
     run = json.loads((task / ".spearbench-fdb-infer" / "run.json").read_text())
     assert run["agent_options"]["base_url"] == srv.url(f"/v1/realtime?api_key={MASK}")
     (fail,) = [json.loads(x) for x in (task / ".spearbench-fdb-infer" / "failures.jsonl").read_text().splitlines()]
