@@ -299,10 +299,7 @@ class LiveConnection(WebSocketConnection):
             NetError: refused (HTTP status), unreachable, closed or timed out during the set-up.
             ProtocolError: a malformed first answer.
         """
-        from websockets.asyncio.client import connect
-        from websockets.exceptions import InvalidHandshake, InvalidStatus
-
-        from spear_metrics.agents.net import REQUEST_ID_HEADER, NetError, http_error, mask_secrets, request_id, within
+        from spear_metrics.agents.net import REQUEST_ID_HEADER, request_id, within
 
         self._ready = asyncio.Event()
         self._open_error = None
@@ -312,19 +309,7 @@ class LiveConnection(WebSocketConnection):
         headers = {"x-goog-api-key": self.agent.key()}
         if self.agent.send_row_id and self.request.row_id:
             headers[REQUEST_ID_HEADER] = request_id(self.request.row_id)
-        try:
-            self.ws = await within(self.agent.connect_timeout_s,
-                                   connect(where, additional_headers=headers, max_size=2 ** 24, open_timeout=None,
-                                           ping_interval=None, close_timeout=2, max_queue=None,
-                                           compression="deflate" if self.agent.ws_compression else None),
-                                   f"WebSocket handshake with {where}")
-        except InvalidStatus as e:
-            r = e.response
-            body = r.body.decode("utf-8", "replace") if isinstance(r.body, bytes) else ""
-            raise http_error(r.status_code, body, dict(r.headers.raw_items()), what=f"{where} (WebSocket handshake)") from None
-        except (OSError, InvalidHandshake) as e:
-            raise NetError(f"cannot open a WebSocket to {where}: {type(e).__name__}: {mask_secrets(str(e))[:160]}",
-                           retryable=isinstance(e, OSError)) from None
+        await self._handshake(where, where, headers, timeout_s=self.agent.connect_timeout_s, max_size=2 ** 24)
         self._receiver = asyncio.create_task(self._receive())
         try:
             await self._send(self.agent.setup_message(self.request))

@@ -374,11 +374,10 @@ class MoshiConnection(WebSocketConnection):
             NetError: refused (HTTP status), unreachable, closed or timed out before the handshake;
                 ProtocolError: a first message other than the handshake; an error message (0x05).
         """
-        from websockets.asyncio.client import connect
-        from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
+        from websockets.exceptions import ConnectionClosed
 
-        from spear_metrics.agents.net import (REQUEST_ID_HEADER, RETRY_CLOSE_CODES, NetError, api_key, http_error,
-                                              mask_secrets, request_id, within)
+        from spear_metrics.agents.net import (REQUEST_ID_HEADER, RETRY_CLOSE_CODES, NetError, api_key, mask_secrets,
+                                              request_id, within)
 
         self._closing = False
         headers = {}
@@ -387,19 +386,7 @@ class MoshiConnection(WebSocketConnection):
         if self.agent.send_row_id and self.request.row_id:
             headers[REQUEST_ID_HEADER] = request_id(self.request.row_id)
         where = urlsplit(self.agent.url)._replace(query="").geturl()
-        try:
-            self.ws = await within(self.agent.handshake_timeout_s,
-                                   connect(self.agent.url, additional_headers=headers, max_size=None,
-                                           open_timeout=None, ping_interval=None, close_timeout=2, max_queue=None,
-                                           compression="deflate" if self.agent.ws_compression else None),
-                                   f"WebSocket handshake with {where}")
-        except InvalidStatus as e:
-            r = e.response
-            body = r.body.decode("utf-8", "replace") if isinstance(r.body, bytes) else ""
-            raise http_error(r.status_code, body, dict(r.headers.raw_items()), what=f"{where} (WebSocket handshake)") from None
-        except (OSError, InvalidHandshake) as e:
-            raise NetError(f"cannot open a WebSocket to {where}: {type(e).__name__}: {mask_secrets(str(e))[:160]}",
-                           retryable=isinstance(e, OSError)) from None
+        await self._handshake(self.agent.url, where, headers, timeout_s=self.agent.handshake_timeout_s, max_size=None)
         try:
             first = await within(self.agent.handshake_timeout_s, self.ws.recv(), f"the 0x00 handshake from {where}")
             kind, payload = decode_message(first)

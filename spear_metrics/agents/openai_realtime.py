@@ -52,7 +52,6 @@ from spear_metrics.agents.net import (
     RetryPolicy,
     api_key,
     close_reason as _close_reason,
-    http_error,
     mask_secrets,
     request_id,
     with_retries,
@@ -213,9 +212,6 @@ class RealtimeConnection(WebSocketConnection):
 
     # ------------------------------------------------------------------ open (retried)
     async def open(self) -> None:
-        from websockets.asyncio.client import connect
-        from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
-
         self._updated = asyncio.Event()
         self._open_error: Optional[AgentError] = None
         self._turn = asyncio.Event()
@@ -227,19 +223,7 @@ class RealtimeConnection(WebSocketConnection):
         if self.agent.send_row_id and self.request.row_id:
             headers[REQUEST_ID_HEADER] = request_id(self.request.row_id)
         where = self.agent.base_url
-        try:
-            self.ws = await within(self.agent.connect_timeout_s,
-                                   connect(self.agent.url, additional_headers=headers, max_size=2 ** 24,
-                                           open_timeout=None, ping_interval=None, close_timeout=2, max_queue=None,
-                                           compression="deflate" if self.agent.ws_compression else None),
-                                   f"WebSocket handshake with {where}")
-        except InvalidStatus as e:
-            r = e.response
-            body = r.body.decode("utf-8", "replace") if isinstance(r.body, bytes) else ""
-            raise http_error(r.status_code, body, dict(r.headers.raw_items()), what=f"{where} (WebSocket handshake)") from None
-        except (OSError, InvalidHandshake) as e:
-            raise NetError(f"cannot open a WebSocket to {where}: {type(e).__name__}: {mask_secrets(str(e))[:160]}",
-                           retryable=isinstance(e, OSError)) from None
+        await self._handshake(self.agent.url, where, headers, timeout_s=self.agent.connect_timeout_s, max_size=2 ** 24)
         self._receiver = asyncio.create_task(self._receive())
         try:
             await self._send(self.agent.session_update(self.request))

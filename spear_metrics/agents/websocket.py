@@ -6,7 +6,10 @@ reaches the session.
 socket (``ws``, a ``websockets`` client connection opened with ``max_queue=None``), the receiver
 task that reads it, and the session's :class:`~spear_metrics.agents.duplex.OutputSink`. A
 subclass opens the socket (its own handshake and set-up), starts :meth:`_receive` as a task and
-supplies the hooks:
+supplies the hooks. Its ``open()`` opens the socket with :meth:`_handshake` (the one place of the
+WebSocket handshake and of how a refused or failed one becomes a :class:`NetError`).
+
+The hooks:
 
 - :meth:`_messages`: one received frame -> the messages :meth:`_handle` takes (decoding);
 - :meth:`_handle`: one message -> the sink (raises ``AgentError`` to fail the session);
@@ -23,7 +26,7 @@ from typing import Any, Iterable, Optional
 
 from spear_metrics.agents.base import AgentError
 from spear_metrics.agents.duplex import AudioRequest, OutputSink, ProtocolError
-from spear_metrics.agents.net import RETRY_CLOSE_CODES, NetError, close_reason, mask_secrets
+from spear_metrics.agents.net import RETRY_CLOSE_CODES, NetError, close_reason, http_error, mask_secrets, within
 
 
 class WebSocketConnection:
@@ -71,6 +74,41 @@ class WebSocketConnection:
         """The connection closed after the set-up (close ``code`` or ``None``, ``why`` in words):
         fail the sink, unless the session had ended normally."""
         raise NotImplementedError
+
+    # ------------------------------------------------------------------ opening
+    async def _handshake(self, url: str, where: str, headers: dict[str, str], *, timeout_s: float,
+                         max_size: Optional[int]) -> None:
+        """Open the WebSocket to ``url`` and keep it in :attr:`ws` (one try; the caller retries).
+
+        The connection: ``additional_headers=headers``, frames of at most ``max_size`` bytes
+        (``None``: no limit), no keep-alive pings, an unbounded queue (``max_queue=None``, see
+        :meth:`_abort`), a 2 s close timeout, per-message deflate only when the adapter's
+        ``ws_compression`` is on; the whole handshake bounded by ``timeout_s`` seconds.
+
+        Args:
+            where: the server as errors name it (an address without secrets).
+
+        Raises:
+            NetError: the handshake refused (its HTTP status, ``Retry-After`` and masked body, via
+                :func:`~spear_metrics.agents.net.http_error`); a network error (retryable) or an
+                invalid handshake (not retryable), masked; no answer within ``timeout_s``.
+        """
+        from websockets.asyncio.client import connect
+        from websockets.exceptions import InvalidHandshake, InvalidStatus
+
+        try:
+            self.ws = await within(timeout_s,
+                                   connect(url, additional_headers=headers, max_size=max_size, open_timeout=None,
+                                           ping_interval=None, close_timeout=2, max_queue=None,
+                                           compression="deflate" if self.agent.ws_compression else None),
+                                   f"WebSocket handshake with {where}")
+        except InvalidStatus as e:
+            r = e.response
+            body = r.body.decode("utf-8", "replace") if isinstance(r.body, bytes) else ""
+            raise http_error(r.status_code, body, dict(r.headers.raw_items()), what=f"{where} (WebSocket handshake)") from None
+        except (OSError, InvalidHandshake) as e:
+            raise NetError(f"cannot open a WebSocket to {where}: {type(e).__name__}: {mask_secrets(str(e))[:160]}",
+                           retryable=isinstance(e, OSError)) from None
 
     # ------------------------------------------------------------------ closing
     async def close(self) -> None:
