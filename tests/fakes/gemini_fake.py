@@ -37,7 +37,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from fakes.server import LoopbackServer, row_of, speech_end_detector
+from fakes.server import ScenarioServer, row_of, speech_end_detector
 
 PATH_RE = re.compile(r"^/ws/google\.ai\.generativelanguage\.(v1beta|v1alpha)\.GenerativeService\.BidiGenerateContent$")
 
@@ -87,33 +87,15 @@ class SessionLog:
     answer_input_s: Optional[float] = None  # input time received when the answer was sent
 
 
-class FakeGeminiLive(LoopbackServer):
+class FakeGeminiLive(ScenarioServer):
     """``with FakeGeminiLive(programs, default) as fake: GeminiLiveAgent(base_url=fake.url(""))``:
     the scenario of a session is ``programs[row]`` (row = its ``X-Client-Request-Id`` header), else
     ``default``; :attr:`sessions` lists each session's :class:`SessionLog`, :attr:`connections`
     counts handshakes per row."""
 
-    def __init__(self, programs: dict[str, GeminiScenario], default: Optional[GeminiScenario] = None, **kw: Any):
-        self.programs = dict(programs)
-        self.default = default
-        self.sessions: list[SessionLog] = []
-        self.connections: dict[str, int] = {}
-        super().__init__(self._handle, process_request=self._process_request, **kw)
+    refusal = "PERMISSION_DENIED: the caller does not have permission\n"
 
-    def program(self, headers: Any) -> GeminiScenario:
-        sc = self.programs.get(row_of(headers), self.default)
-        if sc is None:
-            raise KeyError(f"no program for row {row_of(headers)!r}")
-        return sc
-
-    def by_row(self) -> dict[str, SessionLog]:
-        return {s.row: s for s in self.sessions}
-
-    def _process_request(self, conn: Any, request: Any) -> Any:
-        row = row_of(request.headers)
-        self.connections[row] = self.connections.get(row, 0) + 1
-        if self.program(request.headers).fault == "refuse":
-            return conn.respond(HTTPStatus.FORBIDDEN, "PERMISSION_DENIED: the caller does not have permission\n")
+    def check_request(self, conn: Any, request: Any) -> Any:
         if not PATH_RE.match(request.path.partition("?")[0]):
             return conn.respond(HTTPStatus.NOT_FOUND, "no such method\n")
         return None

@@ -22,13 +22,12 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from http import HTTPStatus
 from typing import Any, Optional
 
 import numpy as np
 import sphn
 
-from fakes.server import LoopbackServer, row_of, speech_end_detector
+from fakes.server import ScenarioServer, row_of, speech_end_detector
 
 SR = 24_000
 FRAME = 1_920
@@ -64,34 +63,13 @@ class SessionLog:
     speech_end_s: Optional[float] = None
 
 
-class FakeMoshi(LoopbackServer):
+class FakeMoshi(ScenarioServer):
     """``with FakeMoshi(programs, default) as fake: MoshiAgent(url=fake.url("/api/chat"))``: the
     scenario of a session is ``programs[row]`` (row = its ``X-Client-Request-Id`` header), else
     ``default``; :attr:`sessions` lists each session's :class:`SessionLog`, :attr:`connections`
     counts handshakes per row."""
 
-    def __init__(self, programs: dict[str, MoshiScenario], default: Optional[MoshiScenario] = None, **kw: Any):
-        self.programs = dict(programs)
-        self.default = default
-        self.sessions: list[SessionLog] = []
-        self.connections: dict[str, int] = {}
-        super().__init__(self._handle, process_request=self._process_request, **kw)
-
-    def program(self, headers: Any) -> MoshiScenario:
-        sc = self.programs.get(row_of(headers), self.default)
-        if sc is None:
-            raise KeyError(f"no program for row {row_of(headers)!r}")
-        return sc
-
-    def by_row(self) -> dict[str, SessionLog]:
-        return {s.row: s for s in self.sessions}
-
-    def _process_request(self, conn: Any, request: Any) -> Any:
-        row = row_of(request.headers)
-        self.connections[row] = self.connections.get(row, 0) + 1
-        if self.program(request.headers).fault == "refuse":
-            return conn.respond(HTTPStatus.FORBIDDEN, "Forbidden: this server does not take new sessions\n")
-        return None
+    refusal = "Forbidden: this server does not take new sessions\n"
 
     async def _handle(self, ws: Any) -> None:
         sc = self.program(ws.request.headers)

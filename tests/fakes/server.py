@@ -85,6 +85,48 @@ class LoopbackServer:
             self._loop.close()
 
 
+class ScenarioServer(LoopbackServer):
+    """A loopback fake that plays one scenario per session: ``programs[row]`` (row = the session's
+    ``X-Client-Request-Id`` header, :func:`row_of`), else ``default``. :attr:`sessions` lists the
+    subclass's per-session logs (each with a ``row``), :attr:`connections` counts handshakes per row.
+    A scenario whose ``fault`` is ``"refuse"`` gets HTTP 403 with :attr:`refusal` at the handshake;
+    :meth:`check_request` adds a subclass's own checks of the request."""
+
+    refusal = "Forbidden\n"
+
+    def __init__(self, programs: dict[str, Any], default: Any = None, **kw: Any):
+        self.programs = dict(programs)
+        self.default = default
+        self.sessions: list[Any] = []
+        self.connections: dict[str, int] = {}
+        super().__init__(self._handle, process_request=self._process_request, **kw)
+
+    async def _handle(self, ws: Any) -> None:
+        raise NotImplementedError
+
+    def program(self, headers: Any) -> Any:
+        sc = self.programs.get(row_of(headers), self.default)
+        if sc is None:
+            raise KeyError(f"no program for row {row_of(headers)!r}")
+        return sc
+
+    def by_row(self) -> dict[str, Any]:
+        return {s.row: s for s in self.sessions}
+
+    def check_request(self, conn: Any, request: Any) -> Any:
+        """A response refusing ``request`` for a reason of the subclass's protocol, else ``None``."""
+        return None
+
+    def _process_request(self, conn: Any, request: Any) -> Any:
+        from http import HTTPStatus
+
+        row = row_of(request.headers)
+        self.connections[row] = self.connections.get(row, 0) + 1
+        if self.program(request.headers).fault == "refuse":
+            return conn.respond(HTTPStatus.FORBIDDEN, self.refusal)
+        return self.check_request(conn, request)
+
+
 def row_of(headers: Any) -> str:
     """The row a session belongs to: the ``X-Client-Request-Id`` header the adapters send."""
     return str(headers.get("X-Client-Request-Id", "") or "")
