@@ -74,7 +74,27 @@ def known_asr(name: str, texts):
     return Known
 
 
-class FakeChatServer:
+class LoopbackHTTP:
+    """An HTTP fake on a free loopback port (127.0.0.1) serving ``handler`` (a
+    ``BaseHTTPRequestHandler`` class) in a thread: :meth:`_serve` binds it and sets :attr:`url`
+    (``http://127.0.0.1:PORT`` + ``path``); the server runs while the object is used as a
+    context manager."""
+
+    def _serve(self, handler: type, path: str = "") -> None:
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}{path}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class FakeChatServer(LoopbackHTTP):
     """A chat-completions server on a free loopback port (127.0.0.1) answering from a list of
     ``(status, content)`` (the last entry repeats) or from a function ``body -> (status,
     content)``. An entry may carry a third element ``{"headers": {...}, "delay_s": s}``: response
@@ -119,17 +139,7 @@ class FakeChatServer:
             def log_message(self, *a):
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.server.shutdown()
-        self.server.server_close()
+        self._serve(Handler, "/v1")
 
 
 class OneSessionAtATime:

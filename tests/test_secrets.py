@@ -9,14 +9,13 @@ import json
 import os
 import subprocess
 import sys
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
 
 from conftest import REPO, STEREO_DIALOGUE
-from helpers import FakeChatServer, make_clips, row, write_rows
+from helpers import FakeChatServer, LoopbackHTTP, make_clips, row, write_rows
 
 from spear_metrics.core.secrets import MASK, SECRET_ENV_VARS, mask_secrets, mask_value, register_secret
 
@@ -44,7 +43,7 @@ def test_mask_secrets_masks_values_from_every_source(monkeypatch):
     assert mask_value({"a": [f"value-of-OPENAI_API_KEY-0123"], "n": 1.5}) == {"a": [MASK], "n": 1.5}
 
 
-class _EchoHub:
+class _EchoHub(LoopbackHTTP):
     """A Hub API on 127.0.0.1 that refuses every request with 401 and echoes the credential it
     was sent, as a misbehaving server or proxy may."""
 
@@ -71,17 +70,7 @@ class _EchoHub:
             def log_message(self, *a):
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.server.shutdown()
-        self.server.server_close()
+        self._serve(Handler)
 
 
 @pytest.fixture(scope="module")
