@@ -5,7 +5,7 @@ What it builds (``--workdir``, default a temporary folder; nothing is downloaded
 
 - 2,725 rows (994 ``improvised`` + 1,731 ``naturalistic``), the size of SPEAR's test split.
 - Input clips: 16 kHz stereo, one AMI speaker per channel (pairs of the real headset channels of
-  ``../shared/fixtures/real/pyannote-audio__seriously_source*.wav``, as the ``DERIVED__`` fixture
+  ``tests/fixtures/real/pyannote-audio__seriously_source*.wav``, as the ``DERIVED__`` fixture
   pairs them), cut to lengths drawn so that the mean is 14.85 s (3-30 s), the question being the
   last 1-5 s.
 - Answers, mean 8.79 s (the human row's ``explainable_duration_s`` in the published table), 1-30 s,
@@ -62,7 +62,7 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
-REAL = REPO.parent / "shared" / "fixtures" / "real"
+REAL = REPO / "tests" / "fixtures" / "real"
 SR = 16_000
 N_IMPROVISED, N_NATURALISTIC = 994, 1731
 MEAN_INPUT_S, MEAN_ANSWER_S = 14.85, 8.79

@@ -24,7 +24,7 @@ Models (random weights; the architecture and size of the reference checkpoints):
 
 Rows: answers (and input clips) with the full split's length distribution
 (``bench_full_split.py``: answers 1-30 s, mean 8.79 s), cut from the real fixtures when
-``../shared/fixtures`` is there, otherwise noise of the same lengths (random weights: the content
+``tests/fixtures`` is there, otherwise noise of the same lengths (random weights: the content
 does not change the cost). One decode per file (``Sample``), rows ordered longest answer first
 as the runner orders them for model-based dimensions.
 

@@ -1,7 +1,7 @@
 """Throughput and onset accuracy of ``spearbench infer --agent openai-realtime`` with real-time pacing.
 
 Runs ``infer`` over ``--rows`` SPEAR-shaped rows (stereo 16 kHz clips of ``--clip-s`` seconds cut from
-the real AMI recording in ../shared/fixtures/real) against the loopback Realtime fake
+the real AMI recording in tests/fixtures/real) against the loopback Realtime fake
 (``tests/openai_fakes.py``, in a separate process so that it does not share the client's GIL), which
 answers ``--delay-s`` seconds (of input samples) after each clip's end. Twice: ``--concurrency 1`` on
 ``--serial-rows`` rows (figures extrapolated to all rows) and ``--concurrency N`` on all rows.
@@ -34,7 +34,7 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
-REAL = REPO.parent / "shared" / "fixtures" / "real"
+REAL = REPO / "tests" / "fixtures" / "real"
 STEREO = REAL / "DERIVED__pyannote-audio__seriously_29-60s_stereo_L-FEE016_R-MEO015.wav"
 KEY = "sk-bench-not-a-real-key-000000"
 

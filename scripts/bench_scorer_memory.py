@@ -38,7 +38,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-JFK = ROOT.parent / "shared" / "fixtures" / "real" / "faster-whisper__jfk.flac"
+JFK = ROOT / "tests" / "fixtures" / "real" / "faster-whisper__jfk.flac"
 SCORERS = ("distillmos", "dnsmos", "utmos", "asr-embedded", "speech_quality", "lid", "dialect", "emotions")
 GIB = 1024 ** 3
 

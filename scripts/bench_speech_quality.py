@@ -16,7 +16,7 @@ from spear_datasets.audio import load_audio
 from spear_metrics.core.asr import load_asr
 from spear_metrics.core.mos import load_mos
 
-REAL = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "real"
+REAL = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "real"
 CLIPS = ["faster-whisper__jfk.flac", "speechbrain__p225_002.wav", "speechbrain__p226_002.wav"]
 
 

@@ -1,7 +1,7 @@
 """Speed and memory of `interruptions` + `explainable_features` against a plain upstream-style loop.
 
 Builds N SPEAR samples from the real fixtures (input clip: the stereo AMI dialogue cut at the end of
-FEE016's turn; answers: every real mono/stereo recording in ../shared/fixtures/real), then times
+FEE016's turn; answers: every real mono/stereo recording in tests/fixtures/real), then times
 
 - ours: `spearbench score` (run_score, streaming batches, Silero's batched VAD backend), and
 - baseline: `scripts/spear_reference.py`, a plain re-statement of SPEAR's rule with no project code:
@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-REAL = REPO.parent / "shared" / "fixtures" / "real"
+REAL = REPO / "tests" / "fixtures" / "real"
 ANSWERS = ["faster-whisper__jfk.flac", "speechbrain__p225_002.wav", "speechbrain__p226_002.wav",
            "lhotse__ES2011a.Headset-0-40s-46s.wav", "pyannote-audio__dev00.wav", "pyannote-audio__sample.wav"]
 

@@ -1,6 +1,6 @@
 """Each published SPEAR key as the project computes it, next to a plain re-statement of SPEAR's rule.
 
-    .venv/bin/python scripts/check_fidelity.py --build DIR          # rows cut from ../shared/fixtures
+    .venv/bin/python scripts/check_fidelity.py --build DIR          # rows cut from tests/fixtures
     .venv/bin/python scripts/check_fidelity.py --metadata DIR/metadata.csv [--no-asr]
 
 The project side is ``spearbench score`` (``run_score``) with ``interruptions``,
@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import spear_reference as ref  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
-REAL = REPO.parent / "shared" / "fixtures" / "real"
+REAL = REPO / "tests" / "fixtures" / "real"
 HEADER = ["audio_path", "answer_audio_path", "context_end_time", "question_end_time", "answer_duration", "speakers",
           "conversation_id", "transcript_question", "transcript_answer", "answer_start_time"]
 
@@ -129,7 +129,7 @@ def reference(meta: Path, per_row: list[dict], asr_labels: list[str]) -> tuple[d
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--build", type=Path, help="write rows cut from ../shared/fixtures under this folder, then check them")
+    ap.add_argument("--build", type=Path, help="write rows cut from tests/fixtures under this folder, then check them")
     ap.add_argument("--metadata", type=Path)
     ap.add_argument("--no-asr", action="store_true", help="skip speech_quality (the embedded ASR is the slow part)")
     a = ap.parse_args()

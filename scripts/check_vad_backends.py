@@ -2,7 +2,7 @@
 
     .venv/bin/python scripts/check_vad_backends.py [--audio DIR ...] [--json out.json]
 
-Signals: every fixture recording under ``../shared/fixtures`` (real speech and Full-Duplex-Bench's
+Signals: every fixture recording under ``tests/fixtures`` (real speech and Full-Duplex-Bench's
 examples), each channel and the channel mix, resampled to 16 kHz with torchaudio as the
 dimensions read them; ``--audio DIR`` adds every audio file of DIR (e.g. the pool of
 ``scripts/bench_full_split.py --workdir W``: ``W/split/pool``). For ``batched`` and ``sequence``
@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
-FIXTURES = REPO.parent / "shared" / "fixtures"
+FIXTURES = REPO / "tests" / "fixtures"
 AUDIO = {".wav", ".flac", ".mp3", ".ogg"}
 SETTINGS = {
     "defaults, 0.1 s": dict(return_seconds=True, time_resolution=1),

@@ -1,6 +1,6 @@
 """Test helper: SPEAR samples cut at the speaker hand-overs of three real recorded conversations.
 
-Conversations (``../shared/fixtures/real``):
+Conversations (``tests/fixtures/real``):
 
 - ``sample``: pyannote.audio's 30 s telephone call (mono mix; RTTM turns, STM text), one channel
   per speaker cut from the mix with the RTTM turns (``split_by_speaker``, as the demo does);

@@ -1,4 +1,5 @@
-"""Shared test fixtures: the real recordings in ../shared/fixtures (read in place, never copied)."""
+"""Shared test fixtures: the real recordings in tests/fixtures (shipped with the repository; see
+tests/fixtures/README.md for licences and provenance)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
-FIXTURES = SHARED / "fixtures"
+FIXTURES = REPO / "tests" / "fixtures"
+REFERENCE = FIXTURES / "reference"
 REAL = FIXTURES / "real"
 FDB = FIXTURES / "fdb"
 STEREO_DIALOGUE = REAL / "DERIVED__pyannote-audio__seriously_29-60s_stereo_L-FEE016_R-MEO015.wav"
@@ -17,12 +18,12 @@ STEREO_DIALOGUE = REAL / "DERIVED__pyannote-audio__seriously_29-60s_stereo_L-FEE
 @pytest.fixture(scope="session")
 def real_dir() -> Path:
     if not REAL.is_dir():
-        pytest.skip(f"real-speech fixtures not found at {REAL} (../shared is absent)")
+        pytest.fail(f"real-speech fixtures not found at {REAL} (tests/fixtures is incomplete)")
     return REAL
 
 
 @pytest.fixture(scope="session")
 def fdb_dir() -> Path:
     if not FDB.is_dir():
-        pytest.skip(f"Full-Duplex-Bench fixtures not found at {FDB} (../shared is absent)")
+        pytest.fail(f"Full-Duplex-Bench fixtures not found at {FDB} (tests/fixtures is incomplete)")
     return FDB

@@ -1,5 +1,5 @@
 """Small Dynamic-SUPERB task instances in the exact Hub schema (``file``, ``audio``, ``instruction``,
-``label``[, ``audio2``, ``label2``]), built from the real recordings of ../shared/fixtures/real
+``label``[, ``audio2``, ``label2``]), built from the real recordings of tests/fixtures/real
 and stored as local ``datasets`` folders (``save_to_disk``), one per instance.
 
 - ``SuperbASR_LibriSpeech-TestClean`` (word_error_rate) with an ``audio2`` column: JFK's 11 s

@@ -1,5 +1,5 @@
 """Hand-made SpeechRole-Eval inputs of the real schema around the real recordings of
-``../shared/fixtures/real`` (linked, never copied), and a loopback judge that answers as an audio
+``tests/fixtures/real`` (linked, never copied), and a loopback judge that answers as an audio
 LLM judge would, deterministically."""
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from spear_datasets.schema import (
     strip_speaker_tags,
 )
 
-from conftest import STEREO_DIALOGUE, SHARED
+from conftest import STEREO_DIALOGUE, REFERENCE
 
 
 def test_flac_44k_24bit_resampled_to_16k(real_dir):
@@ -115,9 +115,9 @@ def test_resolve_path_roots(tmp_path):
 
 
 def test_upstream_metadata_example_reads():
-    p = SHARED / "reference" / "spear_metadata_example.csv"
+    p = REFERENCE / "spear_metadata_example.csv"
     if not p.exists():
-        pytest.skip("../shared/reference absent")
+        pytest.fail("tests/fixtures/reference is incomplete")
     rows = read_metadata(p, required=("audio_path",))
     assert len(rows) == 5 and list(rows[0])[: len(SPEAR_COLUMNS)] == list(SPEAR_COLUMNS)
     r = parse_row(rows[0], require_answer=False)

@@ -1,4 +1,4 @@
-"""Full-Duplex-Bench v1.0 scoring on the real example samples of ../shared/fixtures/fdb (read in place).
+"""Full-Duplex-Bench v1.0 scoring on the real example samples of tests/fixtures/fdb (read in place).
 
 Expected values are worked out by hand from the JSON files of the fixtures (quoted in comments),
 not by running the code under test.

@@ -1,4 +1,4 @@
-"""``spearbench fdb-infer`` on Full-Duplex-Bench's own example stimuli (../shared/fixtures/fdb), through
+"""``spearbench fdb-infer`` on Full-Duplex-Bench's own example stimuli (tests/fixtures/fdb), through
 ``openai-realtime`` against the loopback Realtime fake (clocked by the samples it receives), then
 ``spearbench fdb`` scores the folder as is."""
 

@@ -1,5 +1,5 @@
 """`spearbench fdb --release`: a miniature FDB v1.0 model-outputs release, in the release layout,
-built from the real FDB example samples of ../shared/fixtures/fdb (audio read in place; replies
+built from the real FDB example samples of tests/fixtures/fdb (audio read in place; replies
 re-encoded as 24 kHz FLAC padded or cut to their stimulus, as the release ships them).
 
 Expected values are worked out from the fixtures' JSON files (quoted in comments) and, for FDB's
@@ -139,7 +139,7 @@ def rel_args(release, stimuli, out, *more):
             "--reference", str(FDB_GT), "--no-progress", *more]
 
 
-FDB_GT = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "fdb" / "icc_gt_distribution.json"
+FDB_GT = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "fdb" / "icc_gt_distribution.json"
 
 
 @pytest.fixture(scope="module")

@@ -31,7 +31,7 @@ def make_csv(root: Path, behaviours: list[str]) -> Path:
     """A SPEAR CSV of ``len(behaviours)`` 4-s stereo clips of the real dialogue; each row's
     ``conversation_id`` names what the test adapter does with it."""
     if not STEREO_DIALOGUE.is_file():
-        pytest.skip("real-speech fixtures not found (../shared is absent)")
+        pytest.fail("real-speech fixtures not found (tests/fixtures is incomplete)")
     src, sr = sf.read(str(STEREO_DIALOGUE), dtype="int16")
     root.mkdir(parents=True, exist_ok=True)
     rows = []

@@ -258,7 +258,7 @@ def test_speechrole_summarize_names_a_and_b_and_ends_with_next(tmp_path, capsys)
 
     src = FIXTURES / "speechrole" / "ali_cloud"
     if not src.is_dir():
-        pytest.skip(f"SpeechRole fixtures not found at {src} (../shared is absent)")
+        pytest.fail(f"SpeechRole fixtures not found at {src} (tests/fixtures is incomplete)")
     out = str(tmp_path / "sr") + "/"  # a trailing slash never becomes '//' in what is printed
     assert main(["speechrole", "summarize", "--results", str(src), "--out", out]) == 0
     lines = capsys.readouterr().out.splitlines()

@@ -268,7 +268,7 @@ def test_browser_benchmark_tabs_say_none_loaded_and_wrap_headers_between_words(s
 
     rel = FIXTURES / "speechrole" / "ali_cloud"
     if not rel.is_dir():
-        pytest.skip("SpeechRole judge outputs not found (../shared is absent)")
+        pytest.fail("SpeechRole judge outputs not found (tests/fixtures is incomplete)")
     assert main(["speechrole", "summarize", "--results", str(rel), "--out", str(tmp_path / "S"), "--bootstrap", "50"]) == 0
     assert main(["push-results", str(tmp_path / "S"), "--local-dir", str(tmp_path / "DS"), "--model-name", "ali_cloud"]) == 0
     demo = app.build_app([str(tmp_path / "DS")])

@@ -33,7 +33,7 @@ RELEASED = FIXTURES / "speechrole"
 @pytest.fixture(scope="module")
 def released() -> Path:
     if not RELEASED.is_dir():
-        pytest.skip(f"SpeechRole fixtures not found at {RELEASED} (../shared is absent)")
+        pytest.fail(f"SpeechRole fixtures not found at {RELEASED} (tests/fixtures is incomplete)")
     return RELEASED
 
 

@@ -194,7 +194,7 @@ def test_summarize_released_folder_equals_score_folder_summary(tmp_path):
 
     rel = FIXTURES / "speechrole" / "ali_cloud"
     if not rel.is_dir():
-        pytest.skip("../shared is absent")
+        pytest.fail("tests/fixtures is incomplete")
     assert main(["speechrole", "summarize", "--results", str(rel), "--out", str(tmp_path / "S"), "--bootstrap", "50"]) == 0
     s = json.loads((tmp_path / "S" / "summary.json").read_text())
     assert s["result_shapes"] == {"nested": 4} and s["n_samples"] == 8
@@ -210,7 +210,7 @@ def test_results_dataset_push_load_and_the_space_tab(tmp_path, capsys):
 
     rel = FIXTURES / "speechrole" / "ali_cloud"
     if not rel.is_dir():
-        pytest.skip("../shared is absent")
+        pytest.fail("tests/fixtures is incomplete")
     run = tmp_path / "S"
     assert main(["speechrole", "summarize", "--results", str(rel), "--out", str(run), "--bootstrap", "100"]) == 0
     ds = tmp_path / "DS"
@@ -249,7 +249,7 @@ def test_evaluate_module_aggregates_result_files():
 
     rel = FIXTURES / "speechrole"
     if not rel.is_dir():
-        pytest.skip("../shared is absent")
+        pytest.fail("tests/fixtures is incomplete")
     m = evaluate.load(str(REPO / "spear_metrics" / "speechrole" / "speechrole.py"))
     r = m.compute(result_file=[str(rel / "ali_cloud/single/Shrek.json"), str(rel / "ali_cloud/multi/Thor.json")],
                   mode=["single", "multi"], bootstrap=0)
@@ -266,7 +266,7 @@ def test_foreign_results_and_outputs_are_never_overwritten(eval_root, tmp_path, 
 
     rel = FIXTURES / "speechrole" / "ali_cloud"
     if not rel.is_dir():
-        pytest.skip("../shared is absent")
+        pytest.fail("tests/fixtures is incomplete")
     released = tmp_path / "test_results" / "ali_cloud"
     shutil_copy = __import__("shutil").copytree
     shutil_copy(rel, released)
