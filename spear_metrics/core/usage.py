@@ -163,7 +163,7 @@ class UsageTally:
                     by[m]["cost_note"] = note
                     notes.append(note)
                 costs.append(cost)
-            out["cost"] = None if any(c is None for c in costs) else round(sum(costs), 6)
+            out["cost"] = None if any(c is None for c in costs) else round(sum(costs), 12)
             out["currency"] = prices.currency
             out["price_table"] = prices.source
             if notes:
@@ -234,4 +234,4 @@ class PriceTable:
             if price is None:
                 return None, f"{model!r} billed {n} {k.replace('_', ' ')} tokens and {self.source} has no {k} price"
             total += n * price / 1e6
-        return round(total, 6), None
+        return round(total, 12), None
