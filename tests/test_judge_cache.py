@@ -319,3 +319,16 @@ def test_old_option_spellings_still_work(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("deprecated") == 3 and "--judge-key-env" in err
     assert "--judge-api-key-env" not in p.format_help()
+
+
+def test_stances_take_the_shared_judge_options(capsys, monkeypatch):
+    from spear_metrics.core.options import OptionError
+    from spear_metrics.stances.definition import Stances
+
+    monkeypatch.setenv("STANCE_JUDGE_KEY", "sk-stance-0123456789")
+    s = Stances(judge_base_url="http://127.0.0.1:9/v1", judge_timeout=7.0, judge_key_env="STANCE_JUDGE_KEY")
+    cfg = s.judge_config()
+    assert (cfg.url, cfg.timeout_s, cfg.key_env, cfg.retries) == ("http://127.0.0.1:9/v1", 7.0, "STANCE_JUDGE_KEY", 6)
+    assert capsys.readouterr().err.count("deprecated") == 2
+    with pytest.raises(OptionError, match="judge_key_env"):
+        Stances(judge_url="http://127.0.0.1:9/v1", judge_api_key="sk-on-the-command-line-0123")

@@ -234,6 +234,7 @@ class Judge:
             when the key cannot be sent in an HTTP header.
         cache: the reply cache (:class:`spear_metrics.core.judge_cache.JudgeCache`); ``None``: none.
         max_reply_bytes: the largest reply body accepted (bytes, default :data:`MAX_REPLY_BYTES`).
+        prices: a :class:`spear_metrics.core.usage.PriceTable` that :meth:`report` prices the usage with.
 
     Raises:
         ValueError: no ``base_url`` or ``model``; a key that cannot be sent in an HTTP header
@@ -260,6 +261,7 @@ class Judge:
         key_source: str = "api_key",
         cache: Any = None,
         max_reply_bytes: int = MAX_REPLY_BYTES,
+        prices: Any = None,
     ):
         if not base_url or not str(base_url).strip():
             raise ValueError("Judge needs a base_url (OpenAI-compatible API root, e.g. http://host:8000/v1)")
@@ -275,6 +277,7 @@ class Judge:
         self.max_wait_s = max(0.0, float(max_wait_s))
         self.max_reply_bytes = max(1, int(max_reply_bytes))
         self.cache = cache
+        self.prices = prices
         self._retry = RetryPolicy(max_tries=1 + self.max_retries, base_delay_s=self.backoff_s,
                                   max_delay_s=self.max_wait_s, jitter=False)
         self._api_key = api_key if api_key is not None else (os.environ.get("OPENAI_API_KEY") or None)
@@ -570,7 +573,8 @@ class Judge:
         ``calls``, ``answers``, ``answers_from_cache``, ``requests`` (sent to the service),
         ``returned_models`` / ``system_fingerprints`` (value -> answers), ``cache`` (its
         counts) and ``usage`` (:meth:`spear_metrics.core.usage.UsageTally.to_json`, with costs when
-        ``prices`` is a :class:`~spear_metrics.core.usage.PriceTable`)."""
+        ``prices`` (default: the judge's own ``prices``) is a :class:`~spear_metrics.core.usage.PriceTable`)."""
+        prices = prices if prices is not None else self.prices
         with self._lock:
             out: dict[str, Any] = {"requested_model": self.model, "moving_alias": moving_alias(self.model),
                                    "calls": self._counts["calls"], "answers": self._counts["answers"],
@@ -795,7 +799,8 @@ def make_judge(config: JudgeConfig, *, warn: Callable[[str], None] | None = None
     return Judge(str(config.url), str(config.model), api_key=key, temperature=config.temperature,
                  seed=None if config.seed is None else int(config.seed), max_retries=int(config.retries),
                  timeout=float(config.timeout_s), backoff_s=float(config.backoff_s),
-                 key_source=(config.key_env or "OPENAI_API_KEY"), cache=cache if config.cache != "off" else None)
+                 key_source=(config.key_env or "OPENAI_API_KEY"), cache=cache if config.cache != "off" else None,
+                 prices=config.prices())
 
 
 def judge_calls_line(report: dict[str, Any]) -> str:
