@@ -332,3 +332,21 @@ def test_stances_take_the_shared_judge_options(capsys, monkeypatch):
     assert capsys.readouterr().err.count("deprecated") == 2
     with pytest.raises(OptionError, match="judge_key_env"):
         Stances(judge_url="http://127.0.0.1:9/v1", judge_api_key="sk-on-the-command-line-0123")
+
+
+def test_fdb_relevance_rerun_into_a_new_folder_pays_nothing(fdb_dir, tmp_path, capsys):
+    from spear_metrics.cli import main
+
+    root = fdb_dir / "example_data" / "user_interruption_example"
+    reply = completion('{"analysis": "answers the interrupting request", "rating": 4}')
+    with CountingJudge(lambda body: (200, reply)) as srv:
+        base = ["fdb", "--task", "user_interruption", "--root", str(root), "--judge-url", srv.url, "--judge-model",
+                "judge-model-2024-08-06", "--judge-key-env", "none", "--no-progress", "--bootstrap", "0"]
+        assert main(base + ["--out", str(tmp_path / "r1")]) == 0
+        n = srv.calls
+        assert n >= 1
+        assert main(base + ["--out", str(tmp_path / "r2")]) == 0
+        assert srv.calls == n
+    s2 = json.loads((tmp_path / "r2" / "summary.json").read_text())
+    assert s2["judge_calls"]["answers_from_cache"] == n and s2["judge_calls"]["requests"] == 0
+    assert "from the cache" in capsys.readouterr().out

@@ -225,6 +225,10 @@ def _run_task(args: argparse.Namespace, setup, samples: list, other: list | None
     for k in TASK_KEYS[args.task]:
         print(f"{k:<22} {_value(summary, k)}  95% CI {_fmt(summary.get(k + '_ci95'))}  (n={summary.get(k + '_n')})")
     print(f"{'samples':<22} {summary['n_samples']} ({summary['n_scored']} scored, {summary['n_failed']} failed)")
+    if summary.get("judge_calls"):
+        from spear_metrics.core.judge import judge_calls_line
+
+        print(wrap(judge_calls_line(summary["judge_calls"])))
     for r in results:
         if not r.ok:
             print(f"  failed {r.values.get('id')}: {r.error}", file=sys.stderr)
