@@ -276,6 +276,8 @@ def test_dsuperb_rerun_into_a_new_folder_pays_nothing(tmp_path, capsys):
     s1 = json.loads((tmp_path / "r1" / "summary.json").read_text())
     s2 = json.loads((tmp_path / "r2" / "summary.json").read_text())
     assert s2["judge_calls"]["answers_from_cache"] == 5 and s2["judge_calls"]["requests"] == 0
+    assert s2["judge_replies"] == {"n_judged": 5, "from_cache": 5, "returned_models": {"judge-model-2024-08-06": 5},
+                                   "system_fingerprints": {"fp_loopback": 5}}
     assert s1["judge_calls"]["usage"]["total"]["input_tokens"] == 500  # 5 replies of 100 prompt tokens
     assert s2["tasks"][CLS]["judge_accuracy"] == s1["tasks"][CLS]["judge_accuracy"] == 1.0
     rows = [json.loads(x) for x in (tmp_path / "r2" / "per_sample.jsonl").read_text().splitlines()]
