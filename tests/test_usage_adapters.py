@@ -10,7 +10,7 @@ from spear_metrics.cli import main
 from test_adapters_openai import KEY, answer_24k, name, sources, write_csv
 
 
-def test_chat_completions_usage_in_run_info(real_dir, tmp_path, monkeypatch):
+def test_chat_completions_usage_in_run_info(real_dir, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     ami, _ = sources(real_dir)["ami"]
     kinds = ["ok", "e500_once", "malformed"]  # answered; answered after a 500 (no usage in it); failed
@@ -29,6 +29,7 @@ def test_chat_completions_usage_in_run_info(real_dir, tmp_path, monkeypatch):
     assert tot["input_tokens"] == 2 * CHAT_USAGE["prompt_tokens"] and tot["output_tokens"] == 2 * CHAT_USAGE["completion_tokens"]
     assert tot["audio_input_tokens"] == 80 and tot["audio_output_tokens"] == 30
     assert list(usage["by_model"]) == ["gpt-audio-test"] and usage["by_model"]["gpt-audio-test"]["n_replies"] == 2
+    assert "tokens billed: gpt-audio-test: 100 in / 40 out (80 / 30 audio)" in capsys.readouterr().out
 
 
 def test_realtime_response_done_usage_in_run_info(real_dir, tmp_path, monkeypatch):

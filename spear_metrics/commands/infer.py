@@ -120,6 +120,10 @@ def run(args: argparse.Namespace) -> int:
         if resumed:
             print(wrap(resumed))
         print(f"{info['n_answered']}/{info['n_inputs']} answered, {info['n_failed']} failed -> {metadata}")
+        if info.get("usage"):  # what the service billed for these answers (run_info.json: usage)
+            from spear_metrics.core.usage import usage_line
+
+            print(wrap(usage_line(info["usage"])))
         if info["n_failed"]:
             from spear_metrics.core.records import read_jsonl
 

@@ -805,14 +805,10 @@ def make_judge(config: JudgeConfig, *, warn: Callable[[str], None] | None = None
 
 def judge_calls_line(report: dict[str, Any]) -> str:
     """One line of :meth:`Judge.report` for the end of a command: answers, from the cache,
-    requests, returned model ids, tokens, cost."""
-    u = report.get("usage") or {}
-    tot = u.get("total") or {}
+    requests, returned model ids, tokens and cost (:func:`spear_metrics.core.usage.usage_line`)."""
+    from spear_metrics.core.usage import usage_line
+
     returned = ", ".join(report.get("returned_models") or {}) or "not said"
-    line = (f"judge {report.get('requested_model')}: {report.get('answers', 0)} answer(s), "
+    return (f"judge {report.get('requested_model')}: {report.get('answers', 0)} answer(s), "
             f"{report.get('answers_from_cache', 0)} from the cache, {report.get('requests', 0)} request(s) sent; "
-            f"service answered as {returned}; tokens in {tot.get('input_tokens', 0)} / out {tot.get('output_tokens', 0)}")
-    if "cost" in u:
-        line += (f"; cost {u['cost']:.6f} {u.get('currency', '')}" if u.get("cost") is not None
-                 else f"; cost unknown ({u.get('cost_note')})")
-    return line
+            f"service answered as {returned}; {usage_line(report.get('usage') or {})}")

@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
-__all__ = ["PriceTable", "PriceTableError", "Usage", "UsageTally", "normalize_usage"]
+__all__ = ["PriceTable", "PriceTableError", "Usage", "UsageTally", "normalize_usage", "usage_line"]
 
 #: the fields of a price table entry (prices per million tokens)
 PRICE_FIELDS = ("input", "output", "audio_input", "audio_output", "cached_input")
@@ -235,3 +235,17 @@ class PriceTable:
                 return None, f"{model!r} billed {n} {k.replace('_', ' ')} tokens and {self.source} has no {k} price"
             total += n * price / 1e6
         return round(total, 12), None
+
+
+def usage_line(summed: dict[str, Any]) -> str:
+    """One line of :meth:`UsageTally.to_json` for the end of a command: tokens per model, and
+    the cost when priced."""
+    parts = [f"{m}: {u.get('input_tokens', 0)} in / {u.get('output_tokens', 0)} out" +
+             (f" ({u['audio_input_tokens']} / {u['audio_output_tokens']} audio)"
+              if u.get("audio_input_tokens") or u.get("audio_output_tokens") else "")
+             for m, u in (summed.get("by_model") or {}).items()]
+    line = "tokens billed: " + ("; ".join(parts) or "none reported")
+    if "cost" in summed:
+        line += (f"; cost {summed['cost']:.6f} {summed.get('currency', '')}" if summed.get("cost") is not None
+                 else f"; cost unknown ({summed.get('cost_note')})")
+    return line
