@@ -352,3 +352,35 @@ def test_fdb_relevance_rerun_into_a_new_folder_pays_nothing(fdb_dir, tmp_path, c
     s2 = json.loads((tmp_path / "r2" / "summary.json").read_text())
     assert s2["judge_calls"]["answers_from_cache"] == n and s2["judge_calls"]["requests"] == 0
     assert "from the cache" in capsys.readouterr().out
+
+
+class _StopsAtCall:
+    """A judge (the real client inside) that stops the whole run at its ``n``-th call, as a kill would."""
+
+    def __init__(self, judge: Judge, n: int):
+        self.inner, self.n, self.calls = judge, n, 0
+        self.model, self.temperature, self.seed = judge.model, judge.temperature, judge.seed
+        self.base_url, self.timeout, self.max_retries = judge.base_url, judge.timeout, judge.max_retries
+
+    def ask(self, *a, **k):
+        self.calls += 1
+        if self.calls == self.n:
+            raise KeyboardInterrupt  # the run stops here
+        return self.inner.ask(*a, **k)
+
+
+def test_dsuperb_logs_each_judge_result_as_it_finishes(tmp_path):
+    from spear_metrics.dynamic_superb.scoring import score_predictions
+
+    pred = _predictions(tmp_path / "pred", 6)
+    out = tmp_path / "r"
+    with CountingJudge() as srv:
+        with make(srv.url, None, seed=None) as j:
+            with pytest.raises(KeyboardInterrupt):
+                score_predictions(pred, out, judge=_StopsAtCall(j, 4), n_resamples=0, progress=False)
+        assert srv.calls == 3
+        logged = [json.loads(x) for x in (out / ".work" / "rank-0.jsonl").read_text().splitlines()]
+        assert sum(1 for r in logged if r.get("status") == "ok") == 3  # the 3 finished calls, none lost
+        with make(srv.url, None, seed=None) as j:
+            s = score_predictions(pred, out, judge=j, n_resamples=0, progress=False)
+        assert srv.calls == 6 and s["n_scored"] == 6  # the rerun asked only the 3 unfinished rows
