@@ -405,7 +405,7 @@ class Judge:
         except (TimeoutError, asyncio.TimeoutError):
             raise JudgeError(f"no complete reply from {self.base_url} within the {self.timeout:g} s total time limit "
                              "of a judge request") from None
-        except httpx.HTTPError as e:
+        except (httpx.HTTPError, OSError, ValueError) as e:  # network, TLS, a URL httpx refuses...
             raise JudgeError(f"request to {self.base_url} failed: {type(e).__name__}: "
                              f"{mask_secrets(' '.join(str(e).split()))[:200]}") from None
         except BaseException:
