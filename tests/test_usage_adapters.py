@@ -17,8 +17,12 @@ def test_chat_completions_usage_in_run_info(real_dir, tmp_path, monkeypatch, cap
     csv_path = write_csv(tmp_path / "data", [(name(k), ami) for k in range(len(kinds))])
     fake = ChatFake({name(k): Program(kind) for k, kind in enumerate(kinds)}, answer_24k(real_dir), 24_000, KEY)
     out = tmp_path / "out"
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({"models": {"gpt-audio-test": {"input": 2.0, "output": 8.0, "audio_input": 40.0,
+                                                                "audio_output": 80.0}}}))
     try:
         assert main(["infer", "--agent", "openai-audio", "--data", str(csv_path), "--out", str(out), "--no-progress",
+                     "--price-table", str(prices),
                      "-a", f"base_url={fake.url}", "-a", "model=gpt-audio-test", "-a", "timeout_s=60",
                      "-a", "max_tries=3", "-a", "max_wait_s=120"]) == 0
     finally:
@@ -29,7 +33,10 @@ def test_chat_completions_usage_in_run_info(real_dir, tmp_path, monkeypatch, cap
     assert tot["input_tokens"] == 2 * CHAT_USAGE["prompt_tokens"] and tot["output_tokens"] == 2 * CHAT_USAGE["completion_tokens"]
     assert tot["audio_input_tokens"] == 80 and tot["audio_output_tokens"] == 30
     assert list(usage["by_model"]) == ["gpt-audio-test"] and usage["by_model"]["gpt-audio-test"]["n_replies"] == 2
-    assert "tokens billed: gpt-audio-test: 100 in / 40 out (80 / 30 audio)" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "tokens billed: gpt-audio-test: 100 in / 40 out (80 / 30 audio)" in printed
+    # by hand: text in 100 - 80 = 20 at 2, audio in 80 at 40, text out 40 - 30 = 10 at 8, audio out 30 at 80, per million
+    assert f"cost {(20 * 2 + 80 * 40 + 10 * 8 + 30 * 80) / 1e6:.6f} USD" in printed
 
 
 def test_realtime_response_done_usage_in_run_info(real_dir, tmp_path, monkeypatch):

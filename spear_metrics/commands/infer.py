@@ -45,6 +45,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--row-timeout-s", type=number(above=0), default=300.0,
                    help="time limit of one row's adapter call in s (default 300; a paced network adapter gets the "
                         "input's duration and tail silence on top); a row past it fails with 'timed out after N s'")
+    p.add_argument("--price-table", default=None, metavar="FILE",
+                   help="JSON prices per million tokens per model (docs/judges.md): prints the cost of the tokens the "
+                        "service reported")
     p.add_argument("--retry-failed", action="store_true", help="run again the rows that failed in an earlier run")
     p.add_argument("--overwrite", action="store_true", help="replace another run in --out: removes only the files runs of `infer` recorded there (docs/safety.md); refused while a live process writes it")
     p.add_argument("--list-agents", action="store_true",
@@ -94,6 +97,15 @@ def run(args: argparse.Namespace) -> int:
         print(f"spearbench infer: the following arguments are required: {', '.join(missing)} "
               "(or --list-agents alone)", file=sys.stderr)
         return 2
+    prices = None
+    if args.price_table:
+        from spear_metrics.core.usage import PriceTable, PriceTableError
+
+        try:
+            prices = PriceTable(args.price_table)  # refused before any call
+        except PriceTableError as e:
+            print(f"spearbench infer: {e}", file=sys.stderr)
+            return 2
     try:
         config = GenerationConfig(mode=args.mode, chunk_ms=args.chunk_ms, max_wait_s=args.max_wait_s,
                                   max_answer_s=args.max_answer_s, seed=args.seed)
@@ -121,9 +133,9 @@ def run(args: argparse.Namespace) -> int:
             print(wrap(resumed))
         print(f"{info['n_answered']}/{info['n_inputs']} answered, {info['n_failed']} failed -> {metadata}")
         if info.get("usage"):  # what the service billed for these answers (run_info.json: usage)
-            from spear_metrics.core.usage import usage_line
+            from spear_metrics.core.usage import UsageTally, usage_line
 
-            print(wrap(usage_line(info["usage"])))
+            print(wrap(usage_line(UsageTally.from_json(info["usage"]).to_json(prices) if prices else info["usage"])))
         if info["n_failed"]:
             from spear_metrics.core.records import read_jsonl
 

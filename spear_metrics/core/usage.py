@@ -134,6 +134,18 @@ class UsageTally:
             for m, n in unrep.items():
                 self._unreported[m] = self._unreported.get(m, 0) + n
 
+    @classmethod
+    def from_json(cls, summed: dict[str, Any]) -> "UsageTally":
+        """The tally :meth:`to_json` wrote (``by_model`` read back; e.g. to price it later)."""
+        t = cls()
+        for m, u in (summed.get("by_model") or {}).items():
+            if not isinstance(u, dict):
+                continue
+            t._by_model[str(m)] = Usage(**{k: _count(u.get(k)) for k in Usage.__dataclass_fields__})
+            t._replies[str(m)] = _count(u.get("n_replies"))
+            t._unreported[str(m)] = _count(u.get("n_replies_without_usage"))
+        return t
+
     def total(self) -> Usage:
         with self._lock:
             out = Usage()
