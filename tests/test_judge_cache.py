@@ -342,7 +342,7 @@ def test_fdb_relevance_rerun_into_a_new_folder_pays_nothing(fdb_dir, tmp_path, c
     root = fdb_dir / "example_data" / "user_interruption_example"
     reply = completion('{"analysis": "answers the interrupting request", "rating": 4}')
     with CountingJudge(lambda body: (200, reply)) as srv:
-        base = ["fdb", "--task", "user_interruption", "--root", str(root), "--judge-url", srv.url, "--judge-model",
+        base = ["fdb", "score", "--task", "user_interruption", "--root", str(root), "--judge-url", srv.url, "--judge-model",
                 "judge-model-2024-08-06", "--judge-key-env", "none", "--no-progress", "--bootstrap", "0"]
         assert main(base + ["--out", str(tmp_path / "r1")]) == 0
         n = srv.calls
