@@ -384,3 +384,28 @@ def test_dsuperb_logs_each_judge_result_as_it_finishes(tmp_path):
         with make(srv.url, None, seed=None) as j:
             s = score_predictions(pred, out, judge=j, n_resamples=0, progress=False)
         assert srv.calls == 6 and s["n_scored"] == 6  # the rerun asked only the 3 unfinished rows
+
+
+def test_cli_refuses_a_moving_alias_when_pinned_is_required_and_a_bad_price_table(tmp_path, capsys):
+    from spear_metrics.cli import main
+
+    pred = _predictions(tmp_path / "pred", 2)
+    bad = tmp_path / "prices.json"
+    bad.write_text('{"models": {"gpt-4o": {"input": "two"}}}')
+    with CountingJudge() as srv:
+        base = ["dsuperb", "score", "--pred", str(pred), "--judge-url", srv.url, "--judge-key-env", "none",
+                "--no-progress", "--bootstrap", "0"]
+        assert main(base + ["--out", str(tmp_path / "r1"), "--judge-model", "gpt-4o", "--judge-require-pinned"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "require-pinned" in err[0] and "gpt-4o" in err[0]
+        assert main(base + ["--out", str(tmp_path / "r2"), "--judge-model", "gpt-4o-2024-08-06",
+                            "--price-table", str(bad)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "non-negative number" in err[0]
+        # without --judge-require-pinned the alias is warned about in one line, and recorded
+        assert main(base + ["--out", str(tmp_path / "r3"), "--judge-model", "gpt-4o"]) == 0
+        warned = [x for x in capsys.readouterr().err.splitlines() if "warning" in x]
+        assert len(warned) == 1 and "gpt-4o" in warned[0]
+        assert srv.calls == 2  # only the last run asked
+    s = json.loads((tmp_path / "r3" / "summary.json").read_text())
+    assert "no dated snapshot" in s["judge_calls"]["moving_alias"]
