@@ -35,6 +35,7 @@ of content parts (``{"type": "text", ...}``, audio as ``{"type": "input_audio", 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import os
 import re
@@ -398,11 +399,12 @@ class Judge:
         with self._lock:
             self._counts["requests"] += 1
         fut = asyncio.run_coroutine_threadsafe(self._post(body), self._io_loop())
-        try:
-            status, headers, data = fut.result()
+        try:  # the coroutine ends at its own limit; the margin only guards against a stopped I/O thread
+            status, headers, data = fut.result(timeout=self.timeout + 30.0)
         except JudgeError:
             raise
-        except (TimeoutError, asyncio.TimeoutError):
+        except (TimeoutError, asyncio.TimeoutError, concurrent.futures.TimeoutError):
+            fut.cancel()
             raise JudgeError(f"no complete reply from {self.base_url} within the {self.timeout:g} s total time limit "
                              "of a judge request") from None
         except (httpx.HTTPError, OSError, ValueError) as e:  # network, TLS, a URL httpx refuses...
