@@ -60,3 +60,21 @@ def test_realtime_response_done_usage_in_run_info(real_dir, tmp_path, monkeypatc
     assert usage["by_model"]["gpt-realtime-test"]["n_replies"] == 1
     assert usage["total"] == {"input_tokens": REALTIME_USAGE["input_tokens"], "output_tokens": REALTIME_USAGE["output_tokens"],
                               "audio_input_tokens": 150, "audio_output_tokens": 80, "cached_input_tokens": 0}
+
+
+def test_gemini_live_usage_metadata_in_run_info(real_dir, tmp_path, monkeypatch):
+    from fakes.gemini_fake import USAGE, FakeGeminiLive, GeminiScenario
+
+    monkeypatch.setenv("GEMINI_API_KEY", KEY)
+    monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
+    ami, _ = sources(real_dir)["ami"]
+    csv_path = write_csv(tmp_path / "data", [(name(0), ami)])
+    out = tmp_path / "out"
+    with FakeGeminiLive({name(0): GeminiScenario(answer_24k(real_dir), KEY, delay_s=0.2)}) as fake:
+        assert main(["infer", "--agent", "gemini-live", "--data", str(csv_path), "--out", str(out), "--no-progress",
+                     "--chunk-ms", "40", "-a", f"base_url={fake.url('')}", "-a", "model=gemini-live-test",
+                     "-a", "max_wait_s=60"]) == 0
+    usage = json.loads((out / "run_info.json").read_text())["usage"]
+    assert usage["by_model"]["gemini-live-test"]["n_replies"] == 1
+    assert usage["total"] == {"input_tokens": USAGE["promptTokenCount"], "output_tokens": USAGE["responseTokenCount"],
+                              "audio_input_tokens": 60, "audio_output_tokens": 35, "cached_input_tokens": 0}
