@@ -15,7 +15,7 @@ import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
 
 if TYPE_CHECKING:  # imported where a table is built: every CLI start imports this package
     import pandas as pd
@@ -23,6 +23,8 @@ if TYPE_CHECKING:  # imported where a table is built: every CLI start imports th
 from spear_metrics.results.hub import is_repo_id, shorten
 from spear_metrics.results.paths import public_text
 from spear_metrics.results.validate import INFERENCE_MODES, PROTOCOL, ResultsError, is_number, validate_run
+
+T = TypeVar("T")
 
 #: What a raw scored folder is told (it is not a results dataset).
 RAW_FOLDER_HINT = ("a scored RESULTS folder, not a results dataset: write one with `spearbench push-results "
@@ -221,6 +223,32 @@ def load_results_folder(folder: str | os.PathLike, *, where: str, root: str | os
                    summary, pd.DataFrame(rows), split=split, audio_columns=audio_cols, report=report, root=root)
 
 
+#: Total time (s) a fetch of a Hub results dataset may take (``huggingface_hub`` timeouts are per
+#: read: a server trickling bytes would hold the caller forever).
+HUB_DEADLINE_S = 120.0
+
+
+def within_deadline(fetch: Callable[[], T], deadline_s: float, what: str) -> T:
+    """``fetch()`` in a worker thread, waited for at most ``deadline_s`` s in all (a total deadline,
+    whatever the per-read timeouts below it); the thread is left to end on its own after it.
+
+    Raises:
+        ResultsError: ``<what> took longer than N s``, or ``<what> (<error type>)`` (the
+            type only: the error's text may hold cache paths).
+    """
+    import concurrent.futures
+
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="spearbench-hub")
+    future = pool.submit(fetch)
+    pool.shutdown(wait=False)
+    try:
+        return future.result(timeout=deadline_s)
+    except concurrent.futures.TimeoutError:
+        raise ResultsError(f"{what} took longer than {deadline_s:g} s (total deadline)") from None
+    except Exception as e:
+        raise ResultsError(f"{what} ({type(e).__name__})") from None
+
+
 def load_hub_results(repo_id: str) -> Results:
     """Fetch the Hub results dataset ``repo_id`` (``huggingface_hub.snapshot_download``: honours
     ``HF_HUB_OFFLINE`` and the cache; only the card, ``summary.json``, the parquet files and the
@@ -232,14 +260,12 @@ def load_hub_results(repo_id: str) -> Results:
     """
     if not is_repo_id(repo_id):
         raise ResultsError(f"{shorten(repo_id, 80)}: not a Hub dataset id OWNER/NAME")
-    try:
-        from huggingface_hub import snapshot_download
+    from huggingface_hub import snapshot_download
 
-        folder = snapshot_download(repo_id, repo_type="dataset",
-                                   allow_patterns=["README.md", "summary.json", "data/*.parquet",
-                                                   "report/index.html", "report/*.png"])
-    except Exception as e:
-        raise ResultsError(f"{repo_id}: cannot fetch the Hub dataset ({type(e).__name__})") from None
+    folder = within_deadline(lambda: snapshot_download(repo_id, repo_type="dataset",
+                                                       allow_patterns=["README.md", "summary.json", "data/*.parquet",
+                                                                       "report/index.html", "report/*.png"]),
+                             HUB_DEADLINE_S, f"{repo_id}: cannot fetch the Hub dataset")
     # a cache snapshot's files are links into the repository's blobs/: that repository folder is the root
     return load_results_folder(folder, where=repo_id, root=Path(folder).parent.parent)
 
