@@ -428,9 +428,13 @@ def _cell(v: Any) -> str:
         return "true" if v else "false"
     if isinstance(v, str):
         return v
-    if isinstance(v, (list, tuple, np.ndarray)):  # *_segments_s: [start, end] seconds
-        return " ".join(f"[{float(p[0]):.2f}, {float(p[1]):.2f}]" for p in v) or "(none)"
-    return f"{float(v):.3f}"
+    try:
+        if isinstance(v, (list, tuple, np.ndarray)):  # *_segments_s: [start, end] seconds
+            return " ".join(f"[{float(p[0]):.2f}, {float(p[1]):.2f}]" for p in v) or "(none)"
+        return f"{float(v):.3f}"
+    except (TypeError, ValueError, IndexError, OverflowError):  # a value of another shape: shown, never raised
+        text = " ".join(str(v).split())
+        return text if len(text) <= 200 else text[:199] + "…"
 
 
 def _bound(text: Any) -> float | None:

@@ -148,3 +148,31 @@ def test_hub_fetch_has_a_total_deadline(monkeypatch):
             load.load_hub_results("someone/slow-results")
     finally:
         release.set()
+
+
+def test_space_sources_are_bounded_per_call_and_in_memory(monkeypatch):
+    """One request naming 30 Hub ids fetches at most MAX_NEW_PER_CALL of them (the rest refused
+    with the reason), and the Hub datasets kept loaded never pass MAX_CACHED_HUB (least recently
+    used evicted); the fetches are counted on a stand-in for the Hub loader."""
+    import spear_metrics.results.load as load
+
+    fetched = []
+
+    def fake_hub(repo_id):
+        fetched.append(repo_id)
+        return object()
+
+    monkeypatch.setattr(load, "load_hub_results", fake_hub)
+    policy = load.SourcePolicy()
+    ids = [f"someone/results-{k}" for k in range(30)]
+    ok, errors = policy.load_many(ids)
+    assert len(ok) == load.MAX_NEW_PER_CALL == len(fetched)
+    assert len(errors) == 30 - load.MAX_NEW_PER_CALL
+    assert all(f"at most {load.MAX_NEW_PER_CALL} new Hub datasets per request" in e for e in errors)
+    for k in range(0, 30, load.MAX_NEW_PER_CALL):
+        policy.load_many(ids[k:k + load.MAX_NEW_PER_CALL])
+    assert len(policy._cache) == load.MAX_CACHED_HUB
+    assert set(policy._cache) == set(ids[-load.MAX_CACHED_HUB:])  # the most recently used
+    n = len(fetched)
+    policy.load_many(ids[-2:])  # cached: nothing fetched again
+    assert len(fetched) == n
