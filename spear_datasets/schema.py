@@ -45,10 +45,11 @@ TIME_TOLERANCE_S = 0.05
 #: minutes; a larger value is a unit or export error and would dominate every mean.
 MAX_ANSWER_START_S = 600.0
 #: Longest text cell (characters) a metadata row may hold in ``transcript_question`` /
-#: ``transcript_answer``: well above the transcript of the longest answer ``score`` reads
+#: ``transcript_answer``: far above the transcript of the longest answer ``score`` reads
 #: (:data:`spear_datasets.audio.MAX_DURATION_S` = 3600 s of speech, about 60,000 characters at
-#: 3 words/s). A longer cell is a failed row, never written into ``metadata.csv``.
-MAX_TEXT_CHARS = 200_000
+#: 3 words/s), far below what exhausts memory. A longer cell is a failed row, never written into
+#: ``metadata.csv``.
+MAX_TEXT_CHARS = 1_000_000
 
 
 #: Key of a raw metadata row (:func:`read_metadata`) that could not be read as cells of the header
