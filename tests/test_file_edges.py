@@ -113,3 +113,22 @@ def test_pathological_work_log_lines_are_skipped_not_fatal(tmp_path, monkeypatch
     log.write_text(json.dumps(good[0]) + "\n" + "[" * 100_000 + "\n" + json.dumps(good[1]) + "\n"
                    + '{"row": 1, "text": "' + "z" * 5_000 + '"}\n' + json.dumps(good[2]) + "\n", encoding="utf-8")
     assert list(read_jsonl(log)) == good
+
+
+def test_score_profile_reference_without_its_models_stops_in_one_line(tmp_path, capsys):
+    """``-o profile=reference`` names the published table's models: when they cannot be had the
+    run stops with one line naming the model and exit 2 (as the docs promise), instead of exit 0
+    with every WER/CER/UTMOS key null. The model paths are local folders that do not exist (no
+    network involved)."""
+    from _spear_samples import make_samples
+
+    from spear_metrics.cli import main
+
+    md = make_samples(tmp_path / "data")
+    missing = tmp_path / "no-such-model"
+    rc = main(["score", "--metadata", str(md["model"]), "--metrics", "speech_quality", "--out", str(tmp_path / "r"),
+               "--no-progress", "-o", "profile=reference", "-o", f"whisper_model={missing}",
+               "-o", f"qwen_asr_model={missing}", "-o", f"utmos_model={missing}"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2, err
+    assert any("profile=reference" in line and "no-such-model" in line for line in err), err
