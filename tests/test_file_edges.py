@@ -132,3 +132,34 @@ def test_score_profile_reference_without_its_models_stops_in_one_line(tmp_path, 
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2, err
     assert any("profile=reference" in line and "no-such-model" in line for line in err), err
+
+
+def test_backends_of_the_same_whisper_weights_share_one_model():
+    """The demo's cascade agent, speech_quality and distributional each make their own embedded
+    Whisper backend (different batch size and language): the weights are loaded once."""
+    from spear_metrics.core.asr import load_asr
+
+    a = load_asr("embedded")
+    b = load_asr("embedded", batch_size=8, language="en")
+    a.load()
+    b.load()
+    assert a._model is b._model
+
+
+def test_demo_next_steps_name_programs_that_run_without_activating(monkeypatch, tmp_path):
+    """The README's setup leaves .venv inactive: a printed next step names this environment's
+    spearbench/python by path unless PATH already finds this environment's own."""
+    import os
+    import sys
+    from pathlib import Path
+
+    from spear_metrics.commands import runnable
+
+    monkeypatch.setenv("PATH", str(tmp_path))  # nothing of this environment on PATH
+    assert runnable("python") == os.path.relpath(sys.executable) if Path(sys.executable).is_relative_to(Path.cwd()) \
+        else runnable("python") == sys.executable
+    beside = Path(sys.executable).parent / "spearbench"
+    if beside.exists():
+        assert Path(runnable("spearbench")).resolve() == beside.resolve()
+    monkeypatch.setenv("PATH", str(Path(sys.executable).parent))  # an activated environment
+    assert runnable("python") == "python" and (runnable("spearbench") == "spearbench" or not beside.exists())
