@@ -176,3 +176,48 @@ def test_space_sources_are_bounded_per_call_and_in_memory(monkeypatch):
     n = len(fetched)
     policy.load_many(ids[-2:])  # cached: nothing fetched again
     assert len(fetched) == n
+
+
+def test_bounded_http_client_refuses_a_compressed_body_and_counts_bytes_as_they_arrive():
+    """The bounded client asks for uncompressed bodies; a server that gzips anyway (a gzip bomb:
+    a small body that decodes to 30 MB) is refused at the headers, and a plain body over the limit is
+    refused once the limit is passed. Small plain bodies pass."""
+    import gzip
+    from http.server import BaseHTTPRequestHandler
+
+    from helpers import LoopbackHTTP
+    from spear_metrics.agents.net import ResponseTooLarge, bounded_http_client
+
+    bomb = gzip.compress(b" " * (30 * 2 ** 20), compresslevel=1)
+    asked = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def do_GET(self):
+            asked.append(self.headers.get("Accept-Encoding"))
+            body, extra = {"/bomb": (bomb, [("Content-Encoding", "gzip")]), "/big": (b"x" * 200_000, []),
+                           "/small": (b"ok", [])}[self.path]
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            for k, v in extra:
+                self.send_header(k, v)
+            self.end_headers()
+            self.wfile.write(body)
+
+    class Server(LoopbackHTTP):
+        def __init__(self):
+            self._serve(Handler)
+
+    async def get(url, path):
+        async with bounded_http_client(timeout_s=30, max_bytes=100_000, where="fake") as client:
+            return (await client.get(url + path)).content
+
+    with Server() as srv:
+        assert asyncio.run(get(srv.url, "/small")) == b"ok"
+        with pytest.raises(ResponseTooLarge, match="compressed response"):
+            asyncio.run(get(srv.url, "/bomb"))
+        with pytest.raises(ResponseTooLarge, match="more than 100000 bytes"):
+            asyncio.run(get(srv.url, "/big"))
+    assert set(asked) == {"identity"}

@@ -271,7 +271,9 @@ def bounded_http_client(*, timeout_s: float, max_bytes: Optional[int] = None, wh
     :class:`ResponseTooLarge` as the body arrives, wrapped by whatever calls httpx, e.g. the
     ``openai`` SDK's ``APIConnectionError`` whose ``__cause__`` it is). ``timeout_s`` is httpx's
     per-operation timeout; the caller bounds the whole call (``asyncio.timeout``). ``max_bytes``
-    ``None``: :data:`MAX_RESPONSE_BYTES` (read when the client is made)."""
+    ``None``: :data:`MAX_RESPONSE_BYTES` (read when the client is made). It asks for
+    uncompressed bodies (``Accept-Encoding: identity``) and refuses a compressed one anyway (a
+    gzip bomb: its decoded size has no bound)."""
     import httpx
 
     if max_bytes is None:
@@ -297,10 +299,16 @@ def bounded_http_client(*, timeout_s: float, max_bytes: Optional[int] = None, wh
     class BoundedTransport(httpx.AsyncHTTPTransport):
         async def handle_async_request(self, request: Any) -> Any:
             resp = await super().handle_async_request(request)
+            coding = resp.headers.get("content-encoding", "").strip().lower()
+            if coding not in ("", "identity"):  # asked for identity: a compressed body's size is unbounded
+                await resp.aclose()
+                raise ResponseTooLarge(f"{where} sent a compressed response (Content-Encoding: {coding[:40]}) "
+                                       "although asked for none; refused (its decoded size has no bound)")
             resp.stream = BoundedStream(resp.stream)
             return resp
 
-    return httpx.AsyncClient(transport=BoundedTransport(), timeout=timeout_s, **kw)
+    headers = {"Accept-Encoding": "identity", **kw.pop("headers", {})}
+    return httpx.AsyncClient(transport=BoundedTransport(), timeout=timeout_s, headers=headers, **kw)
 
 
 def too_large_cause(exc: BaseException) -> Optional[ResponseTooLarge]:
