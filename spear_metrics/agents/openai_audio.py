@@ -264,7 +264,7 @@ class OpenAIAudioAgent(NetworkAgentBase):
             cause = e.__cause__ or e
             raise NetError(f"cannot reach {self.base_url}: {type(cause).__name__}: {mask_secrets(str(cause))[:160]}",
                            retryable=True) from None
-        except (openai.APIResponseValidationError, ValueError, KeyError, TypeError, AttributeError) as e:
+        except (openai.APIResponseValidationError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as e:
             if isinstance(e, ProtocolError):
                 raise
             raise ProtocolError(f"malformed response from {self.base_url}: {type(e).__name__}: "
