@@ -163,3 +163,24 @@ def test_demo_next_steps_name_programs_that_run_without_activating(monkeypatch, 
         assert Path(runnable("spearbench")).resolve() == beside.resolve()
     monkeypatch.setenv("PATH", str(Path(sys.executable).parent))  # an activated environment
     assert runnable("python") == "python" and (runnable("spearbench") == "spearbench" or not beside.exists())
+
+
+def test_scatter_keeps_runs_that_share_points_visible_and_titles_whole():
+    """Four runs with the same (x, y) points (the demo's systems share their answer audio): each
+    run keeps its own marker shape, hollow, earlier runs larger, so none hides another; a title
+    longer than its figure is folded at spaces, never cut."""
+    from spear_metrics.reports import plots
+
+    xs, ys = [1.0, 2.0, 3.0], [10.0, 20.0, 15.0]
+    fig = plots.scatter("WER against answer length " * 6, "answer duration (s)", "WER (%)",
+                        [(f"run{k}", xs, ys) for k in range(4)])
+    ax = fig.axes[0]
+    cols = ax.collections
+    assert len(cols) == 4
+    paths = {tuple(map(tuple, c.get_paths()[0].vertices.round(3))) for c in cols}
+    assert len(paths) == 4  # four different marker shapes
+    sizes = [float(c.get_sizes()[0]) for c in cols]
+    assert sizes == sorted(sizes, reverse=True) and len(set(sizes)) == 4
+    assert all(len(c.get_facecolors()) == 0 or c.get_facecolors()[0][3] == 0 for c in cols)  # hollow
+    title = ax.get_title()
+    assert "\n" in title and title.replace("\n", " ").split() == ("WER against answer length " * 6).split()
