@@ -184,3 +184,28 @@ def test_scatter_keeps_runs_that_share_points_visible_and_titles_whole():
     assert all(len(c.get_facecolors()) == 0 or c.get_facecolors()[0][3] == 0 for c in cols)  # hollow
     title = ax.get_title()
     assert "\n" in title and title.replace("\n", " ").split() == ("WER against answer length " * 6).split()
+
+
+def test_report_tests_table_says_why_several_keys_share_one_p_value():
+    """Six F0 keys tested on 3 pairs share p = 0.500 (floor) and d_z = 1.155 (every difference
+    has the same sign): the table says they are computed per key and why they coincide, naming
+    the keys; a key with its own values (f0_max_hz) is not named."""
+    from types import SimpleNamespace
+
+    from spear_metrics.reports.html import Page, _tests
+
+    def entry(diff, p_w, dz):
+        return {"n": 3, "mean_a": 100.0 + diff, "mean_b": 100.0, "diff": diff, "diff_ci95": [0.0, diff],
+                "p_value": None, "p_value_floor": None, "wilcoxon_p": p_w, "wilcoxon_floor": 0.5, "caution": None,
+                "d_z": dz, "note": None, "unpaired": {}}
+
+    keys = {f"f0_p{q}_hz": entry(0.01 * q, 0.5, 1.155) for q in (10, 25, 50, 75, 90)}
+    keys["f0_mean_hz"] = entry(0.03, 0.5, 1.155)
+    keys["f0_max_hz"] = entry(2.0, 0.25, 3.0)
+    report = SimpleNamespace(comp={"notes": [], "keys": keys, "n_common": 3}, name="model", human_label="human")
+    page = Page()
+    _tests(page, "explainable_features", report)
+    html = "".join(page.parts)
+    note = next(p for p in page.parts if "show the same p-values" in p)
+    assert all(k in note for k in keys if k != "f0_max_hz") and "f0_max_hz" not in note
+    assert "n = 3 pairs" in note and html.count("show the same p-values") == 1
