@@ -166,7 +166,14 @@ def benchmark_table(tab: Any, sources: list[str], *controls: str) -> pd.DataFram
     its own benchmark's)."""
     from spear_metrics.core.benchmark import resolve
 
-    return resolve(tab.table)(load_sources(sources)[0], *controls)
+    frame = resolve(tab.table)(load_sources(sources)[0], *controls)
+    for c in frame.columns:  # numbers as the leaderboard shows them: 3 decimals, "-" = missing; labels as they are
+        vals = list(frame[c])
+        if any(isinstance(v, (int, float, np.number)) and not isinstance(v, bool) for v in vals):
+            frame[c] = [_fmt(None if isinstance(v, float) and math.isnan(v) else v)
+                        if v is None or (isinstance(v, (int, float, np.number)) and not isinstance(v, bool)) else v
+                        for v in vals]
+    return frame
 
 
 def _tab_view(frame: pd.DataFrame, none_line: str) -> tuple[dict, dict]:
@@ -372,8 +379,13 @@ def _sample_label(res: Results, row: int) -> str:
     id, the clip that identifies the sample across results datasets (:func:`sample_key`), and
     whether it was scored."""
     r = res.samples[res.samples["row"] == row].iloc[0]
-    clip = Path(str(r.get("audio_path") or "").replace("\\", "/")).stem or r.get("conversation_id") or "?"
-    return f"row {row} · {clip} · {r.get('status')}"
+    def text(k: str) -> str:
+        v = r.get(k)
+        return "" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v)
+
+    clip = Path(text("audio_path").replace("\\", "/")).stem or text("conversation_id") \
+        or "/".join(x for x in (text("mode"), text("role"), text("dialogue")) if x) or "?"  # SpeechRole: mode/role/dialogue
+    return f"row {row} · {clip} · {text('status') or '-'}"
 
 
 def _audio_file(value: Any) -> str | None:
@@ -418,9 +430,13 @@ def _cell(v: Any) -> str:
         return "true" if v else "false"
     if isinstance(v, str):
         return v
-    if isinstance(v, (list, tuple, np.ndarray)):  # *_segments_s: [start, end] seconds
-        return " ".join(f"[{float(p[0]):.2f}, {float(p[1]):.2f}]" for p in v) or "(none)"
-    return f"{float(v):.3f}"
+    try:
+        if isinstance(v, (list, tuple, np.ndarray)):  # *_segments_s: [start, end] seconds
+            return " ".join(f"[{float(p[0]):.2f}, {float(p[1]):.2f}]" for p in v) or "(none)"
+        return f"{float(v):.3f}"
+    except (TypeError, ValueError, IndexError, OverflowError):  # a value of another shape: shown, never raised
+        text = " ".join(str(v).split())
+        return text if len(text) <= 200 else text[:199] + "…"
 
 
 def _bound(text: Any) -> float | None:
@@ -473,10 +489,13 @@ def sample_view(sources: list[str], source: str | None, row: int | None) -> tupl
             "transcript_question", "transcript_answer", "subset", *res.audio_columns}
     scores = [(k, public_text(_cell(v))) for k, v in s.items() if k not in skip]
     err = s.get("error")
-    info = (f"**{res.model}** · row {int(row)} · `{public_path(ap)}` · subset {s.get('subset') or '-'} · "
+    where = f"`{public_path(ap)}`" if isinstance(ap, str) and ap else _sample_label(res, row).split(" · ")[1]
+    info = (f"**{res.model}** · row {int(row)} · {where} · subset {s.get('subset') or '-'} · "
             f"status {s.get('status')}" + (f" · error: {public_text(err)}" if isinstance(err, str) and err else ""))
     missing = [n for n, v in (("input clip", inp), ("human answer", human), ("model answer", model_ans)) if v is None]
-    if missing:
+    if missing and res.summary.get("benchmark"):  # SpeechRole-Eval, Dynamic-SUPERB: their datasets hold no audio
+        info += f"  \n({res.summary['benchmark']} results datasets hold scores only, no audio)"
+    elif missing:
         info += f"  \n(no audio for: {', '.join(missing)} — embed it with `push-results --with-audio/--with-inputs`," \
                 " and load the `human` results dataset for human answers)"
     return (inp, _audio_file(human.get("answer_audio")) if human is not None else None, model_ans,

@@ -69,6 +69,7 @@ def _check_riff(path: str) -> None:
       channels of garbage.
     - data: fewer data bytes than the header declares is a cut file (libsndfile silently returns
       the frames that are there). Streaming placeholders (data size 0 or 0xFFFFFFFF) are not checked.
+    - one ``fmt `` chunk only: a repeated one (decoders differ on which one counts) is refused.
 
     Files that are not RIFF/WAVE are left to :func:`_check_limits`.
 
@@ -87,6 +88,8 @@ def _check_riff(path: str) -> None:
             f.seek(pos)
             chunk_id, chunk_size = struct.unpack("<4sI", f.read(8))
             if chunk_id == b"fmt ":
+                if fmt_seen:  # decoders disagree on which one counts: never guess the format
+                    raise AudioError(f"bad WAV header: a second fmt chunk (the format is declared twice): {path}")
                 _check_wave_fmt(f.read(min(chunk_size, 40)), path)
                 fmt_seen = True
             elif chunk_id == b"data":

@@ -44,6 +44,17 @@ TIME_TOLERANCE_S = 0.05
 #: Latest accepted answer onset after the question end (s). No conversational answer waits 10
 #: minutes; a larger value is a unit or export error and would dominate every mean.
 MAX_ANSWER_START_S = 600.0
+#: Longest text cell (characters) a metadata row may hold in ``transcript_question`` /
+#: ``transcript_answer``: far above the transcript of the longest answer ``score`` reads
+#: (:data:`spear_datasets.audio.MAX_DURATION_S` = 3600 s of speech, about 60,000 characters at
+#: 3 words/s), far below what exhausts memory. A longer cell is a failed row, never written into
+#: ``metadata.csv``.
+MAX_TEXT_CHARS = 1_000_000
+
+
+#: Key of a raw metadata row (:func:`read_metadata`) that could not be read as cells of the header
+#: (more or fewer cells): its value is the reason; :func:`parse_row` fails the row with it.
+ROW_ERROR = "\x00row_error"
 
 
 class MetadataError(ValueError):
@@ -211,6 +222,11 @@ def parse_row(raw: dict, *, require_answer: bool = True) -> SpearRow:
     Raises:
         RowError: with the reason (e.g. ``"question_end_time is not a number: 'abc'"``).
     """
+    if raw.get(ROW_ERROR):
+        raise RowError(str(raw[ROW_ERROR]))
+    for key in ("transcript_question", "transcript_answer"):
+        if len(str(raw.get(key) or "")) > MAX_TEXT_CHARS:
+            raise RowError(f"{key} holds {len(str(raw[key]))} characters (at most {MAX_TEXT_CHARS})")
     audio = str(raw.get("audio_path") or "").strip()
     if not audio:
         raise RowError("audio_path is empty")
@@ -302,11 +318,13 @@ def resolve_path(value: str, csv_dir: str | os.PathLike) -> Path:
 def read_metadata(path: str | os.PathLike, *, required: Iterable[str] = REQUIRED_COLUMNS) -> list[dict[str, str]]:
     """Read a SPEAR metadata CSV into a list of raw rows (row ``i`` = CSV data line ``i``).
 
-    Extra columns are kept; missing optional SPEAR columns read as empty cells.
+    Extra columns are kept; missing optional SPEAR columns read as empty cells. A row with more
+    (non-empty) or fewer cells than the header keeps its place but holds :data:`ROW_ERROR` (its
+    cells are not matched to columns; :func:`parse_row` fails it with the reason).
 
     Raises:
-        MetadataError: file missing or unreadable, not a CSV with a header, a required column
-            missing, or no data rows.
+        MetadataError: file missing or unreadable, not a CSV with a header (an unterminated quote,
+            a quote followed by text), a required column missing, or no data rows.
     """
     p = Path(path)
     if not p.is_file():
@@ -314,13 +332,29 @@ def read_metadata(path: str | os.PathLike, *, required: Iterable[str] = REQUIRED
     csv.field_size_limit(max(csv.field_size_limit(), 64 * 2**20))  # a long transcript is one cell, not an error
     try:
         with open(p, newline="", encoding="utf-8-sig") as f:
-            reader = csv.reader(f)
+            # strict: an unterminated quote is an error, not a cell that swallows the rest of the file
+            reader = csv.reader(f, strict=True)
             header = [h.strip() for h in next(reader, [])]
             dup = sorted({h for h in header if h and header.count(h) > 1})
             if dup:
                 raise MetadataError(f"metadata {p} repeats column(s) {', '.join(dup)}")
-            rows = [dict(zip(header, cells)) for cells in reader if any(c.strip() for c in cells)]
-    except (OSError, UnicodeDecodeError, csv.Error) as e:
+            rows = []
+            for cells in reader:
+                if not any(c.strip() for c in cells):
+                    continue
+                row = dict(zip(header, cells))
+                extra = [c for c in cells[len(header):] if c.strip()]
+                if extra or len(cells) < len(header):
+                    # a shifted row: its cells cannot be matched to the columns; failed, never guessed
+                    row = {k: "" for k in header} | {ROW_ERROR: f"CSV line {reader.line_num} has {len(cells)} cells, "
+                                                                 f"the header {len(header)}"}
+                    if header and header[0] == "audio_path" and cells:
+                        row["audio_path"] = cells[0]
+                rows.append(row)
+    except csv.Error as e:
+        raise MetadataError(f"cannot read metadata {p}: line {reader.line_num}: {e}"
+                            + (" (an unterminated quote?)" if "end of data" in str(e) else "")) from None
+    except (OSError, UnicodeDecodeError) as e:
         raise MetadataError(f"cannot read metadata {p}: {e}") from None
     missing = [c for c in required if c not in header]
     if missing:

@@ -59,9 +59,11 @@ def test_demo_on_the_packaged_real_call(tmp_path, capsys):
     # what to do next, each command on its own line; every other line fits 120 columns
     commands = [line[2:] for line in printed.splitlines() if line.startswith("  ") and not line.startswith("   ")]
     assert all(len(line) <= 120 for line in printed.splitlines() if line[2:] not in commands)
-    space = next(c for c in commands if c.startswith("python -m spear_metrics.space --results "))
+    from spear_metrics.commands import runnable
+
+    space = next(c for c in commands if c.startswith(f"{runnable('python')} -m spear_metrics.space --results "))
     assert space.split("--results ")[1].split() == [str(tmp_path / "datasets" / n) for n in board]
-    build = next(c for c in commands if c.startswith("spearbench build-dataset"))
+    build = next(c for c in commands if c.startswith(f"{runnable('spearbench')} build-dataset"))
     assert f"--source {tmp_path / 'spear_data'}" in build and "//" not in re.sub(r"https?://", "", printed)
     assert (tmp_path / "spear_data" / "inputs" / "test" / "naturalistic" / "metadata.csv").is_file()
     # a rerun scores nothing again and says so

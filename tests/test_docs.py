@@ -55,8 +55,8 @@ def local_links(text: str) -> list[str]:
 
 def test_link_finder_sees_links_and_skips_code():
     text = ("[a](docs/x.md#y) ![i](img.png \"t\") [u](https://h/x) [p](#top) `[c](in/code.md)`\n"
-            "```\n[d](in/fence.md)\n```\n[r]: ../shared/spec/S.md\n<a href=\"../up.md\">x</a>\n")
-    assert local_links(text) == ["docs/x.md#y", "img.png", "../shared/spec/S.md", "../up.md"]
+            "```\n[d](in/fence.md)\n```\n[r]: ../shared/spec/S.md\n<a href=\"../up.md\">x</a>\n")  # not a read
+    assert local_links(text) == ["docs/x.md#y", "img.png", "../shared/spec/S.md", "../up.md"]  # not a read
 
 
 def test_markdown_links_stay_inside_the_repository_and_resolve():

@@ -658,6 +658,12 @@ def test_cli_score_and_push_results(pred, data, tmp_path, monkeypatch, capsys):
     err = capsys.readouterr().err
     assert rc == 2 and "Broken_Instance: not run: cannot load instance Broken_Instance" in err
     assert len(json.loads((tmp_path / "p2" / f"{REG}.json").read_text())) == 5
+    # nothing loaded at all: no "next: score" of an empty folder
+    rc = main(["dsuperb", "infer", "--agent", "fixed-text", "-a", "text=7", "--tasks", "Broken_Instance",
+               "--data", str(tmp_path / "data"), "--manifest", str(tmp_path / "m.csv"), "--out", str(tmp_path / "p3"),
+               "--no-progress"])
+    printed = capsys.readouterr()
+    assert rc == 2 and "next:" not in printed.out and "nothing to score" in printed.err
     assert main(["dsuperb", "score", "--pred", str(pred[0]), "--out", str(tmp_path / "r3"), "--judge-url", "http://x"]) == 2
     ds = write_results_dataset(tmp_path / "res", tmp_path / "ds", model_name="scripted")
     res = load_results_folder(ds, where="local:ds")
@@ -674,7 +680,9 @@ def test_cli_score_and_push_results(pred, data, tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(app, "POLICY", SourcePolicy([str(ds)]))
     rows, errors = app.all_rows(["local:ds"])
     assert errors == [] and "scripted" not in {r["model"] for r in rows}
-    assert app.benchmark_table(SPACE_TAB, ["local:ds"]).loc[0, f"{CLS} (judge_accuracy)"] == pytest.approx(0.5)
+    table = app.benchmark_table(SPACE_TAB, ["local:ds"])
+    assert table.loc[0, f"{CLS} (judge_accuracy)"] == "0.500"  # shown as the leaderboard shows values
+    assert table.loc[0, f"{ASR} (WER)"] == f"{10 / 42:.3f}"
     summary = json.loads((tmp_path / "res" / "summary.json").read_text())
     summary["tasks"][ASR]["WER"] = 0.01  # an edited figure is refused
     (tmp_path / "res" / "summary.json").write_text(json.dumps(summary))

@@ -60,9 +60,12 @@ def test_fdb_infer_writes_time_synchronous_replies_that_fdb_scores(fdb_root, rea
         assert {p: sha(p) for p in before} == before
         assert fake.connections["smooth_turn_taking_2"] == 1 and fake.connections["smooth_turn_taking_1"] == 0
         fails = [json.loads(x) for x in (fdb_root / "smooth_turn_taking/.spearbench-fdb-infer/failures.jsonl").read_text().splitlines()]
-        assert fails == [{"sample": "2", "error": f"{fake.url} (WebSocket handshake) answered HTTP 403"}]
+        assert fails == [{"sample": "2", "error": f"{fake.url} (WebSocket handshake) answered HTTP 403: this model is not available to you"}]
         assert not (fdb_root / "smooth_turn_taking/2/output.wav").exists()
-        capsys.readouterr()
+        printed = capsys.readouterr()
+        # the failures log is named by its real path, never with a literal <task>
+        assert str(fdb_root / "smooth_turn_taking" / ".spearbench-fdb-infer" / "failures.jsonl") in printed.err + printed.out
+        assert "<task>" not in printed.err + printed.out
         # 2. --overwrite never replaces replies fdb-infer did not write (another system's): kept, said so
         # (still no reply of this system: exit 1)
         assert main(base + ["--overwrite"]) == 1

@@ -201,6 +201,31 @@ def test_gradio_client_table_and_sample(served):
     assert dict(scores["data"]) == vals and "row 1 ·" in info
 
 
+def test_sample_reads_a_results_dataset_without_the_huggingface_schema_metadata(served, tmp_path):
+    """A results parquet rewritten without its ``huggingface`` schema metadata (the leaderboard
+    accepts it) keeps its audio columns as plain {bytes, path} structs: the sample view reads them
+    as audio and shows every value instead of raising (``float()`` of a dict)."""
+    import pyarrow.parquet as pq
+
+    ds = tmp_path / "ds_model"
+    shutil.copytree(served["built"]["model_ds"], ds)
+    for f in (ds / "data").glob("*.parquet"):
+        t = pq.read_table(f)
+        assert b"huggingface" in (t.schema.metadata or {})
+        pq.write_table(t.replace_schema_metadata(None), f)
+    app = served["app"]
+    before = app.POLICY
+    app.POLICY = app.SourcePolicy([str(ds)])
+    try:
+        inp, human, model, tq, th, tm, scores, info = app.sample_view(["local:ds_model"], "local:ds_model", 1)
+    finally:
+        app.POLICY = before
+    assert Path(model).read_bytes()[:4] == b"RIFF" and tm.startswith("MODEL:")
+    vals = dict(scores.values.tolist())
+    assert vals["interruption"] == "true" and float(vals["interrupted_time_ms"]) > 0
+    assert "row 1 ·" in info
+
+
 def _no_server_path(text: str, served) -> None:
     assert str(served["root"]) not in text and "/tmp/" not in text and "/etc" not in text, text
 

@@ -151,17 +151,20 @@ def test_reference_profile_without_weights_says_so(monkeypatch):
         SpeechQuality(profile="nope")
 
 
-def test_reference_profile_offline_rows_say_why(monkeypatch, real_dir):
+def test_reference_profile_offline_stops_the_run_naming_the_model(monkeypatch, real_dir):
+    """profile=reference asks for the published table's models by name: offline without them the
+    run stops with one line naming the first model missing (exit 2 in the CLI), never a run of
+    null keys."""
+    from spear_metrics.core.models import ModelUnavailableError
     from spear_metrics.core.runner import score_columns
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    r = score_columns("speech_quality", {"audio_path": [str(real_dir / "faster-whisper__jfk.flac")],
+    with pytest.raises(ModelUnavailableError, match="profile=reference.*Blinorot/UTMOS-PyTorch") as e:
+        score_columns("speech_quality", {"audio_path": [str(real_dir / "faster-whisper__jfk.flac")],
                                          "answer_audio_path": [str(real_dir / "speechbrain__p225_002.wav")],
                                          "context_end_time": [0.5], "question_end_time": [1.0], "answer_start_time": [0.2],
                                          "transcript_answer": ["P0002: Ask her."]}, profile="reference")
-    assert r["n_scored"] == 1 and r["UTMOS"] is None and r["WER_%"] is None
-    assert "UTMOS unavailable" in r["UTMOS_note"] and "Blinorot/UTMOS-PyTorch" in r["UTMOS_note"]
-    assert "openai/whisper-large-v3" in r["ASR_note"] and "Qwen/Qwen3-ASR-0.6B-hf" in r["ASR_note"]
+    assert "\n" not in str(e.value)
 
 
 def test_speech_quality_run_publishes_and_loads_without_local_paths(run_dir, real_dir, tmp_path, capsys):

@@ -17,7 +17,7 @@ from typing import Any, Optional, Protocol, runtime_checkable
 import numpy as np
 
 from spear_datasets.audio import MAX_DURATION_S, MAX_SAMPLE_RATE, MIN_SAMPLE_RATE
-from spear_datasets.schema import MAX_ANSWER_START_S, SpearRow
+from spear_datasets.schema import MAX_ANSWER_START_S, MAX_TEXT_CHARS, SpearRow
 
 #: Sample rates (Hz) an answer may come in (the loader's header limits); anything else is a failed row.
 MIN_ANSWER_SR = MIN_SAMPLE_RATE
@@ -215,7 +215,8 @@ def validate_answer(ans: Any) -> tuple[np.ndarray, int]:
             valid samples (:func:`answer_samples`: beyond full scale, NaN/inf, a dtype without a
             PCM scale), not 1-D/2-D, empty (zero or negative duration), or shaped
             ``(samples, channels)``; ``onset`` not ``None`` and not a finite number >= 0 s;
-            ``text``/``finish_reason`` of the wrong type.
+            ``text``/``finish_reason`` of the wrong type; ``text`` longer than
+            :data:`spear_datasets.schema.MAX_TEXT_CHARS` characters.
     """
     if not isinstance(ans, AgentAnswer):
         raise AgentOutputError(f"adapter returned {type(ans).__name__}, expected AgentAnswer")
@@ -240,6 +241,9 @@ def validate_answer(ans: Any) -> tuple[np.ndarray, int]:
             raise AgentOutputError(f"onset is negative ({float(ans.onset):.3f} s before the input clip starts)")
     if ans.text is not None and not isinstance(ans.text, str):
         raise AgentOutputError(f"text must be a str or None, got {type(ans.text).__name__}")
+    if ans.text is not None and len(ans.text) > MAX_TEXT_CHARS:  # never written into metadata.csv
+        raise AgentOutputError(f"answer text holds {len(ans.text)} characters (a transcript cell keeps at most "
+                               f"{MAX_TEXT_CHARS})")
     if not isinstance(ans.finish_reason, str) or not ans.finish_reason:
         raise AgentOutputError("finish_reason must be a non-empty str")
     return audio, int(sr)

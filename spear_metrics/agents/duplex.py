@@ -45,6 +45,8 @@ from typing import Any, Callable, Optional, Protocol, runtime_checkable
 
 import numpy as np
 
+from spear_datasets.audio import MAX_DURATION_S
+from spear_datasets.schema import MAX_TEXT_CHARS
 from spear_metrics.agents.base import AgentAnswer, AgentError
 
 #: what a request may ask for
@@ -298,6 +300,12 @@ class OutputSink:
     The adapter calls :meth:`audio` (or :meth:`pcm16`), :meth:`text`, :meth:`done`, :meth:`reopen`
     and :meth:`fail`; it never reads the clock itself. All calls must come from the event loop's
     thread (an adapter's receiver task), as websockets/httpx/SDK callbacks do.
+
+    Size limits, applied as the data arrives (a chunk past a limit raises :class:`ProtocolError`
+    before it is kept, so a server streaming without end fails its row instead of filling memory):
+    at most :data:`spear_datasets.audio.MAX_DURATION_S` s of output audio in all (the longest
+    answer ``score`` reads) and at most :data:`spear_datasets.schema.MAX_TEXT_CHARS` characters
+    of output text in all (the longest transcript cell a metadata CSV may hold).
     """
 
     def __init__(self, input_sample_rate: int, *, clock: Callable[[], float] = time.monotonic):
@@ -310,6 +318,8 @@ class OutputSink:
         self._done = asyncio.Event()
         self._error: Optional[BaseException] = None
         self._out_sr: Optional[int] = None
+        self._out_samples = 0  # output samples kept (per channel), for the size limit
+        self._text_chars = 0
 
     # ---- harness side
     def start(self) -> float:
@@ -362,7 +372,8 @@ class OutputSink:
         system may start another response).
 
         Raises:
-            ProtocolError: a rate that differs from earlier chunks', a bad shape, NaN/inf samples.
+            ProtocolError: a rate that differs from earlier chunks', a bad shape, NaN/inf samples,
+                or output audio past :data:`~spear_datasets.audio.MAX_DURATION_S` s in all.
         """
         a = np.asarray(samples, dtype=np.float32)
         a = a[None, :] if a.ndim == 1 else a
@@ -378,6 +389,8 @@ class OutputSink:
         elif sr != self._out_sr or a.shape[0] != self.result.chunks[0].audio.shape[0]:
             raise ProtocolError(f"output audio changed format mid-session ({sr} Hz x {a.shape[0]} ch after "
                                 f"{self._out_sr} Hz x {self.result.chunks[0].audio.shape[0]} ch)")
+        self._check_audio_size(a.shape[1], sr)
+        self._out_samples += a.shape[1]
         t = self.now()
         if self.result.first_audio_s is None:
             self.result.first_audio_s = t
@@ -393,7 +406,15 @@ class OutputSink:
         """
         if len(data) % 2:
             raise ProtocolError(f"output audio chunk of {len(data)} bytes is not 16-bit PCM (odd length)")
+        if sample_rate and int(sample_rate) > 0:
+            self._check_audio_size(len(data) // 2, int(sample_rate))  # before decoding it
         self.audio(np.frombuffer(data, dtype="<i2").astype(np.float32) / 32768.0, sample_rate)
+
+    def _check_audio_size(self, n_samples: int, sample_rate: int) -> None:
+        total_s = (self._out_samples + n_samples) / sample_rate
+        if total_s > MAX_DURATION_S:
+            raise ProtocolError(f"the system sent more than {MAX_DURATION_S:g} s of output audio "
+                                f"({total_s:.0f} s with this chunk; score reads at most {MAX_DURATION_S:g} s)")
 
     def request_sent(self) -> None:
         """A request/response adapter sends its request now: the wall clock's end of input (the
@@ -402,8 +423,16 @@ class OutputSink:
 
     def text(self, delta: str) -> None:
         """Output text (or the transcript of the output audio) arrived; stamped with both clocks
-        (:attr:`SessionResult.text_events`)."""
+        (:attr:`SessionResult.text_events`).
+
+        Raises:
+            ProtocolError: output text past :data:`~spear_datasets.schema.MAX_TEXT_CHARS` characters in all.
+        """
         if delta:
+            self._text_chars += len(str(delta))
+            if self._text_chars > MAX_TEXT_CHARS:
+                raise ProtocolError(f"the system sent more than {MAX_TEXT_CHARS} characters of output text "
+                                    f"(the longest transcript a metadata CSV keeps)")
             self._text.append(str(delta))
             self.result.text_events.append(TextEvent(str(delta), self.now(), self.input_sent_s, len(self.result.chunks)))
 

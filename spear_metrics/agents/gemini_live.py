@@ -63,7 +63,7 @@ from spear_metrics.agents.duplex import (
 from spear_metrics.agents.duplex import pcm16_bytes
 from spear_metrics.agents.net import close_reason as _close_reason
 from spear_metrics.agents.net import settle as _settle
-from spear_metrics.agents.websocket import WebSocketConnection
+from spear_metrics.agents.websocket import MAX_FRAME_BYTES, WebSocketConnection
 from spear_metrics.core.secrets import register_url_secrets
 
 #: rate (Hz) of the input audio the Live API takes (``audio/pcm;rate=16000``)
@@ -309,7 +309,7 @@ class LiveConnection(WebSocketConnection):
         headers = {"x-goog-api-key": self.agent.key()}
         if self.agent.send_row_id and self.request.row_id:
             headers[REQUEST_ID_HEADER] = request_id(self.request.row_id)
-        await self._handshake(where, where, headers, timeout_s=self.agent.connect_timeout_s, max_size=2 ** 24)
+        await self._handshake(where, where, headers, timeout_s=self.agent.connect_timeout_s, max_size=MAX_FRAME_BYTES)
         self._receiver = asyncio.create_task(self._receive())
         try:
             await self._send(self.agent.setup_message(self.request))

@@ -72,7 +72,7 @@ from spear_metrics.agents.duplex import (
 )
 from spear_metrics.agents.net import close_reason as _close_reason
 from spear_metrics.agents.net import settle as _settle
-from spear_metrics.agents.websocket import WebSocketConnection
+from spear_metrics.agents.websocket import MAX_FRAME_BYTES, WebSocketConnection
 from spear_metrics.core.secrets import register_url_secrets
 
 #: Moshi's audio rate (Hz) both ways (Mimi)
@@ -386,7 +386,7 @@ class MoshiConnection(WebSocketConnection):
         if self.agent.send_row_id and self.request.row_id:
             headers[REQUEST_ID_HEADER] = request_id(self.request.row_id)
         where = urlsplit(self.agent.url)._replace(query="").geturl()
-        await self._handshake(self.agent.url, where, headers, timeout_s=self.agent.handshake_timeout_s, max_size=None)
+        await self._handshake(self.agent.url, where, headers, timeout_s=self.agent.handshake_timeout_s, max_size=MAX_FRAME_BYTES)
         try:
             first = await within(self.agent.handshake_timeout_s, self.ws.recv(), f"the 0x00 handshake from {where}")
             kind, payload = decode_message(first)

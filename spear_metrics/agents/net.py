@@ -180,3 +180,72 @@ async def within(seconds: float, awaitable: Awaitable[T], what: str) -> T:
         return await asyncio.wait_for(awaitable, timeout=seconds)
     except asyncio.TimeoutError:
         raise NetError(f"{what} timed out after {seconds:g} s", retryable=True) from None
+
+
+#: THE limit (bytes) of one HTTP response body an adapter reads (the Chat Completions answer,
+#: an error body): 3,600 s of 24 kHz 16-bit PCM (the longest answer ``score`` reads) is 173 MB,
+#: 230 MB in base64 inside JSON; 256 MiB holds it. Read as the body arrives (:class:`BoundedTransport`).
+MAX_RESPONSE_BYTES = 2 ** 28
+
+
+class ResponseTooLarge(NetError):
+    """A response body passed its size limit while it arrived (not retryable: the same request
+    would get the same body)."""
+
+
+def bounded_http_client(*, timeout_s: float, max_bytes: Optional[int] = None, where: str = "server",
+                        **kw: Any) -> Any:
+    """An ``httpx.AsyncClient`` whose every response body is cut at ``max_bytes`` (raises
+    :class:`ResponseTooLarge` as the body arrives, wrapped by whatever calls httpx, e.g. the
+    ``openai`` SDK's ``APIConnectionError`` whose ``__cause__`` it is). ``timeout_s`` is httpx's
+    per-operation timeout; the caller bounds the whole call (``asyncio.timeout``). ``max_bytes``
+    ``None``: :data:`MAX_RESPONSE_BYTES` (read when the client is made). It asks for
+    uncompressed bodies (``Accept-Encoding: identity``) and refuses a compressed one anyway (a
+    gzip bomb: its decoded size has no bound)."""
+    import httpx
+
+    if max_bytes is None:
+        max_bytes = MAX_RESPONSE_BYTES
+
+    class BoundedStream(httpx.AsyncByteStream):
+        """The response body, refused once more than ``max_bytes`` bytes have arrived."""
+
+        def __init__(self, inner: Any):
+            self._inner, self._n = inner, 0
+
+        async def __aiter__(self):
+            async for chunk in self._inner:
+                self._n += len(chunk)
+                if self._n > max_bytes:
+                    raise ResponseTooLarge(f"{where} sent a response of more than {max_bytes} bytes "
+                                           "(refused as it arrived)")
+                yield chunk
+
+        async def aclose(self) -> None:
+            await self._inner.aclose()
+
+    class BoundedTransport(httpx.AsyncHTTPTransport):
+        async def handle_async_request(self, request: Any) -> Any:
+            resp = await super().handle_async_request(request)
+            coding = resp.headers.get("content-encoding", "").strip().lower()
+            if coding not in ("", "identity"):  # asked for identity: a compressed body's size is unbounded
+                await resp.aclose()
+                raise ResponseTooLarge(f"{where} sent a compressed response (Content-Encoding: {coding[:40]}) "
+                                       "although asked for none; refused (its decoded size has no bound)")
+            resp.stream = BoundedStream(resp.stream)
+            return resp
+
+    headers = {"Accept-Encoding": "identity", **kw.pop("headers", {})}
+    return httpx.AsyncClient(transport=BoundedTransport(), timeout=timeout_s, headers=headers, **kw)
+
+
+def too_large_cause(exc: BaseException) -> Optional[ResponseTooLarge]:
+    """The :class:`ResponseTooLarge` behind ``exc`` (itself or in its ``__cause__``/``__context__``
+    chain), ``None`` if none."""
+    seen = 0
+    while exc is not None and seen < 8:
+        if isinstance(exc, ResponseTooLarge):
+            return exc
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return None

@@ -29,10 +29,13 @@ from spear_metrics.agents.duplex import AudioRequest, NetworkAgentBase, OutputSi
 from spear_metrics.agents.net import (
     REQUEST_ID_HEADER,
     NetError,
+    ResponseTooLarge,
     RetryPolicy,
     api_key,
+    bounded_http_client,
     http_error,
     mask_secrets,
+    too_large_cause,
     request_id,
     with_retries,
 )
@@ -153,7 +156,9 @@ class OpenAIAudioAgent(NetworkAgentBase):
         loop = asyncio.get_running_loop()
         if self._client is None or self._client[0] is not loop:
             key = api_key(self.api_key_env) if self.api_key_env else "none"
-            self._client = (loop, AsyncOpenAI(api_key=key, base_url=self.base_url, max_retries=0, timeout=self.timeout_s))
+            http = bounded_http_client(timeout_s=self.timeout_s, where=self.base_url)  # bodies cut at MAX_RESPONSE_BYTES
+            self._client = (loop, AsyncOpenAI(api_key=key, base_url=self.base_url, max_retries=0, timeout=self.timeout_s,
+                                              http_client=http))
         return self._client[1]
 
     def messages(self, request: AudioRequest) -> list[dict[str, Any]]:
@@ -256,10 +261,13 @@ class OpenAIAudioAgent(NetworkAgentBase):
         except openai.APITimeoutError:
             raise NetError(f"{self.base_url} did not answer within {self.timeout_s:g} s", retryable=True) from None
         except openai.APIConnectionError as e:
+            big = too_large_cause(e)
+            if big is not None:
+                raise ResponseTooLarge(str(big)) from None
             cause = e.__cause__ or e
             raise NetError(f"cannot reach {self.base_url}: {type(cause).__name__}: {mask_secrets(str(cause))[:160]}",
                            retryable=True) from None
-        except (openai.APIResponseValidationError, ValueError, KeyError, TypeError, AttributeError) as e:
+        except (openai.APIResponseValidationError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as e:
             if isinstance(e, ProtocolError):
                 raise
             raise ProtocolError(f"malformed response from {self.base_url}: {type(e).__name__}: "

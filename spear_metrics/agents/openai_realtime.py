@@ -44,7 +44,7 @@ from spear_metrics.agents.base import AgentError
 from spear_metrics.agents.duplex import AudioRequest, NetworkAgentBase, OutputSink, ProtocolError, SessionConfig, SessionResult
 from spear_metrics.agents.duplex import pcm16_bytes
 from spear_metrics.agents.openai_audio import _optional
-from spear_metrics.agents.websocket import WebSocketConnection
+from spear_metrics.agents.websocket import MAX_FRAME_BYTES, WebSocketConnection
 from spear_metrics.agents.net import (
     REQUEST_ID_HEADER,
     RETRY_CLOSE_CODES,
@@ -223,7 +223,7 @@ class RealtimeConnection(WebSocketConnection):
         if self.agent.send_row_id and self.request.row_id:
             headers[REQUEST_ID_HEADER] = request_id(self.request.row_id)
         where = self.agent.base_url
-        await self._handshake(self.agent.url, where, headers, timeout_s=self.agent.connect_timeout_s, max_size=2 ** 24)
+        await self._handshake(self.agent.url, where, headers, timeout_s=self.agent.connect_timeout_s, max_size=MAX_FRAME_BYTES)
         self._receiver = asyncio.create_task(self._receive())
         try:
             await self._send(self.agent.session_update(self.request))

@@ -28,6 +28,13 @@ from spear_metrics.agents.base import AgentError
 from spear_metrics.agents.duplex import AudioRequest, OutputSink, ProtocolError
 from spear_metrics.agents.net import RETRY_CLOSE_CODES, NetError, close_reason, http_error, mask_secrets, within
 
+#: THE frame limit of the WebSocket adapters (bytes, websockets' ``max_size``): a bigger frame is
+#: refused by the client as it arrives (close code 1009) and fails the row with that reason.
+#: 16 MiB holds minutes of base64 PCM in one event, far beyond what a real-time server sends.
+MAX_FRAME_BYTES = 2 ** 24
+#: close code 1009 "message too big" (RFC 6455): what websockets sends when a frame passes ``max_size``
+CLOSE_TOO_BIG = 1009
+
 
 class WebSocketConnection:
     """One WebSocket session of a network adapter (see the module docstring for the hooks).
@@ -46,6 +53,7 @@ class WebSocketConnection:
         self._receiver: Optional[asyncio.Task] = None
         self._closing = False  # set by _abort: what still arrives is ignored
         self._open_error: Optional[AgentError] = None  # the receiver's error during the set-up
+        self._max_size: Optional[int] = MAX_FRAME_BYTES  # the frame limit the socket was opened with
 
     # ------------------------------------------------------------------ hooks
     def _setup_event(self) -> Optional[asyncio.Event]:
@@ -96,6 +104,7 @@ class WebSocketConnection:
         from websockets.asyncio.client import connect
         from websockets.exceptions import InvalidHandshake, InvalidStatus
 
+        self._max_size = max_size
         try:
             self.ws = await within(timeout_s,
                                    connect(url, additional_headers=headers, max_size=max_size, open_timeout=None,
@@ -104,7 +113,8 @@ class WebSocketConnection:
                                    f"WebSocket handshake with {where}")
         except InvalidStatus as e:
             r = e.response
-            body = r.body.decode("utf-8", "replace") if isinstance(r.body, bytes) else ""
+            # websockets returns the body as bytes or bytearray (its own limit bounds its size)
+            body = bytes(r.body).decode("utf-8", "replace") if isinstance(r.body, (bytes, bytearray, memoryview)) else ""
             raise http_error(r.status_code, body, dict(r.headers.raw_items()), what=f"{where} (WebSocket handshake)") from None
         except (OSError, InvalidHandshake) as e:
             raise NetError(f"cannot open a WebSocket to {where}: {type(e).__name__}: {mask_secrets(str(e))[:160]}",
@@ -155,7 +165,12 @@ class WebSocketConnection:
             if not self._closing:
                 self._lost(code, why)
         except ConnectionClosed as e:
-            if not self._closing:
+            sent = getattr(e, "sent", None)
+            if getattr(sent, "code", None) == CLOSE_TOO_BIG and not getattr(e, "rcvd_then_sent", False):
+                # the client itself refused a frame over max_size: say so, not "server closed"
+                self._fail(ProtocolError(f"the server sent a message over the {self._max_size} byte "
+                                         f"limit; refused by the client (close code 1009: {sent.reason})"))
+            elif not self._closing:
                 self._lost(*close_reason(e))
         except asyncio.CancelledError:
             raise

@@ -139,6 +139,30 @@ def command(*parts: Any) -> str:
     return " ".join(shlex.quote(str(p)) for p in parts)
 
 
+def runnable(name: str) -> str:
+    """How to call program ``name`` (``"spearbench"``, ``"python"``) of THIS environment in a
+    printed command: the bare name when ``PATH`` finds this environment's own (an activated
+    virtual environment, an installed tool), else its path beside the running interpreter
+    (``.venv/bin/spearbench``, ``.venv/bin/python``: the README's setup does not activate the
+    environment). For ``python`` the running interpreter itself is the fallback."""
+    import os
+    import shutil
+    from pathlib import Path
+
+    here = Path(sys.executable).parent
+    mine = sys.executable if name == "python" else str(here / name)
+    found = shutil.which(name)
+    if found and (os.path.realpath(found) == os.path.realpath(mine) or (name != "python" and not Path(mine).exists())):
+        return name
+    if Path(mine).exists():
+        cwd = Path.cwd()
+        try:  # a path under the current folder is shown relative to it (.venv/bin/spearbench)
+            return str(Path(mine).relative_to(cwd)) if Path(mine).is_relative_to(cwd) else mine
+        except ValueError:
+            return mine
+    return name
+
+
 def resumed_line(n_done: int, n_total: int, where: Any, what: str = "rows") -> str | None:
     """``resumed: N of M rows already done (kept in WHERE; ...)`` when an earlier run had done
     ``n_done`` > 0 of the ``n_total``, else ``None``."""

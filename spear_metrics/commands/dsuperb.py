@@ -140,6 +140,8 @@ def _run_infer(args: argparse.Namespace) -> int:
                            total=st["n_failed"])
     for name, why in info["failed_instances"].items():
         print(f"spearbench dsuperb: {name}: not run: {why}", file=sys.stderr)
+    if not info["instances"]:  # nothing was loaded: there is nothing to score
+        return _err("no instance could be loaded (see the reasons above); nothing to score")
     next_steps(("score the answers (add --judge-url URL --judge-model NAME for the judge-scored instances)",
                 command("spearbench", "dsuperb", "score", "--pred", shown_path(args.out), "--out",
                         shown_path(Path(shown_path(args.out)).parent, f"{Path(shown_path(args.out)).name}_results"))))

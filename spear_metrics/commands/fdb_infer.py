@@ -16,7 +16,7 @@ import argparse
 import sys
 
 from spear_metrics.commands import (
-    add_run_options, number, parse_options, print_failures, run_exit_status, SHOWN_FAILURES,
+    add_run_options, number, parse_options, print_failures, run_exit_status, shown_path, SHOWN_FAILURES,
 )
 
 
@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     from spear_metrics.core.models import ModelUnavailableError
     from spear_metrics.core.options import OptionError
     from spear_metrics.core.secrets import mask_secrets
-    from spear_metrics.full_duplex.infer import FDBInferError, run_fdb_inference
+    from spear_metrics.full_duplex.infer import WORK, FDBInferError, run_fdb_inference
 
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None
     try:
@@ -72,7 +72,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"  {info['n_kept']} sample(s) hold an output.wav/output.json fdb-infer did not write, left as they are "
               f"({shown}): move those files away to run this system on them", file=sys.stderr)
     if info["n_failed"]:
+        tasks_failed = sorted({f["sample"].split("/", 1)[0] for f in info["failures"]})  # samples are <task>/<id>
+        logs = ", ".join(shown_path(args.root, t, WORK, "failures.jsonl") for t in tasks_failed)
         print_failures([(f["sample"], f["error"]) for f in info["failures"][:SHOWN_FAILURES]],
-                       f"{args.root}/<task>/.spearbench-fdb-infer/failures.jsonl (rerun with --retry-failed)",
-                       total=info["n_failed"], what="sample")
+                       f"{logs} (rerun with --retry-failed)", total=info["n_failed"], what="sample")
     return run_exit_status(info["n_done"], info["n_failed"])

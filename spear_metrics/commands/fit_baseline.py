@@ -80,7 +80,13 @@ def run(args: argparse.Namespace) -> int:
         return 2
     out = Path(args.out) if args.out else Path(args.model_run) / BASELINE_FILE
     write_baseline(out, baseline)
+    from spear_metrics.distributional.baseline import MIN_VALID
+
     for name, t in baseline["tables"].items():
+        if min(t["n_human_dev"], t["n_model_dev"]) < MIN_VALID:
+            print(f"spearbench fit-baseline: warning: table {name} is fitted on {t['n_human_dev']} human and "
+                  f"{t['n_model_dev']} model dev answers (fewer than {MIN_VALID} on a side): its discriminants "
+                  "and clusters are noise; fit on the whole dev split", file=sys.stderr)
         s2 = t.get("stage2")
         print(f"table {name}: {len(t['features'])} features fitted on {t['n_human_dev']} human and {t['n_model_dev']} "
               f"model dev answers, {len(t['skipped'])} skipped"

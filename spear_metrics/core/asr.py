@@ -43,6 +43,7 @@ import importlib.util
 import json
 import os
 import re
+import threading
 from dataclasses import dataclass, field
 from functools import lru_cache, partial
 from pathlib import Path
@@ -402,6 +403,14 @@ class ASRBackend:
         raise NotImplementedError
 
 
+#: faster-whisper models loaded in this process, by (weights, device, index, compute type,
+#: threads), most recently used last: backends of the same weights share one copy (their own
+#: settings, language and batch size, are per call). At most :data:`_SHARED_MAX` kept.
+_SHARED_WHISPER: "dict[tuple, Any]" = {}
+_SHARED_MAX = 2
+_SHARED_LOCK = threading.Lock()
+
+
 class FasterWhisperASR(ASRBackend):
     """faster-whisper (CTranslate2) Whisper; default: the packaged Whisper ``base`` (see :data:`EMBEDDED_WHISPER`).
 
@@ -487,8 +496,13 @@ class FasterWhisperASR(ASRBackend):
             files, where = self._embedded_files(), f"embedded-whisper-{self.embedded}"
         else:
             files, where = None, str(resolve_model(self.model_ref, purpose="ASR (faster-whisper)"))
-        self._model = WhisperModel(where, device=dev, device_index=index, compute_type=ctype,
-                                   cpu_threads=self.cpu_threads, files=files)
+        key = (where, dev, index, ctype, self.cpu_threads)
+        with _SHARED_LOCK:  # one copy of the same weights per process (the demo's agent, scorer and features)
+            self._model = _SHARED_WHISPER.pop(key, None) or WhisperModel(
+                where, device=dev, device_index=index, compute_type=ctype, cpu_threads=self.cpu_threads, files=files)
+            _SHARED_WHISPER[key] = self._model
+            while len(_SHARED_WHISPER) > _SHARED_MAX:
+                _SHARED_WHISPER.pop(next(iter(_SHARED_WHISPER)))
         multilingual = self._model.model.is_multilingual
         self._tokenizer = Tokenizer(self._model.hf_tokenizer, multilingual, task="transcribe",
                                     language=(self.language or "en") if multilingual else None)

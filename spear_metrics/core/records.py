@@ -12,7 +12,7 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Optional
 
 from spear_metrics.core.secrets import mask_secrets, mask_value
 from spear_datasets.files import (
@@ -123,20 +123,43 @@ def dumps(obj: dict[str, Any]) -> str:
     return json.dumps(mask_value(clean_value(obj)), ensure_ascii=False, allow_nan=False)
 
 
+#: Longest JSON Lines line (characters) :func:`read_jsonl` parses: a record holds at most a
+#: transcript of :data:`spear_datasets.schema.MAX_TEXT_CHARS` characters and its scores, far below
+#: it; a longer line (a corrupted or hostile file) is skipped without being held in memory whole.
+MAX_JSONL_LINE_CHARS = 16 * 2 ** 20
+
+
+def _lines(f: Any, limit: int) -> Iterator[Optional[str]]:
+    """The lines of text file ``f``, each at most ``limit`` characters; a longer line yields
+    ``None`` (read past in pieces, never whole)."""
+    while True:
+        line = f.readline(limit + 1)
+        if not line:
+            return
+        if len(line) > limit and not line.endswith("\n"):
+            while line and not line.endswith("\n"):
+                line = f.readline(limit)
+            yield None
+            continue
+        yield line
+
+
 def read_jsonl(path: str | os.PathLike) -> Iterator[dict[str, Any]]:
-    """Yield the objects of a JSON Lines file; a torn last line (killed writer) is skipped."""
+    """Yield the objects of a JSON Lines file. A torn last line (killed writer), a line that is not
+    a JSON object, one nested too deeply for the parser (``RecursionError``) or one longer than
+    :data:`MAX_JSONL_LINE_CHARS` is skipped: in a work log its row is simply redone."""
     p = Path(path)
     if not p.exists():
         return
     with open(p, encoding="utf-8", errors="replace") as f:  # a corrupted byte spoils its line only
-        for line in f:
-            line = line.strip()
+        for line in _lines(f, MAX_JSONL_LINE_CHARS):
+            line = (line or "").strip()
             if not line:
                 continue
             try:
                 obj = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a line cut by a kill: the row is simply redone
+            except (ValueError, RecursionError):
+                continue  # a line cut by a kill, or not JSON: the row is simply redone
             if isinstance(obj, dict):
                 yield obj
 

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -49,6 +50,10 @@ DEFAULT_IGNORED = ("f0_n_voiced_frames", "f0_total_duration_s", "f0_mean_raw")
 #: stage 2: ``42_use_features_for_baseline.sh --thresholds 0.8`` and ``--min-valid`` default 5
 THRESHOLD = 0.8
 MIN_VALID = 5
+#: Stage 1: a feature whose pooled within-side standard deviation is at most this fraction of its
+#: largest absolute dev value is skipped (``constant_within_each_side``): its discriminant would
+#: divide by rounding noise (float64 resolution is 2.2e-16; 1e-9 leaves a wide margin).
+WITHIN_SPREAD_RTOL = 1e-9
 #: the table of rows whose input path names no SPEAR subset folder
 ALL_TABLE = "all"
 
@@ -108,7 +113,12 @@ def fit_feature(x_human: np.ndarray, x_model: np.ndarray) -> dict[str, Any] | st
         ``{"coef", "intercept", "dev_original_mean", "dev_model_mean", "n_original_dev",
         "n_model_dev"}``: P(human | x) = ``expit(coef * x + intercept)`` (exactly what
         ``predict_proba(x)[:, 1]`` computes: the binary decision function ``x @ coef_.T +
-        intercept_`` through ``expit``); or the skip reason ``"insufficient_nonconstant_dev_values"``.
+        intercept_`` through ``expit``); or the skip reason: ``"insufficient_nonconstant_dev_values"``
+        (upstream's), or, where upstream's sklearn call would crash or return a meaningless
+        coefficient (project reasons): ``"constant_within_each_side"`` (the pooled within-side
+        standard deviation is at most :data:`WITHIN_SPREAD_RTOL` times the largest |value|: zero
+        makes ``LinearDiscriminantAnalysis`` raise IndexError, rounding noise gives coefficients of
+        1e31), ``"discriminant_failed: <error>"``, ``"discriminant_not_finite"``.
     """
     from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
 
@@ -119,14 +129,25 @@ def fit_feature(x_human: np.ndarray, x_model: np.ndarray) -> dict[str, Any] | st
     y = np.concatenate([np.full(len(h), LABEL_HUMAN), np.full(len(m), LABEL_MODEL)])
     if np.nanstd(x) == 0:
         return "insufficient_nonconstant_dev_values"
+    # within-side spread: LDA divides by it. Zero (each side constant) crashes sklearn (IndexError on
+    # an empty coef_); a spread that is rounding noise beside the values gives coefficients of 1e31
+    within = np.sqrt((((h - h.mean()) ** 2).sum() + ((m - m.mean()) ** 2).sum()) / max(1, len(h) + len(m) - 2))
+    if not within > WITHIN_SPREAD_RTOL * float(np.abs(x).max()):
+        return "constant_within_each_side"
     import warnings
 
-    with warnings.catch_warnings():  # its explained_variance_ratio_ (unused) divides 0 by 0 for some inputs
-        warnings.simplefilter("ignore", RuntimeWarning)
-        lda = LinearDiscriminantAnalysis().fit(x, y)
+    try:
+        with warnings.catch_warnings():  # its explained_variance_ratio_ (unused) divides 0 by 0 for some inputs
+            warnings.simplefilter("ignore", RuntimeWarning)
+            lda = LinearDiscriminantAnalysis().fit(x, y)
+        coef, intercept = float(lda.coef_[0][0]), float(lda.intercept_[0])
+    except (IndexError, ValueError, np.linalg.LinAlgError) as e:
+        return f"discriminant_failed: {type(e).__name__}"
     if list(lda.classes_) != [LABEL_MODEL, LABEL_HUMAN]:  # cannot happen with both labels present
         raise BaselineError(f"unexpected discriminant classes {list(lda.classes_)}")
-    return {"coef": float(lda.coef_[0][0]), "intercept": float(lda.intercept_[0]),
+    if not (math.isfinite(coef) and math.isfinite(intercept)):
+        return "discriminant_not_finite"
+    return {"coef": coef, "intercept": intercept,
             "dev_original_mean": float(np.nanmean(h)), "dev_model_mean": float(np.nanmean(m)),
             "n_original_dev": int(len(h)), "n_model_dev": int(len(m))}
 

@@ -649,6 +649,22 @@ def _caution_once(page: Page, cautions: Sequence[str | None]) -> bool:
     return bool(shown)
 
 
+def _shared_statistics_note(page: Page, keys: Sequence[str], stats: Sequence[tuple[str, str, str]],
+                            ns: Sequence[int]) -> None:
+    """When several keys of a tests table show the very same p-values and effect size (related
+    keys such as F0 percentiles, at a few pairs, where rank statistics take only a few values),
+    say so under the table's heading, naming them: they are computed per key, not copied."""
+    groups: dict[tuple[str, str, str], list[str]] = {}
+    for k, st in zip(keys, stats):
+        if st[0] not in ("-", "") or st[1] not in ("-", ""):
+            groups.setdefault(st, []).append(k)
+    for same in (g for g in groups.values() if len(g) >= 3):
+        n = max(ns) if ns else 0
+        page.add(f'<p class="caution">{_e(", ".join(same))} show the same p-values and d_z: each is computed on its '
+                 f"own values, but with n = {n} pairs whose differences all have the same sign, rank statistics and "
+                 "d_z take only a few values; read the differences and intervals, not the p-values.</p>")
+
+
 def _tests(page: Page, dim: str, report: Report) -> None:
     from spear_metrics.core.stats import SMALL_SAMPLE
 
@@ -685,6 +701,7 @@ def _tests(page: Page, dim: str, report: Report) -> None:
                      fmt(e["d_z"]), _e(e["note"] or "")])
     page.add(f"<p>Paired: rows matched by input clip ({comp['n_common']} shared); difference = {model} − {hlabel}.</p>")
     _caution_once(page, [comp["keys"][k].get("caution") for k in keys])
+    _shared_statistics_note(page, keys, [(r[6], r[7], r[8]) for r in rows], [comp["keys"][k]["n"] for k in keys])
     page.table(["key", "n pairs", f"mean {model}", f"mean {hlabel}", "difference", "95 % CI", "p (bootstrap)",
                 "p (Wilcoxon)", "d_z", "note"], rows, "tests")
     urows, ucautions = [], []

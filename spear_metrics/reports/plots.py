@@ -17,6 +17,28 @@ import numpy as np
 COLOURS = ("#1f77b4", "#7f7f7f", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2")
 
 
+#: marker of each run in a scatter (with :data:`COLOURS`): runs that share points stay visible
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+
+
+def fit_title(text: str, width_in: float, fontsize: float = 10.0) -> str:
+    """``text`` folded at spaces into lines that fit ``width_in`` inches at ``fontsize`` points
+    (about 0.55 em per character): a title longer than its figure is wrapped, never cut."""
+    import textwrap
+
+    chars = max(12, int(width_in * 72 / (fontsize * 0.55)))
+    return "\n".join(textwrap.wrap(str(text), chars, break_long_words=False, break_on_hyphens=False)) or str(text)
+
+
+def _scatter_run(ax, i: int, n_runs: int, x: np.ndarray, y: np.ndarray, label: str, size: float) -> None:
+    """Run ``i`` of ``n_runs`` as hollow markers of its own shape, earlier runs drawn larger: runs
+    whose points coincide (the same answers) show as nested shapes instead of the last one hiding
+    the others."""
+    colour = COLOURS[i % len(COLOURS)]
+    ax.scatter(x, y, s=size * (1.0 + 0.9 * (n_runs - 1 - i)), marker=MARKERS[i % len(MARKERS)], facecolors="none",
+               edgecolors=colour, linewidths=1.2, label=label)
+
+
 def _figure(width: float = 7.0, height: float = 3.6):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -69,14 +91,14 @@ def histogram(title: str, xlabel: str, series: Sequence[tuple[str, Sequence[Any]
         if v.size:
             ax.hist(v, bins=bins, color=colour, alpha=0.75)
             ax.axvline(v.mean(), color="black", linestyle=":", linewidth=1)
-            ax.set_title(f"{label}: n={v.size}, mean {v.mean():.3g}", fontsize=8, loc="left")
+            ax.set_title(fit_title(f"{label}: n={v.size}, mean {v.mean():.3g}", 6.5, 8), fontsize=8, loc="left")
         else:
             ax.text(0.5, 0.5, f"{label}: no value", ha="center", va="center", transform=ax.transAxes, fontsize=8)
             ax.set_yticks([])
         ax.set_ylabel("samples", fontsize=7)
         ax.tick_params(labelsize=7)
     axes[-1].set_xlabel(xlabel)
-    fig.suptitle(title, fontsize=10)
+    fig.suptitle(fit_title(title, 7.0), fontsize=10)
     return fig
 
 
@@ -89,8 +111,8 @@ def scatter(title: str, xlabel: str, ylabel: str, series: Sequence[tuple[str, Se
     for i, (label, xs, ys) in enumerate(series):
         pts = [(a, b) for a, b in ((as_number(x), as_number(y)) for x, y in zip(xs, ys)) if a is not None and b is not None]
         arr = np.asarray(pts, dtype=np.float64).reshape(-1, 2)
-        ax.scatter(arr[:, 0], arr[:, 1], s=18, alpha=0.7, color=COLOURS[i % len(COLOURS)], label=f"{label} (n={len(arr)})")
-    ax.set_title(title)
+        _scatter_run(ax, i, len(series), arr[:, 0], arr[:, 1], f"{label} (n={len(arr)})", 18)
+    ax.set_title(fit_title(title, 5.0))
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     fig.legend(loc="outside right upper", fontsize=8, frameon=False)  # beside the plot, never over it
@@ -108,13 +130,13 @@ def question_answer_scatter(title: str, dims: Sequence[str], series: Sequence[tu
         for i, (label, rows) in enumerate(series):
             pts = [(as_number(r.get(f"question_{d}")), as_number(r.get(f"answer_{d}"))) for r in rows]
             arr = np.asarray([p for p in pts if None not in p], dtype=np.float64).reshape(-1, 2)
-            ax.scatter(arr[:, 0], arr[:, 1], s=14, alpha=0.7, color=COLOURS[i % len(COLOURS)], label=f"{label} (n={len(arr)})")
+            _scatter_run(ax, i, len(series), arr[:, 0], arr[:, 1], f"{label} (n={len(arr)})", 14)
         ax.plot([0, 1], [0, 1], color="black", linewidth=0.5)
         ax.set_xlabel(f"question {d}")
         ax.set_ylabel(f"answer {d}")
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncol=min(4, max(1, len(labels))), fontsize=7, frameon=False)
-    fig.suptitle(title)
+    fig.suptitle(fit_title(title, 4.0 * len(dims)))
     return fig
 
 
@@ -138,7 +160,7 @@ def boxes(title: str, ylabel: str, keys: Sequence[str], series: Sequence[tuple[s
                 label=f"{label} (n={max((d.size for d in data), default=0)})")
     ax.set_xticks(range(len(keys)))
     ax.set_xticklabels(keys, fontsize=8)
-    ax.set_title(title)
+    ax.set_title(fit_title(title, 7.0))
     ax.set_ylabel(ylabel)
     fig.legend(loc="outside right upper", fontsize=8, frameon=False)  # beside the plot, never over it
     return fig
@@ -167,7 +189,7 @@ def category_bars(title: str, series: Sequence[tuple[str, Sequence[Any]]], order
     ax.set_xticks(range(len(cats)))
     ax.set_xticklabels([str(k) for k in cats], rotation=30, ha="right", fontsize=8)
     ax.set_ylabel("% of samples")
-    ax.set_title(title)
+    ax.set_title(fit_title(title, 5.0))
     fig.legend(loc="outside right upper", fontsize=8, frameon=False)  # beside the plot, never over it
     return fig
 

@@ -13,9 +13,10 @@ import math
 import os
 import re
 import tempfile
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
 
 if TYPE_CHECKING:  # imported where a table is built: every CLI start imports this package
     import pandas as pd
@@ -23,6 +24,8 @@ if TYPE_CHECKING:  # imported where a table is built: every CLI start imports th
 from spear_metrics.results.hub import is_repo_id, shorten
 from spear_metrics.results.paths import public_text
 from spear_metrics.results.validate import INFERENCE_MODES, PROTOCOL, ResultsError, is_number, validate_run
+
+T = TypeVar("T")
 
 #: What a raw scored folder is told (it is not a results dataset).
 RAW_FOLDER_HINT = ("a scored RESULTS folder, not a results dataset: write one with `spearbench push-results "
@@ -221,6 +224,32 @@ def load_results_folder(folder: str | os.PathLike, *, where: str, root: str | os
                    summary, pd.DataFrame(rows), split=split, audio_columns=audio_cols, report=report, root=root)
 
 
+#: Total time (s) a fetch of a Hub results dataset may take (``huggingface_hub`` timeouts are per
+#: read: a server trickling bytes would hold the caller forever).
+HUB_DEADLINE_S = 120.0
+
+
+def within_deadline(fetch: Callable[[], T], deadline_s: float, what: str) -> T:
+    """``fetch()`` in a worker thread, waited for at most ``deadline_s`` s in all (a total deadline,
+    whatever the per-read timeouts below it); the thread is left to end on its own after it.
+
+    Raises:
+        ResultsError: ``<what> took longer than N s``, or ``<what> (<error type>)`` (the
+            type only: the error's text may hold cache paths).
+    """
+    import concurrent.futures
+
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="spearbench-hub")
+    future = pool.submit(fetch)
+    pool.shutdown(wait=False)
+    try:
+        return future.result(timeout=deadline_s)
+    except concurrent.futures.TimeoutError:
+        raise ResultsError(f"{what} took longer than {deadline_s:g} s (total deadline)") from None
+    except Exception as e:
+        raise ResultsError(f"{what} ({type(e).__name__})") from None
+
+
 def load_hub_results(repo_id: str) -> Results:
     """Fetch the Hub results dataset ``repo_id`` (``huggingface_hub.snapshot_download``: honours
     ``HF_HUB_OFFLINE`` and the cache; only the card, ``summary.json``, the parquet files and the
@@ -232,14 +261,12 @@ def load_hub_results(repo_id: str) -> Results:
     """
     if not is_repo_id(repo_id):
         raise ResultsError(f"{shorten(repo_id, 80)}: not a Hub dataset id OWNER/NAME")
-    try:
-        from huggingface_hub import snapshot_download
+    from huggingface_hub import snapshot_download
 
-        folder = snapshot_download(repo_id, repo_type="dataset",
-                                   allow_patterns=["README.md", "summary.json", "data/*.parquet",
-                                                   "report/index.html", "report/*.png"])
-    except Exception as e:
-        raise ResultsError(f"{repo_id}: cannot fetch the Hub dataset ({type(e).__name__})") from None
+    folder = within_deadline(lambda: snapshot_download(repo_id, repo_type="dataset",
+                                                       allow_patterns=["README.md", "summary.json", "data/*.parquet",
+                                                                       "report/index.html", "report/*.png"]),
+                             HUB_DEADLINE_S, f"{repo_id}: cannot fetch the Hub dataset")
     # a cache snapshot's files are links into the repository's blobs/: that repository folder is the root
     return load_results_folder(folder, where=repo_id, root=Path(folder).parent.parent)
 
@@ -267,6 +294,12 @@ REFUSAL = ("not a source this Space was started with, nor a Hub dataset id OWNER
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:@+-]{0,63}")
 
 
+#: Hub results datasets a Space keeps loaded besides its start sources (least recently used evicted).
+MAX_CACHED_HUB = 16
+#: Sources not yet loaded that one page action or API call may fetch.
+MAX_NEW_PER_CALL = 4
+
+
 class SourcePolicy:
     """THE place that decides what the Space may read.
 
@@ -283,7 +316,11 @@ class SourcePolicy:
     - Messages name the label or the typed name, never a server path (a last pass removes any
       absolute path: :func:`~spear_metrics.results.paths.public_text`).
 
-    Loaded results are cached by label for the life of the process.
+    Loaded results are cached by label: start sources for the life of the process, Hub ids typed
+    in the page or the API in a least-recently-used cache of :data:`MAX_CACHED_HUB` entries. One
+    call (:meth:`load_many`) fetches at most :data:`MAX_NEW_PER_CALL` sources not already loaded;
+    the rest are refused with a reason, so one unauthenticated request cannot make the server
+    fetch and keep any number of Hub datasets.
     """
 
     def __init__(self, start: Sequence[str] = ()):
@@ -291,6 +328,7 @@ class SourcePolicy:
         self._start_labels: list[str] = []
         self._start_errors: dict[str, str] = {}
         self._cache: dict[str, Results] = {}
+        self._lock = threading.Lock()  # the Space serves requests from several threads
         for entry in start:
             entry = str(entry).strip()
             if not entry:
@@ -344,8 +382,10 @@ class SourcePolicy:
             ResultsError: refused or invalid, with a message free of server paths.
         """
         label = self.resolve(name)
-        if label in self._cache:
-            return self._cache[label]
+        with self._lock:
+            if label in self._cache:
+                self._cache[label] = res = self._cache.pop(label)  # most recently used last
+                return res
         try:
             if label in self._local:
                 res = load_results_folder(self._local[label], where=label)
@@ -355,7 +395,11 @@ class SourcePolicy:
             raise ResultsError(self.public(str(e))) from None
         except Exception as e:  # never let one source break the page
             raise ResultsError(self.public(f"{label}: {type(e).__name__}: {' '.join(str(e).split())}")) from None
-        self._cache[label] = res
+        with self._lock:
+            self._cache[label] = res
+            hub = [k for k in self._cache if k not in self._start_labels]
+            for k in hub[: max(0, len(hub) - MAX_CACHED_HUB)]:  # least recently used first
+                del self._cache[k]
         return res
 
     def public(self, message: str) -> str:
@@ -372,10 +416,17 @@ class SourcePolicy:
 
     def load_many(self, names: Sequence[str]) -> tuple[list[Results], list[str]]:
         """Load each source; returns the loaded ones and one message per refused one
-        (``"rejected NAME: reason"``, NAME = the label or typed name)."""
-        ok, errors = [], []
+        (``"rejected NAME: reason"``, NAME = the label or typed name). Sources beyond the
+        :data:`MAX_NEW_PER_CALL` th one not yet loaded are refused unfetched."""
+        ok, errors, new = [], [], 0
         for n in names:
             try:
+                label = self.resolve(n)
+                if label not in self._cache and label not in self._start_labels:
+                    new += 1
+                    if new > MAX_NEW_PER_CALL:
+                        raise ResultsError(f"{label}: not fetched: at most {MAX_NEW_PER_CALL} new Hub datasets "
+                                           "per request (ask again for the rest)")
                 ok.append(self.load(n))
             except ResultsError as e:
                 errors.append(f"rejected {e}")

@@ -341,13 +341,21 @@ class SpeechQuality(Dimension):
     # ------------------------------------------------------------------ scoring
 
     def _ready(self, backend) -> str | None:
-        """``None`` when ``backend`` loads; else the one-line reason (remembered)."""
+        """``None`` when ``backend`` loads; else the one-line reason (remembered).
+
+        Raises:
+            ModelUnavailableError: ``profile=reference`` and one of its models cannot be had: the
+                published table's models were asked for by name, so the run stops (one line, exit 2)
+                instead of scoring every key null.
+        """
         if id(backend) in self._broken:
             return self._broken[id(backend)]
         try:
             backend.load()
             return None
         except ModelUnavailableError as e:
+            if self.profile == "reference":
+                raise ModelUnavailableError(f"speech_quality -o profile=reference: {one_line(e)}") from None
             self._broken[id(backend)] = one_line(e)
             return self._broken[id(backend)]
 

@@ -54,7 +54,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from spear_metrics.speechrole.data import MODES
-from spear_metrics.speechrole.protocol import ASPECTS
+from spear_metrics.speechrole.protocol import ASPECTS, check_score
 
 ALL = "all_aspects"
 OVERALL = "overall"
@@ -76,9 +76,20 @@ class JudgeResultsError(ValueError):
 
 
 def _pair(v: Any) -> tuple[int, int] | None:
-    """A ``score`` value as two integers, or ``None``."""
-    if isinstance(v, (list, tuple)) and len(v) == 2 and all(isinstance(x, int) and not isinstance(x, bool) for x in v):
-        return int(v[0]), int(v[1])
+    """A ``score`` value as two integers on the judge's 1-10 scale, or ``None`` (see :func:`_pair_problem`)."""
+    return None if _pair_problem(v) else (int(v[0]), int(v[1]))
+
+
+def _pair_problem(v: Any) -> str | None:
+    """Why a ``score`` value is not a pair of integers on the judge's 1-10 scale
+    (:func:`spear_metrics.speechrole.protocol.check_score`), ``None`` when it is."""
+    if not (isinstance(v, (list, tuple)) and len(v) == 2 and all(isinstance(x, int) and not isinstance(x, bool) for x in v)):
+        return f"score is not two integers: {str(v)[:120]}"
+    try:
+        for x, side in zip(v, "AB"):
+            check_score(x, f"score {side}")
+    except ValueError as e:
+        return str(e)
     return None
 
 
@@ -122,7 +133,8 @@ def _aspect_cells(obj: dict[str, Any], swapped: bool) -> dict[str, Any]:
         else:
             st = res.get("status") if isinstance(res, dict) else None
             status = st if st in (UNPARSED, NOT_JUDGED) else UNPARSED
-            err = (res.get("error") if isinstance(res, dict) else None) or f"score is not two integers: {res!r}"[:200]
+            problem = _pair_problem(res.get("score")) if isinstance(res, dict) else f"not an object: {str(res)[:120]}"
+            err = (res.get("error") if isinstance(res, dict) else None) or problem
         if swapped:  # Model A was the reference
             out[f"{a}_A_second"] = pair[1] if pair else None
             out[f"{a}_B_first"] = pair[0] if pair else None
@@ -140,7 +152,7 @@ def _read_mode_folder(folder: Path, mode: str, swapped: bool, rows: dict, info: 
     for f in sorted(folder.glob("*.json")):
         try:
             data = json.loads(f.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        except (OSError, ValueError, RecursionError) as e:  # ValueError: bad JSON, an int of 5,000 digits
             info["problems"].append(f"{mode}/{f.name}: not JSON ({' '.join(str(e).split())[:120]})")
             continue
         where = f"{SWAPPED_DIR + '/' if swapped else ''}{mode}/{f.name}"

@@ -128,6 +128,22 @@ V2_FORMAT_OUTRO = (
     "does not affect your judgment. Output only valid JSON, no additional text or markdown formatting.")
 #: v1's score pattern (``parse_gemini_result``; its first match is read).
 V1_SCORES = re.compile(r"\[Scores\]:\s*\((\d+),\s*(\d+)\)")
+#: The judge's scale (both prompts: "scores from 1 to 10"); a score outside it is a failed pair
+#: (checked where a score enters: :func:`check_score`), never averaged.
+SCORE_MIN, SCORE_MAX = 1, 10
+
+
+def check_score(v: int, what: str = "score") -> int:
+    """``v`` when it lies on the judge's scale [:data:`SCORE_MIN`, :data:`SCORE_MAX`].
+
+    Raises:
+        ValueError: outside the scale (the value cut to 20 digits: a 400-digit "score" is named,
+            never converted to a float).
+    """
+    if not SCORE_MIN <= v <= SCORE_MAX:
+        text = str(v) if abs(v) < 10 ** 20 else f"{str(v)[:20]}... ({len(str(abs(v)))} digits)"
+        raise ValueError(f"{what} {text} is outside the judge's {SCORE_MIN}-{SCORE_MAX} scale")
+    return v
 
 
 def role_name(system_prompt: str) -> str:
@@ -211,27 +227,36 @@ def build_messages(protocol: str, *, system_prompt: str, users: Sequence[str], r
 
 def parse_v1(reply: str) -> dict[str, Any]:
     """A v1 reply -> ``{"reason": reply stripped, "score": [a, b]}`` (the script's
-    ``parse_gemini_result``: the first ``[Scores]: (a, b)``; any non-negative integers).
+    ``parse_gemini_result``: the first ``[Scores]: (a, b)``). Departure: each score must lie on
+    the judge's 1-10 scale (:func:`check_score`; the script takes any non-negative integers).
 
     Raises:
-        ValueError: no ``[Scores]: (a, b)`` in the reply (the script would retry forever).
+        ValueError: no ``[Scores]: (a, b)`` in the reply (the script would retry forever), or a
+            score outside 1-10.
     """
     m = V1_SCORES.search(reply or "")
     if m is None:
         raise ValueError("no '[Scores]: (a, b)' in the reply")
-    return {"reason": str(reply).strip(), "score": [int(m.group(1)), int(m.group(2))]}
+    return {"reason": str(reply).strip(), "score": [check_score(_digits(m.group(k)), f"score {'ab'[k - 1]}") for k in (1, 2)]}
+
+
+def _digits(text: str) -> int:
+    """A run of ASCII digits as an int (a run too long for ``int()`` is a ValueError, like any other bad score)."""
+    if len(text) > 50:
+        raise ValueError(f"score of {len(text)} digits is outside the judge's {SCORE_MIN}-{SCORE_MAX} scale")
+    return int(text)
 
 
 def _int_score(v: Any, what: str) -> int:
     if isinstance(v, bool):
         raise ValueError(f"{what} is not an integer: {v!r}")
     if isinstance(v, int):
-        return v
+        return check_score(v, what)
     if isinstance(v, float) and v.is_integer():
-        return int(v)
-    if isinstance(v, str) and re.fullmatch(r"\s*[+-]?\d+\s*", v):
-        return int(v)
-    raise ValueError(f"{what} is not an integer: {v!r}")
+        return check_score(int(v), what)
+    if isinstance(v, str) and re.fullmatch(r"\s*[+-]?\d{1,50}\s*", v):
+        return check_score(int(v), what)
+    raise ValueError(f"{what} is not an integer on the judge's {SCORE_MIN}-{SCORE_MAX} scale: {str(v)[:40]!r}")
 
 
 def parse_v2(reply: str) -> dict[str, dict[str, Any]]:
@@ -241,10 +266,11 @@ def parse_v2(reply: str) -> dict[str, dict[str, Any]]:
     :func:`spear_metrics.core.judge.parse_json_reply`). Each aspect's scores are ``score_a`` /
     ``score_b``, else ``score[0]`` / ``score[1]`` (as the script). Departures: a missing score is
     malformed (the script reads 0); a score must be an integer (``8.0`` and ``"8"`` are; the
-    script would truncate ``8.7``).
+    script would truncate ``8.7``) on the judge's 1-10 scale (:func:`check_score`).
 
     Raises:
-        ValueError: not JSON, an aspect missing or not an object, a score missing or not an integer.
+        ValueError: not JSON, an aspect missing or not an object, a score missing, not an integer
+            or outside 1-10.
     """
     from spear_metrics.core.judge import parse_json_reply
 
