@@ -189,11 +189,17 @@ def format_value(summary: Mapping[str, Any], key: str, dimension: str | None = N
     return f"{v:.{digits}f}" if isinstance(v, float) else str(v)
 
 
-def add_bootstrap_arguments(p, what: str) -> None:
-    """``--bootstrap N`` (resamples, >= 0, default 1000) and ``--seed`` (THE number parser)."""
+def add_bootstrap_arguments(p, what: str, *, units: bool = False) -> None:
+    """``--bootstrap N`` (resamples, >= 0, default 1000) and ``--seed`` (THE number parser); with
+    ``units``, ``--bootstrap-unit conversation|row`` (SPEAR: what the intervals resample,
+    :data:`spear_metrics.core.stats.BOOTSTRAP_UNITS`; docs/statistics.md)."""
     p.add_argument("--bootstrap", type=number(integer=True, minimum=0, maximum=MAX_RESAMPLES), default=1000, metavar="N",
                    help=f"bootstrap resamples of {what} (default 1000; 0 = none; at most {MAX_RESAMPLES})")
     p.add_argument("--seed", type=number(integer=True), default=0, help="bootstrap seed (same seed, same output)")
+    if units:
+        p.add_argument("--bootstrap-unit", choices=("conversation", "row"), default="conversation",
+                       help="what the bootstrap resamples: conversation (default: every row of a drawn conversation "
+                            "comes along, as SPEAR's rows are several questions of one conversation) or row")
 
 
 def missing_package(prog: str, modules: Sequence[str], extra: str) -> bool:

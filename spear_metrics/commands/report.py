@@ -22,7 +22,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="another run shown beside (repeatable)")
     p.add_argument("--out", required=True, help="report folder (index.html + PNG files)")
     p.add_argument("--name", default=None, help="display name of the run (default: the results card's model name, else the agent of the infer run it scored, else the folder name)")
-    add_bootstrap_arguments(p, "the paired tests against the human answers")
+    add_bootstrap_arguments(p, "the paired tests against the human answers", units=True)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -55,7 +55,8 @@ def run(args: argparse.Namespace) -> int:
             notes.append(why)
         else:
             others.append(r)
-    path = build_report(run_, out, human=human, against=others, notes=notes, n_resamples=args.bootstrap, seed=args.seed)
+    path = build_report(run_, out, human=human, against=others, notes=notes, n_resamples=args.bootstrap, seed=args.seed,
+                        bootstrap_unit=args.bootstrap_unit)
     for n in notes + run_.problems:
         print(wrap(f"spearbench report: note: {n}"), file=sys.stderr)
     print(f"wrote {shown_path(path)}")
