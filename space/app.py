@@ -145,7 +145,8 @@ def all_rows(sources: list[str]) -> tuple[list[dict[str, Any]], list[str]]:
     rows = published_rows()
     spear = [r for r in loaded if not r.summary.get("benchmark")]  # other benchmarks: their own tabs
     # tie marks (★ best, ≈ tied, rank interval) among the results datasets, from their per-sample rows
-    marks = results_tie_cells(spear, [c.name for c in columns()])
+    marks = results_tie_cells(spear, [c.name for c in columns()], human=next(
+        (r for r in rows if r["model"] == "human" and r["source"] == "published"), None))
     for r in spear:
         row = leaderboard_row(r)
         row.update(project_cells(r.summary))

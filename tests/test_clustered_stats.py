@@ -139,7 +139,15 @@ def test_tie_groups_two_tied_one_not():
     # lower is better: C is now the best and nobody is tied with it
     low = tie_groups(values, better="lower", cluster=lambda i: i.split("_")[0], n_resamples=500)
     assert low["best"] == "C" and not low["systems"]["A"]["tied"] and not low["systems"]["B"]["tied"]
-    assert tie_groups(values, better="closer_to_human")["best"] is None
+    assert tie_groups(values, better="closer_to_human")["best"] is None  # no human value
+    # closer to a human value 0.9 below A/B's: C (1.0 below them) is 0.1 away, A and B 0.9 away. The
+    # human value is fixed, so the systems' common level matters: with a conversation effect of
+    # SD 3 that level is uncertain by 3 / sqrt(30) = 0.55 and nobody is distinguishable; with SD 0.1 C wins
+    small = np.random.default_rng(0).normal(0, 0.1, 30)
+    values = {"A": _system(1.0, 1, small), "B": _system(1.0, 2, small), "C": _system(0.0, 3, small)}
+    target = float(np.mean(list(values["A"].values()))) - 0.9
+    near = tie_groups(values, better="closer_to_human", target=target, cluster=lambda i: i.split("_")[0], n_resamples=500)
+    assert near["best"] == "C" and not near["systems"]["A"]["tied"] and near["systems"]["C"]["rank_ci95"] == [1, 1]
 
 
 def test_few_events_marks_rates_only():
@@ -149,3 +157,40 @@ def test_few_events_marks_rates_only():
     assert few_events({**s, "interruptions_%_n": 10}, "interruptions_%") == ""
     assert few_events(s, "latency_ms") == ""
     assert few_events({"x_rate": 0.5, "x_rate_n": 2}, "x_rate") == "(few events: n = 2)"
+
+
+def test_leaderboard_marks_in_console_and_csv(tmp_path):
+    """The demo's leaderboard with tie groups: latency_ms (lower is better) of three systems on
+    30 conversations x 3 rows; fast and fast2 differ only by row noise, slow is 200 ms slower."""
+    import csv
+
+    from spear_metrics.commands.demo import leaderboard_text, write_leaderboard
+    from spear_metrics.reports.runs import leaderboard_ties
+
+    effect = np.random.default_rng(0).normal(0, 100.0, 30)
+
+    def rows(offset: float, seed: int) -> list[dict]:
+        rng = np.random.default_rng(seed)
+        return [{"row": 3 * c + k, "audio_path": f"a/V00_S0001_I{c:08d}_P1_P2_{k}.wav", "status": "ok",
+                 "latency_ms": float(500 + effect[c] + offset + rng.normal(0, 20))} for c in range(30) for k in range(3)]
+
+    runs = {"fast": rows(0, 1), "fast2": rows(0, 2), "slow": rows(200, 3)}
+    # latency_ms is "closer to human": no human value, no tie group
+    assert leaderboard_ties(runs, ["latency_ms"], n_resamples=100) == {}
+    # the human answers at 480 ms: fast and fast2 (~500 + mean effect) are nearest
+    human = {"latency_ms": 480.0 + float(effect.mean())}
+    ties = leaderboard_ties(runs, ["latency_ms"], n_resamples=500, human=human)
+    t = ties["latency_ms"]
+    assert t["best"] in ("fast", "fast2") and t["systems"]["slow"]["tied"] is False
+    summaries = {n: {"latency_ms": float(np.mean([r["latency_ms"] for r in rs])), "latency_ms_n": 90}
+                 for n, rs in runs.items()}
+    cols = write_leaderboard(tmp_path / "leaderboard.csv", summaries, ties)
+    assert "latency_ms" in cols and "latency_ms_tie" not in cols  # the value columns
+    board = {r["model"]: r for r in csv.DictReader(open(tmp_path / "leaderboard.csv", encoding="utf-8"))}
+    other = "fast2" if t["best"] == "fast" else "fast"
+    assert board[t["best"]]["latency_ms_tie"] == "best" and board[other]["latency_ms_tie"] == "tied"
+    assert board["slow"]["latency_ms_tie"] == "" and board["slow"]["latency_ms_rank_ci95"] == "3-3"
+    text = leaderboard_text(cols, summaries, ties)
+    line = next(x for x in text.splitlines() if x.startswith("latency_ms"))
+    assert BEST_MARK in line and TIE_MARK in line and "rank 3" in line
+    assert "tied with the best" in text  # the rule, stated once

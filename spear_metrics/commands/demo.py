@@ -349,14 +349,15 @@ def subject_of(systems: dict[str, Path]) -> str:
 
 def _ties(out: Path, names: list[str], summaries: dict[str, dict]) -> dict[str, dict]:
     """Tie groups and rank intervals of the systems ``names`` (the human answers are the
-    reference, not a contestant) on every key of the leaderboard
-    (:func:`spear_metrics.reports.runs.leaderboard_ties`), from their ``per_sample.jsonl``."""
+    reference, not a contestant: "closer to human" keys are judged against its values) on every
+    key of the leaderboard (:func:`spear_metrics.reports.runs.leaderboard_ties`), from their
+    ``per_sample.jsonl``."""
     from spear_metrics.core.summary import BENCHMARK_KEYS
     from spear_metrics.reports.runs import _read_raw_folder, leaderboard_ties
 
     rows = {n: _read_raw_folder(out / "results" / n)[1] for n in names if (out / "results" / n / "per_sample.jsonl").is_file()}
     keys = [k for k in BENCHMARK_KEYS if any(k in summaries.get(n, {}) for n in rows)]
-    return leaderboard_ties(rows, keys) if len(rows) >= 2 else {}
+    return leaderboard_ties(rows, keys, human=summaries.get("human")) if len(rows) >= 2 else {}
 
 
 def leaderboard_text(cols: list[str], summaries: dict[str, dict], ties: dict[str, dict] | None = None) -> str:

@@ -772,20 +772,47 @@ def compare_runs(
 # several systems: tie groups and rank intervals
 
 #: the rule of :func:`tie_groups`, in words (shown with every tie group)
-TIE_RULE = ("tied with the best (≈): the system's difference from the best system on their shared rows is not "
-            "significant by a paired bootstrap over {unit}s (two-sided, Holm-adjusted over the systems compared with "
-            "the best, p >= {alpha:g}), or too few shared {unit}s exist to tell them apart; rank interval: 2.5th-97.5th "
-            "percentile of the system's rank over {unit} resamples of all systems together")
+TIE_RULE = ("★ best; ≈ tied with the best: the system's difference from the best system on the rows both answered is "
+            "not significant by a paired bootstrap over {unit}s (two-sided, Holm-adjusted over the systems compared "
+            "with the best, p >= {alpha:g}), or fewer than {min_units} shared {unit}s exist to tell them apart; rank "
+            "lo-hi: the 2.5th-97.5th percentile of the system's rank over {unit} resamples of all systems together")
 #: the marker of a system tied with the best (text, so it does not rest on colour)
 TIE_MARK = "≈"
 #: the marker of the best system
 BEST_MARK = "★"
 
 
+def _score(means: np.ndarray, better: str, target: float | None) -> np.ndarray:
+    """Larger = better: the mean (``higher``), minus the mean (``lower``), minus the distance to
+    ``target`` (``closer_to_human``)."""
+    if better == "higher":
+        return means
+    if better == "lower":
+        return -means
+    return -np.abs(means - float(target))
+
+
+def _resampled_means(values: dict[str, dict[Any, Any]], systems: Sequence[str], ids: Sequence[Any],
+                     cluster: Callable[[Any], Any] | None, n_resamples: int, seed: int) -> tuple[np.ndarray, int]:
+    """``(len(systems), n_resamples)`` means of each system over the rows ``ids`` of clustered
+    resamples (NaN where a resample holds none of a system's rows), and the number of clusters."""
+    cl = Clusters([cluster(i) for i in ids] if cluster is not None else [None] * len(ids))
+    drawn = cl.draw_clusters(np.random.default_rng(seed), n_resamples)
+    m = np.empty((len(systems), drawn.shape[0]), dtype=np.float64)
+    for j, n in enumerate(systems):
+        x = np.asarray([np.nan if (v := as_number(values[n].get(i))) is None else v for i in ids], dtype=np.float64)
+        s_, c_ = cl.sums(x)
+        tot = c_[drawn].sum(axis=1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            m[j] = np.where(tot > 0, s_[drawn].sum(axis=1) / np.where(tot > 0, tot, 1.0), np.nan)
+    return m, cl.n_clusters
+
+
 def tie_groups(
     values: dict[str, dict[Any, Any]],
     *,
     better: str,
+    target: float | None = None,
     cluster: Callable[[Any], Any] | None = None,
     unit: str = "conversation",
     n_resamples: int = DEFAULT_RESAMPLES,
@@ -799,84 +826,76 @@ def tie_groups(
     Args:
         values: system -> {row id: per-row value} (``None`` = no value); the key's value of a
             system is the mean of its values (a mean or a percentage of per-row values).
-        better: ``"higher"`` or ``"lower"`` (other directions have no best: ``None`` result
-            fields with a ``note``).
+        better: ``"higher"``, ``"lower"``, or ``"closer_to_human"`` with ``target`` (the human
+            value: the best is the system whose mean is nearest to it). Otherwise (or without a
+            target) there is no best: ``None`` result fields with a ``note``.
         cluster: row id -> its cluster (``None`` = its own), named ``unit``; ``None``: rows.
 
     Rule (:data:`TIE_RULE`): the best system is the one with the best mean; every other system
-    is compared with it on the rows both have (:func:`paired_comparison`, clustered); the
-    bootstrap p-values are Holm-adjusted (:func:`holm`) over those comparisons; a system is tied
-    when its adjusted p >= ``alpha`` or no p exists (fewer than :data:`SMALL_SAMPLE` shared
-    clusters: it cannot be told apart). Rank interval: every resample draws clusters from the
-    union of all systems' rows (each system's mean over the drawn rows it has), ranks the systems
-    (1 = best; equal means share the better rank) and takes the percentile interval of each
-    system's rank (as EuroEval and Chatbot Arena report them).
+    is compared with it on the rows both have: the bootstrap distribution (clusters of shared
+    rows resampled, :meth:`Clusters.draw_clusters`) of the difference of their scores (the
+    means; for ``closer_to_human`` minus their distances to ``target``) gives the two-sided p
+    ``min(1, 2 (1 + #beyond 0) / (B + 1))`` as :func:`paired_comparison` does; the p-values are
+    Holm-adjusted (:func:`holm`) over those comparisons; a system is tied when its adjusted
+    p >= ``alpha`` or no p exists (fewer than :data:`SMALL_SAMPLE` shared clusters: it cannot be
+    told apart). Rank interval: every resample draws clusters from the union of all systems'
+    rows (each system's mean over the drawn rows it has), ranks the systems (1 = best; equal
+    scores share the better rank) and takes the percentile interval of each system's rank (as
+    EuroEval and Chatbot Arena report them).
 
     Returns:
-        ``{"rule", "unit", "best", "note", "systems": {name: {"value", "n", "best", "tied",
-        "p_holm", "n_shared", "rank_ci95": [lo, hi] or None, "mark"}}}`` (``mark``:
-        :data:`BEST_MARK`, :data:`TIE_MARK` or ``""``).
+        ``{"rule", "unit", "better", "target", "best", "note", "systems": {name: {"value", "n",
+        "best", "tied", "p_holm", "n_shared", "rank_ci95": [lo, hi] or None, "mark"}}}``
+        (``mark``: :data:`BEST_MARK`, :data:`TIE_MARK` or ``""``).
     """
     unit_name = unit if cluster is not None else "row"
-    out: dict[str, Any] = {"rule": TIE_RULE.format(unit=unit_name, alpha=alpha), "unit": unit_name, "best": None,
-                           "note": None, "systems": {}}
+    out: dict[str, Any] = {"rule": TIE_RULE.format(unit=unit_name, alpha=alpha, min_units=SMALL_SAMPLE),
+                           "unit": unit_name, "better": better, "target": target, "best": None, "note": None,
+                           "systems": {}}
     means = {}
     for name, vals in values.items():
         xs = [x for x in (as_number(v) for v in vals.values()) if x is not None]
         means[name] = float(np.mean(xs)) if xs else None
         out["systems"][name] = {"value": means[name], "n": len(xs), "best": False, "tied": None, "p_holm": None,
                                 "n_shared": None, "rank_ci95": None, "mark": ""}
-    if better not in ("higher", "lower"):
-        out["note"] = f"better = {better}: no best system, no tie group"
+    if better not in ("higher", "lower") and not (better == "closer_to_human" and as_number(target) is not None):
+        out["note"] = f"better = {better}" + (" without a human value" if better == "closer_to_human" else "") \
+            + ": no best system, no tie group"
         return out
     ranked = [n for n in means if means[n] is not None]
     if len(ranked) < 2:
         out["note"] = "fewer than 2 systems with a value: no tie group"
         return out
-    sign = 1.0 if better == "higher" else -1.0
-    best = max(ranked, key=lambda n: sign * means[n])
+    point = dict(zip(ranked, _score(np.asarray([means[n] for n in ranked]), better, target)))
+    best = max(ranked, key=lambda n: point[n])
     out["best"] = best
     out["systems"][best].update(best=True, tied=True, mark=BEST_MARK)
     others = [n for n in ranked if n != best]
-    ps = []
+    ps: list[float | None] = []
     for n in others:
-        ids = [i for i in values[best] if i in values[n]]
-        labels = [cluster(i) for i in ids] if cluster is not None else None
-        c = paired_comparison([values[best][i] for i in ids], [values[n][i] for i in ids], n_resamples=n_resamples,
-                              seed=seed, confidence=confidence, clusters=labels, unit=unit)
-        out["systems"][n]["n_shared"] = c["n_clusters"]
-        ps.append(c["p_value"])
+        ids = [i for i in values[best] if i in values[n]
+               and as_number(values[best][i]) is not None and as_number(values[n][i]) is not None]
+        p = None
+        if ids:
+            m, n_clusters = _resampled_means(values, [best, n], ids, cluster, max(1, n_resamples), seed)
+            out["systems"][n]["n_shared"] = n_clusters
+            diff = _score(m[0], better, target) - _score(m[1], better, target)
+            if n_clusters >= SMALL_SAMPLE and n_resamples >= 1:
+                beyond = min(int(np.sum(diff <= 0.0)), int(np.sum(diff >= 0.0)))
+                p = float(min(1.0, 2.0 * (1 + beyond) / (diff.size + 1)))
+        ps.append(p)
     for n, p in zip(others, holm(ps)):
         tied = p is None or p >= alpha
         out["systems"][n].update(p_holm=p, tied=tied, mark=TIE_MARK if tied else "")
     if n_resamples >= 1:
-        for n, ci in rank_intervals(values, ranked, sign=sign, cluster=cluster, n_resamples=n_resamples, seed=seed,
-                                    confidence=confidence).items():
-            out["systems"][n]["rank_ci95"] = ci
-    return out
-
-
-def rank_intervals(values: dict[str, dict[Any, Any]], systems: Sequence[str], *, sign: float,
-                   cluster: Callable[[Any], Any] | None, n_resamples: int, seed: int,
-                   confidence: float = CONFIDENCE) -> dict[str, list[int] | None]:
-    """Percentile interval of each system's rank (1 = best; ``sign`` +1: higher is better) over
-    clustered resamples of the union of the systems' rows (see :func:`tie_groups`)."""
-    ids = list(dict.fromkeys(i for n in systems for i in values[n]))
-    cl = Clusters([cluster(i) for i in ids] if cluster is not None else [None] * len(ids))
-    drawn = cl.draw_clusters(np.random.default_rng(seed), n_resamples)
-    m = np.empty((len(systems), drawn.shape[0]), dtype=np.float64)
-    for j, n in enumerate(systems):
-        x = np.asarray([np.nan if (v := as_number(values[n].get(i))) is None else v for i in ids], dtype=np.float64)
-        s_, c_ = cl.sums(x)
-        tot = c_[drawn].sum(axis=1)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            m[j] = np.where(tot > 0, s_[drawn].sum(axis=1) / np.where(tot > 0, tot, 1.0), np.nan)
-    score = np.where(np.isfinite(m), sign * m, -np.inf)
-    ranks = 1 + (score[None, :, :] > score[:, None, :]).sum(axis=1)  # systems strictly better, + 1
-    alpha = (1.0 - confidence) / 2.0
-    out: dict[str, list[int] | None] = {}
-    for j, n in enumerate(systems):
-        r = ranks[j][np.isfinite(m[j])]
-        out[n] = None if r.size < MIN_DEFINED_SHARE * drawn.shape[0] else [
-            int(np.quantile(r, alpha, method="lower")), int(np.quantile(r, 1.0 - alpha, method="higher"))]
+        ids = list(dict.fromkeys(i for n in ranked for i in values[n]))
+        m, _ = _resampled_means(values, ranked, ids, cluster, n_resamples, seed)
+        score = np.where(np.isfinite(m), _score(m, better, target), -np.inf)
+        ranks = 1 + (score[None, :, :] > score[:, None, :]).sum(axis=1)  # systems strictly better, + 1
+        lo_q = (1.0 - confidence) / 2.0
+        for j, n in enumerate(ranked):
+            r = ranks[j][np.isfinite(m[j])]
+            if r.size >= MIN_DEFINED_SHARE * m.shape[1]:
+                out["systems"][n]["rank_ci95"] = [int(np.quantile(r, lo_q, method="lower")),
+                                                  int(np.quantile(r, 1.0 - lo_q, method="higher"))]
     return out

@@ -922,7 +922,8 @@ def _build_report(run: RunData, out: Path, *, human: RunData | None, against: Se
     contestants = {label: r.rows for label, r in labelled if r is not human}
     if len(contestants) >= 2 and n_resamples >= 1:
         keys = list(dict.fromkeys(k for _, r in labelled if r is not human for k in r.summary if f"{k}_ci95" in r.summary))
-        ties = leaderboard_ties(contestants, keys, n_resamples=n_resamples, seed=seed, unit=bootstrap_unit)
+        ties = leaderboard_ties(contestants, keys, n_resamples=n_resamples, seed=seed, unit=bootstrap_unit,
+                                human=human.summary if human is not None else published_human_row())
     report = Report(run, human, list(against), labelled, comp, published_human_row(), list(notes), ties)
 
     page = Page()

@@ -265,15 +265,18 @@ def comparison_table(comp: dict[str, Any], columns: Sequence[str] | None = None,
 
 
 def leaderboard_ties(rows_by_system: dict[str, Sequence[dict[str, Any]]], keys: Sequence[str], *,
-                     n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0, unit: str = "conversation") -> dict[str, Any]:
+                     n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0, unit: str = "conversation",
+                     human: dict[str, Any] | None = None) -> dict[str, Any]:
     """Tie groups and rank intervals of a leaderboard, key by key
     (:func:`spear_metrics.core.stats.tie_groups`): systems' scored rows paired by
     :func:`input_id`, clustered by :func:`spear_metrics.core.stats.conversation_of` (``unit``
     ``"conversation"``) or not (``"row"``).
 
     A key gets a tie group when its direction of "better" is ``higher`` or ``lower``
-    (:func:`spear_metrics.core.columns.find_column`) and at least two systems have per-row values
-    under its name (the tests run on those per-row values); other keys are left out.
+    (:func:`spear_metrics.core.columns.find_column`), or ``closer_to_human`` and ``human`` (the
+    human answers' values, e.g. their summary or the published human row) has a number for it,
+    and at least two systems have per-row values under its name (the tests run on those per-row
+    values); other keys are left out.
 
     Returns:
         ``{key: tie_groups(...)}`` for the keys that have one.
@@ -289,15 +292,16 @@ def leaderboard_ties(rows_by_system: dict[str, Sequence[dict[str, Any]]], keys: 
     out: dict[str, Any] = {}
     for key in keys:
         col = find_column(key)
-        if col is None or col.better not in ("higher", "lower"):
+        target = as_number((human or {}).get(key))
+        if col is None or not (col.better in ("higher", "lower") or (col.better == "closer_to_human" and target is not None)):
             continue
         values = {name: {input_id(r): r.get(key) for r in rows if as_number(r.get(key)) is not None}
                   for name, rows in ok.items()}
         values = {n: v for n, v in values.items() if v}
         if len(values) < 2:
             continue
-        out[key] = tie_groups(values, better=col.better, cluster=conv.get if unit == "conversation" else None, unit=unit,
-                              n_resamples=n_resamples, seed=seed)
+        out[key] = tie_groups(values, better=col.better, target=target, cluster=conv.get if unit == "conversation" else None,
+                              unit=unit, n_resamples=n_resamples, seed=seed)
     return out
 
 
@@ -313,10 +317,11 @@ def tie_cell(ties: dict[str, Any], key: str, system: str) -> str:
 
 
 def results_tie_cells(loaded: Sequence[Any], keys: Sequence[str], *, n_resamples: int = DEFAULT_RESAMPLES,
-                      seed: int = 0) -> dict[str, dict[str, str]]:
+                      seed: int = 0, human: dict[str, Any] | None = None) -> dict[str, dict[str, str]]:
     """The tie marks of loaded results datasets (:class:`spear_metrics.results.Results`: their
     per-sample ``samples`` tables) on a leaderboard: ``{source: {key: tie_cell}}``
-    (:func:`leaderboard_ties` by conversation, :func:`tie_cell`); empty with fewer than 2 datasets.
+    (:func:`leaderboard_ties` by conversation, ``human``: the human values "closer to human"
+    keys are judged against, :func:`tie_cell`); empty with fewer than 2 datasets.
     Only the columns the tests need are read (no audio)."""
     rows_by: dict[str, list[dict[str, Any]]] = {}
     for res in loaded:
@@ -325,5 +330,5 @@ def results_tie_cells(loaded: Sequence[Any], keys: Sequence[str], *, n_resamples
         rows_by[res.source] = [{k: clean_value(v) for k, v in r.items()} for r in frame[cols].to_dict("records")]
     if len(rows_by) < 2:
         return {}
-    ties = leaderboard_ties(rows_by, keys, n_resamples=n_resamples, seed=seed)
+    ties = leaderboard_ties(rows_by, keys, n_resamples=n_resamples, seed=seed, human=human)
     return {src: {k: tie_cell(ties, k, src) for k in ties} for src in rows_by}
