@@ -140,6 +140,9 @@ def test_tie_groups_two_tied_one_not():
     low = tie_groups(values, better="lower", cluster=lambda i: i.split("_")[0], n_resamples=500)
     assert low["best"] == "C" and not low["systems"]["A"]["tied"] and not low["systems"]["B"]["tied"]
     assert tie_groups(values, better="closer_to_human")["best"] is None  # no human value
+    one = tie_groups(values, better="higher", cluster=lambda i: "c0", n_resamples=200)  # a single conversation
+    assert all(v["rank_ci95"] is None for v in one["systems"].values()) and one["note"].startswith("1 conversation")
+    assert all(v["tied"] for v in one["systems"].values())  # nobody can be told apart on one conversation
     # closer to a human value 0.9 below A/B's: C (1.0 below them) is 0.1 away, A and B 0.9 away. The
     # human value is fixed, so the systems' common level matters: with a conversation effect of
     # SD 3 that level is uncertain by 3 / sqrt(30) = 0.55 and nobody is distinguishable; with SD 0.1 C wins

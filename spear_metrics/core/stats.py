@@ -841,7 +841,8 @@ def tie_groups(
     told apart). Rank interval: every resample draws clusters from the union of all systems'
     rows (each system's mean over the drawn rows it has), ranks the systems (1 = best; equal
     scores share the better rank) and takes the percentile interval of each system's rank (as
-    EuroEval and Chatbot Arena report them).
+    EuroEval and Chatbot Arena report them); none (``note`` says why) when the rows span fewer
+    than :data:`MIN_CLUSTERS` clusters.
 
     Returns:
         ``{"rule", "unit", "better", "target", "best", "note", "systems": {name: {"value", "n",
@@ -889,7 +890,10 @@ def tie_groups(
         out["systems"][n].update(p_holm=p, tied=tied, mark=TIE_MARK if tied else "")
     if n_resamples >= 1:
         ids = list(dict.fromkeys(i for n in ranked for i in values[n]))
-        m, _ = _resampled_means(values, ranked, ids, cluster, n_resamples, seed)
+        m, n_all = _resampled_means(values, ranked, ids, cluster, n_resamples, seed)
+        if n_all < MIN_CLUSTERS:  # every resample is the same: no rank interval
+            out["note"] = no_interval_reason(n_all, unit_name) + ": no rank interval"
+            return out
         score = np.where(np.isfinite(m), _score(m, better, target), -np.inf)
         ranks = 1 + (score[None, :, :] > score[:, None, :]).sum(axis=1)  # systems strictly better, + 1
         lo_q = (1.0 - confidence) / 2.0
