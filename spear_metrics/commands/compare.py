@@ -23,7 +23,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default=None, help="folder for comparison.json")
     p.add_argument("--columns", default=None, metavar="COL,COL",
                    help="table columns to print, in order (default all, wrapped to 120 characters): n, mean_a, mean_b, "
-                        "diff, diff_ci95, p_value, wilcoxon_p, d_z, welch_p, mannwhitney_p, cliffs_delta "
+                        "diff, diff_ci95, p_value, p_value_holm, wilcoxon_p, d_z, welch_p, mannwhitney_p, cliffs_delta "
                         "(comparison.json always holds every field)")
     add_bootstrap_arguments(p, "the paired differences", units=True)
 

@@ -219,6 +219,7 @@ COMPARISON_COLUMNS: dict[str, tuple[str, Callable[[dict[str, Any]], str]]] = {
     "diff": ("A-B", lambda e: _f(e["diff"])),
     "diff_ci95": ("95% CI", lambda e: "-" if e["diff_ci95"] is None else f"[{_f(e['diff_ci95'][0])}, {_f(e['diff_ci95'][1])}]"),
     "p_value": ("p boot", lambda e: _p(e["p_value"], e.get("p_value_floor"))),
+    "p_value_holm": ("p Holm", lambda e: _p(e.get("p_value_holm"))),
     "wilcoxon_p": ("p Wilcoxon", lambda e: _p(e["wilcoxon_p"]) + ("*" if e.get("caution") and e["wilcoxon_p"] is not None else "")),
     "d_z": ("d_z", lambda e: _f(e["d_z"])),
     "welch_p": ("p Welch", lambda e: _f(e["unpaired"]["all"]["welch_p"])
@@ -250,6 +251,10 @@ def comparison_table(comp: dict[str, Any], columns: Sequence[str] | None = None,
     rows = [[k] + [COMPARISON_COLUMNS[c][1](e) for c in cols] for k, e in comp["keys"].items()]
     text = [f"A = {comp['a']['name']} ({comp['a']['n_ok']} scored rows), B = {comp['b']['name']} "
             f"({comp['b']['n_ok']} scored rows); pairs matched by {comp['matching']}: {comp['n_common']}"]
+    unit = (comp.get("bootstrap") or {}).get("unit", "row")
+    text.append(f"95% CI and p boot resample {unit}s"
+                + (f" ({comp['n_clusters_common']} shared)" if comp.get("n_clusters_common") is not None else "")
+                + "; p Holm: p boot adjusted over the keys of this table")
     for side in ("a", "b"):
         for p in comp[side]["problems"]:
             text.append(f"{side.upper()}: {p}")
