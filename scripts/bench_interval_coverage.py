@@ -99,6 +99,14 @@ def simulate(share: float, *, splits: int, resamples: int, rows: int, seed: int,
     return out
 
 
+def _pct(x: float) -> str:
+    return "-" if math.isnan(x) else f"{100 * x:.1f} %"
+
+
+def _ratio(a: float, b: float) -> str:
+    return "-" if math.isnan(a) or math.isnan(b) else f"{a / b:.2f}"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--splits", type=int, default=500, help="simulated splits per share (>= 500 for the claim)")
@@ -123,10 +131,9 @@ def main() -> int:
         t0 = time.perf_counter()
         r = simulate(share, splits=args.splits, resamples=args.resamples, rows=args.rows, seed=args.seed, units=units)
         for key, name in (("mean", "mean"), ("pct", "percentage (20 %)")):
-            lines.append(f"| {share:g} | {r['conversations_mean']:.0f} | {name} | {100 * r[f'coverage_{key}_row']:.1f} % | "
-                         f"{100 * r[f'coverage_{key}_conv']:.1f} % | "
-                         f"{r[f'width_{key}_conv'] / r[f'width_{key}_row']:.2f} |")
-        fps.append(f"| {share:g} | {100 * r['false_positive_row']:.1f} % | {100 * r['false_positive_conv']:.1f} % |")
+            lines.append(f"| {share:g} | {r['conversations_mean']:.0f} | {name} | {_pct(r[f'coverage_{key}_row'])} | "
+                         f"{_pct(r[f'coverage_{key}_conv'])} | {_ratio(r[f'width_{key}_conv'], r[f'width_{key}_row'])} |")
+        fps.append(f"| {share:g} | {_pct(r['false_positive_row'])} | {_pct(r['false_positive_conv'])} |")
         print(f"share {share:g}: {time.perf_counter() - t0:.0f} s", flush=True)
     print("\n".join(lines))
     print()
