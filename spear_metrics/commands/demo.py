@@ -12,7 +12,9 @@
    speech (packaged Whisper base -> a rule-based reply -> espeak-ng), run through ``spearbench infer``.
 4. Scores every system on every dimension that runs offline (``interruptions``,
    ``explainable_features``, ``speech_quality`` with its packaged models, ``distributional``
-   with the packaged ASR), with 95 % intervals; the models are loaded once for all systems. The
+   with the packaged ASR), with 95 % intervals where they exist (intervals resample
+   conversations and the packaged call is one: ``summary.json``'s ``bootstrap.note`` says so);
+   the models are loaded once for all systems. The
    systems are then ranked by SPEARBench's own ``human_likeness_auroc`` against the human
    answers (0.5 = a classifier cannot tell them apart), with its interval, or the reason it has
    no value: the packaged call gives too few answers of one conversation for its rule
