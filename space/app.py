@@ -42,6 +42,8 @@ import pandas as pd
 
 from spear_metrics.core.columns import Column, groups, leaderboard_columns
 from spear_metrics.core.registry import DEFAULT_BENCHMARK, benchmark_of_summary
+from spear_metrics.core.summary import few_events
+from spear_metrics.reports.runs import results_tie_cells
 from spear_metrics.results import (
     PROTOCOL, Results, ResultsError, SourcePolicy, leaderboard_row, public_path, public_text, subset_of,
 )
@@ -143,12 +145,15 @@ def all_rows(sources: list[str]) -> tuple[list[dict[str, Any]], list[str]]:
     """Published rows + one row per loaded results source, and the rejection messages."""
     loaded, errors = load_sources(sources)
     rows = published_rows()
-    for r in loaded:
-        if benchmark_of_summary(r.summary).name != DEFAULT_BENCHMARK:  # another benchmark's results: its own tab
-            continue
+    spear = [r for r in loaded if benchmark_of_summary(r.summary).name == DEFAULT_BENCHMARK]  # others: their own tabs
+    # tie marks (★ best, ≈ tied, rank interval) among the results datasets, from their per-sample rows
+    marks = results_tie_cells(spear, [c.name for c in columns()], human=next(
+        (r for r in rows if r["model"] == "human" and r["source"] == "published"), None))
+    for r in spear:
         row = leaderboard_row(r)
         row.update(project_cells(r.summary))
         row["source"] = r.source
+        row.update({f"{k}_tie": mark for k, mark in marks.get(r.source, {}).items()})
         rows.append(row)
     return rows, errors
 
@@ -244,6 +249,10 @@ def value_text(row: dict[str, Any], key: str) -> str:
         text += f" [{ci[0]:.3f}, {ci[1]:.3f}]"
     if n is not None:
         text += f" n={int(n)}"
+    if row.get(f"{key}_tie"):  # ★ best / ≈ tied with the best, and the rank interval (a mark, not a colour)
+        text += f" {row[f'{key}_tie']}"
+    if few_events(row, key):  # a rate from fewer than 10 events
+        text += f" {few_events(row, key)}"
     return text
 
 

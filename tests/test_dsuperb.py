@@ -472,7 +472,7 @@ def test_score_values_judge_and_na(scored):
     assert reg["pearson_r"] == pytest.approx(float(np.corrcoef(x, y)[0, 1])) and reg["pearson_r_n"] == 4
     assert reg["na_rate"] == pytest.approx(1 / 5)
     # groups never mix keys; the judge and its prompt are recorded; no key anywhere on disk
-    assert summary["overall"]["WER"] == {"mean": pytest.approx(10 / 42), "n_tasks": 1}
+    assert summary["overall"]["WER"] == {"mean": pytest.approx(10 / 42), "n_tasks": 1, "ci95": None}  # 1 task: no interval
     assert summary["categories"]["classification"]["judge_accuracy"]["n_tasks"] == 1
     j = summary["judge"]
     assert j["model"] == "loopback-judge" and j["prompt_version"] == M.JUDGE_PROMPT_VERSION

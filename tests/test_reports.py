@@ -76,10 +76,20 @@ def test_every_aggregate_has_interval_and_n(runs):
     # both human answers hold speech, start after their question (0.281 / 0.020 s) and have voiced frames
     assert s["latency_ms_n"] == s["latency_ms_speech_n"] == s["interruptions_%_n"] == 2
     assert s["explainable_normalized_f0_std_avg_n"] == 2
-    # two rows: the resampled means are row 0, row 1, or their average -> [min, max] of the rows
+    # the two rows are cut from one call: one conversation, so the default conversation bootstrap
+    # gives no interval, and says why
+    b = s["bootstrap"]
+    assert b["unit"] == "conversation" and b["n_clusters"] == 1 and b["note"].startswith("1 conversation: ")
+    assert s["latency_ms_ci95"] is None
+    # by rows: the resampled means are row 0, row 1, or their average -> [min, max] of the rows
+    from spear_metrics.core.registry import load_dimension
+    from spear_datasets.schema import parse_row, read_metadata
+
+    meta = [parse_row(r) for r in read_metadata(runs["human_csv"])]
+    by_row = load_dimension("interruptions").summarize(meta, _rows(runs["human"]), n_resamples=1000, bootstrap_unit="row")
     lat = sorted(r["latency_ms"] for r in _rows(runs["human"]))
-    assert s["latency_ms_ci95"] == pytest.approx(lat)
-    assert s["bootstrap"]["n_resamples"] == 1000 and s["bootstrap"]["method"] == "percentile"
+    assert by_row["latency_ms_ci95"] == pytest.approx(lat)
+    assert b["n_resamples"] == 1000 and b["method"] == "percentile"
 
 
 def test_summary_deterministic_and_resumable(runs, tmp_path):
@@ -105,7 +115,8 @@ def test_bootstrap_zero_gives_null_intervals_but_counts(runs, tmp_path):
 def test_interval_width_shrinks_as_rows_are_added(runs):
     """Same empirical distribution, 4x the rows: the bootstrap standard error of a mean halves,
     so the interval's width does too (within resampling noise); a whole-set statistic (the
-    normalised F0 spread) narrows as well."""
+    normalised F0 spread) narrows as well. Rows resampled one by one: the copies are of one
+    conversation (the conversation bootstrap gives none: tests/test_clustered_stats.py)."""
     from spear_metrics.core.registry import load_dimension
     from spear_datasets.schema import parse_row, read_metadata
 
@@ -117,7 +128,7 @@ def test_interval_width_shrinks_as_rows_are_added(runs):
     for dim in ("interruptions", "explainable_features"):
         d = load_dimension(dim)
         for k in (2, 8):
-            s = d.summarize(meta * k, vals * k, n_resamples=2000, seed=1)
+            s = d.summarize(meta * k, vals * k, n_resamples=2000, seed=1, bootstrap_unit="row")
             for key in ("interrupted_time_ms", "explainable_duration_s", "explainable_normalized_f0_std_avg"):
                 if f"{key}_ci95" in s:
                     lo, hi = s[f"{key}_ci95"]

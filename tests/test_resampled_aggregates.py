@@ -57,8 +57,10 @@ def _assert_bit_identical(dim: Dimension, rows, values) -> None:
 
 def _assert_same_intervals(dim: Dimension, rows, values) -> None:
     """summarize's ``_ci95`` (through resampled_aggregate) = aggregate_intervals over the generic
-    recompute, the path summarize took before resampled_aggregate existed."""
-    out = dim.summarize(rows, values, n_resamples=200, seed=0)
+    recompute, the path summarize took before resampled_aggregate existed (rows resampled one by
+    one; these rows are all of one conversation, so the default conversation bootstrap gives
+    none: tests/test_clustered_stats.py)."""
+    out = dim.summarize(rows, values, n_resamples=200, seed=0, bootstrap_unit="row")
     keys = [k[: -len("_ci95")] for k in out if k.endswith("_ci95")]
     live = [k for k in keys if out[k] is not None and out[f"{k}_n"] >= 2]
     old = aggregate_intervals(Dimension.resampled_aggregate(dim, rows, values), len(values), live, n_resamples=200, seed=0)

@@ -454,3 +454,25 @@ def test_card_records_the_options_the_run_was_scored_with(built, tmp_path):
     card = DatasetCard.load(ds / "README.md")
     assert card.data.to_dict()["spearbench"]["options"] == opts
     assert "  - interruptions: `vad_backend=sequence`, `vad_time_resolution=1`" in card.text
+
+
+def test_leaderboard_tie_marks_of_results_datasets(built, app):
+    """Two results datasets (the human answers and the toy model, the same few rows of one call):
+    every key with a tie group marks one of them ★ and the other ≈ (too few shared conversations
+    to tell them apart), as text in the cell; the rows are of one conversation, so no rank
+    interval; published rows carry no mark."""
+    labels = app.set_sources([str(built["human_ds"]), str(built["model_ds"])])
+    rows, errors = app.all_rows(labels)
+    assert not errors
+    mine = [r for r in rows if r["source"] in labels]
+    marked = sorted({k[: -len("_tie")] for r in mine for k, v in r.items() if k.endswith("_tie") and v})
+    assert "latency_ms" in marked  # closer to human: judged against the published human value
+    for key in marked:
+        marks = sorted(r[f"{key}_tie"].split()[0] for r in mine)
+        assert marks == sorted(["★", "≈"]), (key, marks)
+        assert not any("rank" in r[f"{key}_tie"] for r in mine)  # one call = one conversation: no rank interval
+    df = app.display_frame(rows, None)
+    col = next(h for h in df.columns if " latency_ms " in h)
+    cells = df[df["source"].isin(labels)][col].tolist()
+    assert any("★" in c for c in cells) and any("≈" in c for c in cells)
+    assert not any(("★" in c or "≈" in c) for c in df[df["source"] == "published"][col])

@@ -128,15 +128,18 @@ def test_browser_leaderboard_and_samples(served, tmp_path):
 
 
 def test_browser_intervals_timeline_and_report(served, tmp_path):
-    """A results dataset's values carry their interval and n; a sample's timing evidence is drawn;
+    """A results dataset's values carry their n (and interval, which rows of a single conversation
+    do not have), tie marks and few-event marks; a sample's timing evidence is drawn;
     the Report tab shows the model dataset's report/ (pushed with it) in a sandboxed frame and
     says so when a dataset has none."""
     import re
 
     with leaderboard_page(served) as page:
         text = page.locator("#leaderboard").inner_text()
-        # the toy model's 3 scored rows: latency mean, its bootstrap interval, n
-        assert re.search(r"\d+\.\d{3} \[\d+\.\d{3}, \d+\.\d{3}\] n=3", text)
+        # the toy model's 3 scored rows, all of one call: the value and n, no interval (a conversation
+        # bootstrap needs 2 conversations); tie marks beside the values of the two datasets, as text
+        assert re.search(r"\d+\.\d{3} n=3", text) and not re.search(r"\] n=3", text)
+        assert "★" in text and "≈" in text and "(few events: n = 3)" in text
         page.get_by_role("tab", name="Samples").click()
         page.wait_for_selector("#timeline img", timeout=60000)
         assert page.evaluate("() => document.querySelector('#timeline img').naturalWidth") > 300

@@ -213,20 +213,27 @@ def format_value(summary: Mapping[str, Any], key: str, dimension: str | None = N
     return f"{v:.{digits}f}" if isinstance(v, float) else str(v)
 
 
-def add_bootstrap_arguments(p, what: str) -> None:
-    """``--bootstrap N`` (resamples, >= 0, default 1000) and ``--seed`` (THE number parser)."""
+def add_bootstrap_arguments(p, what: str, *, units: bool = False) -> None:
+    """``--bootstrap N`` (resamples, >= 0, default 1000) and ``--seed`` (THE number parser); with
+    ``units``, ``--bootstrap-unit conversation|row`` (SPEAR: what the intervals resample,
+    :data:`spear_metrics.core.stats.BOOTSTRAP_UNITS`; docs/statistics.md)."""
     p.add_argument("--bootstrap", type=number(integer=True, minimum=0, maximum=MAX_RESAMPLES), default=1000, metavar="N",
                    help=f"bootstrap resamples of {what} (default 1000; 0 = none; at most {MAX_RESAMPLES})")
     p.add_argument("--seed", type=number(integer=True), default=0, help="bootstrap seed (same seed, same output)")
+    if units:
+        p.add_argument("--bootstrap-unit", choices=("conversation", "row"), default="conversation",
+                       help="what the bootstrap resamples: conversation (default: every row of a drawn conversation "
+                            "comes along, as SPEAR's rows are several questions of one conversation) or row")
 
 
 def add_run_options(p, *, out: str | None = None, out_required: bool = True, retry_failed: str | None = None,
-                    overwrite: str | None = None, progress: bool = True, bootstrap: str | None = None) -> None:
+                    overwrite: str | None = None, progress: bool = True, bootstrap: str | None = None,
+                    bootstrap_units: bool = False) -> None:
     """THE run options every command shares, each added when its text is given: ``--out``
     (``out``: its help; ``out_required``), ``--retry-failed`` (its help), ``--overwrite`` (its help:
     what this command may replace, ``docs/safety.md``), ``--no-progress`` (``progress``) and the
-    bootstrap options (``bootstrap``: what the resamples make, :func:`add_bootstrap_arguments`).
-    The judge options are another helper's."""
+    bootstrap options (``bootstrap``: what the resamples make; ``bootstrap_units``: also
+    ``--bootstrap-unit``, :func:`add_bootstrap_arguments`). The judge options are another helper's."""
     if out is not None:
         p.add_argument("--out", required=out_required, default=None, help=out)
     if retry_failed is not None:
@@ -236,7 +243,7 @@ def add_run_options(p, *, out: str | None = None, out_required: bool = True, ret
     if progress:
         p.add_argument("--no-progress", action="store_true", help="no progress bar (default: a bar on stderr)")
     if bootstrap is not None:
-        add_bootstrap_arguments(p, bootstrap)
+        add_bootstrap_arguments(p, bootstrap, units=bootstrap_units)
 
 
 def overwrite_help(command_name: str) -> str:

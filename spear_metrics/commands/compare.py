@@ -2,7 +2,8 @@
 
 Rows are paired by input clip file name (as SPEAR's reports pair them); for every numeric
 per-sample key both runs share: n pairs, both means, the mean difference with a paired
-bootstrap 95 % interval and p-value, the Wilcoxon signed-rank p-value, d_z, and the unpaired
+bootstrap 95 % interval and p-value (conversations resampled by default, ``--bootstrap-unit``;
+Holm-adjusted over the keys), the Wilcoxon signed-rank p-value, d_z, and the unpaired
 tests of SPEAR's reports (Welch, Mann-Whitney U, Cliff's delta) pooled and per subset
 (:func:`spear_metrics.core.stats.compare_runs`). Prints a table; with ``--out`` writes
 ``DIR/comparison.json``. Runs that share no row are reported as "not comparable" (n = 0).
@@ -20,10 +21,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("results_a", metavar="RESULTS_A", help="scored run folder or results dataset (folder or Hub id)")
     p.add_argument("results_b", metavar="RESULTS_B", help="the run it is compared with (difference = A - B)")
     add_run_options(p, out="folder for comparison.json", out_required=False, progress=False,
-                    bootstrap="the paired differences")
+                    bootstrap="the paired differences", bootstrap_units=True)
     p.add_argument("--columns", default=None, metavar="COL,COL",
                    help="table columns to print, in order (default all, wrapped to 120 characters): n, mean_a, mean_b, "
-                        "diff, diff_ci95, p_value, wilcoxon_p, d_z, welch_p, mannwhitney_p, cliffs_delta "
+                        "diff, diff_ci95, p_value, p_value_holm, wilcoxon_p, d_z, welch_p, mannwhitney_p, cliffs_delta "
                         "(comparison.json always holds every field)")
 
 
@@ -58,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     except RunLoadError as e:
         print(f"spearbench compare: {e}", file=sys.stderr)
         return 2
-    comp = compare(a, b, n_resamples=args.bootstrap, seed=args.seed)
+    comp = compare(a, b, n_resamples=args.bootstrap, seed=args.seed, unit=args.bootstrap_unit)
     print(comparison_table(comp, columns))
     if out is not None:
         from spear_datasets.files import open_folder

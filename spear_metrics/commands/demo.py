@@ -12,7 +12,9 @@
    speech (packaged Whisper base -> a rule-based reply -> espeak-ng), run through ``spearbench infer``.
 4. Scores every system on every dimension that runs offline (``interruptions``,
    ``explainable_features``, ``speech_quality`` with its packaged models, ``distributional``
-   with the packaged ASR), with 95 % intervals; the models are loaded once for all systems. The
+   with the packaged ASR), with 95 % intervals where they exist (intervals resample
+   conversations and the packaged call is one: ``summary.json``'s ``bootstrap.note`` says so);
+   the models are loaded once for all systems. The
    systems are then ranked by SPEARBench's own ``human_likeness_auroc`` against the human
    answers (0.5 = a classifier cannot tell them apart), with its interval, or the reason it has
    no value: the packaged call gives too few answers of one conversation for its rule
@@ -100,8 +102,12 @@ def write_system_metadata(human_csv: Path, name: str, answer_start_time: float) 
     return write_metadata(human_csv.with_name(f"{name}.csv"), rows)
 
 
-def write_leaderboard(path: Path, summaries: dict[str, dict]) -> list[str]:
-    """``model`` + the benchmark keys present in any summary (published column order) + counts."""
+def write_leaderboard(path: Path, summaries: dict[str, dict], ties: dict[str, dict] | None = None) -> list[str]:
+    """``model`` + the benchmark keys present in any summary (published column order) + counts;
+    with ``ties`` (:func:`spear_metrics.reports.runs.leaderboard_ties`), after the counts, for each
+    key with a tie group ``<key>_tie`` (``best``, ``tied`` = not distinguishable from the best,
+    or empty) and ``<key>_rank_ci95`` (``lo-hi``). Returns the value columns (without the tie
+    columns)."""
     from spear_metrics.core.summary import BENCHMARK_KEYS
 
     from spear_datasets.files import atomic_path
@@ -113,11 +119,18 @@ def write_leaderboard(path: Path, summaries: dict[str, dict]) -> list[str]:
     if any(LIKENESS in s for s in summaries.values()):
         extra.insert(0, LIKENESS)
     cols = ["model", *keys, *extra]
+    tied = [k for k in cols[1:] if k in (ties or {})]
+
+    def tie(k: str, model: str) -> list[str]:
+        s = ties[k]["systems"].get(model) or {}
+        ci = s.get("rank_ci95")
+        return ["best" if s.get("best") else "tied" if s.get("tied") else "", "" if ci is None else f"{ci[0]}-{ci[1]}"]
+
     with atomic_path(path) as tmp, open(tmp, "w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
-        w.writerow(cols)
+        w.writerow(cols + [c for k in tied for c in (f"{k}_tie", f"{k}_rank_ci95")])
         for model, s in summaries.items():
-            w.writerow([model] + [_fmt(s.get(k)) for k in cols[1:]])
+            w.writerow([model] + [_fmt(s.get(k)) for k in cols[1:]] + [c for k in tied for c in tie(k, model)])
     return cols
 
 
@@ -296,14 +309,15 @@ def _run_demo(args: argparse.Namespace, out: Path, call: Path, rttm: Path, stm: 
                                   with_inputs=(name == "human"))
         except ResultsError as e:
             notes.append(f"results dataset of {name} not written: {e}")
-    cols = write_leaderboard(out / "leaderboard.csv", summaries)
+    ties = _ties(out, [n for n in systems if n != "human"], summaries)
+    cols = write_leaderboard(out / "leaderboard.csv", summaries, ties)
     spear_data = write_spear_layout(human, out / "spear_data")
     n = summaries["human"]["n_samples"]
     print(f"SPEAR demo: {n} samples cut from {call.name} ({len(systems)} systems: {', '.join(systems)})\n")
     shown = dict(summaries)  # the human answers are what the others are told apart from
     if shown["human"].get(LIKENESS) is None:
         shown["human"] = {**shown["human"], "human_likeness_note": "the human answers are the reference it is measured against"}
-    print(leaderboard_text(cols, shown))
+    print(leaderboard_text(cols, shown, ties))
     _print_ranking(summaries)
     for note in notes:
         print(wrap(f"note: {note}"))
@@ -340,10 +354,28 @@ def subject_of(systems: dict[str, Path]) -> str:
     return CASCADE if CASCADE in systems else names[0]
 
 
-def leaderboard_text(cols: list[str], summaries: dict[str, dict]) -> str:
+def _ties(out: Path, names: list[str], summaries: dict[str, dict]) -> dict[str, dict]:
+    """Tie groups and rank intervals of the systems ``names`` (the human answers are the
+    reference, not a contestant: "closer to human" keys are judged against its values) on every
+    key of the leaderboard (:func:`spear_metrics.reports.runs.leaderboard_ties`), from their
+    ``per_sample.jsonl``."""
+    from spear_metrics.core.summary import BENCHMARK_KEYS
+    from spear_metrics.reports.runs import _read_raw_folder, leaderboard_ties
+
+    rows = {n: _read_raw_folder(out / "results" / n)[1] for n in names if (out / "results" / n / "per_sample.jsonl").is_file()}
+    keys = [k for k in BENCHMARK_KEYS if any(k in summaries.get(n, {}) for n in rows)]
+    return leaderboard_ties(rows, keys, human=summaries.get("human")) if len(rows) >= 2 else {}
+
+
+def leaderboard_text(cols: list[str], summaries: dict[str, dict], ties: dict[str, dict] | None = None) -> str:
     """The demo's leaderboard for the console: one line per key, one column per system (fits
-    120 columns; more systems wrap into blocks, :func:`spear_metrics.commands.text_table`)."""
+    120 columns; more systems wrap into blocks, :func:`spear_metrics.commands.text_table`).
+    With ``ties`` (:func:`spear_metrics.reports.runs.leaderboard_ties`), each value of a key with
+    a tie group carries its mark and rank interval (:func:`spear_metrics.reports.runs.tie_cell`:
+    ★ best, ≈ tied with the best) and the rule is stated once under the table."""
     from spear_metrics.commands import null_reason, numbered_notes
+    from spear_metrics.core.summary import few_events
+    from spear_metrics.reports.runs import tie_cell
 
     head = ["key", *summaries]
     nulls = [(c, name) for c in cols[1:] for name, s in summaries.items() if s.get(c) is None]
@@ -357,10 +389,13 @@ def leaderboard_text(cols: list[str], summaries: dict[str, dict]) -> str:
         cells = []
         for name, s in summaries.items():
             if (c, name) not in ref:
-                cells.append(_fmt(s.get(c)))
+                mark = " ".join(m for m in (tie_cell(ties or {}, c, name), few_events(s, c)) if m)
+                cells.append(f"{_fmt(s.get(c))} {mark}" if mark else _fmt(s.get(c)))
             else:
                 cells.append("-" if one else f"- {ref[(c, name)]}")
         rows.append([f"{c} {one}" if one else c] + cells)
+    if ties:
+        lines.append(next(iter(ties.values()))["rule"])
     return text_table(head, rows) + "".join(f"\n{wrap(line)}" for line in lines)
 
 

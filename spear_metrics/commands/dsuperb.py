@@ -209,7 +209,9 @@ def _run_score(args: argparse.Namespace) -> int:
         for key, m in means.items():
             print(f"category {cat}: mean {key} {m['mean']:.4f} over {m['n_tasks']} task(s)")
     for key, m in summary["overall"].items():
-        print(f"overall: mean {key} {m['mean']:.4f} over {m['n_tasks']} task(s)")
+        ci = m.get("ci95")
+        print(f"overall: mean {key} {m['mean']:.4f} over {m['n_tasks']} task(s)"
+              + (f", 95% CI [{ci[0]:.4f}, {ci[1]:.4f}] by instance" if ci else ""))
     if summary.get("judge_calls"):
         from spear_metrics.core.judge import judge_calls_line
 

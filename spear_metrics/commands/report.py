@@ -24,7 +24,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="another run shown beside (repeatable)")
     p.add_argument("--name", default=None, help="display name of the run (default: the results card's model name, else the agent of the infer run it scored, else the folder name)")
     add_run_options(p, out="report folder (index.html + PNG files)", progress=False,
-                    bootstrap="the paired tests against the human answers")
+                    bootstrap="the paired tests against the human answers", bootstrap_units=True)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -57,7 +57,8 @@ def run(args: argparse.Namespace) -> int:
             notes.append(why)
         else:
             others.append(r)
-    path = build_report(run_, out, human=human, against=others, notes=notes, n_resamples=args.bootstrap, seed=args.seed)
+    path = build_report(run_, out, human=human, against=others, notes=notes, n_resamples=args.bootstrap, seed=args.seed,
+                        bootstrap_unit=args.bootstrap_unit)
     for n in notes + run_.problems:
         print(wrap(f"spearbench report: note: {n}"), file=sys.stderr)
     print(f"wrote {shown_path(path)}")

@@ -20,7 +20,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch-size", type=number(integer=True, minimum=1), default=16, help="samples per batch (>= 1, default 16)")
     add_run_options(p, out="results folder (summary.json, per_sample.jsonl); a rerun resumes",
                     retry_failed="score again the rows that failed in an earlier run", overwrite=overwrite_help("score"),
-                    bootstrap="every <key>_ci95 in summary.json")
+                    bootstrap="every <key>_ci95 in summary.json", bootstrap_units=True)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -34,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
         summary = run_score(args.metadata, args.metrics, args.out, options=parse_options(args.option),
                             batch_size=args.batch_size, retry_failed=args.retry_failed, overwrite=args.overwrite,
                             progress=not args.no_progress, inputs_metadata=args.inputs,
-                            n_resamples=args.bootstrap, seed=args.seed)
+                            n_resamples=args.bootstrap, seed=args.seed, bootstrap_unit=args.bootstrap_unit)
     except (MetadataError, UnknownDimensionError, OptionError, ModelUnavailableError, RunError, ImportError) as e:
         print(f"spearbench score: {e}", file=sys.stderr)
         return 2
@@ -75,6 +75,9 @@ def print_summary(summary: dict) -> None:
     """Every number of the summary, one per line, with its 95 % interval and n when it has them;
     a null one with ``(note k)``, each reason printed once below (wrapped to the console width)."""
     from spear_metrics.core.registry import dimension_class
+    from spear_metrics.core.summary import few_events, interval_unit
+
+    unit = interval_unit(summary)
 
     owner = {}
     for name in summary.get("metrics", []):
@@ -93,8 +96,11 @@ def print_summary(summary: dict) -> None:
         line = f"{k:<{width}}  {format_value(summary, k, owner.get(k))}"
         if f"{k}_n" in summary:
             ci = summary.get(f"{k}_ci95")
-            line = f"{line:<{width + 12}}  95% CI {'-' if ci is None else f'[{ci[0]:.3f}, {ci[1]:.3f}]'}  n={summary[f'{k}_n']}"
+            line = (f"{line:<{width + 12}}  95% CI {'-' if ci is None else f'[{ci[0]:.3f}, {ci[1]:.3f}] {unit}'}  "
+                    f"n={summary[f'{k}_n']} {few_events(summary, k)}").rstrip()
         print(line)
+    if (summary.get("bootstrap") or {}).get("note"):
+        note_lines.append(f"intervals: {summary['bootstrap']['note']}")
     for n in note_lines:
         print(wrap(n))
 

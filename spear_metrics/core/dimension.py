@@ -248,31 +248,42 @@ class Dimension:
         return {k: sum(1 for v in values if v.get(k) is not None) for k in keys}
 
     def summarize(self, rows: Sequence[SpearRow], values: Sequence[dict[str, Any]], *,
-                  n_resamples: int = 0, seed: int = 0) -> dict[str, Any]:
+                  n_resamples: int = 0, seed: int = 0, bootstrap_unit: str = "conversation") -> dict[str, Any]:
         """:meth:`aggregate` plus, for every aggregate key whose value is a float (or ``None``),
         ``<key>_ci95`` and ``<key>_n`` right after it. Integers (counts such as ``stance_n_pairs``)
         and :attr:`setting_keys` are provenance, not measurements: they get neither.
 
         ``<key>_ci95``: percentile bootstrap 95 % interval (:func:`spear_metrics.core.stats.aggregate_intervals`):
-        the scored rows are resampled with replacement and :meth:`aggregate` is recomputed on each
-        resample (through :meth:`resampled_aggregate`, per-row inputs read once), so every
-        per-row value of a row (its (row, ASR) values, its (row, question) pairs) moves with its
-        row and whole-set statistics are recomputed from fixed per-row inputs. ``None`` with
-        ``n_resamples`` = 0, fewer than 2 rows, or ``<key>_n`` < 2.
+        ``bootstrap_unit`` ``"conversation"`` (the default) resamples conversations
+        (:func:`spear_metrics.core.stats.conversation_of`: ``conversation_id``, else the id in
+        the clip name; a row without one is its own conversation) and every scored row of a drawn
+        conversation comes along; ``"row"`` resamples the scored rows one by one. :meth:`aggregate`
+        is recomputed on each resample (through :meth:`resampled_aggregate`, per-row inputs read
+        once), so every per-row value of a row (its (row, ASR) values, its (row, question) pairs)
+        moves with its row and whole-set statistics are recomputed from fixed per-row inputs.
+        ``None`` with ``n_resamples`` = 0, fewer than 2 rows, ``<key>_n`` < 2, or (conversations)
+        the key's per-row values in fewer than 2 conversations.
         ``<key>_n``: :meth:`aggregate_counts`.
         """
-        from spear_metrics.core.stats import aggregate_intervals, as_number
+        from spear_metrics.core.stats import MIN_CLUSTERS, Clusters, aggregate_intervals, as_number, conversation_of
 
         agg = self.aggregate(rows, values)
         keys = [k for k, v in agg.items() if k not in self.setting_keys
                 and (v is None or (isinstance(v, float) and as_number(v) is not None))]
         counts = self.aggregate_counts(rows, values, keys)
         live = [k for k in keys if agg[k] is not None and counts.get(k, 0) >= 2]
+        clusters = None
+        if bootstrap_unit == "conversation" and len(values) >= 2:
+            labels = [conversation_of(r) for r in rows]
+            clusters = Clusters(labels)
+            # a key whose per-row values all sit in one conversation has no conversation interval
+            live = [k for k in live if not any(k in v for v in values)
+                    or len({labels[i] or ("row", i) for i, v in enumerate(values) if v.get(k) is not None}) >= MIN_CLUSTERS]
 
         cis = {}
         if live and n_resamples >= 1 and len(values) >= 2:
             cis = aggregate_intervals(self.resampled_aggregate(rows, values), len(values), live,
-                                      n_resamples=n_resamples, seed=seed)
+                                      n_resamples=n_resamples, seed=seed, clusters=clusters)
         out: dict[str, Any] = {}
         for k, v in agg.items():
             out[k] = v

@@ -43,7 +43,7 @@ from spear_metrics.core.dimension import Dimension, Sample
 from spear_metrics.core.models import ModelUnavailableError
 from spear_metrics.core.records import AppendLog, SampleResult, claim_out, one_line, read_jsonl, read_rank_logs, write_json_atomic, write_jsonl_atomic
 from spear_metrics.core.registry import load_dimensions, parse_metrics
-from spear_metrics.core.stats import CONFIDENCE, DEFAULT_RESAMPLES
+from spear_metrics.core.stats import BOOTSTRAP_UNITS, CONFIDENCE, DEFAULT_RESAMPLES
 from spear_metrics.core.summary import build_summary, write_summary
 
 WORK_DIR = ".work"
@@ -245,14 +245,17 @@ def _score_dimension(dim: Dimension, live: Sequence[Sample]) -> tuple[list, floa
 
 
 def aggregate(dims: Sequence[Dimension], rows: dict[int, SpearRow], results: Sequence[SampleResult], *,
-              n_resamples: int = 0, seed: int = 0, keys_by_metric: dict[str, list[str]] | None = None) -> dict[str, Any]:
+              n_resamples: int = 0, seed: int = 0, keys_by_metric: dict[str, list[str]] | None = None,
+              bootstrap_unit: str = "conversation") -> dict[str, Any]:
     """Summary values of every dimension from the ``ok`` results (row order), each measured key
-    with ``<key>_ci95`` (``n_resamples`` > 0) and ``<key>_n`` (:meth:`Dimension.summarize`).
+    with ``<key>_ci95`` (``n_resamples`` > 0; resampling ``bootstrap_unit``: ``"conversation"`` or
+    ``"row"``) and ``<key>_n`` (:meth:`Dimension.summarize`).
     ``keys_by_metric``, when given, receives each dimension's measured aggregate keys."""
     ok = sorted((r for r in results if r.ok), key=lambda r: r.row)
     out: dict[str, Any] = {}
     for dim in dims:
-        part = dim.summarize([rows[r.row] for r in ok], [r.values for r in ok], n_resamples=n_resamples, seed=seed)
+        part = dim.summarize([rows[r.row] for r in ok], [r.values for r in ok], n_resamples=n_resamples, seed=seed,
+                             bootstrap_unit=bootstrap_unit)
         if keys_by_metric is not None:
             keys_by_metric[dim.name] = [k for k in part if f"{k}_n" in part]
         out.update(part)
@@ -261,7 +264,7 @@ def aggregate(dims: Sequence[Dimension], rows: dict[int, SpearRow], results: Seq
 
 def score_columns(metric: str, columns: dict[str, Sequence[Any]], *, base_dir: str | os.PathLike = ".", batch_size: int = 16,
                   n_resamples: int = 0, seed: int = 0, dimensions: Sequence[Dimension] | None = None,
-                  **options: Any) -> dict[str, Any]:
+                  bootstrap_unit: str = "conversation", **options: Any) -> dict[str, Any]:
     """Score in memory (what the ``evaluate`` modules call): columns of equal length in, the
     summary keys (with ``<key>_ci95`` from ``n_resamples`` bootstrap resamples and ``<key>_n``)
     plus ``per_sample`` (one flat dict per row) and the counts out.
@@ -278,7 +281,7 @@ def score_columns(metric: str, columns: dict[str, Sequence[Any]], *, base_dir: s
     prep = prepare_rows(raw, base_dir)
     results = score_samples(dims, prep.samples, batch_size=batch_size)
     all_results = sorted([*results, *prep.failed.values()], key=lambda r: r.row)
-    out = aggregate(dims, prep.rows, all_results, n_resamples=n_resamples, seed=seed)
+    out = aggregate(dims, prep.rows, all_results, n_resamples=n_resamples, seed=seed, bootstrap_unit=bootstrap_unit)
     out["per_sample"] = [r.to_json() for r in all_results]
     out["n_samples"] = length
     out["n_scored"] = sum(r.ok for r in all_results)
@@ -569,6 +572,31 @@ def _score_concurrently(items: Sequence[Any], score_batch: Callable[[list[Any]],
         raise first
 
 
+def bootstrap_record(unit: str, ok_rows: Sequence[SpearRow], *, n_resamples: int, seed: int) -> dict[str, Any]:
+    """The summary's ``bootstrap`` block: how every ``<key>_ci95`` was computed.
+
+    ``unit``: ``"conversation"`` (conversations resampled, every scored row of a drawn one comes
+    along; ``n_clusters`` of them among the scored rows) or ``"row"``; ``note``: why no interval
+    exists at all (a single conversation), else ``None``."""
+    from spear_metrics.core.stats import MIN_CLUSTERS, Clusters, conversation_of, no_interval_reason
+
+    out: dict[str, Any] = {"n_resamples": int(n_resamples), "seed": int(seed), "method": "percentile",
+                           "confidence": CONFIDENCE, "unit": unit}
+    if unit == "conversation":
+        n = Clusters([conversation_of(r) for r in ok_rows]).n_clusters
+        out["n_clusters"] = n
+        out["description"] = ("conversation: conversations (conversation_id) resampled with replacement, every scored row of "
+                              "a drawn conversation comes along, every aggregate recomputed on each resample; "
+                              "<key>_n counts the units that entered the key (see each metric card)")
+        out["note"] = no_interval_reason(n) if 0 < n < MIN_CLUSTERS and n_resamples >= 1 else None
+    else:
+        out["n_clusters"] = len(ok_rows)
+        out["description"] = ("row: scored rows resampled with replacement, every aggregate recomputed on each resample; "
+                              "<key>_n counts the units that entered the key (see each metric card)")
+        out["note"] = None
+    return out
+
+
 def run_score(
     metadata: str | os.PathLike,
     metrics: str | Sequence[str],
@@ -583,12 +611,15 @@ def run_score(
     n_resamples: int = DEFAULT_RESAMPLES,
     seed: int = 0,
     dimensions: Sequence[Dimension] | None = None,
+    bootstrap_unit: str = "conversation",
 ) -> dict[str, Any] | None:
     """Score a metadata CSV into ``out_dir`` (see module docstring) through
     :func:`run_resumable`; returns the summary on the main process (``None`` on the others).
 
     ``n_resamples`` / ``seed``: the percentile bootstrap behind every ``<key>_ci95`` of the
-    summary (0 = no intervals; same seed, same file). ``dimensions``: already-built instances of
+    summary (0 = no intervals; same seed, same file); ``bootstrap_unit``: what it resamples,
+    ``"conversation"`` (the default: every row of a drawn conversation comes along) or ``"row"``,
+    recorded in the summary's ``bootstrap``. ``dimensions``: already-built instances of
     ``metrics`` (same names) to reuse their loaded models across runs (the demo); ``options``
     are then ignored.
 
@@ -610,6 +641,8 @@ def run_score(
     names = parse_metrics(metrics)
     if n_resamples < 0:
         raise RunError(f"--bootstrap must be >= 0, got {n_resamples}")
+    if bootstrap_unit not in BOOTSTRAP_UNITS:
+        raise RunError(f"--bootstrap-unit must be one of {', '.join(BOOTSTRAP_UNITS)}, got {bootstrap_unit!r}")
     # options checked before anything is read
     dims = list(dimensions) if dimensions is not None else load_dimensions(names, options)
     if [d.name for d in dims] != names:
@@ -626,7 +659,8 @@ def run_score(
     with claim_out(out, _fingerprint(metadata, dims), overwrite=overwrite, conflict=conflict, command="score",
                    state=state, activity="scored", adopt=SCORE_OUTPUTS):
         return _score_claimed(out, dims, names, prep, state, batch_size=batch_size, retry_failed=retry_failed,
-                              progress=progress, inputs_metadata=inputs_metadata, n_resamples=n_resamples, seed=seed)
+                              progress=progress, inputs_metadata=inputs_metadata, n_resamples=n_resamples, seed=seed,
+                              bootstrap_unit=bootstrap_unit)
 
 
 #: The files ``score`` writes into ``--out`` (besides ``.work/``).
@@ -635,7 +669,7 @@ SCORE_OUTPUTS = ("summary.json", "per_sample.jsonl", "run_info.json", "missing_a
 
 def _score_claimed(out: Path, dims: Sequence[Dimension], names: list[str], prep: Prepared, state: Any, *,
                    batch_size: int, retry_failed: bool, progress: bool, inputs_metadata: str | os.PathLike | None,
-                   n_resamples: int, seed: int) -> dict[str, Any] | None:
+                   n_resamples: int, seed: int, bootstrap_unit: str = "conversation") -> dict[str, Any] | None:
     """:func:`run_score` once its ``--out`` is claimed (locks held, writes recorded)."""
     outcome = run_resumable(
         prep.samples,
@@ -657,12 +691,12 @@ def _score_claimed(out: Path, dims: Sequence[Dimension], names: list[str], prep:
     results, new, world = outcome.results, outcome.new, outcome.n_processes
 
     metric_keys: dict[str, list[str]] = {}
-    aggregates = aggregate(dims, prep.rows, results, n_resamples=n_resamples, seed=seed, keys_by_metric=metric_keys)
+    aggregates = aggregate(dims, prep.rows, results, n_resamples=n_resamples, seed=seed, keys_by_metric=metric_keys,
+                           bootstrap_unit=bootstrap_unit)
     extra: dict[str, Any] = {
         "metric_keys": metric_keys,
-        "bootstrap": {"n_resamples": int(n_resamples), "seed": int(seed), "method": "percentile", "confidence": CONFIDENCE,
-                      "unit": "scored row: rows resampled with replacement, every aggregate recomputed on each resample; "
-                              "<key>_n counts the units that entered the key (see each metric card)"},
+        "bootstrap": bootstrap_record(bootstrap_unit, [prep.rows[r.row] for r in results if r.ok],
+                                      n_resamples=n_resamples, seed=seed),
     }
     if inputs_metadata is not None:
         extra.update(_missing_answers(Path(inputs_metadata), prep, out))

@@ -28,6 +28,7 @@ the same numpy/scipy. Percentile bootstrap: Efron & Tibshirani (1993), ch. 13.
 from __future__ import annotations
 
 import math
+import re
 import warnings
 from typing import Any, Callable, Iterable, Sequence
 
@@ -53,6 +54,21 @@ MIN_DEFINED_SHARE = 0.5
 SMALL_SAMPLE = 10
 #: the significance level the cautions refer to ("cannot reach p < 0.05")
 ALPHA = 0.05
+#: What an interval resamples (``--bootstrap-unit``): ``"conversation"`` draws whole clusters
+#: (every row of a drawn conversation comes along), ``"row"`` draws rows one by one.
+BOOTSTRAP_UNITS = ("conversation", "row")
+#: the default unit: SPEAR's rows are several questions cut from one conversation
+#: (5,419 segments from 2,007 conversations), so they are not independent draws
+DEFAULT_BOOTSTRAP_UNIT = "conversation"
+#: a clustered interval needs at least this many clusters (one cluster: every resample is it)
+MIN_CLUSTERS = 2
+#: A percentage or rate computed from fewer than this many events (its ``<key>_n``: the rows, pairs
+#: or answers it counts over) is marked as resting on few events
+#: (:func:`spear_metrics.core.summary.few_events`); the threshold τ-voice applies to its
+#: interaction metrics.
+FEW_EVENTS = 10
+#: a SPEAR conversation id inside a clip path (``V00_S2017_I00001160_P1273A_P2072A_0.wav``)
+_CONVERSATION_IN_PATH = re.compile(r"V\d+_S\d+_I\d+")
 
 
 def as_number(v: Any) -> float | None:
@@ -167,19 +183,36 @@ def bootstrap_ci(
     n_resamples: int = DEFAULT_RESAMPLES,
     seed: int = 0,
     confidence: float = CONFIDENCE,
+    clusters: "Clusters | Sequence[Any] | None" = None,
 ) -> list[float] | None:
-    """Percentile bootstrap interval of the mean of ``values`` (``scipy.stats.bootstrap``).
+    """Percentile bootstrap interval of the mean of ``values`` (``scipy.stats.bootstrap``; with
+    ``clusters``, over clustered resamples, :func:`clustered_mean_distribution`).
 
     Args:
         values: per-sample values in the metric's unit (``None`` dropped, booleans as 0/1).
         n_resamples: bootstrap resamples (>= 1).
         seed: seed of ``numpy.random.default_rng``; same seed, same interval.
         confidence: coverage, e.g. 0.95 -> the 2.5th and 97.5th percentiles.
+        clusters: one cluster label per entry of ``values`` (or :class:`Clusters`), or ``None``
+            (values resampled one by one).
 
     Returns:
-        ``[lo, hi]`` in the metric's unit, or ``None`` with fewer than 2 values or
-        ``n_resamples`` < 1 (no interval exists).
+        ``[lo, hi]`` in the metric's unit, or ``None`` with fewer than 2 values,
+        ``n_resamples`` < 1, or (clustered) fewer than :data:`MIN_CLUSTERS` clusters holding a
+        value (:func:`no_interval_reason`).
     """
+    if clusters is not None:
+        cl = as_clusters(clusters, len(values))
+        has = np.asarray([as_number(v) is not None for v in values], dtype=bool)
+        if int(has.sum()) < 2 or n_resamples < 1:
+            return None
+        cl = cl.subset(has)
+        if not cl.movable():
+            return None
+        if cl.singletons:
+            return bootstrap_ci(values, n_resamples=n_resamples, seed=seed, confidence=confidence)
+        dist = clustered_mean_distribution([v for v, h in zip(values, has) if h], cl, n_resamples=n_resamples, seed=seed)
+        return percentile_interval(dist, confidence)
     x = _numbers(values)
     if x.size < 2 or n_resamples < 1:
         return None
@@ -195,6 +228,7 @@ def aggregate_intervals(
     n_resamples: int = DEFAULT_RESAMPLES,
     seed: int = 0,
     confidence: float = CONFIDENCE,
+    clusters: "Clusters | Sequence[Any] | None" = None,
 ) -> dict[str, list[float] | None]:
     """Percentile bootstrap intervals of several aggregates recomputed on resampled units.
 
@@ -211,13 +245,32 @@ def aggregate_intervals(
             ``{key: value or None}``.
         n_units: how many units there are.
         keys: the keys to give intervals for.
+        clusters: one cluster label per unit (or :class:`Clusters`): clusters are resampled
+            instead of units, every unit of a drawn cluster comes along, and ``aggregate``
+            receives the units of the drawn clusters (an index array of varying length; the
+            ``numpy.random.default_rng(seed)`` draw of :meth:`Clusters.draw_clusters`).
+            ``None``: units one by one (``scipy.stats.bootstrap``).
 
     Returns:
-        ``{key: [lo, hi] or None}``; all ``None`` with fewer than 2 units or ``n_resamples`` < 1.
+        ``{key: [lo, hi] or None}``; all ``None`` with fewer than 2 units, ``n_resamples`` < 1,
+        or (clustered) fewer than :data:`MIN_CLUSTERS` clusters (:func:`no_interval_reason`).
     """
     keys = list(keys)
     if n_units < 2 or n_resamples < 1 or not keys:
         return {k: None for k in keys}
+    if clusters is not None:
+        cl = as_clusters(clusters, n_units)
+        if not cl.movable():
+            return {k: None for k in keys}
+        if cl.singletons:
+            return aggregate_intervals(aggregate, n_units, keys, n_resamples=n_resamples, seed=seed,
+                                       confidence=confidence)
+        drawn = cl.draw_clusters(np.random.default_rng(seed), n_resamples)
+        dist = np.empty((len(keys), drawn.shape[0]), dtype=np.float64)
+        for b in range(drawn.shape[0]):
+            out = aggregate(cl.rows_of(drawn[b]))
+            dist[:, b] = [np.nan if (x := as_number(out.get(k))) is None else x for k in keys]
+        return {k: percentile_interval(dist[i], confidence) for i, k in enumerate(keys)}
 
     def statistic(idx: np.ndarray) -> np.ndarray:
         out = aggregate(np.asarray(idx, dtype=np.intp))
@@ -227,6 +280,166 @@ def aggregate_intervals(
                      confidence=confidence)
     dist = np.asarray(res.bootstrap_distribution, dtype=np.float64).reshape(len(keys), -1)
     return {k: percentile_interval(dist[i], confidence) for i, k in enumerate(keys)}
+
+
+# ---------------------------------------------------------------------------------------------
+# clusters: the sampled unit
+
+
+def conversation_of(row: Any) -> str | None:
+    """The conversation a SPEAR row belongs to: its ``conversation_id`` (a dict key or a
+    :class:`~spear_datasets.protocol.SpearRow` attribute) when non-empty, else the
+    ``V<v>_S<s>_I<i>`` id in its ``audio_path`` (SPEAR's clip names start with it), else
+    ``None`` (the row is its own cluster)."""
+    get = row.get if isinstance(row, dict) else (lambda k: getattr(row, k, None))
+    cid = get("conversation_id")
+    if cid is not None and str(cid).strip():
+        return str(cid).strip()
+    m = _CONVERSATION_IN_PATH.search(str(get("audio_path") or ""))
+    return m.group(0) if m else None
+
+
+class Clusters:
+    """Row positions ``0 .. n-1`` grouped into clusters (conversations, dialogues, instances),
+    optionally within strata, for the clustered bootstrap.
+
+    A clustered resample draws as many clusters as there are, with replacement (within each
+    stratum, as many as the stratum holds), and takes every row of each drawn cluster, in row
+    order: a resample is an index array over the rows, of varying length, that every
+    ``aggregate(idx)`` of :func:`aggregate_intervals` takes as it takes a row resample. Means,
+    ratios of sums, percentages and whole-set statistics are thereby recomputed on the rows the
+    drawn clusters hold (Davison & Hinkley 1997, section 3.8, "resampling stage 1 only": the
+    clusters are the independent units).
+
+    Args:
+        labels: one cluster label per row; ``None`` or ``""`` = the row is its own cluster.
+        strata: one stratum label per row, or ``None`` (one stratum); a cluster label is
+            read within its stratum.
+    """
+
+    def __init__(self, labels: Sequence[Any], strata: Sequence[Any] | None = None):
+        if strata is not None and len(strata) != len(labels):
+            raise ValueError(f"Clusters: {len(labels)} labels but {len(strata)} strata")
+        ids: dict[Any, int] = {}
+        stratum_of: list[Any] = []
+        cid = np.empty(len(labels), dtype=np.intp)
+        for i, lab in enumerate(labels):
+            st = None if strata is None else strata[i]
+            key = (st, ("row", i) if lab is None or (isinstance(lab, str) and not lab.strip()) else ("id", lab))
+            if key not in ids:
+                ids[key] = len(ids)
+                stratum_of.append(st)
+            cid[i] = ids[key]
+        self.n_units = len(labels)
+        self.n_clusters = len(ids)
+        self.cluster_of = cid
+        self.sizes = np.bincount(cid, minlength=self.n_clusters).astype(np.intp)
+        self.order = np.argsort(cid, kind="stable").astype(np.intp)
+        self.starts = (np.cumsum(self.sizes) - self.sizes).astype(np.intp)
+        groups: dict[Any, list[int]] = {}
+        for c, st in enumerate(stratum_of):
+            groups.setdefault(st, []).append(c)
+        self.strata = [np.asarray(g, dtype=np.intp) for g in groups.values()]
+
+    @property
+    def singletons(self) -> bool:
+        """Every cluster holds one row and there is one stratum: a clustered resample is then a
+        row resample, and the callers take the row path (``scipy.stats.bootstrap``: the same
+        numbers as without clusters)."""
+        return self.n_clusters == self.n_units and len(self.strata) <= 1
+
+    def movable(self) -> bool:
+        """Whether resamples differ at all: some stratum holds at least :data:`MIN_CLUSTERS`
+        clusters."""
+        return any(g.size >= MIN_CLUSTERS for g in self.strata)
+
+    def draw_clusters(self, rng: np.random.Generator, n_resamples: int) -> np.ndarray:
+        """``(n_resamples, n_clusters)`` drawn cluster numbers, each row one resample (stratum
+        by stratum, each stratum's own number of clusters)."""
+        parts = [g[rng.integers(0, g.size, size=(int(n_resamples), g.size))] for g in self.strata]
+        return np.concatenate(parts, axis=1) if len(parts) > 1 else parts[0]
+
+    def rows_of(self, drawn: np.ndarray) -> np.ndarray:
+        """The row positions of the drawn clusters ``drawn`` ``(k,)``: every row of each, in
+        draw order, rows of one cluster in row order; shape ``(sum of their sizes,)``."""
+        lengths = self.sizes[drawn]
+        ends = np.cumsum(lengths)
+        offsets = np.repeat(self.starts[drawn] - (ends - lengths), lengths) + np.arange(int(ends[-1]) if ends.size else 0)
+        return self.order[offsets]
+
+    def sums(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per-cluster sum and count of the finite entries of ``x`` ``(n_units,)``: the
+        sufficient statistics of a mean, so the mean of a resample is
+        ``sum[drawn].sum() / count[drawn].sum()`` (the fast path of means and percentages)."""
+        x = np.asarray(x, dtype=np.float64)
+        ok = np.isfinite(x)
+        s = np.bincount(self.cluster_of, weights=np.where(ok, x, 0.0), minlength=self.n_clusters)
+        c = np.bincount(self.cluster_of, weights=ok.astype(np.float64), minlength=self.n_clusters)
+        return s, c
+
+    def subset(self, keep: np.ndarray) -> "Clusters":
+        """The clusters of the rows where ``keep`` (bool ``(n_units,)``) is true, renumbered."""
+        keep = np.asarray(keep, dtype=bool)
+        labels = self.cluster_of[keep].tolist()
+        strata = None
+        if len(self.strata) > 1:
+            st = np.empty(self.n_clusters, dtype=np.intp)
+            for k, g in enumerate(self.strata):
+                st[g] = k
+            strata = st[self.cluster_of[keep]].tolist()
+        return Clusters(labels, strata)
+
+
+def as_clusters(clusters: "Clusters | Sequence[Any] | None", n_units: int) -> "Clusters | None":
+    """``clusters`` as :class:`Clusters` (labels are grouped; ``None`` stays ``None``: rows).
+
+    Raises:
+        ValueError: it does not have one entry per unit."""
+    if clusters is None:
+        return None
+    c = clusters if isinstance(clusters, Clusters) else Clusters(list(clusters))
+    if c.n_units != n_units:
+        raise ValueError(f"clusters cover {c.n_units} units, not {n_units}")
+    return c
+
+
+def no_interval_reason(n_clusters: int, unit: str = "conversation") -> str:
+    """Why a clustered interval does not exist: ``"1 conversation: a conversation bootstrap
+    needs at least 2 (every resample would hold the same one)"``."""
+    plural = unit if n_clusters == 1 else f"{unit}s"
+    return (f"{n_clusters} {plural}: a {unit} bootstrap needs at least {MIN_CLUSTERS} "
+            f"(every resample would hold the same {unit}s)")
+
+
+def clustered_mean_distribution(x: Sequence[Any], clusters: "Clusters", *, n_resamples: int, seed: int) -> np.ndarray:
+    """Bootstrap distribution ``(n_resamples,)`` of the mean of ``x`` (``None``/NaN = no value)
+    over clustered resamples (:meth:`Clusters.draw_clusters`), from the per-cluster sums: one
+    gather per resample, no per-row work. NaN where a resample holds no value."""
+    vals = np.asarray([np.nan if (v := as_number(u)) is None else v for u in x], dtype=np.float64)
+    s, c = clusters.sums(vals)
+    drawn = clusters.draw_clusters(np.random.default_rng(seed), n_resamples)
+    tot = c[drawn].sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(tot > 0, s[drawn].sum(axis=1) / np.where(tot > 0, tot, 1.0), np.nan)
+
+
+def holm(p_values: Sequence[float | None]) -> list[float | None]:
+    """Holm's step-down adjusted p-values (Holm 1979), in the order given; ``None`` entries are
+    not tests (left ``None``, not counted in ``m``). Sorted ascending ``p_(1) <= ... <= p_(m)``:
+    ``adj_(i) = max_{j <= i} min(1, (m - j + 1) * p_(j))``; rejecting where ``adj < alpha``
+    controls the family-wise error rate at ``alpha``.
+
+    >>> holm([0.01, 0.04, 0.03])  # m = 3: 3*0.01, max(0.03, 2*0.03), max(0.06, 1*0.04)
+    [0.03, 0.06, 0.06]
+    """
+    idx = [i for i, p in enumerate(p_values) if p is not None]
+    out: list[float | None] = [None] * len(p_values)
+    m = len(idx)
+    running = 0.0
+    for rank, i in enumerate(sorted(idx, key=lambda i: p_values[i])):
+        running = max(running, min(1.0, (m - rank) * float(p_values[i])))
+        out[i] = running
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -240,6 +453,8 @@ def paired_comparison(
     n_resamples: int = DEFAULT_RESAMPLES,
     seed: int = 0,
     confidence: float = CONFIDENCE,
+    clusters: "Clusters | Sequence[Any] | None" = None,
+    unit: str = "conversation",
 ) -> dict[str, Any]:
     """Two systems on the same samples: ``a[i]`` and ``b[i]`` are sample ``i`` scored by each.
 
@@ -264,19 +479,33 @@ def paired_comparison(
     ``d_z`` 0. A constant non-zero difference has no d_z (``None``, SD 0). ``n`` < 2 -> interval,
     p-values and d_z ``None``; ``note`` says why.
 
+    Clustered (``clusters``: one label per pair position, e.g. the conversation; ``unit`` names
+    it): the interval and the bootstrap p-value resample clusters of pairs
+    (:func:`clustered_mean_distribution`; every pair of a drawn cluster comes along), the
+    Wilcoxon test ranks the per-cluster mean differences (one value per cluster: the clusters are
+    the independent units), and the small-sample rule counts clusters, not pairs. ``n_clusters``
+    says how many clusters the pairs span; fewer than :data:`MIN_CLUSTERS` give no interval nor
+    test (``note``: :func:`no_interval_reason`).
+
     Returns:
-        ``{"n", "mean_a", "mean_b", "diff", "diff_ci95", "p_value", "p_value_floor", "wilcoxon_p",
-        "wilcoxon_floor", "d_z", "note", "caution"}``.
+        ``{"n", "n_clusters", "unit", "mean_a", "mean_b", "diff", "diff_ci95", "p_value",
+        "p_value_floor", "wilcoxon_p", "wilcoxon_floor", "d_z", "note", "caution"}``
+        (``unit`` = ``"row"`` and ``n_clusters`` = ``n`` without clusters).
 
     Raises:
         ValueError: ``a`` and ``b`` have different lengths.
     """
     if len(a) != len(b):
         raise ValueError(f"paired_comparison needs equal lengths, got {len(a)} and {len(b)}")
-    pairs = [(x, y) for x, y in ((as_number(u), as_number(v)) for u, v in zip(a, b)) if x is not None and y is not None]
-    out: dict[str, Any] = {"n": len(pairs), "mean_a": None, "mean_b": None, "diff": None, "diff_ci95": None,
-                           "p_value": None, "p_value_floor": None, "wilcoxon_p": None, "wilcoxon_floor": None,
-                           "d_z": None, "note": None, "caution": None}
+    cl = as_clusters(clusters, len(a))
+    both = [(x, y) for x, y in ((as_number(u), as_number(v)) for u, v in zip(a, b))]
+    keep = np.asarray([x is not None and y is not None for x, y in both], dtype=bool)
+    pairs = [p for p, k in zip(both, keep) if k]
+    cl = cl.subset(keep) if cl is not None else None
+    out: dict[str, Any] = {"n": len(pairs), "n_clusters": cl.n_clusters if cl is not None else len(pairs),
+                           "unit": unit if cl is not None else "row", "mean_a": None, "mean_b": None, "diff": None,
+                           "diff_ci95": None, "p_value": None, "p_value_floor": None, "wilcoxon_p": None,
+                           "wilcoxon_floor": None, "d_z": None, "note": None, "caution": None}
     if not pairs:
         out["note"] = "n = 0: no sample has a value in both runs"
         return out
@@ -290,17 +519,30 @@ def paired_comparison(
         out.update(diff=0.0, diff_ci95=[0.0, 0.0] if n_resamples >= 1 else None, p_value=1.0, wilcoxon_p=1.0, d_z=0.0,
                    note="identical values in every pair")
         return out
-    out["caution"] = small_sample_caution(int(d.size))
+    if cl is not None and not cl.movable():
+        out["note"] = no_interval_reason(cl.n_clusters, unit) + "; no paired interval or test"
+        return out
+    n_units = int(d.size) if cl is None else cl.n_clusters
+    out["caution"] = small_sample_caution(n_units)
+    if cl is not None and not cl.singletons and out["caution"]:
+        out["caution"] = out["caution"].replace(" pairs", f" {unit}s", 2)
     if n_resamples >= 1:
-        res = _bootstrap((d,), np.mean, vectorized=True, n_resamples=n_resamples, seed=seed, confidence=confidence)
-        means = np.asarray(res.bootstrap_distribution, dtype=np.float64)
+        if cl is None or cl.singletons:
+            res = _bootstrap((d,), np.mean, vectorized=True, n_resamples=n_resamples, seed=seed, confidence=confidence)
+            means = np.asarray(res.bootstrap_distribution, dtype=np.float64)
+        else:
+            means = clustered_mean_distribution(d, cl, n_resamples=n_resamples, seed=seed)
         out["diff_ci95"] = percentile_interval(means, confidence)
-        if d.size >= SMALL_SAMPLE:
+        if n_units >= SMALL_SAMPLE:
             beyond = min(int(np.sum(means <= 0.0)), int(np.sum(means >= 0.0)))
             out["p_value"] = float(min(1.0, 2.0 * (1 + beyond) / (means.size + 1)))
             out["p_value_floor"] = bootstrap_p_floor(int(means.size))
-    out["wilcoxon_p"] = _wilcoxon_p(d)
-    out["wilcoxon_floor"] = wilcoxon_floor(int(np.count_nonzero(d)))
+    ranked = d
+    if cl is not None and not cl.singletons:  # one value per cluster: its mean difference
+        s_, c_ = cl.sums(d)
+        ranked = s_ / c_
+    out["wilcoxon_p"] = _wilcoxon_p(ranked)
+    out["wilcoxon_floor"] = wilcoxon_floor(int(np.count_nonzero(ranked)))
     sd = float(d.std(ddof=1))
     if np.ptp(d) > 1e-9 * max(1.0, float(np.abs(d).max())):  # not a constant difference (up to rounding)
         out["d_z"] = float(d.mean() / sd)
@@ -424,6 +666,8 @@ def compare_runs(
     seed: int = 0,
     confidence: float = CONFIDENCE,
     names: tuple[str, str] = ("A", "B"),
+    cluster: Callable[[dict[str, Any]], Any] | None = None,
+    unit: str = "conversation",
 ) -> dict[str, Any]:
     """Compare two runs' per-sample rows (``per_sample.jsonl`` objects), A minus B.
 
@@ -437,6 +681,13 @@ def compare_runs(
         group: row -> subset label (``None`` = no subset) for the unpaired tests per subset;
             without it only the pooled tests are given.
         names: how ``notes`` name the two runs (e.g. their model names).
+        cluster: row -> its cluster (SPEAR: :func:`conversation_of`; ``None`` = its own), named
+            ``unit``: the paired intervals and tests resample clusters of pairs
+            (:func:`paired_comparison`); ``None``: pairs one by one (``unit`` ``"row"``).
+
+    Multiple comparisons: every key is one test, so each entry also carries ``p_value_holm`` and
+    ``wilcoxon_p_holm``, the :func:`holm` adjustment over the keys of this comparison (read a key
+    as different at 5 % when its Holm p is below 0.05; the family-wise error rate then stays at 5 %).
 
     Returns:
         ``{"n_ok_a", "n_ok_b", "n_common", "n_only_a", "n_only_b", "comparable", "notes",
@@ -492,12 +743,17 @@ def compare_runs(
         "n_only_a": len(seen_a) - len(pairs), "n_only_b": len(by_b) - len(pairs),
         "comparable": bool(pairs), "notes": notes, "keys_only_a": only_a, "keys_only_b": only_b,
         "bootstrap": {"n_resamples": int(n_resamples), "seed": int(seed), "method": "percentile", "confidence": confidence,
-                      "min_pairs_for_p": SMALL_SAMPLE},
+                      "min_pairs_for_p": SMALL_SAMPLE, "unit": unit if cluster is not None else "row",
+                      "multiple_comparisons": "Holm over the keys of this comparison (p_value_holm, wilcoxon_p_holm)"},
         "keys": {},
     }
+    labels = None
+    if cluster is not None:
+        labels = [cluster(x) or cluster(y) for x, y in pairs]
+        out["n_clusters_common"] = len({c for c in labels if c}) + sum(1 for c in labels if not c)
     for k in keys:
         entry = paired_comparison([a.get(k) for a, _ in pairs], [b.get(k) for _, b in pairs],
-                                  n_resamples=n_resamples, seed=seed, confidence=confidence)
+                                  n_resamples=n_resamples, seed=seed, confidence=confidence, clusters=labels, unit=unit)
         unpaired = {}
         for g in groups:
             sel_a = ok_a if g == "all" else [r for r in ok_a if group(r) == g]
@@ -505,4 +761,145 @@ def compare_runs(
             unpaired[g] = unpaired_tests([r.get(k) for r in sel_a], [r.get(k) for r in sel_b])
         entry["unpaired"] = unpaired
         out["keys"][k] = entry
+    for field in ("p_value", "wilcoxon_p"):
+        adjusted = holm([e[field] for e in out["keys"].values()])
+        for e, p in zip(out["keys"].values(), adjusted):
+            e[f"{field}_holm"] = p
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# several systems: tie groups and rank intervals
+
+#: the rule of :func:`tie_groups`, in words (shown with every tie group)
+TIE_RULE = ("★ best; ≈ tied with the best: the system's difference from the best system on the rows both answered is "
+            "not significant by a paired bootstrap over {unit}s (two-sided, Holm-adjusted over the systems compared "
+            "with the best, p >= {alpha:g}), or fewer than {min_units} shared {unit}s exist to tell them apart; rank "
+            "lo-hi: the 2.5th-97.5th percentile of the system's rank over {unit} resamples of all systems together")
+#: the marker of a system tied with the best (text, so it does not rest on colour)
+TIE_MARK = "≈"
+#: the marker of the best system
+BEST_MARK = "★"
+
+
+def _score(means: np.ndarray, better: str, target: float | None) -> np.ndarray:
+    """Larger = better: the mean (``higher``), minus the mean (``lower``), minus the distance to
+    ``target`` (``closer_to_human``)."""
+    if better == "higher":
+        return means
+    if better == "lower":
+        return -means
+    return -np.abs(means - float(target))
+
+
+def _resampled_means(values: dict[str, dict[Any, Any]], systems: Sequence[str], ids: Sequence[Any],
+                     cluster: Callable[[Any], Any] | None, n_resamples: int, seed: int) -> tuple[np.ndarray, int]:
+    """``(len(systems), n_resamples)`` means of each system over the rows ``ids`` of clustered
+    resamples (NaN where a resample holds none of a system's rows), and the number of clusters."""
+    cl = Clusters([cluster(i) for i in ids] if cluster is not None else [None] * len(ids))
+    drawn = cl.draw_clusters(np.random.default_rng(seed), n_resamples)
+    m = np.empty((len(systems), drawn.shape[0]), dtype=np.float64)
+    for j, n in enumerate(systems):
+        x = np.asarray([np.nan if (v := as_number(values[n].get(i))) is None else v for i in ids], dtype=np.float64)
+        s_, c_ = cl.sums(x)
+        tot = c_[drawn].sum(axis=1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            m[j] = np.where(tot > 0, s_[drawn].sum(axis=1) / np.where(tot > 0, tot, 1.0), np.nan)
+    return m, cl.n_clusters
+
+
+def tie_groups(
+    values: dict[str, dict[Any, Any]],
+    *,
+    better: str,
+    target: float | None = None,
+    cluster: Callable[[Any], Any] | None = None,
+    unit: str = "conversation",
+    n_resamples: int = DEFAULT_RESAMPLES,
+    seed: int = 0,
+    alpha: float = ALPHA,
+    confidence: float = CONFIDENCE,
+) -> dict[str, Any]:
+    """Which systems of a leaderboard key are statistically tied with the best, and each
+    system's rank interval.
+
+    Args:
+        values: system -> {row id: per-row value} (``None`` = no value); the key's value of a
+            system is the mean of its values (a mean or a percentage of per-row values).
+        better: ``"higher"``, ``"lower"``, or ``"closer_to_human"`` with ``target`` (the human
+            value: the best is the system whose mean is nearest to it). Otherwise (or without a
+            target) there is no best: ``None`` result fields with a ``note``.
+        cluster: row id -> its cluster (``None`` = its own), named ``unit``; ``None``: rows.
+
+    Rule (:data:`TIE_RULE`): the best system is the one with the best mean; every other system
+    is compared with it on the rows both have: the bootstrap distribution (clusters of shared
+    rows resampled, :meth:`Clusters.draw_clusters`) of the difference of their scores (the
+    means; for ``closer_to_human`` minus their distances to ``target``) gives the two-sided p
+    ``min(1, 2 (1 + #beyond 0) / (B + 1))`` as :func:`paired_comparison` does; the p-values are
+    Holm-adjusted (:func:`holm`) over those comparisons; a system is tied when its adjusted
+    p >= ``alpha`` or no p exists (fewer than :data:`SMALL_SAMPLE` shared clusters: it cannot be
+    told apart). Rank interval: every resample draws clusters from the union of all systems'
+    rows (each system's mean over the drawn rows it has), ranks the systems (1 = best; equal
+    scores share the better rank) and takes the percentile interval of each system's rank (as
+    EuroEval and Chatbot Arena report them); none (``note`` says why) when the rows span fewer
+    than :data:`MIN_CLUSTERS` clusters.
+
+    Returns:
+        ``{"rule", "unit", "better", "target", "best", "note", "systems": {name: {"value", "n",
+        "best", "tied", "p_holm", "n_shared", "rank_ci95": [lo, hi] or None, "mark"}}}``
+        (``mark``: :data:`BEST_MARK`, :data:`TIE_MARK` or ``""``).
+    """
+    unit_name = unit if cluster is not None else "row"
+    out: dict[str, Any] = {"rule": TIE_RULE.format(unit=unit_name, alpha=alpha, min_units=SMALL_SAMPLE),
+                           "unit": unit_name, "better": better, "target": target, "best": None, "note": None,
+                           "systems": {}}
+    means = {}
+    for name, vals in values.items():
+        xs = [x for x in (as_number(v) for v in vals.values()) if x is not None]
+        means[name] = float(np.mean(xs)) if xs else None
+        out["systems"][name] = {"value": means[name], "n": len(xs), "best": False, "tied": None, "p_holm": None,
+                                "n_shared": None, "rank_ci95": None, "mark": ""}
+    if better not in ("higher", "lower") and not (better == "closer_to_human" and as_number(target) is not None):
+        out["note"] = f"better = {better}" + (" without a human value" if better == "closer_to_human" else "") \
+            + ": no best system, no tie group"
+        return out
+    ranked = [n for n in means if means[n] is not None]
+    if len(ranked) < 2:
+        out["note"] = "fewer than 2 systems with a value: no tie group"
+        return out
+    point = dict(zip(ranked, _score(np.asarray([means[n] for n in ranked]), better, target)))
+    best = max(ranked, key=lambda n: point[n])
+    out["best"] = best
+    out["systems"][best].update(best=True, tied=True, mark=BEST_MARK)
+    others = [n for n in ranked if n != best]
+    ps: list[float | None] = []
+    for n in others:
+        ids = [i for i in values[best] if i in values[n]
+               and as_number(values[best][i]) is not None and as_number(values[n][i]) is not None]
+        p = None
+        if ids:
+            m, n_clusters = _resampled_means(values, [best, n], ids, cluster, max(1, n_resamples), seed)
+            out["systems"][n]["n_shared"] = n_clusters
+            diff = _score(m[0], better, target) - _score(m[1], better, target)
+            if n_clusters >= SMALL_SAMPLE and n_resamples >= 1:
+                beyond = min(int(np.sum(diff <= 0.0)), int(np.sum(diff >= 0.0)))
+                p = float(min(1.0, 2.0 * (1 + beyond) / (diff.size + 1)))
+        ps.append(p)
+    for n, p in zip(others, holm(ps)):
+        tied = p is None or p >= alpha
+        out["systems"][n].update(p_holm=p, tied=tied, mark=TIE_MARK if tied else "")
+    if n_resamples >= 1:
+        ids = list(dict.fromkeys(i for n in ranked for i in values[n]))
+        m, n_all = _resampled_means(values, ranked, ids, cluster, n_resamples, seed)
+        if n_all < MIN_CLUSTERS:  # every resample is the same: no rank interval
+            out["note"] = no_interval_reason(n_all, unit_name) + ": no rank interval"
+            return out
+        score = np.where(np.isfinite(m), _score(m, better, target), -np.inf)
+        ranks = 1 + (score[None, :, :] > score[:, None, :]).sum(axis=1)  # systems strictly better, + 1
+        lo_q = (1.0 - confidence) / 2.0
+        for j, n in enumerate(ranked):
+            r = ranks[j][np.isfinite(m[j])]
+            if r.size >= MIN_DEFINED_SHARE * m.shape[1]:
+                out["systems"][n]["rank_ci95"] = [int(np.quantile(r, lo_q, method="lower")),
+                                                  int(np.quantile(r, 1.0 - lo_q, method="higher"))]
     return out

@@ -102,3 +102,35 @@ def null_reason(summary: dict[str, Any], key: str, dimension: str | None = None)
         return EMPTY_REASONS.get(key, "n = 0: no scored row has a value")
     return "no scored row has a value"
 
+
+
+def is_rate(key: str) -> bool:
+    """Whether summary key ``key`` is a percentage or a rate: its declared unit is ``%``
+    (:func:`spear_metrics.core.columns.find_column`), else its name ends in ``%``, ``_rate`` or
+    ``_share``."""
+    from spear_metrics.core.columns import find_column
+
+    col = find_column(key)
+    if col is not None:
+        return col.unit.strip() == "%"
+    return key.endswith(("%", "_rate", "_share"))
+
+
+def few_events(summary: dict[str, Any], key: str) -> str:
+    """The mark of a percentage or rate computed from fewer than
+    :data:`spear_metrics.core.stats.FEW_EVENTS` events (its ``<key>_n``: the rows, pairs or
+    answers it counts over), e.g. ``"(few events: n = 4)"``; ``""`` otherwise. THE rule the
+    console, the report, the leaderboards and the Space apply."""
+    from spear_metrics.core.stats import FEW_EVENTS
+
+    n = summary.get(f"{key}_n")
+    if summary.get(key) is None or not isinstance(n, int) or isinstance(n, bool) or not 0 < n < FEW_EVENTS:
+        return ""
+    return f"(few events: n = {n})" if is_rate(key) else ""
+
+
+def interval_unit(summary: dict[str, Any]) -> str:
+    """What the run's intervals resample, as shown beside them: ``"by conversation"`` or
+    ``"by row"`` (``summary["bootstrap"]["unit"]``; older summaries resampled rows)."""
+    unit = (summary.get("bootstrap") or {}).get("unit") or "row"
+    return "by conversation" if unit == "conversation" else "by row"

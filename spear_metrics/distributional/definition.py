@@ -210,13 +210,13 @@ class Distributional(Dimension):
         return keyed_resampler({k: mean_resampler([v.get(k) for v in values]) for k in keys})
 
     def summarize(self, rows: Sequence[SpearRow], values: Sequence[dict[str, Any]], *,
-                  n_resamples: int = 0, seed: int = 0) -> dict[str, Any]:
+                  n_resamples: int = 0, seed: int = 0, bootstrap_unit: str = "conversation") -> dict[str, Any]:
         """:meth:`Dimension.summarize` plus what needs more than this run's rows: with a baseline,
         its provenance (``distributional_baseline``); with ``human_run``, the per-feature accuracy
         and AUROC per table, the stage-2 check on the test answers and ``human_likeness_auroc``,
         each with ``_ci95`` (questions resampled: a question's model and human answers together)
         and ``_n`` (answers that entered it)."""
-        out = super().summarize(rows, values, n_resamples=n_resamples, seed=seed)
+        out = super().summarize(rows, values, n_resamples=n_resamples, seed=seed, bootstrap_unit=bootstrap_unit)
         if out.get("average_naturalness_score") is None:
             out["average_naturalness_score_note"] = (
                 "needs a baseline fitted on the dev split: spearbench fit-baseline, then -o baseline=PATH"

@@ -325,7 +325,9 @@ def aggregate_task(metric: str, rows: Sequence[dict[str, Any]], n_rows: int, *, 
 
 def group_means(tasks: dict[str, dict[str, Any]], categories: dict[str, str]) -> tuple[dict[str, Any], dict[str, Any]]:
     """``(per category, overall)``: for each project key, the mean of the tasks' values (tasks
-    without a value left out) and how many tasks it averages. Keys are never mixed: a WER and an
+    without a value left out), how many tasks it averages and ``ci95``, its percentile bootstrap
+    interval over the instances (tasks resampled; ``None`` below 2 tasks;
+    :func:`spear_metrics.core.stats.bootstrap_ci`, seed 0). Keys are never mixed: a WER and an
     accuracy are not averaged together."""
     from spear_metrics.dynamic_superb.metrics import PROJECT_METRICS as PM
 
@@ -340,7 +342,9 @@ def group_means(tasks: dict[str, dict[str, Any]], categories: dict[str, str]) ->
                 overall.setdefault(k, []).append(float(v))
 
     def means(d: dict[str, list[float]]) -> dict[str, Any]:
-        return {k: {"mean": sum(vs) / len(vs), "n_tasks": len(vs)} for k, vs in d.items()}
+        from spear_metrics.core.stats import bootstrap_ci
+
+        return {k: {"mean": sum(vs) / len(vs), "n_tasks": len(vs), "ci95": bootstrap_ci(vs)} for k, vs in d.items()}
 
     return {c: means(d) for c, d in sorted(by_cat.items())}, means(overall)
 

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from spear_metrics.reports import plots
-from spear_metrics.reports.runs import RunData, compare
+from spear_metrics.reports.runs import RunData, compare, leaderboard_ties, tie_cell
 
 #: the seven SPEAR dimensions in leaderboard order: (registry name, section title)
 DIMENSIONS: tuple[tuple[str, str], ...] = (
@@ -228,12 +228,17 @@ def value_cell(run: RunData | None, key: str, dim: str, notes: Notes | None = No
     ci = s.get(f"{key}_ci95")
     n = s.get(f"{key}_n")
     txt = fmt(v)
+    from spear_metrics.core.summary import few_events, interval_unit
+
     if isinstance(ci, list) and len(ci) == 2 and None not in ci:
-        txt += f' <span class="ci">[{fmt(ci[0])}, {fmt(ci[1])}]</span>'
+        txt += f' <span class="ci">[{fmt(ci[0])}, {fmt(ci[1])}] {_e(interval_unit(s))}</span>'
     elif f"{key}_ci95" in s:
-        txt += ' <span class="ci">[no interval]</span>'
+        why = (s.get("bootstrap") or {}).get("note")
+        txt += f' <span class="ci">[no interval{": " + _e(why) if why else ""}]</span>'
     if n is not None:
         txt += f' <span class="n">n = {_e(n)}</span>'
+    if few_events(s, key):
+        txt += f' <span class="few">{_e(few_events(s, key))}</span>'
     return txt
 
 
@@ -275,6 +280,10 @@ class Page:
         self.add("</tbody></table>")
 
 
+#: how the report reads the tie marks beside a value
+TIE_MARKS_LEGEND = "★ best of the runs shown (not the human answers); ≈ tied with it; rank 1-2: its 95 % rank interval."
+
+
 @dataclass
 class Report:
     """What every section builder reads.
@@ -296,6 +305,9 @@ class Report:
     comp: dict[str, Any] | None
     published: dict[str, float | None]
     notes: list[str]
+    #: tie groups and rank intervals of the run and the others (not the human answers), key by
+    #: key (:func:`spear_metrics.reports.runs.leaderboard_ties`); empty with fewer than 2
+    ties: dict[str, Any] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -323,7 +335,7 @@ body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:12
 h1{font-size:1.6em}h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:2em}h3{margin-top:1.4em}
 table{border-collapse:collapse;margin:.6em 0;font-size:.86em}td,th{border:1px solid #ddd;padding:.25em .5em;text-align:left;vertical-align:top}
 th{background:#f3f3f3}.ci{color:#555}.n{color:#888;font-size:.9em}.why{color:#a15c00;font-style:italic}
-.problem{color:#b00020}.caution{background:#fff6e0;border-left:4px solid #e0a000;padding:.4em .7em;margin:.6em 0}
+.problem{color:#b00020}.few{color:#8a5a00;font-size:.85em}.caution{background:#fff6e0;border-left:4px solid #e0a000;padding:.4em .7em;margin:.6em 0}
 figure{margin:1em 0}figure img{max-width:100%;border:1px solid #eee}figcaption{font-size:.85em;color:#555}
 code{font-size:.92em}.small{font-size:.85em;color:#555}.notes{font-size:.85em;color:#7a4600;margin-top:0}
 nav.toc{background:#f7f7f7;border:1px solid #e3e3e3;padding:.5em 1em;margin:1em 0;font-size:.9em}
@@ -553,8 +565,16 @@ def dimension_section(dim: str, report: Report, page: Page) -> None:
         cells.append(fmt(pv) + ' <span class="n">full test set</span>' if pv is not None else
                      f'<span class="n">{"not a published column" if k not in report.published else "not published (-)"}</span>')
         cells += [value_cell(a, k, dim, notes) for a in report.against]
+        if k in report.ties:  # the run's and the others' marks (the human answers are the reference)
+            idx = [3] + list(range(len(cells) - len(report.against), len(cells)))
+            for i, (label, _) in zip(idx, [labelled[0], *labelled[2 if human is not None else 1:]]):
+                mark = tie_cell(report.ties, k, label)
+                if mark:
+                    cells[i] += f' <span class="tie">{_e(mark)}</span>'
         rows.append(cells)
     page.table(head, rows, "values")
+    if any(k in report.ties for k in keys):
+        page.add(f'<p class="small">{_e(TIE_MARKS_LEGEND)} {_e(next(iter(report.ties.values()))["rule"])}.</p>')
     page.add(notes.html())
     bar_keys = [k for k in keys if any(_number(r, k, dim) is not None for _, r in labelled)][:6]
     if bar_keys:
@@ -697,13 +717,18 @@ def _tests(page: Page, dim: str, report: Report) -> None:
         if e.get("caution") and e.get("wilcoxon_floor") is not None and e["wilcoxon_p"] is not None:
             wil += f' <span class="n">(floor {fmt(e["wilcoxon_floor"])})</span>'
         rows.append([f"<code>{_e(k)}</code>", str(e["n"]), fmt(e["mean_a"]), fmt(e["mean_b"]), fmt(e["diff"]),
-                     "-" if ci is None else f"[{fmt(ci[0])}, {fmt(ci[1])}]", p_boot, wil,
+                     "-" if ci is None else f"[{fmt(ci[0])}, {fmt(ci[1])}]", p_boot,
+                     fmt_p(e.get("p_value_holm")), wil,
                      fmt(e["d_z"]), _e(e["note"] or "")])
-    page.add(f"<p>Paired: rows matched by input clip ({comp['n_common']} shared); difference = {model} − {hlabel}.</p>")
+    unit = comp.get("bootstrap", {}).get("unit", "row")
+    page.add(f"<p>Paired: rows matched by input clip ({comp['n_common']} shared); difference = {model} − {hlabel}; "
+             f"the interval and the bootstrap p resample {_e(unit)}s"
+             + (f" ({comp['n_clusters_common']} shared)" if comp.get("n_clusters_common") is not None else "")
+             + "; p (Holm): the bootstrap p adjusted over the keys of this table.</p>")
     _caution_once(page, [comp["keys"][k].get("caution") for k in keys])
     _shared_statistics_note(page, keys, [(r[6], r[7], r[8]) for r in rows], [comp["keys"][k]["n"] for k in keys])
     page.table(["key", "n pairs", f"mean {model}", f"mean {hlabel}", "difference", "95 % CI", "p (bootstrap)",
-                "p (Wilcoxon)", "d_z", "note"], rows, "tests")
+                "p (Holm)", "p (Wilcoxon)", "d_z", "note"], rows, "tests")
     urows, ucautions = [], []
     for k in keys:
         for g, u in comp["keys"][k]["unpaired"].items():
@@ -802,7 +827,9 @@ def provenance_section(report: Report, page: Page) -> None:
         rows.append(["inputs without an answer", _e(s["n_missing_answers"])])
     b = s.get("bootstrap") or {}
     rows.append(["intervals", _e(f"{b.get('method', 'percentile')} bootstrap, {b.get('n_resamples', '?')} resamples, "
-                                 f"seed {b.get('seed', '?')}, {b.get('confidence', 0.95):.0%}; unit: {b.get('unit', 'scored row')}")
+                                 f"seed {b.get('seed', '?')}, {b.get('confidence', 0.95):.0%}; unit: {b.get('unit', 'scored row')}"
+                                 + (f" ({b['n_clusters']} resampled)" if b.get("n_clusters") is not None else "")
+                                 + (f"; {b['note']}" if b.get("note") else ""))
                  if b else '<span class="why">none in summary.json (scored without --bootstrap or by an older version)</span>'])
     page.table(["", ""], rows, "prov")
     models = s.get("models") or {}
@@ -865,6 +892,7 @@ def build_report(
     n_resamples: int = 1000,
     seed: int = 0,
     sections: Sequence[Section] | None = None,
+    bootstrap_unit: str = "conversation",
 ) -> Path:
     """Write ``out_dir/index.html`` and the plots as PNG files beside it; returns the HTML path.
 
@@ -873,7 +901,9 @@ def build_report(
         human: the human answers scored by the same code (tests and plots against them).
         against: other runs shown beside (values and plots).
         notes: lines about inputs that could not be read at all (shown under "Problems").
-        n_resamples / seed: the paired bootstrap of the tests against the human answers.
+        n_resamples / seed: the paired bootstrap of the tests against the human answers (and of
+            the tie groups of the runs shown); ``bootstrap_unit``: what it resamples,
+            ``"conversation"`` or ``"row"``.
         sections: the sections to build (default :data:`SECTIONS`).
     """
     from spear_datasets.files import open_folder
@@ -882,11 +912,12 @@ def build_report(
     with open_folder(out_dir, command="report") as folder:
         folder.remove_recorded()  # the previous report written here (its files only): a page never mixes two
         return _build_report(run, Path(out_dir), human=human, against=against, notes=notes, n_resamples=n_resamples,
-                             seed=seed, sections=sections)
+                             seed=seed, sections=sections, bootstrap_unit=bootstrap_unit)
 
 
 def _build_report(run: RunData, out: Path, *, human: RunData | None, against: Sequence[RunData], notes: Sequence[str],
-                  n_resamples: int, seed: int, sections: Sequence[Section] | None) -> Path:
+                  n_resamples: int, seed: int, sections: Sequence[Section] | None,
+                  bootstrap_unit: str = "conversation") -> Path:
     """:func:`build_report` once ``out`` is open (writes recorded)."""
     import hashlib
     import json
@@ -902,8 +933,15 @@ def _build_report(run: RunData, out: Path, *, human: RunData | None, against: Se
     labelled = _unique_labels(labelled)
     comp = None
     if human is not None:
-        comp = compare(run, human, n_resamples=n_resamples, seed=seed, names=(labelled[0][0], labelled[1][0]))
-    report = Report(run, human, list(against), labelled, comp, published_human_row(), list(notes))
+        comp = compare(run, human, n_resamples=n_resamples, seed=seed, names=(labelled[0][0], labelled[1][0]),
+                       unit=bootstrap_unit)
+    ties: dict[str, Any] = {}
+    contestants = {label: r.rows for label, r in labelled if r is not human}
+    if len(contestants) >= 2 and n_resamples >= 1:
+        keys = list(dict.fromkeys(k for _, r in labelled if r is not human for k in r.summary if f"{k}_ci95" in r.summary))
+        ties = leaderboard_ties(contestants, keys, n_resamples=n_resamples, seed=seed, unit=bootstrap_unit,
+                                human=human.summary if human is not None else published_human_row())
+    report = Report(run, human, list(against), labelled, comp, published_human_row(), list(notes), ties)
 
     page = Page()
     toc: list[str] = []

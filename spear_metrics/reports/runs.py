@@ -20,7 +20,7 @@ from typing import Any, Callable, Sequence
 
 
 from spear_metrics.core.records import clean_value
-from spear_metrics.core.stats import DEFAULT_RESAMPLES, compare_runs
+from spear_metrics.core.stats import DEFAULT_RESAMPLES, compare_runs, conversation_of
 
 #: Per-sample columns that are bookkeeping, metadata or evidence, not measurements: never compared.
 #: The timing evidence of :func:`spear_metrics.interruptions.definition.timing_evidence` describes
@@ -174,15 +174,18 @@ def input_id(row: dict[str, Any]) -> str:
 
 
 def compare(a: RunData, b: RunData, *, n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0,
-            names: tuple[str, str] | None = None) -> dict[str, Any]:
+            names: tuple[str, str] | None = None, unit: str = "conversation") -> dict[str, Any]:
     """``comparison.json`` content: run A minus run B on every numeric per-sample key both share
     (:func:`spear_metrics.core.stats.compare_runs`; rows paired by :func:`input_id`; unpaired
-    tests pooled and per subset), with each run's identity and problems. ``names``: how the
+    tests pooled and per subset), with each run's identity and problems. ``unit``: what the paired
+    bootstrap resamples, ``"conversation"`` (:func:`spear_metrics.core.stats.conversation_of`;
+    every pair of a drawn conversation comes along) or ``"row"``. ``names``: how the
     notes name the runs (default their names, or "A (name)" / "B (name)" when they are equal)."""
     if names is None:
         names = (a.name, b.name) if a.name != b.name else (f"A ({a.name})", f"B ({b.name})")
     comp = compare_runs(a.rows, b.rows, match=input_id, exclude=NOT_COMPARED, group=lambda r: r.get("subset"),
-                        n_resamples=n_resamples, seed=seed, names=names)
+                        n_resamples=n_resamples, seed=seed, names=names,
+                        cluster=conversation_of if unit == "conversation" else None, unit=unit)
     side = lambda r: {"source": r.source, "name": r.name, "n_rows": len(r.rows), "n_ok": len(r.ok_rows),  # noqa: E731
                       "problems": list(r.problems)}
     out = {"a": side(a), "b": side(b), "difference": "A - B", "matching": MATCHING}
@@ -216,6 +219,7 @@ COMPARISON_COLUMNS: dict[str, tuple[str, Callable[[dict[str, Any]], str]]] = {
     "diff": ("A-B", lambda e: _f(e["diff"])),
     "diff_ci95": ("95% CI", lambda e: "-" if e["diff_ci95"] is None else f"[{_f(e['diff_ci95'][0])}, {_f(e['diff_ci95'][1])}]"),
     "p_value": ("p boot", lambda e: _p(e["p_value"], e.get("p_value_floor"))),
+    "p_value_holm": ("p Holm", lambda e: _p(e.get("p_value_holm"))),
     "wilcoxon_p": ("p Wilcoxon", lambda e: _p(e["wilcoxon_p"]) + ("*" if e.get("caution") and e["wilcoxon_p"] is not None else "")),
     "d_z": ("d_z", lambda e: _f(e["d_z"])),
     "welch_p": ("p Welch", lambda e: _f(e["unpaired"]["all"]["welch_p"])
@@ -247,6 +251,10 @@ def comparison_table(comp: dict[str, Any], columns: Sequence[str] | None = None,
     rows = [[k] + [COMPARISON_COLUMNS[c][1](e) for c in cols] for k, e in comp["keys"].items()]
     text = [f"A = {comp['a']['name']} ({comp['a']['n_ok']} scored rows), B = {comp['b']['name']} "
             f"({comp['b']['n_ok']} scored rows); pairs matched by {comp['matching']}: {comp['n_common']}"]
+    unit = (comp.get("bootstrap") or {}).get("unit", "row")
+    text.append(f"95% CI and p boot resample {unit}s"
+                + (f" ({comp['n_clusters_common']} shared)" if comp.get("n_clusters_common") is not None else "")
+                + "; p Holm: p boot adjusted over the keys of this table")
     for side in ("a", "b"):
         for p in comp[side]["problems"]:
             text.append(f"{side.upper()}: {p}")
@@ -259,3 +267,73 @@ def comparison_table(comp: dict[str, Any], columns: Sequence[str] | None = None,
     if not rows:
         text.append("(no key to compare)")
     return "\n".join(text)
+
+
+def leaderboard_ties(rows_by_system: dict[str, Sequence[dict[str, Any]]], keys: Sequence[str], *,
+                     n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0, unit: str = "conversation",
+                     human: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Tie groups and rank intervals of a leaderboard, key by key
+    (:func:`spear_metrics.core.stats.tie_groups`): systems' scored rows paired by
+    :func:`input_id`, clustered by :func:`spear_metrics.core.stats.conversation_of` (``unit``
+    ``"conversation"``) or not (``"row"``).
+
+    A key gets a tie group when its direction of "better" is ``higher`` or ``lower``
+    (:func:`spear_metrics.core.columns.find_column`), or ``closer_to_human`` and ``human`` (the
+    human answers' values, e.g. their summary or the published human row) has a number for it,
+    and at least two systems have per-row values under its name (the tests run on those per-row
+    values); other keys are left out.
+
+    Returns:
+        ``{key: tie_groups(...)}`` for the keys that have one.
+    """
+    from spear_metrics.core.columns import find_column
+    from spear_metrics.core.stats import as_number, conversation_of, tie_groups
+
+    ok = {name: [r for r in rows if r.get("status", "ok") == "ok"] for name, rows in rows_by_system.items()}
+    conv: dict[str, Any] = {}
+    for rows in ok.values():
+        for r in rows:
+            conv.setdefault(input_id(r), conversation_of(r))
+    out: dict[str, Any] = {}
+    for key in keys:
+        col = find_column(key)
+        target = as_number((human or {}).get(key))
+        if col is None or not (col.better in ("higher", "lower") or (col.better == "closer_to_human" and target is not None)):
+            continue
+        values = {name: {input_id(r): r.get(key) for r in rows if as_number(r.get(key)) is not None}
+                  for name, rows in ok.items()}
+        values = {n: v for n, v in values.items() if v}
+        if len(values) < 2:
+            continue
+        out[key] = tie_groups(values, better=col.better, target=target, cluster=conv.get if unit == "conversation" else None,
+                              unit=unit, n_resamples=n_resamples, seed=seed)
+    return out
+
+
+def tie_cell(ties: dict[str, Any], key: str, system: str) -> str:
+    """What a leaderboard shows beside ``system``'s value of ``key``: its mark (★ best, ≈ tied
+    with the best) and rank interval, e.g. ``"≈ rank 1-2"``; ``""`` without a tie group."""
+    s = (ties.get(key) or {}).get("systems", {}).get(system)
+    if not s:
+        return ""
+    ci = s.get("rank_ci95")
+    rank = "" if ci is None else (f"rank {ci[0]}" if ci[0] == ci[1] else f"rank {ci[0]}-{ci[1]}")
+    return " ".join(x for x in (s.get("mark") or "", rank) if x)
+
+
+def results_tie_cells(loaded: Sequence[Any], keys: Sequence[str], *, n_resamples: int = DEFAULT_RESAMPLES,
+                      seed: int = 0, human: dict[str, Any] | None = None) -> dict[str, dict[str, str]]:
+    """The tie marks of loaded results datasets (:class:`spear_metrics.results.Results`: their
+    per-sample ``samples`` tables) on a leaderboard: ``{source: {key: tie_cell}}``
+    (:func:`leaderboard_ties` by conversation, ``human``: the human values "closer to human"
+    keys are judged against, :func:`tie_cell`); empty with fewer than 2 datasets.
+    Only the columns the tests need are read (no audio)."""
+    rows_by: dict[str, list[dict[str, Any]]] = {}
+    for res in loaded:
+        frame = res.samples
+        cols = [c for c in ("audio_path", "conversation_id", "status", *keys) if c in frame.columns]
+        rows_by[res.source] = [{k: clean_value(v) for k, v in r.items()} for r in frame[cols].to_dict("records")]
+    if len(rows_by) < 2:
+        return {}
+    ties = leaderboard_ties(rows_by, keys, n_resamples=n_resamples, seed=seed, human=human)
+    return {src: {k: tie_cell(ties, k, src) for k in ties} for src in rows_by}

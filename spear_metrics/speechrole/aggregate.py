@@ -27,9 +27,10 @@ dialogues whose pair was scored:
 - ``<scope>_<aspect>_ratio_100_sumA_over_sumB``: ``100 * sum(A) / sum(B)`` (a project key: it is
   *consistent with* the published headline scores above 100, but the aggregation behind those is
   not in public code, so it is never given under the benchmark's name: ``headline_note``);
-- each with ``_ci95`` (seeded percentile bootstrap over dialogues,
-  :func:`spear_metrics.core.stats.aggregate_intervals`, the aggregate recomputed on each
-  resample) and ``_n`` (dialogues that entered it);
+- each with ``_ci95`` (seeded percentile bootstrap over dialogues, resampled within their role so
+  every role keeps its number of dialogues, :func:`spear_metrics.core.stats.aggregate_intervals`
+  with role strata, the aggregate recomputed on each resample) and ``_n`` (dialogues that
+  entered it);
 - ``<scope>_<aspect>_na_share``: pairs the judge replied to but that could not be parsed after
   the retries, over the pairs it replied to (the ``na`` share; pairs without any reply are
   counted apart, ``<scope>_n_pairs_not_judged``);
@@ -283,7 +284,7 @@ def aggregate_rows(rows: Sequence[dict[str, Any]], *, n_resamples: int = 1000, s
         ``na`` shares, the pair counts, the position biases when swapped cells are present, and
         ``headline_note`` / ``dimensions_note``.
     """
-    from spear_metrics.core.stats import CONFIDENCE, aggregate_intervals, bootstrap_ci, paired_comparison
+    from spear_metrics.core.stats import CONFIDENCE, Clusters, aggregate_intervals, bootstrap_ci, paired_comparison
 
     conf = CONFIDENCE if confidence is None else confidence
     out: dict[str, Any] = {}
@@ -296,8 +297,10 @@ def aggregate_rows(rows: Sequence[dict[str, Any]], *, n_resamples: int = 1000, s
         A, B = _scores(ok, "_A"), _scores(ok, "_B")
         point = _stats(A, B, scope)
         both = np.isfinite(A) & np.isfinite(B)
+        # dialogues resampled within their role (each role keeps its number of dialogues)
+        by_role = Clusters([None] * len(ok), [r.get("role") for r in ok])
         cis = aggregate_intervals(lambda idx: _stats(A[idx], B[idx], scope), len(ok), stat_keys(scope),
-                                  n_resamples=n_resamples, seed=seed, confidence=conf)
+                                  n_resamples=n_resamples, seed=seed, confidence=conf, clusters=by_role)
         for j, a in enumerate([*ASPECTS, ALL]):
             n = int(both[:, j].sum()) if a != ALL else int(both.any(axis=1).sum())
             for s in STATS:

@@ -1,0 +1,199 @@
+"""Clustered bootstrap, Holm's correction, tie groups and rank intervals (spear_metrics.core.stats).
+
+Every expected number is true by construction or computed by hand in the test.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from spear_metrics.core.stats import (
+    BEST_MARK, TIE_MARK, Clusters, aggregate_intervals, bootstrap_ci, compare_runs, conversation_of, holm,
+    no_interval_reason, paired_comparison, tie_groups,
+)
+from spear_metrics.core.summary import few_events
+
+# 4 conversations x 10 rows; the conversation means are 0, 10, 20, 30 and every row of a
+# conversation deviates from its mean by -1 or +1 (5 of each): nearly all the variance lies
+# between conversations.
+MEANS = [0.0, 10.0, 20.0, 30.0]
+ROWS = [m + d for m in MEANS for d in [-1.0, 1.0] * 5]
+LABELS = [f"V00_S0001_I{c:08d}" for c in range(4) for _ in range(10)]
+B = 4000
+
+
+def test_clusters_draw_whole_conversations():
+    cl = Clusters(["a", "b", "a", None, "b"])
+    # clusters in first-seen order: a = rows 0, 2; b = rows 1, 4; row 3 alone
+    assert cl.n_clusters == 3 and cl.sizes.tolist() == [2, 2, 1]
+    assert cl.rows_of(np.array([1, 1, 0, 2])).tolist() == [1, 4, 1, 4, 0, 2, 3]
+    drawn = cl.draw_clusters(np.random.default_rng(0), 7)
+    assert drawn.shape == (7, 3) and drawn.min() >= 0 and drawn.max() <= 2
+
+
+def test_conversation_bootstrap_is_wider_by_the_direct_ratio():
+    """The row bootstrap's SD of the mean is the SD of the 40 rows / sqrt(40); the conversation
+    bootstrap's is the SD of the 4 conversation means / sqrt(4) (population SDs, as the
+    bootstrap draws from the empirical distribution). Both intervals are ~ 2 x 1.96 x SD wide,
+    so their width ratio is the ratio of the two SDs (up to the bootstrap's own noise and the
+    coarse distribution of 4 clusters: 35 distinct resamples)."""
+    x = np.asarray(ROWS)
+    sd_row = x.std() / np.sqrt(x.size)
+    sd_conv = np.asarray(MEANS).std() / np.sqrt(len(MEANS))
+    expected = sd_conv / sd_row  # = 11.18/2 / (11.22/6.32) ~ 3.15
+    assert expected == pytest.approx(3.15, abs=0.01)
+    row = bootstrap_ci(ROWS, n_resamples=B, seed=1)
+    conv = bootstrap_ci(ROWS, n_resamples=B, seed=1, clusters=LABELS)
+    ratio = (conv[1] - conv[0]) / (row[1] - row[0])
+    assert ratio == pytest.approx(expected, rel=0.2)
+    # the same through aggregate_intervals (a ratio-free mean here; any aggregate of the drawn rows)
+    agg = aggregate_intervals(lambda idx: {"mean": float(x[idx].mean())}, x.size, ["mean"], n_resamples=B, seed=1,
+                              clusters=LABELS)["mean"]
+    assert (agg[1] - agg[0]) / (row[1] - row[0]) == pytest.approx(expected, rel=0.2)
+    # the rows of a drawn conversation come along: every resampled mean is a mean of conversation means
+    cl = Clusters(LABELS)
+    drawn = cl.draw_clusters(np.random.default_rng(0), 50)
+    for d in drawn:
+        assert x[cl.rows_of(d)].mean() == pytest.approx(np.mean([MEANS[c] for c in d]))
+
+
+def test_percentage_of_flags_by_conversation():
+    """A percentage is a mean of 0/1 flags: conversations 0-1 all yes, 2-3 all no -> 50 %; the
+    conversation bootstrap's resamples hold 0, 1, 2, 3 or 4 'yes' conversations of 4, so its
+    interval lies on the grid 0, 25, 50, 75, 100 %."""
+    flags = [c < 2 for c in range(4) for _ in range(10)]
+    agg = aggregate_intervals(lambda idx: {"pct": 100.0 * np.mean(np.asarray(flags)[idx])}, 40, ["pct"],
+                              n_resamples=B, seed=2, clusters=LABELS)["pct"]
+    assert agg[0] in (0.0, 25.0) and agg[1] in (75.0, 100.0)
+
+
+def test_single_conversation_gives_no_interval_with_the_reason():
+    one = [LABELS[0]] * 10
+    assert bootstrap_ci(ROWS[:10], n_resamples=100, clusters=one) is None
+    assert aggregate_intervals(lambda idx: {"m": 1.0}, 10, ["m"], n_resamples=100, clusters=one) == {"m": None}
+    c = paired_comparison(ROWS[:10], [v + 1 for v in ROWS[:10]], n_resamples=100, clusters=one)
+    assert c["diff"] == pytest.approx(-1.0) and c["diff_ci95"] is None and c["p_value"] is None
+    assert c["n_clusters"] == 1 and "1 conversation: a conversation bootstrap needs at least 2" in c["note"]
+    assert no_interval_reason(1) == c["note"].split(";")[0]
+
+
+def test_singleton_clusters_give_the_row_bootstrap():
+    """Rows without a conversation are their own: the interval is the row bootstrap's, bit for bit."""
+    assert bootstrap_ci(ROWS, n_resamples=300, seed=3, clusters=[None] * 40) == bootstrap_ci(ROWS, n_resamples=300, seed=3)
+
+
+def test_conversation_of_reads_the_id_or_the_clip_name():
+    assert conversation_of({"conversation_id": "c7", "audio_path": "x.wav"}) == "c7"
+    assert conversation_of({"audio_path": "a/V00_S2017_I00001160_P1273A_P2072A_0.wav"}) == "V00_S2017_I00001160"
+    assert conversation_of({"audio_path": "a/clip.wav"}) is None
+
+
+def test_holm_hand_computed():
+    # sorted 0.01 (x4), 0.02 (x3), 0.03 (x2), 0.5 (x1): 0.04, 0.06, 0.06 (running max), 0.5; None is no test
+    assert holm([0.03, None, 0.5, 0.01, 0.02]) == pytest.approx([0.06, None, 0.5, 0.04, 0.06])
+    assert holm([None]) == [None]
+
+
+def test_compare_runs_clusters_and_holm():
+    """B is A + 0.5 on conversations 0-1 and A - 0.5 on 2-3 plus row noise: by rows the pairs look
+    like 40 independent differences; by conversation there are 4 (two +0.5, two -0.5)."""
+    rows_a = [{"audio_path": f"{LABELS[i]}_P1_P2_{i}.wav", "x": ROWS[i], "y": float(i % 2)} for i in range(40)]
+    rows_b = [{"audio_path": r["audio_path"], "x": r["x"] + (0.5 if i < 20 else -0.5), "y": float(i % 2)}
+              for i, r in enumerate(rows_a)]
+    from spear_metrics.reports.runs import input_id
+
+    comp = compare_runs(rows_a, rows_b, match=input_id, cluster=conversation_of, n_resamples=500)
+    assert comp["bootstrap"]["unit"] == "conversation" and comp["n_clusters_common"] == 4
+    e = comp["keys"]["x"]
+    assert e["n"] == 40 and e["n_clusters"] == 4 and e["diff"] == pytest.approx(0.0)
+    assert e["p_value"] is None and "4 conversations" in e["caution"]  # fewer than 10 conversations
+    assert comp["keys"]["y"]["p_value"] == 1.0  # identical in every pair
+    assert comp["keys"]["y"]["p_value_holm"] == 1.0
+    rows = compare_runs(rows_a, rows_b, match=input_id, n_resamples=500)
+    assert rows["bootstrap"]["unit"] == "row" and rows["keys"]["x"]["n_clusters"] == 40
+
+
+def _system(offset: float, noise_seed: int, conv_effect: np.ndarray) -> dict[str, float]:
+    rng = np.random.default_rng(noise_seed)
+    return {f"c{c}_{k}": float(conv_effect[c] + offset + rng.normal(0, 0.2)) for c in range(30) for k in range(3)}
+
+
+def test_tie_groups_two_tied_one_not():
+    """Three systems on 30 conversations x 3 rows sharing one conversation effect: A and B are
+    the same system (offset 1.0) with independent row noise, C is 1.0 lower. A paired test
+    removes the shared effect: B is tied with the best, C is not (its difference, -1.0, is 5 SD
+    of the noise away from 0); C ranks 3rd in every resample."""
+    effect = np.random.default_rng(0).normal(0, 3.0, 30)
+    values = {"A": _system(1.0, 1, effect), "B": _system(1.0, 2, effect), "C": _system(0.0, 3, effect)}
+    res = tie_groups(values, better="higher", cluster=lambda i: i.split("_")[0], n_resamples=1000, seed=0)
+    best = res["best"]
+    assert best in ("A", "B")
+    other = "B" if best == "A" else "A"
+    s = res["systems"]
+    assert s[best]["mark"] == BEST_MARK and s[other]["tied"] and s[other]["mark"] == TIE_MARK
+    assert s["C"]["tied"] is False and s["C"]["mark"] == "" and s["C"]["p_holm"] < 0.05
+    assert s["C"]["rank_ci95"] == [3, 3] and s[best]["rank_ci95"][0] == 1 and s[other]["rank_ci95"][1] == 2
+    assert s["C"]["n_shared"] == 30  # conversations, not rows
+    assert "Holm" in res["rule"] and res["unit"] == "conversation"
+    # lower is better: C is now the best and nobody is tied with it
+    low = tie_groups(values, better="lower", cluster=lambda i: i.split("_")[0], n_resamples=500)
+    assert low["best"] == "C" and not low["systems"]["A"]["tied"] and not low["systems"]["B"]["tied"]
+    assert tie_groups(values, better="closer_to_human")["best"] is None  # no human value
+    one = tie_groups(values, better="higher", cluster=lambda i: "c0", n_resamples=200)  # a single conversation
+    assert all(v["rank_ci95"] is None for v in one["systems"].values()) and one["note"].startswith("1 conversation")
+    assert all(v["tied"] for v in one["systems"].values())  # nobody can be told apart on one conversation
+    # closer to a human value 0.9 below A/B's: C (1.0 below them) is 0.1 away, A and B 0.9 away. The
+    # human value is fixed, so the systems' common level matters: with a conversation effect of
+    # SD 3 that level is uncertain by 3 / sqrt(30) = 0.55 and nobody is distinguishable; with SD 0.1 C wins
+    small = np.random.default_rng(0).normal(0, 0.1, 30)
+    values = {"A": _system(1.0, 1, small), "B": _system(1.0, 2, small), "C": _system(0.0, 3, small)}
+    target = float(np.mean(list(values["A"].values()))) - 0.9
+    near = tie_groups(values, better="closer_to_human", target=target, cluster=lambda i: i.split("_")[0], n_resamples=500)
+    assert near["best"] == "C" and not near["systems"]["A"]["tied"] and near["systems"]["C"]["rank_ci95"] == [1, 1]
+
+
+def test_few_events_marks_rates_only():
+    """interruptions_% is declared in %: 9 rows mark it, 10 do not; latency_ms (ms) is never marked."""
+    s = {"interruptions_%": 20.0, "interruptions_%_n": 9, "latency_ms": 300.0, "latency_ms_n": 3}
+    assert few_events(s, "interruptions_%") == "(few events: n = 9)"
+    assert few_events({**s, "interruptions_%_n": 10}, "interruptions_%") == ""
+    assert few_events(s, "latency_ms") == ""
+    assert few_events({"x_rate": 0.5, "x_rate_n": 2}, "x_rate") == "(few events: n = 2)"
+
+
+def test_leaderboard_marks_in_console_and_csv(tmp_path):
+    """The demo's leaderboard with tie groups: latency_ms (lower is better) of three systems on
+    30 conversations x 3 rows; fast and fast2 differ only by row noise, slow is 200 ms slower."""
+    import csv
+
+    from spear_metrics.commands.demo import leaderboard_text, write_leaderboard
+    from spear_metrics.reports.runs import leaderboard_ties
+
+    effect = np.random.default_rng(0).normal(0, 100.0, 30)
+
+    def rows(offset: float, seed: int) -> list[dict]:
+        rng = np.random.default_rng(seed)
+        return [{"row": 3 * c + k, "audio_path": f"a/V00_S0001_I{c:08d}_P1_P2_{k}.wav", "status": "ok",
+                 "latency_ms": float(500 + effect[c] + offset + rng.normal(0, 20))} for c in range(30) for k in range(3)]
+
+    runs = {"fast": rows(0, 1), "fast2": rows(0, 2), "slow": rows(200, 3)}
+    # latency_ms is "closer to human": no human value, no tie group
+    assert leaderboard_ties(runs, ["latency_ms"], n_resamples=100) == {}
+    # the human answers at 480 ms: fast and fast2 (~500 + mean effect) are nearest
+    human = {"latency_ms": 480.0 + float(effect.mean())}
+    ties = leaderboard_ties(runs, ["latency_ms"], n_resamples=500, human=human)
+    t = ties["latency_ms"]
+    assert t["best"] in ("fast", "fast2") and t["systems"]["slow"]["tied"] is False
+    summaries = {n: {"latency_ms": float(np.mean([r["latency_ms"] for r in rs])), "latency_ms_n": 90}
+                 for n, rs in runs.items()}
+    cols = write_leaderboard(tmp_path / "leaderboard.csv", summaries, ties)
+    assert "latency_ms" in cols and "latency_ms_tie" not in cols  # the value columns
+    board = {r["model"]: r for r in csv.DictReader(open(tmp_path / "leaderboard.csv", encoding="utf-8"))}
+    other = "fast2" if t["best"] == "fast" else "fast"
+    assert board[t["best"]]["latency_ms_tie"] == "best" and board[other]["latency_ms_tie"] == "tied"
+    assert board["slow"]["latency_ms_tie"] == "" and board["slow"]["latency_ms_rank_ci95"] == "3-3"
+    text = leaderboard_text(cols, summaries, ties)
+    line = next(x for x in text.splitlines() if x.startswith("latency_ms"))
+    assert BEST_MARK in line and TIE_MARK in line and "rank 3" in line
+    assert "tied with the best" in text  # the rule, stated once
