@@ -56,7 +56,7 @@ class Program:
     #: then each time the input had speech (20 ms frames at or above -40 dBFS) followed by
     #: ``gap_s`` of silence, the next reply, at most ``replies`` in all. ``barge``: the reply starts
     #: ``barge_s`` after the input's speech starts (over it). ``hang``: after ``session.updated``
-    #: the fake stops reading and sends nothing.
+    #: the fake sends nothing more (it reads on); ``hang_setup``: not even ``session.updated``.
     replies: int = 0
     gap_s: float = 0.5
     barge_s: float = 0.3
@@ -174,7 +174,7 @@ class RealtimeFake:
 
         rid = ws.request.headers.get("X-Client-Request-Id", "")
         prog = self.programs.get(rid, Program())
-        if prog.kind in ("converse", "barge", "hang"):
+        if prog.kind in ("converse", "barge", "hang", "hang_setup"):
             return await self._converse(ws, rid, prog)
         samples = 0
         started = stopped = replied = False
@@ -252,9 +252,12 @@ class RealtimeFake:
                 if t == "session.update":
                     session = json.loads(json.dumps(ev["session"]))
                     session["model"] = prog.served_model
-                    await ws.send(json.dumps({"type": "session.updated", "session": session}))
-                    if prog.kind == "hang":
-                        await asyncio.sleep(3600)
+                    if prog.kind != "hang_setup":
+                        await ws.send(json.dumps({"type": "session.updated", "session": session}))
+                    if prog.kind in ("hang", "hang_setup"):
+                        async for _ in ws:  # reads on, never answers again
+                            pass
+                        return
                 elif t == "response.create":
                     start_reply()
                 elif t == "input_audio_buffer.append":

@@ -464,7 +464,8 @@ def read_log(out: Path) -> dict[str, dict[str, Any]]:
     return recs
 
 
-def _append(out: Path, rec: dict[str, Any]) -> None:
+def log_unit(out: Path, rec: dict[str, Any]) -> None:
+    """Append one finished unit's record to ``out/conversations.jsonl`` (flushed and fsynced)."""
     with open(out / LOG, "a", encoding="utf-8") as f:
         f.write(json.dumps(rec, ensure_ascii=False) + "\n")
         f.flush()
@@ -539,7 +540,7 @@ async def run_conversations(tasks: list[Task], out: str | os.PathLike, make_exam
 
                 rec.update(status="failed", reason=mask_secrets(" ".join(str(e).split()))[:300] or type(e).__name__)
                 counts["failed"] += 1
-            _append(outp, rec)
+            log_unit(outp, rec)
             if on_done:
                 on_done(rec)
 

@@ -59,8 +59,6 @@ TRIM_S = 120.0
 SCORE_RANGE = (1, 5)
 #: largest judge reply parsed (characters)
 MAX_REPLY_CHARS = 200_000
-#: a judge id that moves under the same name
-MOVING_ALIAS = re.compile(r"(-preview|-latest|latest$|-exp\b)", re.IGNORECASE)
 
 
 class ScoreSetupError(ValueError):
@@ -415,11 +413,6 @@ def ensure_transcripts(folder: Path, asr: Any) -> tuple[dict[str, Any], dict[str
     return out[0], out[1]
 
 
-def moving_alias(model: str) -> bool:
-    """``True`` when ``model`` names a moving alias (``-preview``, ``-latest``...), not a pinned version."""
-    return bool(MOVING_ALIAS.search(model or ""))
-
-
 def score_run(root: str | os.PathLike, tasks: Sequence[Any], prompts_path: str | os.PathLike, judge: Any, out: str | os.PathLike,
               *, asr: Any = None, retry_failed: bool = False, n_resamples: int = 1000, seed: int = 0,
               judge_kw: Optional[dict[str, Any]] = None) -> dict[str, Any]:
@@ -494,6 +487,8 @@ def score_run(root: str | os.PathLike, tasks: Sequence[Any], prompts_path: str |
     splits = split_summary(rows, n_resamples=n_resamples, seed=seed)
     for r in rows:
         r.pop("_bins")
+    from spear_metrics.core.judge import moving_alias
+
     model = getattr(judge, "model", None)
     summary = {
         "benchmark": "Full-Duplex-Bench v2",
@@ -509,6 +504,8 @@ def score_run(root: str | os.PathLike, tasks: Sequence[Any], prompts_path: str |
             "upstream_judge": UPSTREAM_JUDGE_MODEL,
         },
     }
+    if callable(getattr(judge, "report", None)):
+        summary["judge_calls"] = judge.report()
     tmp = outp / "summary.json.tmp"
     tmp.write_text(json.dumps(summary, indent=1, ensure_ascii=False))
     os.replace(tmp, outp / "summary.json")
