@@ -147,6 +147,33 @@ def test_two_concurrent_conversations_relay_record_and_obey_rules(tmp_path, task
 
 
 @pytest.mark.slow
+def test_examiner_that_may_not_interrupt_waits_for_the_examinee(tmp_path, tasks_file, reply_24k, monkeypatch):
+    """The examiner fake barges in 0.3 s into each examinee turn; with ``examiner_can_interrupt``
+    false its audio is held: every examiner turn after the opening one starts only after a whole
+    second (the turn gap) without examinee speech, and the hold is in the events."""
+    monkeypatch.setenv("FDB2_KEY", KEY)
+    tf = load_tasks(tasks_file, limit=1)
+    tid = tf.tasks[0].id
+    fake = RealtimeFake({f"{tid}.A": Program("barge", replies=6), f"{tid}.B": Program("converse", replies=6)}, reply_24k, KEY)
+    rules = Rules(turn_limit=50, max_duration_s=10.0, examiner_can_interrupt=False, examiner_is_interruptible=False)
+    try:
+        mk_a, mk_b = _agents(fake.url)
+        counts = asyncio.run(run_conversations(tf.tasks, tmp_path / "out", mk_a, mk_b, lambda _: rules, wire_rate=RATE))
+    finally:
+        fake.close()
+    assert counts["ok"] == 1
+    m = json.loads((tmp_path / "out" / tid / "manifest.json").read_text())
+    assert any(e["event"] == "examiner_held" for e in m["events"])
+    b, _ = sf.read(tmp_path / "out" / tid / "B.wav", dtype="float32")
+    hop = RATE * 40 // 1000
+    fb = _frames(b, hop)
+    starts = [round(e["stream_s"] / 0.04) for e in m["events"] if e["event"] == "examiner_turn_start"]
+    assert len(starts) >= 2
+    for k in starts[1:]:
+        assert not any(frame_loud(fb[i], -40) for i in range(max(0, k - 24), k + 1))
+
+
+@pytest.mark.slow
 def test_hung_sides_are_bounded_in_time(tmp_path, tasks_file, reply_24k, monkeypatch):
     """Task 1's examinee goes silent after its session is set up: the conversation still ends at its
     cap (5 s), the examinee's channel all zeros. Task 2's examinee never confirms its session: the

@@ -15,8 +15,8 @@ sample ``i`` of ``A.wav`` is what the examinee heard at ``i / wire_rate`` s, and
 Rules (upstream's task ``settings``; upstream's scripts carry them in the prompt only, this engine
 enforces them, :class:`Rules`):
 
-- an examiner *turn* is a run of examiner speech (10 ms frames at or above ``speech_dbfs``) with no
-  gap of ``turn_gap_s`` or more; the conversation ends when the examiner starts turn
+- an examiner *turn* is a run of examiner speech (ticks whose RMS level is at or above
+  ``speech_dbfs``) with no gap of ``turn_gap_s`` or more; the conversation ends when the examiner starts turn
   ``turn_limit + 1`` (that turn is neither relayed nor recorded), or after the examiner's
   ``turn_limit``-th turn once both sides have been quiet ``end_silence_s``;
 - ``max_duration_sec``: the conversation ends at this stream time (``--max-duration-s`` overrides;
