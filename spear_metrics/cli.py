@@ -112,9 +112,9 @@ def _main(argv: list[str] | None) -> int:
         from spear_metrics.commands import fdb_v2
 
         v2 = fdb_v2.wanted(argv)
-        if v2:  # Full-Duplex-Bench v2 has its own parsers (spear_metrics.commands.fdb_v2)
-            who = f"spearbench {argv[0]} --version 2"
-            return fdb_v2.main(v2, argv[1:])
+        if v2:  # Full-Duplex-Bench v2 (the fdb2 command) has its own parsers
+            who = f"spearbench fdb {v2[0]} --version 2"
+            return fdb_v2.main(*v2)
         available = {}
         for name, (module, _) in commands().items():
             try:

@@ -204,13 +204,13 @@ def test_hung_sides_are_bounded_in_time(tmp_path, tasks_file, reply_24k, monkeyp
 
 @pytest.mark.slow
 def test_kill_9_then_resume_redoes_only_the_unfinished_conversation(tmp_path, tasks_file, reply_24k):
-    """``fdb-infer --version 2`` killed with SIGKILL once the first conversation is logged: the rerun
+    """``fdb infer --version 2`` killed with SIGKILL once the first conversation is logged: the rerun
     runs only the second one (the fake counts the sessions per task) and logs each task once."""
     tf = load_tasks(tasks_file)
     progs = {f"{t.id}.{s}": Program("converse", replies=6) for t in tf.tasks for s in "AB"}
     fake = RealtimeFake(progs, reply_24k, KEY)
     out = tmp_path / "out"
-    cmd = [sys.executable, "-m", "spear_metrics.cli", "fdb-infer", "--version", "2", "--tasks", str(tasks_file),
+    cmd = [sys.executable, "-m", "spear_metrics.cli", "fdb", "infer", "--version", "2", "--tasks", str(tasks_file),
            "--agent", "openai-realtime", "-a", f"base_url={fake.url}", "-a", "api_key_env=FDB2_KEY",
            "-e", f"base_url={fake.url}", "-e", "api_key_env=FDB2_KEY", "--out", str(out), "--max-duration-s", "6"]
     env = {**os.environ, "FDB2_KEY": KEY, "PYTHONPATH": str(REPO)}

@@ -1,16 +1,17 @@
-"""``spearbench fdb-infer --version 2`` and ``spearbench fdb --version 2``: Full-Duplex-Bench v2.
+"""``spearbench fdb2 infer|score``: Full-Duplex-Bench v2 (also reached as ``spearbench fdb infer|score
+--version 2``, ``fdb-infer --version 2`` and ``fdb --version 2``).
 
-- ``fdb-infer --version 2 --tasks TASKS.json --agent NAME [-a K=V...] [--examiner openai-realtime
+- ``fdb2 infer --tasks TASKS.json --agent NAME [-a K=V...] [--examiner openai-realtime
   -e K=V...] --out DIR [--concurrency N] [--examiner-mode slow|fast] [--max-duration-s S]``: one
   live conversation per task into ``DIR/<task id>/`` (``A.wav``, ``B.wav``, ``combined.wav``,
   ``manifest.json``), logged in ``DIR/conversations.jsonl``; resumable
   (:mod:`spear_metrics.full_duplex_v2.engine`).
-- ``fdb --version 2 --tasks TASKS.json --root DIR --eval-prompts eval_prompts.json --out RESULTS
+- ``fdb2 score --tasks TASKS.json --root DIR --eval-prompts eval_prompts.json --out RESULTS
   --judge-url URL --judge-model ID``: ASR, the judge, upstream's aggregates
   (:mod:`spear_metrics.full_duplex_v2.score`), ``RESULTS/summary.json``.
 
-Routed here by :mod:`spear_metrics.cli` when the arguments hold ``--version 2`` (the v1
-commands keep their own parsers).
+The ``fdb`` command group (Full-Duplex-Bench v1.0) routes here, through :mod:`spear_metrics.cli`,
+when its arguments hold ``--version 2``; v1.0's own parsers are untouched.
 """
 
 from __future__ import annotations
@@ -24,27 +25,33 @@ from typing import Any
 from spear_metrics.commands import number, parse_options
 
 
-def wanted(argv: list[str]) -> str | None:
-    """``"infer"`` / ``"score"`` when ``argv`` is ``fdb-infer ... --version 2`` / ``fdb ... --version 2``."""
+def wanted(argv: list[str]) -> tuple[str, list[str]] | None:
+    """``(mode, rest)`` when ``argv`` asks for v2: ``fdb infer|score ... --version 2``,
+    ``fdb-infer ... --version 2`` (infer) or ``fdb ... --version 2`` (score); ``rest`` the
+    arguments after the command (and its ``infer``/``score`` word); else ``None``."""
     if not argv or argv[0] not in ("fdb", "fdb-infer"):
         return None
-    for i, a in enumerate(argv):
-        if (a == "--version" and i + 1 < len(argv) and argv[i + 1] == "2") or a == "--version=2":
-            return "infer" if argv[0] == "fdb-infer" else "score"
-    return None
+    if not any((a == "--version" and i + 1 < len(argv) and argv[i + 1] == "2") or a == "--version=2"
+               for i, a in enumerate(argv)):
+        return None
+    if argv[0] == "fdb" and len(argv) > 1 and argv[1] in ("infer", "score"):
+        return argv[1], argv[2:]
+    return ("infer" if argv[0] == "fdb-infer" else "score"), argv[1:]
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--version", choices=("2",), required=True, help="Full-Duplex-Bench version (2)")
+    p.add_argument("--version", choices=("2",), default="2", help="Full-Duplex-Bench version (2)")
     p.add_argument("--tasks", required=True, help="tasks file in upstream's v2/prompts_staged_200.json shape")
     p.add_argument("--split", action="append", default=None, help="only this split (repeatable)")
     p.add_argument("--limit", type=number(integer=True, minimum=1), default=None, help="first N tasks only")
     p.add_argument("--retry-failed", action="store_true", help="run again the units that failed before")
 
 
-def infer_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="spearbench fdb-infer --version 2",
-                                description="Full-Duplex-Bench v2: live conversations between an examiner and an adapter")
+INFER_HELP = "Full-Duplex-Bench v2: live conversations between an examiner and an adapter"
+SCORE_HELP = "Full-Duplex-Bench v2: ASR, upstream's judge prompts and aggregates"
+
+
+def add_infer_arguments(p: argparse.ArgumentParser) -> None:
     _common(p)
     p.add_argument("--agent", required=True, help="the examinee: a network adapter (infer --list-agents)")
     p.add_argument("--agent-option", "-a", action="append", default=[], metavar="KEY=VALUE")
@@ -61,15 +68,13 @@ def infer_parser() -> argparse.ArgumentParser:
                    help="relay and recording rate, Hz (default 24000; upstream's WebRTC wire: 48000)")
     p.add_argument("--tick-ms", type=number(above=0, maximum=1000), default=40.0, help="relay tick, ms")
     p.add_argument("--examinee-prompt", default=None, help="the examinee's instructions (default: upstream's .env.example)")
-    return p
 
 
-def score_parser() -> argparse.ArgumentParser:
+def add_score_arguments(p: argparse.ArgumentParser) -> None:
     from spear_metrics.commands.judge_options import add_judge_options
 
-    p = argparse.ArgumentParser(prog="spearbench fdb --version 2", description="Full-Duplex-Bench v2 scoring")
     _common(p)
-    p.add_argument("--root", required=True, help="the fdb-infer --version 2 output folder")
+    p.add_argument("--root", required=True, help="the fdb2 infer output folder")
     p.add_argument("--eval-prompts", required=True,
                    help="upstream's v2/eval/eval_prompts.json (CC BY-NC 4.0, not shipped)")
     p.add_argument("--out", required=True, help="results folder (a rerun resumes)")
@@ -77,7 +82,17 @@ def score_parser() -> argparse.ArgumentParser:
     p.add_argument("--n-resamples", type=number(integer=True, minimum=0, maximum=100000), default=1000)
     add_judge_options(p, required=True, model_help="judge model id (upstream: gemini-2.5-flash-preview-09-2025, "
                                                    "a moving alias; a dated id reproduces best)")
-    return p
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """``fdb2 infer`` and ``fdb2 score``."""
+    sub = p.add_subparsers(dest="fdb2_command", required=True, metavar="{infer,score}")
+    add_infer_arguments(sub.add_parser("infer", help=INFER_HELP, description=INFER_HELP))
+    add_score_arguments(sub.add_parser("score", help=SCORE_HELP, description=SCORE_HELP))
+
+
+def run(args: argparse.Namespace) -> int:
+    return run_infer(args) if args.fdb2_command == "infer" else run_score(args)
 
 
 def _fail(msg: str) -> int:
@@ -164,7 +179,8 @@ def run_score(args: argparse.Namespace) -> int:
 
 
 def main(mode: str, argv: list[str]) -> int:
-    """Parse ``argv`` (after the command name) and run ``mode`` (``infer`` / ``score``)."""
-    if mode == "infer":
-        return run_infer(infer_parser().parse_args(argv))
-    return run_score(score_parser().parse_args(argv))
+    """Parse ``argv`` (the arguments after the command) and run ``mode`` (``infer`` / ``score``)."""
+    p = argparse.ArgumentParser(prog=f"spearbench fdb {mode} --version 2", description=INFER_HELP if mode == "infer" else SCORE_HELP)
+    (add_infer_arguments if mode == "infer" else add_score_arguments)(p)
+    args = p.parse_args(argv)
+    return run_infer(args) if mode == "infer" else run_score(args)

@@ -61,6 +61,38 @@ SCORE_RANGE = (1, 5)
 MAX_REPLY_CHARS = 200_000
 
 
+def _keys() -> tuple:
+    from spear_metrics.core.dimension import MetricKey
+
+    g = "Full-Duplex-Bench v2"
+    per_bin = tuple(MetricKey(f"{p}[{int(a)}-{int(b)}]", "1-5", "higher",
+                              f"{what} in the {int(a)}-{int(b)} s bin: sum(score x overlap) / sum(overlap) over the task's "
+                              "events overlapping the bin (scoring/score_time.py); null for an empty bin",
+                              group=g, published=True)
+                    for a, b in BINS for p, what in (("TT", "turn-taking fluency"), ("IF", "instruction following")))
+    return (
+        MetricKey("n_files", "count", "higher", "1 when the judge gave a numeric task-specific score, else 0 "
+                  "(scoring/score.py)", group=g, published=True, order=1),
+        MetricKey("n_events", "count", "higher", "valid turn-taking events the judge rated (scoring/score.py)",
+                  group=g, published=True, order=2),
+        MetricKey("avg_turn_taking", "1-5", "higher", "mean turn-taking fluency over the task's events "
+                  "(scoring/score.py; event-weighted)", group=g, published=True, order=3),
+        MetricKey("avg_instruction_following", "1-5", "higher", "mean multi-turn instruction following over the "
+                  "task's events (scoring/score.py)", group=g, published=True, order=4),
+        MetricKey("avg_task_specific", "1-5", "higher", "the judge's task-specific score (entity tracking, correction "
+                  "handling or safety; the Daily split has no rubric) (scoring/score.py)", group=g, published=True,
+                  order=5),
+        *per_bin,
+        MetricKey("n_failed_events", "count", "lower", "events of the judge's reply that failed the strict check "
+                  "(times, integer scores 1-5); left out of the means", group=g),
+    )
+
+
+#: the per-task keys of ``summary.json`` ``per_task`` rows (published: named and computed as upstream's
+#: scoring/score.py and score_time.py)
+KEYS = _keys()
+
+
 class ScoreSetupError(ValueError):
     """A whole-run problem (one line)."""
 
@@ -453,7 +485,7 @@ def score_run(root: str | os.PathLike, tasks: Sequence[Any], prompts_path: str |
         try:
             folder = rootp / task.id
             if not (folder / "manifest.json").exists() and not (folder / "B.wav").exists():
-                raise ValueError("no conversation folder (run `fdb infer --version 2` first)")
+                raise ValueError("no conversation folder (run `spearbench fdb infer --version 2` first)")
             ta, tb = ensure_transcripts(folder, asr)
             prompt = build_judge_prompt(prompts, task.split, task.staged_reveal, ta, tb)
             ans = judge.ask([{"role": "user", "content": prompt}], parse_judge_reply, extra_body=judge_kw)
@@ -490,8 +522,10 @@ def score_run(root: str | os.PathLike, tasks: Sequence[Any], prompts_path: str |
     from spear_metrics.core.judge import moving_alias
 
     model = getattr(judge, "model", None)
+    from spear_metrics.full_duplex_v2 import VERSION
+
     summary = {
-        "benchmark": "Full-Duplex-Bench v2",
+        "benchmark": "full_duplex_v2", "version": VERSION,
         "per_task": rows, "failed": failed, "splits": splits,
         "provenance": {
             "judge": getattr(judge, "describe", lambda: str(judge))(), "judge_model": model,
