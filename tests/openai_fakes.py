@@ -51,10 +51,10 @@ class Program:
     speech_end_s: float = 0.0
     busy_n: Optional[int] = 1
     late_s: float = 0.0
-    #: ``converse`` / ``barge`` / ``hang`` (a live conversation, FDB v2): replies are clocked by the
+    #: ``converse`` / ``talk_over`` / ``hang`` / ``hang_setup`` (a live conversation, FDB v2): replies are clocked by the
     #: decoded audio received: a ``response.create`` gets reply 1 at once (the examiner opening);
     #: then each time the input had speech (20 ms frames at or above -40 dBFS) followed by
-    #: ``gap_s`` of silence, the next reply, at most ``replies`` in all. ``barge``: the reply starts
+    #: ``gap_s`` of silence, the next reply, at most ``replies`` in all. ``talk_over``: the reply starts
     #: ``barge_s`` after the input's speech starts (over it). ``hang``: after ``session.updated``
     #: the fake sends nothing more (it reads on); ``hang_setup``: not even ``session.updated``.
     replies: int = 0
@@ -174,7 +174,7 @@ class RealtimeFake:
 
         rid = ws.request.headers.get("X-Client-Request-Id", "")
         prog = self.programs.get(rid, Program())
-        if prog.kind in ("converse", "barge", "hang", "hang_setup"):
+        if prog.kind in ("converse", "talk_over", "hang", "hang_setup"):
             return await self._converse(ws, rid, prog)
         samples = 0
         started = stopped = replied = False
@@ -272,7 +272,7 @@ class RealtimeFake:
                             if last_speech is None or samples - last_speech > prog.gap_s * RATE:
                                 speech_start = samples
                             last_speech = samples
-                            if prog.kind == "barge" and speech_start is not None and samples - speech_start >= prog.barge_s * RATE:
+                            if prog.kind == "talk_over" and speech_start is not None and samples - speech_start >= prog.barge_s * RATE:
                                 speech_start = None
                                 start_reply()
                         elif (prog.kind == "converse" and last_speech is not None

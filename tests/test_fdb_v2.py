@@ -101,7 +101,7 @@ def test_two_concurrent_conversations_relay_record_and_obey_rules(tmp_path, task
     tf = load_tasks(tasks_file)
     t1, t2 = tf.tasks
     progs = {f"{t1.id}.A": Program("converse", replies=6), f"{t1.id}.B": Program("converse", replies=6),
-             f"{t2.id}.A": Program("converse", replies=6), f"{t2.id}.B": Program("barge", replies=6)}
+             f"{t2.id}.A": Program("converse", replies=6), f"{t2.id}.B": Program("talk_over", replies=6)}
     fake = RealtimeFake(progs, reply_24k, KEY)
     try:
         mk_a, mk_b = _agents(fake.url)
@@ -154,7 +154,7 @@ def test_examiner_that_may_not_interrupt_waits_for_the_examinee(tmp_path, tasks_
     monkeypatch.setenv("FDB2_KEY", KEY)
     tf = load_tasks(tasks_file, limit=1)
     tid = tf.tasks[0].id
-    fake = RealtimeFake({f"{tid}.A": Program("barge", replies=6), f"{tid}.B": Program("converse", replies=6)}, reply_24k, KEY)
+    fake = RealtimeFake({f"{tid}.A": Program("talk_over", replies=6), f"{tid}.B": Program("converse", replies=6)}, reply_24k, KEY)
     rules = Rules(turn_limit=50, max_duration_s=10.0, examiner_can_interrupt=False, examiner_is_interruptible=False)
     try:
         mk_a, mk_b = _agents(fake.url)

@@ -739,6 +739,8 @@ class NetworkAgentBase:
     max_concurrency: Optional[int] = None
     timeline: str = "arrival"
     timeline_lead_s: float = 0.0
+    #: the adapter encodes each chunk of a live request as it comes (:attr:`AudioRequest.live`)
+    live_input: bool = False
     instructions: Optional[str] = None
     onset_rule: str = "none (half-duplex: the answer is placed at the question end)"
 

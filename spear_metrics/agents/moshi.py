@@ -225,6 +225,7 @@ class MoshiAgent(NetworkAgentBase):
     paced = True
     #: the native input chunk (ms): one Mimi frame, as Kyutai's and FDB's clients send them
     chunk_ms = 80.0
+    live_input = True
     #: FDB's reply channel as FDB's Moshi client writes it: one frame of zeros, then every output frame back to back
     timeline = "frame_synchronous"
     timeline_lead_s = FRAME_S

@@ -113,6 +113,7 @@ class OpenAIRealtimeAgent(NetworkAgentBase):
     """
 
     paced = True
+    live_input = True
 
     def __init__(self, model: str = "gpt-realtime", base_url: str = "wss://api.openai.com/v1/realtime",
                  voice: str = "alloy", instructions: Optional[str] = None, vad_threshold: float = 0.5,

@@ -102,14 +102,38 @@ def _fail(msg: str) -> int:
     return 2
 
 
+def examiner_options(options: dict[str, Any]) -> dict[str, Any]:
+    """``-e KEY=VALUE`` strings -> typed options of the openai-realtime examiner (the options of
+    :class:`~spear_metrics.agents.openai_realtime.OpenAIRealtimeAgent`, typed by its signature).
+
+    Raises:
+        OptionError: an option it does not take, or a value of the wrong type.
+    """
+    from spear_metrics.agents.openai_realtime import OpenAIRealtimeAgent
+    from spear_metrics.agents.registry import agent_options
+    from spear_metrics.core.options import OptionError, unknown_message
+
+    schema = {o.name: o for o in agent_options(OpenAIRealtimeAgent)[0]}
+    out = {}
+    for k, v in options.items():
+        if k not in schema:
+            raise OptionError(unknown_message(k, "examiner openai-realtime", schema))
+        out[k] = schema[k].coerce(v, owner="examiner openai-realtime")
+    return out
+
+
 def run_infer(args: argparse.Namespace) -> int:
     from spear_metrics.agents.registry import load_agent
+    from spear_metrics.core.options import OptionError
     from spear_metrics.full_duplex_v2.engine import ExaminerRealtimeAgent, Rules, adapter_description, run_conversations
     from spear_metrics.full_duplex_v2.tasks import EXAMINEE_SYSTEM_PROMPT, TasksError, load_tasks
 
     try:
         tf = load_tasks(args.tasks, splits=args.split, limit=args.limit)
         ex_opts, ee_opts = parse_options(args.examiner_option), parse_options(args.agent_option)
+
+        if args.examiner == "openai-realtime":
+            ex_opts = examiner_options(ex_opts)
 
         def make_examiner() -> Any:
             if args.examiner == "openai-realtime":
@@ -121,9 +145,10 @@ def run_infer(args: argparse.Namespace) -> int:
 
         ex, ee = make_examiner(), make_examinee()  # options refused here: a whole-run problem
         for who, a in (("examiner", ex), ("agent", ee)):
-            if not asyncio.iscoroutinefunction(getattr(a, "connect", None)):
-                return _fail(f"--{who} must be a network adapter (async connect); {type(a).__name__} is not")
-    except (TasksError, ValueError, TypeError, KeyError) as e:
+            if not asyncio.iscoroutinefunction(getattr(a, "connect", None)) or not getattr(a, "live_input", False):
+                return _fail(f"--{who} must be a network adapter that takes live input (live_input: openai-realtime, "
+                             f"moshi); {type(a).__name__} is not")
+    except (TasksError, OptionError, ValueError, TypeError, KeyError) as e:
         return _fail(e)
     describe = {"examiner": adapter_description(args.examiner, ex, ex_opts), "examinee": adapter_description(args.agent, ee, ee_opts),
                 "tasks_sha256": tf.sha256, "examiner_mode": args.examiner_mode}

@@ -95,7 +95,8 @@ class ExaminerRealtimeAgent(OpenAIRealtimeAgent):
     task's (:meth:`Task.examiner_instructions`) with nothing prepended, upstream's voice and turn
     detection per ``vad_mode`` (:data:`VAD_MODES`), and a ``response.create`` once the session is
     set up, so the examiner speaks first (upstream's ``autostart``). Other options as
-    :class:`~spear_metrics.agents.openai_realtime.OpenAIRealtimeAgent`.
+    :class:`~spear_metrics.agents.openai_realtime.OpenAIRealtimeAgent` (its ``vad_*`` options are
+    replaced by ``vad_mode``'s turn detection).
 
     Raises:
         ValueError: an unknown ``vad_mode``.
@@ -273,8 +274,13 @@ async def run_conversation(task: Task, examiner: Any, examinee: Any, rules: Rule
         :class:`Conversation`.
 
     Raises:
-        ConversationError / AgentError: a side failed (refused, dropped, protocol error, hung).
+        ConversationError / AgentError: a side failed (refused, dropped, protocol error, hung), or
+            an adapter without live-input support (``live_input``).
     """
+    for who, agent in (("examiner", examiner), ("examinee", examinee)):
+        if not getattr(agent, "live_input", False):
+            raise ConversationError(f"the {who} adapter ({type(agent).__name__}) cannot take live input "
+                                    "(no live_input support: it would stream its placeholder instead of the other side)")
     hop = max(1, round(tick_ms * wire_rate / 1000.0))
     tick = hop / wire_rate
     placeholder = np.zeros((1, hop), np.float32)
