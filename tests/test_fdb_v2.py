@@ -174,6 +174,43 @@ def test_examiner_that_may_not_interrupt_waits_for_the_examinee(tmp_path, tasks_
 
 
 @pytest.mark.slow
+def test_conversation_with_a_moshi_protocol_examinee(tmp_path, tasks_file, reply_24k, monkeypatch):
+    """The examinee is the moshi adapter against the loopback Moshi fake (Opus frames both ways,
+    one output frame per input frame): the relayed examiner audio reaches it as live input, it
+    answers once after the examiner's first turn (speech end + 0.4 s, heard in the decoded input),
+    and its answer is recorded in B.wav and heard by the examiner."""
+    from fakes.moshi_fake import FakeMoshi, MoshiScenario
+    from spear_metrics.agents.moshi import MoshiAgent
+
+    monkeypatch.setenv("FDB2_KEY", KEY)
+    tf = load_tasks(tasks_file, limit=1)
+    tid = tf.tasks[0].id
+    fake = RealtimeFake({f"{tid}.A": Program("converse", replies=6)}, reply_24k, KEY)
+    try:
+        with FakeMoshi({f"{tid}.B": MoshiScenario(reply_24k, delay_s=0.4)}) as moshi:
+            mk_a, _ = _agents(fake.url)
+            counts = asyncio.run(run_conversations(
+                tf.tasks, tmp_path / "out", mk_a, lambda: MoshiAgent(url=moshi.url("/api/chat"), handshake_timeout_s=60),
+                lambda _: Rules(turn_limit=2, max_duration_s=12.0), wire_rate=RATE))
+            session = moshi.sessions[0]
+    finally:
+        fake.close()
+    assert counts["ok"] == 1, (tmp_path / "out" / "conversations.jsonl").read_text()
+    m = json.loads((tmp_path / "out" / tid / "manifest.json").read_text())
+    a, _ = sf.read(tmp_path / "out" / tid / "A.wav", dtype="float32")
+    b, _ = sf.read(tmp_path / "out" / tid / "B.wav", dtype="float32")
+    hop = RATE * 40 // 1000
+    assert any(frame_loud(f, -40) for f in _frames(b, hop))  # Moshi's answer (real speech) in B.wav
+    # the fake heard the examiner's first turn end where A.wav has it (its 80 ms frames vs our 40 ms ticks)
+    first_end = next(e["stream_s"] for e in m["events"] if e["event"] == "examiner_turn_end")
+    assert session.speech_end_s == pytest.approx(first_end, abs=0.3)
+    # every whole 80 ms frame of the relayed stream was sent as live input (the last few may be in flight at close)
+    assert len(a) // 1920 - 5 <= session.frames_in <= len(a) // 1920
+    heard = np.concatenate(fake.received[f"{tid}.A"]).astype(np.float32) / 32768.0
+    assert any(frame_loud(f, -40) for f in _frames(heard, hop))  # and the examiner heard it
+
+
+@pytest.mark.slow
 def test_hung_sides_are_bounded_in_time(tmp_path, tasks_file, reply_24k, monkeypatch):
     """Task 1's examinee goes silent after its session is set up: the conversation still ends at its
     cap (5 s), the examinee's channel all zeros. Task 2's examinee never confirms its session: the
