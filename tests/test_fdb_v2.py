@@ -305,6 +305,32 @@ def test_reply_parsing_strict_on_upstreams_format():
             parse_judge_reply(garbage)
 
 
+@pytest.mark.slow
+def test_transcripts_by_the_packaged_whisper_with_word_times(tmp_path, real_dir):
+    """A.json/B.json in upstream's shape from the packaged Whisper: the JFK recording on the examiner
+    channel, VCTK p225 on the examinee's (their known words, in order, with times inside the clips);
+    the ASR model recorded; an existing file is read, not redone."""
+    from spear_metrics.core.asr import load_asr
+
+    from spear_metrics.full_duplex_v2.score import ensure_transcripts
+
+    x = load_audio(real_dir / "faster-whisper__jfk.flac", sr=RATE, channels="mix")[0]
+    folder = tmp_path / "Daily.x.001"
+    folder.mkdir()
+    sf.write(folder / "A.wav", x, RATE, subtype="PCM_16")
+    sf.write(folder / "B.wav", load_audio(real_dir / "speechbrain__p225_002.wav", sr=RATE, channels="mix")[0], RATE,
+             subtype="PCM_16")
+    asr = load_asr("embedded")
+    ta, tb = ensure_transcripts(folder, asr)
+    words = [c["text"].strip(",.").lower() for c in ta["chunks"]]
+    assert "ask not what your country can do for you" in " ".join(words)
+    assert all(0 <= c["timestamp"][0] <= c["timestamp"][1] <= len(x) / RATE + 0.5 for c in ta["chunks"])
+    assert "ask her to bring these things" in " ".join(c["text"].strip(",.").lower() for c in tb["chunks"])
+    assert ta["asr_model"] == tb["asr_model"] == asr.describe() and ta["word_timestamps"] is True
+    assert json.loads((folder / "A.json").read_text()) == ta
+    assert ensure_transcripts(folder, None) == (ta, tb)  # read back, no ASR needed
+
+
 def test_score_run_through_a_loopback_judge(tmp_path, tasks_file):
     """Two conversations with transcripts: task 1's judge replies garbage every time (a failed unit
     with its reason), task 2's reply has one out-of-range event; the means, the bins and the

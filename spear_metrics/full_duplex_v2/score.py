@@ -407,7 +407,8 @@ def split_summary(rows: Sequence[dict[str, Any]], *, n_resamples: int = 1000, se
 
 def transcript_json(t: Any) -> dict[str, Any]:
     """A :class:`spear_metrics.core.asr.Transcript` with word times -> upstream's ``A.json`` shape
-    (``text`` the words joined by spaces, as ``asr_batch.py``), plus ``asr_model``."""
+    (``text`` the words joined by spaces, as ``asr_batch.py``), plus ``asr_model`` (the backend's
+    name; :func:`ensure_transcripts` records its full description)."""
     words = [w for w in t.words if w.start is not None and w.end is not None]
     return {"text": " ".join(w.text for w in words).strip() or (t.text or "").strip(),
             "chunks": [{"text": w.text, "timestamp": [round(float(w.start), 3), round(float(w.end), 3)]} for w in words],
@@ -438,6 +439,7 @@ def ensure_transcripts(folder: Path, asr: Any) -> tuple[dict[str, Any], dict[str
             raise ValueError(f"{p.name} missing and no ASR backend")
         wav = load_audio(folder / f"{ch}.wav", sr=ASR_SR, channels="mix")[0][: int(TRIM_S * ASR_SR)]
         d = transcript_json(asr.transcribe([wav], sr=ASR_SR, word_timestamps=True)[0])
+        d["asr_model"] = asr.describe() if callable(getattr(asr, "describe", None)) else d["asr_model"]
         tmp = p.with_suffix(".json.tmp")
         tmp.write_text(json.dumps(d, indent=1, ensure_ascii=False))
         os.replace(tmp, p)
@@ -532,7 +534,8 @@ def score_run(root: str | os.PathLike, tasks: Sequence[Any], prompts_path: str |
             "judge_moving_alias": moving_alias(model or ""), "judge_temperature": getattr(judge, "temperature", None),
             "judge_seed": getattr(judge, "seed", None),
             "eval_prompts_sha256": prompts_sha, "eval_prompts_upstream": prompts_sha == UPSTREAM_EVAL_PROMPTS_SHA256,
-            "asr": getattr(asr, "name", None) if asr is not None else "transcript files",
+            "asr": (asr.describe() if callable(getattr(asr, "describe", None)) else getattr(asr, "name", None))
+                   if asr is not None else "transcript files",
             "asr_note": "upstream transcribes with NeMo nvidia/parakeet-tdt-0.6b-v2; a different ASR gives the judge "
                         "different transcripts and word times",
             "upstream_judge": UPSTREAM_JUDGE_MODEL,
