@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import hashlib
 import json
 import os
 import signal
@@ -271,6 +272,16 @@ def test_kill_9_then_resume_redoes_only_the_unfinished_conversation(tmp_path, ta
     # the finished conversation was not run again; the killed one (maybe begun) ran to its end once more
     assert fake.connections[f"{tf.tasks[0].id}.A"] == 1 and fake.connections[f"{tf.tasks[1].id}.A"] >= 1
     assert not any(p.name.startswith(".") for p in out.iterdir())  # no partial folder left
+    m = json.loads((out / tf.tasks[0].id / "manifest.json").read_text())
+    # upstream's examiner settings, as recorded: model, voice, VAD mode and its turn detection
+    assert (m["examiner"]["model"], m["examiner"]["voice"], m["examiner"]["vad_mode"]) == ("gpt-realtime-2025-08-28", "echo", "slow")
+    assert m["examiner"]["vad"] == {"type": "server_vad", "create_response": True, "interrupt_response": True}
+    assert m["tasks_sha256"] == hashlib.sha256(tasks_file.read_bytes()).hexdigest() and m["seeds"]["examiner"].startswith("none")
+    # the examiner's words: its transcript deltas (the fake's "hello there" after each reply), timed on both clocks
+    n_replies = len(fake.reply_starts[f"{tf.tasks[0].id}.A"])
+    assert n_replies >= 1 and m["examiner"]["text"] == "hello there" * n_replies
+    assert len(m["examiner"]["text_events"]) == n_replies and {"wall_s", "stream_s"} <= set(m["examiner"]["text_events"][0])
+    assert all(KEY not in p.read_text(errors="replace") for p in out.rglob("*.json*"))
 
 
 # ----------------------------------------------------------------------------- judging

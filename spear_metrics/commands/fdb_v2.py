@@ -150,8 +150,18 @@ def run_infer(args: argparse.Namespace) -> int:
                              f"moshi); {type(a).__name__} is not")
     except (TasksError, OptionError, ValueError, TypeError, KeyError) as e:
         return _fail(e)
+    from spear_metrics.agents.duplex import clamp_concurrency
+
     describe = {"examiner": adapter_description(args.examiner, ex, ex_opts), "examinee": adapter_description(args.agent, ee, ee_opts),
                 "tasks_sha256": tf.sha256, "examiner_mode": args.examiner_mode}
+    describe["seeds"] = {who: {k: describe[who][k] for k in ("seed", "text_seed", "audio_seed") if k in describe[who]}
+                         or "none (the adapter takes no seed; the OpenAI Realtime API takes none)"
+                         for who in ("examiner", "examinee")}
+    concurrency = int(args.concurrency)
+    for a in (ex, ee):  # a server that serves one session at a time (Kyutai's moshi.server) bounds the run
+        concurrency, note = clamp_concurrency(a, concurrency)
+        if note:
+            print(note, file=sys.stderr)
     from pathlib import Path
 
     from spear_metrics.full_duplex_v2.engine import log_unit, read_log
@@ -171,7 +181,7 @@ def run_infer(args: argparse.Namespace) -> int:
     counts = asyncio.run(run_conversations(
         tf.tasks, args.out, make_examiner, make_examinee,
         lambda t: Rules.from_settings(tf.settings, max_duration_s=args.max_duration_s),
-        concurrency=int(args.concurrency), retry_failed=args.retry_failed, describe=describe, on_done=on_done,
+        concurrency=concurrency, retry_failed=args.retry_failed, describe=describe, on_done=on_done,
         wire_rate=int(args.wire_rate), tick_ms=float(args.tick_ms),
         examinee_instructions=args.examinee_prompt or EXAMINEE_SYSTEM_PROMPT))
     print(json.dumps(counts))

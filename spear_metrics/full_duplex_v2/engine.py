@@ -529,7 +529,11 @@ async def run_conversations(tasks: list[Task], out: str | os.PathLike, make_exam
                 conv = await asyncio.wait_for(
                     run_conversation(task, make_examiner(), make_examinee(), rules, **conversation_kw),
                     rules.max_duration_s + connect_s + deadline_grace_s)
-                conv.manifest.update(describe or {})
+                for k, v in (describe or {}).items():  # adapter settings join what each side did
+                    if isinstance(v, dict) and isinstance(conv.manifest.get(k), dict):
+                        conv.manifest[k] = {**v, **conv.manifest[k]}
+                    else:
+                        conv.manifest[k] = v
                 conv.manifest["wall_s"] = round(time.monotonic() - started, 3)
                 await asyncio.to_thread(save_conversation, conv, outp / task.id)
                 rec.update(status="ok", duration_s=conv.manifest["duration_s"], end_reason=conv.manifest["end_reason"],
