@@ -31,6 +31,7 @@ from spear_datasets.sources.fdb import TASKS
 from spear_metrics.commands import (
     add_run_options, command, format_value, next_steps, number, overwrite_help, read_run_info, resumed_line, shown_path, wrap,
 )
+from spear_metrics.commands.judge_options import add_judge_options
 from spear_metrics.core.vad import BACKENDS, DEFAULT_BACKEND
 
 
@@ -71,9 +72,8 @@ def add_score_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--stimuli", help="FDB v1.0 data root holding <category>/<id>/input.wav and the task files")
     p.add_argument("--reference", default=None,
                    help="backchannel: FDB's human distribution icc_gt_distribution.json (CC BY-NC, not shipped)")
-    p.add_argument("--judge-url", default=None, help="user_interruption: OpenAI-compatible API root, e.g. http://127.0.0.1:8000/v1")
-    p.add_argument("--judge-model", default=None, help="judge model name (FDB used gpt-4-turbo)")
-    p.add_argument("--judge-seed", type=number(integer=True), default=0, help="seed sent to the judge (default 0, as FDB)")
+    # user_interruption's relevance judge: the shared judge options (seed 0, as FDB)
+    add_judge_options(p, seed=0, model_help="user_interruption's relevance judge model id (FDB's code used gpt-4-turbo)")
     p.add_argument("--asr", default="embedded", help="ASR backend for task-folder samples without output.json (spear_metrics.core.asr)")
     p.add_argument("--vad-backend", default=DEFAULT_BACKEND, choices=BACKENDS,
                    help="Silero VAD front end for backchannel (spear_metrics.core.vad; batched decides as upstream's "
@@ -168,11 +168,13 @@ def run_score(args: argparse.Namespace) -> int:
         return _fail(f"--out {out} exists and is not a folder")
     judge = None
     if args.judge_url and (args.release or args.task == "user_interruption"):
-        from spear_metrics.core.judge import Judge
+        from spear_metrics.commands.judge_options import judge_config_from_args, warn_line
+        from spear_metrics.core.judge import make_judge
+        from spear_metrics.core.usage import PriceTableError
 
         try:
-            judge = Judge(args.judge_url, args.judge_model, seed=args.judge_seed)
-        except ValueError as e:  # a key that cannot be sent: one line, exit 2
+            judge = make_judge(judge_config_from_args(args), warn=warn_line)
+        except (ValueError, PriceTableError) as e:  # a key that cannot be sent, an alias refused...: one line, exit 2
             return _fail(str(e))
     setup = ScoringSetup(reference=reference, reference_path=args.reference, judge=judge, asr_name=args.asr,
                          vad_backend=args.vad_backend, compat=None if args.compat == "none" else args.compat,
@@ -261,6 +263,10 @@ def _run_task(args: argparse.Namespace, setup, samples: list, other: list | None
     for k in TASK_KEYS[args.task]:
         print(f"{k:<22} {_value(summary, k)}  95% CI {_fmt(summary.get(k + '_ci95'))}  (n={summary.get(k + '_n')})")
     print(f"{'samples':<22} {summary['n_samples']} ({summary['n_scored']} scored, {summary['n_failed']} failed)")
+    if summary.get("judge_calls"):
+        from spear_metrics.core.judge import judge_calls_line
+
+        print(wrap(judge_calls_line(summary["judge_calls"])))
     for r in results:
         if not r.ok:
             print(f"  failed {r.values.get('id')}: {r.error}", file=sys.stderr)

@@ -35,6 +35,7 @@ of content parts (``{"type": "text", ...}``, audio as ``{"type": "input_audio", 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import os
 import re
@@ -234,6 +235,7 @@ class Judge:
             when the key cannot be sent in an HTTP header.
         cache: the reply cache (:class:`spear_metrics.core.judge_cache.JudgeCache`); ``None``: none.
         max_reply_bytes: the largest reply body accepted (bytes, default :data:`MAX_REPLY_BYTES`).
+        prices: a :class:`spear_metrics.core.usage.PriceTable` that :meth:`report` prices the usage with.
 
     Raises:
         ValueError: no ``base_url`` or ``model``; a key that cannot be sent in an HTTP header
@@ -260,6 +262,7 @@ class Judge:
         key_source: str = "api_key",
         cache: Any = None,
         max_reply_bytes: int = MAX_REPLY_BYTES,
+        prices: Any = None,
     ):
         if not base_url or not str(base_url).strip():
             raise ValueError("Judge needs a base_url (OpenAI-compatible API root, e.g. http://host:8000/v1)")
@@ -275,6 +278,7 @@ class Judge:
         self.max_wait_s = max(0.0, float(max_wait_s))
         self.max_reply_bytes = max(1, int(max_reply_bytes))
         self.cache = cache
+        self.prices = prices
         self._retry = RetryPolicy(max_tries=1 + self.max_retries, base_delay_s=self.backoff_s,
                                   max_delay_s=self.max_wait_s, jitter=False)
         self._api_key = api_key if api_key is not None else (os.environ.get("OPENAI_API_KEY") or None)
@@ -395,14 +399,15 @@ class Judge:
         with self._lock:
             self._counts["requests"] += 1
         fut = asyncio.run_coroutine_threadsafe(self._post(body), self._io_loop())
-        try:
-            status, headers, data = fut.result()
+        try:  # the coroutine ends at its own limit; the margin only guards against a stopped I/O thread
+            status, headers, data = fut.result(timeout=self.timeout + 30.0)
         except JudgeError:
             raise
-        except (TimeoutError, asyncio.TimeoutError):
+        except (TimeoutError, asyncio.TimeoutError, concurrent.futures.TimeoutError):
+            fut.cancel()
             raise JudgeError(f"no complete reply from {self.base_url} within the {self.timeout:g} s total time limit "
                              "of a judge request") from None
-        except httpx.HTTPError as e:
+        except (httpx.HTTPError, OSError, ValueError) as e:  # network, TLS, a URL httpx refuses...
             raise JudgeError(f"request to {self.base_url} failed: {type(e).__name__}: "
                              f"{mask_secrets(' '.join(str(e).split()))[:200]}") from None
         except BaseException:
@@ -570,7 +575,8 @@ class Judge:
         ``calls``, ``answers``, ``answers_from_cache``, ``requests`` (sent to the service),
         ``returned_models`` / ``system_fingerprints`` (value -> answers), ``cache`` (its
         counts) and ``usage`` (:meth:`spear_metrics.core.usage.UsageTally.to_json`, with costs when
-        ``prices`` is a :class:`~spear_metrics.core.usage.PriceTable`)."""
+        ``prices`` (default: the judge's own ``prices``) is a :class:`~spear_metrics.core.usage.PriceTable`)."""
+        prices = prices if prices is not None else self.prices
         with self._lock:
             out: dict[str, Any] = {"requested_model": self.model, "moving_alias": moving_alias(self.model),
                                    "calls": self._counts["calls"], "answers": self._counts["answers"],
@@ -795,19 +801,16 @@ def make_judge(config: JudgeConfig, *, warn: Callable[[str], None] | None = None
     return Judge(str(config.url), str(config.model), api_key=key, temperature=config.temperature,
                  seed=None if config.seed is None else int(config.seed), max_retries=int(config.retries),
                  timeout=float(config.timeout_s), backoff_s=float(config.backoff_s),
-                 key_source=(config.key_env or "OPENAI_API_KEY"), cache=cache if config.cache != "off" else None)
+                 key_source=(config.key_env or "OPENAI_API_KEY"), cache=cache if config.cache != "off" else None,
+                 prices=config.prices())
 
 
 def judge_calls_line(report: dict[str, Any]) -> str:
     """One line of :meth:`Judge.report` for the end of a command: answers, from the cache,
-    requests, returned model ids, tokens, cost."""
-    u = report.get("usage") or {}
-    tot = u.get("total") or {}
+    requests, returned model ids, tokens and cost (:func:`spear_metrics.core.usage.usage_line`)."""
+    from spear_metrics.core.usage import usage_line
+
     returned = ", ".join(report.get("returned_models") or {}) or "not said"
-    line = (f"judge {report.get('requested_model')}: {report.get('answers', 0)} answer(s), "
+    return (f"judge {report.get('requested_model')}: {report.get('answers', 0)} answer(s), "
             f"{report.get('answers_from_cache', 0)} from the cache, {report.get('requests', 0)} request(s) sent; "
-            f"service answered as {returned}; tokens in {tot.get('input_tokens', 0)} / out {tot.get('output_tokens', 0)}")
-    if "cost" in u:
-        line += (f"; cost {u['cost']:.6f} {u.get('currency', '')}" if u.get("cost") is not None
-                 else f"; cost unknown ({u.get('cost_note')})")
-    return line
+            f"service answered as {returned}; {usage_line(report.get('usage') or {})}")

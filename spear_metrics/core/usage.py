@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
-__all__ = ["PriceTable", "PriceTableError", "Usage", "UsageTally", "normalize_usage"]
+__all__ = ["PriceTable", "PriceTableError", "Usage", "UsageTally", "normalize_usage", "usage_line"]
 
 #: the fields of a price table entry (prices per million tokens)
 PRICE_FIELDS = ("input", "output", "audio_input", "audio_output", "cached_input")
@@ -134,6 +134,18 @@ class UsageTally:
             for m, n in unrep.items():
                 self._unreported[m] = self._unreported.get(m, 0) + n
 
+    @classmethod
+    def from_json(cls, summed: dict[str, Any]) -> "UsageTally":
+        """The tally :meth:`to_json` wrote (``by_model`` read back; e.g. to price it later)."""
+        t = cls()
+        for m, u in (summed.get("by_model") or {}).items():
+            if not isinstance(u, dict):
+                continue
+            t._by_model[str(m)] = Usage(**{k: _count(u.get(k)) for k in Usage.__dataclass_fields__})
+            t._replies[str(m)] = _count(u.get("n_replies"))
+            t._unreported[str(m)] = _count(u.get("n_replies_without_usage"))
+        return t
+
     def total(self) -> Usage:
         with self._lock:
             out = Usage()
@@ -163,7 +175,7 @@ class UsageTally:
                     by[m]["cost_note"] = note
                     notes.append(note)
                 costs.append(cost)
-            out["cost"] = None if any(c is None for c in costs) else round(sum(costs), 6)
+            out["cost"] = None if any(c is None for c in costs) else round(sum(costs), 12)
             out["currency"] = prices.currency
             out["price_table"] = prices.source
             if notes:
@@ -234,4 +246,18 @@ class PriceTable:
             if price is None:
                 return None, f"{model!r} billed {n} {k.replace('_', ' ')} tokens and {self.source} has no {k} price"
             total += n * price / 1e6
-        return round(total, 6), None
+        return round(total, 12), None
+
+
+def usage_line(summed: dict[str, Any]) -> str:
+    """One line of :meth:`UsageTally.to_json` for the end of a command: tokens per model, and
+    the cost when priced."""
+    parts = [f"{m}: {u.get('input_tokens', 0)} in / {u.get('output_tokens', 0)} out" +
+             (f" ({u['audio_input_tokens']} / {u['audio_output_tokens']} audio)"
+              if u.get("audio_input_tokens") or u.get("audio_output_tokens") else "")
+             for m, u in (summed.get("by_model") or {}).items()]
+    line = "tokens billed: " + ("; ".join(parts) or "none reported")
+    if "cost" in summed:
+        line += (f"; cost {summed['cost']:.6f} {summed.get('currency', '')}" if summed.get("cost") is not None
+                 else f"; cost unknown ({summed.get('cost_note')})")
+    return line

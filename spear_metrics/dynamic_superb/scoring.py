@@ -608,7 +608,8 @@ def _write_results(out: Path, outcome: Any, *, task_rows: dict[str, list[int]], 
         "benchmark": BENCHMARK, "protocol": PROTOCOL, "metrics_version": METRICS_VERSION,
         "n_samples": len(rows), "n_scored": len(rows) - n_failed, "n_failed": n_failed,
         "n_tasks": len(summary_tasks), "tasks": summary_tasks, "categories": cat_means, "overall": overall,
-        "judge": {k: v for k, v in jinfo.items() if k != "calls"}, "judge_calls": jinfo.get("calls"), "bootstrap": {"n_resamples": int(n_resamples), "seed": int(seed), "method": "percentile",
+        "judge": {k: v for k, v in jinfo.items() if k != "calls"}, "judge_calls": jinfo.get("calls"),
+        "judge_replies": judge_replies(rows), "bootstrap": {"n_resamples": int(n_resamples), "seed": int(seed), "method": "percentile",
                                       "confidence": 0.95, "unit": "rows of a task"},
         "na_rule": ("project rule (upstream's is not in public code): rows without a value (failed rows, judge replies "
                     "without a verdict, responses without a number) / rows of the task"),
@@ -621,6 +622,23 @@ def _write_results(out: Path, outcome: Any, *, task_rows: dict[str, list[int]], 
                                               "n_resumed": outcome.n_resumed, "judge_concurrency": judge_concurrency,
                                               "judge_usage": (jinfo.get("calls") or {}).get("usage")})
     return summary
+
+
+def judge_replies(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """What the judge service answered with over every judged row of the folder (this run's and
+    the resumed ones; ``judge_calls`` covers this invocation's calls only): ``n_judged``,
+    ``from_cache``, ``returned_models`` and ``system_fingerprints`` (value -> rows)."""
+    out: dict[str, Any] = {"n_judged": 0, "from_cache": 0, "returned_models": {}, "system_fingerprints": {}}
+    for r in rows:
+        if r.get("status") != "ok" or "judge_reply" not in r:
+            continue
+        out["n_judged"] += 1
+        out["from_cache"] += bool(r.get("judge_cached"))
+        for key, field in (("returned_models", "judge_returned_model"), ("system_fingerprints", "judge_system_fingerprint")):
+            v = r.get(field)
+            if v:
+                out[key][v] = out[key].get(v, 0) + 1
+    return out
 
 
 def write_json_atomic_list(path: Path, obj: list[Any]) -> Path:

@@ -41,6 +41,11 @@ from fakes.server import ScenarioServer, row_of, speech_end_detector
 
 PATH_RE = re.compile(r"^/ws/google\.ai\.generativelanguage\.(v1beta|v1alpha)\.GenerativeService\.BidiGenerateContent$")
 
+#: the usage the fake reports with each turnComplete (the Live API's usageMetadata shape)
+USAGE = {"promptTokenCount": 90, "responseTokenCount": 40, "totalTokenCount": 130,
+         "promptTokensDetails": [{"modality": "AUDIO", "tokenCount": 60}, {"modality": "TEXT", "tokenCount": 30}],
+         "responseTokensDetails": [{"modality": "AUDIO", "tokenCount": 35}, {"modality": "TEXT", "tokenCount": 5}]}
+
 
 def camel(key: str) -> str:
     head, *rest = key.split("_")
@@ -126,7 +131,7 @@ class FakeGeminiLive(ScenarioServer):
                 ws.transport.abort()
                 return
         await self._send(ws, {"serverContent": {"generationComplete": True}})
-        await self._send(ws, {"serverContent": {"turnComplete": True}})
+        await self._send(ws, {"serverContent": {"turnComplete": True}, "usageMetadata": USAGE})
 
     async def _handle(self, ws: Any) -> None:
         sc = self.program(ws.request.headers)
