@@ -367,7 +367,7 @@ def test_score_run_through_a_loopback_judge(tmp_path, tasks_file):
 
     with FakeChatServer(reply) as srv:
         judge = Judge(srv.url, "judge-2025-01-01", api_key="", temperature=0.2, max_retries=1, backoff_s=0)
-        s = score_run(root, tf.tasks, prompts, judge, tmp_path / "res", n_resamples=0)
+        s = score_run(root, tf.tasks, prompts, judge, tmp_path / "res", n_resamples=0, concurrency=2)
         n_requests = len(srv.requests)
         s2 = score_run(root, tf.tasks, prompts, judge, tmp_path / "res", n_resamples=0)
         assert len(srv.requests) == n_requests == 3  # 2 tries of the garbage task + 1; the rerun asks nothing
@@ -380,3 +380,34 @@ def test_score_run_through_a_loopback_judge(tmp_path, tasks_file):
     assert row["TT[0-15]"] == pytest.approx((4 * 5 + 2 * 1) / 6) and row["IF[15-30]"] == pytest.approx((2 * 5 + 4 * 1) / 6)
     assert row["TT[30-45]"] is None and len(BINS) == 8
     assert s["splits"]["Correction"]["avg_turn_taking"]["mean"] == 3.0 and s2["per_task"] == s["per_task"]
+
+
+def test_score_command_pins_or_warns_about_the_judge_id(tmp_path, tasks_file, capsys, monkeypatch):
+    """``spearbench fdb score --version 2``: upstream's judge id of ``v2/.env.example``
+    (``gemini-2.5-flash``, an undated alias) is warned about and recorded; refused under
+    --judge-require-pinned (exit 2, no call)."""
+    from spear_metrics.cli import main
+
+    monkeypatch.setenv("SPEARBENCH_JUDGE_CACHE", str(tmp_path / "cache"))
+    tf = load_tasks(tasks_file, splits=["Correction"])
+    folder = tmp_path / "conv" / tf.tasks[0].id
+    folder.mkdir(parents=True)
+    (folder / "manifest.json").write_text("{}")
+    for ch in "AB":
+        (folder / f"{ch}.json").write_text(json.dumps({"text": "hi", "chunks": [{"text": "hi", "timestamp": [0.1, 0.4]}]}))
+    prompts = tmp_path / "eval_prompts.json"
+    prompts.write_text(json.dumps(PROMPTS))
+    reply = '{"Turn-taking event and score": [[[0.1, 0.4], 5, 4]], "Task-specific score": 4}'
+    with FakeChatServer([(200, reply)]) as srv:
+        base = ["fdb", "score", "--version", "2", "--tasks", str(tasks_file), "--split", "Correction", "--root",
+                str(tmp_path / "conv"), "--eval-prompts", str(prompts), "--judge-url", srv.url, "--judge-model",
+                "gemini-2.5-flash", "--judge-key-env", "none", "--judge-cache", "off", "--n-resamples", "0"]
+        assert main(base + ["--out", str(tmp_path / "pinned"), "--judge-require-pinned"]) == 2
+        assert srv.requests == []
+        assert main(base + ["--out", str(tmp_path / "res")]) == 0
+    err = capsys.readouterr().err
+    assert "--judge-require-pinned" in err and "warning: judge model" in err
+    s = json.loads((tmp_path / "res" / "summary.json").read_text())
+    assert s["benchmark"] == "full_duplex_v2" and s["per_task"][0]["avg_turn_taking"] == 5.0
+    assert s["provenance"]["judge_moving_alias"] and s["provenance"]["judge_temperature"] == 0.2
+    assert s["judge_calls"]["requested_model"] == "gemini-2.5-flash"

@@ -80,8 +80,8 @@ def add_score_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, help="results folder (a rerun resumes)")
     p.add_argument("--asr", default="embedded", help="ASR backend for channels without A.json/B.json")
     p.add_argument("--n-resamples", type=number(integer=True, minimum=0, maximum=100000), default=1000)
-    add_judge_options(p, required=True, model_help="judge model id (upstream: gemini-2.5-flash-preview-09-2025, "
-                                                   "a moving alias; a dated id reproduces best)")
+    add_judge_options(p, required=True, model_help="judge model id (upstream: gemini-2.5-flash in .env.example, an alias, or "
+                                                   "gemini-2.5-flash-preview-09-2025; a dated id reproduces best)")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -202,7 +202,7 @@ def run_score(args: argparse.Namespace) -> int:
         asr = load_asr(args.asr)
         summary = score_run(args.root, tf.tasks, args.eval_prompts, judge, args.out, asr=asr,
                             retry_failed=args.retry_failed, n_resamples=int(args.n_resamples),
-                            judge_kw={"max_tokens": UPSTREAM_JUDGE_MAX_TOKENS})
+                            judge_kw={"max_tokens": UPSTREAM_JUDGE_MAX_TOKENS}, concurrency=int(args.judge_concurrency))
     except (TasksError, ScoreSetupError, ValueError) as e:
         return _fail(e)
     for name, g in summary["splits"].items():

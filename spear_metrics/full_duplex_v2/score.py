@@ -49,7 +49,7 @@ PROMPT_KEYS = ("system_prompt", "turn_taking_fluency_prompt", "multi_turn_instru
 #: sha256 of upstream's ``v2/eval/eval_prompts.json`` at commit d7336bd (recorded beside the run's)
 UPSTREAM_EVAL_PROMPTS_SHA256 = "3c1540512de3fce1ed804d842a2f262d815ca37acfe626f3a1712e7765ee34c9"
 #: upstream's judge (``run_evaluation.sh`` / ``eval_single_item.py`` default) and sampling
-UPSTREAM_JUDGE_MODEL = "gemini-2.5-flash-preview-09-2025"
+UPSTREAM_JUDGE_MODEL = "gemini-2.5-flash-preview-09-2025"  # scripts' default; v2/.env.example sets gemini-2.5-flash
 UPSTREAM_JUDGE_TEMPERATURE = 0.2
 UPSTREAM_JUDGE_MAX_TOKENS = 20000
 #: ``score_time.py``'s fixed bins: 15 s up to 120 s
@@ -449,7 +449,7 @@ def ensure_transcripts(folder: Path, asr: Any) -> tuple[dict[str, Any], dict[str
 
 def score_run(root: str | os.PathLike, tasks: Sequence[Any], prompts_path: str | os.PathLike, judge: Any, out: str | os.PathLike,
               *, asr: Any = None, retry_failed: bool = False, n_resamples: int = 1000, seed: int = 0,
-              judge_kw: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+              judge_kw: Optional[dict[str, Any]] = None, concurrency: int = 1) -> dict[str, Any]:
     """Score the conversations under ``root`` (``root/<task id>/A.wav, B.wav``) of ``tasks``.
 
     Each task is a resumable unit logged in ``out/judgements.jsonl`` as it finishes (the reply
@@ -462,6 +462,7 @@ def score_run(root: str | os.PathLike, tasks: Sequence[Any], prompts_path: str |
         judge: a :class:`spear_metrics.core.judge.Judge` (its ``ask``); upstream samples at
             temperature 0.2 with up to 20000 output tokens.
         asr: an ASR backend for channels without ``A.json``/``B.json``.
+        concurrency: judge calls in flight at once (the ASR runs in the calling thread).
 
     Raises:
         ScoreSetupError: unreadable prompts file.
@@ -479,28 +480,47 @@ def score_run(root: str | os.PathLike, tasks: Sequence[Any], prompts_path: str |
                 continue
             if isinstance(r, dict) and "task_id" in r:
                 done[r["task_id"]] = r
-    for task in tasks:
-        r = done.get(task.id)
-        if r and (r.get("status") == "ok" or not retry_failed):
-            continue
-        rec: dict[str, Any] = {"task_id": task.id, "split": task.split}
-        try:
-            folder = rootp / task.id
-            if not (folder / "manifest.json").exists() and not (folder / "B.wav").exists():
-                raise ValueError("no conversation folder (run `spearbench fdb infer --version 2` first)")
-            ta, tb = ensure_transcripts(folder, asr)
-            prompt = build_judge_prompt(prompts, task.split, task.staged_reveal, ta, tb)
-            ans = judge.ask([{"role": "user", "content": prompt}], parse_judge_reply, extra_body=judge_kw)
-            rec.update(status="ok", reply=ans.reply, attempts=len(ans.attempts),
-                       prompt_sha256=hashlib.sha256(prompt.encode()).hexdigest(),
-                       asr_model=tb.get("asr_model", "transcript file"))
-        except Exception as e:  # noqa: BLE001 - one task's failure is its unit's failure
-            rec.update(status="failed", reason=" ".join(str(e).split())[:300] or type(e).__name__)
-        with open(log, "a", encoding="utf-8") as f:
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    lock = threading.Lock()
+
+    def finish(task: Any, rec: dict[str, Any]) -> None:
+        with lock, open(log, "a", encoding="utf-8") as f:
             f.write(json.dumps(rec, ensure_ascii=False) + "\n")
             f.flush()
             os.fsync(f.fileno())
-        done[task.id] = rec
+            done[task.id] = rec
+
+    def fail(task: Any, e: BaseException) -> None:
+        finish(task, {"task_id": task.id, "split": task.split, "status": "failed",
+                      "reason": " ".join(str(e).split())[:300] or type(e).__name__})
+
+    def judged(task: Any, prompt: str, asr_model: str) -> None:
+        try:
+            ans = judge.ask([{"role": "user", "content": prompt}], parse_judge_reply, extra_body=judge_kw)
+        except Exception as e:  # noqa: BLE001 - one task's failure is its unit's failure
+            return fail(task, e)
+        finish(task, {"task_id": task.id, "split": task.split, "status": "ok", "reply": ans.reply,
+                      "attempts": len(ans.attempts), "prompt_sha256": hashlib.sha256(prompt.encode()).hexdigest(),
+                      "asr_model": asr_model})
+
+    # ASR in this thread (one model), each task's judge call handed to the pool as soon as its prompt exists
+    with ThreadPoolExecutor(max_workers=max(1, int(concurrency))) as pool:
+        for task in tasks:
+            r = done.get(task.id)
+            if r and (r.get("status") == "ok" or not retry_failed):
+                continue
+            try:
+                folder = rootp / task.id
+                if not (folder / "manifest.json").exists() and not (folder / "B.wav").exists():
+                    raise ValueError("no conversation folder (run `spearbench fdb infer --version 2` first)")
+                ta, tb = ensure_transcripts(folder, asr)
+                prompt = build_judge_prompt(prompts, task.split, task.staged_reveal, ta, tb)
+            except Exception as e:  # noqa: BLE001
+                fail(task, e)
+                continue
+            pool.submit(judged, task, prompt, tb.get("asr_model", "transcript file"))
     rows, failed = [], []
     wanted = {t.id for t in tasks}
     for tid, r in done.items():
