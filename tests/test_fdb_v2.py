@@ -8,6 +8,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -411,3 +412,24 @@ def test_score_command_pins_or_warns_about_the_judge_id(tmp_path, tasks_file, ca
     assert s["benchmark"] == "full_duplex_v2" and s["per_task"][0]["avg_turn_taking"] == 5.0
     assert s["provenance"]["judge_moving_alias"] and s["provenance"]["judge_temperature"] == 0.2
     assert s["judge_calls"]["requested_model"] == "gemini-2.5-flash"
+
+
+def test_a_side_flooding_audio_fails_its_conversation(tmp_path, tasks_file, reply_24k, monkeypatch):
+    """An examiner whose one reply is 70 s of audio, sent at once, in a conversation capped at 5 s:
+    more than cap + 60 s buffered ahead of playback fails the unit with its reason."""
+    monkeypatch.setenv("FDB2_KEY", KEY)
+    tf = load_tasks(tasks_file, limit=1)
+    tid = tf.tasks[0].id
+    flood = np.tile(reply_24k, 35)  # 35 x 2 s
+    fake = RealtimeFake({f"{tid}.A": Program("converse", replies=1), f"{tid}.B": Program("converse", replies=1)}, flood, KEY)
+    try:
+        mk_a, mk_b = _agents(fake.url)
+        counts = asyncio.run(run_conversations(tf.tasks, tmp_path / "out", mk_a, mk_b,
+                                               lambda _: Rules(max_duration_s=5.0), wire_rate=RATE))
+    finally:
+        fake.close()
+    rec = json.loads((tmp_path / "out" / "conversations.jsonl").read_text())
+    assert counts["failed"] == 1 and rec["status"] == "failed"
+    m = re.fullmatch(r"the examiner sent (\d+) s of audio ahead of the conversation \(limit 65 s\)", rec["reason"])
+    assert m and 65 <= int(m.group(1)) <= 70  # checked each tick: somewhere between the limit and all 70 s
+    assert not (tmp_path / "out" / tid).exists()

@@ -274,8 +274,9 @@ async def run_conversation(task: Task, examiner: Any, examinee: Any, rules: Rule
         :class:`Conversation`.
 
     Raises:
-        ConversationError / AgentError: a side failed (refused, dropped, protocol error, hung), or
-            an adapter without live-input support (``live_input``).
+        ConversationError / AgentError: a side failed (refused, dropped, protocol error, hung,
+            more than the cap + 60 s of audio buffered ahead of playback), or an adapter without
+            live-input support (``live_input``).
     """
     for who, agent in (("examiner", examiner), ("examinee", examinee)):
         if not getattr(agent, "live_input", False):
@@ -310,6 +311,7 @@ async def run_conversation(task: Task, examiner: Any, examinee: Any, rules: Rule
         held = False
         end_reason = "max_duration"
         n_ticks = int(math.ceil(rules.max_duration_s / tick - 1e-9))
+        backlog_limit = int((rules.max_duration_s + 60.0) * wire_rate)  # samples buffered ahead of playback
         lag_max = 0.0
         k = 0
         for k in range(n_ticks):
@@ -325,6 +327,11 @@ async def run_conversation(task: Task, examiner: Any, examinee: Any, rules: Rule
             B.sink.check()
             A.pull(wire_rate)
             B.pull(wire_rate)
+            for side in (A, B):  # a server sending far faster than real time would grow the buffer without end
+                if side.fifo.n > backlog_limit:
+                    raise ConversationError(f"the {'examiner' if side.role == 'A' else 'examinee'} sent "
+                                            f"{side.fifo.n / wire_rate:.0f} s of audio ahead of the conversation "
+                                            f"(limit {backlog_limit / wire_rate:.0f} s)")
             # B's frame first: whether the examinee is in a turn decides whether A may start
             b_frame = B.fifo.take(hop, now, delays)
             b_loud = frame_loud(b_frame, rules.speech_dbfs)
