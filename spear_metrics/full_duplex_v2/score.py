@@ -57,6 +57,8 @@ BINS = tuple((float(i), float(i + 15)) for i in range(0, 120, 15))
 #: upstream trims A/B/combined.wav to this many seconds before ASR (``trim_combined_wavs.py``)
 TRIM_S = 120.0
 SCORE_RANGE = (1, 5)
+#: largest transcript file read (bytes)
+MAX_TRANSCRIPT_BYTES = 16 * 2 ** 20
 #: largest judge reply parsed (characters)
 MAX_REPLY_CHARS = 200_000
 
@@ -430,6 +432,8 @@ def ensure_transcripts(folder: Path, asr: Any) -> tuple[dict[str, Any], dict[str
     for ch in ("A", "B"):
         p = folder / f"{ch}.json"
         if p.exists():
+            if p.stat().st_size > MAX_TRANSCRIPT_BYTES:
+                raise ValueError(f"{p.name} is over the {MAX_TRANSCRIPT_BYTES}-byte limit of a transcript")
             d = json.loads(p.read_text(encoding="utf-8"))
             if not isinstance(d, dict) or not isinstance(d.get("chunks", []), list):
                 raise ValueError(f"{p.name} is not upstream's transcript shape")
