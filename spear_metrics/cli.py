@@ -112,6 +112,12 @@ def _main(argv: list[str] | None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     who = "spearbench"
     try:
+        from spear_metrics.commands import fdb_v2
+
+        v2 = fdb_v2.wanted(argv)
+        if v2:  # Full-Duplex-Bench v2 (the fdb2 command) has its own parsers
+            who = f"spearbench fdb {v2[0]} --version 2"
+            return fdb_v2.main(*v2)
         available = {}
         for name, (module, _) in commands().items():
             try:

@@ -60,6 +60,16 @@ class Program:
     speech_end_s: float = 0.0
     busy_n: Optional[int] = 1
     late_s: float = 0.0
+    #: ``converse`` / ``talk_over`` / ``hang`` / ``hang_setup`` (a live conversation, FDB v2): replies are clocked by the
+    #: decoded audio received: a ``response.create`` gets reply 1 at once (the examiner opening);
+    #: then each time the input had speech (20 ms frames at or above -40 dBFS) followed by
+    #: ``gap_s`` of silence, the next reply, at most ``replies`` in all. ``talk_over``: the reply starts
+    #: ``barge_s`` after the input's speech starts (over it). ``hang``: after ``session.updated``
+    #: the fake sends nothing more (it reads on); ``hang_setup``: not even ``session.updated``.
+    replies: int = 0
+    gap_s: float = 0.5
+    barge_s: float = 0.3
+    served_model: str = "gpt-realtime-2025-08-28"
 
 
 def pcm16(x: np.ndarray) -> bytes:
@@ -96,6 +106,8 @@ class RealtimeFake:
         self.forced: set[str] = set()
         self.events: dict[str, list[str]] = defaultdict(list)
         self.extensions: dict[str, Optional[str]] = {}  # row -> the Sec-WebSocket-Extensions the client offered
+        self.received: dict[str, list[np.ndarray]] = defaultdict(list)  # converse: decoded input (int16) per row
+        self.reply_starts: dict[str, list[int]] = defaultdict(list)  # converse: input samples received at each reply
         self._t = _Thread()
         self.port = self._t.run(self._start())
 
@@ -172,6 +184,8 @@ class RealtimeFake:
 
         rid = ws.request.headers.get("X-Client-Request-Id", "")
         prog = self.programs.get(rid, Program())
+        if prog.kind in ("converse", "talk_over", "hang", "hang_setup"):
+            return await self._converse(ws, rid, prog)
         samples = 0
         started = stopped = replied = False
         late: Optional[str] = None  # ``late``: the second response, created but not yet spoken
@@ -214,6 +228,72 @@ class RealtimeFake:
                     await self._reply(ws, rid, prog, samples)
         except ConnectionClosed:
             pass
+
+
+    async def _converse(self, ws, rid: str, prog: Program) -> None:
+        """A conversational side (see :class:`Program`): replies clocked by the decoded input."""
+        from websockets.exceptions import ConnectionClosed
+
+        frame = RATE // 50  # 20 ms
+        samples = 0
+        pending = np.zeros(0, np.int16)
+        speech_start: Optional[int] = None  # input sample where the current speech began
+        last_speech: Optional[int] = None
+        n_replies = 0
+        replying: Optional[asyncio.Task] = None
+
+        async def reply() -> None:
+            nonlocal n_replies
+            n_replies += 1
+            self.reply_starts[rid].append(samples)
+            await self._reply(ws, rid, prog, samples)
+
+        def start_reply() -> None:
+            nonlocal replying
+            if n_replies < prog.replies and (replying is None or replying.done()):
+                replying = asyncio.ensure_future(reply())
+
+        try:
+            await ws.send(json.dumps({"type": "session.created", "session": {"model": prog.served_model}}))
+            async for msg in ws:
+                ev = json.loads(msg)
+                t = ev["type"]
+                self.events[rid].append(t)
+                if t == "session.update":
+                    session = json.loads(json.dumps(ev["session"]))
+                    session["model"] = prog.served_model
+                    if prog.kind != "hang_setup":
+                        await ws.send(json.dumps({"type": "session.updated", "session": session}))
+                    if prog.kind in ("hang", "hang_setup"):
+                        async for _ in ws:  # reads on, never answers again
+                            pass
+                        return
+                elif t == "response.create":
+                    start_reply()
+                elif t == "input_audio_buffer.append":
+                    x = np.frombuffer(base64.b64decode(ev["audio"]), "<i2")
+                    self.received[rid].append(x)
+                    pending = np.concatenate([pending, x])
+                    while pending.size >= frame:
+                        f, pending = pending[:frame], pending[frame:]
+                        samples += frame
+                        rms = float(np.sqrt(np.mean((f.astype(np.float64) / 32768.0) ** 2)))
+                        if rms > 0 and 20 * np.log10(rms) >= -40:
+                            if last_speech is None or samples - last_speech > prog.gap_s * RATE:
+                                speech_start = samples
+                            last_speech = samples
+                            if prog.kind == "talk_over" and speech_start is not None and samples - speech_start >= prog.barge_s * RATE:
+                                speech_start = None
+                                start_reply()
+                        elif (prog.kind == "converse" and last_speech is not None
+                              and samples - last_speech >= prog.gap_s * RATE):
+                            last_speech = None
+                            start_reply()
+        except ConnectionClosed:
+            pass
+        finally:
+            if replying is not None:
+                replying.cancel()
 
 
 class ChatFake:

@@ -12,7 +12,7 @@ from spear_metrics.core.registry import (
 
 
 def test_builtin_benchmarks_load_and_declare_their_parts():
-    assert benchmark_names()[:4] == ["spear", "full_duplex", "speechrole", "dynamic_superb"]
+    assert benchmark_names()[:5] == ["spear", "full_duplex", "full_duplex_v2", "speechrole", "dynamic_superb"]
     for b in benchmarks():
         assert isinstance(b, Benchmark) and b.title and b.summary
         if b.name != "spear":

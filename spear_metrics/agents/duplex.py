@@ -101,6 +101,9 @@ class AudioRequest:
         audio2: an optional second audio ``(C, n)`` (Dynamic-SUPERB pairs), at ``audio2_sample_rate``.
         modalities: output modalities wanted, a subset of ``("text", "audio")``.
         row_id: the row's identity, for messages only.
+        live: ``True``: the input is not known in advance (a live conversation, FDB v2): ``audio``
+            is a placeholder and the adapter encodes each chunk given to
+            :meth:`DuplexConnection.send_audio` as it comes (:class:`LiveInput`).
     """
 
     audio: np.ndarray
@@ -111,6 +114,7 @@ class AudioRequest:
     audio2_sample_rate: Optional[int] = None
     modalities: tuple[str, ...] = ("text", "audio")
     row_id: str = ""
+    live: bool = False
 
     def __post_init__(self) -> None:
         a = np.asarray(self.audio, dtype=np.float32)
@@ -286,6 +290,29 @@ class SessionResult:
         if not self.chunks:
             raise NoAnswerError("the system sent no answer audio")
         return np.concatenate([c.audio for c in self.chunks], axis=1), self.chunks[0].sample_rate
+
+
+class LiveInput:
+    """Live input chunks ``(C, m)`` float32 at ``rate_in`` Hz -> mono float32 ``(m',)`` at
+    ``rate_out`` Hz, resampled as one stream (``soxr.ResampleStream``, no edge effects between
+    chunks); the identity when the rates are equal. For adapters serving a live request
+    (:attr:`AudioRequest.live`)."""
+
+    def __init__(self, rate_in: int, rate_out: int):
+        self.rate_in, self.rate_out = int(rate_in), int(rate_out)
+        self._stream = None
+        if self.rate_in != self.rate_out:
+            import soxr
+
+            self._stream = soxr.ResampleStream(self.rate_in, self.rate_out, 1, dtype="float32", quality="HQ")
+
+    def take(self, chunk: np.ndarray) -> np.ndarray:
+        a = np.asarray(chunk, dtype=np.float32)
+        mono = a.mean(axis=0) if a.ndim == 2 else a
+        mono = np.ascontiguousarray(mono, dtype=np.float32)
+        if self._stream is None:
+            return mono
+        return np.asarray(self._stream.resample_chunk(mono), dtype=np.float32)
 
 
 def pcm16_bytes(x: np.ndarray) -> bytes:
@@ -760,6 +787,8 @@ class NetworkAgentBase:
     max_concurrency: Optional[int] = None
     timeline: str = "arrival"
     timeline_lead_s: float = 0.0
+    #: the adapter encodes each chunk of a live request as it comes (:attr:`AudioRequest.live`)
+    live_input: bool = False
     instructions: Optional[str] = None
     onset_rule: str = "none (half-duplex: the answer is placed at the question end)"
 

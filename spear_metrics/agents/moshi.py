@@ -62,6 +62,7 @@ import numpy as np
 from spear_metrics.agents.base import AgentError
 from spear_metrics.agents.duplex import (
     AudioRequest,
+    LiveInput,
     NetworkAgentBase,
     NoAnswerError,
     OutputSink,
@@ -224,6 +225,7 @@ class MoshiAgent(NetworkAgentBase):
     paced = True
     #: the native input chunk (ms): one Mimi frame, as Kyutai's and FDB's clients send them
     chunk_ms = 80.0
+    live_input = True
     #: FDB's reply channel as FDB's Moshi client writes it: one frame of zeros, then every output frame back to back
     timeline = "frame_synchronous"
     timeline_lead_s = FRAME_S
@@ -350,7 +352,8 @@ class MoshiConnection(WebSocketConnection):
         from spear_datasets.audio import resample
 
         super().__init__(agent, request, sink)
-        self._input = resample(request.mono()[None, :], request.sample_rate, MOSHI_SAMPLE_RATE)[0]
+        self._live = LiveInput(request.sample_rate, MOSHI_SAMPLE_RATE) if request.live else None
+        self._input = None if request.live else resample(request.mono()[None, :], request.sample_rate, MOSHI_SAMPLE_RATE)[0]
         self._in = 0  # input samples taken (request rate)
         self._buf: list[np.ndarray] = []  # 24 kHz samples not yet making a whole frame
         self._buffered = 0
@@ -406,13 +409,17 @@ class MoshiConnection(WebSocketConnection):
 
     # ------------------------------------------------------------------ sending
     async def send_audio(self, chunk: np.ndarray) -> None:
-        """Take the chunk's span of the (pre-resampled) input, send every whole 80 ms frame."""
-        self._in += chunk.shape[1]
-        end = round(self._in * MOSHI_SAMPLE_RATE / self.request.sample_rate)
-        seg = self._input[self._taken:end]
-        if len(seg) < end - self._taken:
-            seg = np.concatenate([seg, np.zeros(end - self._taken - len(seg), np.float32)])
-        self._taken = end
+        """Take the chunk's span of the (pre-resampled) input (a live request: the chunk itself),
+        send every whole 80 ms frame."""
+        if self._live is not None:
+            seg = self._live.take(chunk)
+        else:
+            self._in += chunk.shape[1]
+            end = round(self._in * MOSHI_SAMPLE_RATE / self.request.sample_rate)
+            seg = self._input[self._taken:end]
+            if len(seg) < end - self._taken:
+                seg = np.concatenate([seg, np.zeros(end - self._taken - len(seg), np.float32)])
+            self._taken = end
         self._buf.append(seg)
         self._buffered += len(seg)
         if self._buffered < FRAME_SAMPLES:

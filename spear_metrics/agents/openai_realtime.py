@@ -42,7 +42,7 @@ import numpy as np
 
 from spear_metrics.agents.base import AgentError
 from spear_metrics.agents.duplex import AudioRequest, NetworkAgentBase, OutputSink, ProtocolError, SessionConfig, SessionResult
-from spear_metrics.agents.duplex import pcm16_bytes
+from spear_metrics.agents.duplex import LiveInput, pcm16_bytes
 from spear_metrics.agents.openai_audio import _optional
 from spear_metrics.agents.websocket import MAX_FRAME_BYTES, WebSocketConnection
 from spear_metrics.agents.net import (
@@ -113,6 +113,7 @@ class OpenAIRealtimeAgent(NetworkAgentBase):
     """
 
     paced = True
+    live_input = True
 
     def __init__(self, model: str = "gpt-realtime", base_url: str = "wss://api.openai.com/v1/realtime",
                  voice: str = "alloy", instructions: Optional[str] = None, vad_threshold: float = 0.5,
@@ -186,7 +187,8 @@ class OpenAIRealtimeAgent(NetworkAgentBase):
     async def connect(self, request: AudioRequest, sink: OutputSink, config: SessionConfig) -> "RealtimeConnection":
         if request.audio2 is not None:
             raise AgentError("openai-realtime takes one input audio (audio2 is not supported)")
-        pcm = await asyncio.to_thread(input_pcm, request)  # resampling off the loop that paces the sessions
+        # resampling off the loop that paces the sessions; a live request is encoded chunk by chunk
+        pcm = b"" if request.live else await asyncio.to_thread(input_pcm, request)
         conn = RealtimeConnection(self, request, sink, pcm)
         await with_retries(conn.open, self.retry)
         return conn
@@ -200,6 +202,7 @@ class RealtimeConnection(WebSocketConnection):
     def __init__(self, agent: OpenAIRealtimeAgent, request: AudioRequest, sink: OutputSink, pcm: bytes):
         super().__init__(agent, request, sink)
         self._pcm = pcm
+        self._live = LiveInput(request.sample_rate, REALTIME_RATE) if request.live else None
         self._in = 0  # input samples taken (request rate)
         self._out = 0  # 24 kHz samples sent
         self.seen: set[str] = set()
@@ -272,6 +275,12 @@ class RealtimeConnection(WebSocketConnection):
                            retryable=code in RETRY_CLOSE_CODES and not self._updated.is_set(), status=code) from None
 
     async def send_audio(self, chunk: np.ndarray) -> None:
+        if self._live is not None:
+            data = pcm16_bytes(self._live.take(chunk))
+            if data:
+                await self._send_text('{"type": "input_audio_buffer.append", "audio": "'
+                                      + base64.b64encode(data).decode("ascii") + '"}')
+            return
         self._in += chunk.shape[1]
         end = round(self._in * REALTIME_RATE / self.request.sample_rate)
         a, b = 2 * self._out, 2 * end

@@ -51,6 +51,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     i = sub.add_parser("infer", help="stream FDB stimuli through a network adapter into output.wav/output.json",
                        description=(fdb_infer.__doc__ or "").split("\n\n")[0].strip("`"))
     fdb_infer.add_arguments(i)
+    for q in (s, i):  # --version 2 is routed to Full-Duplex-Bench v2 before this parser (spear_metrics.commands.fdb_v2)
+        q.add_argument("--version", choices=("1", "2"), default="1",
+                       help="Full-Duplex-Bench version (default 1); 2: live conversations and their scoring "
+                            "(see `spearbench fdb %s --version 2 --help`)" % q.prog.split()[-1])
 
 
 def legacy_argv(argv: list[str]) -> list[str] | None:

@@ -38,6 +38,7 @@ DIMENSIONS: dict[str, str] = {
 BENCHMARKS: dict[str, str] = {
     "spear": "spear_metrics.spear:BENCHMARK",
     "full_duplex": "spear_metrics.full_duplex:BENCHMARK",
+    "full_duplex_v2": "spear_metrics.full_duplex_v2:BENCHMARK",
     "speechrole": "spear_metrics.speechrole:BENCHMARK",
     "dynamic_superb": "spear_metrics.dynamic_superb:BENCHMARK",
 }

@@ -1,0 +1,221 @@
+"""``spearbench fdb2 infer|score``: Full-Duplex-Bench v2 (also reached as ``spearbench fdb infer|score
+--version 2``, ``fdb-infer --version 2`` and ``fdb --version 2``).
+
+- ``fdb2 infer --tasks TASKS.json --agent NAME [-a K=V...] [--examiner openai-realtime
+  -e K=V...] --out DIR [--concurrency N] [--examiner-mode slow|fast] [--max-duration-s S]``: one
+  live conversation per task into ``DIR/<task id>/`` (``A.wav``, ``B.wav``, ``combined.wav``,
+  ``manifest.json``), logged in ``DIR/conversations.jsonl``; resumable
+  (:mod:`spear_metrics.full_duplex_v2.engine`).
+- ``fdb2 score --tasks TASKS.json --root DIR --eval-prompts eval_prompts.json --out RESULTS
+  --judge-url URL --judge-model ID``: ASR, the judge, upstream's aggregates
+  (:mod:`spear_metrics.full_duplex_v2.score`), ``RESULTS/summary.json``.
+
+The ``fdb`` command group (Full-Duplex-Bench v1.0) routes here, through :mod:`spear_metrics.cli`,
+when its arguments hold ``--version 2``; v1.0's own parsers are untouched.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from typing import Any
+
+from spear_metrics.commands import number, parse_options
+
+
+def wanted(argv: list[str]) -> tuple[str, list[str]] | None:
+    """``(mode, rest)`` when ``argv`` asks for v2: ``fdb infer|score ... --version 2``,
+    ``fdb-infer ... --version 2`` (infer) or ``fdb ... --version 2`` (score); ``rest`` the
+    arguments after the command (and its ``infer``/``score`` word); else ``None``."""
+    if not argv or argv[0] not in ("fdb", "fdb-infer"):
+        return None
+    if not any((a == "--version" and i + 1 < len(argv) and argv[i + 1] == "2") or a == "--version=2"
+               for i, a in enumerate(argv)):
+        return None
+    if argv[0] == "fdb" and len(argv) > 1 and argv[1] in ("infer", "score"):
+        return argv[1], argv[2:]
+    return ("infer" if argv[0] == "fdb-infer" else "score"), argv[1:]
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--version", choices=("2",), default="2", help="Full-Duplex-Bench version (2)")
+    p.add_argument("--tasks", required=True, help="tasks file in upstream's v2/prompts_staged_200.json shape")
+    p.add_argument("--split", action="append", default=None, help="only this split (repeatable)")
+    p.add_argument("--limit", type=number(integer=True, minimum=1), default=None, help="first N tasks only")
+    p.add_argument("--retry-failed", action="store_true", help="run again the units that failed before")
+
+
+INFER_HELP = "Full-Duplex-Bench v2: live conversations between an examiner and an adapter"
+SCORE_HELP = "Full-Duplex-Bench v2: ASR, upstream's judge prompts and aggregates"
+
+
+def add_infer_arguments(p: argparse.ArgumentParser) -> None:
+    _common(p)
+    p.add_argument("--agent", required=True, help="the examinee: a network adapter (infer --list-agents)")
+    p.add_argument("--agent-option", "-a", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--examiner", default="openai-realtime",
+                   help="the examiner: openai-realtime (upstream's session: the task's instructions, voice echo, "
+                        "examiner-mode turn detection, opens the conversation) or any network adapter")
+    p.add_argument("--examiner-option", "-e", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--examiner-mode", choices=("slow", "fast"), default="slow", help="upstream's examiner VAD mode")
+    p.add_argument("--out", required=True, help="output folder (a rerun resumes)")
+    p.add_argument("--concurrency", type=number(integer=True, minimum=1), default=1, help="conversations at once")
+    p.add_argument("--max-duration-s", type=number(above=0, maximum=3600), default=None,
+                   help="duration cap, s (default: the tasks file's max_duration_sec; upstream's runner: 120)")
+    p.add_argument("--wire-rate", type=number(integer=True, minimum=8000, maximum=96000), default=24000,
+                   help="relay and recording rate, Hz (default 24000; upstream's WebRTC wire: 48000)")
+    p.add_argument("--tick-ms", type=number(above=0, maximum=1000), default=40.0, help="relay tick, ms")
+    p.add_argument("--examinee-prompt", default=None, help="the examinee's instructions (default: upstream's .env.example)")
+
+
+def add_score_arguments(p: argparse.ArgumentParser) -> None:
+    from spear_metrics.commands.judge_options import add_judge_options
+
+    _common(p)
+    p.add_argument("--root", required=True, help="the fdb2 infer output folder")
+    p.add_argument("--eval-prompts", required=True,
+                   help="upstream's v2/eval/eval_prompts.json (CC BY-NC 4.0, not shipped)")
+    p.add_argument("--out", required=True, help="results folder (a rerun resumes)")
+    p.add_argument("--asr", default="embedded", help="ASR backend for channels without A.json/B.json")
+    p.add_argument("--n-resamples", type=number(integer=True, minimum=0, maximum=100000), default=1000)
+    add_judge_options(p, required=True, model_help="judge model id (upstream: gemini-2.5-flash in .env.example, an alias, or "
+                                                   "gemini-2.5-flash-preview-09-2025; a dated id reproduces best)")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """``fdb2 infer`` and ``fdb2 score``."""
+    sub = p.add_subparsers(dest="fdb2_command", required=True, metavar="{infer,score}")
+    add_infer_arguments(sub.add_parser("infer", help=INFER_HELP, description=INFER_HELP))
+    add_score_arguments(sub.add_parser("score", help=SCORE_HELP, description=SCORE_HELP))
+
+
+def run(args: argparse.Namespace) -> int:
+    return run_infer(args) if args.fdb2_command == "infer" else run_score(args)
+
+
+def _fail(msg: str) -> int:
+    from spear_metrics.core.secrets import mask_secrets
+
+    print(mask_secrets(" ".join(str(msg).split())), file=sys.stderr)
+    return 2
+
+
+def examiner_options(options: dict[str, Any]) -> dict[str, Any]:
+    """``-e KEY=VALUE`` strings -> typed options of the openai-realtime examiner (the options of
+    :class:`~spear_metrics.agents.openai_realtime.OpenAIRealtimeAgent`, typed by its signature).
+
+    Raises:
+        OptionError: an option it does not take, or a value of the wrong type.
+    """
+    from spear_metrics.agents.openai_realtime import OpenAIRealtimeAgent
+    from spear_metrics.agents.registry import agent_options
+    from spear_metrics.core.options import OptionError, unknown_message
+
+    schema = {o.name: o for o in agent_options(OpenAIRealtimeAgent)[0]}
+    out = {}
+    for k, v in options.items():
+        if k not in schema:
+            raise OptionError(unknown_message(k, "examiner openai-realtime", schema))
+        out[k] = schema[k].coerce(v, owner="examiner openai-realtime")
+    return out
+
+
+def run_infer(args: argparse.Namespace) -> int:
+    from spear_metrics.agents.registry import load_agent
+    from spear_metrics.core.options import OptionError
+    from spear_metrics.full_duplex_v2.engine import ExaminerRealtimeAgent, Rules, adapter_description, run_conversations
+    from spear_metrics.full_duplex_v2.tasks import EXAMINEE_SYSTEM_PROMPT, TasksError, load_tasks
+
+    try:
+        tf = load_tasks(args.tasks, splits=args.split, limit=args.limit)
+        ex_opts, ee_opts = parse_options(args.examiner_option), parse_options(args.agent_option)
+
+        if args.examiner == "openai-realtime":
+            ex_opts = examiner_options(ex_opts)
+
+        def make_examiner() -> Any:
+            if args.examiner == "openai-realtime":
+                return ExaminerRealtimeAgent(vad_mode=args.examiner_mode, **ex_opts)
+            return load_agent(args.examiner, **ex_opts)
+
+        def make_examinee() -> Any:
+            return load_agent(args.agent, **ee_opts)
+
+        ex, ee = make_examiner(), make_examinee()  # options refused here: a whole-run problem
+        for who, a in (("examiner", ex), ("agent", ee)):
+            if not asyncio.iscoroutinefunction(getattr(a, "connect", None)) or not getattr(a, "live_input", False):
+                return _fail(f"--{who} must be a network adapter that takes live input (live_input: openai-realtime, "
+                             f"moshi); {type(a).__name__} is not")
+    except (TasksError, OptionError, ValueError, TypeError, KeyError) as e:
+        return _fail(e)
+    from spear_metrics.agents.duplex import clamp_concurrency
+
+    describe = {"examiner": adapter_description(args.examiner, ex, ex_opts), "examinee": adapter_description(args.agent, ee, ee_opts),
+                "tasks_sha256": tf.sha256, "examiner_mode": args.examiner_mode}
+    describe["seeds"] = {who: {k: describe[who][k] for k in ("seed", "text_seed", "audio_seed") if k in describe[who]}
+                         or "none (the adapter takes no seed; the OpenAI Realtime API takes none)"
+                         for who in ("examiner", "examinee")}
+    concurrency = int(args.concurrency)
+    for a in (ex, ee):  # a server that serves one session at a time (Kyutai's moshi.server) bounds the run
+        concurrency, note = clamp_concurrency(a, concurrency)
+        if note:
+            print(note, file=sys.stderr)
+    from pathlib import Path
+
+    from spear_metrics.full_duplex_v2.engine import log_unit, read_log
+
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    logged = read_log(Path(args.out))
+    for pos, why in tf.bad:  # an unreadable task entry is a failed unit, logged once
+        print(f"  failed task {pos}: {why}", file=sys.stderr)
+        if pos not in logged:
+            log_unit(Path(args.out), {"task_id": pos, "status": "failed", "reason": f"unreadable task entry: {why}"})
+
+    def on_done(rec: dict) -> None:
+        line = f"{rec['task_id']}: {rec['status']}"
+        line += f" ({rec.get('end_reason')}, {rec.get('duration_s')} s)" if rec["status"] == "ok" else f": {rec.get('reason')}"
+        print(line, file=sys.stderr)
+
+    counts = asyncio.run(run_conversations(
+        tf.tasks, args.out, make_examiner, make_examinee,
+        lambda t: Rules.from_settings(tf.settings, max_duration_s=args.max_duration_s),
+        concurrency=concurrency, retry_failed=args.retry_failed, describe=describe, on_done=on_done,
+        wire_rate=int(args.wire_rate), tick_ms=float(args.tick_ms),
+        examinee_instructions=args.examinee_prompt or EXAMINEE_SYSTEM_PROMPT))
+    print(json.dumps(counts))
+    return 1 if counts["failed"] or tf.bad else 0
+
+
+def run_score(args: argparse.Namespace) -> int:
+    from spear_metrics.commands.judge_options import judge_config_from_args, warn_line
+    from spear_metrics.core.asr import load_asr
+    from spear_metrics.core.judge import make_judge
+    from spear_metrics.full_duplex_v2.score import (UPSTREAM_JUDGE_MAX_TOKENS, UPSTREAM_JUDGE_TEMPERATURE, ScoreSetupError,
+                                                    score_run)
+    from spear_metrics.full_duplex_v2.tasks import TasksError, load_tasks
+
+    try:
+        tf = load_tasks(args.tasks, splits=args.split, limit=args.limit)
+        judge = make_judge(judge_config_from_args(args, temperature=UPSTREAM_JUDGE_TEMPERATURE), warn=warn_line)
+        asr = load_asr(args.asr)
+        summary = score_run(args.root, tf.tasks, args.eval_prompts, judge, args.out, asr=asr,
+                            retry_failed=args.retry_failed, n_resamples=int(args.n_resamples),
+                            judge_kw={"max_tokens": UPSTREAM_JUDGE_MAX_TOKENS}, concurrency=int(args.judge_concurrency))
+    except (TasksError, ScoreSetupError, ValueError) as e:
+        return _fail(e)
+    for name, g in summary["splits"].items():
+        tt = g["avg_turn_taking"]["mean"]
+        print(f"{name}: n={g['n_conversations']} turn_taking={tt if tt is None else round(tt, 3)}", file=sys.stderr)
+    for f in summary["failed"][:5]:
+        print(f"  failed task {f['task_id']}: {f['reason']}", file=sys.stderr)
+    return 1 if summary["failed"] else 0
+
+
+def main(mode: str, argv: list[str]) -> int:
+    """Parse ``argv`` (the arguments after the command) and run ``mode`` (``infer`` / ``score``)."""
+    p = argparse.ArgumentParser(prog=f"spearbench fdb {mode} --version 2", description=INFER_HELP if mode == "infer" else SCORE_HELP)
+    (add_infer_arguments if mode == "infer" else add_score_arguments)(p)
+    args = p.parse_args(argv)
+    return run_infer(args) if mode == "infer" else run_score(args)

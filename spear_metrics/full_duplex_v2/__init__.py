@@ -1,0 +1,28 @@
+"""Full-Duplex-Bench v2 (``DanielLin94144/Full-Duplex-Bench``, ``v2/``): live multi-turn
+conversations between an examiner and any network adapter (:mod:`.engine`), the tasks file
+(:mod:`.tasks`) and the scoring (:mod:`.score`). See docs/full-duplex-bench-v2.md.
+
+``BENCHMARK``: its descriptor (:class:`spear_metrics.core.benchmark.Benchmark`), registered in
+:data:`spear_metrics.core.registry.BENCHMARKS`."""
+
+from spear_metrics.core.benchmark import Benchmark
+
+#: version of the scoring code (``summary.json``)
+VERSION = "2.0.0"
+
+BENCHMARK = Benchmark(
+    name="full_duplex_v2",
+    title="Full-Duplex-Bench v2",
+    version=VERSION,
+    summary="Full-Duplex-Bench v2 (arXiv 2510.07838): live multi-turn conversations between an examiner (an OpenAI "
+            "Realtime session following a task's staged goals) and the system under test, recorded on both channels, "
+            "transcribed and rated per turn-taking event by an LLM judge with upstream's prompts (turn-taking fluency, "
+            "instruction following, a task-specific score; per task, per 15-s bin, per split).",
+    keys="spear_metrics.full_duplex_v2.score:KEYS",
+    command="fdb2",
+    command_help="Full-Duplex-Bench v2: live conversations (fdb2 infer) and their scoring (fdb2 score); also "
+                 "`fdb infer|score --version 2`",
+    cli="spear_metrics.commands.fdb_v2",
+    has_metric_module=False,
+    docs="full-duplex-bench-v2.md",
+)

@@ -1,0 +1,567 @@
+"""FDB v2 conversation engine: a live examiner (Role A) and an examinee (Role B), both network
+adapters, audio relayed both ways in real time on the engine's clock.
+
+Upstream (``DanielLin94144/Full-Duplex-Bench`` ``v2/orchestrator.js``, ``v2/adapters/gptRealtime_adapter.js``,
+``v2/run_dataset.sh``) relays 48 kHz PCM over WebRTC: each role's audio is buffered for the other
+side and a 100 ms pacer emits ten 10 ms frames per tick (zero-filled when the buffer is short);
+``A.wav``/``B.wav`` record what each role produced, ``combined.wav`` is the stereo mix (A left, B
+right). This engine does the same on the shared session code
+(:mod:`spear_metrics.agents.duplex`): every ``tick_ms`` on an absolute schedule (tick ``k`` at
+``t0 + k * tick``) it moves ``tick`` seconds of each side's output (FIFO, zero-filled) to the
+other side's :meth:`~spear_metrics.agents.duplex.DuplexConnection.send_audio` and records it:
+sample ``i`` of ``A.wav`` is what the examinee heard at ``i / wire_rate`` s, and likewise for
+``B.wav``, so both channels share one time axis.
+
+Rules (upstream's task ``settings``; upstream's scripts carry them in the prompt only, this engine
+enforces them, :class:`Rules`):
+
+- an examiner *turn* is a run of examiner speech (ticks whose RMS level is at or above
+  ``speech_dbfs``) with no gap of ``turn_gap_s`` or more; the conversation ends when the examiner starts turn
+  ``turn_limit + 1`` (that turn is neither relayed nor recorded), or after the examiner's
+  ``turn_limit``-th turn once both sides have been quiet ``end_silence_s``;
+- ``max_duration_sec``: the conversation ends at this stream time (``--max-duration-s`` overrides;
+  upstream's runner stops after ``DEFAULT_DURATION`` = 120 s);
+- ``examiner_is_interruptible = false``: while the examiner is in a turn, the examinee's audio
+  is recorded in ``B.wav`` but the examiner is sent zeros (it cannot be barged in on);
+- ``examiner_can_interrupt = false``: while the examinee is in a turn (same definition) and the
+  examiner is not, the examiner's audio waits in its buffer (it cannot start over the examinee).
+
+Relay delay of an output chunk: the wall time its first sample was sent to the other side minus
+the time it would start in an ideal playback (``max(its arrival, the end of the previous
+chunk)``, the arrival rule of :func:`spear_metrics.agents.duplex.playback_timeline`), in s; held
+chunks (``examiner_can_interrupt = false``) are left out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import json
+import math
+import os
+import resource
+import shutil
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import numpy as np
+
+from spear_metrics.agents.base import AgentError
+from spear_metrics.agents.duplex import AudioRequest, LiveInput, OutputSink, SessionConfig, pcm16_bytes
+from spear_metrics.agents.openai_realtime import REALTIME_RATE, OpenAIRealtimeAgent, RealtimeConnection
+from spear_metrics.full_duplex_v2.tasks import EXAMINEE_SYSTEM_PROMPT, Settings, Task
+
+#: upstream's examiner model (``v2/.env.example`` ``OPENAI_REALTIME_MODEL``)
+UPSTREAM_EXAMINER_MODEL = "gpt-realtime-2025-08-28"
+#: upstream's voices (``v2/.env.example`` ``VOICE_A`` / ``VOICE_B``)
+UPSTREAM_VOICE_A, UPSTREAM_VOICE_B = "echo", "shimmer"
+#: upstream's wire rate (Hz, ``WIRE_SAMPLE_RATE``); this engine's default is 24 kHz (see docs)
+UPSTREAM_WIRE_RATE = 48_000
+DEFAULT_WIRE_RATE = 24_000
+#: upstream's examiner turn detection per ``--examiner-mode`` (``gptRealtime_adapter.js``);
+#: ``slow`` leaves threshold/padding/silence to the server's defaults
+VAD_MODES: dict[str, dict[str, Any]] = {
+    "slow": {"type": "server_vad", "create_response": True, "interrupt_response": True},
+    "fast": {"type": "server_vad", "create_response": True, "interrupt_response": False, "threshold": 0.6,
+             "prefix_padding_ms": 1200, "silence_duration_ms": 600},
+}
+
+
+class ConversationError(AgentError):
+    """A conversation could not finish (one line); its unit fails with this reason."""
+
+
+# ----------------------------------------------------------------------------- the examiner
+
+
+class ExaminerConnection(RealtimeConnection):
+    """A Realtime session as upstream's examiner: records the model id the service returns
+    (``session.created`` / ``session.updated`` ``session.model``)."""
+
+    served_model: Optional[str] = None
+
+    def _handle(self, ev: dict[str, Any]) -> None:
+        if ev.get("type") in ("session.created", "session.updated"):
+            model = (ev.get("session") or {}).get("model")
+            if isinstance(model, str) and model:
+                self.served_model = model[:200]
+        super()._handle(ev)
+
+
+class ExaminerRealtimeAgent(OpenAIRealtimeAgent):
+    """``openai-realtime`` as upstream's examiner (Role A): the session's instructions are the
+    task's (:meth:`Task.examiner_instructions`) with nothing prepended, upstream's voice and turn
+    detection per ``vad_mode`` (:data:`VAD_MODES`), and a ``response.create`` once the session is
+    set up, so the examiner speaks first (upstream's ``autostart``). Other options as
+    :class:`~spear_metrics.agents.openai_realtime.OpenAIRealtimeAgent` (its ``vad_*`` options are
+    replaced by ``vad_mode``'s turn detection).
+
+    Raises:
+        ValueError: an unknown ``vad_mode``.
+    """
+
+    def __init__(self, model: str = UPSTREAM_EXAMINER_MODEL, voice: str = UPSTREAM_VOICE_A, vad_mode: str = "slow",
+                 **kw: Any):
+        if vad_mode not in VAD_MODES:
+            raise ValueError(f"vad_mode must be one of {', '.join(VAD_MODES)}, got {vad_mode!r}")
+        super().__init__(model=model, voice=voice, **kw)
+        self.vad_mode = vad_mode
+        self.vad = dict(VAD_MODES[vad_mode])
+
+    def session_update(self, request: AudioRequest) -> dict[str, Any]:
+        session: dict[str, Any] = {
+            "type": "realtime",
+            "instructions": request.instructions or "",
+            "audio": {
+                "input": {"format": {"type": "audio/pcm", "rate": REALTIME_RATE}, "turn_detection": dict(self.vad)},
+                "output": {"format": {"type": "audio/pcm", "rate": REALTIME_RATE}, "voice": self.voice},
+            },
+        }
+        return {"type": "session.update", "session": session}
+
+    async def connect(self, request: AudioRequest, sink: OutputSink, config: SessionConfig) -> ExaminerConnection:
+        from spear_metrics.agents.net import with_retries
+
+        conn = ExaminerConnection(self, request, sink, b"")
+        await with_retries(conn.open, self.retry)
+        await conn._send({"type": "response.create"})  # upstream's autostart: the examiner opens
+        return conn
+
+
+# ----------------------------------------------------------------------------- rules and relay
+
+
+@dataclass(frozen=True)
+class Rules:
+    """How one conversation runs (durations in s; levels in dBFS). See the module docstring."""
+
+    turn_limit: int = 5
+    max_duration_s: float = 60.0
+    examiner_can_interrupt: bool = True
+    examiner_is_interruptible: bool = False
+    speech_dbfs: float = -40.0
+    turn_gap_s: float = 1.0
+    end_silence_s: float = 4.0
+
+    @classmethod
+    def from_settings(cls, settings: Settings, *, max_duration_s: Optional[float] = None, **kw: Any) -> "Rules":
+        return cls(turn_limit=settings.turn_limit,
+                   max_duration_s=float(max_duration_s if max_duration_s is not None else settings.max_duration_sec),
+                   examiner_can_interrupt=settings.examiner_can_interrupt,
+                   examiner_is_interruptible=settings.examiner_is_interruptible, **kw)
+
+    def __post_init__(self) -> None:
+        if not (self.max_duration_s > 0 and math.isfinite(self.max_duration_s)):
+            raise ValueError(f"max_duration_s must be > 0, got {self.max_duration_s}")
+        if self.turn_limit < 1:
+            raise ValueError(f"turn_limit must be >= 1, got {self.turn_limit}")
+
+
+def frame_loud(x: np.ndarray, dbfs: float) -> bool:
+    """``True`` when the RMS level of ``x`` (float samples, full scale 1.0) is at or above ``dbfs``."""
+    if x.size == 0:
+        return False
+    rms = float(np.sqrt(np.mean(np.square(x, dtype=np.float64))))
+    return rms > 0 and 20.0 * math.log10(rms) >= dbfs
+
+
+class _Fifo:
+    """One side's output on its way to the other side: wire-rate mono samples, with each output
+    chunk's arrival time for the relay delay."""
+
+    def __init__(self) -> None:
+        self.parts: collections.deque = collections.deque()  # [samples, arrival_s, ideal_start_s or None if started]
+        self.n = 0
+        self.ideal_end = 0.0
+
+    def push(self, x: np.ndarray, arrival_s: float, rate: int) -> None:
+        if x.size == 0:
+            return
+        ideal = max(arrival_s, self.ideal_end)
+        self.ideal_end = ideal + x.size / rate
+        self.parts.append([x, arrival_s, ideal])
+        self.n += x.size
+
+    def take(self, n: int, sent_s: float, delays: Optional[list]) -> np.ndarray:
+        out = np.zeros(n, np.float32)
+        i = 0
+        while i < n and self.parts:
+            part = self.parts[0]
+            if part[2] is not None:
+                if delays is not None:
+                    delays.append(sent_s - part[2])
+                part[2] = None
+            x = part[0]
+            k = min(n - i, x.size)
+            out[i:i + k] = x[:k]
+            i += k
+            if k == x.size:
+                self.parts.popleft()
+            else:
+                part[0] = x[k:]
+        self.n -= i
+        return out
+
+
+@dataclass
+class _Side:
+    role: str  # "A" (examiner) or "B" (examinee)
+    agent: Any
+    sink: OutputSink
+    conn: Any = None
+    fifo: _Fifo = field(default_factory=_Fifo)
+    seen: int = 0  # output chunks of the sink moved into the fifo
+    conv: Optional[LiveInput] = None
+    last_loud_s: float = -1e9
+    recorded: list = field(default_factory=list)
+
+    def pull(self, rate: int) -> None:
+        chunks = self.sink.result.chunks
+        while self.seen < len(chunks):
+            c = chunks[self.seen]
+            self.seen += 1
+            if self.conv is None or self.conv.rate_in != c.sample_rate:
+                self.conv = LiveInput(c.sample_rate, rate)
+            self.fifo.push(self.conv.take(c.audio), c.received_s, rate)
+
+
+def _stats(xs: list[float]) -> dict[str, Any]:
+    if not xs:
+        return {"n": 0, "median_s": None, "p99_s": None, "max_s": None}
+    a = np.asarray(xs, np.float64)
+    return {"n": int(a.size), "median_s": round(float(np.median(a)), 4), "p99_s": round(float(np.percentile(a, 99)), 4),
+            "max_s": round(float(a.max()), 4)}
+
+
+@dataclass
+class Conversation:
+    """What one conversation produced: ``a``/``b`` the recorded channels (float32 mono at
+    ``wire_rate``), ``manifest`` (JSON-able)."""
+
+    a: np.ndarray
+    b: np.ndarray
+    wire_rate: int
+    manifest: dict[str, Any]
+
+
+async def _timed(aw: Any, seconds: float, what: str) -> Any:
+    try:
+        return await asyncio.wait_for(aw, seconds)
+    except asyncio.TimeoutError:
+        raise ConversationError(f"{what} took longer than {seconds:g} s") from None
+
+
+async def run_conversation(task: Task, examiner: Any, examinee: Any, rules: Rules, *, wire_rate: int = DEFAULT_WIRE_RATE,
+                           tick_ms: float = 40.0, examinee_instructions: str = EXAMINEE_SYSTEM_PROMPT,
+                           connect_timeout_s: float = 60.0, send_timeout_s: float = 5.0,
+                           clock: Callable[[], float] = time.monotonic) -> Conversation:
+    """Run one conversation (module docstring) between network adapters ``examiner`` and ``examinee``.
+
+    Args:
+        task: the task (its examiner instructions go to the examiner's request).
+        examiner, examinee: network adapters (``async connect``), each given a live
+            :class:`~spear_metrics.agents.duplex.AudioRequest` at ``wire_rate``.
+        rules: :class:`Rules`.
+        wire_rate: the relay's rate (Hz) and the recordings' rate.
+        tick_ms: relay tick (ms).
+        connect_timeout_s: longest time for both sides to connect (s).
+        send_timeout_s: longest time one tick's send may take (s): a side that stops reading fails
+            the conversation instead of stalling it.
+
+    Returns:
+        :class:`Conversation`.
+
+    Raises:
+        ConversationError / AgentError: a side failed (refused, dropped, protocol error, hung,
+            more than the cap + 60 s of audio buffered ahead of playback), or an adapter without
+            live-input support (``live_input``).
+    """
+    for who, agent in (("examiner", examiner), ("examinee", examinee)):
+        if not getattr(agent, "live_input", False):
+            raise ConversationError(f"the {who} adapter ({type(agent).__name__}) cannot take live input "
+                                    "(no live_input support: it would stream its placeholder instead of the other side)")
+    hop = max(1, round(tick_ms * wire_rate / 1000.0))
+    tick = hop / wire_rate
+    placeholder = np.zeros((1, hop), np.float32)
+    req_a = AudioRequest(placeholder, wire_rate, instructions=task.examiner_instructions(), row_id=f"{task.id}.A", live=True)
+    req_b = AudioRequest(placeholder, wire_rate, instructions=examinee_instructions, row_id=f"{task.id}.B", live=True)
+    cfg = SessionConfig(chunk_ms=tick * 1000.0, paced=True, time_synchronous=True)
+    A = _Side("A", examiner, OutputSink(wire_rate, clock=clock))
+    B = _Side("B", examinee, OutputSink(wire_rate, clock=clock))
+    events: list[dict[str, Any]] = []
+    delays: list[float] = []
+    wall0 = time.time()
+    try:
+        conns = await _timed(asyncio.gather(examiner.connect(req_a, A.sink, cfg), examinee.connect(req_b, B.sink, cfg),
+                                            return_exceptions=True), connect_timeout_s, "connecting both sides")
+        for side, c in zip((A, B), conns):
+            if not isinstance(c, BaseException):
+                side.conn = c
+        for side, c in zip((A, B), conns):
+            if isinstance(c, BaseException):
+                raise ConversationError(f"{'examiner' if side.role == 'A' else 'examinee'} could not connect: "
+                                        f"{' '.join(str(c).split())[:200] or type(c).__name__}") from None
+        t0 = A.sink.start()
+        B.sink._t0 = t0  # one clock for both sides
+        B.sink.result.started_at = t0
+        turns = 0
+        in_turn_a = False
+        held = False
+        end_reason = "max_duration"
+        n_ticks = int(math.ceil(rules.max_duration_s / tick - 1e-9))
+        backlog_limit = int((rules.max_duration_s + 60.0) * wire_rate)  # samples buffered ahead of playback
+        lag_max = 0.0
+        k = 0
+        for k in range(n_ticks):
+            due = t0 + k * tick
+            delay = due - clock()
+            await asyncio.sleep(delay if delay > 0 else 0)
+            for _ in range(2):
+                await asyncio.sleep(0)
+            now = clock() - t0
+            lag_max = max(lag_max, now - k * tick)
+            stream_s = k * tick
+            A.sink.check()
+            B.sink.check()
+            A.pull(wire_rate)
+            B.pull(wire_rate)
+            for side in (A, B):  # a server sending far faster than real time would grow the buffer without end
+                if side.fifo.n > backlog_limit:
+                    raise ConversationError(f"the {'examiner' if side.role == 'A' else 'examinee'} sent "
+                                            f"{side.fifo.n / wire_rate:.0f} s of audio ahead of the conversation "
+                                            f"(limit {backlog_limit / wire_rate:.0f} s)")
+            # B's frame first: whether the examinee is in a turn decides whether A may start
+            b_frame = B.fifo.take(hop, now, delays)
+            b_loud = frame_loud(b_frame, rules.speech_dbfs)
+            if b_loud:
+                B.last_loud_s = stream_s
+            b_in_turn = stream_s - B.last_loud_s < rules.turn_gap_s
+            a_in_turn_before = stream_s - A.last_loud_s < rules.turn_gap_s
+            hold = not rules.examiner_can_interrupt and b_in_turn and not a_in_turn_before
+            if hold != held:
+                events.append({"event": "examiner_held" if hold else "examiner_released", "stream_s": round(stream_s, 3),
+                               "wall_s": round(now, 4)})
+                held = hold
+            a_frame = np.zeros(hop, np.float32) if hold else A.fifo.take(hop, now, delays)
+            a_loud = frame_loud(a_frame, rules.speech_dbfs)
+            if a_loud and not a_in_turn_before:
+                if turns >= rules.turn_limit:
+                    end_reason = "turn_limit"
+                    events.append({"event": "examiner_turn_refused", "turn": turns + 1, "stream_s": round(stream_s, 3),
+                                   "wall_s": round(now, 4)})
+                    break
+                turns += 1
+                events.append({"event": "examiner_turn_start", "turn": turns, "stream_s": round(stream_s, 3),
+                               "wall_s": round(now, 4)})
+            if a_loud:
+                A.last_loud_s = stream_s
+            a_in_turn = stream_s - A.last_loud_s < rules.turn_gap_s
+            if in_turn_a and not a_in_turn:
+                events.append({"event": "examiner_turn_end", "turn": turns, "stream_s": round(A.last_loud_s + tick, 3),
+                               "wall_s": round(now, 4)})
+            in_turn_a = a_in_turn
+            to_a = b_frame
+            if not rules.examiner_is_interruptible and a_in_turn and b_loud:
+                to_a = np.zeros(hop, np.float32)  # recorded in B.wav, not heard by the examiner
+                if not events or events[-1]["event"] != "examinee_masked":
+                    events.append({"event": "examinee_masked", "stream_s": round(stream_s, 3), "wall_s": round(now, 4)})
+            A.recorded.append(a_frame)
+            B.recorded.append(b_frame)
+            await _timed(asyncio.gather(A.conn.send_audio(to_a[None, :]), B.conn.send_audio(a_frame[None, :])),
+                         send_timeout_s, "relaying one tick")
+            A.sink.sent(hop)
+            B.sink.sent(hop)
+            quiet = min(stream_s - A.last_loud_s, stream_s - B.last_loud_s)
+            if turns >= rules.turn_limit and not a_in_turn and quiet >= rules.end_silence_s:
+                end_reason = "turn_limit"
+                k += 1
+                break
+        else:
+            k = n_ticks
+        events.append({"event": "end", "reason": end_reason, "stream_s": round(len(A.recorded) * tick, 3),
+                       "wall_s": round(clock() - t0, 4)})
+        A.sink.check()
+        B.sink.check()
+    finally:
+        await asyncio.gather(*(_close(s.conn) for s in (A, B) if s.conn is not None))
+    a = np.concatenate(A.recorded) if A.recorded else np.zeros(0, np.float32)
+    b = np.concatenate(B.recorded) if B.recorded else np.zeros(0, np.float32)
+    ra, rb = A.sink.finished(), B.sink.finished()
+
+    def side_info(side: _Side, res: Any) -> dict[str, Any]:
+        return {"served_model": getattr(side.conn, "served_model", None),
+                "text": res.text,
+                "text_events": [{"text": e.text, "wall_s": round(e.received_s, 4), "stream_s": round(e.input_sent_s, 4)}
+                                for e in res.text_events],
+                "output_chunks": [[round(c.received_s, 4), round(c.input_sent_s, 4), int(c.audio.shape[1]), c.sample_rate]
+                                  for c in res.chunks]}
+
+    manifest = {
+        "task_id": task.id, "split": task.split, "wire_rate_hz": wire_rate, "tick_s": tick,
+        "duration_s": round(a.size / wire_rate, 4), "end_reason": end_reason, "examiner_turns": turns,
+        "rules": asdict(rules), "started_utc": wall0,
+        "relay_delay": _stats(delays), "send_lag_max_s": round(lag_max, 4),
+        "events": events,
+        "clocks": "wall_s: seconds since t0 on the monotonic clock; stream_s: seconds of audio relayed",
+        "examiner": side_info(A, ra), "examinee": side_info(B, rb),
+        "relay_delays_s": [round(d, 4) for d in delays],
+    }
+    return Conversation(a, b, wire_rate, manifest)
+
+
+async def _close(conn: Any) -> None:
+    try:
+        await asyncio.wait_for(conn.close(), 5.0)
+    except BaseException:
+        pass
+
+
+# ----------------------------------------------------------------------------- a run of conversations
+
+
+def adapter_description(name: str, agent: Any, options: dict[str, Any]) -> dict[str, Any]:
+    """What the manifest says of an adapter: its name, options (secrets masked), and the settings
+    that shape a conversation where the adapter has them (model, voice, VAD, seeds)."""
+    from spear_metrics.core.secrets import mask_secrets
+
+    out: dict[str, Any] = {"adapter": name, "options": {k: mask_secrets(str(v)) for k, v in sorted(options.items())}}
+    for attr in ("model", "voice", "vad_mode", "vad", "seed", "text_seed", "audio_seed", "url", "base_url"):
+        v = getattr(agent, attr, None)
+        if v is not None and not callable(v):
+            out[attr] = mask_secrets(v) if isinstance(v, str) else v
+    return out
+
+
+def write_wav(path: Path, x: np.ndarray, rate: int) -> None:
+    """``x`` ``(n,)`` or ``(n, C)`` float in [-1, 1] -> 16-bit PCM WAV at ``rate`` Hz."""
+    import soundfile as sf
+
+    sf.write(str(path), np.clip(x, -1.0, 1.0), rate, subtype="PCM_16")
+
+
+def save_conversation(conv: Conversation, folder: Path) -> None:
+    """Write ``A.wav``, ``B.wav``, ``combined.wav`` (stereo, A left, B right, as upstream's mix)
+    and ``manifest.json`` into ``folder`` (created), via a temporary sibling folder renamed into
+    place: a folder that exists is complete."""
+    tmp = folder.with_name(f".{folder.name}.partial")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+    write_wav(tmp / "A.wav", conv.a, conv.wire_rate)
+    write_wav(tmp / "B.wav", conv.b, conv.wire_rate)
+    write_wav(tmp / "combined.wav", np.stack([conv.a, conv.b], axis=1), conv.wire_rate)
+    (tmp / "manifest.json").write_text(json.dumps(conv.manifest, indent=1, ensure_ascii=False))
+    if folder.exists():
+        shutil.rmtree(folder)
+    os.replace(tmp, folder)
+
+
+LOG = "conversations.jsonl"
+
+
+def read_log(out: Path) -> dict[str, dict[str, Any]]:
+    """Last record per task id of ``out/conversations.jsonl`` (a torn last line is ignored)."""
+    recs: dict[str, dict[str, Any]] = {}
+    p = out / LOG
+    if not p.exists():
+        return recs
+    for line in p.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            r = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(r, dict) and isinstance(r.get("task_id"), str):
+            recs[r["task_id"]] = r
+    return recs
+
+
+def log_unit(out: Path, rec: dict[str, Any]) -> None:
+    """Append one finished unit's record to ``out/conversations.jsonl`` (flushed and fsynced)."""
+    with open(out / LOG, "a", encoding="utf-8") as f:
+        f.write(json.dumps(rec, ensure_ascii=False) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _cpu_s() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+async def run_conversations(tasks: list[Task], out: str | os.PathLike, make_examiner: Callable[[], Any],
+                            make_examinee: Callable[[], Any], rules_for: Callable[[Task], Rules], *,
+                            concurrency: int = 1, retry_failed: bool = False, deadline_grace_s: float = 30.0,
+                            describe: Optional[dict[str, Any]] = None, on_done: Optional[Callable[[dict], None]] = None,
+                            **conversation_kw: Any) -> dict[str, Any]:
+    """Run the conversations of ``tasks`` into ``out/<task id>/``, ``concurrency`` at a time, each a
+    resumable unit logged in ``out/conversations.jsonl`` as it finishes (``ok`` or ``failed`` with a
+    one-line ``reason``). A task already ``ok`` (log line and folder) is skipped; one ``failed`` is
+    skipped unless ``retry_failed``. Each conversation has a total deadline: its duration cap +
+    the connect timeout + ``deadline_grace_s``; past it the unit fails ("timed out").
+
+    Args:
+        make_examiner / make_examinee: build a fresh adapter per conversation.
+        rules_for: the :class:`Rules` of a task.
+        describe: adapter descriptions for the manifests (``examiner``/``examinee`` keys).
+
+    Returns:
+        ``{"ok", "failed", "skipped", "wall_s", "cpu_s", "conversation_s"}`` of this call.
+    """
+    outp = Path(out)
+    outp.mkdir(parents=True, exist_ok=True)
+    done = read_log(outp)
+    todo = []
+    skipped = 0
+    for t in tasks:
+        r = done.get(t.id)
+        if r and r.get("status") == "ok" and (outp / t.id / "manifest.json").exists():
+            skipped += 1
+        elif r and r.get("status") == "failed" and not retry_failed:
+            skipped += 1
+        else:
+            todo.append(t)
+    sem = asyncio.Semaphore(max(1, int(concurrency)))
+    counts = {"ok": 0, "failed": 0, "skipped": skipped, "conversation_s": 0.0}
+    cpu0, wall0 = _cpu_s(), time.monotonic()
+    connect_s = float(conversation_kw.get("connect_timeout_s", 60.0))
+
+    async def one(task: Task) -> None:
+        async with sem:
+            rules = rules_for(task)
+            started = time.monotonic()
+            rec: dict[str, Any] = {"task_id": task.id, "split": task.split}
+            try:
+                conv = await asyncio.wait_for(
+                    run_conversation(task, make_examiner(), make_examinee(), rules, **conversation_kw),
+                    rules.max_duration_s + connect_s + deadline_grace_s)
+                for k, v in (describe or {}).items():  # adapter settings join what each side did
+                    if isinstance(v, dict) and isinstance(conv.manifest.get(k), dict):
+                        conv.manifest[k] = {**v, **conv.manifest[k]}
+                    else:
+                        conv.manifest[k] = v
+                conv.manifest["wall_s"] = round(time.monotonic() - started, 3)
+                await asyncio.to_thread(save_conversation, conv, outp / task.id)
+                rec.update(status="ok", duration_s=conv.manifest["duration_s"], end_reason=conv.manifest["end_reason"],
+                           examiner_turns=conv.manifest["examiner_turns"], relay_delay=conv.manifest["relay_delay"],
+                           wall_s=conv.manifest["wall_s"])
+                counts["ok"] += 1
+                counts["conversation_s"] += conv.manifest["duration_s"]
+            except asyncio.TimeoutError:
+                rec.update(status="failed", reason=f"timed out after {time.monotonic() - started:.1f} s "
+                                                   f"(deadline {rules.max_duration_s + connect_s + deadline_grace_s:g} s)")
+                counts["failed"] += 1
+            except Exception as e:  # noqa: BLE001 - any failure of one conversation is its unit's failure
+                from spear_metrics.core.secrets import mask_secrets
+
+                rec.update(status="failed", reason=mask_secrets(" ".join(str(e).split()))[:300] or type(e).__name__)
+                counts["failed"] += 1
+            log_unit(outp, rec)
+            if on_done:
+                on_done(rec)
+
+    await asyncio.gather(*(one(t) for t in todo))
+    counts["wall_s"] = round(time.monotonic() - wall0, 3)
+    counts["cpu_s"] = round(_cpu_s() - cpu0, 3)
+    return counts

@@ -1,0 +1,573 @@
+"""FDB v2 scoring: ASR of both channels, the judge with upstream's prompts, upstream's
+aggregates (``DanielLin94144/Full-Duplex-Bench`` ``v2/eval/`` and ``v2/scoring/``).
+
+Pipeline per conversation folder (``A.wav`` examiner, ``B.wav`` examinee):
+
+1. ASR (upstream ``v2/eval/asr_batch.py``: NeMo ``nvidia/parakeet-tdt-0.6b-v2``, word timestamps;
+   audio first trimmed to 120 s, ``trim_combined_wavs.py``): here the project's packaged Whisper
+   (:func:`spear_metrics.core.asr.load_asr`, ``--asr``) with word timestamps, recorded in each
+   transcript's ``asr_model``; written as upstream's ``A.json``/``B.json`` (``{"text", "chunks":
+   [{"text", "timestamp": [start_s, end_s]}]}``); existing files are used as upstream does.
+2. The judge prompt, built exactly as ``v2/eval/eval_single_item.py`` ``build_full_prompt`` does
+   from ``eval_prompts.json`` (upstream's file, CC BY-NC 4.0, not shipped: ``--eval-prompts``),
+   the task's staged reveal, both transcripts' text and the examinee's word segments
+   (``[start, end]: word``, 2 decimals). One user message; upstream samples at temperature 0.2.
+3. The reply, parsed strictly (:func:`parse_judge_reply`): upstream's format is a JSON object
+   ``{"Turn-taking event and score": [[[start, end], turn_taking_fluency, instruction_following], ...],
+   "Task-specific score": n}``, or the literal shape of its output-format prompt
+   (``[start, end]: tt, if``) inside that key's list. Upstream's ``scoring/parse.py`` coerces
+   whatever it finds (``int(float(x))``, no range check); here every event must be two finite
+   times and two integer scores 1-5, else it is a failed event with its reason (left out of the
+   means); a reply with no events list is a failed judgement.
+4. Per task (``scoring/score.py``): ``n_events``, ``avg_turn_taking`` / ``avg_instruction_following``
+   = mean over the task's events (event-weighted), ``avg_task_specific`` = the task score
+   (``n_files`` = 1 when it is a number). The binned curve (``scoring/score_time.py``): 15 s bins
+   up to 120 s; each event with ``end > start`` adds ``score * overlap`` and ``overlap`` to every bin
+   it overlaps; a bin's value is ``sum(score * overlap) / sum(overlap)`` (``TT[0-15]``, ``IF[0-15]``...).
+   Split means (project keys; upstream's code stops at per-task rows): the mean of the per-task
+   values over the split's conversations, with a percentile bootstrap 95 % interval over conversations.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+EVENTS_KEY = "Turn-taking event and score"
+TASK_KEY = "Task-specific score"
+#: upstream's judge prompts file keys (``eval_single_item.py`` ``load_eval_prompts``)
+PROMPT_KEYS = ("system_prompt", "turn_taking_fluency_prompt", "multi_turn_instruction_following_prompt",
+               "task_specific_prompts", "output_format_prompt")
+#: sha256 of upstream's ``v2/eval/eval_prompts.json`` at commit d7336bd (recorded beside the run's)
+UPSTREAM_EVAL_PROMPTS_SHA256 = "3c1540512de3fce1ed804d842a2f262d815ca37acfe626f3a1712e7765ee34c9"
+#: upstream's judge (``run_evaluation.sh`` / ``eval_single_item.py`` default) and sampling
+UPSTREAM_JUDGE_MODEL = "gemini-2.5-flash-preview-09-2025"  # scripts' default; v2/.env.example sets gemini-2.5-flash
+UPSTREAM_JUDGE_TEMPERATURE = 0.2
+UPSTREAM_JUDGE_MAX_TOKENS = 20000
+#: ``score_time.py``'s fixed bins: 15 s up to 120 s
+BINS = tuple((float(i), float(i + 15)) for i in range(0, 120, 15))
+#: upstream trims A/B/combined.wav to this many seconds before ASR (``trim_combined_wavs.py``)
+TRIM_S = 120.0
+SCORE_RANGE = (1, 5)
+#: largest transcript file read (bytes)
+MAX_TRANSCRIPT_BYTES = 16 * 2 ** 20
+#: largest judge reply parsed (characters)
+MAX_REPLY_CHARS = 200_000
+
+
+def _keys() -> tuple:
+    from spear_metrics.core.dimension import MetricKey
+
+    g = "Full-Duplex-Bench v2"
+    per_bin = tuple(MetricKey(f"{p}[{int(a)}-{int(b)}]", "1-5", "higher",
+                              f"{what} in the {int(a)}-{int(b)} s bin: sum(score x overlap) / sum(overlap) over the task's "
+                              "events overlapping the bin (scoring/score_time.py); null for an empty bin",
+                              group=g, published=True)
+                    for a, b in BINS for p, what in (("TT", "turn-taking fluency"), ("IF", "instruction following")))
+    return (
+        MetricKey("n_files", "count", "higher", "1 when the judge gave a numeric task-specific score, else 0 "
+                  "(scoring/score.py)", group=g, published=True, order=1),
+        MetricKey("n_events", "count", "higher", "valid turn-taking events the judge rated (scoring/score.py)",
+                  group=g, published=True, order=2),
+        MetricKey("avg_turn_taking", "1-5", "higher", "mean turn-taking fluency over the task's events "
+                  "(scoring/score.py; event-weighted)", group=g, published=True, order=3),
+        MetricKey("avg_instruction_following", "1-5", "higher", "mean multi-turn instruction following over the "
+                  "task's events (scoring/score.py)", group=g, published=True, order=4),
+        MetricKey("avg_task_specific", "1-5", "higher", "the judge's task-specific score (entity tracking, correction "
+                  "handling or safety; the Daily split has no rubric) (scoring/score.py)", group=g, published=True,
+                  order=5),
+        *per_bin,
+        MetricKey("n_failed_events", "count", "lower", "events of the judge's reply that failed the strict check "
+                  "(times, integer scores 1-5); left out of the means", group=g),
+    )
+
+
+#: the per-task keys of ``summary.json`` ``per_task`` rows (published: named and computed as upstream's
+#: scoring/score.py and score_time.py)
+KEYS = _keys()
+
+
+class ScoreSetupError(ValueError):
+    """A whole-run problem (one line)."""
+
+
+def load_eval_prompts(path: str | os.PathLike) -> tuple[dict[str, Any], str]:
+    """Read upstream's ``eval_prompts.json`` -> ``(prompts, sha256)``.
+
+    Raises:
+        ScoreSetupError: unreadable, not JSON, or a required key missing (upstream's check).
+    """
+    p = Path(path)
+    try:
+        data = p.read_bytes()
+        obj = json.loads(data.decode("utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ScoreSetupError(f"cannot read the judge prompts {p}: {e}") from None
+    if not isinstance(obj, dict):
+        raise ScoreSetupError(f"{p} is not a JSON object")
+    missing = [k for k in PROMPT_KEYS if k not in obj]
+    if missing:
+        raise ScoreSetupError(f"{p} lacks {', '.join(missing)} (upstream's v2/eval/eval_prompts.json shape)")
+    return obj, hashlib.sha256(data).hexdigest()
+
+
+def subset_id(split: str) -> str:
+    """Upstream's ``normalize_subset_name``: ``daily``, ``correction``, ``entity_tracking``, ``safety``.
+
+    Raises:
+        ValueError: another split name.
+    """
+    s = split.strip().lower().replace(" ", "")
+    ids = {"daily": "daily", "correction": "correction", "corrections": "correction", "entitytracking": "entity_tracking",
+           "entity_tracking": "entity_tracking", "safety": "safety"}
+    if s not in ids:
+        raise ValueError(f"unknown split {split!r}: one of Daily, Correction, EntityTracking, Safety")
+    return ids[s]
+
+
+def task_specific_prompt(prompts: dict[str, Any], split: str) -> Optional[str]:
+    """The split's task-specific rubric (``None`` for Daily), as upstream's ``get_task_specific_prompt``.
+
+    Raises:
+        ValueError: no rubric of that id in the prompts file.
+    """
+    sid = subset_id(split)
+    if sid == "daily":
+        return None
+    for item in prompts.get("task_specific_prompts") or []:
+        if isinstance(item, dict) and item.get("id") == sid:
+            return (item.get("prompt") or "").strip() or None
+    raise ValueError(f"task_specific_prompts has no id {sid!r}")
+
+
+def segment_lines(chunks: Sequence[dict[str, Any]]) -> str:
+    """Upstream's ``format_chunks_as_lines``: ``[start, end]: text`` (2 decimals) per chunk."""
+    lines = []
+    for ch in chunks:
+        ts = ch.get("timestamp")
+        content = ch.get("text", "")
+        if isinstance(ts, list) and len(ts) == 2 and all(isinstance(x, (int, float)) for x in ts):
+            lines.append(f"[{ts[0]:.2f}, {ts[1]:.2f}]: {content}")
+        elif content:
+            lines.append(content)
+    return "\n".join(lines)
+
+
+def build_judge_prompt(prompts: dict[str, Any], split: str, staged_reveal: dict[str, str], transcript_a: dict[str, Any],
+                       transcript_b: dict[str, Any]) -> str:
+    """The judge's prompt, section for section as upstream's ``build_full_prompt``
+    (``v2/eval/eval_single_item.py``); transcripts in upstream's ``A.json``/``B.json`` shape."""
+    sections = ["SYSTEM INSTRUCTION:\n" + prompts["system_prompt"].strip(),
+                "TURN-TAKING FLUENCY RUBRIC:\n" + prompts["turn_taking_fluency_prompt"].strip(),
+                "MULTI-TURN INSTRUCTION-FOLLOWING RUBRIC:\n" + prompts["multi_turn_instruction_following_prompt"].strip()]
+    tsp = task_specific_prompt(prompts, split)
+    if tsp:
+        sections.append("TASK-SPECIFIC RUBRIC:\n" + tsp)
+    sections.append("OUTPUT FORMAT:\n" + prompts["output_format_prompt"].strip())
+    sections.append("\n".join(["Dataset staged goals (T1–T4):"] + [f"{k}: {staged_reveal.get(k, '')}" for k in ("T1", "T2", "T3", "T4")]))
+    sections.append("\n".join(["Transcript summary:", "Channel A (Examiner) summary:", transcript_a.get("text") or "", "",
+                               "Channel B (Examinee) summary:", transcript_b.get("text") or "", "",
+                               "Channel B (Examinee) segments with timestamps:",
+                               segment_lines(transcript_b.get("chunks") or [])]))
+    sections.append("Constraints:\n- Keep each evaluation output about ~100 words.\n"
+                    "- Follow the JSON shape exactly as in OUTPUT FORMAT.\n"
+                    "- Use time ranges from the provided Channel B timestamps.\n")
+    return "\n\n".join(s for s in sections if s)
+
+
+# ----------------------------------------------------------------------------- reply parsing
+
+
+@dataclass
+class Judgement:
+    """A parsed judge reply: ``events`` ``[(start_s, end_s, turn_taking, instruction_following)]``
+    (valid only), ``failed_events`` ``[(entry text, reason)]``, ``task_score`` (int 1-5 or ``None``)
+    and ``task_score_reason`` when it is ``None``."""
+
+    events: list[tuple[float, float, int, int]] = field(default_factory=list)
+    failed_events: list[tuple[str, str]] = field(default_factory=list)
+    task_score: Optional[int] = None
+    task_score_reason: Optional[str] = None
+
+
+_FENCED = re.compile(r"```(?:json|JSON)?\s*([\s\S]*?)\s*```")
+_NUM = r"[+-]?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?"
+_COLON_EVENT = re.compile(rf"^\[\s*({_NUM})\s*,\s*({_NUM})\s*\]\s*:\s*(\S+?)\s*,\s*(\S+?)\s*$")
+
+
+def _score(v: Any, what: str) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise ValueError(f"{what} {v!r} is not a number")
+    if not math.isfinite(v) or v != int(v):
+        raise ValueError(f"{what} {v!r} is not an integer")
+    if not SCORE_RANGE[0] <= int(v) <= SCORE_RANGE[1]:
+        raise ValueError(f"{what} {int(v)} is outside {SCORE_RANGE[0]}-{SCORE_RANGE[1]}")
+    return int(v)
+
+
+def _event(item: Any) -> tuple[float, float, int, int]:
+    if not (isinstance(item, list) and len(item) == 3 and isinstance(item[0], list) and len(item[0]) == 2):
+        raise ValueError("not [[start, end], turn_taking, instruction_following]")
+    s, e = item[0]
+    for t in (s, e):
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or t < 0:
+            raise ValueError(f"time {t!r} is not a non-negative number of seconds")
+    if e < s:
+        raise ValueError(f"end {e} before start {s}")
+    return float(s), float(e), _score(item[1], "turn-taking score"), _score(item[2], "instruction-following score")
+
+
+def _json_number(tok: str) -> Any:
+    try:
+        return json.loads(tok)
+    except json.JSONDecodeError:
+        return tok
+
+
+def _colon_events(body: str) -> list[Any]:
+    """Entries ``[s, e]: tt, if`` of the output-format prompt's literal shape -> list of items
+    (a parsed event list, or ``("raw", text)`` for an entry that does not match)."""
+    entries: list[Any] = []
+    i, n = 0, len(body)
+    while i < n:
+        while i < n and body[i] in " \t\r\n,":
+            i += 1
+        if i >= n:
+            break
+        j = body.find("[", i + 1)
+        # an entry runs to the next "[" that starts a new "[s, e]:" (or to the end)
+        while j != -1 and not re.match(rf"\[\s*{_NUM}\s*,\s*{_NUM}\s*\]\s*:", body[j:]):
+            j = body.find("[", j + 1)
+        text = body[i:j if j != -1 else n].strip().rstrip(",").strip()
+        m = _COLON_EVENT.match(text)
+        if m:
+            entries.append([[_json_number(m.group(1)), _json_number(m.group(2))], _json_number(m.group(3)),
+                            _json_number(m.group(4))])
+        else:
+            entries.append(("raw", text))
+        i = j if j != -1 else n
+    return entries
+
+
+def _matching(text: str, start: int) -> int:
+    depth = 0
+    for i in range(start, len(text)):
+        if text[i] == "[":
+            depth += 1
+        elif text[i] == "]":
+            depth -= 1
+            if depth == 0:
+                return i
+    return -1
+
+
+def parse_judge_reply(text: Any) -> Judgement:
+    """Parse one judge reply in upstream's format, strictly (module docstring, step 3).
+
+    Returns:
+        :class:`Judgement` (events that fail validation are in ``failed_events`` with a reason).
+
+    Raises:
+        ValueError: no events list could be read at all (garbage, no ``Turn-taking event and
+            score`` key, over :data:`MAX_REPLY_CHARS`): the judgement fails.
+    """
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError("empty reply")
+    if len(text) > MAX_REPLY_CHARS:
+        raise ValueError(f"reply of {len(text)} characters is over the {MAX_REPLY_CHARS}-character limit")
+    blocks = [m.group(1) for m in _FENCED.finditer(text) if EVENTS_KEY in m.group(1)] or [text.strip()]
+    block = blocks[-1]
+    items: Optional[list[Any]] = None
+    task_raw: Any = None
+    has_task = False
+    try:
+        obj = json.loads(block, parse_constant=lambda c: (_ for _ in ()).throw(ValueError(c)))
+    except ValueError:
+        obj = None
+    if obj is not None:
+        if not isinstance(obj, dict):
+            raise ValueError(f"reply is JSON {type(obj).__name__}, not an object")
+        if EVENTS_KEY not in obj:
+            raise ValueError(f"reply lacks {EVENTS_KEY!r}")
+        if not isinstance(obj[EVENTS_KEY], list):
+            raise ValueError(f"{EVENTS_KEY!r} is not a list")
+        items = obj[EVENTS_KEY]
+        has_task, task_raw = TASK_KEY in obj, obj.get(TASK_KEY)
+    else:  # the output-format prompt's literal (non-JSON) shape
+        k = block.find(f'"{EVENTS_KEY}"')
+        lb = block.find("[", k) if k != -1 else -1
+        rb = _matching(block, lb) if lb != -1 else -1
+        if rb == -1:
+            raise ValueError(f"reply is neither JSON nor upstream's '{EVENTS_KEY}' list")
+        items = _colon_events(block[lb + 1:rb])
+        m = re.search(rf'"{TASK_KEY}"\s*:\s*("[^"]*"|[^\s,}}\]]+)', block[rb:])
+        if m:
+            has_task, task_raw = True, _json_number(m.group(1))
+    out = Judgement()
+    for item in items:
+        if isinstance(item, tuple):
+            out.failed_events.append((item[1][:200], "entry is not '[start, end]: turn_taking, instruction_following'"))
+            continue
+        try:
+            out.events.append(_event(item))
+        except ValueError as e:
+            out.failed_events.append((json.dumps(item)[:200], str(e)))
+    if not has_task:
+        out.task_score_reason = f"reply lacks {TASK_KEY!r}"
+    elif task_raw is None:
+        out.task_score_reason = f"{TASK_KEY!r} is null"
+    else:
+        try:
+            out.task_score = _score(task_raw, "task-specific score")
+        except ValueError as e:
+            out.task_score_reason = str(e)
+    return out
+
+
+# ----------------------------------------------------------------------------- aggregates
+
+
+def task_scores(j: Judgement) -> dict[str, Any]:
+    """Upstream's per-task row (``scoring/score.py``) from one judgement: ``n_files``,
+    ``n_events``, ``avg_turn_taking``, ``avg_instruction_following``, ``avg_task_specific``
+    (unrounded; ``None`` where undefined), plus ``n_failed_events``."""
+    n = len(j.events)
+    return {"n_files": 1 if j.task_score is not None else 0, "n_events": n,
+            "avg_turn_taking": sum(e[2] for e in j.events) / n if n else None,
+            "avg_instruction_following": sum(e[3] for e in j.events) / n if n else None,
+            "avg_task_specific": float(j.task_score) if j.task_score is not None else None,
+            "n_failed_events": len(j.failed_events)}
+
+
+def bin_label(b: tuple[float, float]) -> str:
+    return f"{int(b[0])}-{int(b[1])}"
+
+
+def binned_sums(events: Sequence[tuple[float, float, int, int]], bins: Sequence[tuple[float, float]] = BINS
+                ) -> dict[str, list[float]]:
+    """``score_time.py``'s per-bin sums: ``tt``/``if`` = sum of score * overlap (s), ``dur`` =
+    sum of overlap (s); events with ``end <= start`` are skipped, as upstream."""
+    out = {"tt": [0.0] * len(bins), "if": [0.0] * len(bins), "dur": [0.0] * len(bins)}
+    for s, e, tt, iff in events:
+        if e <= s:
+            continue
+        for i, (b0, b1) in enumerate(bins):
+            ov = max(0.0, min(e, b1) - max(s, b0))
+            if ov > 0:
+                out["tt"][i] += tt * ov
+                out["if"][i] += iff * ov
+                out["dur"][i] += ov
+    return out
+
+
+def binned_row(sums: dict[str, list[float]], bins: Sequence[tuple[float, float]] = BINS) -> dict[str, Optional[float]]:
+    """``TT[a-b]`` / ``IF[a-b]`` = time-weighted mean per bin (``None`` for a bin no event overlaps)."""
+    row: dict[str, Optional[float]] = {}
+    for i, b in enumerate(bins):
+        d = sums["dur"][i]
+        row[f"TT[{bin_label(b)}]"] = sums["tt"][i] / d if d > 0 else None
+        row[f"IF[{bin_label(b)}]"] = sums["if"][i] / d if d > 0 else None
+    return row
+
+
+def split_summary(rows: Sequence[dict[str, Any]], *, n_resamples: int = 1000, seed: int = 0) -> dict[str, Any]:
+    """Per split and ``all``: the mean over conversations of each per-task value, with a
+    percentile bootstrap 95 % interval over conversations (:func:`spear_metrics.core.stats.bootstrap_ci`),
+    ``n`` the conversations with a value; and the pooled binned curve (all the split's events)."""
+    from spear_metrics.core.stats import bootstrap_ci
+
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault(r["split"], []).append(r)
+    groups["all"] = list(rows)
+    out: dict[str, Any] = {}
+    for name, rs in groups.items():
+        g: dict[str, Any] = {"n_conversations": len(rs)}
+        for key in ("avg_turn_taking", "avg_instruction_following", "avg_task_specific"):
+            vals = [r[key] for r in rs if r.get(key) is not None]
+            g[key] = {"mean": float(np.mean(vals)) if vals else None, "n": len(vals),
+                      "ci95": bootstrap_ci(vals, n_resamples=n_resamples, seed=seed)}
+        sums = {"tt": [0.0] * len(BINS), "if": [0.0] * len(BINS), "dur": [0.0] * len(BINS)}
+        for r in rs:
+            for k in sums:
+                sums[k] = [a + b for a, b in zip(sums[k], r["_bins"][k])]
+        g["curve"] = binned_row(sums)
+        out[name] = g
+    return out
+
+
+# ----------------------------------------------------------------------------- a scoring run
+
+
+def transcript_json(t: Any) -> dict[str, Any]:
+    """A :class:`spear_metrics.core.asr.Transcript` with word times -> upstream's ``A.json`` shape
+    (``text`` the words joined by spaces, as ``asr_batch.py``), plus ``asr_model`` (the backend's
+    name; :func:`ensure_transcripts` records its full description)."""
+    words = [w for w in t.words if w.start is not None and w.end is not None]
+    return {"text": " ".join(w.text for w in words).strip() or (t.text or "").strip(),
+            "chunks": [{"text": w.text, "timestamp": [round(float(w.start), 3), round(float(w.end), 3)]} for w in words],
+            "asr_model": t.model, "word_timestamps": True}
+
+
+def ensure_transcripts(folder: Path, asr: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``folder/A.json`` and ``B.json`` (upstream's shape): read when present (as upstream's
+    ``asr_batch.py``), else transcribed from ``A.wav``/``B.wav`` trimmed to :data:`TRIM_S` s,
+    with word timestamps, and written.
+
+    Raises:
+        ValueError / OSError: a missing or unreadable channel, a transcript file of another shape.
+    """
+    from spear_datasets.audio import load_audio
+    from spear_metrics.core.asr import ASR_SR
+
+    out = []
+    for ch in ("A", "B"):
+        p = folder / f"{ch}.json"
+        if p.exists():
+            if p.stat().st_size > MAX_TRANSCRIPT_BYTES:
+                raise ValueError(f"{p.name} is over the {MAX_TRANSCRIPT_BYTES}-byte limit of a transcript")
+            d = json.loads(p.read_text(encoding="utf-8"))
+            if not isinstance(d, dict) or not isinstance(d.get("chunks", []), list):
+                raise ValueError(f"{p.name} is not upstream's transcript shape")
+            out.append(d)
+            continue
+        if asr is None:
+            raise ValueError(f"{p.name} missing and no ASR backend")
+        wav = load_audio(folder / f"{ch}.wav", sr=ASR_SR, channels="mix")[0][: int(TRIM_S * ASR_SR)]
+        d = transcript_json(asr.transcribe([wav], sr=ASR_SR, word_timestamps=True)[0])
+        d["asr_model"] = asr.describe() if callable(getattr(asr, "describe", None)) else d["asr_model"]
+        tmp = p.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(d, indent=1, ensure_ascii=False))
+        os.replace(tmp, p)
+        out.append(d)
+    return out[0], out[1]
+
+
+def score_run(root: str | os.PathLike, tasks: Sequence[Any], prompts_path: str | os.PathLike, judge: Any, out: str | os.PathLike,
+              *, asr: Any = None, retry_failed: bool = False, n_resamples: int = 1000, seed: int = 0,
+              judge_kw: Optional[dict[str, Any]] = None, concurrency: int = 1) -> dict[str, Any]:
+    """Score the conversations under ``root`` (``root/<task id>/A.wav, B.wav``) of ``tasks``.
+
+    Each task is a resumable unit logged in ``out/judgements.jsonl`` as it finishes (the reply
+    kept: a rerun never asks the judge again for a logged task); a missing conversation, an ASR
+    failure or a judge that gives no parsable reply after its retries is a failed unit with a
+    one-line reason. Writes ``out/summary.json`` (upstream's per-task rows, the binned rows,
+    split means with intervals, provenance) and returns it.
+
+    Args:
+        judge: a :class:`spear_metrics.core.judge.Judge` (its ``ask``); upstream samples at
+            temperature 0.2 with up to 20000 output tokens.
+        asr: an ASR backend for channels without ``A.json``/``B.json``.
+        concurrency: judge calls in flight at once (the ASR runs in the calling thread).
+
+    Raises:
+        ScoreSetupError: unreadable prompts file.
+    """
+    prompts, prompts_sha = load_eval_prompts(prompts_path)
+    rootp, outp = Path(root), Path(out)
+    outp.mkdir(parents=True, exist_ok=True)
+    log = outp / "judgements.jsonl"
+    done: dict[str, dict[str, Any]] = {}
+    if log.exists():
+        for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
+            try:
+                r = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(r, dict) and "task_id" in r:
+                done[r["task_id"]] = r
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    lock = threading.Lock()
+
+    def finish(task: Any, rec: dict[str, Any]) -> None:
+        with lock, open(log, "a", encoding="utf-8") as f:
+            f.write(json.dumps(rec, ensure_ascii=False) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+            done[task.id] = rec
+
+    def fail(task: Any, e: BaseException) -> None:
+        finish(task, {"task_id": task.id, "split": task.split, "status": "failed",
+                      "reason": " ".join(str(e).split())[:300] or type(e).__name__})
+
+    def judged(task: Any, prompt: str, asr_model: str) -> None:
+        try:
+            ans = judge.ask([{"role": "user", "content": prompt}], parse_judge_reply, extra_body=judge_kw)
+        except Exception as e:  # noqa: BLE001 - one task's failure is its unit's failure
+            return fail(task, e)
+        finish(task, {"task_id": task.id, "split": task.split, "status": "ok", "reply": ans.reply,
+                      "attempts": len(ans.attempts), "prompt_sha256": hashlib.sha256(prompt.encode()).hexdigest(),
+                      "asr_model": asr_model})
+
+    # ASR in this thread (one model), each task's judge call handed to the pool as soon as its prompt exists
+    with ThreadPoolExecutor(max_workers=max(1, int(concurrency))) as pool:
+        for task in tasks:
+            r = done.get(task.id)
+            if r and (r.get("status") == "ok" or not retry_failed):
+                continue
+            try:
+                folder = rootp / task.id
+                if not (folder / "manifest.json").exists() and not (folder / "B.wav").exists():
+                    raise ValueError("no conversation folder (run `spearbench fdb infer --version 2` first)")
+                ta, tb = ensure_transcripts(folder, asr)
+                prompt = build_judge_prompt(prompts, task.split, task.staged_reveal, ta, tb)
+            except Exception as e:  # noqa: BLE001
+                fail(task, e)
+                continue
+            pool.submit(judged, task, prompt, tb.get("asr_model", "transcript file"))
+    rows, failed = [], []
+    wanted = {t.id for t in tasks}
+    for tid, r in done.items():
+        if tid not in wanted:
+            continue
+        if r.get("status") != "ok":
+            failed.append({"task_id": tid, "split": r.get("split"), "reason": r.get("reason")})
+            continue
+        j = parse_judge_reply(r["reply"])
+        row = {"task_id": tid, "split": r["split"], **task_scores(j),
+               "failed_events": [{"entry": e, "reason": why} for e, why in j.failed_events],
+               "task_score_reason": j.task_score_reason,
+               "events": [list(e) for e in j.events]}
+        sums = binned_sums(j.events)
+        row.update(binned_row(sums))
+        row["_bins"] = sums
+        rows.append(row)
+    splits = split_summary(rows, n_resamples=n_resamples, seed=seed)
+    for r in rows:
+        r.pop("_bins")
+    from spear_metrics.core.judge import moving_alias
+
+    model = getattr(judge, "model", None)
+    from spear_metrics.full_duplex_v2 import VERSION
+
+    summary = {
+        "benchmark": "full_duplex_v2", "version": VERSION,
+        "per_task": rows, "failed": failed, "splits": splits,
+        "provenance": {
+            "judge": getattr(judge, "describe", lambda: str(judge))(), "judge_model": model,
+            "judge_moving_alias": moving_alias(model or ""), "judge_temperature": getattr(judge, "temperature", None),
+            "judge_seed": getattr(judge, "seed", None),
+            "eval_prompts_sha256": prompts_sha, "eval_prompts_upstream": prompts_sha == UPSTREAM_EVAL_PROMPTS_SHA256,
+            "asr": (asr.describe() if callable(getattr(asr, "describe", None)) else getattr(asr, "name", None))
+                   if asr is not None else "transcript files",
+            "asr_note": "upstream transcribes with NeMo nvidia/parakeet-tdt-0.6b-v2; a different ASR gives the judge "
+                        "different transcripts and word times",
+            "upstream_judge": UPSTREAM_JUDGE_MODEL,
+        },
+    }
+    if callable(getattr(judge, "report", None)):
+        summary["judge_calls"] = judge.report()
+    tmp = outp / "summary.json.tmp"
+    tmp.write_text(json.dumps(summary, indent=1, ensure_ascii=False))
+    os.replace(tmp, outp / "summary.json")
+    return summary
