@@ -193,14 +193,14 @@ class Judge:
         self.timeout = float(timeout)
         self.backoff_s = max(0.0, float(backoff_s))
         self.max_wait_s = max(0.0, float(max_wait_s))
-        from spear_metrics.agents.net import RetryPolicy
+        from spear_metrics.core.net import RetryPolicy
 
         self._retry = RetryPolicy(max_tries=1 + self.max_retries, base_delay_s=self.backoff_s,
                                   max_delay_s=self.max_wait_s, jitter=False)
         self._api_key = api_key if api_key is not None else (os.environ.get("OPENAI_API_KEY") or None)
         register_secret(self._api_key)  # masked wherever it would appear (spear_metrics.core.secrets.mask_secrets)
         if self._api_key:
-            from spear_metrics.agents.net import key_problem
+            from spear_metrics.core.net import key_problem
 
             why = key_problem(self._api_key.strip())
             if why:  # every request would fail the same way: a whole-run problem, named, never quoted
@@ -253,7 +253,7 @@ class Judge:
         """
         import httpx
 
-        from spear_metrics.agents.net import parse_retry_after, retryable_status
+        from spear_metrics.core.net import parse_retry_after, retryable_status
 
         body: dict[str, Any] = {"model": self.model, "messages": messages}
         if self.temperature is not None:
