@@ -155,7 +155,8 @@ def check_summary_values(summary: dict[str, Any], rows: Sequence[dict[str, Any]]
 def card_text(summary: dict[str, Any], *, model_name: str, split: str, n_rows: int, **_: Any) -> str:
     """The dataset card of an FDB results dataset: the ``spearbench:`` block (benchmark, task,
     model, reading of the reply, versions, counts) and the task's values with their intervals."""
-    from huggingface_hub import DatasetCard, DatasetCardData
+    from spear_metrics.core.summary import interval_text
+    from spear_metrics.results.write import results_card
 
     info = {
         "benchmark": NAME,
@@ -169,18 +170,9 @@ def card_text(summary: dict[str, Any], *, model_name: str, split: str, n_rows: i
         "n_scored": summary.get("n_scored"),
         "n_failed": summary.get("n_failed"),
     }
-    data = DatasetCardData(
-        pretty_name=f"SPEARBench Full-Duplex-Bench results: {model_name} ({summary.get('task')})",
-        tags=["spearbench", "full-duplex-bench", "evaluation-results"],
-        configs=[{"config_name": "default", "data_files": [{"split": split, "path": f"data/{split}-*.parquet"}]}],
-        spearbench=info,
-    )
     lines = []
     for k in _task_keys(summary):
-        v, ci = summary.get(k), summary.get(f"{k}_ci95")
-        cell = "-" if v is None else f"{v:.4f}"
-        if v is not None and isinstance(ci, list) and len(ci) == 2:
-            cell += f" [{ci[0]:.4f}, {ci[1]:.4f}]"
+        cell = interval_text(summary.get(k), summary.get(f"{k}_ci95"), digits=4)
         note = summary.get(f"{k.split('_')[0]}_note") or ""
         lines.append(f"| `{k}` | {cell} | {summary.get(f'{k}_n', '-')} | {note} |")
     body = "\n".join([
@@ -200,7 +192,8 @@ def card_text(summary: dict[str, Any], *, model_name: str, split: str, n_rows: i
         "Load with `datasets.load_dataset(<this repo or folder>)`.",
         "",
     ])
-    return DatasetCard.from_template(data, template_str="---\n{{ card_data }}\n---\n\n" + body).content
+    return results_card(info, pretty_name=f"SPEARBench Full-Duplex-Bench results: {model_name} ({summary.get('task')})",
+                        tags=["spearbench", "full-duplex-bench", "evaluation-results"], split=split, body=body)
 
 
 def leaderboard_frame(results: Sequence[Any]):
@@ -212,11 +205,10 @@ def leaderboard_frame(results: Sequence[Any]):
 
     from spear_metrics.full_duplex.definition import KEYS
 
+    from spear_metrics.core.summary import interval_text
+
     def cell(summary: dict[str, Any], key: str) -> str:
-        v, ci = summary.get(key), summary.get(f"{key}_ci95")
-        if v is None:
-            return "-"
-        return f"{v:.3f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if isinstance(ci, list) and len(ci) == 2 else "")
+        return interval_text(summary.get(key), summary.get(f"{key}_ci95"), digits=3)
 
     names = [k.name for k in KEYS]
     data = []
