@@ -71,7 +71,7 @@ class Benchmark:
         keys: ``"module:attr"`` of its declared summary keys, a tuple of
             :class:`~spear_metrics.core.dimension.MetricKey` (or a function returning one);
             ``None`` for SPEAR, whose keys are its dimensions' (:data:`~spear_metrics.core.registry.DIMENSIONS`).
-        command: its ``spearbench`` command name (``"fdb"``), ``None`` when it has none of its own.
+        command: its ``spearbench`` command name (e.g. ``"mybench"``), ``None`` when it has none of its own.
         command_help: one-line help of that command.
         cli: module with ``add_arguments(parser)`` and ``run(args) -> int`` for ``command``.
         aliases: deprecated command names -> ``(module, replacement)``: still run, with one
@@ -85,8 +85,9 @@ class Benchmark:
             inside the open ``gr.Blocks`` of its metric Space, builds the input form and returns
             ``(inputs, fn)`` (:func:`spear_metrics.core.evaluate_glue.metric_space`); ``options``
             reads the options box (JSON text -> dict), ``one_line`` an exception's message.
-        report: ``"module:function"``; ``function(run_dir, out_dir) -> Path`` writes its own HTML
-            report; ``None``: ``spearbench report`` refuses its runs in one line (exit 2).
+        report: ``"module:function"``; ``function(run, out_dir) -> Path`` writes its own HTML
+            report (``run``: :class:`spear_metrics.reports.runs.RunData`); ``None``:
+            ``spearbench report`` refuses its runs in one line (exit 2).
         has_metric_module: whether ``spear_metrics/<name>/<name>.py`` is an evaluate module
             (published as a metric Space by ``spearbench publish``).
         docs: the Markdown page (under ``docs/``) that documents it.
