@@ -784,3 +784,34 @@ def test_infer_lowers_concurrency_to_the_adapters_max_concurrency(data, tmp_path
                     "at most 1 session at a time (its max_concurrency)"]
     preds = json.loads((tmp_path / "pred" / f"{ASR}.json").read_text())
     assert len(preds) == 3 and {v["sllm_response"] for v in preds.values()} == {"one at a time"}
+
+
+def test_judge_prompts_choose_the_calls():
+    """--judge-prompts: upstream only asks upstream's prompt (the published key, no judge_accuracy);
+    project only leaves the published key null with the reason; an unknown name is refused."""
+    from spear_metrics.core.judge import JudgeAnswer
+
+    class Count:
+        temperature = 0.0
+
+        def __init__(self):
+            self.prompts = []
+
+        def ask(self, messages, parse, extra_body=None):
+            text = messages[0]["content"]
+            self.prompts.append("upstream" if text.startswith("You will be given a question") else "project")
+            return JudgeAnswer(value=parse("ok\nResult: YES"), reply="ok\nResult: YES", attempts=[])
+
+    j = Count()
+    up = score_texts(["female"], ["female"], ["Sex?"], task=CLS, judge=j, judge_prompts=("upstream",), n_resamples=0)
+    assert j.prompts == ["upstream"] and up["llm_classification"] == 1.0 and up["judge_accuracy"] is None
+    j = Count()
+    pr = score_texts(["female"], ["female"], ["Sex?"], task=CLS, judge=j, judge_prompts=("project",), n_resamples=0)
+    assert j.prompts == ["project"] and pr["judge_accuracy"] == 1.0 and pr["llm_classification"] is None
+    assert pr["llm_classification_note"].startswith("no row was judged with upstream's prompt")
+    warm = Count()
+    warm.temperature = 0.7  # not upstream's decoding: the published key is not asked
+    r = score_texts(["female"], ["female"], ["Sex?"], task=CLS, judge=warm, n_resamples=0)
+    assert warm.prompts == ["project"] and r["llm_classification"] is None
+    with pytest.raises(DSuperbScoreError, match="--judge-prompts"):
+        score_texts(["a"], ["b"], ["q"], task=CLS, judge=j, judge_prompts=("both",))
