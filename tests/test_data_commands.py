@@ -45,7 +45,9 @@ def _seamless_copy(root: Path) -> Path:
                 mine = [{"start": t["start"], "end": t["end"],
                          "transcript": t["text"].rstrip(".") + "?" if t["start"] == 0.78 else t["text"], "words": []}
                         for t in turns if t["channel"] == ch]
-                (folder / f"{conv}_{pid}.json").write_text(json.dumps(mine))
+                # the release's record form ({"metadata:transcript": [...]}) for the naturalistic copy
+                record = {"id": f"{conv}_{pid}", "metadata:transcript": mine} if subset == "naturalistic" else mine
+                (folder / f"{conv}_{pid}.json").write_text(json.dumps(record))
     return root
 
 

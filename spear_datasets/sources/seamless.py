@@ -2,7 +2,8 @@
 
 Layout (``SPEAR_PROTOCOL.md`` section 1): one 48 kHz WAV per participant named
 ``V<vendor>_S<session>_I<interaction>_P<participant>.wav``, a transcript JSON beside it (same
-stem) holding a list of ``{start, end, transcript, words: [{word, start, end, score}]}``; a
+stem) holding a list of ``{start, end, transcript, words: [{word, start, end, score}]}`` (or a record
+holding that list under ``metadata:transcript``); a
 dyad is the two participants sharing ``V_S_I``. Data licence: CC BY-NC 4.0.
 """
 
@@ -25,7 +26,9 @@ STEM_RE = re.compile(r"^(?P<conv>V\d+_S\d+_I\d+)_(?P<pid>P\d{4}A?)$")
 
 
 def read_transcript(path: str | os.PathLike, speaker: str) -> list[Turn]:
-    """Turns of one participant from a Seamless transcript JSON (seconds).
+    """Turns of one participant from a Seamless transcript JSON (seconds): a list of segments, or
+    the release's record holding it under ``transcript`` or ``metadata:transcript`` (as SPEAR's
+    ``bin/prepare_data_from_seamless.py`` ``extract_turns`` reads it).
 
     Entries without text, or whose times are not finite numbers >= 0 (:func:`parse_number`), are skipped.
 
@@ -33,8 +36,11 @@ def read_transcript(path: str | os.PathLike, speaker: str) -> list[Turn]:
         ValueError: the file is not a JSON list.
     """
     data = json.loads(Path(path).read_text(encoding="utf-8"))
+    if isinstance(data, dict):  # the release's per-participant record: its "transcript" or "metadata:transcript"
+        data = data.get("transcript") if data.get("transcript") is not None else data.get("metadata:transcript", [])
     if not isinstance(data, list):
-        raise ValueError(f"{path}: a Seamless transcript is a JSON list")
+        raise ValueError(f"{path}: a Seamless transcript is a JSON list of segments, or a record holding one "
+                         "under 'transcript' / 'metadata:transcript'")
     out = []
     for e in data:
         try:
