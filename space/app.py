@@ -42,6 +42,7 @@ import gradio as gr
 import numpy as np
 import pandas as pd
 
+from spear_datasets.identity import CUSTOM_LABEL, data_label, is_spear_data
 from spear_metrics.core.columns import Column, groups, leaderboard_columns
 from spear_metrics.core.registry import DEFAULT_BENCHMARK, benchmark_of_summary
 from spear_metrics.core.summary import few_events
@@ -123,7 +124,8 @@ def published_rows(path: Path = PUBLISHED_CSV) -> list[dict[str, Any]]:
     rows = []
     for rec in df.to_dict("records"):
         row: dict[str, Any] = {"protocol": rec.get("protocol") or PROTOCOL, "model": rec["model"],
-                               "inference_mode": rec.get("inference_mode") or None, "source": "published"}
+                               "inference_mode": rec.get("inference_mode") or None, "source": "published",
+                               "data": PUBLISHED_DATA}
         ow = (rec.get("open_weights") or "").strip()
         row["open_weights"] = None if row["inference_mode"] == "Human" else (True if ow == "✓" else False)
         for c in columns():
@@ -156,7 +158,12 @@ def all_rows(sources: list[str]) -> tuple[list[dict[str, Any]], list[str]]:
         row.update(project_cells(r.summary))
         row["source"] = r.source
         row.update({f"{k}_tie": mark for k, mark in marks.get(r.source, {}).items()})
+        row["data"] = data_label(r.summary.get("data"))
+        if not is_spear_data(r.summary.get("data")):  # shown apart, never as SPEAR's split
+            row["protocol"] = CUSTOM_LABEL
         rows.append(row)
+    # published rows, then runs on SPEAR's split, then runs on custom data
+    rows.sort(key=lambda x: (x["source"] != "published", x.get("data") == CUSTOM_LABEL))
     return rows, errors
 
 
@@ -283,7 +290,9 @@ def _ow(v: bool | None) -> str:
 
 #: the columns before the values: ``model`` and ``source`` first (pinned on the page: the source
 #: tells a published row from a results dataset's row of the same model, e.g. two "human" rows)
-ROW_COLUMNS = ("model", "source", "inference mode", "open weights")
+ROW_COLUMNS = ("model", "source", "data", "inference mode", "open weights")
+#: the data of the published table's rows
+PUBLISHED_DATA = "SPEAR test split"
 
 
 def display_frame(rows: list[dict[str, Any]], dims: list[str] | None, *, page: bool = False) -> pd.DataFrame:
@@ -293,7 +302,8 @@ def display_frame(rows: list[dict[str, Any]], dims: list[str] | None, *, page: b
     cols = [c for c in columns() if dims is None or c.group in dims]
     data = []
     for r in rows:
-        d = {"model": r["model"], "source": r["source"], "inference mode": r["inference_mode"] or "-",
+        d = {"model": r["model"], "source": r["source"], "data": r.get("data") or CUSTOM_LABEL,
+             "inference mode": r["inference_mode"] or "-",
              "open weights": _ow(r["open_weights"])}
         for c in cols:
             d[header(c, page)] = value_text(r, c.name)
@@ -310,6 +320,7 @@ def csv_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
         for c in columns():
             d[c.name] = r.get(c.name)
         d["source"] = r["source"]
+        d["data"] = r.get("data") or CUSTOM_LABEL
         data.append(d)
     return pd.DataFrame(data)
 

@@ -65,7 +65,10 @@ class QASample:
 
     @property
     def answer_end(self) -> float:
-        return max(t.end for t in self.answer)
+        """End (s) of the exchange: the latest end of any of its turns (upstream's ``end_audio``,
+        ``max(t["end"] for t in selected_turns)`` in ``bin/prepare_data_from_seamless.py``: a
+        question or context turn that ends after the answer's last turn extends the answer)."""
+        return max(t.end for t in (*self.context, self.question, *self.answer))
 
     @property
     def answer_duration(self) -> float:
@@ -106,7 +109,7 @@ def select_samples(turns: Sequence[Turn], *, max_turns: int = MAX_TURNS, min_ans
     Raises:
         ValueError: more than two speakers, or a turn with ``end < start``.
     """
-    ordered = sorted(turns, key=lambda t: (t.start, t.end))
+    ordered = sorted(turns, key=lambda t: (t.start, t.end, t.speaker, t.text))  # upstream's sort key
     speakers = {t.speaker for t in ordered}
     if len(speakers) > 2:
         raise ValueError(f"the protocol needs a two-person conversation, got speakers {sorted(speakers)}")

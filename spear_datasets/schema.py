@@ -39,6 +39,14 @@ PARTICIPANT_RE = re.compile(r"P\d{4}A?")
 
 #: Slack (s) allowed between ``question_end_time`` and the clip's real length (rounding).
 TIME_TOLERANCE_S = 0.05
+#: How far (s) before the input clip's start an answer onset ``question_end_time +
+#: answer_start_time`` may fall and still be a clip-start onset: half of the last of the 3
+#: decimals SPEAR's metadata is written with. Upstream's runner stores ``answer_start_time =
+#: -question_end_time`` for a half-duplex proxy that returns onset 0.0 (mini-omni's, the SPEAR
+#: website's gpt-audio helper); written
+#: with 3 decimals, ``-7.194`` for ``7.193999999999988`` puts the onset 1e-14 s before the clip.
+#: Upstream scores such rows (its formulas never look at the clip start); so does the project.
+ONSET_ROUNDING_S = 0.0005
 #: Latest accepted answer onset after the question end (s). No conversational answer waits 10
 #: minutes; a larger value is a unit or export error and would dominate every mean.
 MAX_ANSWER_START_S = 600.0
@@ -243,7 +251,7 @@ def parse_row(raw: dict, *, require_answer: bool = True) -> SpearRow:
     if dur is not None and dur < 0:
         raise RowError(f"answer_duration is negative: {_fmt(dur)}")
     ast = _float(raw, "answer_start_time", optional=True)
-    if ast is not None and q_end + ast < 0:
+    if ast is not None and q_end + ast < -ONSET_ROUNDING_S - 1e-9:
         raise RowError(f"answer_start_time {_fmt(ast)} puts the answer onset {_fmt(-(q_end + ast))} s before the input clip starts")
     if ast is not None and ast > MAX_ANSWER_START_S:
         raise RowError(f"answer_start_time {_fmt(ast)} s is beyond {MAX_ANSWER_START_S:g} s after the question (unit error?)")

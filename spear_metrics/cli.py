@@ -29,6 +29,8 @@ import sys
 COMMANDS: dict[str, tuple[str, str]] = {
     "score": ("spear_metrics.commands.score", "score a model's answer folder (metadata CSV) on SPEAR dimensions"),
     "build-dataset": ("spear_metrics.commands.build_dataset", "turn a SPEAR data folder into a Hub-layout dataset"),
+    "data": ("spear_metrics.commands.data",
+             "get SPEAR's inputs: download/install SPEAR's dev/test package or cut them from Seamless Interaction, checked"),
     "demo": ("spear_metrics.commands.demo", "build SPEAR samples from a real call, score references, print the leaderboard"),
     "infer": ("spear_metrics.commands.infer", "run a speech agent over a SPEAR split into a scoreable answer folder"),
     "push-results": ("spear_metrics.commands.push_results", "publish a scored run as a Hub results dataset"),

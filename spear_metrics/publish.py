@@ -211,11 +211,58 @@ def write_dataset(hub_dir: Path, out: Path) -> Path:
     return out
 
 
+#: the dataset repository name of data that is not SPEAR's split (``publish`` never names it after the benchmark)
+CUSTOM_DATASET_NAME = "spearbench-custom-data"
+
+
+def dataset_is_spear(dataset: Path) -> bool:
+    """Whether a ``build-dataset`` folder holds SPEAR's own data: Meta's Seamless Interaction
+    recordings (its card) and, for every split it holds, exactly SPEAR's published rows per
+    subset (``build_report.json``; :func:`spear_datasets.identity.check_counts`)."""
+    import json
+
+    from spear_datasets.hub import REPORT_FILE, SEAMLESS
+    from spear_datasets.identity import DataCheckError, check_counts
+
+    try:
+        counts = json.loads((dataset / REPORT_FILE).read_text(encoding="utf-8")).get("counts")
+        card = (dataset / "README.md").read_text(encoding="utf-8")
+    except (OSError, ValueError, AttributeError):
+        return False
+    if not isinstance(counts, dict) or not counts or SEAMLESS.name not in card:
+        return False
+    splits = {sp for per in counts.values() if isinstance(per, dict) for sp in per}
+    try:
+        for sp in splits:
+            check_counts({sub: (per or {}).get(sp, 0) for sub, per in counts.items()}, sp)
+    except DataCheckError:
+        return False
+    return bool(splits)
+
+
+def dataset_repo_name(dataset: Path, dataset_name: str | None) -> str:
+    """The dataset repository name: ``dataset_name`` when given, else the benchmark's
+    (:data:`PROTOCOL`) for SPEAR's own data (:func:`dataset_is_spear`) and
+    :data:`CUSTOM_DATASET_NAME` for any other.
+
+    Raises:
+        PublishError: the benchmark's name asked for data that is not SPEAR's split."""
+    spear = dataset_is_spear(dataset)
+    if dataset_name is None:
+        return PROTOCOL if spear else CUSTOM_DATASET_NAME
+    if dataset_name == PROTOCOL and not spear:
+        raise PublishError(f"--dataset-name {PROTOCOL} names SPEAR's own split, but {dataset.name} is not it (Seamless "
+                           "recordings with SPEAR's published rows per subset): give this data another name")
+    return dataset_name
+
+
 def prepare(out: Path, *, dataset: Path, namespace: str, wheel: Path | None = None, metrics: Sequence[str] | None = None,
-            dataset_name: str = PROTOCOL, leaderboard: str = "leaderboard", results: Sequence[str] = ()) -> list[Repo]:
+            dataset_name: str | None = None, leaderboard: str = "leaderboard", results: Sequence[str] = ()) -> list[Repo]:
     """Write every repository's folder under ``out`` (``datasets/<name>``, ``spaces/<name>``).
 
     Args:
+        dataset_name: the dataset repository's name (default :func:`dataset_repo_name`: the
+            benchmark's name only for SPEAR's own split).
         wheel: the spearbench wheel to bundle (default: built from the source checkout).
         metrics: metric folders to publish (default: every one, :func:`spear_metrics.core.columns.metric_names`).
 
@@ -226,6 +273,7 @@ def prepare(out: Path, *, dataset: Path, namespace: str, wheel: Path | None = No
     from spear_metrics.core.columns import metric_names
     from spear_metrics.results.hub import is_repo_id
 
+    dataset_name = dataset_repo_name(dataset, dataset_name)
     names = list(metrics) if metrics else list(metric_names())
     unknown = [m for m in names if m not in metric_names()]
     if unknown:
@@ -314,7 +362,8 @@ def publish(*, dataset: Path, namespace: str = "spearbench", dry_run: Path | Non
             :func:`spear_metrics.results.hub.safe_error`).
     """
     def warned(repos: list[Repo]) -> list[Repo]:
-        for w in dataset_warnings(Path(dataset), f"{namespace}/{kwargs.get('dataset_name', PROTOCOL)}") if warn else ():
+        name = kwargs.get("dataset_name") or repos[0].repo_id.split("/", 1)[1]
+        for w in dataset_warnings(Path(dataset), f"{namespace}/{name}") if warn else ():
             warn(w)
         return repos
 

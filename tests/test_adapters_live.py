@@ -542,3 +542,34 @@ def test_moshi_fdb_infer_writes_the_reply_channel(fdb_dir, real_dir, tmp_path, k
     assert log.frames_in == math.ceil(round(x.shape[1] * 24_000 / sr_in) / FRAME_SAMPLES)
     assert log.frames_out == log.frames_in - 3
     assert info["timeline"] == "frame_synchronous"
+
+
+def _spear_gemini_setup_restated(model: str, instruction: str, temp: float = 0.7) -> dict:
+    """SPEAR's Gemini proxy session (``bin/llm_proxies/gemini-*.py`` ``_configure_session`` and
+    ``get_reply_with_audio`` of thomasthebaud/SPEAR-benchmark-code), re-stated from reading it."""
+    default = ("You are participating in a natural spoken conversation.\n"
+               "The user audio is being streamed to you in real time from a file.\n"
+               "Answer when it feels natural, including before the entire audio file has finished if appropriate.\n"
+               "Keep responses conversational and concise.")
+    text = f"{default}\n\n{instruction}" if instruction and instruction != "None" else default
+    return {"setup": {"model": f"models/{model}",
+                      "generationConfig": {"responseModalities": ["AUDIO"], "temperature": temp},
+                      "systemInstruction": {"parts": [{"text": text}]},
+                      "inputAudioTranscription": {}, "outputAudioTranscription": {},
+                      "realtimeInputConfig": {"automaticActivityDetection": {"disabled": True},
+                                              "activityHandling": "START_OF_ACTIVITY_INTERRUPTS",
+                                              "turnCoverage": "TURN_INCLUDES_ONLY_ACTIVITY"}}}
+
+
+@pytest.mark.parametrize("instruction", ["", "Answer in English."])
+def test_gemini_spear_profile_is_spears_proxy_session(keys, instruction):
+    """-a profile=spear: the setup message equals SPEAR's proxy's, field for field, with and
+    without a run prompt; vad=auto is refused with it; the default profile is unchanged."""
+    req = AudioRequest(audio=np.zeros((2, 160), np.float32), sample_rate=16_000, instructions=instruction or None)
+    for model in ("gemini-2.5-flash-native-audio-preview-12-2025", "gemini-3.1-flash-live-preview"):
+        got = GeminiLiveAgent(model=model, profile="spear").setup_message(req)
+        assert got == _spear_gemini_setup_restated(model, instruction)
+    with pytest.raises(ValueError, match="vad=ptt"):
+        GeminiLiveAgent(profile="spear", vad="auto")
+    plain = GeminiLiveAgent().setup_message(req)["setup"]
+    assert "temperature" not in plain["generationConfig"] and "inputAudioTranscription" not in plain

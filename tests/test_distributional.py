@@ -493,3 +493,57 @@ def test_fit_baseline_on_too_few_rows_says_why(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1 and "no feature could be fitted" in err[0] and "1 human and 1 model" in err[0]
     assert not (tmp_path / "model" / "distributional_baseline.json").exists()
+
+
+def _upstream_pos_restated(text: str, nlp) -> dict:
+    """Upstream's POS columns re-stated from reading ``extract_features.py`` (``iter_text_tokens``:
+    ``re.findall(r"\\b[\\w']+\\b")`` + ``normalize_word``; ``compute_lexical_features``: tags of
+    ``nlp(" ".join(tokens))``, content = pos_ in NOUN/VERB/ADJ/ADV, 0 when nothing is tagged)."""
+    import re
+
+    toks = [t.lower().strip(".,!?;:\"()[]{}") for t in re.findall(r"\b[\w']+\b", text)]
+    toks = [t for t in toks if t]
+    tags = [t.pos_ for t in nlp(" ".join(toks))]
+    content = sum(p in {"NOUN", "VERB", "ADJ", "ADV"} for p in tags) if any(tags) else 0
+    return {"lexical_content_word_count": content, "lexical_function_word_count": len(toks) - content,
+            "lexical_density": content / len(toks)}
+
+
+def test_pos_features_side_by_side_with_upstream(real_dir):
+    """The three POS features equal upstream's rule on real transcripts, with en_core_web_sm 3.8.0
+    loaded as upstream loads it (ner and parser disabled), the package found by name."""
+    import json
+
+    import spacy
+
+    from spear_metrics.distributional.features import POS_KEYS, lexical_features
+    from spear_metrics.distributional.pos import CONTENT_SHA256, load_tagger
+
+    tagger, label, why = load_tagger()
+    assert why is None and label.split()[1] == "3.8.0", why  # installed by scripts/setup.sh (sha256-pinned)
+    upstream_nlp = spacy.load(label.split()[0], disable=["ner", "parser"])
+    texts = [t["text"] for t in json.loads(
+        (real_dir / "DERIVED__pyannote-audio__seriously_29-60s_stereo_L-FEE016_R-MEO015.json").read_text())["turns"]]
+    texts += [(real_dir / "faster-whisper__jfk.txt").read_text(), "I don't know, y'know? It's 5 o'clock."]
+    for text in texts:
+        got = lexical_features(text, tagger)
+        want = _upstream_pos_restated(text, upstream_nlp)
+        assert {k: got[k] for k in POS_KEYS} == pytest.approx(want), text
+        assert got["lexical_content_word_count"] + got["lexical_function_word_count"] == got["lexical_total_words"]
+    assert len(CONTENT_SHA256) == 4
+
+
+def test_pos_features_without_the_model_say_so(monkeypatch):
+    """No tagger: the POS keys are null (never upstream's spacy.blank zeros) and the reason is written."""
+    from spear_metrics.distributional import definition, pos
+    from spear_metrics.distributional.features import POS_KEYS, lexical_features
+
+    out = lexical_features("the cat sat on the mat", None)
+    assert all(out[k] is None for k in POS_KEYS) and out["lexical_total_words"] == 6
+    monkeypatch.setattr(pos, "_CACHE", {"nlp": (None, None, "needs spaCy's en_core_web_sm 3.8.0 (test)")})
+    monkeypatch.setattr(definition, "load_tagger", pos.load_tagger)
+    d = definition.Distributional(asr="none")
+    assert d.models()["distributional:pos_tagger"].startswith("none (needs spaCy")
+    from pathlib import Path
+
+    assert pos.check_model_dir(Path("/nonexistent")) == "tok2vec/model missing in nonexistent"

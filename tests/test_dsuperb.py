@@ -69,7 +69,9 @@ class JudgeScript:
 
     def __call__(self, body):
         text = body["messages"][0]["content"]
-        resp = text.split("Model's response:\n", 1)[1]
+        # the project's prompt ("Model's response:\n...") or upstream's ("Model's Response: ...")
+        resp = text.split("Model's response:\n", 1)[1] if "Model's response:\n" in text else \
+            text.split("Model's Response: ", 1)[1]
         marker = resp[resp.index("[") + 1: resp.index("]")]
         self.times.setdefault(marker, []).append(time.monotonic())
         n = len(self.times[marker])
@@ -439,6 +441,67 @@ def test_judge_prompt_and_verdict_rule():
     assert M.parse_verdict("Result: maybe") is None and M.verdict_value(None) == 0 and M.verdict_value("yes") == 1
 
 
+def _upstream_llm_classification_restated(instruction, label, sllm_response, reply):
+    """Upstream's llm_classification re-stated from reading it (Dynamic-SUPERB Phase-2 evaluation
+    code: prompt INSTRUCTION_REFINE_COT_SINGLE_AND_MULTI_CHOICE, create_classification_prompt,
+    read_result), given the judge's reply: (the user message, the row's score)."""
+    import re
+
+    head = ("You will be given a question, a corresponding correct answer(s), and a response from a model.\n"
+            "The model's response is a reply to the question.")
+    tail = f"Input Format:\nQuestion: {instruction}\nGround Truth Answer: {label}\nModel's Response: {sllm_response}"
+    found = re.search(r"result:\s*(yes|no)", reply.lower().strip())
+    return head, tail, (1.0 if (found.group(1) if found else None) == "yes" else 0.0)
+
+
+@pytest.mark.parametrize("instruction,label,response,reply", [
+    ("Is the speaker male or female?", "female", "  Female. ", "The response says female.\nResult: YES"),
+    ("Which emotion?", "happy", "sad", "Mismatch.\n**Result:** NO"),          # markdown: no `result:` match -> 0.0
+    ("Which emotion?", "happy", "happy", "  RESULT:YES  "),                       # upper case, no space: 1.0
+    ("Which?", "a", "a", "result: no. On reflection, Result: YES"),               # the first match decides: 0.0
+    ("Q {x}", "{label}", "{response}", "Result: maybe"),                          # braces in values are not re-read
+])
+def test_llm_classification_side_by_side(instruction, label, response, reply):
+    head, tail, want = _upstream_llm_classification_restated(instruction, label, response, reply)
+    msgs = M.upstream_classification_messages(instruction, label, response)
+    assert len(msgs) == 1 and msgs[0]["role"] == "user"
+    text = msgs[0]["content"]
+    assert text.startswith(head) and text.endswith(tail) and len(text) == len(M.UPSTREAM_CLASSIFICATION_PROMPT) - len(
+        "{instruction}{label}{response}") + len(instruction + label + response)
+    assert M.upstream_classification_value(M.upstream_classification_verdict(reply)) == want
+
+
+def test_llm_classification_label_only_and_non_text_label(tmp_path):
+    """Upstream writes `label` only into its prompt (the label2 join is keyed on a name no task has),
+    and a non-text label cell as str.format writes it."""
+    from spear_metrics.dynamic_superb.scoring import read_predictions, upstream_classification
+
+    f = tmp_path / "p.json"
+    f.write_text(json.dumps({"a": {"instruction": "Which acts?", "label": "question", "label2": "statement",
+                                   "sllm_response": "a question"},
+                             "b": {"instruction": "Count?", "label": 2.0, "sllm_response": "two"}}))
+    items, _ = read_predictions(f, CLS, "llm_classification", 0)
+
+    class Echo:
+        temperature = 0.0
+
+        def __init__(self):
+            self.sent = []
+
+        def ask(self, messages, parse, extra_body=None):
+            from spear_metrics.core.judge import JudgeAnswer
+
+            self.sent.append((messages[0]["content"], extra_body))
+            return JudgeAnswer(value=parse("Result: YES"), reply="Result: YES", attempts=[])
+
+    judge = Echo()
+    out = [upstream_classification(it, judge) for it in items]
+    assert judge.sent[0][0].endswith("Ground Truth Answer: question\nModel's Response: a question")
+    assert judge.sent[1][0].endswith("Ground Truth Answer: 2.0\nModel's Response: two")  # str.format of 2.0
+    assert all(e == {"max_tokens": 512} for _, e in judge.sent)
+    assert [o["llm_classification"] for o in out] == [1.0, 1.0]
+
+
 # --------------------------------------------------------------------------- scoring
 
 
@@ -454,7 +517,11 @@ def test_score_values_judge_and_na(scored):
     assert lo <= 10 / 42 <= hi
     # judge: yes 1, no 0, garbage 0 (flagged), 429 -> retried -> yes 1, 500 -> failed row (never a 0)
     assert cls["judge_accuracy"] == pytest.approx(0.5) and cls["judge_accuracy_n"] == 4
-    assert cls["na_rate"] == pytest.approx(2 / 5) and cls["n_failed"] == 1 and cls["llm_classification"] is None
+    assert cls["na_rate"] == pytest.approx(2 / 5) and cls["n_failed"] == 1
+    # the published key: upstream's prompt per row (yes 1.0, "RESULT:   no" 0.0, garbage 0.0, 429 -> retried
+    # -> yes 1.0; the 500 row failed on the project's prompt first and was not asked again): 2 / 4
+    assert cls["llm_classification"] == pytest.approx(0.5) and cls["llm_classification_n"] == 4
+    assert cls["llm_classification_note"] == M.UPSTREAM_CLASSIFICATION_NOTE
     rows = {r["file"]: r for r in map(json.loads, (out / "per_sample.jsonl").read_text().splitlines())
             if r["instance"] == CLS}
     assert rows["jfk"]["judge_unparsed"] is True and rows["jfk"]["judge_accuracy"] == 0
@@ -465,10 +532,16 @@ def test_score_values_judge_and_na(scored):
     assert script.times["429"][1] - script.times["429"][0] >= 1.0  # Retry-After: 1 honoured (a causal bound)
     assert len(script.times["500"]) == 3  # 1 + max_retries
     # the multi-label row asked for the full set; the single ones for one answer
-    bodies = {b["messages"][0]["content"].split("Model's response:\n")[1].split("\n")[0]: b for b in srv.requests}
+    bodies = {b["messages"][0]["content"].split("Model's response:\n")[1].split("\n")[0]: b for b in srv.requests
+              if "Model's response:\n" in b["messages"][0]["content"]}
     assert M.MULTI_CHOICE in bodies["female and male [500]"]["messages"][0]["content"]
     assert "female, male" in bodies["female and male [500]"]["messages"][0]["content"]
     assert all(b["temperature"] == 0.0 and b["max_tokens"] == 512 and "seed" not in b for b in srv.requests)
+    upstream = [b["messages"][0]["content"] for b in srv.requests if "Model's Response: " in b["messages"][0]["content"]]
+    assert len(upstream) == 4 and all(t.startswith("You will be given a question, a corresponding correct answer(s)")
+                                      for t in upstream)
+    # upstream passes `label` only: the multi-label row never reached it (failed first), and no request joins labels
+    assert not any("female, male" in t or "female,male" in t for t in upstream)
     assert all(_header(h, "authorization") == f"Bearer {KEY}" for h in srv.headers)
     # Pearson over the 4 rows with a number; the row without one is N/A
     x, y = np.array([7, 9, 4, 8.0]), np.array([6, 9, 3.5, 8.0])
@@ -480,6 +553,7 @@ def test_score_values_judge_and_na(scored):
     j = summary["judge"]
     assert j["model"] == "loopback-judge" and j["prompt_version"] == M.JUDGE_PROMPT_VERSION
     assert j["prompt_sha256"] == M.judge_prompt_sha256() and j["temperature"] == 0.0 and j["max_tokens"] == 512
+    assert j["upstream_prompt_sha256"] == M.upstream_classification_prompt_sha256() and j["upstream_decoding_ok"]
     for p in out.rglob("*"):
         if p.is_file():
             assert KEY not in p.read_text(errors="replace"), p
@@ -722,3 +796,34 @@ def test_infer_lowers_concurrency_to_the_adapters_max_concurrency(data, tmp_path
                     "at most 1 session at a time (its max_concurrency)"]
     preds = json.loads((tmp_path / "pred" / f"{ASR}.json").read_text())
     assert len(preds) == 3 and {v["sllm_response"] for v in preds.values()} == {"one at a time"}
+
+
+def test_judge_prompts_choose_the_calls():
+    """--judge-prompts: upstream only asks upstream's prompt (the published key, no judge_accuracy);
+    project only leaves the published key null with the reason; an unknown name is refused."""
+    from spear_metrics.core.judge import JudgeAnswer
+
+    class Count:
+        temperature = 0.0
+
+        def __init__(self):
+            self.prompts = []
+
+        def ask(self, messages, parse, extra_body=None):
+            text = messages[0]["content"]
+            self.prompts.append("upstream" if text.startswith("You will be given a question") else "project")
+            return JudgeAnswer(value=parse("ok\nResult: YES"), reply="ok\nResult: YES", attempts=[])
+
+    j = Count()
+    up = score_texts(["female"], ["female"], ["Sex?"], task=CLS, judge=j, judge_prompts=("upstream",), n_resamples=0)
+    assert j.prompts == ["upstream"] and up["llm_classification"] == 1.0 and up["judge_accuracy"] is None
+    j = Count()
+    pr = score_texts(["female"], ["female"], ["Sex?"], task=CLS, judge=j, judge_prompts=("project",), n_resamples=0)
+    assert j.prompts == ["project"] and pr["judge_accuracy"] == 1.0 and pr["llm_classification"] is None
+    assert pr["llm_classification_note"].startswith("no row was judged with upstream's prompt")
+    warm = Count()
+    warm.temperature = 0.7  # not upstream's decoding: the published key is not asked
+    r = score_texts(["female"], ["female"], ["Sex?"], task=CLS, judge=warm, n_resamples=0)
+    assert warm.prompts == ["project"] and r["llm_classification"] is None
+    with pytest.raises(DSuperbScoreError, match="--judge-prompts"):
+        score_texts(["a"], ["b"], ["q"], task=CLS, judge=j, judge_prompts=("both",))

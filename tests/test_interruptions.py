@@ -135,3 +135,42 @@ def test_silent_answer_counts_its_question_gap(real_dir, tmp_path):
     assert r["latency_ms"] == pytest.approx((silent["latency_ms"] + spoken["latency_ms"]) / 2)
     assert r["latency_ms_speech"] == pytest.approx(spoken["latency_ms"])
     assert r["no_speech_answers_%"] == 50.0
+
+
+@pytest.mark.slow
+def test_minus_question_end_rows_scored_as_upstream(real_dir, tmp_path):
+    """Rows whose answer_start_time is -question_end_time written with 3 decimals (a half-duplex
+    proxy's onset 0.0): upstream's metadata-example question ends, each with that answer_start_time,
+    parse (one of them puts the onset 1e-14 s before the clip), and the latency and overlap equal
+    scripts/spear_reference.py's re-statement of SPEAR's rule on the same files."""
+    import csv
+    import sys
+    from pathlib import Path
+
+    from conftest import REFERENCE
+    from spear_datasets.schema import RowError, parse_row
+
+    q_ends = [float(r["question_end_time"]) for r in csv.DictReader(open(REFERENCE / "spear_metadata_example.csv"))]
+    asts = [round(-q, 3) for q in q_ends]
+    assert sum(q + a < 0 for q, a in zip(q_ends, asts)) == 1  # 7.193999999999988 - 7.194: the rounding case
+    for q, a in zip(q_ends, asts):
+        parse_row({"audio_path": "in.wav", "answer_audio_path": "a.wav", "context_end_time": "0",
+                   "question_end_time": repr(q), "answer_start_time": repr(a)})
+    with pytest.raises(RowError, match="before the input clip"):  # a real unit error still is one
+        parse_row({"audio_path": "in.wav", "answer_audio_path": "a.wav", "context_end_time": "0",
+                   "question_end_time": "7.19", "answer_start_time": "-7.2"})
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+    import spear_reference as ref
+
+    q_end = q_ends[1]  # 7.193999999999988, inside the 15.48 s input clip
+    audio, answer = make_clips(STEREO_DIALOGUE, tmp_path, answer_s=14.0)  # answer speech goes on past the cut
+    cols = dict(audio_path=[str(audio)], answer_audio_path=[str(answer)], context_end_time=[3.0],
+                question_end_time=[q_end], answer_start_time=[asts[1]])
+    row = score_columns("interruptions", cols)["per_sample"][0]
+    assert row["status"] == "ok", row
+    want_lat = ref.latency_ms(str(audio), str(answer), q_end, asts[1])
+    want = ref.interruption(str(audio), str(answer), 3.0, q_end, asts[1])
+    assert row["latency_ms"] == pytest.approx(want_lat, abs=1e-3)
+    assert row["interrupted_time_ms"] == pytest.approx(want["interrupted_time_ms"], abs=1e-3)
+    assert bool(row["interruption"]) == bool(want["interruption"])

@@ -50,3 +50,41 @@ def test_write_samples_real_call(tmp_path, real_dir):
     assert np.abs(clip[0, a:b]).max() == 0 and np.abs(clip[1, a:b]).max() > 0.01
     assert audio_info(tmp_path / r.answer_audio_path).duration == pytest.approx(1.542, abs=1e-3)
     assert r.transcript_answer == "speaker90: Oh, I don't hear that in New Jersey now."
+
+
+def _upstream_select_restated(turns, n_max=5, min_answer=1.0):
+    """``get_end_with_question`` of SPEAR's ``bin/prepare_data_from_seamless.py``, re-stated from
+    reading it: turns sorted by (start, end, speaker, text); per question, (context_end_time,
+    question_end_time, answer_duration, answer_start_time) relative to the clip start."""
+    turns = sorted(turns, key=lambda t: (t["start"], t["end"], t["speaker_id"], t["text"]))
+    out = []
+    for row, turn in enumerate(turns[:-1]):
+        if turn["text"].strip().endswith("?") and turn["speaker_id"] != turns[row + 1]["speaker_id"]:
+            k = 1
+            while row + k < len(turns) and turns[row + k]["speaker_id"] != turn["speaker_id"]:
+                k += 1
+            sel = turns[max(0, row - n_max + 1): row + k]
+            start, end = sel[0]["start"], max(t["end"] for t in sel)
+            dur = end - turns[row + 1]["start"]
+            if dur < min_answer:
+                continue
+            out.append((turn["start"] - start, turn["end"] - start, dur, turns[row + 1]["start"] - turn["end"]))
+    return out
+
+
+def test_selection_side_by_side_with_upstream():
+    """The selection equals upstream's on turns with a question that ends after its answer (the
+    answer runs to the latest end of the exchange), a one-word answer dropped, ties in start time."""
+    from spear_datasets.protocol import Turn, select_samples
+
+    raw = [("A", 0.0, 2.0, "Hello there."), ("B", 2.5, 3.0, "Hi."), ("A", 3.2, 9.0, "So, do you come here often?"),
+           ("B", 4.0, 4.6, "Mm-hmm."), ("A", 9.5, 10.0, "Really?"), ("B", 10.2, 10.6, "Yes."),
+           ("A", 11.0, 12.0, "And then?"), ("B", 11.0, 14.0, "Then we left."), ("A", 15.0, 16.0, "Okay.")]
+    turns = [Turn(s, a, b, t) for s, a, b, t in raw]
+    want = _upstream_select_restated([{"speaker_id": s, "start": a, "end": b, "text": t} for s, a, b, t in raw])
+    got = [(r.context_end_time, r.question_end_time, r.answer_duration, r.answer_start_time)
+           for r in (smp.to_row("a.wav", "b.wav", ["A", "B"], "V0_S0_I0") for smp in select_samples(turns))]
+    assert len(got) == len(want) and [x for g in got for x in g] == pytest.approx([x for w in want for x in w])
+    # the long question (3.2-9.0 s) answered by a 0.6 s backchannel: the exchange ends at 9.0 s, so its
+    # answer lasts 9.0 - 4.0 = 5.0 s and is kept; "Really?" answered by 0.4 s of "Yes." is dropped
+    assert len(want) == 2 and want[0][2] == pytest.approx(5.0)

@@ -67,11 +67,12 @@ def test_publish_uploads_each_dry_run_folder(dataset, tmp_path, monkeypatch, cap
     (api,) = RecordingHfApi.instances
     spaces = [r for r in api.repos if r.get("repo_type") == "space"]
     assert len(spaces) == 12 and all(r["space_sdk"] == "gradio" for r in spaces)  # 7 dimensions, distributional, FDB, SpeechRole, Dynamic-SUPERB, leaderboard
-    assert [r["repo_id"] for r in api.repos if r.get("repo_type") == "dataset"] == ["me/seamless_2t_2s_questions"]
+    # data that is not SPEAR's split is never named after the benchmark
+    assert [r["repo_id"] for r in api.repos if r.get("repo_type") == "dataset"] == ["me/spearbench-custom-data"]
     assert api.uploads["me/interruptions"] == dry["interruptions"] == {
         "interruptions.py", "README.md", "app.py", "requirements.txt", wheel.name}
     assert api.uploads["me/leaderboard"] == dry["leaderboard"] | {"results.txt"}
-    assert api.uploads["me/seamless_2t_2s_questions"] == dry["seamless_2t_2s_questions"]
+    assert api.uploads["me/spearbench-custom-data"] == dry["spearbench-custom-data"]
     assert secret not in out.out + out.err and secret.encode() not in api.contents
     assert "me/turn_taking: https://huggingface.co/me/turn_taking/commit/1" in out.out
 
@@ -89,3 +90,24 @@ def test_publish_bad_input_is_one_line(dataset, tmp_path, capsys, args, expected
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("spearbench publish: ") and expected in err and "\n" not in err, err
+
+
+def test_publish_names_only_spears_split_after_the_benchmark(dataset, tmp_path, capsys):
+    """The benchmark's dataset name goes to SPEAR's own split only: Seamless recordings with the
+    published rows per subset (994 + 1,731 test); other counts or other recordings get another name,
+    and asking for the benchmark's name on them is one line, exit 2."""
+    import json
+
+    from spear_datasets.hub import REPORT_FILE, SEAMLESS
+    from spear_metrics.publish import CUSTOM_DATASET_NAME, dataset_repo_name
+
+    hub, wheel = dataset
+    (hub / "README.md").write_text(f"---\nlicense: {SEAMLESS.license}\n---\n# from {SEAMLESS.name}\n")
+    (hub / REPORT_FILE).write_text(json.dumps({"counts": {"improvised": {"test": 994}, "naturalistic": {"test": 1731}}}))
+    assert dataset_repo_name(hub, None) == "seamless_2t_2s_questions"
+    (hub / REPORT_FILE).write_text(json.dumps({"counts": {"improvised": {"test": 994}, "naturalistic": {"test": 1730}}}))
+    assert dataset_repo_name(hub, None) == CUSTOM_DATASET_NAME  # one row short: not SPEAR's split
+    assert main(["publish", "--dataset", str(hub), "--wheel", str(wheel), "--dry-run", str(tmp_path / "out"),
+                 "--dataset-name", "seamless_2t_2s_questions"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "names SPEAR's own split" in err and "\n" not in err

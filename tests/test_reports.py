@@ -337,6 +337,7 @@ def test_report_renders_in_chromium(runs, tmp_path):
     assert "interruptions__latency_ms.png" in pngs and any(n.startswith("interruptions__timeline_row") for n in pngs)
     html = (out / "index.html").read_text()
     assert "http://" not in html.replace("http://www.w3.org", "") and "https://" not in html  # self-contained
+    assert "data scored: custom data" in html  # these runs' rows are not SPEAR's split
     alien_out = tmp_path / "alien_report"
     assert main(["report", str(bad["alien"]), "--human", str(runs["human"]), "--out", str(alien_out)]) == 0
     with sync_playwright() as p:

@@ -68,6 +68,13 @@ def test_local_dir_round_trip_with_datasets(built, tmp_path):
     assert card["model_name"] == "toy-delayed-model" and card["inference_mode"] == "Full-duplex"
     assert card["open_weights"] is True and card["protocol"] == PROTOCOL and card["split"] == "test"
     assert card["metric_versions"] == summary["metric_versions"] and card["models"] == summary["models"]
+    # what was scored: 4 rows of a toy layout, not SPEAR's split: labelled custom data everywhere
+    run_info = json.loads((built["model_run"] / "run_info.json").read_text())
+    assert run_info["data"] == summary["data"] and summary["data"]["label"] == "custom data"
+    assert summary["data"]["n_rows"] == 4 and len(summary["data"]["fingerprint"]) == 64
+    assert card["data"]["label"] == "custom data" and card["data"]["fingerprint"] == summary["data"]["fingerprint"]
+    text = (built["model_ds"] / "README.md").read_text()
+    assert "on **custom data** (4 rows" in text and "seamless_2t_2s_questions` (" not in text
     # the human dataset embeds the input clips (both speakers): stereo
     import soundfile as sf
     import io

@@ -179,13 +179,16 @@ def test_gradio_client_table_and_sample(served):
 
     client = Client(served["url"], verbose=False)
     table = client.predict(api_name="/leaderboard")
-    assert table["headers"][:4] == ["model", "source", "inference mode", "open weights"]
+    assert table["headers"][:5] == ["model", "source", "data", "inference mode", "open weights"]
     rows = {r[0] + "|" + r[1]: dict(zip(table["headers"], r)) for r in table["data"]}
     lat = "Interruptions · latency_ms [ms] ≈human"
     assert rows["human|published"][lat] == "742.055"
     assert rows["gpt-audio-1.5|published"]["Interruptions · interrupted_time_ms [ms] ≈human"] == "-"
     toy = rows["toy-delayed-model|local:ds_model"]
     assert toy["Speech quality · UTMOS [MOS 1-5] ↑"] == "-" and toy["inference mode"] == "Full-duplex"
+    # the published rows are SPEAR's test split; the toy run's 4 rows are custom data, listed after them
+    assert rows["human|published"]["data"] == "SPEAR test split" and toy["data"] == "custom data"
+    assert [r[2] for r in table["data"]].index("custom data") > [r[1] for r in table["data"]].index("published")
     assert any("unknown metric version" in e for e in table["errors"])
     half = client.predict(inference_modes="Half-duplex", api_name="/leaderboard")
     assert sorted(r[0] for r in half["data"]) == ["Qwen2.5-Omni-7B", "mini-omni"]

@@ -123,6 +123,49 @@ def pcm_rate(mime: Any) -> int:
     return rate
 
 
+#: ``profile=spear``: the session SPEAR's published Gemini rows were made with (its proxies
+#: ``bin/llm_proxies/gemini-2.5-flash-native-audio-preview.py`` and ``gemini-3.1-flash-live-preview.py``
+#: of ``thomasthebaud/SPEAR-benchmark-code``): this system instruction (the run's prompt, when
+#: given, appended after a blank line), temperature 0.7, input and output audio transcription,
+#: push-to-talk (automatic activity detection off) with ``START_OF_ACTIVITY_INTERRUPTS`` and
+#: ``TURN_INCLUDES_ONLY_ACTIVITY``.
+SPEAR_INSTRUCTIONS = (
+    "You are participating in a natural spoken conversation.\n"
+    "The user audio is being streamed to you in real time from a file.\n"
+    "Answer when it feels natural, including before the entire audio file has finished if appropriate.\n"
+    "Keep responses conversational and concise."
+)
+SPEAR_TEMPERATURE = 0.7
+PROFILES = ("", "spear")
+
+
+def _check_profile(profile: str, vad: str) -> str:
+    """``profile`` checked (``""`` or ``spear``; ``spear`` is push-to-talk, as SPEAR's proxy).
+
+    Raises:
+        ValueError: another profile, or ``spear`` with ``vad=auto``."""
+    p = str(profile or "").strip().lower()
+    if p not in PROFILES:
+        raise ValueError(f"profile must be spear or empty, got {profile!r}")
+    if p == "spear" and vad != "ptt":
+        raise ValueError("profile=spear streams push-to-talk as SPEAR's proxy does: it takes vad=ptt")
+    return p
+
+
+def spear_profile_setup(setup: dict[str, Any], instructions: Optional[str]) -> dict[str, Any]:
+    """``setup`` (a ``setup`` message body) changed to SPEAR's Gemini proxy session (see
+    :data:`SPEAR_INSTRUCTIONS`); ``instructions`` (the run's prompt) is appended to SPEAR's text."""
+    text = SPEAR_INSTRUCTIONS + (f"\n\n{instructions}" if instructions and instructions != "None" else "")
+    setup["generationConfig"]["temperature"] = SPEAR_TEMPERATURE
+    setup["systemInstruction"] = {"parts": [{"text": text}]}
+    setup["inputAudioTranscription"] = {}
+    setup["outputAudioTranscription"] = {}
+    setup["realtimeInputConfig"] = {"automaticActivityDetection": {"disabled": True},
+                                    "activityHandling": "START_OF_ACTIVITY_INTERRUPTS",
+                                    "turnCoverage": "TURN_INCLUDES_ONLY_ACTIVITY"}
+    return setup
+
+
 class GeminiLiveAgent(NetworkAgentBase):
     """Google's Gemini Live API (BidiGenerateContent WebSocket), full duplex, push-to-talk by default.
 
@@ -155,6 +198,8 @@ class GeminiLiveAgent(NetworkAgentBase):
         send_row_id: send the row's identity (the clip's file name) in the ``X-Client-Request-Id`` tracing header.
         ws_compression: offer WebSocket ``permessage-deflate`` (default off, as openai-realtime: the base64 PCM chunks
             barely compress, and deflating every chunk costs CPU for nothing; openai-realtime's benchmark: about half the client's).
+        profile: ``spear``: the session of SPEAR's published Gemini rows (:func:`spear_profile_setup`: SPEAR's
+            system instruction, temperature 0.7, input transcription, push-to-talk); empty: the settings above only.
     """
 
     paced = True
@@ -164,8 +209,10 @@ class GeminiLiveAgent(NetworkAgentBase):
                  vad_end_sensitivity: str = "", vad_prefix_padding_ms: int = -1, vad_silence_ms: int = -1,
                  transcription: bool = True, onset_clock: str = "wall", tail_silence_s: float = -1.0,
                  max_wait_s: float = 30.0, api_key_env: str = "", connect_timeout_s: float = 20.0, max_tries: int = 4,
-                 send_row_id: bool = True, ws_compression: bool = False):
+                 send_row_id: bool = True, ws_compression: bool = False, profile: str = ""):
         from spear_metrics.agents.net import RetryPolicy
+
+        self.profile = _check_profile(profile, vad)
 
         if vad not in ("ptt", "auto"):
             raise ValueError(f"vad must be ptt or auto, got {vad!r}")
@@ -242,6 +289,8 @@ class GeminiLiveAgent(NetworkAgentBase):
             setup["systemInstruction"] = {"parts": [{"text": instr}], "role": "user"}
         if self.transcription:
             setup["outputAudioTranscription"] = {}
+        if self.profile == "spear":
+            spear_profile_setup(setup, request.instructions or self.instructions)
         return {"setup": setup}
 
     def onset(self, result: SessionResult) -> Optional[float]:

@@ -67,6 +67,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     s.add_argument("--judge-local", default=None, metavar="MODEL",
                    help="a transformers causal LM as judge (local folder or Hub id), greedy, 512 new tokens")
     s.add_argument("--judge-device", default=None, help="--judge-local: torch device (default cuda if available)")
+    s.add_argument("--judge-prompts", default="project,upstream",
+                   help="prompts a judged row is asked with: upstream (published key llm_classification, upstream's "
+                        "prompt) and/or project (judge_accuracy); default both (two judge calls a row)")
     s.add_argument("--seen-tasks", default=None, help="comma-separated instances the model was trained on "
                                                       "(the submission file's seen; others: false)")
     add_run_options(s, out="results folder (a rerun resumes)",
@@ -107,7 +110,9 @@ def _run_tasks(args: argparse.Namespace) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     n_sup = sum(1 for s in specs.values() if s.metric in PROJECT_METRICS)
-    print(f"{len(specs)} instances; {n_sup} with a SPEARBench value (project keys); published keys: unsupported "
+    n_cls = sum(1 for s in specs.values() if s.metric == "llm_classification")
+    print(f"{len(specs)} instances; {n_sup} with a SPEARBench value (project keys); published key llm_classification "
+          f"computed by upstream's public rule ({n_cls} instances); other published keys: unsupported "
           "(upstream's metric bodies are not public)", file=sys.stderr)
     return 0
 
@@ -186,7 +191,8 @@ def _run_score(args: argparse.Namespace) -> int:
                                     tasks=_tasks_arg(args.tasks) or None, judge_concurrency=int(args.judge_concurrency),
                                     n_resamples=int(args.bootstrap), seed=int(args.seed),
                                     seen=_tasks_arg(args.seen_tasks), retry_failed=args.retry_failed,
-                                    overwrite=args.overwrite, progress=not args.no_progress)
+                                    overwrite=args.overwrite, progress=not args.no_progress,
+                                    judge_prompts=_tasks_arg(args.judge_prompts))
     except (DSuperbScoreError, ManifestError, ModelUnavailableError, OutputError) as e:
         return _err(str(e))
     finally:

@@ -19,7 +19,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--namespace", default="spearbench", help="Hub user or organisation (default: spearbench)")
     p.add_argument("--dry-run", metavar="OUT_DIR", default=None,
                    help="write the folders to OUT_DIR (datasets/<name>/, spaces/<name>/) and upload nothing")
-    p.add_argument("--dataset-name", default="seamless_2t_2s_questions", help="dataset repository name")
+    p.add_argument("--dataset-name", default=None,
+                   help="dataset repository name (default: seamless_2t_2s_questions for SPEAR's own split, "
+                        "spearbench-custom-data for any other data; the benchmark's name is refused for other data)")
     p.add_argument("--leaderboard-name", default="leaderboard", help="leaderboard Space repository name")
     p.add_argument("--metrics", default=None, help="comma-separated metric folders (default: all)")
     p.add_argument("--results", nargs="*", default=[], help="results dataset Hub ids the leaderboard shows at start")
@@ -55,7 +57,8 @@ def run(args: argparse.Namespace) -> int:
         from spear_metrics.commands import command, next_steps
 
         print("dry run: nothing uploaded; the folders above are what `spearbench publish` uploads")
+        name = next((r.repo_id.split("/", 1)[1] for r in repos if r.repo_type == "dataset"), args.dataset_name)
         next_steps(("upload them (token from HF_TOKEN or `hf auth login`)",
                     command("spearbench", "publish", "--dataset", args.dataset, "--namespace", args.namespace,
-                            "--dataset-name", args.dataset_name)))
+                            "--dataset-name", name)))
     return 0

@@ -339,12 +339,42 @@ def _numbers_normalizer():
     return norm
 
 
+#: denominators of written fractions read as words (``3/4`` -> ``three quarters``), singular and plural
+_FRACTION_WORDS = {2: ("half", "halves"), 3: ("third", "thirds"), 4: ("quarter", "quarters"), 5: ("fifth", "fifths"),
+                   6: ("sixth", "sixths"), 7: ("seventh", "sevenths"), 8: ("eighth", "eighths"), 9: ("ninth", "ninths"),
+                   10: ("tenth", "tenths")}
+
+
+def _clock_words(m: re.Match) -> str:
+    """``H:MM`` as it is said: ``3:30`` -> ``three thirty``, ``10:05`` -> ``ten oh five``, ``7:00`` ->
+    ``seven oclock`` (the words Whisper's normaliser then reads as the spoken form's)."""
+    h, mm = int(m[1]), int(m[2])
+    tail = "oclock" if mm == 0 else (f"oh {_ONES[mm]}" if mm < 10 else number_words(mm))
+    return f"{number_words(h)} {tail}"
+
+
+def _fraction_words(m: re.Match) -> str:
+    """``n/d`` (d in 2..10) as it is said: ``1/2`` -> ``one half``, ``3/4`` -> ``three quarters``."""
+    n, d = int(m[1]), int(m[2])
+    if d not in _FRACTION_WORDS or n == 0:
+        return m[0]
+    one, many = _FRACTION_WORDS[d]
+    return f"{number_words(n)} {one if n == 1 else many}"
+
+
 def _written_number_forms(text: str) -> str:
     """What Whisper's normaliser misreads, rewritten before it runs: ``5 %`` -> ``5%`` and
     ``per cent`` -> ``percent`` (it dropped a detached sign), ``¥5``/``₹5`` -> ``5 yen``/``5
     rupees`` (it dropped the sign), a minus sign before a number -> ``minus`` (it dropped it),
-    ``a hundred/thousand/...`` and ``a dollar/euro/pound/cent`` -> ``one ...``."""
-    s = re.sub(r"(\d)\s+%", r"\1%", text)
+    ``a hundred/thousand/...`` and ``a dollar/euro/pound/cent`` -> ``one ...``; clock times
+    ``H:MM`` -> the words said (:func:`_clock_words`; ``o'clock`` -> ``oclock``, which it read as
+    "o" = 0), fractions ``n/d`` with d up to 10 -> words (:func:`_fraction_words`), ranges
+    ``5-10`` -> ``5 to 10`` (it dropped the dash)."""
+    s = re.sub(r"\bo'?\s?clock\b", "oclock", text, flags=re.I)
+    s = re.sub(r"(?<![\d:])([01]?\d|2[0-3]):([0-5]\d)(?![\d:])", _clock_words, s)
+    s = re.sub(r"(?<![\d/])(\d{1,2})/(\d{1,2})(?![\d/])", _fraction_words, s)
+    s = re.sub(r"(?<![\d\-\u2013.])(\d{1,4})\s?[\-\u2013]\s?(\d{1,4})(?![\d\-\u2013.])", r"\1 to \2", s)
+    s = re.sub(r"(\d)\s+%", r"\1%", s)
     s = re.sub(r"\bper\s+cent\b", "percent", s, flags=re.I)
     s = re.sub(r"¥\s?(\d[\d,]*(?:\.\d+)?)", r"\1 yen", s)
     s = re.sub(r"₹\s?(\d[\d,]*(?:\.\d+)?)", r"\1 rupees", s)

@@ -658,9 +658,12 @@ def run_score(
     # --out: new, empty or this command's; --overwrite removes what earlier runs recorded, nothing else
     with claim_out(out, _fingerprint(metadata, dims), overwrite=overwrite, conflict=conflict, command="score",
                    state=state, activity="scored", adopt=SCORE_OUTPUTS):
+        from spear_datasets.identity import data_identity
+
+        data = data_identity([str(r.get("audio_path") or "") for r in raw], source=metadata.name)
         return _score_claimed(out, dims, names, prep, state, batch_size=batch_size, retry_failed=retry_failed,
                               progress=progress, inputs_metadata=inputs_metadata, n_resamples=n_resamples, seed=seed,
-                              bootstrap_unit=bootstrap_unit)
+                              bootstrap_unit=bootstrap_unit, data=data)
 
 
 #: The files ``score`` writes into ``--out`` (besides ``.work/``).
@@ -669,8 +672,11 @@ SCORE_OUTPUTS = ("summary.json", "per_sample.jsonl", "run_info.json", "missing_a
 
 def _score_claimed(out: Path, dims: Sequence[Dimension], names: list[str], prep: Prepared, state: Any, *,
                    batch_size: int, retry_failed: bool, progress: bool, inputs_metadata: str | os.PathLike | None,
-                   n_resamples: int, seed: int, bootstrap_unit: str = "conversation") -> dict[str, Any] | None:
-    """:func:`run_score` once its ``--out`` is claimed (locks held, writes recorded)."""
+                   n_resamples: int, seed: int, bootstrap_unit: str = "conversation",
+                   data: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """:func:`run_score` once its ``--out`` is claimed (locks held, writes recorded). ``data``:
+    what was scored (:func:`spear_datasets.identity.data_identity`), recorded in ``summary.json``
+    and ``run_info.json``."""
     outcome = run_resumable(
         prep.samples,
         lambda batch: score_samples(dims, batch, batch_size=len(batch)),
@@ -698,6 +704,8 @@ def _score_claimed(out: Path, dims: Sequence[Dimension], names: list[str], prep:
         "bootstrap": bootstrap_record(bootstrap_unit, [prep.rows[r.row] for r in results if r.ok],
                                       n_resamples=n_resamples, seed=seed),
     }
+    if data is not None:
+        extra["data"] = data
     if inputs_metadata is not None:
         extra.update(_missing_answers(Path(inputs_metadata), prep, out))
     summary = build_summary(
@@ -724,6 +732,7 @@ def _score_claimed(out: Path, dims: Sequence[Dimension], names: list[str], prep:
             "x_real_time": (audio_s / outcome.elapsed_s) if outcome.elapsed_s > 0 and audio_s else None,  # audio seconds per wall second
             "real_time_factor": (outcome.elapsed_s / audio_s) if audio_s else None,  # wall seconds per audio second (RTF)
             "mean_seconds_per_sample": {d.name: _mean([r.timings.get(d.name) for r in new]) for d in dims},
+            "data": data,
         },
     )
     if summary["n_scored"] == 0:

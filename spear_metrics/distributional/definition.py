@@ -39,8 +39,9 @@ from spear_metrics.core.dimension import Dimension, MetricKey, Option, OptionErr
 from spear_metrics.core.vad import BACKENDS, DEFAULT_BACKEND
 from spear_metrics.distributional import baseline as bl
 from spear_metrics.distributional.features import (
-    FEATURE_KEYS, UNSUPPORTED, estimated_words, f0_features, lexical_features, temporal_features, timed_words,
+    FEATURE_KEYS, POS_KEYS, UNSUPPORTED, estimated_words, f0_features, lexical_features, temporal_features, timed_words,
 )
+from spear_metrics.distributional.pos import load_tagger
 
 GROUP = "Distributional baselines"
 NO_ASR = "none"
@@ -59,9 +60,9 @@ class Distributional(Dimension):
                   "SPEAR's distributional baseline (" + _UPSTREAM + "): per answer, the mean over the features it has "
                   "of P(human | value) from each feature's 1-D linear discriminant fitted on the dev split (human answer "
                   "= 1, model answer = 0; `spearbench fit-baseline`); mean over the scored answers. **Null** without "
-                  "`-o baseline=PATH`. Upstream's mean also holds its part-of-speech features (`lexical_density`, "
-                  "content/function word counts), which are not computed here (`distributional_unsupported`): the "
-                  "mean is over the other features", group=GROUP),
+                  "`-o baseline=PATH`. Its part-of-speech features (`lexical_density`, content/function word counts) "
+                  "need spaCy's en_core_web_sm 3.8.0 (`distributional/requirements-models.txt`); without it they are "
+                  "null (`distributional_unsupported` says why) and the mean is over the other features", group=GROUP),
         MetricKey("general_explainable_feature_rho0p8", "z-score units", "closer_to_human",
                   "upstream `analyse_correlations.py`: the first principal component, over the dev answers, of the "
                   "per-cluster components of the z-scored features clustered at |Spearman rho| >= 0.8; mean over the "
@@ -172,7 +173,10 @@ class Distributional(Dimension):
         else:
             text, source = "", "none"
         out["distrib_text_source"] = source
-        out.update(lexical_features(text))
+        tagger, _, why = load_tagger()
+        out.update(lexical_features(text, tagger))
+        if tagger is None:
+            out["lexical_pos_note"] = why
         if transcript is not None:
             out.update(temporal_features(timed_words(transcript.words), vad, f"asr_word_timestamps:{label}"))
         elif meta.answer_duration is None:
@@ -227,7 +231,11 @@ class Distributional(Dimension):
                 "format_version": self.baseline.get("format_version"), "tables": list(self.baseline["tables"]),
                 "ignored_features": self.baseline.get("ignored_features"), "fitted_on": self.baseline.get("fitted_on"),
             }
-        out["distributional_unsupported"] = dict(UNSUPPORTED)
+        unsupported = dict(UNSUPPORTED)
+        _, tagger_label, why = load_tagger()
+        if tagger_label is None:  # the POS features (and so every key fitted on them) lack their tagger
+            unsupported.update(dict.fromkeys(POS_KEYS, why))
+        out["distributional_unsupported"] = unsupported
         human_src = self.options.get("human_run")
         if not human_src:
             out.update({"human_likeness_auroc": None, "human_likeness_auroc_ci95": None, "human_likeness_auroc_n": 0,
@@ -259,6 +267,8 @@ class Distributional(Dimension):
                 out["distributional:asr"] = self._backend().describe()
             except Exception:  # a backend that cannot even describe itself: the rows say why
                 out["distributional:asr"] = self._asr_name
+        _, tagger_label, why = load_tagger()
+        out["distributional:pos_tagger"] = tagger_label or f"none ({why})"
         if self.baseline_sha256:
             out["distributional:baseline"] = f"{Path(str(self.options.get('baseline'))).name} sha256 {self.baseline_sha256[:16]}"
         return out

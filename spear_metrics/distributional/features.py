@@ -52,12 +52,15 @@ F0_KEYS = (
     "f0_p10", "f0_p90", "f0_range_p10_p90", "f0_mean_p10_p90", "f0_std_p10_p90",
     "f0_p25", "f0_p75", "f0_range_p25_p75", "f0_mean_p25_p75", "f0_std_p25_p75",
 )
-#: lexical columns computed here (``compute_lexical_features``); upstream's POS-based
-#: ``lexical_content_word_count``, ``lexical_function_word_count`` and ``lexical_density`` are
-#: left out (:data:`UNSUPPORTED`), as are its always-empty ``lexical_mean_asr_confidence`` and
-#: ``lexical_low_conf_flag``
+#: the part-of-speech columns (``compute_lexical_features``: spaCy ``en_core_web_sm`` ``pos_``
+#: tags of the joined words; :mod:`spear_metrics.distributional.pos`), null without the tagger
+POS_KEYS = ("lexical_content_word_count", "lexical_function_word_count", "lexical_density")
+#: the ``pos_`` tags of content words (upstream's set)
+CONTENT_POS = frozenset({"NOUN", "VERB", "ADJ", "ADV"})
+#: lexical columns (``compute_lexical_features``) in upstream's column order; its always-empty
+#: ``lexical_mean_asr_confidence`` and ``lexical_low_conf_flag`` are left out
 LEXICAL_KEYS = (
-    "lexical_total_words", "lexical_unique_words", "lexical_ttr", "lexical_mattr_small", "lexical_mattr_large",
+    "lexical_total_words", "lexical_unique_words", *POS_KEYS, "lexical_ttr", "lexical_mattr_small", "lexical_mattr_large",
     "lexical_mattr_ratio", "lexical_mtld", "lexical_hapax_ratio", "lexical_entropy",
     "lexical_backchannel_ratio", "lexical_discourse_marker_ratio",
 )
@@ -72,11 +75,6 @@ TEMPORAL_KEYS = (
 FEATURE_KEYS = (*F0_KEYS, *LEXICAL_KEYS, *TEMPORAL_KEYS)
 #: upstream columns this project does not compute, with the reason
 UNSUPPORTED = {
-    "lexical_content_word_count": "needs spaCy's en_core_web_sm part-of-speech tagger (a model that is not on PyPI "
-                                  "and is not installed here); without it upstream's spacy.blank fallback tags "
-                                  "nothing and writes 0",
-    "lexical_function_word_count": "as lexical_content_word_count (total words minus the content words)",
-    "lexical_density": "as lexical_content_word_count (content words / total words)",
     "lexical_mean_asr_confidence": "upstream writes NaN for every answer (never a feature)",
 }
 
@@ -220,8 +218,23 @@ def entropy_bits(counts: Counter) -> float | None:
     return float(-np.sum(p * np.log2(p)))
 
 
-def lexical_features(text: str) -> dict[str, Any]:
-    """``compute_lexical_features`` of an answer's text (POS-based keys left out: :data:`UNSUPPORTED`).
+def pos_counts(toks: Sequence[str], tagger: Any) -> dict[str, Any]:
+    """The :data:`POS_KEYS` of an answer's words as ``compute_lexical_features`` computes them:
+    ``tagger(" ".join(toks))`` (spaCy re-tokenises: ``don't`` gives two tags), content words =
+    tags in :data:`CONTENT_POS` (0 when no token is tagged at all), function words = word count
+    minus content words, density = content words / word count."""
+    pos = [t.pos_ for t in tagger(" ".join(toks))]
+    content = sum(p in CONTENT_POS for p in pos) if any(pos) else 0
+    return {"lexical_content_word_count": content, "lexical_function_word_count": len(toks) - content,
+            "lexical_density": content / len(toks)}
+
+
+def lexical_features(text: str, tagger: Any = None) -> dict[str, Any]:
+    """``compute_lexical_features`` of an answer's text.
+
+    Args:
+        tagger: spaCy ``en_core_web_sm`` 3.8.0 (:func:`spear_metrics.distributional.pos.load_tagger`);
+            ``None``: the :data:`POS_KEYS` are ``None``.
 
     Returns:
         ``lexical_status`` (``"OK"``, or ``"EMPTY"`` with no other key when the text holds no
@@ -245,6 +258,7 @@ def lexical_features(text: str) -> dict[str, Any]:
         return {"lexical_status": "EMPTY", "lexical_status_reason": ""}
     out: dict[str, Any] = {"lexical_status": "OK", "lexical_status_reason": "",
                            "lexical_total_words": n, "lexical_unique_words": len(set(toks))}
+    out.update(pos_counts(toks, tagger) if tagger is not None else dict.fromkeys(POS_KEYS))
     out["lexical_ttr"] = out["lexical_unique_words"] / n
     if n >= MIN_WORDS_LD:
         small, large = mattr(toks, MATTR_SMALL), mattr(toks, min(MATTR_LARGE, n))

@@ -5,10 +5,19 @@ definitions of the values SPEARBench computes. Pure functions (no model, no netw
 function in ``dynamic_superb/evaluation/task_metrics.py`` (``taskname_to_metrics``) of
 ``cyhuang-tw/speechlm_eval``: that mapping is read and shipped in ``manifest.csv``. The bodies of
 those functions (``from metrics import *``: their text normalisation, corpus- or sentence-level
-averaging, number parsing, N/A handling) and the judge prompt of ``llm_classification`` are not
-in the public code that could be read for this module. So:
+averaging, number parsing, N/A handling) are not in the public code that could be read for this
+module, with one exception: ``llm_classification``. Its judge prompt
+(``INSTRUCTION_REFINE_COT_SINGLE_AND_MULTI_CHOICE`` of the Phase-2 evaluation code), the driver
+that uses it (one user message through the chat template, greedy, 512 new tokens, the row's
+``label`` only) and the OpenAI port of the same function (``temperature=0``, ``max_tokens=512``,
+``re.search(r"result:\\s*(yes|no)", reply.lower().strip())``, ``yes`` -> 1.0, anything else ->
+0.0) are public. So:
 
-- every **published key** (named exactly as the upstream function, e.g. ``word_error_rate``) is
+- the published key ``llm_classification`` is computed per row as that code does
+  (:data:`UPSTREAM_CLASSIFICATION_PROMPT`, :func:`upstream_classification_messages`,
+  :func:`upstream_classification_value`); the task value is the mean of the rows' values (the one
+  assumption: the code read scores rows, the averaging over a task is not in it);
+- every other **published key** (named exactly as the upstream function, e.g. ``word_error_rate``) is
   ``null`` with ``<key>_note = "unsupported: <reason>"`` (:data:`UPSTREAM_UNREADABLE`);
 - the numbers SPEARBench computes go under **project keys** of its own (:data:`PROJECT_KEYS`),
   each defined here and in ``docs/dynamic_superb.md``. They follow what is known of the protocol
@@ -289,6 +298,77 @@ def verdict_value(verdict: Optional[str]) -> int:
 
 def metric_plan(upstream: str) -> tuple[Optional[ProjectMetric], str]:
     """``(project definition or None, note of the published key)`` for upstream function ``upstream``."""
-    note = UPSTREAM_UNREADABLE.format(fn=upstream)
+    note = UPSTREAM_CLASSIFICATION_NOTE if upstream in UPSTREAM_READABLE else UPSTREAM_UNREADABLE.format(fn=upstream)
     return PROJECT_METRICS.get(upstream), note
+
+
+# --------------------------------------------------------------------------- upstream's llm_classification
+
+
+#: the upstream metric functions whose per-row definition is public and computed under their own name
+UPSTREAM_READABLE = frozenset({"llm_classification"})
+
+#: upstream's judge prompt of ``llm_classification``, verbatim (Dynamic-SUPERB Phase-2 evaluation
+#: code, ``INSTRUCTION_REFINE_COT_SINGLE_AND_MULTI_CHOICE``; its OpenAI port names the last field
+#: ``{sllm_response}``, the driver ``{response}``: the same text). The number under the published
+#: key depends on this text: it is recorded by sha256 in ``summary.json``.
+UPSTREAM_CLASSIFICATION_PROMPT = """
+You will be given a question, a corresponding correct answer(s), and a response from a model.
+The model's response is a reply to the question. Your task is to judge if the "Model's Response" aligns with the "Ground Truth Answer" based on the "Question."
+Please strictly follow the guidelines below:
+- Briefly explain the reasons for your judgment.
+- Answer with the format "Result: <YES or NO>" at the end.
+- Output "YES" if the response aligns with the ground truth answer; 
+output "NO" if the response does not match the ground truth answer, selects incorrect or irrelevant options, or provides more answers than required.
+- The questions would be single-choice or multi-choice:
+For single-choice questions, the model's response should contain one and only one answer. If the model's response selects more than one answer or does not clearly indicate a single answer, you should mark it as incorrect and output "NO." 
+For multi-choice questions, the model's response must exactly match all applicable correct choices. If the model's response selects too many, too few, or any incorrect answers, you should mark it as incorrect and output "NO."
+- Since the question is short answer, the model's response does not need to mention the content of the question. You only need to check if the model's response has the same meaning as the ground truth answer(s).
+
+Input Format:
+Question: {instruction}
+Ground Truth Answer: {label}
+Model's Response: {response}
+""".strip()
+
+#: upstream's decoding of the judge: OpenAI port ``temperature=0.0, max_tokens=512``; the open
+#: driver greedy (``do_sample=False``) with ``max_new_tokens=512``
+UPSTREAM_CLASSIFICATION_DECODING = {"temperature": 0.0, "max_tokens": 512}
+
+UPSTREAM_CLASSIFICATION_NOTE = (
+    "upstream's llm_classification per row (its public prompt INSTRUCTION_REFINE_COT_SINGLE_AND_MULTI_CHOICE with the "
+    "row's label only, temperature 0, 512 tokens, result:\\s*(yes|no) on the lower-cased stripped reply, yes -> 1.0 "
+    "else 0.0); task value = mean of the rows (assumption: the averaging over a task is not in the public code); "
+    "the value depends on the judge model, recorded in summary.json")
+
+_UPSTREAM_VERDICT = re.compile(r"result:\s*(yes|no)")
+
+
+def upstream_classification_messages(instruction: Any, label: Any, response: Any) -> list[dict[str, str]]:
+    """Upstream's judge request of one row: one user message, the prompt formatted with the
+    row's ``instruction``, its ``label`` (the first label only: upstream's special case joining
+    ``label2``... is keyed on a name no task file has, so it never applies) and the model's
+    ``sllm_response``, each as given (``str.format``, nothing stripped).
+
+    Source: Dynamic-SUPERB Phase-2 evaluation code (prompt ``INSTRUCTION_REFINE_COT_SINGLE_AND_MULTI_CHOICE``,
+    ``create_classification_prompt`` of the OpenAI port, the open-model driver)."""
+    text = UPSTREAM_CLASSIFICATION_PROMPT.format(instruction=instruction, label=label, response=response)
+    return [{"role": "user", "content": text}]
+
+
+def upstream_classification_verdict(reply: Optional[str]) -> Optional[str]:
+    """``"yes"``/``"no"``/``None``: upstream's ``read_result``, the first
+    ``result:\\s*(yes|no)`` match in ``reply.lower().strip()``."""
+    m = _UPSTREAM_VERDICT.search(str(reply or "").lower().strip())
+    return m.group(1) if m else None
+
+
+def upstream_classification_value(verdict: Optional[str]) -> float:
+    """Upstream's row score: 1.0 for ``yes``, 0.0 otherwise (``no``, no verdict, no reply)."""
+    return 1.0 if verdict == "yes" else 0.0
+
+
+def upstream_classification_prompt_sha256() -> str:
+    """sha256 of :data:`UPSTREAM_CLASSIFICATION_PROMPT` (UTF-8)."""
+    return hashlib.sha256(UPSTREAM_CLASSIFICATION_PROMPT.encode("utf-8")).hexdigest()
 

@@ -23,7 +23,9 @@ from spear_metrics.results.validate import ResultsError, _same, is_number
 
 BENCHMARK = "dynamic_superb"
 #: metric-definition versions whose results this code reads
-KNOWN_VERSIONS = frozenset({"1"})
+KNOWN_VERSIONS = frozenset({"1", "2"})
+#: versions whose ``llm_classification`` value is upstream's per-row rule (version 2 on)
+UPSTREAM_CLASSIFICATION_VERSIONS = frozenset({"2"})
 
 
 def _short(v: Any) -> str:
@@ -67,9 +69,15 @@ def validate_summary(summary: Any, *, where: str = "results") -> None:
             raise ResultsError(f"{where}: task {inst} na_rate is not a share in [0, 1]: {_short(na)}")
         metric = t.get("metric")
         spec = PROJECT_METRICS.get(metric) if isinstance(metric, str) else None
+        from spear_metrics.dynamic_superb.metrics import UPSTREAM_READABLE
+
+        computed = metric in UPSTREAM_READABLE and str(summary.get("metrics_version")) in UPSTREAM_CLASSIFICATION_VERSIONS
         if isinstance(metric, str) and t.get(metric) is not None:
-            raise ResultsError(f"{where}: task {inst} has a value under upstream's key {metric!r}, which this code "
-                               "never computes (its definition is not public)")
+            if not computed:
+                raise ResultsError(f"{where}: task {inst} has a value under upstream's key {metric!r}, which this code "
+                                   "never computes (its definition is not public)")
+            if not (is_number(t[metric]) and 0 <= t[metric] <= 1):
+                raise ResultsError(f"{where}: task {inst} {metric!r} is not a share in [0, 1]: {_short(t[metric])}")
         if spec is None:
             continue
         v, ci, n = t.get(spec.key), t.get(f"{spec.key}_ci95"), t.get(f"{spec.key}_n")
@@ -120,7 +128,7 @@ def check_summary_values(summary: dict[str, Any], rows: Sequence[dict[str, Any]]
     Raises:
         ResultsError: a value that differs from its recomputation (rel 1e-6).
     """
-    from spear_metrics.dynamic_superb.metrics import PROJECT_METRICS
+    from spear_metrics.dynamic_superb.metrics import PROJECT_METRICS, UPSTREAM_READABLE
     from spear_metrics.dynamic_superb.scoring import aggregate_task
 
     by_task: dict[str, list[dict[str, Any]]] = {}
@@ -131,7 +139,10 @@ def check_summary_values(summary: dict[str, Any], rows: Sequence[dict[str, Any]]
         if spec is None:
             continue
         got = aggregate_task(t["metric"], by_task.get(inst, []), int(t.get("n_rows") or 0), n_resamples=0)
-        for k in (spec.key, f"{spec.key}_n", "na_rate"):
+        keys = [spec.key, f"{spec.key}_n", "na_rate"]
+        if t["metric"] in UPSTREAM_READABLE and t.get(t["metric"]) is not None:
+            keys += [t["metric"], f"{t['metric']}_n"]
+        for k in keys:
             if not _same(t.get(k), got.get(k)):
                 raise ResultsError(f"{where}: task {inst} {k!r} is {t.get(k)!r} but its rows give {got.get(k)!r} "
                                    "(edited results? a summary must be the one its rows were scored into)")
@@ -160,13 +171,15 @@ def card_text(summary: dict[str, Any], *, model_name: str, inference_mode: str |
     for inst, t in sorted((summary.get("tasks") or {}).items()):
         spec = PROJECT_METRICS.get(t.get("metric") or "")
         if spec is None:
-            lines.append(f"| {inst} | {t.get('metric') or '-'} | - | - | {t.get('n_rows')} | - | "
+            lines.append(f"| {inst} | {t.get('metric') or '-'} | - | - | - | {t.get('n_rows')} | - | "
                          f"{(t.get('value_note') or '').replace('|', '/')} |")
             continue
         v, ci = t.get(spec.key), t.get(f"{spec.key}_ci95")
         cell = "-" if v is None else f"{v:.4f}" + (f" [{ci[0]:.4f}, {ci[1]:.4f}]" if ci else "")
+        up = t.get(t["metric"])
+        up_cell = "-" if up is None else f"{up:.4f}"
         na = t.get("na_rate")
-        lines.append(f"| {inst} | {t['metric']} | `{spec.key}` | {cell} | {t.get('n_rows')} | "
+        lines.append(f"| {inst} | {t['metric']} | {up_cell} | `{spec.key}` | {cell} | {t.get('n_rows')} | "
                      f"{'-' if na is None else f'{na:.3f}'} | {(t.get(f'{spec.key}_note') or '').replace('|', '/')} |")
     body = "\n".join([
         f"# SPEARBench Dynamic-SUPERB results: {model_name}",
@@ -176,12 +189,14 @@ def card_text(summary: dict[str, Any], *, model_name: str, inference_mode: str |
         "",
         f"- rows: {summary.get('n_samples')} (scored {summary.get('n_scored')}, failed {summary.get('n_failed')}); "
         f"judge: {judge.get('model') or 'none'} (prompt {judge.get('prompt_version')})",
-        "- values are SPEARBench's project keys (`judge_accuracy`, `WER`, `CER`, `PER`, `MER`, `BLEU`, `pearson_r`); "
-        "upstream's own metric functions are not public, so their keys are null with the reason",
+        "- `llm_classification` (published key) is upstream's public per-row rule (its judge prompt, the row's label, "
+        "temperature 0, 512 tokens, `result: yes` -> 1.0), averaged over the task's rows; the other values are "
+        "SPEARBench's project keys (`judge_accuracy`, `WER`, `CER`, `PER`, `MER`, `BLEU`, `pearson_r`): upstream's "
+        "other metric functions are not public, so their keys are null with the reason",
         f"- per-row table: `data/{split}-*.parquet` ({n_rows} rows); summary: `summary.json`",
         "",
-        "| instance | upstream metric | key | value [95 % CI] | rows | na_rate | note |",
-        "|---|---|---|---|---|---|---|",
+        "| instance | upstream metric | upstream value | project key | value [95 % CI] | rows | na_rate | note |",
+        "|---|---|---|---|---|---|---|---|",
         *lines,
         "",
     ])
@@ -206,6 +221,8 @@ def leaderboard_frame(results: Sequence[Any]):
         for inst, t in sorted((s.get("tasks") or {}).items()):
             spec = PROJECT_METRICS.get(t.get("metric") or "")
             if spec is not None:
+                if t.get(t.get("metric")) is not None:
+                    row[f"{inst} ({t['metric']})"] = t.get(t["metric"])
                 row[f"{inst} ({spec.key})"] = t.get(spec.key)
         for key, m in (s.get("overall") or {}).items():
             row[f"mean {key} ({m.get('n_tasks')} tasks)"] = m.get("mean")

@@ -49,6 +49,11 @@ from spear_metrics.core.records import SampleResult, claim_out, one_line, write_
 from spear_metrics.core.secrets import mask_secrets
 from spear_metrics.dynamic_superb.metrics import (
     JUDGE_PROMPT_VERSION,
+    UPSTREAM_CLASSIFICATION_DECODING,
+    upstream_classification_messages,
+    upstream_classification_prompt_sha256,
+    upstream_classification_value,
+    upstream_classification_verdict,
     METRICS_VERSION,
     NO_PROJECT_DEFINITION,
     PROJECT_METRICS,
@@ -91,6 +96,9 @@ SCORE_OUTPUTS = ("summary.json", "per_sample.jsonl", "tasks.csv", "submission.js
 #: judge settings of the paper (GPT-4o, temperature 0, 512 tokens) and of the evaluator's open
 #: default (Llama-3.1-8B-Instruct, greedy, 512 new tokens)
 JUDGE_MAX_TOKENS = 512
+#: the judge prompts a judged row is asked with: ``upstream`` (the published key ``llm_classification``,
+#: upstream's prompt) and ``project`` (the project key ``judge_accuracy``, the project's prompt)
+JUDGE_PROMPTS = ("project", "upstream")
 
 
 class DSuperbScoreError(RuntimeError):
@@ -117,6 +125,8 @@ class Item:
     labels: tuple[str, ...] = ()
     response: Optional[str] = None
     error: Optional[str] = None
+    #: the ``label`` cell as upstream's ``str.format`` writes it into its judge prompt (``None``: as ``labels[0]``)
+    upstream_label: Optional[str] = None
 
     def base_values(self) -> dict[str, Any]:
         out: dict[str, Any] = {"instance": self.instance, "metric": self.metric, "file": self.file,
@@ -174,6 +184,8 @@ def read_predictions(path: str | os.PathLike, instance: str, metric: str, start:
                 if t is not None and t.strip():
                     labels.append(t.strip())
             it.labels = tuple(labels)
+            if entry.get("label") is not None and not isinstance(entry.get("label"), str):
+                it.upstream_label = "{}".format(entry["label"])  # what upstream's prompt.format writes
             it.instruction = _text(entry.get("instruction")) or ""
             resp = entry.get("sllm_response")
             if isinstance(resp, str):
@@ -191,14 +203,17 @@ def read_predictions(path: str | os.PathLike, instance: str, metric: str, start:
 # --------------------------------------------------------------------------- per row
 
 
-def score_item(item: Item, judge: Any = None) -> SampleResult:
+def score_item(item: Item, judge: Any = None, *, judge_prompts: Sequence[str] = JUDGE_PROMPTS) -> SampleResult:
     """One item's per-row values by its metric's project definition
     (:data:`spear_metrics.dynamic_superb.metrics.PROJECT_METRICS`).
 
-    Values written (beside the item's own fields): judge: ``judge_reply``, ``judge_verdict``
-    (``yes``/``no``/null), ``judge_unparsed``, ``judge_accuracy`` (1/0), ``judge_attempts``,
-    ``judge_returned_model``, ``judge_system_fingerprint`` (what the service answered with),
-    ``judge_cached`` (the reply came from the reply cache);
+    Values written (beside the item's own fields): judge, the project's prompt: ``judge_reply``,
+    ``judge_verdict`` (``yes``/``no``/null), ``judge_unparsed``, ``judge_accuracy`` (1/0),
+    ``judge_attempts``, ``judge_returned_model``, ``judge_system_fingerprint`` (what the service
+    answered with), ``judge_cached`` (the reply came from the reply cache); upstream's prompt
+    (published key, :func:`upstream_classification`): ``llm_classification_reply``,
+    ``llm_classification_verdict``, ``llm_classification`` (1.0/0.0), ``llm_classification_attempts``
+    (``judge_prompts`` says which of ``project``/``upstream`` are asked);
     error rates: ``<KEY>_edits``, ``<KEY>_ref_tokens``, ``<KEY>`` (the row's own rate, null for an
     empty reference); BLEU: ``BLEU_stats`` (sacrebleu's 10 sufficient statistics); Pearson:
     ``pearson_label``, ``pearson_prediction`` (null: no number in the response, N/A).
@@ -223,18 +238,25 @@ def score_item(item: Item, judge: Any = None) -> SampleResult:
     if spec.kind == "judge":
         if judge is None:
             return res.fail(NO_JUDGE)
-        try:
-            ans = judge.ask(judge_messages(item.instruction, item.labels, resp), parse_verdict,
-                            extra_body={"max_tokens": JUDGE_MAX_TOKENS})
-        except JudgeError as e:
-            v["judge_attempts"] = len(getattr(e, "attempts", []) or [])
-            return res.fail(f"judge: {mask_secrets(one_line(e))}")
-        v.update(judge_reply=ans.reply, judge_verdict=ans.value, judge_unparsed=ans.value is None,
-                 judge_accuracy=verdict_value(ans.value), judge_attempts=len(ans.attempts))
-        meta = getattr(ans, "meta", None)
-        if meta is not None:  # what the service answered with (Judge.report sums them per run)
-            v.update(judge_returned_model=meta.model, judge_system_fingerprint=meta.system_fingerprint,
-                     judge_cached=meta.cached)
+        if "project" in judge_prompts:
+            try:
+                ans = judge.ask(judge_messages(item.instruction, item.labels, resp), parse_verdict,
+                                extra_body={"max_tokens": JUDGE_MAX_TOKENS})
+            except JudgeError as e:
+                v["judge_attempts"] = len(getattr(e, "attempts", []) or [])
+                return res.fail(f"judge: {mask_secrets(one_line(e))}")
+            v.update(judge_reply=ans.reply, judge_verdict=ans.value, judge_unparsed=ans.value is None,
+                     judge_accuracy=verdict_value(ans.value), judge_attempts=len(ans.attempts))
+            meta = getattr(ans, "meta", None)
+            if meta is not None:  # what the service answered with (Judge.report sums them per run)
+                v.update(judge_returned_model=meta.model, judge_system_fingerprint=meta.system_fingerprint,
+                         judge_cached=meta.cached)
+        if "upstream" in judge_prompts and upstream_decoding_ok(judge):
+            try:
+                v.update(upstream_classification(item, judge))
+            except JudgeError as e:
+                v["llm_classification_attempts"] = len(getattr(e, "attempts", []) or [])
+                return res.fail(f"judge (upstream's prompt): {mask_secrets(one_line(e))}")
     elif spec.kind == "error_rate":
         edits, n = edit_counts(tokens(item.labels[0], spec.tokens), tokens(resp, spec.tokens))
         v.update({f"{spec.key}_edits": edits, f"{spec.key}_ref_tokens": n, spec.key: (edits / n) if n else None})
@@ -245,6 +267,36 @@ def score_item(item: Item, judge: Any = None) -> SampleResult:
             return res.fail(f"label {item.labels[0]!r} is not a number")
         v.update(pearson_label=float(item.labels[0]), pearson_prediction=first_number(resp))
     return res
+
+
+def upstream_decoding_ok(judge: Any) -> bool:
+    """Whether ``judge`` decodes as upstream's ``llm_classification`` does (temperature 0 / greedy)."""
+    t = getattr(judge, "temperature", None)
+    return t is not None and float(t) == 0.0
+
+
+def upstream_classification(item: Item, judge: Any) -> dict[str, Any]:
+    """One row of upstream's ``llm_classification`` (Dynamic-SUPERB Phase-2 evaluation code, see
+    :mod:`spear_metrics.dynamic_superb.metrics`): the row's instruction, ``label`` (first label
+    only) and response in :data:`~spear_metrics.dynamic_superb.metrics.UPSTREAM_CLASSIFICATION_PROMPT`,
+    one user message, ``max_tokens=512`` (the judge's temperature must be 0:
+    :func:`upstream_decoding_ok`), verdict ``result:\\s*(yes|no)`` on the lower-cased stripped reply,
+    1.0 for yes, else 0.0.
+
+    Returns:
+        ``{"llm_classification_reply", "llm_classification_verdict", "llm_classification",
+        "llm_classification_attempts"}``.
+
+    Raises:
+        spear_metrics.core.judge.JudgeError: the judge gave no reply after its retries.
+    """
+    label = item.upstream_label if item.upstream_label is not None else item.labels[0]
+    msgs = upstream_classification_messages(item.instruction, label, item.response or "")
+    ans = judge.ask(msgs, upstream_classification_verdict,
+                    extra_body={"max_tokens": UPSTREAM_CLASSIFICATION_DECODING["max_tokens"]})
+    return {"llm_classification_reply": ans.reply, "llm_classification_verdict": ans.value,
+            "llm_classification": upstream_classification_value(ans.value),
+            "llm_classification_attempts": len(ans.attempts)}
 
 
 def _is_number_text(text: str) -> bool:
@@ -289,6 +341,12 @@ def aggregate_task(metric: str, rows: Sequence[dict[str, Any]], n_rows: int, *, 
     ci = None
     n_used = 0
     if spec.kind == "judge":
+        up = [float(r["llm_classification"]) for r in ok if r.get("llm_classification") is not None]
+        out.update({metric: float(np.mean(up)) if up else None, f"{metric}_n": len(up),
+                    f"{metric}_ci95": bootstrap_ci(up, n_resamples=n_resamples, seed=seed) if up else None})
+        if not up:
+            out[f"{metric}_note"] = ("no row was judged with upstream's prompt (no judge, a judge temperature other "
+                                     "than upstream's 0, or --judge-prompts without upstream); " + note)
         vals = [r.get("judge_accuracy") for r in ok if r.get("judge_accuracy") is not None]
         n_na += sum(1 for r in ok if r.get("judge_unparsed"))
         n_used = len(vals)
@@ -400,13 +458,16 @@ def read_submission(path: str | os.PathLike) -> list[dict[str, Any]]:
 def judge_info(judge: Any, *, concurrency: int) -> dict[str, Any]:
     """What summary.json records of the judge: model, kind, settings, prompt version and sha256
     (never a key)."""
+    upstream = {"upstream_prompt": "INSTRUCTION_REFINE_COT_SINGLE_AND_MULTI_CHOICE",
+                "upstream_prompt_sha256": upstream_classification_prompt_sha256()}
     if judge is None:
-        return {"model": None, "prompt_version": JUDGE_PROMPT_VERSION, "prompt_sha256": judge_prompt_sha256()}
+        return {"model": None, "prompt_version": JUDGE_PROMPT_VERSION, "prompt_sha256": judge_prompt_sha256(), **upstream}
     from spear_metrics.core.judge import LocalJudge
 
     info: dict[str, Any] = {"model": judge.model, "kind": "local" if isinstance(judge, LocalJudge) else "openai-compatible",
                             "temperature": getattr(judge, "temperature", None), "max_tokens": JUDGE_MAX_TOKENS,
                             "prompt_version": JUDGE_PROMPT_VERSION, "prompt_sha256": judge_prompt_sha256(),
+                            **upstream, "upstream_decoding_ok": upstream_decoding_ok(judge),
                             "concurrency": int(concurrency)}
     if isinstance(judge, LocalJudge):
         info.update(decoding="greedy", max_new_tokens=judge.max_new_tokens)
@@ -439,6 +500,7 @@ def score_predictions(pred_dir: str | os.PathLike, out_dir: str | os.PathLike, *
                       manifest: Optional[str | os.PathLike] = None, tasks: Optional[Sequence[str]] = None,
                       judge_concurrency: int = 1, n_resamples: int = 1000, seed: int = 0,
                       seen: Sequence[str] = (), retry_failed: bool = False, overwrite: bool = False,
+                      judge_prompts: Sequence[str] = JUDGE_PROMPTS,
                       progress: bool = True, state: Any = None, prices: Any = None) -> dict[str, Any]:
     """Score ``PRED/`` into ``RESULTS/`` (see the module docstring).
 
@@ -451,6 +513,8 @@ def score_predictions(pred_dir: str | os.PathLike, out_dir: str | os.PathLike, *
         n_resamples, seed: bootstrap of the ``*_ci95`` intervals.
         seen: instances the model was trained on (``seen`` of the submission file).
         prices: a :class:`spear_metrics.core.usage.PriceTable` for the cost of the judge calls.
+        judge_prompts: which prompts judged rows are asked with (:data:`JUDGE_PROMPTS`: ``upstream``
+            for the published key ``llm_classification``, ``project`` for ``judge_accuracy``).
 
     The judge is a stage of its own: a folder scored without a judge (its judged rows failed
     "no judge given") is resumed with one, and only those rows are judged; the judge of the
@@ -477,6 +541,7 @@ def score_predictions(pred_dir: str | os.PathLike, out_dir: str | os.PathLike, *
 
     if judge_concurrency < 1:
         raise DSuperbScoreError(f"--judge-concurrency must be >= 1, got {judge_concurrency}")
+    judge_prompts = _check_prompts(judge_prompts)
     out = Path(out_dir)
     check_out_folder(out)  # the rule first (cheap): a folder that cannot be used costs no reading
     specs = load_manifest(manifest)
@@ -525,6 +590,7 @@ def score_predictions(pred_dir: str | os.PathLike, out_dir: str | os.PathLike, *
                 items.append(it)
     n_total = len(items) + len(failed)
     jinfo = judge_info(judge, concurrency=judge_concurrency)
+    jinfo["prompts"] = list(judge_prompts)
     # what the judged values depend on (not where the server runs, nor its time limits): the judge
     # stage's identity, kept beside the run record (a judge may join a folder scored without one)
     judge_id = {k: v for k, v in jinfo.items() if k not in ("concurrency", "base_url", "timeout_s", "max_retries")}
@@ -538,11 +604,12 @@ def score_predictions(pred_dir: str | os.PathLike, out_dir: str | os.PathLike, *
         if judged:
             if judge_concurrency > 1 and len(judged) > 1:
                 with ThreadPoolExecutor(min(judge_concurrency, len(judged)), thread_name_prefix="spear-judge") as pool:
-                    for it, r in zip(judged, pool.map(lambda x: score_item(x, judge), judged)):
+                    for it, r in zip(judged, pool.map(lambda x: score_item(x, judge, judge_prompts=judge_prompts),
+                                                      judged)):
                         res[it.row] = r
             else:
                 for it in judged:
-                    res[it.row] = score_item(it, judge)
+                    res[it.row] = score_item(it, judge, judge_prompts=judge_prompts)
         return [res[it.row] for it in batch]
 
     try:
@@ -645,6 +712,18 @@ def judge_replies(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def _check_prompts(prompts: Sequence[str]) -> tuple[str, ...]:
+    """``prompts`` checked against :data:`JUDGE_PROMPTS` (at least one).
+
+    Raises:
+        DSuperbScoreError: empty, or a name not in :data:`JUDGE_PROMPTS`."""
+    out = tuple(dict.fromkeys(str(p).strip() for p in prompts if str(p).strip()))
+    bad = [p for p in out if p not in JUDGE_PROMPTS]
+    if not out or bad:
+        raise DSuperbScoreError(f"--judge-prompts takes one or more of {', '.join(JUDGE_PROMPTS)}, got {list(prompts)}")
+    return out
+
+
 def write_json_atomic_list(path: Path, obj: list[Any]) -> Path:
     """A JSON list written atomically (``indent=4``, as upstream's submission example)."""
     from spear_datasets.files import atomic_path
@@ -693,7 +772,8 @@ def write_tasks_csv(path: Path, tasks: dict[str, dict[str, Any]]) -> Path:
 def score_texts(predictions: Sequence[str], references: Sequence[str], instructions: Sequence[str], *,
                 task: Optional[str] = None, metric: Optional[str] = None,
                 extra_references: Optional[Sequence[Sequence[str]]] = None, judge: Any = None,
-                judge_concurrency: int = 1, n_resamples: int = 1000, seed: int = 0) -> dict[str, Any]:
+                judge_concurrency: int = 1, n_resamples: int = 1000, seed: int = 0,
+                judge_prompts: Sequence[str] = JUDGE_PROMPTS) -> dict[str, Any]:
     """One task's rows scored in memory (the ``evaluate`` module): :func:`score_item` per row
     (judge calls on ``judge_concurrency`` threads), then :func:`aggregate_task`.
 
@@ -735,7 +815,7 @@ def score_texts(predictions: Sequence[str], references: Sequence[str], instructi
             it.error = f"row {i} has no prediction"
         items.append(it)
     with ThreadPoolExecutor(max(1, min(int(judge_concurrency), n or 1)), thread_name_prefix="spear-judge") as pool:
-        results = list(pool.map(lambda it: score_item(it, judge), items))
+        results = list(pool.map(lambda it: score_item(it, judge, judge_prompts=_check_prompts(judge_prompts)), items))
     rows = [r.to_json() for r in results]
     out = aggregate_task(str(metric), rows, n, n_resamples=n_resamples, seed=seed)
     out["per_sample"] = rows

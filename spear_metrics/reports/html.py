@@ -960,8 +960,12 @@ def _build_report(run: RunData, out: Path, *, human: RunData | None, against: Se
             page.add('<p class="why">Nothing to show.</p>')
         page.add("</section>")
 
+    from spear_datasets.identity import data_label
+
     lead = (f'<h1>SPEARBench report: {_e(run.name)}</h1>'
-            f'<p class="small">Protocol <code>seamless_2t_2s_questions</code>. Human answers: '
+            f'<p class="small">Protocol <code>seamless_2t_2s_questions</code>; data scored: '
+            f"{_e(data_label(run.summary.get('data')))} ({_e(str((run.summary.get('data') or {}).get('n_rows', '?')))} rows). "
+            f'Human answers: '
             f"{_e(human.source) if human else 'not given'}; published human row: SPEAR leaderboard "
             f"(<code>thomasthebaud/SPEAR-benchmark-website</code>, test split, full set).</p>"
             f'<nav class="toc" id="contents"><b>Contents</b><ol>{"".join(toc)}</ol></nav>')

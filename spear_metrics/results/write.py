@@ -227,8 +227,11 @@ def card_text(summary: dict[str, Any], *, model_name: str, inference_mode: str |
     of the run's columns (every declared key in the summary, from the column registry)."""
     from huggingface_hub import DatasetCard, DatasetCardData
 
+    from spear_datasets.identity import data_label, is_spear_data
     from spear_metrics.core.columns import better_text, columns
 
+    data = summary.get("data") if isinstance(summary.get("data"), dict) else {}
+    spear = is_spear_data(data)
     info = {
         "model_name": model_name,
         "inference_mode": inference_mode,
@@ -243,10 +246,17 @@ def card_text(summary: dict[str, Any], *, model_name: str, inference_mode: str |
         "n_samples": summary.get("n_samples"),
         "n_scored": summary.get("n_scored"),
         "n_failed": summary.get("n_failed"),
+        "data": {"label": data_label(data), "n_rows": data.get("n_rows"), "fingerprint": data.get("fingerprint"),
+                 "subsets": data.get("subsets"), "check": data.get("check")},
     }
+    if spear:
+        what = f"on the SPEARBench protocol `{PROTOCOL}` ({data_label(data)})"
+    else:  # never named after the benchmark's data
+        what = (f"on **custom data** ({data.get('n_rows', 'unknown')} rows; not SPEAR's split: "
+                f"{data.get('check') or 'no record of the data scored'})")
     data = DatasetCardData(
         pretty_name=f"SPEARBench results: {model_name}",
-        tags=["spearbench", "spoken-dialogue", "evaluation-results", PROTOCOL],
+        tags=["spearbench", "spoken-dialogue", "evaluation-results", *([PROTOCOL] if spear else ["custom-data"])],
         configs=[{"config_name": "default", "data_files": [{"split": split, "path": f"data/{split}-*.parquet"}]}],
         spearbench=info,
     )
@@ -265,8 +275,11 @@ def card_text(summary: dict[str, Any], *, model_name: str, inference_mode: str |
     body = "\n".join([
         f"# SPEARBench results: {model_name}",
         "",
-        f"Scores of **{model_name}** on the SPEARBench protocol `{PROTOCOL}` ({split} split), written by "
+        f"Scores of **{model_name}** {what}, written by "
         f"`spearbench push-results` (spearbench {summary.get('spearbench_version')}).",
+        "",
+        f"- data scored: {info['data']['label']}, {info['data']['n_rows']} rows, fingerprint "
+        f"`{info['data']['fingerprint']}` (sha256 of the sorted split/subset/clip names)",
         "",
         f"- inference mode: {inference_mode or 'not given'}; open weights: "
         f"{'yes' if open_weights else ('no' if open_weights is False else 'not given')}",

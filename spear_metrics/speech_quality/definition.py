@@ -227,13 +227,15 @@ class SpeechQuality(Dimension):
     """
 
     name = "speech_quality"
-    version = "2.1.0"
+    version = "2.2.0"
     # 2.0.0 results read as 2.0.1's (same columns and rules); 2.0.1 transcribes answers over 30 s at
     # temperature 0 only, without faster-whisper's random sampling fallback. 2.1.0 adds WER_numnorm_%
     # (absent from older results), leaves UTMOS null for answers over utmos_max_s (180 s; 2.0.x ran out
     # of memory on them) and computes DistillMOS over the same windows a few at a time (equal to float
-    # rounding): every value 2.0.x could write is 2.1.0's, so 2.0.x results stay readable
-    compatible_versions = ("2.0.0", "2.0.1")
+    # rounding): every value 2.0.x could write is 2.1.0's, so 2.0.x results stay readable. 2.2.0: the
+    # WER_numnorm_% normaliser also reads clock times, fractions and numeric ranges as they are said
+    # (every other key as 2.1.0; a 2.1.0 run's WER_numnorm_% is its own, recomputable from its rows)
+    compatible_versions = ("2.0.0", "2.0.1", "2.1.0")
     model_based = True
     keys = (
         MetricKey("UTMOS", "MOS 1-5", "higher",
@@ -260,6 +262,7 @@ class SpeechQuality(Dimension):
         MetricKey("WER_numnorm_%", "%", "lower",
                   "as `WER_norm_%` with every number written out in words (the project's normaliser: \"$5\" = \"five "
                   "dollars\", \"50%\" = \"fifty percent\", \"3.5\" = \"three point five\", \"21st\" = \"twenty first\"; "
+                  "\"3:30\" = \"three thirty\", \"3/4\" = \"three quarters\", \"5-10\" = \"five to ten\"; "
                   "\"$5\" ≠ \"5 euros\"; Whisper's normaliser drops the unit of quantities of 1); mean over (row, ASR) "
                   "values of the ASR systems that ran", group="Speech quality"),
         MetricKey("WER_numnorm_%_<asr>", "%", "lower", "`WER_numnorm_%` for one ASR", group="Speech quality"),

@@ -1,0 +1,170 @@
+"""``spearbench data``: SPEAR's package downloaded over loopback HTTP (resumed after a broken
+transfer, sha256-checked), installed into the upstream layout and checked against the published
+split sizes; the same layout cut from a miniature Seamless Interaction copy through the selection
+protocol, membership taken from the package's lists.
+
+The miniature Seamless copy is built from the real AMI stereo dialogue of the fixtures: one 48 kHz
+WAV per participant (its channel) and a transcript JSON of that participant's turns (the fixture's
+RTTM-derived turns; FEE016's long turn given a closing "?" so that it is a question)."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from http.server import BaseHTTPRequestHandler
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import STEREO_DIALOGUE
+from helpers import LoopbackHTTP
+from spear_datasets.identity import DataCheckError
+from spear_datasets.sources.download import DownloadError, http_download, sha256_file
+from spear_datasets.sources.package import check_layout, inputs_dir, install_package
+from spear_datasets.sources.seamless import build_from_seamless, package_members
+
+CONVERSATIONS = {"improvised": [("V00_S0001_I00000001", "P0001A", "P0002A"), ("V00_S0001_I00000002", "P0003", "P0004")],
+                 "naturalistic": [("V01_S0002_I00000003", "P0005", "P0006")]}
+
+
+def _seamless_copy(root: Path) -> Path:
+    """``root/<subset>/test/<conv>/<conv>_<pid>.wav`` (48 kHz mono) + transcript JSON per participant."""
+    import soundfile as sf
+    from scipy.signal import resample_poly
+
+    x, sr = sf.read(STEREO_DIALOGUE, dtype="float32")  # (n, 2) at 16 kHz
+    turns = json.loads(STEREO_DIALOGUE.with_suffix(".json").read_text())["turns"]
+    for subset, convs in CONVERSATIONS.items():
+        for conv, p_left, p_right in convs:
+            folder = root / subset / "test" / "0000" / conv
+            folder.mkdir(parents=True)
+            for ch, pid in enumerate((p_left, p_right)):
+                sf.write(folder / f"{conv}_{pid}.wav", resample_poly(x[:, ch], 3, 1).astype(np.float32), 3 * sr,
+                         subtype="PCM_16")
+                mine = [{"start": t["start"], "end": t["end"],
+                         "transcript": t["text"].rstrip(".") + "?" if t["start"] == 0.78 else t["text"], "words": []}
+                        for t in turns if t["channel"] == ch]
+                # the release's record form ({"metadata:transcript": [...]}) for the naturalistic copy
+                record = {"id": f"{conv}_{pid}", "metadata:transcript": mine} if subset == "naturalistic" else mine
+                (folder / f"{conv}_{pid}.json").write_text(json.dumps(record))
+    return root
+
+
+@pytest.fixture(scope="module")
+def seamless(tmp_path_factory):
+    return _seamless_copy(tmp_path_factory.mktemp("seamless"))
+
+
+@pytest.fixture(scope="module")
+def package(seamless, tmp_path_factory):
+    """SPEAR's package in miniature: ``spear_package/test/<subset>/{metadata.csv, audios/, answers/}``
+    zipped, listing the first improvised conversation's clip and the naturalistic one."""
+    tmp = tmp_path_factory.mktemp("pkg")
+    n = build_from_seamless(seamless, tmp / "full", split="test")
+    assert n == {"improvised": 2, "naturalistic": 1}  # one question per conversation
+    src = inputs_dir(tmp / "full") / "test"
+    imp = src / "improvised" / "metadata.csv"
+    lines = imp.read_text().splitlines()
+    imp.write_text("\n".join([lines[0]] + [ln for ln in lines[1:] if "V00_S0001_I00000001" in ln]) + "\n")
+    archive = tmp / "spear_package.zip"
+    with zipfile.ZipFile(archive, "w") as z:
+        for f in sorted(src.rglob("*")):
+            if f.is_file() and "V00_S0001_I00000002" not in f.name:
+                z.write(f, Path("spear_package") / "test" / f.relative_to(src))
+    return archive
+
+
+class _RangeServer(LoopbackHTTP):
+    """Serves one file with Range support; the first full request is cut after half the bytes."""
+
+    def __init__(self, data: bytes):
+        self.data, self.requests = data, []
+        outer = self
+
+        class H(BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def do_GET(self):
+                rng = self.headers.get("Range")
+                outer.requests.append(rng)
+                if rng:
+                    start = int(rng.split("=")[1].split("-")[0])
+                    body = outer.data[start:]
+                    self.send_response(206)
+                    self.send_header("Content-Range", f"bytes {start}-{len(outer.data) - 1}/{len(outer.data)}")
+                else:
+                    body = outer.data
+                    self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                if not rng and len(outer.requests) == 1:  # a broken transfer: half, then the connection drops
+                    self.wfile.write(body[: len(body) // 2])
+                    self.wfile.flush()
+                    self.close_connection = True
+                    return
+                self.wfile.write(body)
+
+        self._serve(H, "/spear_package.zip")
+
+
+def test_download_resumes_and_checks_sha256(package, tmp_path):
+    data = package.read_bytes()
+    want = sha256_file(package)
+    with _RangeServer(data) as srv:
+        got = http_download(srv.url, tmp_path / "pkg.zip", sha256=want, backoff_s=0.0, timeout_s=30.0)
+        assert got == want and (tmp_path / "pkg.zip").read_bytes() == data
+        # resumed from the bytes kept, not restarted: the second request asks for the rest only
+        assert srv.requests[0] is None and srv.requests[1].startswith("bytes=") and len(srv.requests) == 2
+        assert 0 < int(srv.requests[1][6:-1]) <= len(data) // 2
+        with pytest.raises(DownloadError, match="sha256 mismatch"):
+            http_download(srv.url, tmp_path / "bad.zip", sha256="0" * 64, backoff_s=0.0, timeout_s=30.0)
+    assert not (tmp_path / "bad.zip").exists() and not (tmp_path / "bad.zip.part").exists()
+
+
+def test_install_and_count_check(package, tmp_path, capsys):
+    from spear_metrics.cli import main
+
+    target = install_package(package, tmp_path / "root")
+    assert (target / "test" / "improvised" / "metadata.csv").is_file()
+    assert check_layout(tmp_path / "root", counts=False) == {"test": {"improvised": 1, "naturalistic": 1}}
+    with pytest.raises(DataCheckError, match=r"improvised 1, naturalistic 1 \(2\); SPEAR's test split has "
+                                             r"improvised 994, naturalistic 1731 \(2725\)"):
+        check_layout(tmp_path / "root")
+    assert main(["data", "check", str(tmp_path / "root")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("spearbench data: ") and "SPEAR's test split has" in err and "\n" not in err
+    assert main(["data", "check", str(tmp_path / "root"), "--no-count-check"]) == 0
+    assert "labelled custom data" in capsys.readouterr().out
+    # a clip the metadata names but the package lacks is a schema failure
+    (target / "test" / "naturalistic" / "audios").rename(target / "test" / "naturalistic" / "gone")
+    with pytest.raises(DataCheckError, match="is not there"):
+        check_layout(tmp_path / "root", counts=False)
+    with pytest.raises(DataCheckError, match="already exists"):
+        install_package(package, tmp_path / "root")
+    evil = tmp_path / "evil.zip"
+    with zipfile.ZipFile(evil, "w") as z:
+        z.writestr("../outside.txt", "x")
+    with pytest.raises(DataCheckError, match="outside the target"):
+        install_package(evil, tmp_path / "r3")
+    assert not (tmp_path / "outside.txt").exists()
+
+
+def test_seamless_cut_keeps_the_package_members(seamless, package, tmp_path):
+    pkg_root = tmp_path / "pkg"
+    install_package(package, pkg_root)
+    members = {s: package_members(inputs_dir(pkg_root) / "test" / s / "metadata.csv") for s in CONVERSATIONS}
+    n = build_from_seamless(seamless, tmp_path / "root", split="test", members=members)
+    assert n == {"improvised": 1, "naturalistic": 1}  # the unlisted improvised conversation is left out
+    got = check_layout(tmp_path / "root", counts=False)
+    assert got == {"test": {"improvised": 1, "naturalistic": 1}}
+    imp = inputs_dir(tmp_path / "root") / "test" / "improvised"
+    assert sorted(p.name for p in (imp / "audios").iterdir()) == ["V00_S0001_I00000001_P0001A_P0002A_0.wav"]
+    # the cut clip: the question runs from FEE016's turn start (0.78 s) to its end (15.48 s), 16 kHz stereo
+    import soundfile as sf
+
+    info = sf.info(imp / "audios" / "V00_S0001_I00000001_P0001A_P0002A_0.wav")
+    assert info.samplerate == 16000 and info.channels == 2 and info.frames == round(15.48 * 16000) - round(0.78 * 16000)
+    with pytest.raises(DataCheckError, match="missing"):
+        build_from_seamless(seamless, tmp_path / "r2", split="dev")
