@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from spear_datasets.sources.fdb import TASKS
+from spear_metrics.full_duplex_v15.data import SUBSETS as V15_SUBSETS
 from spear_metrics.commands import (
     add_bootstrap_arguments, command, format_value, next_steps, number, read_run_info, resumed_line, shown_path, wrap,
 )
@@ -31,7 +32,11 @@ from spear_metrics.core.vad import BACKENDS, DEFAULT_BACKEND
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--task", choices=TASKS, help="FDB v1.0 task of the --root folder")
+    p.add_argument("--version", dest="fdb_version", choices=("1.0", "1.5"), default=None,
+                   help="benchmark version (default: 1.5 when --root holds v1.5 samples - input.wav, clean_input.wav, "
+                        "metadata.json - else 1.0)")
+    p.add_argument("--task", choices=tuple(dict.fromkeys((*TASKS, *V15_SUBSETS))),
+                   help="FDB v1.0 task of the --root folder, or the v1.5 subset (default: every subset under --root)")
     p.add_argument("--root", help="task folder holding one sub-folder per sample (upstream layout)")
     p.add_argument("--release", metavar="FOLDER_OR_HUB_ID",
                    help="FDB v1.0 model-outputs release: a folder or a Hub dataset id, e.g. MagicLuke/fdb-v1-outputs-v1 "
@@ -43,7 +48,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="backchannel: FDB's human distribution icc_gt_distribution.json (CC BY-NC, not shipped)")
     p.add_argument("--judge-url", default=None, help="user_interruption: OpenAI-compatible API root, e.g. http://127.0.0.1:8000/v1")
     p.add_argument("--judge-model", default=None, help="judge model name (FDB used gpt-4-turbo)")
-    p.add_argument("--judge-seed", type=number(integer=True), default=0, help="seed sent to the judge (default 0, as FDB)")
+    p.add_argument("--judge-seed", type=number(integer=True), default=None,
+                   help="seed sent to the judge (default as FDB: 0 for v1.0; v1.5 starts at 1, +1 per retry)")
+    p.add_argument("--judge-attempts", type=number(integer=True, minimum=1), default=None,
+                   help="v1.5: most judge requests per sample (upstream retries forever with seed + 1; default 5)")
+    p.add_argument("--mos", default="dnsmos", help="v1.5: offline MOS backend for the project's MOS keys beside the "
+                   "unsupported UTMOSv2 (spear_metrics.core.mos: dnsmos, distillmos; 'none' for no MOS)")
     p.add_argument("--asr", default="embedded", help="ASR backend for task-folder samples without output.json (spear_metrics.core.asr)")
     p.add_argument("--vad-backend", default=DEFAULT_BACKEND, choices=BACKENDS,
                    help="Silero VAD front end for backchannel (spear_metrics.core.vad; batched decides as upstream's "
@@ -92,6 +102,12 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
+def _is_v15(root: str) -> bool:
+    from spear_metrics.full_duplex_v15.data import is_v15_folder
+
+    return is_v15_folder(root)
+
+
 def _fail(msg: str) -> int:
     print(f"spearbench fdb: {msg}", file=sys.stderr)
     return 2
@@ -102,6 +118,14 @@ def run(args: argparse.Namespace) -> int:
     from spear_metrics.core.runner import RunError
     from spear_metrics.full_duplex.runs import ScoringSetup
 
+    if args.fdb_version == "1.5" or (args.fdb_version is None and args.root and not args.release and _is_v15(args.root)):
+        from spear_metrics.full_duplex_v15.cli import run_v15
+
+        return run_v15(args)
+    if args.task is not None and args.task not in TASKS:
+        return _fail(f"--task {args.task} is a v1.5 subset; pass --version 1.5 with a v1.5 folder")
+    if args.judge_seed is None:
+        args.judge_seed = 0
     if args.release is not None or args.run is not None or args.stimuli is not None:
         if args.task is not None or args.root is not None:
             return _fail("give either --task/--root (a task folder) or --release/--run/--stimuli (a release), not both")
