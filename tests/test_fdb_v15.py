@@ -61,6 +61,7 @@ def test_upstream_timing_lists_on_hand_cases():
     assert tm.overlap_latencies([], [], (5.0, 6.0)) == {"stop_latency_s": None, "response_latency_s": None}
 
 
+@pytest.mark.slow
 def test_stop_and_response_latency_equal_the_constructed_ones_within_a_vad_frame(v15_root):
     from spear_metrics.full_duplex_v15.data import read_metadata
 
@@ -245,6 +246,7 @@ def test_significance_keeps_c_respond_samples_and_masks_sentinels():
 # ----------------------------------------------------------------------------- the command
 
 
+@pytest.mark.slow
 def test_score_command_on_v15_samples(v15_root, tmp_path, capsys):
     from spear_metrics.cli import main
 
@@ -287,6 +289,7 @@ def test_score_command_refuses_what_it_cannot_run(tmp_path, capsys):
     assert "no FDB v1.5 sample folders" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_a_sample_without_a_reply_fails_alone(v15_root, tmp_path):
     import shutil
 
