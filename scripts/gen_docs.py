@@ -56,7 +56,9 @@ def card_table(metric: str, *, note: bool = True) -> str:
     """The key table of ``spear_metrics/<metric>/README.md`` (``note``: headed by :data:`NOTE`)."""
     from spear_metrics.core.columns import metric_keys
 
-    human = human_values() if metric != "full_duplex" else {}
+    from spear_metrics.core.registry import DIMENSIONS
+
+    human = human_values() if metric in DIMENSIONS else {}  # the published human row is SPEAR's
     lines = ([NOTE, ""] if note else []) + ["| key | column | unit | better | definition |", "|---|---|---|---|---|"]
     for k in metric_keys(metric):
         kind = "published" if k.published else "project"
@@ -101,8 +103,8 @@ def metric_info(metric: str) -> dict:
     """What a reference page states about ``metric`` besides its keys: ``title``, ``summary``,
     ``version``, ``compatible`` (older versions whose results this code reads), ``model_based``
     (bool or ``None`` when not declared), ``options`` (``Option`` tuple) and ``command``."""
-    from spear_metrics.core.columns import FDB_METRIC, metric_keys
-    from spear_metrics.core.registry import DIMENSIONS, dimension_class
+    from spear_metrics.core.columns import metric_keys
+    from spear_metrics.core.registry import DIMENSIONS, benchmark, dimension_class
 
     keys = metric_keys(metric)
     group = next((k.group for k in keys if k.group), metric)
@@ -112,16 +114,10 @@ def metric_info(metric: str) -> dict:
                 "version": str(cls.version), "compatible": tuple(map(str, getattr(cls, "compatible_versions", ()))),
                 "model_based": bool(getattr(cls, "model_based", False)), "options": tuple(cls.option_schema),
                 "command": f"spearbench score --metrics {metric}"}
-    import importlib
-
-    try:
-        mod = importlib.import_module(f"spear_metrics.{metric}.definition")
-    except ModuleNotFoundError:  # a metric folder of another layout: its keys and card only
-        mod = None
-    title = "Full-Duplex-Bench v1.0 (`full_duplex`)" if metric == FDB_METRIC else f"{group} (`{metric}`)"
-    return {"title": title, "summary": _first_paragraph(getattr(mod, "__doc__", "")), "version": str(getattr(mod, "VERSION", "")),
+    bench = benchmark(metric)  # a registered benchmark's own evaluate module: its descriptor
+    return {"title": f"{bench.title} (`{metric}`)", "summary": bench.summary, "version": bench.version,
             "compatible": (), "model_based": None, "options": (),
-            "command": "spearbench fdb" if metric == FDB_METRIC else ""}
+            "command": f"spearbench {bench.command}" if bench.command else ""}
 
 
 def _option_row(o) -> str:
@@ -160,7 +156,7 @@ def card_body(metric: str) -> str:
                 continue
             line = "##" + line
         elif not fenced:
-            for spec in ("SPEAR_PROTOCOL.md", "FDB_PROTOCOL.md"):
+            for spec in sorted(f.name for f in (REPO / "docs" / "protocols").glob("*.md")):
                 line = line.replace(f"`{spec}`", f"[`{spec}`](../protocols/{spec})")
         out.append(line)
     body = "\n".join(out).strip()
@@ -197,21 +193,24 @@ def metric_page(metric: str) -> str:
 
 
 def index_page() -> str:
-    """``docs/reference/index.md``: every column."""
-    from spear_metrics.core.columns import FDB_METRIC, metric_names
+    """``docs/reference/index.md``: every column (SPEAR's, then each registered benchmark's)."""
+    from spear_metrics.core.columns import metric_names
+    from spear_metrics.core.registry import DIMENSIONS, benchmark
 
-    dims = [m for m in metric_names() if m != FDB_METRIC]
+    dims = [m for m in metric_names() if m in DIMENSIONS]
+    others = [benchmark(m) for m in metric_names() if m not in DIMENSIONS]
     pages = ", ".join(f"[`{m}`]({m}.md)" for m in dims)
-    fdb = card_table(FDB_METRIC, note=False)
+    bench_pages = ", ".join(f"{b.title}: [`{b.name}`]({b.name}.md)" for b in others)
     lines = [PAGE_NOTE, "", "# Columns", "",
              "Every key a run writes, from the one declaration of each key (`MetricKey` in each dimension's "
              "`definition.py`; `spear_metrics/core/columns.py` derives the leaderboard, the Space, the results "
              "dataset cards, the metric cards and these pages from it). \"published\": a column of the published "
              "SPEAR table, meaning exactly what upstream computes (the published human value in brackets); "
              "\"project\": a key of this project under its own name.", "",
-             f"One page per dimension: {pages}; Full-Duplex-Bench: [`full_duplex`]({FDB_METRIC}.md).", "",
-             "## SPEAR, in leaderboard order", "", columns_table(link=True), "",
-             "## Full-Duplex-Bench v1.0", "", fdb, ""]
+             f"One page per dimension: {pages}; one per benchmark: {bench_pages}.", "",
+             "## SPEAR, in leaderboard order", "", columns_table(link=True), ""]
+    for b in others:
+        lines += [f"## {b.title}", "", card_table(b.name, note=False), ""]
     return "\n".join(lines)
 
 

@@ -27,6 +27,7 @@ and ``GRADIO_SERVER_PORT``). On Hugging Face Spaces this file is the Space's ``a
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import math
 import os
@@ -40,6 +41,7 @@ import numpy as np
 import pandas as pd
 
 from spear_metrics.core.columns import Column, groups, leaderboard_columns
+from spear_metrics.core.registry import DEFAULT_BENCHMARK, benchmark_of_summary
 from spear_metrics.results import (
     PROTOCOL, Results, ResultsError, SourcePolicy, leaderboard_row, public_path, public_text, subset_of,
 )
@@ -142,7 +144,7 @@ def all_rows(sources: list[str]) -> tuple[list[dict[str, Any]], list[str]]:
     loaded, errors = load_sources(sources)
     rows = published_rows()
     for r in loaded:
-        if r.summary.get("benchmark"):  # another benchmark's results (SpeechRole-Eval, Dynamic-SUPERB): its own tab
+        if benchmark_of_summary(r.summary).name != DEFAULT_BENCHMARK:  # another benchmark's results: its own tab
             continue
         row = leaderboard_row(r)
         row.update(project_cells(r.summary))
@@ -151,27 +153,20 @@ def all_rows(sources: list[str]) -> tuple[list[dict[str, Any]], list[str]]:
     return rows, errors
 
 
-def speechrole_table(sources: list[str], scope: str = "overall") -> pd.DataFrame:
-    """The SpeechRole-Eval tab: one row per loaded SpeechRole results dataset
-    (:func:`spear_metrics.speechrole.results.leaderboard_frame`)."""
-    from spear_metrics.speechrole.results import leaderboard_frame
+def benchmark_tabs() -> list[tuple[str, Any]]:
+    """``(title, SpaceTab)`` of every registered benchmark that has a Space tab
+    (:attr:`spear_metrics.core.benchmark.Benchmark.space_tab`), in registry order."""
+    from spear_metrics.core.registry import benchmarks
 
-    return leaderboard_frame(load_sources(sources)[0], scope)
-
-
-def dsuperb_table(sources: list[str]) -> pd.DataFrame:
-    """The Dynamic-SUPERB tab: one row per loaded Dynamic-SUPERB results dataset
-    (:func:`spear_metrics.dynamic_superb.results.leaderboard_frame`)."""
-    from spear_metrics.dynamic_superb.results import leaderboard_frame
-
-    return leaderboard_frame(load_sources(sources)[0])
+    return [(b.title, b.hook("space_tab")) for b in benchmarks() if b.space_tab]
 
 
-#: the line a benchmark's tab shows instead of its table while no results dataset of it is loaded
-NO_SPEECHROLE = ("No SpeechRole-Eval results dataset loaded: pass one to --results (spearbench speechrole score, "
-                 "then push-results --local-dir).")
-NO_DSUPERB = ("No Dynamic-SUPERB results dataset loaded: pass one to --results (spearbench dsuperb score, "
-              "then push-results --local-dir).")
+def benchmark_table(tab: Any, sources: list[str], *controls: str) -> pd.DataFrame:
+    """A benchmark tab's table: its ``table`` function over the loaded results datasets (it keeps
+    its own benchmark's)."""
+    from spear_metrics.core.benchmark import resolve
+
+    return resolve(tab.table)(load_sources(sources)[0], *controls)
 
 
 def _tab_view(frame: pd.DataFrame, none_line: str) -> tuple[dict, dict]:
@@ -180,14 +175,9 @@ def _tab_view(frame: pd.DataFrame, none_line: str) -> tuple[dict, dict]:
     return gr.update(value=frame, visible=not frame.empty), gr.update(value=none_line, visible=frame.empty)
 
 
-def speechrole_view(sources: list[str], scope: str = "overall") -> tuple[dict, dict]:
-    """The SpeechRole-Eval tab's table and "none loaded" line (:func:`speechrole_table`)."""
-    return _tab_view(speechrole_table(sources, scope), NO_SPEECHROLE)
-
-
-def dsuperb_view(sources: list[str]) -> tuple[dict, dict]:
-    """The Dynamic-SUPERB tab's table and "none loaded" line (:func:`dsuperb_table`)."""
-    return _tab_view(dsuperb_table(sources), NO_DSUPERB)
+def benchmark_view(tab: Any, sources: list[str], *controls: str) -> tuple[dict, dict]:
+    """A benchmark tab's table and "none loaded" line (:func:`benchmark_table`)."""
+    return _tab_view(benchmark_table(tab, sources, *controls), tab.none_line)
 
 
 def _human_value(rows: list[dict[str, Any]], key: str) -> float | None:
@@ -250,8 +240,9 @@ def value_text(row: dict[str, Any], key: str) -> str:
     return text
 
 
-#: the tables' elem_ids: the SPEAR leaderboard and the other benchmarks' tabs
-TABLE_IDS = ("leaderboard", "speechrole", "dsuperb")
+def table_ids() -> tuple[str, ...]:
+    """The tables' elem_ids: the SPEAR leaderboard and each registered benchmark's tab."""
+    return ("leaderboard", *(tab.elem_id for _, tab in benchmark_tabs()))
 
 
 def _table_css(ids: tuple[str, ...]) -> str:
@@ -266,7 +257,6 @@ def _table_css(ids: tuple[str, ...]) -> str:
             f"{sel('td')} {{ max-width: 14em; }}\n")
 
 
-TABLE_CSS = _table_css(TABLE_IDS)
 
 
 def _ow(v: bool | None) -> str:
@@ -696,7 +686,7 @@ def build_app(sources: list[str] | None = None) -> gr.Blocks:
 
     # gradio's copies of served files (tables, audio, reports) older than an hour go every hour
     with gr.Blocks(title="SPEARBench leaderboard", delete_cache=(3600, 3600)) as demo:
-        gr.HTML(f"<style>{TABLE_CSS}</style>", padding=False, elem_id="table_css")
+        gr.HTML(f"<style>{_table_css(table_ids())}</style>", padding=False, elem_id="table_css")
         src_state = gr.State(start)
         gr.Markdown(
             "# SPEARBench leaderboard\n"
@@ -727,22 +717,19 @@ def build_app(sources: list[str] | None = None) -> gr.Blocks:
                                label="download the table (CSV; empty cell = missing)")
             with gr.Accordion("Columns: dimensions, units, direction of better", open=False):
                 gr.Markdown(legend_markdown())
-        with gr.Tab("SpeechRole-Eval"):
-            gr.Markdown("SpeechRole-Eval results datasets (`spearbench speechrole score` + `push-results`): per aspect "
-                        "`100·ΣA/ΣB` (system's over reference speech's judge scores, 95 % interval over dialogues). "
-                        "A project key: the aggregation behind the published scores is not in public code.")
-            sr_scope = gr.Radio(["overall", "single", "multi"], value="overall", label="dialogues")
-            sr0 = speechrole_table(start)
-            sr_table = gr.Dataframe(value=sr0, interactive=False, wrap=True, elem_id="speechrole", visible=not sr0.empty)
-            sr_none = gr.Markdown(NO_SPEECHROLE, visible=sr0.empty, elem_id="speechrole_none")
-            sr_scope.change(speechrole_view, [src_state, sr_scope], [sr_table, sr_none], api_visibility="private")
-        with gr.Tab("Dynamic-SUPERB"):
-            gr.Markdown("Dynamic-SUPERB Phase-2 results datasets (`spearbench dsuperb score` + `push-results`): one "
-                        "column per task (SPEARBench's project key: `judge_accuracy`, `WER`, `BLEU`, `pearson_r`...; "
-                        "upstream's metric functions are not public), then each key's mean over tasks.")
-            ds0 = dsuperb_table(start)
-            ds_table = gr.Dataframe(value=ds0, interactive=False, wrap=True, elem_id="dsuperb", visible=not ds0.empty)
-            ds_none = gr.Markdown(NO_DSUPERB, visible=ds0.empty, elem_id="dsuperb_none")
+        tab_events = []  # (refresh, inputs, outputs) of each benchmark tab, rerun after a load
+        for title, tab in benchmark_tabs():
+            with gr.Tab(title):
+                gr.Markdown(tab.intro)
+                controls = [gr.Radio(list(choices), value=default, label=label) for label, choices, default in tab.controls]
+                frame0 = benchmark_table(tab, start, *(default for _, _, default in tab.controls))
+                b_table = gr.Dataframe(value=frame0, interactive=False, wrap=True, elem_id=tab.elem_id,
+                                       visible=not frame0.empty)
+                b_none = gr.Markdown(tab.none_line, visible=frame0.empty, elem_id=f"{tab.elem_id}_none")
+                view = functools.partial(benchmark_view, tab)
+                for c in controls:
+                    c.change(view, [src_state, *controls], [b_table, b_none], api_visibility="private")
+                tab_events.append((view, [src_state, *controls], [b_table, b_none]))
         with gr.Tab("Samples"):
             with gr.Row():
                 model_dd = gr.Dropdown(models0, value=models0[0][1] if models0 else None, label="model",
@@ -805,11 +792,11 @@ def build_app(sources: list[str] | None = None) -> gr.Blocks:
                     gr.update(choices=models, value=models[-1][1] if models else None),
                     status_text(len(kept), errors), gr.update(choices=_report_choices(kept)))
 
-        add_btn.click(add_sources, [src_state, src_box, modes, open_w],
-                      [src_state, modes, src_box, model_dd, status, report_dd],
-                      api_visibility="private").then(refresh, lb_inputs, lb_outputs, api_visibility="private").then(
-            speechrole_view, [src_state, sr_scope], [sr_table, sr_none], api_visibility="private").then(
-            dsuperb_view, [src_state], [ds_table, ds_none], api_visibility="private")
+        event = add_btn.click(add_sources, [src_state, src_box, modes, open_w],
+                              [src_state, modes, src_box, model_dd, status, report_dd],
+                              api_visibility="private").then(refresh, lb_inputs, lb_outputs, api_visibility="private")
+        for view, inputs, outputs in tab_events:
+            event = event.then(view, inputs, outputs, api_visibility="private")
 
         def leaderboard(sources_text: str = "", inference_modes: str = "", open_weights: str = "all",
                         sort: str = "model", sort_order: str = "ascending") -> dict:

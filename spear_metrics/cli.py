@@ -1,7 +1,10 @@
 """``spearbench``: the command line.
 
-Each subcommand lives in its own module under :mod:`spear_metrics.commands` with two functions,
-``add_arguments(parser)`` and ``run(args) -> int``. The list below is explicit.
+Each subcommand lives in its own module with two functions, ``add_arguments(parser)`` and
+``run(args) -> int``: the generic commands under :mod:`spear_metrics.commands` (the list below
+is explicit), and each registered benchmark's own command group
+(:attr:`spear_metrics.core.benchmark.Benchmark.command`, :func:`commands`). A benchmark's
+deprecated command names (``aliases``) still run, after one deprecation line on stderr.
 
 Exit status of :func:`main` (one line on stderr for every status but 0):
 
@@ -21,18 +24,12 @@ import importlib
 import os
 import sys
 
-#: subcommand -> (module, one-line help)
+#: generic subcommand -> (module, one-line help); each benchmark's own come from the registry (:func:`commands`)
 COMMANDS: dict[str, tuple[str, str]] = {
     "score": ("spear_metrics.commands.score", "score a model's answer folder (metadata CSV) on SPEAR dimensions"),
     "build-dataset": ("spear_metrics.commands.build_dataset", "turn a SPEAR data folder into a Hub-layout dataset"),
     "demo": ("spear_metrics.commands.demo", "build SPEAR samples from a real call, score references, print the leaderboard"),
     "infer": ("spear_metrics.commands.infer", "run a speech agent over a SPEAR split into a scoreable answer folder"),
-    "fdb": ("spear_metrics.commands.fdb", "score Full-Duplex-Bench task folders"),
-    "fdb-infer": ("spear_metrics.commands.fdb_infer", "stream Full-Duplex-Bench stimuli through a network adapter into output.wav/output.json"),
-    "speechrole": ("spear_metrics.commands.speechrole",
-                   "SpeechRole-Eval: infer role-play speech, judge it against the reference voices, summarize"),
-    "dsuperb": ("spear_metrics.commands.dsuperb",
-                "Dynamic-SUPERB Phase-2: list tasks, infer text answers into upstream's prediction files, score them"),
     "push-results": ("spear_metrics.commands.push_results", "publish a scored run as a Hub results dataset"),
     "publish": ("spear_metrics.commands.publish", "publish the dataset, the metric Spaces and the leaderboard Space"),
     "compare": ("spear_metrics.commands.compare", "paired comparison of two scored runs on the same inputs (A - B)"),
@@ -42,14 +39,36 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+def commands() -> dict[str, tuple[str, str]]:
+    """Every subcommand -> (module, one-line help): :data:`COMMANDS`, then each registered
+    benchmark's command and its deprecated names (:func:`spear_metrics.core.registry.benchmarks`)."""
+    from spear_metrics.core.registry import benchmarks
+
+    out = dict(COMMANDS)
+    for b in benchmarks():
+        if b.command and b.cli:
+            out[b.command] = (b.cli, b.command_help or b.title)
+        for old, (module, new) in b.aliases.items():
+            out[old] = (module, f"deprecated: use {new}")
+    return out
+
+
+def deprecated_names() -> dict[str, str]:
+    """Deprecated command name -> the command that replaces it (every benchmark's ``aliases``)."""
+    from spear_metrics.core.registry import benchmarks
+
+    return {old: new for b in benchmarks() for old, (_, new) in b.aliases.items()}
+
+
 def build_parser(available: dict[str, object]) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="spearbench", description="SPEARBench: score spoken dialogue models on real conversations.")
     from spear_metrics.core.summary import spearbench_version
 
     parser.add_argument("--version", action="version", version=f"spearbench {spearbench_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    helps = commands()
     for name, mod in available.items():
-        p = sub.add_parser(name, help=COMMANDS[name][1], description=COMMANDS[name][1])
+        p = sub.add_parser(name, help=helps[name][1], description=helps[name][1])
         mod.add_arguments(p)
     return parser
 
@@ -91,7 +110,7 @@ def _main(argv: list[str] | None) -> int:
     who = "spearbench"
     try:
         available = {}
-        for name, (module, _) in COMMANDS.items():
+        for name, (module, _) in commands().items():
             try:
                 available[name] = importlib.import_module(module)
             except ModuleNotFoundError as e:
@@ -101,6 +120,9 @@ def _main(argv: list[str] | None) -> int:
                         return 2
         args = build_parser(available).parse_args(argv)
         who = f"spearbench {args.command}"
+        if args.command in (old := deprecated_names()):
+            print(f"spearbench {args.command}: deprecated, use {old[args.command]} (the old name goes in a later "
+                  "release)", file=sys.stderr)
         rc = int(available[args.command].run(args) or 0)
     except KeyboardInterrupt:
         if _debug():

@@ -668,12 +668,13 @@ def test_cli_score_and_push_results(pred, data, tmp_path, monkeypatch, capsys):
     assert frame.loc[0, f"{ASR} (WER)"] == pytest.approx(10 / 42)
     # the Space: its SPEAR table leaves the run out, its Dynamic-SUPERB table shows it
     import spear_metrics.space.app as app
+    from spear_metrics.dynamic_superb.ui import SPACE_TAB
     from spear_metrics.results import SourcePolicy
 
     monkeypatch.setattr(app, "POLICY", SourcePolicy([str(ds)]))
     rows, errors = app.all_rows(["local:ds"])
     assert errors == [] and "scripted" not in {r["model"] for r in rows}
-    assert app.dsuperb_table(["local:ds"]).loc[0, f"{CLS} (judge_accuracy)"] == pytest.approx(0.5)
+    assert app.benchmark_table(SPACE_TAB, ["local:ds"]).loc[0, f"{CLS} (judge_accuracy)"] == pytest.approx(0.5)
     summary = json.loads((tmp_path / "res" / "summary.json").read_text())
     summary["tasks"][ASR]["WER"] = 0.01  # an edited figure is refused
     (tmp_path / "res" / "summary.json").write_text(json.dumps(summary))

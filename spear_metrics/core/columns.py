@@ -18,19 +18,10 @@ from dataclasses import dataclass
 
 from spear_metrics.core.dimension import MetricKey
 
-#: The Full-Duplex-Bench metric folder: an evaluate module (and metric Space) that is not a
-#: registered SPEAR dimension.
-FDB_METRIC = "full_duplex"
-#: The SpeechRole-Eval metric folder (an evaluate module over judge results; not a SPEAR dimension).
-SPEECHROLE_METRIC = "speechrole"
-#: The Dynamic-SUPERB Phase-2 metric folder (an evaluate module over text answers; not a SPEAR dimension).
-DSUPERB_METRIC = "dynamic_superb"
-
-
 @dataclass(frozen=True)
 class Column:
-    """One column: its :class:`MetricKey` and the metric (registry name or ``"full_duplex"``)
-    that writes it. ``name``, ``unit``, ``better``, ``description``, ``group``, ``published`` and
+    """One column: its :class:`MetricKey` and the metric (a registered dimension or benchmark
+    name) that writes it. ``name``, ``unit``, ``better``, ``description``, ``group``, ``published`` and
     ``order`` are the key's."""
 
     key: MetricKey
@@ -67,32 +58,24 @@ class Column:
 
 def metric_names() -> tuple[str, ...]:
     """Every metric folder that is an evaluate module: the registered SPEAR dimensions in
-    registry order, then ``full_duplex``, ``speechrole`` and ``dynamic_superb``."""
-    from spear_metrics.core.registry import DIMENSIONS
+    registry order, then each registered benchmark that has one
+    (:attr:`~spear_metrics.core.benchmark.Benchmark.has_metric_module`), in registry order."""
+    from spear_metrics.core.registry import DIMENSIONS, benchmarks
 
-    return (*DIMENSIONS, FDB_METRIC, SPEECHROLE_METRIC, DSUPERB_METRIC)
+    return (*DIMENSIONS, *(b.name for b in benchmarks() if b.has_metric_module))
 
 
 def metric_keys(metric: str) -> tuple[MetricKey, ...]:
-    """The declared keys of ``metric`` (a registered dimension's ``keys``; FDB's and SpeechRole's ``KEYS``; Dynamic-SUPERB's ``PROJECT_KEYS``).
+    """The declared keys of ``metric``: a registered dimension's ``keys``, or a registered
+    benchmark's (:meth:`~spear_metrics.core.benchmark.Benchmark.metric_keys`).
 
     Raises:
-        UnknownDimensionError: not a registered dimension nor ``full_duplex`` / ``speechrole`` / ``dynamic_superb``.
+        UnknownDimensionError: neither a registered dimension nor a registered benchmark.
     """
-    if metric == FDB_METRIC:
-        from spear_metrics.full_duplex.definition import KEYS
+    from spear_metrics.core.registry import DIMENSIONS, benchmark, benchmark_names, dimension_class
 
-        return KEYS
-    if metric == SPEECHROLE_METRIC:
-        from spear_metrics.speechrole.results import KEYS as SPEECHROLE_KEYS
-
-        return SPEECHROLE_KEYS
-    if metric == DSUPERB_METRIC:
-        from spear_metrics.dynamic_superb.metrics import PROJECT_KEYS
-
-        return PROJECT_KEYS
-    from spear_metrics.core.registry import dimension_class
-
+    if metric not in DIMENSIONS and metric in benchmark_names():
+        return benchmark(metric).metric_keys()
     return tuple(dimension_class(metric).keys)
 
 

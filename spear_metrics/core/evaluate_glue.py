@@ -188,15 +188,36 @@ def _card_body(readme: Any) -> str:
     return text
 
 
+def module_file_name(module: Any) -> str:
+    """The file name (no suffix) of an evaluate module's code: ``full_duplex`` for
+    ``spear_metrics/full_duplex/full_duplex.py`` (``evaluate`` names a module after its class)."""
+    import inspect
+    from pathlib import Path
+
+    try:
+        return Path(inspect.getfile(type(module))).stem
+    except (TypeError, OSError):
+        return str(getattr(module, "name", "metric"))
+
+
+def evaluate_form(name: str):
+    """The metric-Space form builder of registered benchmark ``name``
+    (:attr:`~spear_metrics.core.benchmark.Benchmark.evaluate_form`); ``None`` for a SPEAR
+    dimension or a benchmark without one (the SPEAR form)."""
+    from spear_metrics.core.registry import DIMENSIONS, benchmark, benchmark_names
+
+    if name in DIMENSIONS or name not in benchmark_names():
+        return None
+    return benchmark(name).hook("evaluate_form")
+
+
 def metric_space(module: Any, readme: Any = None):
     """The metric Space's page (gradio Blocks) for a loaded SPEAR evaluate ``module``: upload the
     input clip (stereo, both speakers) and the answer, give the times (seconds) and optional
     transcripts and options (JSON), get ``compute()``'s result as JSON (a failure as
-    ``{"error": one line}``). For ``full_duplex`` (input ``sample_dir``): upload ``input.wav``,
-    ``output.wav``, the task's JSON file and optionally ``output.json``. For ``speechrole`` (input
-    ``result_file``): upload judge result files (``<role>.json``) and pick the mode. For
-    ``dynamic_superb`` (inputs ``predictions``/``references``/``instructions``): the task instance
-    and one answer, label and instruction per line (judged tasks need a judge object: Python or the CLI).
+    ``{"error": one line}``). The evaluate module of a registered benchmark
+    (``spear_metrics/<name>/<name>.py``) gets its descriptor's form instead
+    (:attr:`~spear_metrics.core.benchmark.Benchmark.evaluate_form`).
 
     ``evaluate.utils.launch_gradio_widget`` is not used: it calls gradio 3's ``gr.inputs``, gone
     since gradio 4. Each Space's ``app.py`` calls this and ``.launch()``.
@@ -205,9 +226,6 @@ def metric_space(module: Any, readme: Any = None):
         readme: path of the metric card shown under the form (its YAML header dropped).
     """
     import json
-    import shutil
-    import tempfile
-    from pathlib import Path
 
     import gradio as gr
 
@@ -235,74 +253,12 @@ def metric_space(module: Any, readme: Any = None):
         except Exception as e:  # the page shows the reason, never a traceback
             return {"error": one_line(e)}
 
-    def run_fdb(task, input_wav, output_wav, task_json, output_json, options_text):
-        if not (input_wav and output_wav and task_json):
-            return {"error": "upload input.wav, output.wav and the task's JSON file"}
-        try:
-            with tempfile.TemporaryDirectory(prefix="spearbench-fdb-") as tmp:
-                sample = Path(tmp) / "0"
-                sample.mkdir()
-                shutil.copy(input_wav, sample / "input.wav")
-                shutil.copy(output_wav, sample / "output.wav")
-                shutil.copy(task_json, sample / Path(task_json).name)
-                if output_json:
-                    shutil.copy(output_json, sample / "output.json")
-                return module.compute(sample_dir=[str(sample)], task=task, **options(options_text))
-        except Exception as e:
-            return {"error": one_line(e)}
-
-    def run_speechrole(files, mode, options_text):
-        if not files:
-            return {"error": "upload judge result files (<role>.json), one role each"}
-        try:
-            paths = [f if isinstance(f, str) else getattr(f, "name", str(f)) for f in files]
-            with tempfile.TemporaryDirectory(prefix="spearbench-speechrole-") as tmp:
-                named = []  # the uploads keep their names (the role): copied under them
-                for i, f in enumerate(paths):
-                    d = Path(tmp) / str(i)
-                    d.mkdir()
-                    named.append(str(shutil.copy(f, d / Path(f).name)))
-                return module.compute(result_file=named, mode=[mode] * len(named), **options(options_text))
-        except Exception as e:
-            return {"error": one_line(e)}
-
-    def run_text(task, predictions, references, instructions, options_text):
-        preds, refs, instr = (str(x or "").splitlines() for x in (predictions, references, instructions))
-        if not preds or len(preds) != len(refs) or len(refs) != len(instr):
-            return {"error": "give one answer, one label and one instruction per line (as many lines each)"}
-        try:
-            return module.compute(predictions=preds, references=refs, instructions=instr, task=task,
-                                  **options(options_text))
-        except Exception as e:
-            return {"error": one_line(e)}
-
-    name = getattr(module, "name", "metric")
+    name = module_file_name(module)
+    form = evaluate_form(name)
     with gr.Blocks(title=f"SPEARBench metric: {name}") as demo:
         gr.Markdown(f"# SPEARBench metric `{name}`")
-        if "result_file" in (module.features or {}):
-            with gr.Row():
-                mode = gr.Dropdown(["single", "multi"], value="single", label="mode")
-                files = gr.File(label="judge result files (<role>.json, one role each)", file_count="multiple",
-                                type="filepath")
-            opts = gr.Textbox(label="options (JSON object)", value="{\"bootstrap\": 1000}")
-            inputs, fn = [files, mode, opts], run_speechrole
-        elif "predictions" in (module.features or {}):
-            task = gr.Textbox(label="task instance (e.g. SuperbASR_LibriSpeech-TestClean)",
-                              value="SuperbASR_LibriSpeech-TestClean")
-            with gr.Row():
-                preds = gr.Textbox(label="model answers (one per line)", lines=6)
-                refs = gr.Textbox(label="labels (one per line)", lines=6)
-                instr = gr.Textbox(label="instructions (one per line)", lines=6)
-            opts = gr.Textbox(label="options (JSON object)", value="{\"bootstrap\": 1000}")
-            inputs, fn = [task, preds, refs, instr, opts], run_text
-        elif "sample_dir" in (module.features or {}):
-            with gr.Row():
-                task = gr.Dropdown(["pause_handling", "smooth_turn_taking", "backchannel", "user_interruption"],
-                                   value="smooth_turn_taking", label="task")
-                files = [gr.File(label=n, type="filepath") for n in
-                         ("input.wav", "output.wav", "task JSON (e.g. turn_taking.json)", "output.json (optional)")]
-            opts = gr.Textbox(label="options (JSON object)", value="{\"bootstrap\": 0}")
-            inputs, fn = [task, *files, opts], run_fdb
+        if form is not None:
+            inputs, fn = form(module, options, one_line)
         else:
             with gr.Row():
                 clip = gr.Audio(label="input clip (context + question, stereo: both speakers)", type="filepath")

@@ -30,8 +30,7 @@ from typing import Any, Optional, Sequence
 
 from spear_metrics.core.dimension import MetricKey
 
-#: version of the project's metric definitions (bumped when a definition changes)
-METRICS_VERSION = "1"
+from spear_metrics.dynamic_superb import METRICS_VERSION  # noqa: E402  (the descriptor's; one place)
 
 GROUP = "Dynamic-SUPERB Phase-2"
 

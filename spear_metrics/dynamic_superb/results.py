@@ -1,6 +1,6 @@
 """Dynamic-SUPERB runs as results datasets: the checks ``push-results`` and the Space apply to a
 run whose ``summary.json`` says ``"benchmark": "dynamic_superb"`` (dispatched by
-:data:`spear_metrics.results.validate.BENCHMARKS`), its dataset card, and its leaderboard table.
+its descriptor's ``results``), its dataset card, and its leaderboard table.
 
 - :func:`validate_summary`: the summary's shape (counts, tasks, each task's metric and values:
   numbers or null, intervals ``[lo, hi]``, ``<key>_n`` counts, ``na_rate`` in [0, 1]);

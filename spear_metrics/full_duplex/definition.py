@@ -37,7 +37,7 @@ from spear_datasets.sources.fdb import (
 from spear_metrics.core.dimension import MetricKey
 from spear_metrics.core.vad import DEFAULT_BACKEND
 
-VERSION = "1.0.0"
+from spear_metrics.full_duplex import VERSION  # noqa: E402  (the descriptor's; one place)
 
 #: TOR: a reply shorter than this span (s) ...
 TURN_MIN_SPAN_S = 1.0

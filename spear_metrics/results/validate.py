@@ -59,19 +59,28 @@ class ResultsError(ValueError):
     """A results folder or results dataset that cannot be published or shown. One-line message."""
 
 
-#: Benchmarks beyond SPEAR whose scored runs are results datasets too: ``summary.json``
-#: ``"benchmark"`` -> the module holding that benchmark's ``validate_summary``,
-#: ``validate_rows``, ``check_summary_values`` and ``card_text`` (same signatures as here).
-BENCHMARKS: dict[str, str] = {"speechrole": "spear_metrics.speechrole.results",
-                              "dynamic_superb": "spear_metrics.dynamic_superb.results"}
-
-
 def benchmark_checks(summary: Any):
-    """The module of :data:`BENCHMARKS` that checks ``summary`` (``None``: a SPEAR run)."""
-    import importlib
+    """The results-checks module of the benchmark whose run wrote ``summary``
+    (:func:`spear_metrics.core.registry.benchmark_of_summary`, its descriptor's ``results``);
+    ``None`` for a SPEAR run (this module's own checks).
 
-    name = summary.get("benchmark") if isinstance(summary, dict) else None
-    return importlib.import_module(BENCHMARKS[name]) if name in BENCHMARKS else None
+    Raises:
+        ResultsError: the summary names a benchmark that is not registered, or one whose runs
+            cannot be published (it declares no results checks).
+    """
+    import sys
+
+    from spear_metrics.core.registry import UnknownBenchmarkError, benchmark_of_summary
+
+    try:
+        bench = benchmark_of_summary(summary)
+    except UnknownBenchmarkError as e:
+        raise ResultsError(f"results: {e}") from None
+    module = bench.results_module()
+    if module is None:
+        raise ResultsError(f"results: {bench.title} runs cannot be published as results datasets "
+                           "(its benchmark declares no results checks)")
+    return None if module is sys.modules[__name__] else module
 
 
 def is_number(v: Any) -> bool:

@@ -380,7 +380,9 @@ def write_results_dataset(
     summary, rows = read_run(results_dir)
     bench = benchmark_checks(summary)
     if bench is not None and (metadata is not None or with_audio or with_inputs):
-        raise ResultsError(f"{results_dir}: a {summary['benchmark']} run takes no --metadata, --with-audio or "
+        from spear_metrics.core.registry import benchmark_of_summary
+
+        raise ResultsError(f"{results_dir}: a {benchmark_of_summary(summary).name} run takes no --metadata, --with-audio or "
                            "--with-inputs (its rows hold that benchmark's own per-item values)")
     csv_dir = None
     if metadata is not None:

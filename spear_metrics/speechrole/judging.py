@@ -49,8 +49,7 @@ from spear_metrics.speechrole.protocol import (
     prompt_version,
 )
 
-#: version of this implementation's per-dialogue values (results datasets carry it)
-VERSION = "1.0.0"
+from spear_metrics.speechrole import VERSION  # noqa: E402  (the descriptor's; one place)
 #: The owner name of a score output folder (``RESULTS/.work/owner.json``).
 COMMAND = "speechrole score"
 REPLIES_FILE = "replies.jsonl"

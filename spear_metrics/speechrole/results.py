@@ -2,7 +2,7 @@
 ``speechrole score`` / ``summarize`` folder, and the table the leaderboard Space shows.
 
 A run is recognised by ``summary.json`` ``"benchmark": "speechrole"``;
-:mod:`spear_metrics.results.validate` hands it to the checks below (:data:`spear_metrics.results.validate.BENCHMARKS`):
+:mod:`spear_metrics.results.validate` hands it to the checks below (its descriptor's ``results``, :data:`spear_metrics.core.registry.BENCHMARKS`):
 
 - the summary: the required keys, counts, ``metrics == ["speechrole"]`` with a version this code
   reads, every declared key (:data:`KEYS`) a number or null, intervals ``[lo, hi]``, counts;

@@ -1,0 +1,45 @@
+"""The benchmark registry: every built-in benchmark's descriptor loads, the column table, the
+results checks, the CLI and the Space read it, and a run-time registration is seen everywhere."""
+
+from __future__ import annotations
+
+import pytest
+
+from spear_metrics.core.benchmark import Benchmark
+from spear_metrics.core.registry import (
+    BENCHMARKS, UnknownBenchmarkError, benchmark, benchmark_names, benchmark_of_summary, benchmarks,
+)
+
+
+def test_builtin_benchmarks_load_and_declare_their_parts():
+    assert benchmark_names()[:4] == ["spear", "full_duplex", "speechrole", "dynamic_superb"]
+    for b in benchmarks():
+        assert isinstance(b, Benchmark) and b.title and b.summary
+        if b.name != "spear":
+            assert b.metric_keys(), b.name  # every key table comes from the descriptor
+            assert b.command and b.hook("cli") is not None
+    assert benchmark("full_duplex").version == "1.0.0"
+
+
+def test_summary_dispatch():
+    assert benchmark_of_summary({"metrics": ["interruptions"]}).name == "spear"
+    assert benchmark_of_summary({"benchmark": "speechrole"}).name == "speechrole"
+    assert benchmark_of_summary({"metrics": ["full_duplex"]}).name == "full_duplex"  # FDB names itself as its metric
+    with pytest.raises(UnknownBenchmarkError, match="unknown benchmark 'nope'"):
+        benchmark_of_summary({"benchmark": "nope"})
+
+
+def test_cli_lists_each_benchmark_command_and_old_names():
+    from spear_metrics.cli import commands, deprecated_names
+
+    cmds = commands()
+    for b in benchmarks():
+        if b.command:
+            assert cmds[b.command][0] == b.cli
+    assert deprecated_names()["fdb-infer"] == "spearbench fdb infer"
+
+
+def test_registry_lines_point_at_folders():
+    for name, target in BENCHMARKS.items():
+        module = target.split(":")[0]
+        assert module in (f"spear_metrics.{name}",), (name, target)
