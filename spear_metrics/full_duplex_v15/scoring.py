@@ -36,7 +36,8 @@ from spear_metrics.full_duplex_v15 import significance as sg
 from spear_metrics.full_duplex_v15.data import V15Sample, detect_layout, list_samples, read_metadata
 from spear_metrics.full_duplex_v15.timing import read_16k, sample_timing
 
-VERSION = "1.5.0"
+from spear_metrics.full_duplex_v15 import VERSION  # noqa: E402
+
 METRIC = "full_duplex_v15"
 PROTOCOL = "Full-Duplex-Bench v1.5"
 TRANSCRIPTS = ("input", "clean_input", "output", "clean_output")
@@ -269,7 +270,7 @@ def summarize(results: Sequence[SampleResult], *, setup: "V15Setup", subset: str
         notes["behaviour_note"] = "no judge configured (--judge-url/--judge-model): behaviour tags not computed"
     if mos_keys:
         models["mos"] = f"{setup.scorer.mos_name} (project key; not UTMOSv2)"
-    info = {"protocol": PROTOCOL, "subset": subset, "utmosv2_note": ft.UTMOSV2_UNSUPPORTED,
+    info = {"benchmark": METRIC, "protocol": PROTOCOL, "subset": subset, "utmosv2_note": ft.UTMOSV2_UNSUPPORTED,
             "bootstrap": {"n_resamples": setup.n_resamples, "seed": setup.seed, "method": "percentile",
                           "confidence": 0.95}, **notes, **(extra or {})}
     return build_summary(aggregates=agg, results=results, metrics=[METRIC], versions={METRIC: VERSION}, models=models,
