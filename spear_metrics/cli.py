@@ -32,6 +32,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "infer": ("spear_metrics.commands.infer", "run a speech agent over a SPEAR split into a scoreable answer folder"),
     "push-results": ("spear_metrics.commands.push_results", "publish a scored run as a Hub results dataset"),
     "publish": ("spear_metrics.commands.publish", "publish the dataset, the metric Spaces and the leaderboard Space"),
+    "judge-agreement": ("spear_metrics.commands.judge_agreement",
+                        "agreement of two judges on the same items: percent agreement, Cohen's kappa, Spearman, Pearson"),
     "compare": ("spear_metrics.commands.compare", "paired comparison of two scored runs on the same inputs (A - B)"),
     "report": ("spear_metrics.commands.report", "a self-contained HTML report of a scored run against the human answers"),
     "fit-baseline": ("spear_metrics.commands.fit_baseline",

@@ -27,3 +27,9 @@ def fdb_dir() -> Path:
     if not FDB.is_dir():
         pytest.fail(f"Full-Duplex-Bench fixtures not found at {FDB} (tests/fixtures is incomplete)")
     return FDB
+
+
+@pytest.fixture(autouse=True)
+def _judge_cache_in_tmp(tmp_path_factory, monkeypatch):
+    """Every test's judge reply cache in its own temporary folder (never the user's cache)."""
+    monkeypatch.setenv("SPEARBENCH_JUDGE_CACHE", str(tmp_path_factory.mktemp("judge-cache")))

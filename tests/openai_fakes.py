@@ -31,6 +31,15 @@ import numpy as np
 RATE = 24_000  # Realtime PCM rate
 
 
+#: the usage each fake reports per answer (Chat Completions' and the Realtime API's shapes)
+CHAT_USAGE = {"prompt_tokens": 50, "completion_tokens": 20, "total_tokens": 70,
+              "prompt_tokens_details": {"audio_tokens": 40, "cached_tokens": 0},
+              "completion_tokens_details": {"audio_tokens": 15}}
+REALTIME_USAGE = {"total_tokens": 300, "input_tokens": 200, "output_tokens": 100,
+                  "input_token_details": {"audio_tokens": 150, "text_tokens": 50, "cached_tokens": 0},
+                  "output_token_details": {"audio_tokens": 80, "text_tokens": 20}}
+
+
 @dataclass
 class Program:
     """What the fake does for one row.
@@ -155,7 +164,8 @@ class RealtimeFake:
                 await ws.close(1011, "internal error")
                 return
         await ws.send(json.dumps({"type": "response.output_audio_transcript.delta", "delta": self.transcript}))
-        await ws.send(json.dumps({"type": "response.done", "response": {"id": rid_resp, "status": "completed"}}))
+        await ws.send(json.dumps({"type": "response.done", "response": {"id": rid_resp, "status": "completed",
+                                                                         "usage": REALTIME_USAGE}}))
 
     async def _handler(self, ws) -> None:
         from websockets.exceptions import ConnectionClosed
@@ -286,7 +296,7 @@ class ChatFake:
                                                        "expires_at": 0, "transcript": fake.transcript}
                 msg = {"role": "assistant", "content": "text only" if k == "text_only" else None, "audio": audio}
                 resp = {"id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": body.get("model"),
-                        "choices": [{"index": 0, "message": msg, "finish_reason": "stop"}]}
+                        "choices": [{"index": 0, "message": msg, "finish_reason": "stop"}], "usage": CHAT_USAGE}
                 return self._send(200, json.dumps(resp).encode())
 
             def _stream(self):

@@ -570,7 +570,7 @@ def test_judge_timeout_fails_row_and_no_judge_is_said(tmp_path):
         judge = Judge(srv.url, "slow", api_key="", seed=None, max_retries=1, timeout=60.0, backoff_s=0.0)
         r = score_texts(["y [yes]", "z [refuse]"], ["male"] * 2, ["q"] * 2, task=CLS, judge=judge, n_resamples=0)
         judge.close()
-    assert hung["per_sample"][0]["status"] == "failed" and "ReadTimeout" in hung["per_sample"][0]["error"]
+    assert hung["per_sample"][0]["status"] == "failed" and "total time limit" in hung["per_sample"][0]["error"]
     assert hung["per_sample"][0]["judge_attempts"] == 2  # 1 + max_retries, each cut at the 0.5 s limit
     assert len(script.times["hang"]) == 2 and hung["judge_accuracy"] is None and hung["na_rate"] == 1.0
     refused = r["per_sample"][1]

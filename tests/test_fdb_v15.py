@@ -101,13 +101,14 @@ def test_reply_parsing_follows_upstreams_extract_json():
             bh.parse_behaviour(bad)
 
 
-def _judge(url, tmp_path=None, **kw):
-    from spear_metrics.core.judge import Judge
+def _judge(url, **kw):
+    """The behaviour judge as the command builds it (the shared judge client and its reply cache,
+    which the test suite keeps in a temporary folder)."""
+    from spear_metrics.core.judge import JudgeConfig, make_judge
 
-    base = Judge(url, "gpt-4o-2024-08-06", api_key="sk-test", temperature=None, max_retries=0,
-                 timeout=kw.pop("timeout", 30.0))
-    cache = bh.ReplyCache(None if tmp_path is None else tmp_path / "replies.jsonl")
-    return bh.BehaviourJudge(base, retry_sleep_s=0.0, cache=cache, **kw)
+    base = make_judge(JudgeConfig(url=url, model="gpt-4o-2024-08-06", key_env="none", temperature=None, retries=0,
+                                  timeout_s=kw.pop("timeout", 30.0), cache=kw.pop("cache", "readwrite")))
+    return bh.BehaviourJudge(base, retry_sleep_s=0.0, **kw)
 
 
 @pytest.mark.parametrize("tag", bh.TAGS)
@@ -120,15 +121,15 @@ def test_each_tag_through_the_loopback_judge(tag):
     assert req["messages"][0]["content"] == bh.instruction()
 
 
-def test_garbage_reply_is_retried_with_the_next_seed_and_cached(tmp_path):
+def test_garbage_reply_is_retried_with_the_next_seed_and_cached():
     replies = [(200, "I would say they respond."), (200, 'Sure. {"behaviour": ["C_RESPOND"]}')]
     msgs = bh.messages(*_transcripts())
     with FakeChatServer(replies) as srv:
-        v = _judge(srv.url, tmp_path).ask(msgs)
+        v = _judge(srv.url).ask(msgs)
         assert v.tags == ["C_RESPOND"] and v.seed == 2
         assert [r["seed"] for r in srv.requests] == [1, 2]
         assert v.attempts[0]["error"].startswith("malformed reply")
-        again = _judge(srv.url, tmp_path).ask(msgs)  # a rerun replays the cached replies: no request
+        again = _judge(srv.url).ask(msgs)  # a rerun replays the cached replies, the garbage one too: no request
         assert again.tags == ["C_RESPOND"] and len(srv.requests) == 2 and all(a["cached"] for a in again.attempts)
 
 
@@ -138,11 +139,11 @@ def test_garbage_forever_and_a_hang_are_bounded():
     assert v.tags is None and len(srv.requests) == 3 and "after 3 request(s)" in v.error
     with FakeChatServer([(200, '{"behaviour": ["C_RESUME"]}', {"delay_s": 2.0})]) as srv:
         t0 = time.monotonic()
-        v = _judge(srv.url, max_attempts=2, timeout=0.3).ask(bh.messages(*_transcripts()))
+        v = _judge(srv.url, max_attempts=2, timeout=0.3, cache="off").ask(bh.messages(*_transcripts()))
         assert time.monotonic() - t0 < 30  # generous: two timed-out requests, never the server's pace
-    assert v.tags is None and "ReadTimeout" in v.error and len(v.attempts) == 2
+    assert v.tags is None and "time limit" in v.error and len(v.attempts) == 2
     with FakeChatServer([(401, "bad key")]) as srv:  # a retry cannot help: one request
-        v = _judge(srv.url, max_attempts=5).ask(bh.messages(*_transcripts()))
+        v = _judge(srv.url, max_attempts=5, cache="off").ask(bh.messages(*_transcripts()))
     assert v.tags is None and len(srv.requests) == 1 and "HTTP 401" in v.error
 
 

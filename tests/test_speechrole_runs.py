@@ -39,7 +39,7 @@ def test_v1_score_writes_upstream_layout_and_summary(eval_root, tmp_path, monkey
     out = tmp_path / "RESULTS"
     with FakeChatServer(judge) as srv:
         rc = score(eval_root, srv.url, out, "--judge-retries", "1", "--judge-concurrency", "3",
-                   "--judge-api-key-env", "FAKE_JUDGE_KEY")
+                   "--judge-key-env", "FAKE_JUDGE_KEY")
     assert rc == 0
     n_calls = 3 * 8  # three single-turn dialogues, one call per aspect
     # Knowledge_Consistency is never parsable: 1 + 1 retry per dialogue

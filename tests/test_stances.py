@@ -87,7 +87,7 @@ def stance_data(tmp_path_factory, real_dir):
     for k in ("context_end_time", "question_end_time"):
         cols[k] = [float(v) for v in cols[k]]
     opts = dict(stance_questions=str(root / "questions_main.json"), stance_assets=str(root / "assets"),
-                stance_category_roles=str(root / "category_roles.csv"), judge_max_retries=1, judge_backoff_s=0)
+                stance_category_roles=str(root / "category_roles.csv"), judge_retries=1, judge_backoff_s=0)
     return root, cols, opts
 
 
@@ -133,7 +133,7 @@ def test_patched_track_on_real_audio(real_dir):
 def test_stances_spear_protocol_with_local_judge(stance_data):
     root, cols, opts = stance_data
     with FakeChatServer(_answers_for) as srv:
-        r = score_columns("stances", cols, base_dir=root, judge_base_url=srv.url, judge_model="fake-audio-judge", **opts)
+        r = score_columns("stances", cols, base_dir=root, judge_url=srv.url, judge_model="fake-audio-judge", **opts)
     ps = r["per_sample"]
     assert [p["status"] for p in ps] == ["ok", "ok", "ok", "failed", "ok"]
     # row 0: target P0002 "Distant" -> Coldness = Q0's second category -> reference -2; judge N 0.8 -> -2: same sign
@@ -185,12 +185,12 @@ def test_missing_stance_asset_is_a_whole_run_problem(stance_data, tmp_path, caps
     root, cols, opts = stance_data
     bad = dict(opts, stance_assets=str(tmp_path))  # a folder without interactions_role_ABmapped.csv
     with pytest.raises(OptionError, match="interactions_role_ABmapped.csv"):
-        score_columns("stances", cols, base_dir=root, judge_base_url="http://127.0.0.1:9/v1", **bad)
+        score_columns("stances", cols, base_dir=root, judge_url="http://127.0.0.1:9/v1", **bad)
     from spear_metrics.cli import main
 
     argv = ["score", "--metadata", str(root / "metadata.csv"), "--metrics", "stances", "--out", str(tmp_path / "out"),
             "-o", f"stance_questions={tmp_path / 'nope.json'}", "-o", f"stance_assets={root / 'assets'}",
-            "-o", "judge_base_url=http://127.0.0.1:9/v1"]
+            "-o", "judge_url=http://127.0.0.1:9/v1"]
     rc = main(argv)
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1 and "nope.json" in err[0]

@@ -70,6 +70,9 @@ class AgentAnswer:
             sent) to the first answer audio; ``None`` when not measured. Recorded by ``infer``
             beside ``answer_start_time`` (records, ``run_info.json``, ``response_times.csv``);
             not a SPEAR metadata column.
+        usage: tokens the service billed for this answer, ``{model: usage fields}``
+            (:class:`spear_metrics.core.usage.Usage`); ``None`` when not reported. Summed per run
+            in ``run_info.json`` (``usage``).
     """
 
     audio: np.ndarray
@@ -78,6 +81,7 @@ class AgentAnswer:
     text: Optional[str] = None
     finish_reason: str = "stop"
     response_time_s: Optional[float] = None
+    usage: Optional[dict] = None
 
 
 @dataclass(frozen=True)

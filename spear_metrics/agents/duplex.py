@@ -243,6 +243,8 @@ class SessionResult:
             complete (:meth:`OutputSink.answer_complete`), ``None`` if it did not.
         tail_sent_s: seconds of tail silence sent (less than ``tail_silence_s`` when the tail was
             cut short by :meth:`OutputSink.answer_complete`).
+        usage: what the service billed (:meth:`OutputSink.usage`): ``{model: usage fields}``
+            (:class:`spear_metrics.core.usage.Usage`), empty when it reported none.
     """
 
     chunks: list[OutputChunk] = field(default_factory=list)
@@ -258,6 +260,7 @@ class SessionResult:
     send_lag_max_at_s: float = 0.0
     answer_complete_s: Optional[float] = None
     tail_sent_s: float = 0.0
+    usage: dict = field(default_factory=dict)
 
     @property
     def response_time_s(self) -> Optional[float]:
@@ -403,6 +406,22 @@ class OutputSink:
         if delta:
             self._text.append(str(delta))
             self.result.text_events.append(TextEvent(str(delta), self.now(), self.input_sent_s, len(self.result.chunks)))
+
+    def usage(self, model: str, raw: Any, *, cumulative: bool = False) -> None:
+        """The service reported the usage ``raw`` of a response (Chat Completions ``usage``,
+        Realtime ``response.done`` ``usage``, Gemini ``usageMetadata``:
+        :func:`spear_metrics.core.usage.normalize_usage`) billed by ``model``: added to
+        :attr:`SessionResult.usage` (``cumulative``: it replaces the earlier report, for services
+        whose reports are running totals)."""
+        from spear_metrics.core.usage import Usage, normalize_usage
+
+        if hasattr(raw, "model_dump"):  # an SDK object
+            raw = raw.model_dump()
+        u = normalize_usage(raw)
+        if u is None:
+            return
+        before = Usage(**self.result.usage[model]) if model in self.result.usage and not cumulative else Usage()
+        self.result.usage[model] = (before + u).to_json()
 
     def answer_complete(self) -> None:
         """The adapter judges its answer complete (e.g. Moshi: its speech was followed by enough
@@ -788,6 +807,7 @@ def answer_from_session(result: SessionResult, onset: Optional[float]) -> AgentA
     audio, sr = result.concatenated()
     return SessionAnswer(audio=audio, sample_rate=sr, onset=onset, text=result.text or None,
                          finish_reason=result.finish_reason, response_time_s=result.response_time_s,
+                         usage=dict(result.usage) or None,
                          first_audio_s=result.first_audio_s, first_audio_input_s=result.first_audio_input_s)
 
 

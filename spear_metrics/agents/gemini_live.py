@@ -396,7 +396,9 @@ class LiveConnection(WebSocketConnection):
         if "goAway" in msg:
             ga = msg.get("goAway")
             self.go_away = str(ga.get("timeLeft", "unknown")) if isinstance(ga, dict) else "unknown"
-        # toolCall, usageMetadata, sessionResumptionUpdate, voice-activity signals: nothing to keep
+        if isinstance(msg.get("usageMetadata"), dict):  # the session's running totals: the last one counts
+            self.sink.usage(self.agent.model, msg["usageMetadata"], cumulative=True)
+        # toolCall, sessionResumptionUpdate, voice-activity signals: nothing to keep
 
     def _content(self, content: dict[str, Any]) -> None:
         turn = content.get("modelTurn")

@@ -480,6 +480,8 @@ def _finish(source: Source, i: int, out: Path, rec: dict[str, Any], ans: AgentAn
         "finish_reason": ans.finish_reason,
         "response_time_s": None if rt is None or not math.isfinite(float(rt)) else float(rt),
     })
+    if getattr(ans, "usage", None):  # what the service billed for this answer ({model: usage fields})
+        rec["usage"] = ans.usage
     return rec
 
 
@@ -926,10 +928,27 @@ def finalize(source: Source, out: Path, *, agent_name: str, config: GenerationCo
         **(extra or {}),
         "response_time_s": response_time_stats(records),
         "send_lag_max_s": response_time_stats(records, key="send_lag_max_s"),
+        "usage": usage_of_records(records),
     }
     write_response_times(out / RESPONSE_TIMES, records)
     write_json_atomic(out / "run_info.json", info)
     return info
+
+
+def usage_of_records(records: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The tokens the service billed over ``records`` (their ``usage``: ``{model: usage fields}``),
+    summed per model (:meth:`spear_metrics.core.usage.UsageTally.to_json`); ``None`` when no
+    answer reported usage (the adapter or the service does not)."""
+    from spear_metrics.core.usage import Usage, UsageTally
+
+    tally = UsageTally()
+    seen = False
+    for r in records:
+        for model, u in (r.get("usage") or {}).items():
+            if isinstance(u, dict):
+                tally.add(str(model), Usage(**{k: int(v) for k, v in u.items() if k in Usage.__dataclass_fields__}))
+                seen = True
+    return tally.to_json() if seen else None
 
 
 def response_time_stats(records: list[dict[str, Any]], key: str = "response_time_s") -> dict[str, Any]:

@@ -22,22 +22,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import email.utils
-import math
-import os
 import random
-import time
-from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Mapping, Optional, TypeVar
 
 from spear_metrics.agents.base import AgentError
 # THE masking of the project (re-exported: adapters import these names from here)
 from spear_metrics.core.secrets import mask_secrets, register_secret  # noqa: F401
+# THE retry, backoff and key rules of the project (core/net.py; re-exported: adapters import them from here)
+from spear_metrics.core.net import (RETRY_STATUSES, RetryPolicy, key_problem, parse_retry_after,  # noqa: F401
+                                    retryable_status)
 
 T = TypeVar("T")
 
-#: HTTP statuses worth retrying
-RETRY_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 #: WebSocket close codes that mean "try later": 1012 service restart, 1013 try again later
 RETRY_CLOSE_CODES = frozenset({1012, 1013})
 
@@ -63,18 +59,6 @@ class MissingKeyError(AgentError):
     """The environment variable that should hold an API key is not set (names the variable only)."""
 
 
-def key_problem(value: str) -> Optional[str]:
-    """Why ``value`` cannot be sent as a key in an HTTP header (``Authorization: Bearer ...``, a
-    URL query), or ``None`` when it can: a non-ASCII character (HTTP header values are ASCII; the
-    client would fail with ``UnicodeEncodeError`` on every request) or a control character (CR,
-    LF, TAB inside the key, NUL...). Never quotes the value."""
-    if any(ord(c) > 126 for c in value):
-        return "holds a non-ASCII character (an HTTP header cannot carry it)"
-    if any(ord(c) < 32 or ord(c) == 127 for c in value):
-        return "holds a control character (a line break, tab or NUL inside the key)"
-    return None
-
-
 def api_key(env: str, *, required: bool = True) -> Optional[str]:
     """The API key held by environment variable ``env`` (registered for masking).
 
@@ -83,17 +67,12 @@ def api_key(env: str, *, required: bool = True) -> Optional[str]:
             cannot be sent in an HTTP header (:func:`key_problem`); the message names the
             variable, never a value. A whole-run problem: every request would fail the same way.
     """
-    raw = os.environ.get(env, "")
-    register_secret(raw.strip())  # masked even in the errors below
-    value = raw.strip()
-    if not value:
-        if required:
-            raise MissingKeyError(f"environment variable {env} is not set (it must hold the API key)")
-        return None
-    why = key_problem(value)
-    if why:
-        raise MissingKeyError(f"environment variable {env} {why}: set it to the API key as issued")
-    return value
+    from spear_metrics.core.net import env_key
+
+    try:
+        return env_key(env, required=required)
+    except ValueError as e:
+        raise MissingKeyError(str(e)) from None
 
 
 #: the request-tracing header the adapters send with the row's identity (OpenAI echoes it in its logs)
@@ -106,26 +85,6 @@ def request_id(row_id: str) -> str:
     return text[:512] or "row"
 
 
-def parse_retry_after(value: Any, *, now: Optional[float] = None) -> Optional[float]:
-    """``Retry-After`` header value -> seconds (>= 0): delta-seconds or an HTTP date; ``None``
-    when absent or unreadable."""
-    if value is None:
-        return None
-    text = str(value).strip()
-    try:
-        s = float(text)
-        return max(0.0, s) if math.isfinite(s) else None
-    except ValueError:
-        pass
-    try:
-        dt = email.utils.parsedate_to_datetime(text)
-    except (TypeError, ValueError):
-        return None
-    if dt is None:
-        return None
-    return max(0.0, dt.timestamp() - (time.time() if now is None else now))
-
-
 def http_error(status: int, body: str = "", headers: Optional[Mapping[str, str]] = None, *, what: str = "server") -> NetError:
     """The :class:`NetError` for an HTTP error ``status`` (retryable per :data:`RETRY_STATUSES`,
     ``Retry-After`` read from ``headers``); ``body`` is masked (:func:`mask_secrets`, whole: a key
@@ -135,37 +94,6 @@ def http_error(status: int, body: str = "", headers: Optional[Mapping[str, str]]
     msg = f"{what} answered HTTP {status}" + (f": {detail}" if detail else "")
     return NetError(msg, retryable=retryable_status(status), retry_after=parse_retry_after(h.get("retry-after")),
                     status=status)
-
-
-def retryable_status(status: int) -> bool:
-    """Whether an HTTP error ``status`` is worth another try (:data:`RETRY_STATUSES`: 408, 409, 425,
-    429, 500, 502, 503, 504); every other 4xx/5xx fails at once. THE rule of the adapters and of
-    the judge client (:mod:`spear_metrics.core.judge`)."""
-    return int(status) in RETRY_STATUSES
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    """Bounded retries: at most ``max_tries`` calls; waits ``Retry-After`` when given, else
-    ``uniform(0, min(max_delay_s, base_delay_s * 2**k))`` (full jitter; ``jitter=False``: the
-    upper end itself) before try ``k + 2``; never longer than ``max_delay_s``. THE backoff rule of
-    the adapters (:func:`with_retries`) and of the judge client (:mod:`spear_metrics.core.judge`)."""
-
-    max_tries: int = 4
-    base_delay_s: float = 0.5
-    max_delay_s: float = 30.0
-    jitter: bool = True
-
-    def __post_init__(self) -> None:
-        if self.max_tries < 1:
-            raise ValueError("max_tries must be >= 1")
-
-    def delay(self, attempt: int, retry_after: Optional[float], rng: Optional[random.Random] = None) -> float:
-        """Seconds to wait after failed try number ``attempt`` (0-based)."""
-        if retry_after is not None:
-            return min(self.max_delay_s, retry_after)
-        cap = min(self.max_delay_s, self.base_delay_s * (2 ** attempt))
-        return (rng or random).uniform(0.0, cap) if self.jitter else cap
 
 
 #: loop time (``loop.time()``, s) at which the current row's time limit ends; ``None`` outside a row

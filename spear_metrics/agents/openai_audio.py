@@ -226,11 +226,14 @@ class OpenAIAudioAgent(NetworkAgentBase):
         try:
             if not self.stream:
                 resp = await client.chat.completions.create(**kw)
+                sink.usage(getattr(resp, "model", None) or self.model, getattr(resp, "usage", None))
                 self._read_response(resp, sink)
                 return
             stream = await client.chat.completions.create(**kw, stream=True)
             finish = "stop"
             async for chunk in stream:
+                if getattr(chunk, "usage", None) is not None:  # the last chunk, when the server reports it
+                    sink.usage(getattr(chunk, "model", None) or self.model, chunk.usage)
                 for ch in getattr(chunk, "choices", None) or []:
                     delta = ch.delta
                     audio = getattr(delta, "audio", None)

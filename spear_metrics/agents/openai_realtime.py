@@ -353,6 +353,7 @@ class RealtimeConnection(WebSocketConnection):
         elif t == "response.done":
             resp = ev.get("response") or {}
             self._active.discard(str(resp.get("id")))
+            self.sink.usage(self.agent.model, resp.get("usage"))
             if resp.get("status") == "failed":
                 details = mask_secrets(json.dumps(resp.get("status_details")))[:160] if resp.get("status_details") else ""
                 raise AgentError(f"server response failed {details}".strip())

@@ -10,8 +10,9 @@
   per-category and overall means, upstream's submission file
   (:mod:`spear_metrics.dynamic_superb.scoring`).
 
-Keys: the judge's API key is read from the environment variable ``--judge-api-key-env``
-(default ``OPENAI_API_KEY``) only; it is never written or printed.
+Keys: the judge's API key is read from the environment variable ``--judge-key-env``
+(default ``OPENAI_API_KEY`` when set) only; it is never written or printed. The judge options are
+the shared ones (:mod:`spear_metrics.commands.judge_options`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import argparse
 from pathlib import Path
 import sys
 
+from spear_metrics.commands.judge_options import add_judge_options, judge_config_from_args
 from spear_metrics.commands import (
     run_exit_status,
     CONSOLE_WIDTH, add_bootstrap_arguments, command, next_steps, number, parse_options, print_failures, shown_path,
@@ -65,20 +67,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     s.add_argument("--out", required=True, help="results folder (a rerun resumes)")
     s.add_argument("--tasks", default=None, help="comma-separated instances to score (default: every PRED/*.json)")
     s.add_argument("--manifest", default=None, help="CSV adding or overriding instances (an instance's metric)")
-    s.add_argument("--judge-url", default=None, help="OpenAI-compatible API root of the judge, e.g. http://127.0.0.1:8000/v1")
-    s.add_argument("--judge-model", default=None, help="judge model name (the paper: gpt-4o; the evaluator's open "
-                                                       "default: meta-llama/Llama-3.1-8B-Instruct)")
-    s.add_argument("--judge-api-key-env", default="OPENAI_API_KEY",
-                   help="environment variable holding the judge's key (default OPENAI_API_KEY; 'none': send none)")
+    add_judge_options(s, timeout_s=60.0, retries=3, seed=None, concurrency=4,
+                      model_help="judge model id (the paper: gpt-4o; the evaluator's open default: "
+                                 "meta-llama/Llama-3.1-8B-Instruct)")
     s.add_argument("--judge-local", default=None, metavar="MODEL",
                    help="a transformers causal LM as judge (local folder or Hub id), greedy, 512 new tokens")
     s.add_argument("--judge-device", default=None, help="--judge-local: torch device (default cuda if available)")
-    s.add_argument("--judge-concurrency", type=number(integer=True, minimum=1), default=4,
-                   help="judge calls at once (default 4)")
-    s.add_argument("--judge-timeout-s", type=number(above=0), default=60.0, help="one judge request's time limit, s")
-    s.add_argument("--judge-max-retries", type=number(integer=True, minimum=0), default=3,
-                   help="retries of a judge request (HTTP 429/5xx, time-outs; Retry-After honoured)")
-    s.add_argument("--judge-seed", type=number(integer=True), default=None, help="seed sent to the judge (default: none)")
     s.add_argument("--seen-tasks", default=None, help="comma-separated instances the model was trained on "
                                                       "(the submission file's seen; others: false)")
     add_bootstrap_arguments(s, "the per-task 95%% intervals")
@@ -163,26 +157,16 @@ def _run_infer(args: argparse.Namespace) -> int:
 
 
 def _make_judge(args: argparse.Namespace):
-    """The judge of ``score`` (``None`` without one); keys from the environment only."""
-    import os
-
-    from spear_metrics.core.judge import Judge, LocalJudge
+    """The judge of ``score`` (``None`` without one): the shared judge options
+    (:mod:`spear_metrics.commands.judge_options`) or ``--judge-local``; keys from the environment only."""
+    from spear_metrics.commands.judge_options import judge_config_from_args, warn_line
+    from spear_metrics.core.judge import LocalJudge, make_judge
 
     if args.judge_local and (args.judge_url or args.judge_model):
         raise ValueError("give either --judge-local MODEL or --judge-url with --judge-model, not both")
     if args.judge_local:
         return LocalJudge(args.judge_local, max_new_tokens=512, device=args.judge_device)
-    if bool(args.judge_url) != bool(args.judge_model):
-        raise ValueError("--judge-url and --judge-model go together")
-    if not args.judge_url:
-        return None
-    env = (args.judge_api_key_env or "").strip()
-    key = None
-    if env and env.lower() != "none":
-        key = os.environ.get(env, "").strip() or None
-    return Judge(args.judge_url, args.judge_model, api_key=key or "", temperature=0.0, key_source=env,
-                 seed=None if args.judge_seed is None else int(args.judge_seed),
-                 max_retries=int(args.judge_max_retries), timeout=float(args.judge_timeout_s))
+    return make_judge(judge_config_from_args(args, temperature=0.0), warn=warn_line)
 
 
 def _fmt(v) -> str:
@@ -195,12 +179,15 @@ def _run_score(args: argparse.Namespace) -> int:
     from spear_metrics.dynamic_superb.scoring import DSuperbScoreError, score_predictions, task_line
     from spear_metrics.dynamic_superb.tasks import ManifestError
 
+    from spear_metrics.core.usage import PriceTableError
+
     try:
         judge = _make_judge(args)
-    except ValueError as e:
+        prices = judge_config_from_args(args).prices()
+    except (ValueError, PriceTableError) as e:
         return _err(str(e))
     try:
-        summary = score_predictions(args.pred, args.out, judge=judge, manifest=args.manifest,
+        summary = score_predictions(args.pred, args.out, judge=judge, manifest=args.manifest, prices=prices,
                                     tasks=_tasks_arg(args.tasks) or None, judge_concurrency=int(args.judge_concurrency),
                                     n_resamples=int(args.bootstrap), seed=int(args.seed),
                                     seen=_tasks_arg(args.seen_tasks), retry_failed=args.retry_failed,
@@ -228,6 +215,10 @@ def _run_score(args: argparse.Namespace) -> int:
             print(f"category {cat}: mean {key} {m['mean']:.4f} over {m['n_tasks']} task(s)")
     for key, m in summary["overall"].items():
         print(f"overall: mean {key} {m['mean']:.4f} over {m['n_tasks']} task(s)")
+    if summary.get("judge_calls"):
+        from spear_metrics.core.judge import judge_calls_line
+
+        print(judge_calls_line(summary["judge_calls"]))
     print(f"{summary['n_scored']}/{summary['n_samples']} rows scored, {summary['n_failed']} failed; judge "
           f"{summary['judge'].get('model') or 'none'} ({summary['judge']['prompt_version']}) -> {shown_path(args.out)}")
     if summary["n_failed"]:

@@ -28,6 +28,7 @@ from spear_metrics.full_duplex_v15.data import SUBSETS as V15_SUBSETS
 from spear_metrics.commands import (
     add_bootstrap_arguments, command, format_value, next_steps, number, read_run_info, resumed_line, shown_path, wrap,
 )
+from spear_metrics.commands.judge_options import add_judge_options
 from spear_metrics.core.vad import BACKENDS, DEFAULT_BACKEND
 
 
@@ -46,12 +47,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, help="results folder (a rerun resumes)")
     p.add_argument("--reference", default=None,
                    help="backchannel: FDB's human distribution icc_gt_distribution.json (CC BY-NC, not shipped)")
-    p.add_argument("--judge-url", default=None, help="user_interruption: OpenAI-compatible API root, e.g. http://127.0.0.1:8000/v1")
-    p.add_argument("--judge-model", default=None, help="judge model name (FDB used gpt-4-turbo)")
-    p.add_argument("--judge-seed", type=number(integer=True), default=None,
-                   help="seed sent to the judge (default as FDB: 0 for v1.0; v1.5 starts at 1, +1 per retry)")
-    p.add_argument("--judge-attempts", type=number(integer=True, minimum=1), default=None,
-                   help="v1.5: most judge requests per sample (upstream retries forever with seed + 1; default 5)")
+    # the judge: the shared judge options (v1.0's relevance judge: seed 0, as FDB; v1.5's behaviour judge: seed 1,
+    # then + 1 per request, as FDB v1.5)
+    add_judge_options(p, seed=None, model_help="judge model id (FDB's code used gpt-4-turbo for v1.0's relevance, "
+                                                "gpt-4o-2024-08-06 for v1.5's behaviour)")
+    for a in p._actions:
+        if a.dest == "judge_seed":
+            a.help = "seed sent to the judge (default as FDB: 0 for v1.0; v1.5 starts at 1, + 1 per retry)"
+        elif a.dest == "judge_retries":
+            a.help += "; v1.5: each retry with the next seed, as FDB v1.5"
     p.add_argument("--mos", default="dnsmos", help="v1.5: offline MOS backend for the project's MOS keys beside the "
                    "unsupported UTMOSv2 (spear_metrics.core.mos: dnsmos, distillmos; 'none' for no MOS)")
     p.add_argument("--asr", default="embedded", help="ASR backend for task-folder samples without output.json (spear_metrics.core.asr)")
@@ -154,11 +158,13 @@ def run(args: argparse.Namespace) -> int:
         return _fail(f"--out {out} exists and is not a folder")
     judge = None
     if args.judge_url and (args.release or args.task == "user_interruption"):
-        from spear_metrics.core.judge import Judge
+        from spear_metrics.commands.judge_options import judge_config_from_args, warn_line
+        from spear_metrics.core.judge import make_judge
+        from spear_metrics.core.usage import PriceTableError
 
         try:
-            judge = Judge(args.judge_url, args.judge_model, seed=args.judge_seed)
-        except ValueError as e:  # a key that cannot be sent: one line, exit 2
+            judge = make_judge(judge_config_from_args(args), warn=warn_line)
+        except (ValueError, PriceTableError) as e:  # a key that cannot be sent, an alias refused...: one line, exit 2
             return _fail(str(e))
     setup = ScoringSetup(reference=reference, reference_path=args.reference, judge=judge, asr_name=args.asr,
                          vad_backend=args.vad_backend, compat=None if args.compat == "none" else args.compat,
@@ -247,6 +253,10 @@ def _run_task(args: argparse.Namespace, setup, samples: list, other: list | None
     for k in TASK_KEYS[args.task]:
         print(f"{k:<22} {_value(summary, k)}  95% CI {_fmt(summary.get(k + '_ci95'))}  (n={summary.get(k + '_n')})")
     print(f"{'samples':<22} {summary['n_samples']} ({summary['n_scored']} scored, {summary['n_failed']} failed)")
+    if summary.get("judge_calls"):
+        from spear_metrics.core.judge import judge_calls_line
+
+        print(wrap(judge_calls_line(summary["judge_calls"])))
     for r in results:
         if not r.ok:
             print(f"  failed {r.values.get('id')}: {r.error}", file=sys.stderr)

@@ -12,13 +12,13 @@
   (the repository's released ``test_results/<model>`` in either shape, or a ``score`` folder).
 
 Every run is resumable; bad dialogues are failed rows with their reason; the judge's key comes
-from an environment variable only (``--judge-api-key-env``) and is never written.
+from an environment variable only (``--judge-key-env``) and is never written; the judge options are
+the shared ones (:mod:`spear_metrics.commands.judge_options`).
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,7 @@ from spear_metrics.commands import (
     run_exit_status,
     add_bootstrap_arguments, command, next_steps, number, parse_options, print_failures, shown_path,
 )
+from spear_metrics.commands.judge_options import add_judge_options
 
 PROG = "spearbench speechrole"
 
@@ -68,13 +69,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         f"e.g. {HUB_DATASET} (HF_HUB_OFFLINE=1: the cache only)")
     s.add_argument("--mode", required=True, type=_modes, help="single, multi, or 'single,multi' / all")
     s.add_argument("--out", required=True, help="results folder (<mode>/<role>.json, summary.json...): new, empty or this command's; a rerun resumes")
-    s.add_argument("--judge-url", required=True, help="OpenAI-compatible API root, e.g. "
-                                                      "https://generativelanguage.googleapis.com/v1beta/openai")
-    s.add_argument("--judge-model", required=True, help="judge model (the benchmark's: gemini-2.5-pro)")
-    s.add_argument("--judge-api-key-env", default=None, metavar="VAR",
-                   help="environment variable holding the judge's key (e.g. GEMINI_API_KEY; it must be set); "
-                        "without this flag OPENAI_API_KEY is used when set, else no key is sent. The key is never "
-                        "written anywhere")
+    add_judge_options(s, required=True, timeout_s=300.0, retries=3, seed=None, concurrency=4,
+                      model_help="judge model id (the benchmark's: gemini-2.5-pro); the key's variable: --judge-key-env "
+                                 "(e.g. GEMINI_API_KEY; default OPENAI_API_KEY when set, else none)")
     s.add_argument("--protocol", choices=PROTOCOLS, default="v1",
                    help="v1: one call per aspect, '[Scores]: (a, b)' replies (yuhui1038/SpeechRole); v2: one call, "
                         "JSON for all aspects, temperature 0, audio cut to 60 s (its fork's script)")
@@ -87,19 +84,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     s.add_argument("--swap-order", action="store_true",
                    help="also judge every call with the reference first; reports the position bias per aspect")
     s.add_argument("--roles", default=None, help="only these roles (comma-separated)")
-    s.add_argument("--judge-concurrency", type=number(integer=True, minimum=1, maximum=256), default=4, metavar="N",
-                   help="judge calls in flight at once (default 4)")
-    s.add_argument("--judge-retries", type=number(integer=True, minimum=0, maximum=100), default=3, metavar="N",
-                   help="retries of a call whose reply cannot be parsed or that failed (default 3: 4 attempts); "
-                        "then its pairs are na (unparsed) or not judged")
-    s.add_argument("--judge-timeout", type=number(above=0), default=300.0, metavar="S",
-                   help="seconds per request (default 300, as the judge scripts)")
     s.add_argument("--judge-backoff-s", type=number(minimum=0), default=2.0, metavar="S",
                    help="sleep before retry k is S*2^(k-1) seconds, or the server's Retry-After when longer (default 2)")
     s.add_argument("--judge-temperature", type=_temperature, default=None, metavar="T",
                    help="sampling temperature; default: the protocol's (v1: none sent, v2: 0); 'none' sends none")
-    s.add_argument("--judge-seed", type=number(integer=True), default=None,
-                   help="seed sent with each request (default: none, as the judge scripts)")
     s.add_argument("--retry-failed", action="store_true", help="ask again the calls that failed in an earlier run")
     s.add_argument("--overwrite", action="store_true",
                    help="judge other settings or inputs of a mode into this command's --out: the files its earlier "
@@ -167,7 +155,6 @@ def _roles(text: str | None) -> list[str] | None:
 
 
 def _run_score(args: argparse.Namespace) -> int:
-    from spear_metrics.core.judge import Judge
     from spear_metrics.speechrole.aggregate import JudgeResultsError
     from spear_metrics.speechrole.data import (
         SpeechRoleDataError,
@@ -180,19 +167,20 @@ def _run_score(args: argparse.Namespace) -> int:
     from spear_metrics.speechrole.judging import COMMAND, JudgeRunError, JudgeSettings, judge_mode, summarize_folder
     from spear_metrics.speechrole.protocol import JUDGE_TEMPERATURE
 
-    env = args.judge_api_key_env or "OPENAI_API_KEY"
-    key = os.environ.get(env) or ""
-    if not key and args.judge_api_key_env:
-        return _fail("score", f"--judge-api-key-env {env}: that environment variable is not set")
+    from spear_metrics.commands.judge_options import judge_config_from_args, warn_line
+    from spear_metrics.core.judge import judge_calls_line, make_judge
+    from spear_metrics.core.usage import PriceTableError
+
     t = args.judge_temperature
     temperature = JUDGE_TEMPERATURE[args.protocol] if t is None else (None if t == "none" else t)
     roles = _roles(args.roles)
     out = Path(args.out)
     try:
         root = _test_data_root(args.test_data, args.mode, roles, args.reference_key, False)
-        judge = Judge(args.judge_url, args.judge_model, api_key=key, temperature=temperature, seed=args.judge_seed, key_source=env,
-                      max_retries=args.judge_retries, timeout=args.judge_timeout, backoff_s=args.judge_backoff_s)
-    except (SpeechRoleDataError, ValueError) as e:
+        config = judge_config_from_args(args, temperature=temperature, backoff_s=args.judge_backoff_s)
+        prices = config.prices()
+        judge = make_judge(config, warn=warn_line)
+    except (SpeechRoleDataError, ValueError, PriceTableError) as e:
         return _fail("score", str(e))
     settings = JudgeSettings(judge=judge, protocol=args.protocol, reference_key=args.reference_key,
                              audio_data=args.audio_data, swap_order=args.swap_order,
@@ -222,10 +210,12 @@ def _run_score(args: argparse.Namespace) -> int:
                                what="dialogue")
             summary, rows = summarize_folder(out, n_resamples=args.bootstrap, seed=args.seed,
                                              provenance=settings.provenance(),
-                                             extra={"outputs": Path(args.outputs).name, "unknown_roles": unknown})
+                                             extra={"outputs": Path(args.outputs).name, "unknown_roles": unknown,
+                                                    "judge_calls": judge.report(prices)})
     except (SpeechRoleDataError, JudgeRunError, JudgeResultsError, OutputError) as e:
         return _fail("score", str(e))
     print_summary(summary)
+    print(judge_calls_line(summary["judge_calls"]))
     print(f"wrote {shown_path(out, 'summary.json')}, per_sample.jsonl and the judge results (<mode>/<role>.json, "
           "replies.jsonl)")
     next_steps(("the same tables again from these judge results, without a judge call",

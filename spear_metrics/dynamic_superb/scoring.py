@@ -70,6 +70,19 @@ from spear_metrics.dynamic_superb.tasks import TaskSpec, label_columns
 BENCHMARK = "dynamic_superb"
 PROTOCOL = "Dynamic-SUPERB Phase-2"
 WORK = WORK_DIR
+#: the judge stage's record in the work folder (the judge's identity; absent: no judge yet)
+JUDGE_STAGE = "judge.json"
+#: the reason of a judged row scored without a judge (the judge stage judges these rows later)
+NO_JUDGE = "no judge given (--judge-url/--judge-model or --judge-local)"
+
+
+def _read_stage(path: Path) -> Optional[dict[str, Any]]:
+    """The judge identity recorded in ``path`` (``None``: no judge yet, or unreadable)."""
+    try:
+        obj = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return obj if isinstance(obj, dict) else None
 #: The owner name of a results folder (``RESULTS/.work/owner.json``).
 COMMAND = "dsuperb score"
 #: The files ``score`` writes into ``RESULTS/`` (besides ``.work/``): adopted from a folder an
@@ -183,7 +196,9 @@ def score_item(item: Item, judge: Any = None) -> SampleResult:
     (:data:`spear_metrics.dynamic_superb.metrics.PROJECT_METRICS`).
 
     Values written (beside the item's own fields): judge: ``judge_reply``, ``judge_verdict``
-    (``yes``/``no``/null), ``judge_unparsed``, ``judge_accuracy`` (1/0), ``judge_attempts``;
+    (``yes``/``no``/null), ``judge_unparsed``, ``judge_accuracy`` (1/0), ``judge_attempts``,
+    ``judge_returned_model``, ``judge_system_fingerprint`` (what the service answered with),
+    ``judge_cached`` (the reply came from the reply cache);
     error rates: ``<KEY>_edits``, ``<KEY>_ref_tokens``, ``<KEY>`` (the row's own rate, null for an
     empty reference); BLEU: ``BLEU_stats`` (sacrebleu's 10 sufficient statistics); Pearson:
     ``pearson_label``, ``pearson_prediction`` (null: no number in the response, N/A).
@@ -207,7 +222,7 @@ def score_item(item: Item, judge: Any = None) -> SampleResult:
     resp = item.response or ""
     if spec.kind == "judge":
         if judge is None:
-            return res.fail("no judge given (--judge-url/--judge-model or --judge-local)")
+            return res.fail(NO_JUDGE)
         try:
             ans = judge.ask(judge_messages(item.instruction, item.labels, resp), parse_verdict,
                             extra_body={"max_tokens": JUDGE_MAX_TOKENS})
@@ -216,6 +231,10 @@ def score_item(item: Item, judge: Any = None) -> SampleResult:
             return res.fail(f"judge: {mask_secrets(one_line(e))}")
         v.update(judge_reply=ans.reply, judge_verdict=ans.value, judge_unparsed=ans.value is None,
                  judge_accuracy=verdict_value(ans.value), judge_attempts=len(ans.attempts))
+        meta = getattr(ans, "meta", None)
+        if meta is not None:  # what the service answered with (Judge.report sums them per run)
+            v.update(judge_returned_model=meta.model, judge_system_fingerprint=meta.system_fingerprint,
+                     judge_cached=meta.cached)
     elif spec.kind == "error_rate":
         edits, n = edit_counts(tokens(item.labels[0], spec.tokens), tokens(resp, spec.tokens))
         v.update({f"{spec.key}_edits": edits, f"{spec.key}_ref_tokens": n, spec.key: (edits / n) if n else None})
@@ -416,7 +435,7 @@ def score_predictions(pred_dir: str | os.PathLike, out_dir: str | os.PathLike, *
                       manifest: Optional[str | os.PathLike] = None, tasks: Optional[Sequence[str]] = None,
                       judge_concurrency: int = 1, n_resamples: int = 1000, seed: int = 0,
                       seen: Sequence[str] = (), retry_failed: bool = False, overwrite: bool = False,
-                      progress: bool = True, state: Any = None) -> dict[str, Any]:
+                      progress: bool = True, state: Any = None, prices: Any = None) -> dict[str, Any]:
     """Score ``PRED/`` into ``RESULTS/`` (see the module docstring).
 
     Args:
@@ -427,6 +446,12 @@ def score_predictions(pred_dir: str | os.PathLike, out_dir: str | os.PathLike, *
         judge_concurrency: judge calls at once (threads).
         n_resamples, seed: bootstrap of the ``*_ci95`` intervals.
         seen: instances the model was trained on (``seen`` of the submission file).
+        prices: a :class:`spear_metrics.core.usage.PriceTable` for the cost of the judge calls.
+
+    The judge is a stage of its own: a folder scored without a judge (its judged rows failed
+    "no judge given") is resumed with one, and only those rows are judged; the judge of the
+    folder is recorded in ``.work/judge.json``, and another judge is refused (``conflict``)
+    unless ``overwrite``. Every judge result is logged as it finishes.
 
     Returns:
         the summary dict (also written).
@@ -490,18 +515,17 @@ def score_predictions(pred_dir: str | os.PathLike, out_dir: str | os.PathLike, *
         n_rows_of[inst] = len(its)
         task_rows[inst] = [it.row for it in its]
         for it in its:
-            if it.error or metric not in PROJECT_METRICS or (PROJECT_METRICS[metric].kind == "judge" and judge is None):
-                failed[it.row] = score_item(it, None) if it.error or metric not in PROJECT_METRICS else \
-                    it.result().fail("no judge given (--judge-url/--judge-model or --judge-local)")
-            else:
+            if it.error or metric not in PROJECT_METRICS:
+                failed[it.row] = score_item(it, None)
+            else:  # a judged row without a judge fails NO_JUDGE when scored, and is judged once one is given
                 items.append(it)
     n_total = len(items) + len(failed)
     jinfo = judge_info(judge, concurrency=judge_concurrency)
+    # what the judged values depend on (not where the server runs, nor its time limits): the judge
+    # stage's identity, kept beside the run record (a judge may join a folder scored without one)
+    judge_id = {k: v for k, v in jinfo.items() if k not in ("concurrency", "base_url", "timeout_s", "max_retries")}
     fingerprint = {"benchmark": BENCHMARK, "metrics_version": METRICS_VERSION, "predictions": fp_files,
-                   "metrics": {i: specs[i].metric for i in fp_files},
-                   # what the judged values depend on (not where the server runs, nor its time limits)
-                   "judge": {k: v for k, v in jinfo.items() if k not in ("concurrency", "base_url", "timeout_s",
-                                                                         "max_retries")}}
+                   "metrics": {i: specs[i].metric for i in fp_files}}
 
     def score_batch(batch: list[Item]) -> list[SampleResult]:
         judged = [it for it in batch if PROJECT_METRICS[it.metric].kind == "judge"]
@@ -526,16 +550,31 @@ def score_predictions(pred_dir: str | os.PathLike, out_dir: str | os.PathLike, *
     # RESULTS/: new, empty or this command's; --overwrite removes what earlier runs recorded, nothing else
     with claim_out(out, fingerprint, overwrite=overwrite, conflict=conflict, command=COMMAND, state=state,
                    activity="scored", adopt=SCORE_OUTPUTS):
+        stage = out / WORK / JUDGE_STAGE
+        before = _read_stage(stage)
+        if judge is not None and before is not None and before != judge_id:
+            raise conflict
+        if judge is not None and before is None and state.is_main_process:
+            write_json_atomic(stage, judge_id)  # before the first call: a killed stage resumes with this judge
+        elif judge is None and before is not None:  # resumed without the judge: its rows keep their values
+            jinfo = {**before, "note": "the judge of the judged rows (this run was given none)"}
+
+        def trusted(rec: SampleResult) -> bool:  # the judge stage: rows left unjudged are judged now
+            return judge is None or rec.ok or rec.error != NO_JUDGE
+
         t0 = time.perf_counter()
         try:
+            # each result logged as it finishes (a kill loses only the calls in flight)
             outcome = run_resumable(
                 items, score_batch, out / WORK, n_rows=n_total, failed=failed, retry_failed=retry_failed,
-                batch_size=max(8, 4 * judge_concurrency), progress_desc="dsuperb score" if progress else None,
-                state=state)
+                batch_size=1, concurrency=judge_concurrency, progress_desc="dsuperb score" if progress else None,
+                state=state, trusted=trusted)
         except RunError as e:
             raise DSuperbScoreError(str(e)) from None
         if outcome is None:
             return {}
+        if hasattr(judge, "report"):
+            jinfo = {**jinfo, "calls": judge.report(prices)}
         return _write_results(out, outcome, task_rows=task_rows, unknown=unknown, specs=specs, categories=categories,
                               revisions=revisions, rev_source=rev_source, n_rows_of=n_rows_of, jinfo=jinfo,
                               n_resamples=n_resamples, seed=seed, seen=seen, judge_concurrency=judge_concurrency,
@@ -569,7 +608,7 @@ def _write_results(out: Path, outcome: Any, *, task_rows: dict[str, list[int]], 
         "benchmark": BENCHMARK, "protocol": PROTOCOL, "metrics_version": METRICS_VERSION,
         "n_samples": len(rows), "n_scored": len(rows) - n_failed, "n_failed": n_failed,
         "n_tasks": len(summary_tasks), "tasks": summary_tasks, "categories": cat_means, "overall": overall,
-        "judge": jinfo, "bootstrap": {"n_resamples": int(n_resamples), "seed": int(seed), "method": "percentile",
+        "judge": {k: v for k, v in jinfo.items() if k != "calls"}, "judge_calls": jinfo.get("calls"), "bootstrap": {"n_resamples": int(n_resamples), "seed": int(seed), "method": "percentile",
                                       "confidence": 0.95, "unit": "rows of a task"},
         "na_rule": ("project rule (upstream's is not in public code): rows without a value (failed rows, judge replies "
                     "without a verdict, responses without a number) / rows of the task"),
@@ -579,7 +618,8 @@ def _write_results(out: Path, outcome: Any, *, task_rows: dict[str, list[int]], 
     write_tasks_csv(out / "tasks.csv", summary_tasks)
     write_json_atomic_list(out / "submission.json", submission(summary_tasks, revisions, seen))
     write_json_atomic(out / "run_info.json", {"elapsed_s": elapsed_s, "n_new": len(outcome.new),
-                                              "n_resumed": outcome.n_resumed, "judge_concurrency": judge_concurrency})
+                                              "n_resumed": outcome.n_resumed, "judge_concurrency": judge_concurrency,
+                                              "judge_usage": (jinfo.get("calls") or {}).get("usage")})
     return summary
 
 

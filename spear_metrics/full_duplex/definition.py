@@ -667,6 +667,8 @@ def summarize(task: str, results: Sequence, *, n_resamples: int = 1000, seed: in
         else:
             models["relevance"] = judge.describe() if hasattr(judge, "describe") else str(judge)
             notes["n_relevance_errors"] = sum(1 for v in ok_values if v.get("relevance_error"))
+            if hasattr(judge, "report"):  # replies from the cache, returned model ids, usage and cost
+                notes["judge_calls"] = judge.report()
     if task == "backchannel":
         models["tor"] = models["backchannel_frequency"] = "silero-vad (library defaults, 0.1 s times)"
         if not reference_given:

@@ -16,8 +16,9 @@ verbatim as data in ``prompts/behavior.txt``, see ``prompts/SOURCE.md``; the cod
   strings) crashes upstream's count, so here it is a malformed reply.
 - Retry: upstream retries any failure forever, ``seed += 1`` and a 5 s sleep each time. Here the
   same rule is bounded (:class:`BehaviourJudge`): at most ``max_attempts`` requests and a total
-  deadline; an HTTP error a retry cannot help (e.g. 401) stops at once. Every reply is cached
-  (keyed by model, messages and seed), so a rerun replays the same attempts without asking twice.
+  deadline; an HTTP error a retry cannot help (e.g. 401) stops at once. Every reply, malformed ones
+  included, goes into the project's judge reply cache (:mod:`spear_metrics.core.judge_cache`, keyed
+  by the whole request, seed included), so a rerun replays the same attempts without asking twice.
 - Distribution (upstream ``stats_by_axis``): per subset, each tag's count / the number of tags
   counted; upstream prints the ratios rounded to 2 decimals, tags that never occur left out
   (:func:`upstream_ratios`).
@@ -119,41 +120,6 @@ def parse_behaviour(text: str) -> list[str]:
     return list(tags)
 
 
-class ReplyCache:
-    """Judge replies on disk (JSONL, appended and fsynced per reply), keyed by
-    ``sha256(model, messages, seed)``: a rerun reads the reply instead of asking again."""
-
-    def __init__(self, path: str | Path | None):
-        self.path = None if path is None else Path(path)
-        self._lock = threading.Lock()
-        self._d: dict[str, str] = {}
-        if self.path is not None and self.path.is_file():
-            from spear_metrics.core.records import read_jsonl
-
-            for o in read_jsonl(self.path):
-                if isinstance(o.get("key"), str) and isinstance(o.get("reply"), str):
-                    self._d[o["key"]] = o["reply"]
-
-    @staticmethod
-    def key(model: str, msgs: Sequence[dict], seed: int | None) -> str:
-        blob = json.dumps({"model": model, "messages": list(msgs), "seed": seed}, sort_keys=True, ensure_ascii=False)
-        return hashlib.sha256(blob.encode("utf-8")).hexdigest()
-
-    def get(self, key: str) -> str | None:
-        with self._lock:
-            return self._d.get(key)
-
-    def put(self, key: str, reply: str) -> None:
-        with self._lock:
-            self._d[key] = reply
-            if self.path is not None:
-                from spear_metrics.core.records import AppendLog
-
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                with AppendLog(self.path) as log:
-                    log.write([{"key": key, "reply": reply}])
-
-
 @dataclass
 class Verdict:
     """A judged sample: ``tags`` (``None`` when no attempt gave a usable reply), the ``reply``
@@ -173,14 +139,14 @@ class BehaviourJudge:
     them, and no new request once ``deadline_s`` seconds have passed since the first.
 
     Args:
-        judge: a :class:`spear_metrics.core.judge.Judge` (its ``complete(messages, extra_body)``;
-            per request timeout ``judge.timeout``); the ``seed`` field of each request is set here.
+        judge: a :class:`spear_metrics.core.judge.Judge` (one ``request`` per attempt, each cut at
+            the judge's total time limit; its reply cache ``judge.cache`` when it has one); the
+            ``seed`` field of each request is set here.
         first_seed: the first request's seed (upstream: 1).
-        cache: a :class:`ReplyCache` (``None``: in memory only).
     """
 
     def __init__(self, judge: Any, *, first_seed: int = UPSTREAM_FIRST_SEED, max_attempts: int = DEFAULT_MAX_ATTEMPTS,
-                 retry_sleep_s: float = UPSTREAM_RETRY_SLEEP_S, deadline_s: float = 600.0, cache: ReplyCache | None = None):
+                 retry_sleep_s: float = UPSTREAM_RETRY_SLEEP_S, deadline_s: float = 600.0):
         if max_attempts < 1:
             raise ValueError(f"max_attempts must be >= 1, got {max_attempts}")
         self.judge = judge
@@ -188,26 +154,35 @@ class BehaviourJudge:
         self.max_attempts = int(max_attempts)
         self.retry_sleep_s = max(0.0, float(retry_sleep_s))
         self.deadline_s = float(deadline_s)
-        self.cache = cache if cache is not None else ReplyCache(None)
 
     def describe(self) -> str:
         base = self.judge.describe() if hasattr(self.judge, "describe") else str(self.judge)
         return (f"{base}; upstream's behavior.txt; seeds {self.first_seed}, {self.first_seed}+1, ... "
                 f"(at most {self.max_attempts} requests, {self.deadline_s:g} s per sample)")
 
+    def _cached(self, msgs: list[dict], seed: int) -> tuple[Any, str | None]:
+        """``(cache slot, cached reply text or None)`` of the request with ``seed`` (no cache: ``(None, None)``)."""
+        cache, body = getattr(self.judge, "cache", None), getattr(self.judge, "_body", None)
+        if cache is None or body is None or getattr(cache, "mode", "off") == "off":
+            return None, None
+        from spear_metrics.core.judge import Reply
+        from spear_metrics.core.judge_cache import request_key
+
+        slot = request_key(body(msgs, {"seed": seed}))
+        hit = cache.get(slot[0])
+        return slot, None if hit is None else Reply.from_cache(hit).content
+
     def ask(self, msgs: list[dict]) -> Verdict:
         """Judge one sample's messages. Never raises for a judge's fault (the verdict says why)."""
         from spear_metrics.core.judge import JudgeError
         from spear_metrics.core.records import one_line
 
-        model = str(getattr(self.judge, "model", "judge"))
         t0 = time.monotonic()
         attempts: list[dict[str, Any]] = []
         last = "no attempt"
         for k in range(self.max_attempts):
             seed = self.first_seed + k
-            key = ReplyCache.key(model, msgs, seed)
-            reply = self.cache.get(key)
+            slot, reply = self._cached(msgs, seed)
             cached = reply is not None
             if reply is None:
                 if k and time.monotonic() - t0 > self.deadline_s:
@@ -216,14 +191,17 @@ class BehaviourJudge:
                 if k and self.retry_sleep_s:
                     time.sleep(self.retry_sleep_s)
                 try:
-                    reply = str(self.judge.complete(msgs, {"seed": seed}))[:MAX_REPLY_CHARS]
+                    got = self.judge.request(msgs, {"seed": seed}) if hasattr(self.judge, "request") else None
+                    reply = (got.content if got is not None else str(self.judge.complete(msgs, {"seed": seed})))
+                    reply = reply[:MAX_REPLY_CHARS]
                 except JudgeError as e:
                     last = one_line(e)
                     attempts.append({"seed": seed, "reply": None, "error": last, "cached": False})
                     if getattr(e, "fatal", False):
                         break
                     continue
-                self.cache.put(key, reply)
+                if slot is not None and got is not None and getattr(self.judge.cache, "mode", "") == "readwrite":
+                    self.judge.cache.put(slot[0], slot[1], got.to_cache())
             try:
                 tags = parse_behaviour(reply)
             except ValueError as e:

@@ -34,22 +34,21 @@ def run_v15(args: argparse.Namespace) -> int:
         return _fail("--version 1.5 needs --root (a v1.5 subset folder or the v1_5 root)")
     if args.task is not None and args.task not in SUBSETS:
         return _fail(f"--task {args.task}: not a v1.5 subset ({', '.join(SUBSETS)})")
-    if bool(args.judge_url) != bool(args.judge_model):
-        return _fail("--judge-url and --judge-model go together")
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         return _fail(f"--out {out} exists and is not a folder")
     judge = None
     if args.judge_url:
-        from spear_metrics.core.judge import Judge
+        from spear_metrics.commands.judge_options import judge_config_from_args, warn_line
+        from spear_metrics.core.judge import make_judge
+        from spear_metrics.core.usage import PriceTableError
 
-        try:  # upstream sends no temperature (the server's default) and seeds from 1
-            base = Judge(args.judge_url, args.judge_model, temperature=None, max_retries=0,
-                         timeout=float(getattr(args, "judge_timeout_s", None) or 60.0))
-        except ValueError as e:
+        try:  # upstream sends no temperature (the server's default); its retries are ours below (seed + 1 each)
+            base = make_judge(judge_config_from_args(args, temperature=None, retries=0, seed=None), warn=warn_line)
+        except (ValueError, PriceTableError) as e:
             return _fail(str(e))
         judge = bh.BehaviourJudge(base, first_seed=bh.UPSTREAM_FIRST_SEED if args.judge_seed is None else args.judge_seed,
-                                  max_attempts=int(getattr(args, "judge_attempts", None) or bh.DEFAULT_MAX_ATTEMPTS))
+                                  max_attempts=1 + int(args.judge_retries))
     scorer = V15Scorer(judge=judge, asr_name=args.asr, vad_backend=args.vad_backend,
                        mos_name=None if getattr(args, "mos", "dnsmos") == "none" else getattr(args, "mos", "dnsmos"))
     setup = V15Setup(scorer=scorer, judge=judge, n_resamples=args.bootstrap, seed=args.seed,

@@ -266,6 +266,8 @@ def summarize(results: Sequence[SampleResult], *, setup: "V15Setup", subset: str
     notes: dict[str, Any] = {}
     if setup.judge is not None:
         models["behaviour"] = setup.judge.describe()
+        if hasattr(setup.judge.judge, "report"):  # requests, cached answers, returned model ids, usage
+            notes["judge_calls"] = setup.judge.judge.report()
     else:
         notes["behaviour_note"] = "no judge configured (--judge-url/--judge-model): behaviour tags not computed"
     if mos_keys:
@@ -346,8 +348,6 @@ def score_v15(root: str | os.PathLike, out: str | os.PathLike, setup: V15Setup, 
     subsets = list(dict.fromkeys(s.subset for s in samples))
     conflict = RunError(f"{out} holds results of another run (other samples or options); use a new --out folder "
                         "or --overwrite")
-    if setup.judge is not None and setup.judge.cache.path is None:
-        setup.judge.cache = bh.ReplyCache(out / WORK_DIR / "judge_replies.jsonl")
     adopt = ("summary.json", "per_sample.jsonl", "run_info.json", *(f"{s}/summary.json" for s in subsets))
     with claim_out(out, fp, overwrite=setup.overwrite, conflict=conflict, command="fdb", state=_distributed_state(),
                    activity="scored", adopt=adopt):

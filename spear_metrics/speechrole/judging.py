@@ -236,6 +236,10 @@ def judge_unit(unit: Unit, settings: JudgeSettings) -> SampleResult:
                           attempts=[a.to_json() for a in e.attempts])
         return rec.fail(str(e))
     rec.values.update(kind=SCORED, results=ans.value, attempts=[a.to_json() for a in ans.attempts])
+    meta = getattr(ans, "meta", None)
+    if meta is not None:  # what the service answered with (Judge.report sums them per run)
+        rec.values.update(judge_returned_model=meta.model, judge_system_fingerprint=meta.system_fingerprint,
+                          judge_cached=meta.cached)
     return rec
 
 

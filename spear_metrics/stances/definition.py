@@ -389,12 +389,15 @@ class Stances(Dimension):
     """Judge-scored stance of the answer against the category reference (SPEAR's protocol).
 
     Options: ``stance_questions`` (questions JSON), ``stance_assets`` (folder),
-    ``stance_category_roles`` (CSV, optional), ``judge_base_url``, ``judge_model`` (default
-    ``gpt-audio-2025-08-28``), ``judge_api_key`` (default ``OPENAI_API_KEY``),
-    ``judge_max_retries`` (6), ``judge_timeout`` (120 s), ``judge_backoff_s`` (1.5).
+    ``stance_category_roles`` (CSV, optional), and the judge options every benchmark shares
+    (:class:`spear_metrics.core.judge.JudgeConfig`): ``judge_url``, ``judge_model`` (default
+    ``gpt-audio-2025-08-28``), ``judge_key_env`` (default ``OPENAI_API_KEY`` when set),
+    ``judge_retries`` (6), ``judge_timeout_s`` (120 s, total per request), ``judge_seed``,
+    ``judge_cache``, ``judge_require_pinned``, ``judge_backoff_s`` (1.5).
 
     Raises (at construction, before any row): :class:`OptionError` for unreadable or missing
-    stance files, or stance files without ``judge_base_url``.
+    stance files, stance files without ``judge_url``, a key given on the command line
+    (``judge_api_key``), a key problem or a refused moving alias.
     """
 
     name = "stances"
@@ -413,40 +416,74 @@ class Stances(Dimension):
         Option("stance_questions", str, None, "SPEAR's stance questions JSON (none: keys null with a note)"),
         Option("stance_assets", str, None, "folder with SPEAR's role assets (interactions_role_ABmapped.csv)"),
         Option("stance_category_roles", str, None, "CSV of category roles (optional)"),
-        Option("judge_base_url", str, None, "OpenAI-compatible API root of the judge, e.g. http://127.0.0.1:8000/v1"),
-        Option("judge_model", str, JUDGE_MODEL, "judge model name"),
-        Option("judge_api_key", str, None, "judge API key (default: OPENAI_API_KEY); never recorded", secret=True),
-        Option("judge_max_retries", int, 6, "retries of a failed judge call", minimum=0),
-        Option("judge_timeout", float, 120.0, "seconds per judge call", minimum=0.1),
+        # the judge options every benchmark shares (spear_metrics.core.judge.JudgeConfig), as -o judge_*=
+        Option("judge_url", str, None, "OpenAI-compatible API root of the judge, e.g. http://127.0.0.1:8000/v1"),
+        Option("judge_model", str, JUDGE_MODEL, "judge model id"),
+        Option("judge_key_env", str, None, "environment variable holding the judge's key (default: OPENAI_API_KEY "
+                                           "when set; 'none': send none); never the key itself"),
+        Option("judge_retries", int, 6, "retries of a failed judge call", minimum=0),
+        Option("judge_timeout_s", float, 120.0, "total time limit of one judge request, s", minimum=0.1),
+        Option("judge_seed", int, None, "seed sent with each judge request (default: none, as SPEAR)"),
+        Option("judge_cache", str, "readwrite", "judge reply cache (SPEARBENCH_JUDGE_CACHE moves it)",
+               choices=("readwrite", "read", "off")),
+        Option("judge_require_pinned", bool, False, "refuse a judge model id that is a moving alias"),
         Option("judge_backoff_s", float, 1.5, "seconds before the first retry (doubled each time)", minimum=0),
+        # older spellings, one release: judge_base_url, judge_max_retries, judge_timeout (a warning says the new
+        # one); judge_api_key (a key on the command line) is refused
+        Option("judge_base_url", str, None, "deprecated: judge_url"),
+        Option("judge_max_retries", int, None, "deprecated: judge_retries", minimum=0),
+        Option("judge_timeout", float, None, "deprecated: judge_timeout_s", minimum=0.1),
+        Option("judge_api_key", str, None, "refused: give judge_key_env=VAR (the key stays in the environment)",
+               secret=True),
     )
+
+    #: deprecated option -> its new name
+    DEPRECATED = {"judge_base_url": "judge_url", "judge_max_retries": "judge_retries", "judge_timeout": "judge_timeout_s"}
 
     def __init__(self, **options: Any):
         super().__init__(**options)
+        import sys
+
+        if self.options.get("judge_api_key") is not None:
+            raise OptionError("stances: judge_api_key= would put the key on the command line; set it in an environment "
+                              "variable and give judge_key_env=VAR")
+        for old, new in self.DEPRECATED.items():
+            if self.options.get(old) is not None:
+                print(f"warning: -o {old}= is deprecated and goes in the next release; use -o {new}=", file=sys.stderr)
+                self.options[new] = self.options[old]
         self._judge = None
         self.assets: StanceAssets | None = None
         if options.get("stance_questions") or options.get("stance_assets"):
             if not options.get("stance_questions") or not options.get("stance_assets"):
                 raise OptionError("stances needs both stance_questions (questions JSON) and stance_assets "
                                   "(folder with interactions_role_ABmapped.csv)")
-            if not options.get("judge_base_url"):
-                raise OptionError("stances needs judge_base_url (an OpenAI-compatible API root, e.g. http://host:8000/v1)")
+            if not self.options.get("judge_url"):
+                raise OptionError("stances needs judge_url (an OpenAI-compatible API root, e.g. http://host:8000/v1)")
             self.assets = StanceAssets(options["stance_questions"], options["stance_assets"], options.get("stance_category_roles"))
-            try:  # a key that cannot be sent fails the run here, not every row
+            try:  # a key that cannot be sent, a moving alias refused: the run fails here, not every row
                 self._get_judge()
             except ValueError as e:
                 raise OptionError(str(e)) from None
 
+    def judge_config(self):
+        """The :class:`spear_metrics.core.judge.JudgeConfig` of this dimension's ``judge_*`` options."""
+        from spear_metrics.core.judge import JudgeConfig
+
+        o = self.options
+        return JudgeConfig(url=o.get("judge_url"), model=str(o.get("judge_model") or JUDGE_MODEL),
+                           key_env=o.get("judge_key_env"), timeout_s=float(o.get("judge_timeout_s") or 120.0),
+                           retries=int(o.get("judge_retries") if o.get("judge_retries") is not None else 6),
+                           seed=o.get("judge_seed"), cache=str(o.get("judge_cache") or "readwrite"),
+                           require_pinned=bool(o.get("judge_require_pinned")), temperature=0.0,
+                           backoff_s=float(o.get("judge_backoff_s") if o.get("judge_backoff_s") is not None else 1.5))
+
     def _get_judge(self):
         if self._judge is None:
-            from spear_metrics.core.judge import Judge
+            import sys
 
-            self._judge = Judge(str(self.options["judge_base_url"]), str(self.options.get("judge_model", JUDGE_MODEL)),
-                                api_key=self.options.get("judge_api_key"), temperature=0.0, seed=None,
-                                key_source="judge_api_key",
-                                max_retries=int(self.options.get("judge_max_retries", 6)),
-                                timeout=float(self.options.get("judge_timeout", 120.0)),
-                                backoff_s=float(self.options.get("judge_backoff_s", 1.5)))
+            from spear_metrics.core.judge import make_judge
+
+            self._judge = make_judge(self.judge_config(), warn=lambda line: print(line, file=sys.stderr))
         return self._judge
 
     def score_sample(self, sample: Sample) -> dict[str, Any]:
@@ -520,7 +557,7 @@ class Stances(Dimension):
     def models(self) -> dict[str, str]:
         if self.assets is None:
             return {}
-        m = {"stance_judge": f"{self.options.get('judge_model', JUDGE_MODEL)} @ {self.options.get('judge_base_url')}"}
+        m = {"stance_judge": f"{self.options.get('judge_model', JUDGE_MODEL)} @ {self.options.get('judge_url')}"}
         m.update({k: v for k, v in self.assets.sources.items() if v})
         return m
 

@@ -27,7 +27,8 @@ _KWARGS_DESCRIPTION = glue.INPUTS_DOC + """\
     stance_questions (str): path of the STANCE questions JSON ({"outside_judge": [...]}).
     stance_assets (str): folder holding interactions_role_ABmapped.csv (and relationships.csv).
     stance_category_roles (str, optional): the category -> roles CSV.
-    judge_base_url (str): OpenAI-compatible API root, e.g. http://127.0.0.1:8000/v1.
+    judge_url (str): OpenAI-compatible API root, e.g. http://127.0.0.1:8000/v1 (the judge options are the
+        shared ones: judge_key_env, judge_timeout_s, judge_retries, judge_seed, judge_cache...).
     judge_model (str, optional): model name the server expects (default gpt-audio-2025-08-28).
 Models load on the first compute(), not at evaluate.load(); a missing model fails then with a
 one-line reason naming it.

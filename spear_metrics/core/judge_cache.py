@@ -1,0 +1,196 @@
+"""The judge's reply cache: content-addressed, shared by every run and benchmark on the machine.
+
+A judge request is fully determined by what is sent (:func:`request_key`): the endpoint kind
+(``chat.completions``), the requested model id, the exact messages (audio and other ``data:``
+payloads by their sha256, so the key material stays small), the decoding parameters
+(temperature, ``max_tokens``, ``response_format``...) and the seed. Not in the key: the server's
+address, the key, time limits, retries. The same question asked by another run, another folder or
+another benchmark is answered from the cache and costs nothing.
+
+- Folder: ``$SPEARBENCH_JUDGE_CACHE`` when set, else the user cache folder
+  (``platformdirs.user_cache_dir("spearbench")/judge``, e.g. ``~/.cache/spearbench/judge``).
+  One file per entry: ``<key[:2]>/<key>.json``.
+- Modes (``--judge-cache``): ``readwrite`` (default of the commands), ``read`` (use entries, write
+  none), ``off``.
+- Writes are atomic (a temporary file in the same folder, fsynced, then ``os.replace``), so
+  several processes may write the same entry at once: the last rename wins and every reader sees a
+  whole entry. An entry that does not read back whole (not JSON, another format, another key, a
+  checksum that does not match its reply) is ignored, never trusted, and rewritten by the next
+  answer.
+- Only replies the caller's parser accepted are stored (a malformed reply is never cached).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any, Optional
+
+__all__ = ["CACHE_ENV", "CACHE_MODES", "JudgeCache", "default_cache_dir", "request_key"]
+
+#: the environment variable that moves the cache folder
+CACHE_ENV = "SPEARBENCH_JUDGE_CACHE"
+#: ``--judge-cache`` values
+CACHE_MODES = ("readwrite", "read", "off")
+#: the entry format written (and the only one read)
+FORMAT = "spearbench-judge-cache/1"
+#: the largest entry file read back (bytes); a larger one is ignored
+MAX_ENTRY_BYTES = 16 * 1024 * 1024
+#: payloads longer than this (characters) enter the key material by their sha256
+_HASH_OVER = 256
+
+
+def default_cache_dir() -> Path:
+    """``$SPEARBENCH_JUDGE_CACHE``, else ``platformdirs.user_cache_dir("spearbench")/judge``."""
+    env = os.environ.get(CACHE_ENV, "").strip()
+    if env:
+        return Path(env).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("spearbench")) / "judge"
+
+
+def _sha(text: str | bytes) -> str:
+    return hashlib.sha256(text.encode("utf-8") if isinstance(text, str) else text).hexdigest()
+
+
+def _hashed(obj: Any) -> Any:
+    """``obj`` with audio payloads (``input_audio.data``) and long ``data:`` URIs replaced by
+    ``{"sha256": ...}`` of their decoded bytes (base64 text of the same bytes hashes the same)."""
+    if isinstance(obj, dict):
+        out = {}
+        for k, v in obj.items():
+            if k == "data" and isinstance(v, str) and len(v) > _HASH_OVER:
+                out[k] = {"sha256": _payload_sha(v)}
+            else:
+                out[k] = _hashed(v)
+        return out
+    if isinstance(obj, list):
+        return [_hashed(v) for v in obj]
+    if isinstance(obj, str) and obj.startswith("data:") and len(obj) > _HASH_OVER and ";base64," in obj[:200]:
+        head, _, payload = obj.partition(",")
+        return {"data_uri": head, "sha256": _payload_sha(payload)}
+    return obj
+
+
+def _payload_sha(b64: str) -> str:
+    text = b64.split(",", 1)[1] if b64.startswith("data:") and "," in b64[:200] else b64
+    try:
+        return _sha(base64.b64decode(text, validate=True))
+    except ValueError:
+        return _sha(text)
+
+
+def request_key(body: dict[str, Any], *, endpoint: str = "chat.completions") -> tuple[str, dict[str, Any]]:
+    """``(key, material)``: the sha256 (hex) of the canonical JSON of ``material`` = ``{"endpoint",
+    "request"}``, where ``request`` is the request body (model, messages, decoding parameters,
+    seed) with audio payloads by their sha256 (module docstring)."""
+    material = {"endpoint": endpoint, "request": _hashed(body)}
+    canon = json.dumps(material, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return _sha(canon), material
+
+
+def _reply_check(reply: dict[str, Any]) -> str:
+    return _sha(json.dumps(reply, sort_keys=True, separators=(",", ":"), ensure_ascii=False))
+
+
+class JudgeCache:
+    """The reply cache (module docstring).
+
+    Args:
+        mode: ``readwrite``, ``read`` or ``off``.
+        folder: where entries live (default :func:`default_cache_dir`).
+
+    Raises:
+        ValueError: an unknown ``mode``.
+
+    Counters (thread-safe): ``hits``, ``misses``, ``writes``, ``corrupt`` (entries ignored),
+    ``write_errors``.
+    """
+
+    def __init__(self, mode: str = "readwrite", folder: str | os.PathLike | None = None):
+        if mode not in CACHE_MODES:
+            raise ValueError(f"--judge-cache must be one of {', '.join(CACHE_MODES)}, got {mode!r}")
+        self.mode = mode
+        self.folder = Path(folder) if folder is not None else default_cache_dir()
+        self._lock = threading.Lock()
+        self.hits = self.misses = self.writes = self.corrupt = self.write_errors = 0
+        self.last_write_error: Optional[str] = None
+
+    def _bump(self, name: str) -> None:
+        with self._lock:
+            setattr(self, name, getattr(self, name) + 1)
+
+    def path(self, key: str) -> Path:
+        """The entry file of ``key``."""
+        return self.folder / key[:2] / f"{key}.json"
+
+    def get(self, key: str) -> Optional[dict[str, Any]]:
+        """The stored reply of ``key`` (``{"content", "model", "system_fingerprint", "usage"}``), or
+        ``None``: mode ``off``, no entry, or an entry that does not read back whole (counted in
+        ``corrupt``; it will be rewritten)."""
+        if self.mode == "off":
+            return None
+        p = self.path(key)
+        try:
+            if p.stat().st_size > MAX_ENTRY_BYTES:
+                raise ValueError("entry too large")
+            obj = json.loads(p.read_text(encoding="utf-8"))
+            reply = obj["reply"]
+            if obj.get("format") != FORMAT or obj.get("key") != key or not isinstance(reply, dict) \
+                    or not isinstance(reply.get("content"), str) or obj.get("check") != _reply_check(reply):
+                raise ValueError("not a whole entry")
+        except FileNotFoundError:
+            self._bump("misses")
+            return None
+        except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError):
+            self._bump("corrupt")
+            self._bump("misses")
+            return None
+        self._bump("hits")
+        return reply
+
+    def put(self, key: str, material: dict[str, Any], reply: dict[str, Any]) -> None:
+        """Store ``reply`` under ``key`` atomically (mode ``readwrite`` only). A write that fails
+        (disk full, read-only folder) is counted in ``write_errors``, never raised: the answer
+        stands without its cache entry."""
+        if self.mode != "readwrite":
+            return
+        entry = {"format": FORMAT, "key": key, "request": material, "reply": reply, "check": _reply_check(reply)}
+        p = self.path(key)
+        tmp = None
+        try:
+            p.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=f".{key[:16]}.", suffix=".tmp", dir=p.parent)
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(entry, f, ensure_ascii=False, sort_keys=True)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, p)
+            tmp = None
+            self._bump("writes")
+        except (OSError, ValueError, TypeError) as e:
+            self._bump("write_errors")
+            self.last_write_error = f"{type(e).__name__}: {' '.join(str(e).split())[:200]}"
+        finally:
+            if tmp is not None:
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass
+
+    def to_json(self) -> dict[str, Any]:
+        """What a summary records of the cache: mode, where the folder came from (never the path: it
+        names the user), counts."""
+        with self._lock:
+            out = {"mode": self.mode, "folder": f"${CACHE_ENV}" if os.environ.get(CACHE_ENV, "").strip() else
+                   "user cache folder", "hits": self.hits, "misses": self.misses,
+                   "writes": self.writes, "corrupt_entries_ignored": self.corrupt}
+            if self.write_errors:
+                out.update(write_errors=self.write_errors, last_write_error=self.last_write_error)
+        return out

@@ -1,0 +1,64 @@
+"""``spearbench judge-agreement``: agreement statistics on hand-computed cases."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from spear_metrics.core.agreement import AgreementError, agreement, categorical_stats, score_stats
+
+A = ["yes", "yes", "no", "no", "yes", "no", "yes", "yes", "no", "no"]
+B = ["yes", "no", "no", "no", "yes", "no", "yes", "yes", "yes", "no"]
+
+
+def test_kappa_and_agreement_by_hand():
+    st = categorical_stats(A, B, n_resamples=200, seed=0)
+    # items 1 and 8 differ: p_o = 8/10; both judges say yes 5 times in 10: p_e = .5*.5 + .5*.5 = .5
+    assert st["agreement_%"] == pytest.approx(80.0)
+    assert st["cohen_kappa"] == pytest.approx((0.8 - 0.5) / (1 - 0.5))
+    lo, hi = st["cohen_kappa_ci95"]
+    assert lo <= st["cohen_kappa"] <= hi
+    # one label everywhere on both sides: p_e = 1, kappa does not exist
+    assert categorical_stats(["yes"] * 4, ["yes"] * 4, n_resamples=0)["cohen_kappa"] is None
+
+
+def test_correlations_by_hand():
+    st = score_stats([1, 2, 3], [1, 3, 2], n_resamples=0)
+    # ranks are the values: d = (0, 1, 1), rho = 1 - 6*2 / (3*(9-1)) = 0.5; Pearson of the same = 0.5
+    assert st["spearman"] == pytest.approx(0.5) and st["pearson"] == pytest.approx(0.5)
+    assert st["exact_agreement_%"] == pytest.approx(100 / 3)
+    rev = score_stats([1, 2, 3, 4], [8, 6, 4, 2], n_resamples=0)
+    assert rev["spearman"] == pytest.approx(-1.0) and rev["pearson"] == pytest.approx(-1.0)
+    assert score_stats([5, 5, 5], [1, 2, 3], n_resamples=0)["pearson"] is None  # a constant side
+
+
+def _run(folder: Path, verdicts, relevance=None) -> Path:
+    folder.mkdir()
+    rows = []
+    for k, v in enumerate(verdicts):
+        r = {"row": k, "instance": "SpeechDetection_LJSpeech", "file": f"f{k}", "status": "ok", "judge_verdict": v}
+        rows.append(r)
+    rows.append({"row": len(rows), "instance": "SpeechDetection_LJSpeech", "file": "bad", "status": "failed",
+                 "judge_verdict": None, "error": "judge: HTTP 500"})
+    (folder / "per_sample.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return folder
+
+
+def test_cli_on_two_runs(tmp_path, capsys):
+    from spear_metrics.cli import main
+
+    a = _run(tmp_path / "a", A)
+    b = _run(tmp_path / "b", B[:9])  # the last item judged only by A
+    out = tmp_path / "agree.json"
+    assert main(["judge-agreement", str(a), str(b), "--bootstrap", "100", "--out", str(out)]) == 0
+    res = json.loads(out.read_text())["fields"]["judge_verdict"]
+    # 9 common items, item 1 and item 8 differ: 7/9
+    assert res["n_items"] == 9 and res["n_only_a"] == 1 and res["agreement_%"] == pytest.approx(700 / 9)
+    assert [d["item"] for d in res["disagreements"]] == ["SpeechDetection_LJSpeech/f1", "SpeechDetection_LJSpeech/f8"]
+    printed = capsys.readouterr().out
+    assert "2 item(s) disagree" in printed and "cohen_kappa" in printed
+    with pytest.raises(AgreementError, match="not judged in both"):
+        agreement(a, b, fields=["relevance"])
+    assert main(["judge-agreement", str(a), str(tmp_path / "nowhere")]) == 2

@@ -1,0 +1,352 @@
+"""The judge's reply cache, total time limit, size limit, returned model id, usage and cost,
+against loopback judges that count their calls (replies built from the official openai SDK types)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dsuperb_fixtures import CLS
+from judge_fakes import CountingJudge, HugeJudge, TricklingJudge, completion
+from spear_metrics.core.judge import Judge, JudgeConfig, JudgeError, make_judge, moving_alias
+from spear_metrics.core.judge_cache import JudgeCache, request_key
+from spear_metrics.core.usage import PriceTable, PriceTableError, Usage, UsageTally, normalize_usage
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def yes(text: str) -> str:
+    if "YES" not in text:
+        raise ValueError("no verdict")
+    return "yes"
+
+
+def ask(judge: Judge, q: str, **extra):
+    return judge.ask([{"role": "user", "content": q}], yes, extra_body=extra or None)
+
+
+def make(url: str, cache: JudgeCache | None, **kw) -> Judge:
+    kw.setdefault("timeout", 60.0)  # no test here but the trickle is about the time limit
+    kw.setdefault("backoff_s", 0.0)
+    kw.setdefault("model", "judge-model-2024-08-06")
+    return Judge(url, api_key="", cache=cache, **kw)
+
+
+def test_second_judge_on_the_same_cache_makes_no_call(tmp_path):
+    with CountingJudge() as srv:
+        with make(srv.url, JudgeCache("readwrite", tmp_path / "c")) as j1:
+            first = [ask(j1, f"question {k}") for k in range(3)]
+        assert srv.calls == 3
+        with make(srv.url, JudgeCache("readwrite", tmp_path / "c")) as j2:
+            second = [ask(j2, f"question {k}") for k in range(3)]
+            rep = j2.report()
+    assert srv.calls == 3  # every answer came from the cache
+    assert [a.reply for a in second] == [a.reply for a in first]
+    assert all(a.meta.cached for a in second) and not any(a.meta.cached for a in first)
+    assert rep["answers"] == 3 and rep["answers_from_cache"] == 3 and rep["requests"] == 0
+    assert rep["cache"]["hits"] == 3
+    # what the service answered with travels with the cached reply
+    assert second[0].meta.model == "judge-model-2024-08-06" and second[0].meta.system_fingerprint == "fp_loopback"
+    assert rep["usage"]["total"]["input_tokens"] == 0  # nothing billed
+
+
+def test_changed_prompt_parameter_or_model_misses(tmp_path):
+    cache_dir = tmp_path / "c"
+    with CountingJudge() as srv:
+        with make(srv.url, JudgeCache("readwrite", cache_dir)) as j:
+            ask(j, "q")
+            ask(j, "q")  # the same: a hit
+            assert srv.calls == 1
+            ask(j, "q ")  # another prompt
+            ask(j, "q", max_tokens=17)  # another decoding parameter
+            assert srv.calls == 3
+        with make(srv.url, JudgeCache("readwrite", cache_dir), seed=7) as j:
+            ask(j, "q")  # another seed
+        with make(srv.url, JudgeCache("readwrite", cache_dir), temperature=0.5) as j:
+            ask(j, "q")  # another temperature
+        with make(srv.url, JudgeCache("readwrite", cache_dir), model="other-judge-2025-01-01") as j:
+            ask(j, "q")  # another model id
+        assert srv.calls == 6
+        with make(srv.url, JudgeCache("read", cache_dir)) as j:
+            ask(j, "never asked")  # read: used, never written
+        with make(srv.url, JudgeCache("read", cache_dir)) as j:
+            ask(j, "never asked")
+        assert srv.calls == 8
+        with make(srv.url, None) as j:  # off
+            ask(j, "q")
+        assert srv.calls == 9
+
+
+def test_audio_enters_the_key_by_its_hash():
+    import base64
+
+    audio = base64.b64encode(bytes(range(256)) * 8).decode()
+    msg = lambda data: [{"role": "user", "content": [{"type": "input_audio",  # noqa: E731
+                                                      "input_audio": {"data": data, "format": "wav"}}]}]
+    k1, mat = request_key({"model": "m", "messages": msg(audio)})
+    k2, _ = request_key({"model": "m", "messages": msg(audio[:-4] + "AAAA")})
+    assert k1 != k2
+    part = mat["request"]["messages"][0]["content"][0]["input_audio"]["data"]
+    import hashlib
+
+    assert part == {"sha256": hashlib.sha256(bytes(range(256)) * 8).hexdigest()}
+
+
+_WRITER = """
+import sys
+from spear_metrics.core.judge_cache import JudgeCache
+c = JudgeCache("readwrite", sys.argv[1])
+for k in range(200):
+    c.put("ab" + "0" * 62, {"endpoint": "chat.completions"}, {"content": sys.argv[2] * 5000, "model": "m",
+          "system_fingerprint": None, "usage": None})
+"""
+
+
+def test_two_processes_writing_one_entry_leave_one_valid_entry(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    procs = [subprocess.Popen([sys.executable, "-c", _WRITER, str(tmp_path), ch], env=env) for ch in "AB"]
+    assert [p.wait(timeout=300) for p in procs] == [0, 0]
+    c = JudgeCache("read", tmp_path)
+    got = c.get("ab" + "0" * 62)
+    assert got is not None and got["content"] in ("A" * 5000, "B" * 5000)
+    assert [p.name for p in (tmp_path / "ab").iterdir()] == ["ab" + "0" * 62 + ".json"]  # no temporary left
+    assert c.corrupt == 0
+
+
+def test_corrupted_entry_is_ignored_and_rewritten(tmp_path):
+    cache = JudgeCache("readwrite", tmp_path)
+    with CountingJudge() as srv:
+        with make(srv.url, cache) as j:
+            ask(j, "q")
+        key, _ = request_key({"model": "judge-model-2024-08-06", "messages": [{"role": "user", "content": "q"}],
+                              "temperature": 0.0, "seed": 0})
+        p = cache.path(key)
+        entry = json.loads(p.read_text())
+        entry["reply"]["content"] = "Result: NO, edited"  # the checksum no longer matches
+        p.write_text(json.dumps(entry))
+        with make(srv.url, cache) as j:
+            a = ask(j, "q")
+        assert srv.calls == 2 and not a.meta.cached and cache.corrupt == 1
+        assert json.loads(p.read_text())["reply"]["content"].endswith("Result: YES")  # rewritten whole
+        p.write_bytes(b'{"format": "spearbench-judge-cache/1", "key": "trunc')  # a torn file
+        with make(srv.url, cache) as j:
+            ask(j, "q")
+        assert srv.calls == 3 and cache.corrupt == 2
+        with make(srv.url, cache) as j:
+            assert ask(j, "q").meta.cached  # and read back once rewritten
+        assert srv.calls == 3
+
+
+def test_a_malformed_reply_is_never_cached(tmp_path):
+    replies = iter([(200, completion("I cannot say")), (200, completion("Result: YES"))])
+    with CountingJudge(lambda body: next(replies)) as srv:
+        with make(srv.url, JudgeCache("readwrite", tmp_path), max_retries=1) as j:
+            a = ask(j, "q")
+    assert srv.calls == 2 and a.reply == "Result: YES"
+    (entry,) = list(tmp_path.rglob("*.json"))
+    assert json.loads(entry.read_text())["reply"]["content"] == "Result: YES"
+
+
+def test_trickling_judge_is_cut_at_the_total_time_limit():
+    # one byte every 0.2 s: each read is quick, the whole reply would take minutes; the limit is on
+    # the whole request (short here: this test is about it)
+    with TricklingJudge(every_s=0.2) as srv:
+        j = make(srv.url, None, timeout=1.0, max_retries=0)
+        with pytest.raises(JudgeError, match="1 s total time limit"):
+            ask(j, "q")
+        j.close()
+        assert srv.sent < srv.size  # cut off before the reply was whole
+
+
+def test_a_reply_over_the_size_limit_is_refused_as_it_arrives():
+    with HugeJudge(size=2_000_000) as srv:
+        j = make(srv.url, None, max_retries=0, max_reply_bytes=100_000)
+        with pytest.raises(JudgeError, match="100000-byte limit"):
+            ask(j, "q")
+        j.close()
+
+
+def test_usage_is_summed_across_retries_and_priced(tmp_path):
+    # a malformed reply (billed: 100 in / 10 out), an HTTP 500 (no usage), then the answer (120 in / 8 out,
+    # 20 of them audio, 30 cached)
+    replies = iter([(200, completion("no verdict here", prompt_tokens=100, completion_tokens=10)),
+                    (500, b'{"error": {"message": "overloaded"}}'),
+                    (200, completion("Result: YES", prompt_tokens=120, completion_tokens=8, audio_tokens=20,
+                                     cached_tokens=30))])
+    with CountingJudge(lambda body: next(replies)) as srv:
+        with make(srv.url, None, max_retries=2) as j:
+            ask(j, "q")
+            table = tmp_path / "prices.json"
+            table.write_text(json.dumps({"currency": "USD", "models": {"judge-model-2024-08-06": {
+                "input": 2.5, "output": 10.0, "audio_input": 40.0, "cached_input": 1.25}}}))
+            rep = j.report(PriceTable(table))
+    assert srv.calls == 3
+    tot = rep["usage"]["total"]
+    assert tot == {"input_tokens": 220, "output_tokens": 18, "audio_input_tokens": 20, "audio_output_tokens": 0,
+                   "cached_input_tokens": 30}
+    # by hand: text in (220 - 20 - 30) * 2.5 + cached 30 * 1.25 + audio 20 * 40 + out 18 * 10, per million
+    assert rep["usage"]["cost"] == pytest.approx((170 * 2.5 + 30 * 1.25 + 20 * 40 + 18 * 10) / 1e6)
+    assert rep["returned_models"] == {"judge-model-2024-08-06": 1} and rep["system_fingerprints"] == {"fp_loopback": 1}
+
+
+def test_price_table_by_hand_and_its_refusals(tmp_path):
+    p = tmp_path / "p.json"
+    p.write_text(json.dumps({"models": {"m": {"input": 3.0, "output": 12.0}}}))
+    t = PriceTable(p)
+    assert t.cost("m", Usage(input_tokens=2_000_000, output_tokens=500_000)) == (pytest.approx(12.0), None)
+    cost, why = t.cost("m", Usage(input_tokens=10, audio_input_tokens=5))
+    assert cost is None and "no audio_input price" in why
+    assert t.cost("other", Usage(1, 1))[0] is None
+    p.write_text(json.dumps({"models": {"m": {"input": -1}}}))
+    with pytest.raises(PriceTableError, match="non-negative"):
+        PriceTable(p)
+    p.write_text(json.dumps({"models": {"m": {"inptu": 1}}}))
+    with pytest.raises(PriceTableError, match="unknown price 'inptu'"):
+        PriceTable(p)
+    # the documented example reads
+    ex = PriceTable(REPO / "docs" / "price_table.example.json")
+    assert ex.models and ex.currency
+
+
+def test_usage_of_the_three_services():
+    chat = normalize_usage({"prompt_tokens": 50, "completion_tokens": 7,
+                            "prompt_tokens_details": {"audio_tokens": 30, "cached_tokens": 4},
+                            "completion_tokens_details": {"audio_tokens": 5}})
+    assert chat == Usage(50, 7, 30, 5, 4)
+    realtime = normalize_usage({"total_tokens": 300, "input_tokens": 200, "output_tokens": 100,
+                                "input_token_details": {"audio_tokens": 150, "text_tokens": 50, "cached_tokens": 0},
+                                "output_token_details": {"audio_tokens": 80, "text_tokens": 20}})
+    assert realtime == Usage(200, 100, 150, 80, 0)
+    gemini = normalize_usage({"promptTokenCount": 90, "responseTokenCount": 40, "totalTokenCount": 130,
+                              "promptTokensDetails": [{"modality": "AUDIO", "tokenCount": 60},
+                                                      {"modality": "TEXT", "tokenCount": 30}],
+                              "responseTokensDetails": [{"modality": "AUDIO", "tokenCount": 35}]})
+    assert gemini == Usage(90, 40, 60, 35, 0)
+    assert normalize_usage(None) is None and normalize_usage({"x": 1}) is None
+    t = UsageTally()
+    t.add("a", chat)
+    t.add("a", None)
+    t.add("b", gemini)
+    j = t.to_json()
+    assert j["total"]["input_tokens"] == 140 and j["by_model"]["a"]["n_replies_without_usage"] == 1
+
+
+def test_moving_aliases_and_require_pinned(monkeypatch):
+    for alias in ("gpt-4o", "gpt-4-turbo", "chatgpt-4o-latest", "gemini-2.5-pro-preview", "gemini-2.0-flash-exp",
+                  "gpt-4o-audio-preview"):
+        assert moving_alias(alias), alias
+    for pinned in ("gpt-4o-2024-08-06", "gpt-4-0613", "gemini-1.5-pro-002", "gpt-4-1106-preview",
+                   "gemini-2.5-pro-preview-05-06", "claude-3-5-sonnet-20241022", "gpt-audio-2025-08-28"):
+        assert moving_alias(pinned) is None, pinned
+    with pytest.raises(ValueError, match="require-pinned"):
+        make_judge(JudgeConfig(url="http://127.0.0.1:9/v1", model="gpt-4o", require_pinned=True))
+    said = []
+    j = make_judge(JudgeConfig(url="http://127.0.0.1:9/v1", model="gpt-4o", key_env="none"), warn=said.append)
+    assert len(said) == 1 and "gpt-4o" in said[0] and j.report()["moving_alias"]
+    j.close()
+    monkeypatch.delenv("NO_SUCH_JUDGE_KEY", raising=False)
+    with pytest.raises(ValueError, match="NO_SUCH_JUDGE_KEY"):
+        make_judge(JudgeConfig(url="http://127.0.0.1:9/v1", model="m-2024-01-01", key_env="NO_SUCH_JUDGE_KEY"))
+
+
+def _predictions(folder: Path, n: int) -> Path:
+    folder.mkdir()
+    (folder / f"{CLS}.json").write_text(json.dumps({f"row{k}": {"instruction": "Is there speech?", "label": "yes",
+                                                                 "sllm_response": f"answer {k}: yes"}
+                                                    for k in range(n)}))
+    return folder
+
+
+def test_dsuperb_rerun_into_a_new_folder_pays_nothing(tmp_path, capsys):
+    from spear_metrics.cli import main
+
+    pred = _predictions(tmp_path / "pred", 5)
+    with CountingJudge() as srv:
+        base = ["dsuperb", "score", "--pred", str(pred), "--judge-url", srv.url, "--judge-model",
+                "judge-model-2024-08-06", "--judge-key-env", "none", "--no-progress", "--bootstrap", "0"]
+        assert main(base + ["--out", str(tmp_path / "r1")]) == 0
+        assert srv.calls == 5
+        assert main(base + ["--out", str(tmp_path / "r2")]) == 0
+        assert srv.calls == 5
+    s1 = json.loads((tmp_path / "r1" / "summary.json").read_text())
+    s2 = json.loads((tmp_path / "r2" / "summary.json").read_text())
+    assert s2["judge_calls"]["answers_from_cache"] == 5 and s2["judge_calls"]["requests"] == 0
+    assert s1["judge_calls"]["usage"]["total"]["input_tokens"] == 500  # 5 replies of 100 prompt tokens
+    assert s2["tasks"][CLS]["judge_accuracy"] == s1["tasks"][CLS]["judge_accuracy"] == 1.0
+    rows = [json.loads(x) for x in (tmp_path / "r2" / "per_sample.jsonl").read_text().splitlines()]
+    assert all(r["judge_cached"] and r["judge_returned_model"] == "judge-model-2024-08-06" for r in rows)
+    assert "5 from the cache" in capsys.readouterr().out
+
+
+def test_dsuperb_judge_added_later_judges_what_was_not_judged(tmp_path):
+    from spear_metrics.cli import main
+
+    pred = _predictions(tmp_path / "pred", 4)
+    out = str(tmp_path / "r")
+    rc = main(["dsuperb", "score", "--pred", str(pred), "--out", out, "--no-progress", "--bootstrap", "0"])
+    assert rc == 0  # scored: its failed rows ("no judge given") are listed, not a whole-run problem
+    s0 = json.loads((tmp_path / "r" / "summary.json").read_text())
+    assert s0["n_failed"] == 4
+    with CountingJudge() as srv:
+        common = ["dsuperb", "score", "--pred", str(pred), "--out", out, "--judge-url", srv.url, "--judge-key-env", "none",
+                  "--no-progress", "--bootstrap", "0"]
+        args = common + ["--judge-model", "judge-model-2024-08-06"]
+        assert main(args) == 0
+        assert srv.calls == 4
+        s1 = json.loads((tmp_path / "r" / "summary.json").read_text())
+        assert s1["n_failed"] == 0 and s1["tasks"][CLS]["judge_accuracy"] == 1.0
+        # another judge into the judged folder is refused (exit 2), the same one resumes with no call
+        assert main(common + ["--judge-model", "other-2025-01-01"]) == 2
+        assert main(args + ["--judge-cache", "off"]) == 0
+        assert srv.calls == 4
+
+
+def test_old_option_spellings_still_work(tmp_path, capsys):
+    import argparse
+
+    from spear_metrics.commands.judge_options import add_judge_options, judge_config_from_args
+
+    p = argparse.ArgumentParser()
+    add_judge_options(p)
+    a = p.parse_args(["--judge-api-key-env", "MY_KEY", "--judge-max-retries", "5", "--judge-timeout", "7"])
+    cfg = judge_config_from_args(a)
+    assert (cfg.key_env, cfg.retries, cfg.timeout_s) == ("MY_KEY", 5, 7.0)
+    err = capsys.readouterr().err
+    assert err.count("deprecated") == 3 and "--judge-key-env" in err
+    assert "--judge-api-key-env" not in p.format_help()
+
+
+def test_stances_take_the_shared_judge_options(capsys, monkeypatch):
+    from spear_metrics.core.options import OptionError
+    from spear_metrics.stances.definition import Stances
+
+    monkeypatch.setenv("STANCE_JUDGE_KEY", "sk-stance-0123456789")
+    s = Stances(judge_base_url="http://127.0.0.1:9/v1", judge_timeout=7.0, judge_key_env="STANCE_JUDGE_KEY")
+    cfg = s.judge_config()
+    assert (cfg.url, cfg.timeout_s, cfg.key_env, cfg.retries) == ("http://127.0.0.1:9/v1", 7.0, "STANCE_JUDGE_KEY", 6)
+    assert capsys.readouterr().err.count("deprecated") == 2
+    with pytest.raises(OptionError, match="judge_key_env"):
+        Stances(judge_url="http://127.0.0.1:9/v1", judge_api_key="sk-on-the-command-line-0123")
+
+
+def test_fdb_relevance_rerun_into_a_new_folder_pays_nothing(fdb_dir, tmp_path, capsys):
+    from spear_metrics.cli import main
+
+    root = fdb_dir / "example_data" / "user_interruption_example"
+    reply = completion('{"analysis": "answers the interrupting request", "rating": 4}')
+    with CountingJudge(lambda body: (200, reply)) as srv:
+        base = ["fdb", "--task", "user_interruption", "--root", str(root), "--judge-url", srv.url, "--judge-model",
+                "judge-model-2024-08-06", "--judge-key-env", "none", "--no-progress", "--bootstrap", "0"]
+        assert main(base + ["--out", str(tmp_path / "r1")]) == 0
+        n = srv.calls
+        assert n >= 1
+        assert main(base + ["--out", str(tmp_path / "r2")]) == 0
+        assert srv.calls == n
+    s2 = json.loads((tmp_path / "r2" / "summary.json").read_text())
+    assert s2["judge_calls"]["answers_from_cache"] == n and s2["judge_calls"]["requests"] == 0
+    assert "from the cache" in capsys.readouterr().out

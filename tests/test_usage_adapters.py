@@ -1,0 +1,54 @@
+"""Usage the adapters' services report (Chat Completions ``usage``, Realtime ``response.done``) summed
+per run in ``run_info.json``, against the loopback fakes of tests/openai_fakes.py on a real clip."""
+
+from __future__ import annotations
+
+import json
+
+from openai_fakes import CHAT_USAGE, ChatFake, Program
+from spear_metrics.cli import main
+from test_adapters_openai import KEY, answer_24k, name, sources, write_csv
+
+
+def test_chat_completions_usage_in_run_info(real_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    ami, _ = sources(real_dir)["ami"]
+    kinds = ["ok", "e500_once", "malformed"]  # answered; answered after a 500 (no usage in it); failed
+    csv_path = write_csv(tmp_path / "data", [(name(k), ami) for k in range(len(kinds))])
+    fake = ChatFake({name(k): Program(kind) for k, kind in enumerate(kinds)}, answer_24k(real_dir), 24_000, KEY)
+    out = tmp_path / "out"
+    try:
+        assert main(["infer", "--agent", "openai-audio", "--data", str(csv_path), "--out", str(out), "--no-progress",
+                     "-a", f"base_url={fake.url}", "-a", "model=gpt-audio-test", "-a", "timeout_s=60",
+                     "-a", "max_tries=3", "-a", "max_wait_s=120"]) == 0
+    finally:
+        fake.close()
+    usage = json.loads((out / "run_info.json").read_text())["usage"]
+    # two answers, each billed CHAT_USAGE; the failed row and the HTTP 500 report none
+    tot = usage["total"]
+    assert tot["input_tokens"] == 2 * CHAT_USAGE["prompt_tokens"] and tot["output_tokens"] == 2 * CHAT_USAGE["completion_tokens"]
+    assert tot["audio_input_tokens"] == 80 and tot["audio_output_tokens"] == 30
+    assert list(usage["by_model"]) == ["gpt-audio-test"] and usage["by_model"]["gpt-audio-test"]["n_replies"] == 2
+
+
+def test_realtime_response_done_usage_in_run_info(real_dir, tmp_path, monkeypatch):
+    from openai_fakes import REALTIME_USAGE, RealtimeFake
+    from test_adapters_openai import REALTIME_OPTS
+
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    ami, ami_end = sources(real_dir)["ami"]
+    csv_path = write_csv(tmp_path / "data", [(name(0), ami)])
+    fake = RealtimeFake({name(0): Program("reply", at_s=ami_end + 0.3, speech_end_s=ami_end)}, answer_24k(real_dir), KEY)
+    out = tmp_path / "out"
+    try:
+        args = ["infer", "--agent", "openai-realtime", "--data", str(csv_path), "--out", str(out), "--no-progress",
+                "-a", f"base_url={fake.url}", "-a", "model=gpt-realtime-test"]
+        for o in REALTIME_OPTS:
+            args += ["-a", o]
+        assert main(args) == 0
+    finally:
+        fake.close()
+    usage = json.loads((out / "run_info.json").read_text())["usage"]
+    assert usage["by_model"]["gpt-realtime-test"]["n_replies"] == 1
+    assert usage["total"] == {"input_tokens": REALTIME_USAGE["input_tokens"], "output_tokens": REALTIME_USAGE["output_tokens"],
+                              "audio_input_tokens": 150, "audio_output_tokens": 80, "cached_input_tokens": 0}
