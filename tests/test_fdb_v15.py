@@ -352,7 +352,7 @@ def test_infer_writes_both_halves_and_resumes_after_kill_9(tmp_path, real_dir):
         os.environ["OPENAI_API_KEY"] = KEY
         try:
             info = run_fdb_inference("openai-realtime", sub, agent_options={"base_url": fake.url}, asr=None,
-                                     progress=False)
+                                     asr_backend=_WordsASR(), progress=False)
         finally:
             os.environ.pop("OPENAI_API_KEY", None)
         assert info["n_done"] == 4 and info["n_failed"] == 0 and info["n_samples"] == 4
@@ -366,3 +366,21 @@ def test_infer_writes_both_halves_and_resumes_after_kill_9(tmp_path, real_dir):
             x, sr = decode(sub / sid / f"{prefix}input.wav")
             y, sr_out = decode(sub / sid / f"{prefix}output.wav")
             assert sr_out == sr and y.shape == x.shape and np.abs(y).max() > 0
+            # the whole reply transcribed (a scripted recogniser: one word per second of audio it is handed)
+            tr = json.loads((sub / sid / f"{prefix}output.json").read_text())
+            assert len(tr["chunks"]) == int(x.shape[1] / sr) and tr["chunks"][0]["timestamp"] == [0.0, 0.5]
+
+
+class _WordsASR:
+    """A scripted recogniser with the ASR backend API: one word per whole second of the wave."""
+
+    name = "scripted"
+
+    def transcribe(self, waves, sr=16000, word_timestamps=False):
+        from spear_metrics.core.asr import Transcript, Word
+
+        out = []
+        for w in waves:
+            words = [Word(f"w{i}", float(i), i + 0.5) for i in range(int(len(w) / sr))]
+            out.append(Transcript(" ".join(x.text for x in words), words, self.name))
+        return out
