@@ -4,7 +4,8 @@ Each subcommand lives in its own module with two functions, ``add_arguments(pars
 ``run(args) -> int``: the generic commands under :mod:`spear_metrics.commands` (the list below
 is explicit), and each registered benchmark's own command group
 (:attr:`spear_metrics.core.benchmark.Benchmark.command`, :func:`commands`). A benchmark's
-deprecated command names (``aliases``) still run, after one deprecation line on stderr.
+deprecated command names (``aliases``) still run, after one deprecation line on stderr, and so
+does an older form of a command whose module has ``legacy_argv(argv) -> argv | None``.
 
 Exit status of :func:`main` (one line on stderr for every status but 0):
 
@@ -120,6 +121,11 @@ def _main(argv: list[str] | None) -> int:
                     if argv and argv[0] == name:
                         print(f"spearbench {name}: needs the Python package {e.name!r}", file=sys.stderr)
                         return 2
+        legacy = getattr(available.get(argv[0]), "legacy_argv", None) if argv else None
+        if legacy is not None and (new_argv := legacy(list(argv))) is not None:  # an older form of the command
+            print(f"spearbench {argv[0]}: deprecated form, use: spearbench {' '.join(new_argv[:2])} ... (the old form "
+                  "goes in a later release)", file=sys.stderr)
+            argv = new_argv
         args = build_parser(available).parse_args(argv)
         who = f"spearbench {args.command}"
         if args.command in (old := deprecated_names()):

@@ -518,13 +518,13 @@ def test_moshi_fdb_infer_writes_the_reply_channel(fdb_dir, real_dir, tmp_path, k
     (root / "pause_handling" / "1" / "output.json").unlink()
     answer = voiced_part(p225_24k(real_dir))
     with FakeMoshi({}, default=MoshiScenario(answer, delay_s=0.4, lag_frames=3)) as fake:
-        assert main(["fdb-infer", "--agent", "moshi", "--root", str(root), "--no-asr", "--no-progress", "--concurrency", "4",
+        assert main(["fdb", "infer", "--agent", "moshi", "--root", str(root), "--no-asr", "--no-progress", "--concurrency", "4",
                      "-a", f"url={fake.url('/api/chat')}", "-a", "handshake_timeout_s=60"]) == 0
     assert fake.errors == []
     info = json.loads((root / "pause_handling" / ".spearbench-fdb-infer" / "run_info.json").read_text())
     assert info["chunk_ms"] == 80.0 and info["concurrency"] == 1  # moshi's own frame; one session at a time
     note = [x for x in capsys.readouterr().err.splitlines() if "note:" in x]
-    assert note == ["spearbench fdb-infer: note: moshi: --concurrency 4 lowered to 1: the adapter serves at most 1 "
+    assert note == ["spearbench fdb infer: note: moshi: --concurrency 4 lowered to 1: the adapter serves at most 1 "
                     "session at a time (its max_concurrency)"]
     (log,) = fake.sessions
     x, sr_in = decode(stim)

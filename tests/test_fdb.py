@@ -157,7 +157,7 @@ def test_backchannel_pure_parts():
 def test_backchannel_without_reference_and_no_speech(fdb_dir, tmp_path):
     link_sample(tmp_path / "1", ex(fdb_dir, "smooth_turn_taking_example") / "1", ["output.wav", "output.json"])
     out = tmp_path / "out"
-    assert cli_main(["fdb", "--task", "backchannel", "--root", str(tmp_path), "--out", str(out), "--bootstrap", "0"]) == 0
+    assert cli_main(["fdb", "score", "--task", "backchannel", "--root", str(tmp_path), "--out", str(out), "--bootstrap", "0"]) == 0
     s = json.loads((out / "summary.json").read_text())
     assert s["jsd"] is None and "jsd_note" in s  # no human distribution: null, with a note
     assert s["backchannel_frequency"] == pytest.approx(4 / 10.4)
@@ -186,7 +186,7 @@ def make_turn_taking_root(fdb_dir: Path, root: Path) -> Path:
 def test_cli_bad_inputs_fail_their_rows(fdb_dir, tmp_path):
     root = make_turn_taking_root(fdb_dir, tmp_path / "tt")
     out = tmp_path / "out"
-    rc = cli_main(["fdb", "--task", "smooth_turn_taking", "--root", str(root), "--out", str(out), "--seed", "0"])
+    rc = cli_main(["fdb", "score", "--task", "smooth_turn_taking", "--root", str(root), "--out", str(out), "--seed", "0"])
     assert rc == 0
     rows = {r["id"]: r for r in read_jsonl(out / "per_sample.jsonl")}
     assert [rows[i]["status"] for i in "123456"] == ["ok", "failed", "failed", "failed", "failed", "ok"]
@@ -217,7 +217,7 @@ def test_cli_paired_comparison(fdb_dir, tmp_path):
                 (b / d.name / f.name).write_text(json.dumps(o))
             else:
                 os.symlink(f.resolve() if f.is_symlink() else f, b / d.name / f.name)
-    args = ["fdb", "--task", "smooth_turn_taking", "--bootstrap", "200", "--seed", "3"]
+    args = ["fdb", "score", "--task", "smooth_turn_taking", "--bootstrap", "200", "--seed", "3"]
     assert cli_main(args + ["--root", str(b), "--out", str(tmp_path / "rb")]) == 0
     assert cli_main(args + ["--root", str(a), "--out", str(tmp_path / "ra"), "--compare", str(tmp_path / "rb")]) == 0
     comp = json.loads((tmp_path / "ra" / "comparison.json").read_text())
@@ -429,7 +429,7 @@ def test_reference_with_empty_entry_fails_only_that_id(fdb_dir, tmp_path, capsys
     ref = tmp_path / "ref.json"
     ref.write_text(json.dumps({"0": [], "1": gt["1"], "7": ["a", 1]}))
     out = tmp_path / "out"
-    rc = cli_main(["fdb", "--task", "backchannel", "--root", str(root), "--out", str(out), "--reference", str(ref),
+    rc = cli_main(["fdb", "score", "--task", "backchannel", "--root", str(root), "--out", str(out), "--reference", str(ref),
                    "--bootstrap", "0", "--no-progress"])
     assert rc == 0
     rows = {r["id"]: r for r in read_jsonl(out / "per_sample.jsonl")}
@@ -439,7 +439,7 @@ def test_reference_with_empty_entry_fails_only_that_id(fdb_dir, tmp_path, capsys
     # a reference that is not an object at all is an unusable run: exit 2, one line
     ref.write_text("[1, 2]")
     capsys.readouterr()
-    assert cli_main(["fdb", "--task", "backchannel", "--root", str(root), "--out", str(out), "--reference", str(ref)]) == 2
+    assert cli_main(["fdb", "score", "--task", "backchannel", "--root", str(root), "--out", str(out), "--reference", str(ref)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--reference" in err and "Traceback" not in err
 
@@ -448,11 +448,11 @@ def test_cli_out_is_a_file_and_progress_flag(fdb_dir, tmp_path, capsys):
     root = make_turn_taking_root(fdb_dir, tmp_path / "tt")
     not_a_dir = tmp_path / "results.txt"
     not_a_dir.write_text("keep me")
-    args = ["fdb", "--task", "smooth_turn_taking", "--root", str(root), "--bootstrap", "0"]
+    args = ["fdb", "score", "--task", "smooth_turn_taking", "--root", str(root), "--bootstrap", "0"]
     capsys.readouterr()
     assert cli_main(args + ["--out", str(not_a_dir)]) == 2
     err = capsys.readouterr().err
-    assert err == f"spearbench fdb: --out {not_a_dir} exists and is not a folder\n"
+    assert err == f"spearbench fdb score: --out {not_a_dir} exists and is not a folder\n"
     assert not_a_dir.read_text() == "keep me"
     assert cli_main(args + ["--out", str(not_a_dir / "sub")]) == 2  # a file in the way of the parent
     err = capsys.readouterr().err

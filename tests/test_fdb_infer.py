@@ -50,7 +50,7 @@ def test_fdb_infer_writes_time_synchronous_replies_that_fdb_scores(fdb_root, rea
     answer = load_audio(real_dir / "speechbrain__p225_002.wav", sr=24_000, channels="mix")[0]
     fake = RealtimeFake(progs, answer, KEY, transcript="ask her to bring these things with her from the store")
     before = {p: sha(p) for p in fdb_root.rglob("*") if p.is_file()}
-    base = ["fdb-infer", "--agent", "openai-realtime", "--root", str(fdb_root), "--concurrency", "3", "--no-progress",
+    base = ["fdb", "infer", "--agent", "openai-realtime", "--root", str(fdb_root), "--concurrency", "3", "--no-progress",
             "-a", f"base_url={fake.url}"]
     originals = {p for p in before if p.name in ("output.wav", "output.json")}
     try:
@@ -107,14 +107,14 @@ def test_fdb_infer_writes_time_synchronous_replies_that_fdb_scores(fdb_root, rea
     assert all(first - 0.1 <= c["timestamp"][0] for c in asr["chunks"])
     # 4. spearbench fdb scores the folders as they are
     res = tmp_path / "res"
-    assert main(["fdb", "--task", "smooth_turn_taking", "--root", str(fdb_root / "smooth_turn_taking"), "--out",
+    assert main(["fdb", "score", "--task", "smooth_turn_taking", "--root", str(fdb_root / "smooth_turn_taking"), "--out",
                  str(res), "--no-progress"]) == 0
     rows = {r["id"]: r for r in map(json.loads, (res / "per_sample.jsonl").read_text().splitlines())}
     assert rows["1"]["status"] == "ok" and rows["1"]["tor"] == 1 and rows["1"]["asr_source"] == "output.json"
     assert delay - CHUNK_S <= rows["1"]["latency_s"] <= delay + 3.0
     assert rows["2"]["status"] == "failed"  # no reply was written for the refused stimulus
     res2 = tmp_path / "res2"
-    assert main(["fdb", "--task", "pause_handling", "--root", str(fdb_root / "pause_handling"), "--out", str(res2),
+    assert main(["fdb", "score", "--task", "pause_handling", "--root", str(fdb_root / "pause_handling"), "--out", str(res2),
                  "--no-progress"]) == 0
     (p,) = map(json.loads, (res2 / "per_sample.jsonl").read_text().splitlines())
     assert p["status"] == "ok" and p["tor"] == 0
@@ -125,7 +125,7 @@ def test_fdb_infer_writes_time_synchronous_replies_that_fdb_scores(fdb_root, rea
     # a transcript the user edited since is theirs (kept, and its sample with it)
     edited = fdb_root / "pause_handling/1/output.json"
     edited.write_text('{"text": "corrected by hand", "chunks": []}', encoding="utf-8")
-    other = ["fdb-infer", "--agent", "openai-realtime", "--root", str(fdb_root), "--tasks", "pause_handling", "--no-asr",
+    other = ["fdb", "infer", "--agent", "openai-realtime", "--root", str(fdb_root), "--tasks", "pause_handling", "--no-asr",
              "--no-progress", "--chunk-ms", "20", "-a", "base_url=ws://127.0.0.1:9/v1/realtime"]
     assert main(other) == 2
     assert "holds replies of another fdb-infer run" in capsys.readouterr().err

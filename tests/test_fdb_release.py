@@ -135,7 +135,7 @@ def hand_jsd(segments, duration_s: float, gt) -> float:
 
 
 def rel_args(release, stimuli, out, *more):
-    return ["fdb", "--release", str(release), "--run", "r1", "--stimuli", str(stimuli), "--out", str(out),
+    return ["fdb", "score", "--release", str(release), "--run", "r1", "--stimuli", str(stimuli), "--out", str(out),
             "--reference", str(FDB_GT), "--no-progress", *more]
 
 
@@ -317,7 +317,7 @@ def test_whole_run_problems_exit_2_with_one_line(mini, tmp_path, capsys):
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and words in err and "Traceback" not in err, (more, err)
     capsys.readouterr()
-    assert cli_main(["fdb", "--release", str(tmp_path / "no_such"), "--run", "r1", "--stimuli", str(stimuli),
+    assert cli_main(["fdb", "score", "--release", str(tmp_path / "no_such"), "--run", "r1", "--stimuli", str(stimuli),
                      "--out", str(tmp_path / "o")]) == 2
     assert "no such folder, and not a Hub dataset id" in capsys.readouterr().err
 
@@ -338,7 +338,7 @@ def test_hub_id_fetches_only_the_requested_runs(mini, tmp_path, monkeypatch):
     monkeypatch.setattr(huggingface_hub, "snapshot_download", fake_snapshot_download)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     out = tmp_path / "out"
-    assert cli_main(["fdb", "--release", "MagicLuke/fdb-v1-outputs-v1", "--run", "r1", "--stimuli", str(stimuli),
+    assert cli_main(["fdb", "score", "--release", "MagicLuke/fdb-v1-outputs-v1", "--run", "r1", "--stimuli", str(stimuli),
                      "--out", str(out), "--no-progress", "--bootstrap", "0"]) == 0
     (repo_id, kw), = calls
     assert repo_id == "MagicLuke/fdb-v1-outputs-v1" and kw["repo_type"] == "dataset"
@@ -348,7 +348,7 @@ def test_hub_id_fetches_only_the_requested_runs(mini, tmp_path, monkeypatch):
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "0")
     calls.clear()
-    assert cli_main(["fdb", "--release", "MagicLuke/fdb-v1-outputs-v1", "--run", "r1,r2", "--stimuli", str(stimuli),
+    assert cli_main(["fdb", "score", "--release", "MagicLuke/fdb-v1-outputs-v1", "--run", "r1,r2", "--stimuli", str(stimuli),
                      "--out", str(tmp_path / "o2"), "--no-progress"]) == 2  # r2 is not in this release
     assert calls[0][1]["local_files_only"] is False
     assert calls[0][1]["allow_patterns"] == ["README.md", "metadata/r1.jsonl", "data/r1/**", "results/r1/**",
@@ -379,7 +379,7 @@ def test_hub_errors_are_one_line(mini, tmp_path, monkeypatch, capsys, offline, e
     monkeypatch.setattr(huggingface_hub, "snapshot_download", fake_snapshot_download)
     monkeypatch.setenv("HF_HUB_OFFLINE", offline)
     capsys.readouterr()
-    assert cli_main(["fdb", "--release", "MagicLuke/fdb-v1-outputs-v1", "--run", "r1", "--stimuli", str(stimuli),
+    assert cli_main(["fdb", "score", "--release", "MagicLuke/fdb-v1-outputs-v1", "--run", "r1", "--stimuli", str(stimuli),
                      "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and words in err and "Traceback" not in err, err
@@ -438,7 +438,7 @@ def test_two_processes_equal_one(fdb_dir, tmp_path):
     env = {**os.environ, "PYTHONPATH": str(REPO), "ACCELERATE_USE_CPU": "true", "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
 
     def args(out):
-        return ["fdb", "--release", str(release), "--run", "r1,r2", "--stimuli", str(stimuli), "--out", str(out),
+        return ["fdb", "score", "--release", str(release), "--run", "r1,r2", "--stimuli", str(stimuli), "--out", str(out),
                 "--reference", str(FDB_GT), "--no-progress", "--batch-size", "1"]
 
     one, two = tmp_path / "one", tmp_path / "two"
@@ -494,7 +494,7 @@ def test_rating_json_first_then_the_configured_judge(fdb_dir, tmp_path):
             add_sample(release, stimuli, "r1", "synthetic_user_interruption", "2", ui, task_file="interrupt.json")]
     write_metadata(release, "r1", rows)
     with FakeChatServer([(200, '{"analysis": "partly on topic", "rating": 2}')]) as srv:
-        assert cli_main(["fdb", "--release", str(release), "--run", "r1", "--stimuli", str(stimuli), "--out",
+        assert cli_main(["fdb", "score", "--release", str(release), "--run", "r1", "--stimuli", str(stimuli), "--out",
                          str(tmp_path / "out"), "--no-progress", "--judge-url", srv.url, "--judge-model", "judge-x"]) == 0
     assert len(srv.requests) == 1  # only the sample without rating.json
     assert "fiction books" in srv.requests[0]["messages"][1]["content"]

@@ -257,7 +257,7 @@ def test_score_command_on_v15_samples(v15_root, tmp_path, capsys):
     replies = [(200, "hmm"), (200, '{"behaviour": ["C_RESUME"]}'), (200, '{"behaviour": ["C_RESPOND"]}'),
                (200, '{"behaviour": ["C_RESPOND"]}')]
     with FakeChatServer(replies) as srv:
-        cmd = ["fdb", "--root", str(root), "--out", str(out), "--no-progress", "--bootstrap", "200", "--mos", "none",
+        cmd = ["fdb", "score", "--root", str(root), "--out", str(out), "--no-progress", "--bootstrap", "200", "--mos", "none",
                "--judge-url", srv.url, "--judge-model", "gpt-4o-2024-08-06"]
         assert main(cmd) == 0
         table = capsys.readouterr().out
@@ -286,7 +286,7 @@ def test_score_command_refuses_what_it_cannot_run(tmp_path, capsys):
     from spear_metrics.cli import main
 
     (tmp_path / "empty").mkdir()
-    assert main(["fdb", "--version", "1.5", "--root", str(tmp_path / "empty"), "--out", str(tmp_path / "o")]) == 2
+    assert main(["fdb", "score", "--version", "1.5", "--root", str(tmp_path / "empty"), "--out", str(tmp_path / "o")]) == 2
     assert "no FDB v1.5 sample folders" in capsys.readouterr().err
 
 
@@ -338,7 +338,7 @@ def test_infer_writes_both_halves_and_resumes_after_kill_9(tmp_path, real_dir):
     log = sub / ".spearbench-fdb-infer" / "rank-0.jsonl"
     env = {**os.environ, "OPENAI_API_KEY": KEY, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     try:
-        p = subprocess.Popen([sys.executable, "-m", "spear_metrics.cli", "fdb-infer", "--agent", "openai-realtime",
+        p = subprocess.Popen([sys.executable, "-m", "spear_metrics.cli", "fdb", "infer", "--agent", "openai-realtime",
                               "--root", str(sub), "--no-asr", "--no-progress", "-a", f"base_url={fake.url}"],
                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 120

@@ -174,7 +174,7 @@ def test_out_holding_what_this_tool_did_not_write_is_refused(tmp_path, real_dir,
     for argv in (
         ["infer", "--agent", "fixed-delay", "--data", str(meta), "--out", str(other), "--no-progress"],
         ["score", "--metadata", str(meta), "--metrics", "interruptions", "--out", str(other), "--no-progress"],
-        ["fdb", "--task", "pause_handling", "--root", str(fdb_dir / "example_data" / "pause_handling_example"), "--out", str(other),
+        ["fdb", "score", "--task", "pause_handling", "--root", str(fdb_dir / "example_data" / "pause_handling_example"), "--out", str(other),
          "--no-progress"],
         ["demo", "--out", str(other)],
     ):

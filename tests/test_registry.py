@@ -43,3 +43,21 @@ def test_registry_lines_point_at_folders():
     for name, target in BENCHMARKS.items():
         module = target.split(":")[0]
         assert module in (f"spear_metrics.{name}",), (name, target)
+
+
+def test_old_fdb_command_forms_still_run_with_one_deprecation_line(tmp_path, capsys):
+    from spear_metrics.cli import main
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    # the same refusal under both forms; the old one adds one deprecation line first
+    assert main(["fdb", "score", "--task", "backchannel", "--root", str(empty), "--out", str(tmp_path / "o")]) == 2
+    new_err = capsys.readouterr().err.splitlines()
+    assert main(["fdb", "--task", "backchannel", "--root", str(empty), "--out", str(tmp_path / "o")]) == 2
+    old_err = capsys.readouterr().err.splitlines()
+    assert old_err[0].startswith("spearbench fdb: deprecated form, use: spearbench fdb score") and old_err[1:] == new_err
+    assert main(["fdb", "infer", "--agent", "no-such-agent", "--root", str(empty), "--no-progress"]) == 2
+    new_err = capsys.readouterr().err.splitlines()
+    assert main(["fdb-infer", "--agent", "no-such-agent", "--root", str(empty), "--no-progress"]) == 2
+    old_err = capsys.readouterr().err.splitlines()
+    assert old_err[0].startswith("spearbench fdb-infer: deprecated, use spearbench fdb infer") and old_err[1:] == new_err

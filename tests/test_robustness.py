@@ -130,7 +130,7 @@ def test_absurd_headers_fail_fast_in_infer_and_fdb(clips, tmp_path, fdb_dir, dec
             shutil.copy(src / f, root / sid / f)
     shutil.copy(src / "output.wav", root / "1" / "output.wav")
     patch_wav(src / "output.wav", root / "3" / "output.wav", rate=1)
-    assert main(["fdb", "--task", "backchannel", "--root", str(root), "--out", str(tmp_path / "fdb"), "--no-progress",
+    assert main(["fdb", "score", "--task", "backchannel", "--root", str(root), "--out", str(tmp_path / "fdb"), "--no-progress",
                  "--bootstrap", "0"]) == 0
     by_id = {r["id"]: r for r in per_sample(tmp_path / "fdb")}
     assert by_id["1"]["status"] == "ok" and by_id["1"]["n_backchannels"] == 4  # as test_fdb on the same file
@@ -335,7 +335,7 @@ def test_demo_call_needs_its_turn_files(real_dir, tmp_path, capsys):
 
 def test_fdb_refuses_a_folder_of_another_task(fdb_dir, tmp_path, capsys):
     root = fdb_dir / "example_data" / "smooth_turn_taking_example"
-    assert main(["fdb", "--task", "backchannel", "--root", str(root), "--out", str(tmp_path / "o"), "--no-progress"]) == 2
+    assert main(["fdb", "score", "--task", "backchannel", "--root", str(root), "--out", str(tmp_path / "o"), "--no-progress"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "looks like a smooth_turn_taking folder, not backchannel" in err
     assert not (tmp_path / "o").exists()

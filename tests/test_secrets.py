@@ -128,7 +128,7 @@ def test_a_judge_key_echoed_by_the_server_is_masked_in_rows_files_and_messages(f
 
     with FakeChatServer(reply) as srv:
         srv_box.append(srv)
-        rc = main(["fdb", "--task", "user_interruption", "--root", str(fdb_dir / "example_data" / "user_interruption_example"),
+        rc = main(["fdb", "score", "--task", "user_interruption", "--root", str(fdb_dir / "example_data" / "user_interruption_example"),
                    "--out", str(tmp_path / "out"), "--no-progress", "--bootstrap", "0",
                    "--judge-url", srv.url, "--judge-model", "judge-x"])
         assert srv.headers and key in srv.headers[0]["Authorization"]  # the key was sent, and echoed
@@ -206,7 +206,7 @@ def test_a_key_typed_inside_base_url_never_reaches_a_file_or_the_console(fdb_dir
 
     with LoopbackServer(never, process_request=refuse, session_timeout_s=20) as srv:
         url = srv.url(f"/v1/realtime?api_key={key}")
-        rc = main(["fdb-infer", "--agent", "openai-realtime", "--root", str(task), "--no-asr", "--no-progress",
+        rc = main(["fdb", "infer", "--agent", "openai-realtime", "--root", str(task), "--no-asr", "--no-progress",
                    "-a", f"base_url={url}", "-a", "api_key_env=none", "-a", "max_tries=1"])
     printed = capsys.readouterr()
     assert rc == 1 and paths and key in paths[0]  # the key did travel in the URL, and the server echoed it

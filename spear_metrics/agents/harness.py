@@ -807,7 +807,7 @@ async def _run_network_rows(agent: Any, source: Source, rows: list[int], out: Pa
 
 async def run_concurrently(agent: Any, items: Sequence[T], concurrency: int,
                            one: Callable[[T, Any], Awaitable[None]], *, note: Optional[str]) -> int:
-    """THE loop of network runs (``infer``, ``fdb-infer``, ``speechrole infer``, ``dsuperb
+    """THE loop of network runs (``infer``, ``fdb infer``, ``speechrole infer``, ``dsuperb
     infer``): ``await one(item, writer)`` for every item, ``concurrency`` at a time on the running
     event loop (each session paced on its own schedule by
     :func:`spear_metrics.agents.duplex.run_session`).

@@ -67,7 +67,7 @@ CONSOLE_WIDTH = 120
 
 
 def run_exit_status(n_answered: int, n_failed: int) -> int:
-    """Exit status of an inference command (infer, fdb-infer, speechrole infer, dsuperb infer) whose run
+    """Exit status of an inference command (infer, fdb infer, speechrole infer, dsuperb infer) whose run
     ended: 1 when rows failed and none was answered (nothing to score), else 0 (failures, if any, are
     listed). Whole-run problems exit 2 before this is asked (docs/running.md, "Exit status")."""
     return 1 if n_failed and not n_answered else 0
@@ -194,6 +194,31 @@ def add_bootstrap_arguments(p, what: str) -> None:
     p.add_argument("--bootstrap", type=number(integer=True, minimum=0, maximum=MAX_RESAMPLES), default=1000, metavar="N",
                    help=f"bootstrap resamples of {what} (default 1000; 0 = none; at most {MAX_RESAMPLES})")
     p.add_argument("--seed", type=number(integer=True), default=0, help="bootstrap seed (same seed, same output)")
+
+
+def add_run_options(p, *, out: str | None = None, out_required: bool = True, retry_failed: str | None = None,
+                    overwrite: str | None = None, progress: bool = True, bootstrap: str | None = None) -> None:
+    """THE run options every command shares, each added when its text is given: ``--out``
+    (``out``: its help; ``out_required``), ``--retry-failed`` (its help), ``--overwrite`` (its help:
+    what this command may replace, ``docs/safety.md``), ``--no-progress`` (``progress``) and the
+    bootstrap options (``bootstrap``: what the resamples make, :func:`add_bootstrap_arguments`).
+    The judge options are another helper's."""
+    if out is not None:
+        p.add_argument("--out", required=out_required, default=None, help=out)
+    if retry_failed is not None:
+        p.add_argument("--retry-failed", action="store_true", help=retry_failed)
+    if overwrite is not None:
+        p.add_argument("--overwrite", action="store_true", help=overwrite)
+    if progress:
+        p.add_argument("--no-progress", action="store_true", help="no progress bar (default: a bar on stderr)")
+    if bootstrap is not None:
+        add_bootstrap_arguments(p, bootstrap)
+
+
+def overwrite_help(command_name: str) -> str:
+    """``--overwrite``'s help for a command that owns its whole ``--out`` folder."""
+    return (f"replace another run in --out: removes only the files runs of `{command_name}` recorded there "
+            "(docs/safety.md); refused while a live process writes it")
 
 
 def missing_package(prog: str, modules: Sequence[str], extra: str) -> bool:

@@ -12,14 +12,12 @@ import sys
 
 from pathlib import Path
 
-from spear_metrics.commands import command, next_steps, number, shown_path, wrap
+from spear_metrics.commands import command, next_steps, number, shown_path, wrap, add_run_options
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--source", required=True, help="SPEAR data folder holding inputs/<split>/<subset>/metadata.csv")
-    p.add_argument("--out", required=True, help="output folder (README.md + data/<subset>/<split>-*.parquet)")
     p.add_argument("--max-shard-mb", type=number(above=0), default=500.0, help="approximate audio MB per parquet shard (> 0)")
-    p.add_argument("--overwrite", action="store_true", help="replace a dataset this command built in --out (only the files it recorded there; docs/safety.md)")
     p.add_argument("--push", metavar="REPO_ID", default=None,
                    help="also upload the folder as this Hub dataset (token from HF_TOKEN or `hf auth login`)")
     p.add_argument("--private", action="store_true", help="create the Hub repository as private (with --push)")
@@ -28,7 +26,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--license", default=None, help="Hub licence id of the recordings for the card, e.g. cc-by-4.0 "
                    "(default: cc-by-nc-4.0 for Seamless data, else unknown)")
     p.add_argument("--source-url", default=None, help="link to the source of the recordings, for the card")
-    p.add_argument("--no-progress", action="store_true")
+    add_run_options(p, out="output folder (README.md + data/<subset>/<split>-*.parquet)",
+                    overwrite="replace a dataset this command built in --out (only the files it recorded there; "
+                              "docs/safety.md)")
 
 
 def run(args: argparse.Namespace) -> int:

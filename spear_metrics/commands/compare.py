@@ -13,18 +13,18 @@ from __future__ import annotations
 import argparse
 import sys
 
-from spear_metrics.commands import add_bootstrap_arguments, command, missing_package, next_steps, shown_path
+from spear_metrics.commands import command, missing_package, next_steps, shown_path, add_run_options
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("results_a", metavar="RESULTS_A", help="scored run folder or results dataset (folder or Hub id)")
     p.add_argument("results_b", metavar="RESULTS_B", help="the run it is compared with (difference = A - B)")
-    p.add_argument("--out", default=None, help="folder for comparison.json")
+    add_run_options(p, out="folder for comparison.json", out_required=False, progress=False,
+                    bootstrap="the paired differences")
     p.add_argument("--columns", default=None, metavar="COL,COL",
                    help="table columns to print, in order (default all, wrapped to 120 characters): n, mean_a, mean_b, "
                         "diff, diff_ci95, p_value, wilcoxon_p, d_z, welch_p, mannwhitney_p, cliffs_delta "
                         "(comparison.json always holds every field)")
-    add_bootstrap_arguments(p, "the paired differences")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -35,7 +35,9 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from spear_metrics.commands import command, next_steps, number, numbered_notes, read_run_info, shown_path, text_table, wrap
+from spear_metrics.commands import (
+    add_run_options, command, next_steps, number, numbered_notes, read_run_info, shown_path, text_table, wrap,
+)
 
 DEFAULT_METRICS = "interruptions,explainable_features,speech_quality,distributional"
 #: the overall score ranked at the end (``distributional``'s ``human_likeness_auroc``)
@@ -44,7 +46,7 @@ CASCADE = "cascade"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--out", required=True, help="output folder")
+    add_run_options(p, out="output folder", progress=False)
     p.add_argument("--metrics", default=DEFAULT_METRICS, help=f"dimensions to score (default {DEFAULT_METRICS})")
     p.add_argument("--delay", type=number(minimum=0), default=0.7, help="fixed-delay system: onset after question end (s)")
     p.add_argument("--lead", type=number(minimum=0), default=1.0, help="barge-in system: onset before question end (s)")

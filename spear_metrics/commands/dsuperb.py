@@ -23,9 +23,7 @@ import sys
 
 from spear_metrics.commands.judge_options import add_judge_options, judge_config_from_args
 from spear_metrics.commands import (
-    run_exit_status,
-    CONSOLE_WIDTH, add_bootstrap_arguments, command, next_steps, number, parse_options, print_failures, shown_path,
-    wrap,
+    add_run_options, command, CONSOLE_WIDTH, next_steps, number, parse_options, print_failures, run_exit_status, shown_path, wrap,
 )
 
 
@@ -49,22 +47,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     i.add_argument("--data", default=None, help="folder of local instances: <instance>/ (save_to_disk or Hub layout) or "
                                                 "<instance>.parquet; others are loaded from the Hub at their revision")
     i.add_argument("--manifest", default=None, help="CSV adding or overriding instances")
-    i.add_argument("--out", required=True, help="prediction folder PRED/ (a rerun resumes)")
     i.add_argument("--concurrency", type=number(integer=True, minimum=1), default=1,
                    help="network adapters: rows answered at once (default 1)")
     i.add_argument("--row-timeout-s", type=number(above=0), default=300.0, help="one row's time limit, s (default 300)")
     i.add_argument("--chunk-ms", type=number(above=0), default=40.0, help="paced network adapters: chunk length, ms")
     i.add_argument("--limit", type=number(integer=True, minimum=1), default=None, help="at most N rows per instance")
-    i.add_argument("--retry-failed", action="store_true", help="run again the rows that failed before")
-    i.add_argument("--overwrite", action="store_true",
-                   help="replace another run's answers to the instances given: removes only what that run recorded "
-                        "and is unchanged (docs/safety.md); refused while a live process writes --out")
-    i.add_argument("--no-progress", action="store_true")
+    add_run_options(i, out="prediction folder PRED/ (a rerun resumes)", retry_failed="run again the rows that failed before",
+                    overwrite="replace another run's answers to the instances given: removes only what that run "
+                              "recorded and is unchanged (docs/safety.md); refused while a live process writes --out")
 
     s = sub.add_parser("score", help="score prediction files: metric per task, intervals, N/A rates, submission file",
                        description="score PRED/<instance>.json files task by task")
     s.add_argument("--pred", required=True, help="prediction folder (dsuperb infer's, or upstream-shaped files)")
-    s.add_argument("--out", required=True, help="results folder (a rerun resumes)")
     s.add_argument("--tasks", default=None, help="comma-separated instances to score (default: every PRED/*.json)")
     s.add_argument("--manifest", default=None, help="CSV adding or overriding instances (an instance's metric)")
     add_judge_options(s, timeout_s=60.0, retries=3, seed=None, concurrency=4,
@@ -75,12 +69,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     s.add_argument("--judge-device", default=None, help="--judge-local: torch device (default cuda if available)")
     s.add_argument("--seen-tasks", default=None, help="comma-separated instances the model was trained on "
                                                       "(the submission file's seen; others: false)")
-    add_bootstrap_arguments(s, "the per-task 95%% intervals")
-    s.add_argument("--retry-failed", action="store_true", help="score again the rows that failed (e.g. judge errors)")
-    s.add_argument("--overwrite", action="store_true",
-                   help="replace another run's results in --out: removes only what that run recorded and is unchanged "
-                        "(docs/safety.md); refused while a live process writes --out")
-    s.add_argument("--no-progress", action="store_true")
+    add_run_options(s, out="results folder (a rerun resumes)",
+                    retry_failed="score again the rows that failed (e.g. judge errors)",
+                    overwrite="replace another run's results in --out: removes only what that run recorded and is "
+                              "unchanged (docs/safety.md); refused while a live process writes --out",
+                    bootstrap="the per-task 95%% intervals")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -1,6 +1,10 @@
-"""``spearbench fdb``: score Full-Duplex-Bench v1.0 on the shared resumable runner.
+"""``spearbench fdb score|infer``: Full-Duplex-Bench v1.0.
 
-Two inputs:
+``fdb infer`` streams FDB's stimuli through a network adapter (:mod:`spear_metrics.commands.fdb_infer`);
+``fdb score`` scores on the shared resumable runner. The older forms ``spearbench fdb score --task ...``
+(scoring) and ``spearbench fdb infer`` still run, after one deprecation line on stderr.
+
+``fdb score`` takes two inputs:
 
 - ``--task T --root DIR --out RESULTS/``: one task folder (upstream sample-folder layout).
   Writes ``RESULTS/summary.json`` (aggregates with bootstrap 95 % intervals, counts, provenance)
@@ -26,13 +30,41 @@ from typing import Any
 from spear_datasets.sources.fdb import TASKS
 from spear_metrics.full_duplex_v15.data import SUBSETS as V15_SUBSETS
 from spear_metrics.commands import (
-    add_bootstrap_arguments, command, format_value, next_steps, number, read_run_info, resumed_line, shown_path, wrap,
+    add_run_options, command, format_value, next_steps, number, overwrite_help, read_run_info, resumed_line, shown_path, wrap,
 )
 from spear_metrics.commands.judge_options import add_judge_options
 from spear_metrics.core.vad import BACKENDS, DEFAULT_BACKEND
 
 
+#: the subcommands of ``spearbench fdb``
+SUBCOMMANDS = ("score", "infer")
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    """``fdb score`` and ``fdb infer``."""
+    from spear_metrics.commands import fdb_infer
+
+    sub = p.add_subparsers(dest="fdb_command", required=True, metavar="SUBCOMMAND")
+    s = sub.add_parser("score", help="score FDB v1.0 task folders or runs of its model-outputs release, or v1.5 folders",
+                       description="Score Full-Duplex-Bench v1.0: one task folder (--task --root) or release runs "
+                                   "(--release --run --stimuli); or v1.5: a subset folder or the v1_5 root "
+                                   "(--version 1.5 --root, detected from its layout).")
+    add_score_arguments(s)
+    i = sub.add_parser("infer", help="stream FDB stimuli through a network adapter into output.wav/output.json",
+                       description=(fdb_infer.__doc__ or "").split("\n\n")[0].strip("`"))
+    fdb_infer.add_arguments(i)
+
+
+def legacy_argv(argv: list[str]) -> list[str] | None:
+    """The old form ``fdb --task ...`` (scoring flags right after ``fdb``) as ``fdb score ...``;
+    ``None`` when ``argv`` is not that form."""
+    if len(argv) > 1 and argv[0] == "fdb" and argv[1].startswith("-") and argv[1] not in ("-h", "--help"):
+        return ["fdb", "score", *argv[1:]]
+    return None
+
+
+def add_score_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``spearbench fdb score``."""
     p.add_argument("--version", dest="fdb_version", choices=("1.0", "1.5"), default=None,
                    help="benchmark version (default: 1.5 when --root holds v1.5 samples - input.wav, clean_input.wav, "
                         "metadata.json - else 1.0)")
@@ -44,7 +76,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "(only the files of --run are downloaded; HF_HUB_OFFLINE=1 uses the cache)")
     p.add_argument("--run", help="release run(s) to score, comma-separated")
     p.add_argument("--stimuli", help="FDB v1.0 data root holding <category>/<id>/input.wav and the task files")
-    p.add_argument("--out", required=True, help="results folder (a rerun resumes)")
     p.add_argument("--reference", default=None,
                    help="backchannel: FDB's human distribution icc_gt_distribution.json (CC BY-NC, not shipped)")
     # the judge: the shared judge options (v1.0's relevance judge: seed 0, as FDB; v1.5's behaviour judge: seed 1,
@@ -52,9 +83,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_judge_options(p, seed=None, model_help="judge model id (FDB's code used gpt-4-turbo for v1.0's relevance, "
                                                 "gpt-4o-2024-08-06 for v1.5's behaviour)")
     for a in p._actions:
-        if a.dest == "judge_seed":
+        if "--judge-seed" in a.option_strings:
             a.help = "seed sent to the judge (default as FDB: 0 for v1.0; v1.5 starts at 1, + 1 per retry)"
-        elif a.dest == "judge_retries":
+        elif "--judge-retries" in a.option_strings:
             a.help += "; v1.5: each retry with the next seed, as FDB v1.5"
     p.add_argument("--mos", default="dnsmos", help="v1.5: offline MOS backend for the project's MOS keys beside the "
                    "unsupported UTMOSv2 (spear_metrics.core.mos: dnsmos, distillmos; 'none' for no MOS)")
@@ -65,14 +96,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--compat", default="none", choices=("none", "upstream"),
                    help="upstream: read the reply as FDB's scripts do (its samples as 16 kHz, no resampling) to "
                         "reproduce their figures; default: the correct reading (resampled to 16 kHz)")
-    add_bootstrap_arguments(p, "the 95%% intervals")
     p.add_argument("--compare", default=None, metavar="OTHER_RESULTS",
                    help="--task only: results folder of another system on the same task: paired bootstrap of this minus that")
     p.add_argument("--batch-size", type=number(integer=True, minimum=1), default=16,
                    help="samples per logged batch (>= 1; a kill loses at most one)")
-    p.add_argument("--retry-failed", action="store_true", help="score again the samples that failed in an earlier run")
-    p.add_argument("--overwrite", action="store_true", help="replace another run in --out: removes only the files runs of `fdb` recorded there (docs/safety.md); refused while a live process writes it")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar (default: a bar over samples on stderr)")
+    add_run_options(p, out="results folder (a rerun resumes)",
+                    retry_failed="score again the samples that failed in an earlier run",
+                    overwrite=overwrite_help("fdb score"), bootstrap="the 95%% intervals")
 
 
 def compare_fdb_runs(results_a: list[dict[str, Any]], results_b: list[dict[str, Any]], task: str, *,
@@ -113,11 +143,20 @@ def _is_v15(root: str) -> bool:
 
 
 def _fail(msg: str) -> int:
-    print(f"spearbench fdb: {msg}", file=sys.stderr)
+    print(f"spearbench fdb score: {msg}", file=sys.stderr)
     return 2
 
 
 def run(args: argparse.Namespace) -> int:
+    """``fdb infer`` or ``fdb score`` (:func:`run_score`)."""
+    if getattr(args, "fdb_command", "score") == "infer":
+        from spear_metrics.commands import fdb_infer
+
+        return fdb_infer.run(args)
+    return run_score(args)
+
+
+def run_score(args: argparse.Namespace) -> int:
     from spear_datasets.sources.fdb import FDBFormatError, read_reference_distribution
     from spear_metrics.core.runner import RunError
     from spear_metrics.full_duplex.runs import ScoringSetup
@@ -277,7 +316,7 @@ def _run_task(args: argparse.Namespace, setup, samples: list, other: list | None
     print(f"wrote {shown_path(out, 'summary.json')} and per_sample.jsonl" + (" and comparison.json" if other is not None else ""))
     if other is None:
         next_steps(("compare with another system scored on the same task folder (samples paired by id)",
-                    command("spearbench", "fdb", "--task", args.task, "--root", shown_path(args.root), "--out",
+                    command("spearbench", "fdb", "score", "--task", args.task, "--root", shown_path(args.root), "--out",
                             shown_path(out), "--compare", "OTHER_RESULTS")))
     else:
         next_steps(("the comparison in full (per key: intervals, the Wilcoxon p-value, the small-sample cautions)",

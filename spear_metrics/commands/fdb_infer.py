@@ -1,14 +1,15 @@
-"""``spearbench fdb-infer --agent NAME --root FDB_DIR [--tasks T1,T2] [--concurrency N]``.
+"""``spearbench fdb infer --agent NAME --root FDB_DIR [--tasks T1,T2] [--concurrency N]``.
 
 Streams each Full-Duplex-Bench stimulus ``<task>/<id>/input.wav`` in real time through a network
 adapter and writes ``output.wav`` (time-synchronous reply, same length as the input) and
 ``output.json`` (word-timed ASR, the transcription ``spearbench fdb`` itself would run) beside it,
-so that ``spearbench fdb --task T --root FDB_DIR/<task>`` scores the folder as is. A v1.5 sample
+so that ``spearbench fdb score --task T --root FDB_DIR/<task>`` scores the folder as is. A v1.5 sample
 folder (``input.wav``, ``clean_input.wav``, ``metadata.json``) is run twice, into ``output.wav`` and
 ``clean_output.wav`` (+ their transcripts), each half a resumable unit. Resumable.
 Every file it writes is recorded; a sample holding an output.wav/output.json it did not write is
 left alone, ``--overwrite`` included (which replaces only the replies an earlier fdb-infer run
 wrote and that are unchanged). See :mod:`spear_metrics.full_duplex.infer` and docs/safety.md.
+``spearbench fdb infer`` is the deprecated name of the same command.
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from spear_metrics.commands import SHOWN_FAILURES, number, parse_options, print_failures, run_exit_status
+from spear_metrics.commands import (
+    add_run_options, number, parse_options, print_failures, run_exit_status, SHOWN_FAILURES,
+)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -39,12 +42,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "that cannot be loaded here")
     p.add_argument("--output-sr", type=number(integer=True, minimum=4000), default=None,
                    help="rate of output.wav in Hz (default: the input's; FDB's own scripts assume 16000)")
-    p.add_argument("--overwrite", action="store_true",
-                   help="run other settings (agent, options, chunk size) in task folders an earlier fdb-infer run "
-                        "wrote: its recorded, unchanged output.wav/output.json are replaced; files fdb-infer did not "
-                        "write (another system's replies) are never touched")
-    p.add_argument("--retry-failed", action="store_true", help="run again the samples that failed before")
-    p.add_argument("--no-progress", action="store_true")
+    add_run_options(p, retry_failed="run again the samples that failed before",
+                    overwrite="run other settings (agent, options, chunk size) in task folders an earlier fdb infer run "
+                              "wrote: its recorded, unchanged output.wav/output.json are replaced; files fdb infer did "
+                              "not write (another system's replies) are never touched")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -65,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
                                  overwrite=args.overwrite, retry_failed=args.retry_failed, progress=not args.no_progress)
     except (FDBInferError, OutputError, UnknownAgentError, OptionError, ModelUnavailableError, AgentError, ValueError,
             TypeError) as e:
-        print(f"spearbench fdb-infer: {mask_secrets(' '.join(str(e).split()))}", file=sys.stderr)
+        print(f"spearbench fdb infer: {mask_secrets(' '.join(str(e).split()))}", file=sys.stderr)
         return 2
     print(f"{info['n_done']}/{info['n_samples']} replies written ({info['n_written']} this run), "
           f"{info['n_kept']} kept, {info['n_failed']} failed -> {args.root}")

@@ -19,12 +19,13 @@ BASELINE_FILE = "distributional_baseline.json"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from spear_metrics.commands import number
+    from spear_metrics.commands import number, add_run_options
     from spear_metrics.distributional.baseline import DEFAULT_IGNORED, MIN_VALID, THRESHOLD
 
     p.add_argument("--model-run", required=True, help="the model's dev run (results folder scored with distributional)")
     p.add_argument("--human-run", required=True, help="the human answers' dev run (results folder scored with distributional)")
-    p.add_argument("--out", default=None, help=f"baseline JSON to write (default MODEL_RUN/{BASELINE_FILE})")
+    add_run_options(p, out=f"baseline JSON to write (default MODEL_RUN/{BASELINE_FILE})", out_required=False,
+                    progress=False)
     p.add_argument("--ignore-features", default=",".join(DEFAULT_IGNORED),
                    help=f"comma list of features left out (default upstream's: {','.join(DEFAULT_IGNORED)}; '' = none)")
     p.add_argument("--threshold", type=number(above=0, maximum=0.999), default=THRESHOLD,

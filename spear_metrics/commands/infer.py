@@ -13,8 +13,7 @@ import argparse
 import sys
 
 from spear_metrics.commands import (
-    run_exit_status,
-    SHOWN_FAILURES, command, next_steps, number, parse_options, print_failures, resumed_line, shown_path, wrap,
+    add_run_options, command, next_steps, number, overwrite_help, parse_options, print_failures, resumed_line, run_exit_status, SHOWN_FAILURES, shown_path, wrap,
 )
 
 
@@ -29,7 +28,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", help="Hub-layout dataset folder, Hub dataset id, or SPEAR metadata CSV")
     p.add_argument("--split", default="test", help="dataset split (dev/test; ignored for a CSV)")
     p.add_argument("--subset", default="all", help="dataset config: all (default, both subsets pooled as the leaderboard), improvised or naturalistic (ignored for a CSV)")
-    p.add_argument("--out", help="output folder (metadata.csv, audio/, inputs/); a rerun resumes")
     p.add_argument("--mode", choices=("offline", "streaming"), default="offline",
                    help="offline: whole question in; streaming: full-duplex simulation in --chunk-ms chunks")
     p.add_argument("--chunk-ms", type=number(above=0), default=None,
@@ -45,12 +43,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--row-timeout-s", type=number(above=0), default=300.0,
                    help="time limit of one row's adapter call in s (default 300; a paced network adapter gets the "
                         "input's duration and tail silence on top); a row past it fails with 'timed out after N s'")
-    p.add_argument("--retry-failed", action="store_true", help="run again the rows that failed in an earlier run")
-    p.add_argument("--overwrite", action="store_true", help="replace another run in --out: removes only the files runs of `infer` recorded there (docs/safety.md); refused while a live process writes it")
+    add_run_options(p, out="output folder (metadata.csv, audio/, inputs/); a rerun resumes", out_required=False,
+                    retry_failed="run again the rows that failed in an earlier run", overwrite=overwrite_help("infer"))
     p.add_argument("--list-agents", action="store_true",
                    help="print the available agents with their description and options, and exit "
                         "(with --agent: that agent only)")
-    p.add_argument("--no-progress", action="store_true")
 
 
 def list_agents(name: str | None = None) -> int:

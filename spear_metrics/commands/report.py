@@ -12,7 +12,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from spear_metrics.commands import add_bootstrap_arguments, command, missing_package, next_steps, shown_path, wrap
+from spear_metrics.commands import (
+    add_run_options, command, missing_package, next_steps, shown_path, wrap,
+)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -20,9 +22,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--human", default=None, help="the human answers scored by the same code (RESULTS folder or results dataset)")
     p.add_argument("--against", action="append", default=[], metavar="OTHER",
                    help="another run shown beside (repeatable)")
-    p.add_argument("--out", required=True, help="report folder (index.html + PNG files)")
     p.add_argument("--name", default=None, help="display name of the run (default: the results card's model name, else the agent of the infer run it scored, else the folder name)")
-    add_bootstrap_arguments(p, "the paired tests against the human answers")
+    add_run_options(p, out="report folder (index.html + PNG files)", progress=False,
+                    bootstrap="the paired tests against the human answers")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -6,24 +6,21 @@ import argparse
 import sys
 
 from spear_metrics.commands import (
-    SHOWN_FAILURES, add_bootstrap_arguments, command, format_value, next_steps, null_reason, number, numbered_notes,
-    parse_options, print_failures, read_run_info, resumed_line, shown_path, wrap,
+    add_run_options, command, format_value, next_steps, null_reason, number, numbered_notes, overwrite_help, parse_options, print_failures, read_run_info, resumed_line, SHOWN_FAILURES, shown_path, wrap,
 )
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--metadata", required=True, help="SPEAR metadata CSV with answer_audio_path filled")
     p.add_argument("--metrics", required=True, help="comma-separated dimensions, e.g. interruptions,explainable_features")
-    p.add_argument("--out", required=True, help="results folder (summary.json, per_sample.jsonl); a rerun resumes")
     p.add_argument("--option", "-o", action="append", default=[], metavar="KEY=VALUE",
                    help="dimension option, e.g. vad_time_resolution=3 (repeatable; an unknown key is refused "
                         "with the valid ones; the options in effect are recorded in summary.json)")
     p.add_argument("--inputs", default=None, help="the benchmark's input metadata: inputs without an answer are reported")
     p.add_argument("--batch-size", type=number(integer=True, minimum=1), default=16, help="samples per batch (>= 1, default 16)")
-    add_bootstrap_arguments(p, "every <key>_ci95 in summary.json")
-    p.add_argument("--retry-failed", action="store_true", help="score again the rows that failed in an earlier run")
-    p.add_argument("--overwrite", action="store_true", help="replace another run in --out: removes only the files runs of `score` recorded there (docs/safety.md); refused while a live process writes it")
-    p.add_argument("--no-progress", action="store_true")
+    add_run_options(p, out="results folder (summary.json, per_sample.jsonl); a rerun resumes",
+                    retry_failed="score again the rows that failed in an earlier run", overwrite=overwrite_help("score"),
+                    bootstrap="every <key>_ci95 in summary.json")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -24,8 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from spear_metrics.commands import (
-    run_exit_status,
-    add_bootstrap_arguments, command, next_steps, number, parse_options, print_failures, shown_path,
+    add_run_options, command, next_steps, number, parse_options, print_failures, run_exit_status, shown_path,
 )
 from spear_metrics.commands.judge_options import add_judge_options
 
@@ -68,7 +67,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"test data: a folder (holding test_data/ or {{single,multi}}_turn/) or a Hub dataset id, "
                         f"e.g. {HUB_DATASET} (HF_HUB_OFFLINE=1: the cache only)")
     s.add_argument("--mode", required=True, type=_modes, help="single, multi, or 'single,multi' / all")
-    s.add_argument("--out", required=True, help="results folder (<mode>/<role>.json, summary.json...): new, empty or this command's; a rerun resumes")
     add_judge_options(s, required=True, timeout_s=300.0, retries=3, seed=None, concurrency=4,
                       model_help="judge model id (the benchmark's: gemini-2.5-pro); the key's variable: --judge-key-env "
                                  "(e.g. GEMINI_API_KEY; default OPENAI_API_KEY when set, else none)")
@@ -88,19 +86,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="sleep before retry k is S*2^(k-1) seconds, or the server's Retry-After when longer (default 2)")
     s.add_argument("--judge-temperature", type=_temperature, default=None, metavar="T",
                    help="sampling temperature; default: the protocol's (v1: none sent, v2: 0); 'none' sends none")
-    s.add_argument("--retry-failed", action="store_true", help="ask again the calls that failed in an earlier run")
-    s.add_argument("--overwrite", action="store_true",
-                   help="judge other settings or inputs of a mode into this command's --out: the files its earlier "
-                        "run of that mode wrote (recorded, unchanged) are replaced, nothing else (docs/safety.md)")
-    s.add_argument("--no-progress", action="store_true")
-    add_bootstrap_arguments(s, "the 95%% intervals (over dialogues)")
+    add_run_options(s, out="results folder (<mode>/<role>.json, summary.json...): new, empty or this command's; "
+                           "a rerun resumes",
+                    retry_failed="ask again the calls that failed in an earlier run",
+                    overwrite="judge other settings or inputs of a mode into this command's --out: the files its "
+                              "earlier run of that mode wrote (recorded, unchanged) are replaced, nothing else "
+                              "(docs/safety.md)",
+                    bootstrap="the 95%% intervals (over dialogues)")
 
     m = sub.add_parser("summarize", help="summary of judge results on disk (released or scored)",
                        description="Aggregate SpeechRole-Eval judge results: a released test_results/<model> folder "
                                    "(nested or flat shape) or a 'speechrole score' folder.")
     m.add_argument("--results", required=True, help="folder holding single/ and/or multi/ <role>.json judge results")
-    m.add_argument("--out", required=True, help="folder for summary.json and per_sample.jsonl: new, empty or this command's")
-    add_bootstrap_arguments(m, "the 95%% intervals (over dialogues)")
+    add_run_options(m, out="folder for summary.json and per_sample.jsonl: new, empty or this command's", progress=False,
+                    bootstrap="the 95%% intervals (over dialogues)")
 
     i = sub.add_parser("infer", help="run an adapter over the dialogues into a model-output folder",
                        description="An adapter speaks each turn given the system prompt and the dialogue so far "
@@ -111,7 +110,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="adapter constructor option (repeatable)")
     i.add_argument("--test-data", required=True, help="test data folder or Hub dataset id (as score)")
     i.add_argument("--mode", required=True, type=_modes, help="single, multi, or 'single,multi' / all")
-    i.add_argument("--out", required=True, help="the model folder model_output/<model>: new, empty or this command's; a rerun resumes")
     i.add_argument("--roles", default=None, help="only these roles (comma-separated)")
     i.add_argument("--reference-key", default=DEFAULT_REFERENCE_KEY, choices=REFERENCE_KEYS,
                    help="the reference speech an oracle adapter (human: replays the reference) answers with")
@@ -121,11 +119,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="dialogues in flight at once (network adapters; default 1)")
     i.add_argument("--chunk-ms", type=number(above=0), default=40.0, help="input chunk length of paced adapters (ms)")
     i.add_argument("--seed", type=number(integer=True), default=0)
-    i.add_argument("--retry-failed", action="store_true", help="run again the dialogues that failed earlier")
-    i.add_argument("--overwrite", action="store_true",
-                   help="another agent, options or dialogues for a mode in this command's --out: the files its earlier "
-                        "run of that mode wrote (recorded, unchanged) are replaced, nothing else (docs/safety.md)")
-    i.add_argument("--no-progress", action="store_true")
+    add_run_options(i, out="the model folder model_output/<model>: new, empty or this command's; a rerun resumes",
+                    retry_failed="run again the dialogues that failed earlier",
+                    overwrite="another agent, options or dialogues for a mode in this command's --out: the files its "
+                              "earlier run of that mode wrote (recorded, unchanged) are replaced, nothing else "
+                              "(docs/safety.md)")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -1,4 +1,4 @@
-"""``spearbench fdb-infer``: Full-Duplex-Bench inference through a network adapter.
+"""``spearbench fdb infer``: Full-Duplex-Bench inference through a network adapter.
 
 Each stimulus ``<task_dir>/<id>/input.wav`` is streamed in real time through the adapter's session
 (:func:`spear_metrics.agents.duplex.run_session`, time-synchronous: the session lasts the input),
@@ -385,7 +385,7 @@ def _run_claimed(agent: Any, agent_name: str, task_dirs: list[Path], folders: di
 
         # lowered to the adapter's max_concurrency (with a note), also when nothing is left to run
         concurrency = asyncio.run(run_concurrently(agent, todo, concurrency, one,
-                                                   note=f"spearbench fdb-infer: note: {agent_name}"))
+                                                   note=f"spearbench fdb infer: note: {agent_name}"))
         if bar is not None:
             bar.close()
             bar = None

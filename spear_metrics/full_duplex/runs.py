@@ -2,8 +2,8 @@
 folder, or the runs of the public FDB v1.0 model-outputs release, scored resumably (kill -9 and
 rerun: nothing lost or scored twice) and sharded with ``accelerate launch``.
 
-- :func:`score_task_folder`: ``spearbench fdb --task T --root DIR --out OUT`` (one task).
-- :func:`score_release_run`: ``spearbench fdb --release R --run RUN --stimuli S --out OUT``:
+- :func:`score_task_folder`: ``spearbench fdb score --task T --root DIR --out OUT`` (one task).
+- :func:`score_release_run`: ``spearbench fdb score --release R --run RUN --stimuli S --out OUT``:
   ``OUT/<run>/summary.json`` with the release leaderboard's ten columns (:data:`RELEASE_COLUMNS`),
   each with ``<key>_ci95`` and ``<key>_n``, and ``OUT/<run>/per_sample.jsonl`` (one line per
   row of ``metadata/<run>.jsonl``, in its order).
@@ -143,7 +143,7 @@ def _run_info(out: Path, outcome) -> None:
 
 def score_task_folder(task: str, samples: Sequence[FDBSample], root: str | os.PathLike, out: str | os.PathLike,
                       setup: ScoringSetup) -> tuple[dict[str, Any], list[SampleResult]] | None:
-    """Score the sample folders of one task (``spearbench fdb --task``) into ``out``
+    """Score the sample folders of one task (``spearbench fdb score --task``) into ``out``
     (``summary.json``, ``per_sample.jsonl``, ``run_info.json``; resumable from ``out/.work``).
 
     Returns:

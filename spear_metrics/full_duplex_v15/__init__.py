@@ -1,5 +1,5 @@
 """Full-Duplex-Bench v1.5 (overlap handling): data reader, timing, behaviour judge, before/after
-features and significance tests, scored through ``spearbench fdb --version 1.5``.
+features and significance tests, scored through ``spearbench fdb score --version 1.5``.
 
 ``BENCHMARK``: its descriptor (:class:`spear_metrics.core.benchmark.Benchmark`), registered in
 :data:`spear_metrics.core.registry.BENCHMARKS`. Its command is Full-Duplex-Bench's ``fdb`` (v1.0's

@@ -1,4 +1,4 @@
-"""``spearbench fdb --version 1.5 --root DIR --out OUT [--task SUBSET]``: score a v1.5 folder.
+"""``spearbench fdb score --version 1.5 --root DIR --out OUT [--task SUBSET]``: score a v1.5 folder.
 
 Called by :mod:`spear_metrics.commands.fdb` when ``--version 1.5`` is given or ``--root`` has the
 v1.5 layout (:func:`spear_metrics.full_duplex_v15.data.is_v15_folder`). Whole-run problems: one

@@ -132,7 +132,7 @@ class V15Scorer:
         for name in ("input.wav", "output.wav"):
             if not sample.path(name).is_file():
                 raise V15InputError(f"{name} missing: {sample.path(name)}" +
-                                    (" (run spearbench fdb-infer on the folder first)" if name == "output.wav" else ""))
+                                    (" (run spearbench fdb infer on the folder first)" if name == "output.wav" else ""))
         overlap = (meta.overlap_start_s, meta.overlap_end_s)
         v: dict[str, Any] = {"id": sample.id, "subset": sample.subset, "overlap": list(overlap)}
         v.update(sample_timing(sample.path("input.wav"), sample.path("output.wav"), overlap, backend=self.vad_backend))
