@@ -384,3 +384,33 @@ class _WordsASR:
             words = [Word(f"w{i}", float(i), i + 0.5) for i in range(int(len(w) / sr))]
             out.append(Transcript(" ".join(x.text for x in words), words, self.name))
         return out
+
+
+@pytest.mark.slow
+def test_bad_metadata_fails_alone_and_a_sample_without_clean_reply_is_not_judged(v15_root, tmp_path):
+    """A malformed metadata.json is a failed row naming the file; a sample without clean_output.wav
+    is scored without a behaviour tag (upstream judges only samples with all four transcripts) and
+    without clean features; the judge is asked for the complete sample only."""
+    import shutil
+
+    from spear_metrics.full_duplex_v15.scoring import V15Scorer, V15Setup, score_v15
+
+    root, _ = v15_root
+    sub = tmp_path / "talking_to_other"
+    for sid in ("1", "2", "3"):
+        shutil.copytree(root / "user_interruption" / "1", sub / sid)
+    (sub / "2" / "metadata.json").write_text('{"timestamps": [9.0, 2.0]}')  # ends before it starts
+    for name in ("clean_output.wav", "clean_output.json"):
+        (sub / "3" / name).unlink()
+    with FakeChatServer([(200, '{"behaviour": ["C_UNCERTAIN_HANDLING"]}')]) as srv:
+        judge = _judge(srv.url)
+        overall, per, results = score_v15(sub, tmp_path / "o", V15Setup(scorer=V15Scorer(judge=judge, mos_name=None),
+                                                                        judge=judge, n_resamples=0, progress=False))
+        assert len(srv.requests) == 1
+    assert [r.ok for r in results] == [True, False, True]
+    assert "metadata.json" in results[1].error and "ends before it starts" in results[1].error
+    assert results[0].values["behaviour"] == ["C_UNCERTAIN_HANDLING"]
+    assert results[2].values["behaviour"] is None and "clean_output.wav" in results[2].values["behaviour_note"]
+    assert "clean" not in results[2].values["general"] and results[2].values["general"]["post"]
+    assert overall["C_UNCERTAIN_HANDLING"] == 1.0 and overall["C_UNCERTAIN_HANDLING_n"] == 1
+    assert overall["clean_wpm_n"] == 1 and overall["post_wpm_n"] == 2
