@@ -50,6 +50,14 @@ from spear_datasets.schema import (
     resolve_path,
 )
 
+
+def hub_offline() -> bool:
+    """True when ``HF_HUB_OFFLINE`` is set to a true value (as ``huggingface_hub`` reads it), read
+    at each call (not at import time, as ``huggingface_hub.constants`` does). THE check of the
+    project (:func:`spear_metrics.core.models.hub_offline` is this function)."""
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}
+
+
 #: Subsets and splits of the protocol, in card order.
 SUBSETS: tuple[str, ...] = ("improvised", "naturalistic")
 SPLITS: tuple[str, ...] = ("dev", "test")

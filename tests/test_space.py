@@ -260,10 +260,12 @@ def test_browser_benchmark_tabs_say_none_loaded_and_wrap_headers_between_words(s
     app = served["app"]
     with leaderboard_page(served) as page:
         from spear_metrics.dynamic_superb.ui import SPACE_TAB as DSUPERB_TAB
+        from spear_metrics.full_duplex.ui import SPACE_TAB as FDB_TAB
         from spear_metrics.speechrole.ui import SPACE_TAB as SPEECHROLE_TAB
 
         for tab, none_id, table_id, line in (("Dynamic-SUPERB Phase-2", "dsuperb_none", "dsuperb", DSUPERB_TAB.none_line),
-                                             ("SpeechRole-Eval", "speechrole_none", "speechrole", SPEECHROLE_TAB.none_line)):
+                                             ("SpeechRole-Eval", "speechrole_none", "speechrole", SPEECHROLE_TAB.none_line),
+                                             ("Full-Duplex-Bench v1.0", "fdb_none", "fdb", FDB_TAB.none_line)):
             page.get_by_role("tab", name=tab).click()
             page.wait_for_selector(f"#{none_id} >> text=No ", timeout=20000)
             assert " ".join(page.locator(f"#{none_id}").inner_text().split()) == line

@@ -474,7 +474,7 @@ def fetch_release(release: str, runs: list[str], *, revision: str | None = None)
     from huggingface_hub import snapshot_download
     from huggingface_hub.errors import GatedRepoError, LocalEntryNotFoundError, RepositoryNotFoundError
 
-    from spear_metrics.core.models import hub_offline
+    from spear_datasets.hub import hub_offline
 
     offline = hub_offline()
     try:

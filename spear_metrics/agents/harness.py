@@ -61,7 +61,7 @@ from typing import Any, Awaitable, Callable, Optional, Sequence, TypeVar
 import numpy as np
 
 from spear_datasets.audio import TARGET_SR, AudioError, input_clip_info, load_audio, resample, write_wav
-from spear_datasets.files import OutputError, active_folder, atomic_path, check_out_folder
+from spear_datasets.files import active_folder, atomic_path, check_out_folder
 from spear_datasets.schema import (
     RowError,
     SpearRow,
@@ -73,22 +73,29 @@ from spear_datasets.schema import (
 )
 from spear_metrics.agents.base import (
     AgentAnswer,
-    AgentError,
     AgentOutputError,
     GenerationConfig,
     check_answer_limits,
     validate_answer,
 )
 from spear_metrics.agents.duplex import is_network_agent
+from spear_metrics.agents.rows import (  # THE row executor; RowTimeout, SyncCaller, run_concurrently re-exported
+    ProcessEnds,
+    RowJournal,
+    RowTimeout,
+    SyncCaller,
+    failure_reason,
+    run_concurrently,
+    run_row,
+    run_row_async,
+    session_time_limit,
+    time_limited,
+)
 from spear_metrics.core.batching import distributed_state
 from spear_metrics.core.records import (
-    MAX_PROCESS_ENDS,
-    STARTED,
-    STOPPED,
     AppendLog,
     claim_out,
-    one_line,
-    process_ends,
+    read_jsonl,
     read_rank_logs,
     write_json_atomic,
     write_jsonl_atomic,
@@ -168,16 +175,6 @@ class Source:
                                        duplicate_of=dup))
 
 
-def _reason(e: BaseException) -> str:
-    """One-line reason, secrets masked; an unexpected exception type is named, the harness's own
-    are not."""
-    msg = one_line(e)  # secrets masked (spear_metrics.core.secrets.mask_secrets)
-    if isinstance(e, (AgentError, AgentOutputError, AudioError, RowError, RowTimeout, _AdapterExit)) \
-            or msg == type(e).__name__:
-        return msg
-    return f"{type(e).__name__}: {msg}"
-
-
 class CsvSource(Source):
     """A SPEAR metadata CSV; input paths resolve with :func:`resolve_path` and are written to the
     output metadata as absolute paths (the clips are not copied)."""
@@ -236,7 +233,7 @@ class DatasetSource(Source):
         try:
             ds = load_dataset(data, subset, split=split)
         except Exception as e:  # missing config/split, no such repo, offline...
-            raise InferError(f"cannot load dataset {data!r} (config {subset!r}, split {split!r}): {_reason(e)}") from None
+            raise InferError(f"cannot load dataset {data!r} (config {subset!r}, split {split!r}): {failure_reason(e)}") from None
         if "audio" not in ds.column_names:
             raise InferError(f"dataset {data!r} has no 'audio' column")
         ds = ds.cast_column("audio", Audio(decode=False))
@@ -354,80 +351,6 @@ def run_agent(agent: Any, audio: np.ndarray, row: SpearRow, config: GenerationCo
     return ans, wav, sr, onset
 
 
-class RowTimeout(Exception):
-    """A row ran past its time limit (``timed out after N s``)."""
-
-
-class _AdapterExit(Exception):
-    """An adapter raised a ``BaseException`` that is not ``KeyboardInterrupt`` (``SystemExit``,
-    ``GeneratorExit``, a custom one): carried as an ``Exception`` so only its row fails."""
-
-    def __init__(self, exc: BaseException):
-        super().__init__(f"{type(exc).__name__}: {one_line(exc) if str(exc) else 'raised by the adapter'}")
-
-
-def _fails_row(e: BaseException) -> bool:
-    """Whether ``e`` fails its row (``True``) or stops the run (``KeyboardInterrupt``, an output
-    folder that cannot be written: a rerun resumes)."""
-    return not isinstance(e, (KeyboardInterrupt, OutputError))
-
-
-class SyncCaller:
-    """Runs a synchronous adapter's calls on one daemon worker thread with a time limit.
-
-    The worker is kept between calls (an adapter's thread-local state stays valid); a call that
-    runs past its limit fails its row with ``timed out after N s`` and its thread is abandoned
-    (a fresh worker takes the next call; the abandoned one cannot keep the process alive).
-    ``KeyboardInterrupt`` raised by the adapter is re-raised in the caller's thread.
-    """
-
-    def __init__(self) -> None:
-        self._queue: Any = None
-
-    def _start(self) -> None:
-        import queue
-        import threading
-
-        q: Any = queue.Queue()
-
-        def work() -> None:
-            while True:
-                item = q.get()
-                if item is None:
-                    return
-                fn, fut = item
-                if not fut.set_running_or_notify_cancel():
-                    continue
-                try:
-                    fut.set_result(fn())
-                except BaseException as e:  # handed to the caller's thread, which decides
-                    fut.set_exception(e)
-
-        threading.Thread(target=work, name="spearbench-adapter", daemon=True).start()
-        self._queue = q
-
-    def call(self, fn: Callable[[], Any], timeout_s: float) -> Any:
-        """``fn()`` on the worker; raises :class:`RowTimeout` after ``timeout_s`` s, else what
-        ``fn`` returns or raises."""
-        import concurrent.futures
-
-        if self._queue is None:
-            self._start()
-        fut: concurrent.futures.Future = concurrent.futures.Future()
-        self._queue.put((fn, fut))
-        try:
-            return fut.result(timeout=timeout_s)
-        except concurrent.futures.TimeoutError:
-            self._queue.put(None)  # let the stuck worker end when (if) its call returns
-            self._queue = None
-            raise RowTimeout(f"timed out after {timeout_s:g} s") from None
-
-    def close(self) -> None:
-        if self._queue is not None:
-            self._queue.put(None)
-            self._queue = None
-
-
 @dataclass
 class _Prepared:
     """A row ready to run: its record so far, input clip ``(2, n)`` 16 kHz and typed row."""
@@ -485,23 +408,13 @@ def _finish(source: Source, i: int, out: Path, rec: dict[str, Any], ans: AgentAn
     return rec
 
 
-def _ended_record(source: Source, i: int, out: Path, n_ends: int) -> dict[str, Any]:
-    """The failed record of row ``i``, during which the process ended ``n_ends`` times without
-    finishing it (its ``ends_starts``: a later ``retry_failed`` run starts counting afresh)."""
+def _input_path(source: Source, i: int, out: Path) -> str:
+    """Row ``i``'s ``audio_path`` as its record states it (the staged copy, or the source's path)."""
     try:
         p = source.input_file(i, out)
-        path = os.path.relpath(p, out) if source.copies_inputs else str(p)
+        return os.path.relpath(p, out) if source.copies_inputs else str(p)
     except Exception:
-        path = source.failed_audio_path(i, out)
-    times = "twice" if n_ends == 2 else f"{n_ends} times"
-    return {"row": i, "audio_path": path, "status": "failed", "ends_starts": n_ends,
-            "error": f"the process ended during this row {times} (os._exit, a crash or a kill); "
-                     "--retry-failed runs it again"}
-
-
-def _failed(rec: dict[str, Any], e: BaseException) -> dict[str, Any]:
-    rec.update({"status": "failed", "error": _reason(e)})
-    return rec
+        return source.failed_audio_path(i, out)
 
 
 def _infer_row(agent: Any, source: Source, i: int, out: Path, config: GenerationConfig, *,
@@ -513,34 +426,26 @@ def _infer_row(agent: Any, source: Source, i: int, out: Path, config: Generation
     Raises:
         KeyboardInterrupt, OutputError: the run stops (a rerun resumes).
     """
-    rec: dict[str, Any] = {"row": i, "audio_path": source.entries[i].audio_cell}
-    t0 = time.perf_counter()
-    try:
+    def body(rec: dict[str, Any]) -> None:
         prep = _prepare(agent, source, i, out)
-        rec = prep.rec
+        rec.update(prep.rec)
         call = lambda: run_agent(agent, prep.audio, prep.row, config)  # noqa: E731
         if caller is not None and row_timeout_s is not None:
             ans, wav, sr, onset = caller.call(call, row_timeout_s)
         else:
             ans, wav, sr, onset = call()
         _finish(source, i, out, rec, ans, wav, sr, onset)
-    except BaseException as e:  # the row fails, the run goes on; a kill or an unwritable folder stops it
-        if not _fails_row(e):
-            raise
-        _failed(rec, e)
-    rec["elapsed_s"] = time.perf_counter() - t0
-    return rec
+
+    return run_row({"row": i, "audio_path": source.entries[i].audio_cell}, body)
 
 
 def row_time_limit(agent: Any, input_s: float, config: GenerationConfig, row_timeout_s: float) -> float:
     """The time limit (s) of one row: ``row_timeout_s``; for a paced network adapter, plus the
     input's duration and its tail silence (the real-time stream is not the adapter's slowness)."""
-    from spear_metrics.agents.duplex import is_network_agent, session_config
+    from spear_metrics.agents.duplex import session_config
 
     if is_network_agent(agent):
-        scfg = session_config(agent, chunk_ms=config.chunk_ms)
-        if scfg.paced:
-            return row_timeout_s + input_s + scfg.tail_silence_s
+        return session_time_limit(session_config(agent, chunk_ms=config.chunk_ms), input_s, row_timeout_s)
     return row_timeout_s
 
 
@@ -563,23 +468,17 @@ async def _infer_row_network(agent: Any, source: Source, i: int, out: Path, conf
         KeyboardInterrupt, OutputError, and the cancellation of this task.
     """
     from spear_metrics.agents.duplex import AudioRequest, SessionAnswer, run_session, session_answer, session_config
-    from spear_metrics.agents.net import row_deadline
 
     loop = asyncio.get_running_loop()
-    rec: dict[str, Any] = {"row": i, "audio_path": source.entries[i].audio_cell}
-    t0 = time.perf_counter()
-    try:
+
+    async def body(rec: dict[str, Any]) -> None:
         staged = await loop.run_in_executor(writer, _stage_inputs, agent, source, i, out)
         prep = await asyncio.to_thread(_read_clip, agent, source, i, out, *staged)
-        rec = prep.rec
+        rec.update(prep.rec)
         request = AudioRequest(audio=prep.audio, sample_rate=TARGET_SR, row_id=source.entries[i].name)
         scfg = session_config(agent, chunk_ms=config.chunk_ms)
         limit = row_time_limit(agent, request.duration_s, config, row_timeout_s)
-        try:
-            async with row_deadline(limit):  # with_retries never sleeps past it
-                result = await _guarded(run_session(agent, request, scfg))
-        except TimeoutError:
-            raise RowTimeout(f"timed out after {limit:g} s") from None
+        result = await time_limited(run_session(agent, request, scfg), limit)
         rec["send_lag_max_s"] = result.send_lag_max_s
         rec["send_lag_max_at_s"] = result.send_lag_max_at_s
         ans = session_answer(agent, result)  # the adapter's rule (default: all output back to back)
@@ -589,30 +488,8 @@ async def _infer_row_network(agent: Any, source: Source, i: int, out: Path, conf
         wav, sr = validate_answer(ans)
         onset = None if ans.onset is None else float(ans.onset)
         await loop.run_in_executor(writer, _finish, source, i, out, rec, ans, wav, sr, onset)
-    except asyncio.CancelledError:
-        task = asyncio.current_task()
-        if task is not None and task.cancelling():
-            raise  # the run is being stopped
-        _failed(rec, AgentError("the adapter's session was cancelled"))
-    except BaseException as e:
-        if not _fails_row(e):
-            raise
-        _failed(rec, e)
-    rec["elapsed_s"] = time.perf_counter() - t0
-    return rec
 
-
-async def _guarded(coro: Any) -> Any:
-    """``await coro`` with a ``BaseException`` other than ``KeyboardInterrupt``/cancellation
-    turned into :class:`_AdapterExit` (asyncio would otherwise let ``SystemExit`` stop the loop)."""
-    try:
-        return await coro
-    except (KeyboardInterrupt, asyncio.CancelledError):
-        raise
-    except Exception:
-        raise
-    except BaseException as e:
-        raise _AdapterExit(e) from None
+    return await run_row_async({"row": i, "audio_path": source.entries[i].audio_cell}, body)
 
 
 # --------------------------------------------------------------------------- the run
@@ -724,9 +601,9 @@ def _infer_claimed(agent: Any, agent_name: str, source: Source, out: Path, confi
     mine = pending[rank::world]
     # rows during which the process ended MAX_PROCESS_ENDS times (os._exit in the adapter, a crash,
     # kills): failed with the reason instead of run again (a rerun would end the same way forever)
-    ends = process_ends(work)
-    ended = [i for i in mine if ends.get(i, 0) >= MAX_PROCESS_ENDS]
-    to_run = [i for i in mine if ends.get(i, 0) < MAX_PROCESS_ENDS]
+    ends = ProcessEnds(obj for log in sorted(work.glob("rank-*.jsonl")) for obj in read_jsonl(log))
+    ended = [i for i in mine if ends.blocked(i)]
+    to_run = [i for i in mine if not ends.blocked(i)]
     bar = None
     if progress and state.is_main_process and mine:
         from tqdm.auto import tqdm
@@ -736,23 +613,20 @@ def _infer_claimed(agent: Any, agent_name: str, source: Source, out: Path, confi
     t0 = time.perf_counter()
     try:
         with AppendLog(work / f"rank-{rank}.jsonl") as log:
-            in_flight: set[int] = set()
-
-            def started(i: int) -> None:  # flushed before the adapter runs: a process end is seen on resume
-                log.write([{"row": i, "status": STARTED}])
-                in_flight.add(i)
+            journal = RowJournal(log, ends)
+            started = journal.start  # flushed before the adapter runs: a process end is seen on resume
 
             def logged(rec: dict[str, Any]) -> None:
                 log.write([rec])
-                in_flight.discard(rec["row"])
+                journal.finish(rec["row"])
                 if on_row is not None:
                     on_row(rec)
                 if bar is not None:
                     bar.update(1)
 
             for i in ended:
-                logged(_ended_record(source, i, out, ends[i]))
-            try:
+                logged(ends.ended_record(i, audio_path=_input_path(source, i, out)))
+            with journal.stopping():  # stopped by the user or the disk: the rows in flight simply resume
                 if network:
                     # lowered to a server's max_concurrency (Kyutai's Python Moshi server: one), noted once
                     concurrency = asyncio.run(_run_network_rows(
@@ -766,12 +640,6 @@ def _infer_claimed(agent: Any, agent_name: str, source: Source, out: Path, confi
                             logged(_infer_row(agent, source, i, out, config, caller=caller, row_timeout_s=row_timeout_s))
                     finally:
                         caller.close()
-            except (KeyboardInterrupt, OutputError):  # stopped by the user or the disk: those rows simply resume
-                try:
-                    log.write([{"row": i, "status": STOPPED} for i in sorted(in_flight)])
-                except OutputError:
-                    pass
-                raise
     finally:
         if bar is not None:
             bar.close()
@@ -803,64 +671,6 @@ async def _run_network_rows(agent: Any, source: Source, rows: list[int], out: Pa
         await loop.run_in_executor(writer, logged, rec)
 
     return await run_concurrently(agent, rows, concurrency, one, note=note)
-
-
-async def run_concurrently(agent: Any, items: Sequence[T], concurrency: int,
-                           one: Callable[[T, Any], Awaitable[None]], *, note: Optional[str]) -> int:
-    """THE loop of network runs (``infer``, ``fdb infer``, ``speechrole infer``, ``dsuperb
-    infer``): ``await one(item, writer)`` for every item, ``concurrency`` at a time on the running
-    event loop (each session paced on its own schedule by
-    :func:`spear_metrics.agents.duplex.run_session`).
-
-    ``concurrency`` is lowered to the adapter's ``max_concurrency`` when it declares a smaller one
-    (:func:`~spear_metrics.agents.duplex.clamp_concurrency`), with the line ``"<note>: <why>"`` on
-    stderr (``note``: e.g. ``"spearbench infer: note: moshi"``; ``None``: no line, for a process
-    that is not the main one or a later call of the same run). Returns the sessions run at once
-    (what a run records as its ``concurrency``), also when ``items`` is empty.
-
-    ``writer`` is a one-thread executor (``loop.run_in_executor(writer, fn, ...)``) through which
-    ``one`` makes every file write of the run, in order and off the loop (a disk that stalls, or an
-    fsync of a work log, never delays a session's chunks). The adapter's ``warm_up()`` (imports, if
-    it has one) runs before any session starts. ``one`` turns a bad item into a failed record; what
-    it raises (``KeyboardInterrupt``, :class:`~spear_datasets.files.OutputError`...) cancels the other
-    sessions and is raised as is, after the writes already queued are done.
-    """
-    from concurrent.futures import ThreadPoolExecutor
-
-    from spear_metrics.agents.duplex import clamp_concurrency
-
-    concurrency, why = clamp_concurrency(agent, int(concurrency))
-    if why and note is not None:
-        import sys
-
-        print(f"{note}: {why}", file=sys.stderr)
-    if not items:
-        return concurrency
-    pending = iter(items)
-    writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="spearbench-writer")
-    _warm_up(agent)
-
-    async def worker() -> None:
-        for item in pending:
-            await one(item, writer)
-
-    try:
-        async with asyncio.TaskGroup() as tg:
-            for _ in range(min(concurrency, len(items))):
-                tg.create_task(worker())
-    except BaseExceptionGroup as eg:  # the first error that stopped the group, as it was raised
-        raise eg.exceptions[0] from None
-    finally:
-        writer.shutdown(wait=True)
-    return concurrency
-
-
-def _warm_up(agent: Any) -> None:
-    """Import what the sessions will import, before any session's clock starts (a first import
-    inside the loop would stall every paced session at once)."""
-    warm = getattr(agent, "warm_up", None)
-    if callable(warm):
-        warm()
 
 
 def finalize(source: Source, out: Path, *, agent_name: str, config: GenerationConfig, elapsed_s: float = 0.0,

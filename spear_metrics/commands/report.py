@@ -27,6 +27,29 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                     bootstrap="the paired tests against the human answers")
 
 
+def other_benchmark(run_, out) -> int | None:
+    """A run (:class:`spear_metrics.reports.runs.RunData`) of another benchmark than SPEAR (the
+    registry's :func:`~spear_metrics.core.registry.benchmark_of_summary`): its descriptor's report
+    hook writes the page (``0``), or one line says there is none for it (``2``); ``None`` for a
+    SPEAR run."""
+    from spear_metrics.core.registry import DEFAULT_BENCHMARK, UnknownBenchmarkError, benchmark_of_summary
+
+    try:
+        bench = benchmark_of_summary(run_.summary)
+    except UnknownBenchmarkError as e:
+        print(f"spearbench report: {e}", file=sys.stderr)
+        return 2
+    if bench.name == DEFAULT_BENCHMARK:
+        return None
+    hook = bench.hook("report")
+    if hook is None:
+        print(f"spearbench report: a {bench.title} run has no report page (the report is SPEAR's); its summary.json "
+              f"and per_sample.jsonl are the results, push-results publishes them", file=sys.stderr)
+        return 2
+    print(f"wrote {shown_path(hook(run_, out))}")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -44,6 +67,9 @@ def run(args: argparse.Namespace) -> int:
     except RunLoadError as e:
         print(f"spearbench report: {e}", file=sys.stderr)
         return 2
+    refusal = other_benchmark(run_, out)
+    if refusal is not None:
+        return refusal
     notes = []
     human = None
     if args.human:

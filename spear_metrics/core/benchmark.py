@@ -85,8 +85,9 @@ class Benchmark:
             inside the open ``gr.Blocks`` of its metric Space, builds the input form and returns
             ``(inputs, fn)`` (:func:`spear_metrics.core.evaluate_glue.metric_space`); ``options``
             reads the options box (JSON text -> dict), ``one_line`` an exception's message.
-        report: ``"module:function"``; ``function(run_dir, out_dir) -> Path`` writes its own HTML
-            report; ``None``: ``spearbench report`` refuses its runs in one line (exit 2).
+        report: ``"module:function"``; ``function(run, out_dir) -> Path`` writes its own HTML
+            report (``run``: :class:`spear_metrics.reports.runs.RunData`); ``None``:
+            ``spearbench report`` refuses its runs in one line (exit 2).
         has_metric_module: whether ``spear_metrics/<name>/<name>.py`` is an evaluate module
             (published as a metric Space by ``spearbench publish``).
         docs: the Markdown page (under ``docs/``) that documents it.

@@ -46,9 +46,7 @@ def announce(text: str) -> None:
         print(text, file=sys.stderr)
 
 
-def hub_offline() -> bool:
-    """True when ``HF_HUB_OFFLINE`` is set to a true value (as ``huggingface_hub`` reads it)."""
-    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}
+from spear_datasets.hub import hub_offline  # noqa: E402,F401  (THE check; defined below the metrics layer)
 
 
 def resolve_model(model: str | os.PathLike, *, revision: str | None = None, cache_dir: str | os.PathLike | None = None,

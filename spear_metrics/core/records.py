@@ -20,7 +20,7 @@ from spear_datasets.files import (
 )
 
 __all__ = ["AppendLog", "OutputError", "SampleResult", "bind_run", "claim_out", "clean_value", "dumps", "one_line",
-           "process_ends", "read_jsonl", "read_rank_logs", "valid_record", "write_json_atomic", "write_jsonl_atomic"]
+           "count_process_ends", "process_ends", "read_jsonl", "read_rank_logs", "valid_record", "write_json_atomic", "write_jsonl_atomic"]
 
 OK = "ok"
 FAILED = "failed"
@@ -368,26 +368,32 @@ STOPPED = "stopped"
 MAX_PROCESS_ENDS = 2
 
 
+def count_process_ends(records: Iterable[dict[str, Any]], key: str = "row") -> dict[Any, int]:
+    """Per row (``obj[key]``: an int, a sample id...), how many of its starts never finished:
+    its :data:`STARTED` records minus its finishing ones (``ok``, ``failed``, :data:`STOPPED`; a
+    failed record may end several starts at once: its ``ends_starts``; a later record of a finished
+    row, e.g. its transcript, ends none: ``ends_starts`` 0). Rows with none are absent. The rule of :class:`spear_metrics.agents.rows.ProcessEnds`."""
+    n: dict[Any, int] = {}
+    for obj in records:
+        k = obj.get(key)
+        if k is None or isinstance(k, (bool, float, list, dict)) or (isinstance(k, int) and k < 0):
+            continue
+        status = obj.get("status")
+        if status == STARTED:
+            n[k] = n.get(k, 0) + 1
+        elif status in (OK, FAILED, STOPPED):
+            e = obj.get("ends_starts", 1)
+            n[k] = n.get(k, 0) - (e if isinstance(e, int) and not isinstance(e, bool) and e >= 0 else 1)
+    return {r: c for r, c in n.items() if c > 0}
+
+
 def process_ends(work: str | os.PathLike) -> dict[int, int]:
     """Per row, how many of its starts never finished: the process ended during the row
-    (``os._exit`` by an adapter, a crash, kill -9, SIGTERM).
-
-    Counts, over every ``work/rank-<r>.jsonl``, the row's :data:`STARTED` records minus its
-    finishing records (``ok``, ``failed``, :data:`STOPPED`; a failed record may end several
-    starts at once: its ``ends_starts``). Rows with none are absent."""
-    n: dict[int, int] = {}
-    for log in sorted(Path(work).glob("rank-*.jsonl")):
-        for obj in read_jsonl(log):
-            row = obj.get("row")
-            if not isinstance(row, int) or isinstance(row, bool) or row < 0:
-                continue
-            status = obj.get("status")
-            if status == STARTED:
-                n[row] = n.get(row, 0) + 1
-            elif status in (OK, FAILED, STOPPED):
-                k = obj.get("ends_starts", 1)
-                n[row] = n.get(row, 0) - (k if isinstance(k, int) and not isinstance(k, bool) and k > 0 else 1)
-    return {r: k for r, k in n.items() if k > 0}
+    (``os._exit`` by an adapter, a crash, kill -9, SIGTERM), over every ``work/rank-<r>.jsonl``
+    (:func:`count_process_ends` of the records whose ``row`` is an int)."""
+    records = (obj for log in sorted(Path(work).glob("rank-*.jsonl")) for obj in read_jsonl(log)
+               if isinstance(obj.get("row"), int))
+    return count_process_ends(records)
 
 
 def read_rank_logs(work: str | os.PathLike) -> Iterator[dict[str, Any]]:

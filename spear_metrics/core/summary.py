@@ -102,3 +102,15 @@ def null_reason(summary: dict[str, Any], key: str, dimension: str | None = None)
         return EMPTY_REASONS.get(key, "n = 0: no scored row has a value")
     return "no scored row has a value"
 
+
+
+def interval_text(value: Any, ci: Any = None, *, digits: int = 3) -> str:
+    """A summary value with its 95 % interval for a table cell: ``"0.750 [0.500, 1.000]"``,
+    ``"0.750"`` without an interval (``ci`` not a ``[lo, hi]`` pair), ``"-"`` when ``value`` is
+    null. The cells of the benchmarks' Space tables and results cards."""
+    if value is None:
+        return "-"
+    text = f"{float(value):.{digits}f}"
+    if isinstance(ci, (list, tuple)) and len(ci) == 2 and all(isinstance(x, (int, float)) for x in ci):
+        text += f" [{float(ci[0]):.{digits}f}, {float(ci[1]):.{digits}f}]"
+    return text

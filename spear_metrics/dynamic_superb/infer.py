@@ -30,7 +30,7 @@ instance recorded (``<instance>.json``, its work folder) and is unchanged. A ``<
 this command did not write, or that changed since, is never replaced or removed.
 
 Network adapters (``openai-audio``...) answer ``concurrency`` rows at once on one event loop
-(:func:`spear_metrics.agents.harness.run_concurrently`; lowered, with a note, to the adapter's
+(:func:`spear_metrics.agents.rows.run_concurrently`; lowered, with a note, to the adapter's
 ``max_concurrency``), each with the row's time limit; local text adapters
 (:class:`spear_metrics.agents.text.TextAgent`) answer one row at a time on a worker thread with
 the same limit.
@@ -45,8 +45,11 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from spear_datasets.files import WORK_DIR, OutFolderError, OwnedFolder, check_out_folder, open_folder
-from spear_metrics.core.records import AppendLog, bind_run, one_line, read_jsonl, write_json_atomic, write_jsonl_atomic
-from spear_metrics.core.secrets import mask_secrets
+from spear_metrics.agents.rows import (
+    ProcessEnds, RowJournal, SyncCaller, failure_reason, join_adapter_threads, run_concurrently, run_row, run_row_async,
+    session_time_limit, time_limited,
+)
+from spear_metrics.core.records import AppendLog, bind_run, read_jsonl, write_json_atomic, write_jsonl_atomic
 from spear_metrics.dynamic_superb.tasks import (
     InstanceError,
     TaskInstance,
@@ -67,10 +70,6 @@ LEGACY_WORK = ".spearbench-dsuperb"
 
 class DSuperbInferError(RuntimeError):
     """The run cannot proceed as a whole (one line; the CLI exits 2)."""
-
-
-def _reason(e: BaseException) -> str:
-    return mask_secrets(one_line(e))
 
 
 def read_log(work: Path) -> dict[int, dict[str, Any]]:
@@ -200,7 +199,7 @@ def run_dsuperb_inference(agent_name: str, instances: list[str], out_dir: str | 
             try:
                 opened.append(open_instance(spec, data_root))
             except InstanceError as e:
-                result["failed_instances"][spec.instance] = _reason(e)
+                result["failed_instances"][spec.instance] = failure_reason(e)
         for inst in opened:  # every instance bound before any row runs: a conflict stops the run with nothing asked
             fp = {"agent": agent_name, "agent_options": {k: agent_options[k] for k in sorted(agent_options)},
                   "instance": inst.spec.instance, "source": inst.source, "revision": inst.revision,
@@ -251,9 +250,13 @@ def _infer_instance(agent: Any, inst: TaskInstance, out: Path, *, network: bool,
 
         bar = tqdm(total=len(todo), desc=f"dsuperb infer {inst.spec.instance}", unit="row")
     t0 = time.perf_counter()
+    ends = ProcessEnds(read_jsonl(work / "rank-0.jsonl"))
     with AppendLog(work / "rank-0.jsonl") as log:
+        journal = RowJournal(log, ends)
+
         def record(rec: dict[str, Any]) -> None:
             log.write([rec])
+            journal.finish(rec["row"])
             recs[rec["row"]] = rec
             if on_row is not None:
                 on_row(rec)
@@ -262,16 +265,20 @@ def _infer_instance(agent: Any, inst: TaskInstance, out: Path, *, network: bool,
 
         try:
             pending = []
-            for r in todo:  # rows the checks failed never reach the adapter
+            for r in todo:  # rows the checks failed never reach the adapter, nor rows that ended the process twice
                 if r.error:
                     record({"row": r.index, "file": r.file, "status": "failed", "error": r.error})
+                elif ends.blocked(r.index):
+                    record(ends.ended_record(r.index, file=r.file))
                 else:
                     pending.append(r)
-            if network:
-                concurrency = asyncio.run(_run_network(agent, inst, pending, record, concurrency=concurrency,
-                                                       row_timeout_s=row_timeout_s, chunk_ms=chunk_ms, note=note))
-            else:
-                _run_local(agent, inst, pending, record, row_timeout_s=row_timeout_s)
+            with journal.stopping():
+                if network:
+                    concurrency = asyncio.run(_run_network(agent, inst, pending, record, journal.start,
+                                                           concurrency=concurrency, row_timeout_s=row_timeout_s,
+                                                           chunk_ms=chunk_ms, note=note))
+                else:
+                    _run_local(agent, inst, pending, record, journal.start, row_timeout_s=row_timeout_s)
         finally:
             if bar is not None:
                 bar.close()
@@ -280,81 +287,49 @@ def _infer_instance(agent: Any, inst: TaskInstance, out: Path, *, network: bool,
         "concurrency": concurrency if network else 1, "row_timeout_s": row_timeout_s})
 
 
-def _run_local(agent: Any, inst: TaskInstance, rows: list[TaskRow], record: Callable[[dict[str, Any]], None], *,
-               row_timeout_s: float) -> None:
-    """Local text adapter: one row at a time on a worker thread with the row's time limit."""
-    from spear_metrics.agents.harness import SyncCaller, _fails_row
+def _run_local(agent: Any, inst: TaskInstance, rows: list[TaskRow], record: Callable[[dict[str, Any]], None],
+               started: Callable[[int], None], *, row_timeout_s: float) -> None:
+    """Local text adapter: one row at a time on a worker thread with the row's time limit
+    (:class:`spear_metrics.agents.rows.SyncCaller`)."""
     from spear_metrics.agents.text import local_text_answer
 
     caller = SyncCaller()
     try:
         for r in rows:
-            rec: dict[str, Any] = {"row": r.index, "file": r.file}
-            t = time.perf_counter()
-            try:
+            def body(rec: dict[str, Any], r: TaskRow = r) -> None:
                 request = _request(inst, r)
                 ans = caller.call(lambda: local_text_answer(agent, request), row_timeout_s)
                 rec.update(status="ok", response=ans.text, finish_reason=ans.finish_reason)
-            except BaseException as e:
-                if not _fails_row(e):
-                    raise
-                rec.update(status="failed", error=_reason(e))
-            rec["elapsed_s"] = time.perf_counter() - t
-            record(rec)
+
+            started(r.index)
+            record(run_row({"row": r.index, "file": r.file}, body))
     finally:
         caller.close()
-        _join_adapter_threads()
+        join_adapter_threads()
 
 
-def _join_adapter_threads(timeout_s: float = 5.0) -> None:
-    """Wait (bounded) for the adapter worker :meth:`SyncCaller.close` released to end: a model
-    whose native threads are still parked in it at interpreter exit may abort the process after
-    its work is done (``terminate called without an active exception``). A thread stuck in an
-    abandoned call is not waited for beyond ``timeout_s``."""
-    import threading
-
-    for t in threading.enumerate():
-        if t.name == "spearbench-adapter" and t is not threading.current_thread():
-            t.join(timeout_s)
-
-
-async def _run_network(agent: Any, inst: TaskInstance, rows: list[TaskRow], record: Callable[[dict[str, Any]], None], *,
-                       concurrency: int, row_timeout_s: float, chunk_ms: float, note: Optional[str]) -> int:
+async def _run_network(agent: Any, inst: TaskInstance, rows: list[TaskRow], record: Callable[[dict[str, Any]], None],
+                       started: Callable[[int], None], *, concurrency: int, row_timeout_s: float, chunk_ms: float,
+                       note: Optional[str]) -> int:
     """Network adapter: ``concurrency`` sessions at once
-    (:func:`spear_metrics.agents.harness.run_concurrently`: lowered to the adapter's
+    (:func:`spear_metrics.agents.rows.run_concurrently`: lowered to the adapter's
     ``max_concurrency`` with a ``note`` line; returns the sessions run at once); decoding on worker
     threads, every log write on the run's one writer thread (nothing slow on the loop that paces
     the sessions)."""
     from spear_metrics.agents.duplex import session_config
-    from spear_metrics.agents.harness import RowTimeout, _fails_row, _guarded, run_concurrently
     from spear_metrics.agents.text import network_text_answer
-    from spear_metrics.agents.net import row_deadline
 
     loop = asyncio.get_running_loop()
 
     async def one(r: TaskRow, writer: Any) -> None:
-        rec: dict[str, Any] = {"row": r.index, "file": r.file}
-        t = time.perf_counter()
-        try:
+        async def body(rec: dict[str, Any]) -> None:
             request = await asyncio.to_thread(_request, inst, r)
-            scfg = session_config(agent, chunk_ms=chunk_ms)
-            limit = row_timeout_s + ((request.duration_s + scfg.tail_silence_s) if scfg.paced else 0.0)
-            try:
-                async with row_deadline(limit):  # with_retries never sleeps past it
-                    ans = await _guarded(network_text_answer(agent, request, chunk_ms=chunk_ms))
-            except TimeoutError:
-                raise RowTimeout(f"timed out after {limit:g} s") from None
+            limit = session_time_limit(session_config(agent, chunk_ms=chunk_ms), request.duration_s, row_timeout_s)
+            ans = await time_limited(network_text_answer(agent, request, chunk_ms=chunk_ms), limit)
             rec.update(status="ok", response=ans.text, finish_reason=ans.finish_reason)
-        except asyncio.CancelledError:
-            task = asyncio.current_task()
-            if task is not None and task.cancelling():
-                raise
-            rec.update(status="failed", error="the adapter's session was cancelled")
-        except BaseException as e:
-            if not _fails_row(e):
-                raise
-            rec.update(status="failed", error=_reason(e))
-        rec["elapsed_s"] = time.perf_counter() - t
+
+        await loop.run_in_executor(writer, started, r.index)
+        rec = await run_row_async({"row": r.index, "file": r.file}, body)
         await loop.run_in_executor(writer, record, rec)
 
     return await run_concurrently(agent, rows, concurrency, one, note=note)

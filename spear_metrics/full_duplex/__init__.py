@@ -20,6 +20,8 @@ BENCHMARK = Benchmark(
     command_help="Full-Duplex-Bench: score task folders or a release (fdb score), stream its stimuli through an "
                  "adapter (fdb infer)",
     cli="spear_metrics.commands.fdb",
+    results="spear_metrics.full_duplex.results",
+    space_tab="spear_metrics.full_duplex.ui:SPACE_TAB",
     evaluate_form="spear_metrics.full_duplex.ui:evaluate_form",
     aliases={"fdb-infer": ("spear_metrics.commands.fdb_infer", "spearbench fdb infer")},
     docs="full-duplex-bench.md",

@@ -59,7 +59,10 @@ import numpy as np
 
 from spear_datasets.sources.fdb import TASK_FILES, FDBSample, folder_task, read_interrupt
 from spear_datasets.files import OwnedFolder, open_folder
-from spear_metrics.core.records import AppendLog, bind_run, one_line, write_json_atomic, write_jsonl_atomic
+from spear_metrics.agents.rows import (
+    ProcessEnds, RowJournal, failure_reason, run_concurrently, run_row_async, session_time_limit, time_limited,
+)
+from spear_metrics.core.records import AppendLog, bind_run, read_jsonl, write_json_atomic, write_jsonl_atomic
 
 WORK = ".spearbench-fdb-infer"
 #: The files fdb-infer writes into a sample folder (nothing else there is touched).
@@ -152,16 +155,10 @@ def list_stimuli(task_dir: Path) -> list[Stimulus]:
 def read_log(work: Path) -> list[dict[str, Any]]:
     """The valid records of ``work/rank-0.jsonl`` (a ``sample`` id and an ok/failed ``status``);
     torn lines are skipped (their samples are redone)."""
-    from spear_metrics.core.records import read_jsonl
-
     p = work / "rank-0.jsonl"
     if not p.is_file():
         return []
     return [o for o in read_jsonl(p) if isinstance(o.get("sample"), str) and o.get("status") in ("ok", "failed")]
-
-
-def _reason(e: BaseException) -> str:
-    return one_line(e)  # secrets masked (spear_metrics.core.secrets.mask_secrets)
 
 
 async def stream_stimulus(agent: Any, stim: Stimulus, *, chunk_ms: float, row_timeout_s: float,
@@ -176,19 +173,13 @@ async def stream_stimulus(agent: Any, stim: Stimulus, *, chunk_ms: float, row_ti
     import dataclasses
 
     from spear_metrics.agents.duplex import AudioRequest, reply_timeline, run_session, session_config
-    from spear_metrics.agents.harness import RowTimeout, _guarded
-    from spear_metrics.agents.net import row_deadline
 
     wav, sr = await asyncio.to_thread(decode, stim.dir / stim.input_name)  # nothing slow on the loop that paces sessions
     request = AudioRequest(audio=wav, sample_rate=sr, row_id=stim.key.replace("/", "_"))
     scfg = session_config(agent, chunk_ms=chunk_ms, time_synchronous=True)
     scfg = dataclasses.replace(scfg, tail_silence_s=0.0)
-    limit = row_timeout_s + (request.duration_s if scfg.paced else 0.0)
-    try:
-        async with row_deadline(limit):  # with_retries never sleeps past it
-            result = await _guarded(run_session(agent, request, scfg))
-    except TimeoutError:
-        raise RowTimeout(f"timed out after {limit:g} s") from None
+    limit = session_time_limit(scfg, request.duration_s, row_timeout_s)  # no tail silence: time-synchronous
+    result = await time_limited(run_session(agent, request, scfg), limit)
     rate = int(output_sr or sr)
     n = round(wav.shape[1] * rate / sr)
     reply = await asyncio.to_thread(reply_timeline, agent, result, n, rate)
@@ -295,6 +286,7 @@ def _run_claimed(agent: Any, agent_name: str, task_dirs: list[Path], folders: di
                  on_row: Optional[Callable[[dict[str, Any]], None]]) -> dict[str, Any]:
     """:func:`run_fdb_inference` once its task folders are held (locks taken, writes recorded)."""
     state: dict[Path, dict[str, dict[str, Any]]] = {}
+    ends: dict[Path, ProcessEnds] = {}
     stimuli: list[Stimulus] = []
     for td in task_dirs:
         work = td / WORK
@@ -307,6 +299,7 @@ def _run_claimed(agent: Any, agent_name: str, task_dirs: list[Path], folders: di
             prev = recs.get(sid)
             recs[sid] = {**prev, **obj} if prev and prev.get("status") == "ok" and obj.get("status") == "ok" else obj
         state[td] = recs
+        ends[td] = ProcessEnds(read_jsonl(work / "rank-0.jsonl"), key="sample")
         stimuli += list_stimuli(td)
 
     def ours(s: Stimulus, name: str) -> bool:
@@ -335,12 +328,14 @@ def _run_claimed(agent: Any, agent_name: str, task_dirs: list[Path], folders: di
         if r is not None and r.get("status") == "failed" and not retry_failed and not unlogged:
             continue
         todo.append(s)
+    blocked = [s for s in todo if ends[s.task_dir].blocked(s.unit)]  # ended the process twice: failed, not rerun
     bar = None
     if progress and todo:
         from tqdm.auto import tqdm
 
-        bar = tqdm(total=len(todo), desc=f"fdb-infer {agent_name}", unit="sample")
+        bar = tqdm(total=len(todo), desc=f"fdb infer {agent_name}", unit="sample")
     logs = {td: AppendLog(td / WORK / "rank-0.jsonl") for td in task_dirs}
+    journals = {td: RowJournal(logs[td], ends[td]) for td in task_dirs}
     t0 = time.perf_counter()
     written = 0
     try:
@@ -352,6 +347,7 @@ def _run_claimed(agent: Any, agent_name: str, task_dirs: list[Path], folders: di
 
         def log(s: Stimulus, rec: dict[str, Any]) -> None:
             logs[s.task_dir].write([rec])
+            journals[s.task_dir].finish(s.unit)
             state[s.task_dir][s.unit] = rec
             if on_row is not None:
                 on_row(rec)
@@ -359,33 +355,28 @@ def _run_claimed(agent: Any, agent_name: str, task_dirs: list[Path], folders: di
                 bar.update(1)
 
         async def one(s: Stimulus, writer: Any) -> None:
-            nonlocal written
-            from spear_metrics.agents.harness import _fails_row
-
             loop = asyncio.get_running_loop()
 
-            rec: dict[str, Any] = {"sample": s.unit, "task": s.task}
-            t = time.perf_counter()
-            try:
+            async def body(rec: dict[str, Any]) -> None:
+                nonlocal written
                 reply, rate, timing = await stream_stimulus(agent, s, chunk_ms=chunk_ms, row_timeout_s=row_timeout_s,
                                                             output_sr=output_sr)
                 await loop.run_in_executor(writer, save, s, reply, rate)
                 rec.update(status="ok", asr=False, **timing)
                 written += 1
-            except asyncio.CancelledError:
-                raise
-            except BaseException as e:
-                if not _fails_row(e):
-                    raise
-                rec.update(status="failed", error=_reason(e))
-            rec["elapsed_s"] = time.perf_counter() - t
+
+            await loop.run_in_executor(writer, journals[s.task_dir].start, s.unit)
+            rec = await run_row_async({"sample": s.unit, "task": s.task}, body)
             await loop.run_in_executor(writer, log, s, rec)
 
-        from spear_metrics.agents.harness import run_concurrently
-
+        for s in blocked:  # a sample that ended the process twice: failed with the reason, not run again
+            log(s, ends[s.task_dir].ended_record(s.unit, task=s.task))
         # lowered to the adapter's max_concurrency (with a note), also when nothing is left to run
-        concurrency = asyncio.run(run_concurrently(agent, todo, concurrency, one,
-                                                   note=f"spearbench fdb infer: note: {agent_name}"))
+        with contextlib.ExitStack() as stopping:
+            for j in journals.values():
+                stopping.enter_context(j.stopping())
+            concurrency = asyncio.run(run_concurrently(agent, [s for s in todo if s not in blocked], concurrency, one,
+                                                       note=f"spearbench fdb infer: note: {agent_name}"))
         if bar is not None:
             bar.close()
             bar = None
@@ -406,13 +397,13 @@ def _run_claimed(agent: Any, agent_name: str, task_dirs: list[Path], folders: di
                     obj = transcribe_reply(s, backend)
                     write_json_atomic(s.dir / s.outputs[1], obj)
                     upd = {"sample": s.unit, "task": s.task, "status": "ok", "asr": True,
-                           "asr_model": str(getattr(backend, "name", asr))}
+                           "asr_model": str(getattr(backend, "name", asr)), "ends_starts": 0}
                 except Exception as e:
                     from spear_metrics.core.models import ModelUnavailableError
 
                     if isinstance(e, ModelUnavailableError):
                         raise
-                    upd = {"sample": s.unit, "task": s.task, "status": "failed", "error": f"ASR: {_reason(e)}"}
+                    upd = {"sample": s.unit, "task": s.task, "status": "failed", "error": f"ASR: {failure_reason(e)}", "ends_starts": 0}
                     folders[s.task_dir].remove_file(s.dir / s.outputs[0])  # no reply without its transcript
                 logs[s.task_dir].write([upd])
                 state[s.task_dir][s.unit] = {**r, **upd}

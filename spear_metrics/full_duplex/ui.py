@@ -1,9 +1,22 @@
-"""Full-Duplex-Bench's pages: its metric Space's input form (:func:`evaluate_form`), named by
-its descriptor (``BENCHMARK``)."""
+"""Full-Duplex-Bench's pages: its tab of the leaderboard Space (:data:`SPACE_TAB`) and its
+metric Space's input form (:func:`evaluate_form`), named by its descriptor (``BENCHMARK``)."""
 
 from __future__ import annotations
 
 from typing import Any, Callable
+
+from spear_metrics.core.benchmark import SpaceTab
+
+#: the leaderboard Space's Full-Duplex-Bench tab (:func:`spear_metrics.full_duplex.results.leaderboard_frame`)
+SPACE_TAB = SpaceTab(
+    intro="Full-Duplex-Bench v1.0 results datasets (`spearbench fdb score --task` + `push-results`): one row per "
+          "task run, each key with its 95 % interval over samples (`tor`: take-over rate; latencies in s; "
+          "`relevance` 0-5; `jsd` a distance). Published keys, meaning what FDB's own scripts compute.",
+    none_line="No Full-Duplex-Bench results dataset loaded: pass one to --results (spearbench fdb score --task, "
+              "then push-results --local-dir).",
+    elem_id="fdb",
+    table="spear_metrics.full_duplex.results:leaderboard_frame",
+)
 
 
 def evaluate_form(module: Any, options: Callable[[str], dict], one_line: Callable[[BaseException], str]):

@@ -823,8 +823,10 @@ def provenance_section(report: Report, page: Page) -> None:
 def distributional_section(report: Report, page: Page) -> None:
     """SPEAR's distributional baselines and SPEARBench's ``human_likeness_auroc``
     (:func:`spear_metrics.reports.distributional.distributional_section`)."""
-    from spear_metrics.reports.distributional import distributional_section as build
+    from spear_metrics.core.benchmark import resolve
 
+    # a section module that uses this page's primitives, named (not imported) here: no import circle
+    build = resolve("spear_metrics.reports.distributional:distributional_section")
     build(page, report.run, report.labelled, report.human)
 
 

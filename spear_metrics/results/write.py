@@ -206,6 +206,20 @@ def _options_lines(options: Any) -> list[str]:
     return lines
 
 
+def results_card(info: dict[str, Any], *, pretty_name: str, tags: list[str], split: str, body: str) -> str:
+    """THE dataset card of a results dataset (every benchmark's ``card_text`` ends here): YAML
+    header with ``pretty_name``, ``tags``, the one parquet config of ``split`` and the
+    ``spearbench:`` block ``info``, then the Markdown ``body``."""
+    from huggingface_hub import DatasetCard, DatasetCardData
+
+    data = DatasetCardData(
+        pretty_name=pretty_name, tags=tags,
+        configs=[{"config_name": "default", "data_files": [{"split": split, "path": f"data/{split}-*.parquet"}]}],
+        spearbench=info,
+    )
+    return DatasetCard.from_template(data, template_str="---\n{{ card_data }}\n---\n\n" + body).content
+
+
 def card_text(summary: dict[str, Any], *, model_name: str, inference_mode: str | None, open_weights: bool | None,
               split: str, n_rows: int, audio_cols: Sequence[str], has_report: bool = False) -> str:
     """The dataset card (README.md) with its YAML header: the ``spearbench:`` block (model,

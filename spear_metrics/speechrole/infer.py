@@ -14,7 +14,7 @@ dialogue's system prompt and the dialogue so far, its own earlier turns included
   with a note, to the adapter's ``max_concurrency``) run at once on one event loop (a dialogue's
   turns are sequential: each needs the one before); the user speech is decoded off that loop and
   every file write goes through one writer thread
-  (:func:`spear_metrics.agents.harness.run_concurrently`), so no disk stalls a paced session.
+  (:func:`spear_metrics.agents.rows.run_concurrently`), so no disk stalls a paced session.
 - a synchronous adapter (:class:`spear_metrics.agents.base.Agent`, ``respond(audio, row, config)``)
   has no place for a system prompt or a history: it gets the user's speech as SPEAR's input form
   (16 kHz, channel 0 the user, channel 1 silent) and a :class:`SpeechRoleRow` (a ``SpearRow``
@@ -115,18 +115,13 @@ def _history_turns(d: EvalDialogue, done: Sequence[TurnAnswer], user_audio: Sequ
 async def _network_turn(agent: Any, d: EvalDialogue, t: int, wav: np.ndarray, sr: int, history: tuple, *,
                         chunk_ms: float, row_timeout_s: float):
     from spear_metrics.agents.duplex import AudioRequest, run_session, session_answer, session_config
-    from spear_metrics.agents.harness import RowTimeout, _guarded
-    from spear_metrics.agents.net import row_deadline
+    from spear_metrics.agents.rows import session_time_limit, time_limited
 
     request = AudioRequest(audio=wav, sample_rate=sr, instructions=d.system_prompt, history=history,
                            row_id=f"{d.role}_{d.mode}_{d.index}_{t}")
     scfg = session_config(agent, chunk_ms=chunk_ms)
-    limit = row_timeout_s + ((request.duration_s + scfg.tail_silence_s) if scfg.paced else 0.0)
-    try:
-        async with row_deadline(limit):  # with_retries never sleeps past it
-            result = await _guarded(run_session(agent, request, scfg))
-    except TimeoutError:
-        raise RowTimeout(f"turn {t} timed out after {limit:g} s") from None
+    limit = session_time_limit(scfg, request.duration_s, row_timeout_s)
+    result = await time_limited(run_session(agent, request, scfg), limit, what=f"turn {t} ")
     return session_answer(agent, result)  # the adapter's rule (e.g. moshi: its speech only); the onset is unused
 
 
@@ -142,10 +137,6 @@ def _sync_turn(agent: Any, d: EvalDialogue, t: int, user_path: Path, history: tu
                         conversation_id=f"{d.role}_{d.mode}_{d.index}", transcript_question=f"user: {d.users[t]}",
                         system_prompt=d.system_prompt, history=history, turn=t)
     return agent.respond(audio, row, config)
-
-
-def _reason(e: BaseException) -> str:
-    return one_line(e)  # secrets masked (spear_metrics.core.secrets.mask_secrets)
 
 
 def run_speechrole_inference(agent_name: str, test_data: str | os.PathLike, mode: str, out: str | os.PathLike, *,
@@ -182,7 +173,9 @@ def run_speechrole_inference(agent_name: str, test_data: str | os.PathLike, mode
     from spear_datasets.audio import AudioError, decode, write_wav
     from spear_metrics.agents.base import GenerationConfig, check_answer_limits, validate_answer
     from spear_metrics.agents.duplex import is_network_agent
-    from spear_metrics.agents.harness import RowTimeout, SyncCaller, _fails_row
+    from spear_metrics.agents.rows import (
+        ProcessEnds, RowJournal, RowTimeout, SyncCaller, failure_reason, fails_row, run_concurrently,
+    )
     from spear_metrics.agents.registry import load_agent
     from spear_metrics.core.records import read_jsonl
 
@@ -215,9 +208,11 @@ def run_speechrole_inference(agent_name: str, test_data: str | os.PathLike, mode
             elif obj.get("kind") == "dialogue" and obj.get("status") in ("ok", "failed"):
                 status[key] = obj
         config = GenerationConfig(mode="offline", chunk_ms=float(chunk_ms), seed=int(seed))
+        ends = ProcessEnds((o for o in read_jsonl(work / "rank-0.jsonl") if o.get("kind") == "dialogue"), key="dialogue")
 
         todo = [d for d in dialogues if not (d.key in status and (status[d.key]["status"] == "ok" or not retry_failed))]
         log = AppendLog(work / "rank-0.jsonl")
+        journal = RowJournal(log, ends, kind="dialogue")
         bar = None
         if progress and todo:
             from tqdm.auto import tqdm
@@ -229,6 +224,7 @@ def run_speechrole_inference(agent_name: str, test_data: str | os.PathLike, mode
         def finish(d: EvalDialogue, error: Optional[str]) -> None:
             rec = {"kind": "dialogue", "dialogue": d.key, "status": "failed" if error else "ok", "error": error}
             log.write([rec])
+            journal.finish(d.key)
             status[d.key] = rec
             if bar is not None:
                 bar.update(1)
@@ -276,51 +272,59 @@ def run_speechrole_inference(agent_name: str, test_data: str | os.PathLike, mode
             return paths, audio, done, refs
 
         try:
-            if network:
-                from spear_metrics.agents.harness import run_concurrently
-
-                async def one(d: EvalDialogue, writer: Any) -> None:
-                    """A dialogue's turns in order; decoding off the loop, every write on ``writer``."""
-                    loop = asyncio.get_running_loop()
-                    try:
-                        paths, audio, done, _ = await asyncio.to_thread(prepare, d)
-                        for t in range(len(done), len(d.turns)):
-                            ans = await _network_turn(agent, d, t, *audio[t], _history_turns(d, done, audio),
-                                                      chunk_ms=chunk_ms, row_timeout_s=row_timeout_s)
-                            done.append(await loop.run_in_executor(writer, write_turn, d, t, ans))
-                        error = None
-                    except asyncio.CancelledError:
-                        raise
-                    except BaseException as e:
-                        if not _fails_row(e):
-                            raise
-                        error = _reason(e)
-                    await loop.run_in_executor(writer, finish, d, error)
-
-                # lowered to the adapter's max_concurrency (with a note), also when nothing is left to run
-                concurrency = asyncio.run(run_concurrently(agent, todo, concurrency, one,
-                                                           note=f"spearbench speechrole infer: note: {agent_name}"))
-            else:
-                caller = SyncCaller()  # each turn under row_timeout_s: a stuck adapter fails its dialogue, not the run
-                try:
-                    for d in todo:
+            for d in [d for d in todo if ends.blocked(d.key)]:  # ended the process twice: failed, not run again
+                rec = ends.ended_record(d.key, kind="dialogue")
+                log.write([rec])
+                status[d.key] = rec
+                if bar is not None:
+                    bar.update(1)
+            todo = [d for d in todo if not ends.blocked(d.key)]
+            with journal.stopping():  # Ctrl-C or an unwritable folder: the dialogues in flight simply resume
+                if network:
+                    async def one(d: EvalDialogue, writer: Any) -> None:
+                        """A dialogue's turns in order; decoding off the loop, every write on ``writer``."""
+                        loop = asyncio.get_running_loop()
+                        await loop.run_in_executor(writer, journal.start, d.key)
                         try:
-                            paths, audio, done, refs = prepare(d)
+                            paths, audio, done, _ = await asyncio.to_thread(prepare, d)
                             for t in range(len(done), len(d.turns)):
-                                history = _history_turns(d, done, audio)
-                                try:
-                                    ans = caller.call(functools.partial(_sync_turn, agent, d, t, paths[t], history,
-                                                                        config, refs[t]), row_timeout_s)
-                                except RowTimeout as e:
-                                    raise RowTimeout(f"turn {t} {e}") from None
-                                done.append(write_turn(d, t, ans))
-                            finish(d, None)
+                                ans = await _network_turn(agent, d, t, *audio[t], _history_turns(d, done, audio),
+                                                          chunk_ms=chunk_ms, row_timeout_s=row_timeout_s)
+                                done.append(await loop.run_in_executor(writer, write_turn, d, t, ans))
+                            error = None
+                        except asyncio.CancelledError:
+                            raise
                         except BaseException as e:
-                            if not _fails_row(e):
+                            if not fails_row(e):
                                 raise
-                            finish(d, _reason(e))
-                finally:
-                    caller.close()
+                            error = failure_reason(e)
+                        await loop.run_in_executor(writer, finish, d, error)
+
+                    # lowered to the adapter's max_concurrency (with a note), also when nothing is left to run
+                    concurrency = asyncio.run(run_concurrently(agent, todo, concurrency, one,
+                                                               note=f"spearbench speechrole infer: note: {agent_name}"))
+                else:
+                    caller = SyncCaller()  # each turn under row_timeout_s: a stuck adapter fails its dialogue, not the run
+                    try:
+                        for d in todo:
+                            journal.start(d.key)
+                            try:
+                                paths, audio, done, refs = prepare(d)
+                                for t in range(len(done), len(d.turns)):
+                                    history = _history_turns(d, done, audio)
+                                    try:
+                                        ans = caller.call(functools.partial(_sync_turn, agent, d, t, paths[t], history,
+                                                                            config, refs[t]), row_timeout_s)
+                                    except RowTimeout as e:
+                                        raise RowTimeout(f"turn {t} {e}") from None
+                                    done.append(write_turn(d, t, ans))
+                                finish(d, None)
+                            except BaseException as e:
+                                if not fails_row(e):
+                                    raise
+                                finish(d, failure_reason(e))
+                    finally:
+                        caller.close()
         finally:
             log.close()
             if bar is not None:

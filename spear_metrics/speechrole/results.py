@@ -182,7 +182,7 @@ def card_text(summary: dict[str, Any], *, model_name: str, split: str, n_rows: i
     """The dataset card of a SpeechRole results dataset: the ``spearbench:`` block (benchmark,
     model, judge, protocol, prompt version, reference set, counts) and the all-aspects and
     per-aspect table of each scope."""
-    from huggingface_hub import DatasetCard, DatasetCardData
+    from spear_metrics.results.write import results_card
 
     info = {
         "benchmark": BENCHMARK,
@@ -199,12 +199,6 @@ def card_text(summary: dict[str, Any], *, model_name: str, split: str, n_rows: i
         "n_scored": summary.get("n_scored"),
         "n_failed": summary.get("n_failed"),
     }
-    data = DatasetCardData(
-        pretty_name=f"SPEARBench SpeechRole-Eval results: {model_name}",
-        tags=["spearbench", "speechrole-eval", "role-play", "evaluation-results"],
-        configs=[{"config_name": "default", "data_files": [{"split": split, "path": f"data/{split}-*.parquet"}]}],
-        spearbench=info,
-    )
     lines = []
     for scope in [*info["modes"], OVERALL]:
         for a in [ALL, *ASPECTS]:
@@ -241,7 +235,8 @@ def card_text(summary: dict[str, Any], *, model_name: str, split: str, n_rows: i
         "Load with `datasets.load_dataset(<this repo or folder>)`.",
         "",
     ])
-    return DatasetCard.from_template(data, template_str="---\n{{ card_data }}\n---\n\n" + body).content
+    return results_card(info, pretty_name=f"SPEARBench SpeechRole-Eval results: {model_name}",
+                        tags=["spearbench", "speechrole-eval", "role-play", "evaluation-results"], split=split, body=body)
 
 
 def leaderboard_frame(results: Sequence[Any], scope: str = OVERALL):

@@ -1,0 +1,136 @@
+"""The layers point down, read from the source (AST: every import, function-level ones included):
+
+- ``spear_metrics.core`` imports nothing of ``spear_metrics`` above it (no benchmark folder, no
+  dimension, no adapter, no command: a benchmark reaches the core through the registry's lazy
+  ``"module:attr"`` strings);
+- ``spear_datasets`` imports nothing of ``spear_metrics``;
+- no import circles between modules of either package.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+PACKAGES = ("spear_metrics", "spear_datasets")
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(REPO).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _modules() -> dict[str, Path]:
+    """Every module of the two packages (the Space folder is ``spear_metrics.space``)."""
+    out: dict[str, Path] = {}
+    for pkg in PACKAGES:
+        for path in sorted((REPO / pkg).rglob("*.py")):
+            out[_module_name(path)] = path
+    return out
+
+
+def _resolve(target: str, modules: dict[str, Path]) -> str | None:
+    """The module of ours that ``target`` (``a.b.c`` or ``a.b.name``) names, or ``None``."""
+    while target:
+        if target in modules:
+            return target
+        target = target.rpartition(".")[0]
+    return None
+
+
+def import_graph() -> dict[str, set[str]]:
+    """module -> the modules of ours it imports anywhere in its file (``from x import y`` where
+    ``x.y`` is a module counts as importing ``x.y``; a package's ``__init__`` imported on the way
+    is not an edge of its own)."""
+    modules = _modules()
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        is_pkg = path.name == "__init__.py"
+        deps: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:  # relative: from the module's package
+                    base = name.split(".") if is_pkg else name.split(".")[:-1]
+                    base = base[: len(base) - (node.level - 1)]
+                    mod = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    mod = node.module or ""
+                targets = [f"{mod}.{a.name}" if f"{mod}.{a.name}" in modules else mod for a in node.names]
+            for t in targets:
+                dep = _resolve(t, modules)
+                if dep is not None and dep != name:
+                    deps.add(dep)
+        graph[name] = deps
+    return graph
+
+
+def test_core_imports_nothing_above_it():
+    bad = sorted(f"{m} imports {d}" for m, deps in import_graph().items() if m.startswith("spear_metrics.core")
+                 for d in deps if d.startswith("spear_metrics") and not d.startswith("spear_metrics.core")
+                 and d != "spear_metrics")
+    assert bad == [], "\n".join(bad)
+
+
+def test_spear_datasets_imports_nothing_of_spear_metrics():
+    bad = sorted(f"{m} imports {d}" for m, deps in import_graph().items() if m.startswith("spear_datasets")
+                 for d in deps if d.startswith("spear_metrics"))
+    assert bad == [], "\n".join(bad)
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+    counter = [0]
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    import sys
+
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_import_circles():
+    cycles = _cycles(import_graph())
+    assert cycles == [], "\n".join(" <-> ".join(c) for c in cycles)
+
+
+def test_the_graph_is_read():
+    """The test reads what it claims to: known edges are found (a function-level one included)."""
+    g = import_graph()
+    assert "spear_metrics.core.dimension" in g["spear_metrics.core.registry"]
+    assert "spear_metrics.core.registry" in g["spear_metrics.core.columns"]  # imported inside functions
+    assert "spear_metrics.agents.rows" in g["spear_metrics.agents.harness"]
