@@ -10,6 +10,8 @@
 - What may be read: :class:`spear_metrics.results.SourcePolicy` (start sources by their public
   label, Hub ids; never a server path typed into the page or the API; no server path in any
   message or cell).
+- One tab per registered benchmark with a Space tab (:func:`benchmark_tabs`: each descriptor's
+  :class:`~spear_metrics.core.benchmark.SpaceTab`): its results datasets, one row each.
 - Per-sample browser: input clip (both speakers), human answer and model answer, transcripts
   and that sample's scores; filters by subset and by a range of one per-sample value.
 - Plots: latency and answer-duration distributions against the human ones; per-dimension bars

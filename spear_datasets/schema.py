@@ -36,8 +36,6 @@ REQUIRED_COLUMNS: tuple[str, ...] = ("audio_path", "answer_audio_path", "context
 
 #: Participant id of the Seamless Interaction corpus, e.g. ``P1273A``.
 PARTICIPANT_RE = re.compile(r"P\d{4}A?")
-#: A speaker tag inside a transcript (``P1273A: text``), as stripped before WER.
-SPEAKER_TAG_RE = re.compile(r"(?:^|(?<=\s))([A-Za-z0-9_]+):\s*")
 
 #: Slack (s) allowed between ``question_end_time`` and the clip's real length (rounding).
 TIME_TOLERANCE_S = 0.05

@@ -38,7 +38,7 @@ def test_push_results_load_dataset_round_trip(fdb_run, tmp_path, capsys):
     assert summary["tor"] == rows[0]["tor"] and summary["tor_n"] == 2  # the mean of two equal values
     ds_dir = tmp_path / "DS"
     assert main(["push-results", str(fdb_run), "--local-dir", str(ds_dir), "--model-name", "example"]) == 0
-    ds = datasets.load_dataset(str(ds_dir), split="test")
+    ds = datasets.load_dataset(str(ds_dir), split="test", cache_dir=str(tmp_path / "hf_cache"))
     assert ds.num_rows == 2 and sorted(ds["id"]) == ["1", "2"]
     assert ds["tor"] == [r["tor"] for r in rows] and ds["latency_s"] == [r["latency_s"] for r in rows]
     card = (ds_dir / "README.md").read_text(encoding="utf-8")

@@ -311,6 +311,7 @@ def test_segments_survive_a_results_dataset(runs, tmp_path):
 # ------------------------------------------------------------------ the report, in a real browser
 
 
+@pytest.mark.browser
 def test_report_renders_in_chromium(runs, tmp_path):
     """Every section renders, every image loads, no "nan"; bad inputs are reported in words."""
     if not Path(CHROMIUM).exists():

@@ -294,7 +294,7 @@ def read_reference_distribution(path: str | os.PathLike) -> dict[str, Any]:
 
     An entry that is a list of numbers comes back as a list of floats; any other entry (empty
     list, non-numbers, ...) is kept as given, so that only the samples of that id fail when
-    scored (``spear_metrics.full_duplex.definition.reference_histogram`` says why), not the run.
+    scored (the scorer's ``reference_histogram`` says why), not the run.
 
     Raises:
         FDBFormatError: missing/invalid file, or not a JSON object.

@@ -79,6 +79,14 @@ def _entry_points() -> dict[str, Any]:
     return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
 
 
+def agent_help(what: str = "adapter") -> str:
+    """The ``--agent`` help of every command, generated from :data:`BUILTIN_AGENTS` (never a hand
+    copy of the list)."""
+    return (f"{what}: a name (built-in: {', '.join(BUILTIN_AGENTS)}; or one registered under the "
+            f"'{ENTRY_POINT_GROUP}' entry points), path/to/file.py:ClassName, or package.module:ClassName "
+            "(spearbench infer --list-agents describes each)")
+
+
 def available_agents() -> list[str]:
     """Names of every adapter that :func:`load_agent` can find."""
     return sorted({*_RUNTIME, *BUILTIN_AGENTS, *_entry_points()})

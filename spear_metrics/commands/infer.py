@@ -18,10 +18,9 @@ from spear_metrics.commands import (
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--agent", help="adapter: a name (built-in: human, silence, fixed-delay, barge-in, cascade, openai-audio, "
-                                   "openai-realtime, gemini-live, moshi, qwen-omni; or one "
-                                   "registered under the 'spearbench.agents' entry points), path/to/file.py:ClassName, "
-                                   "or package.module:ClassName")
+    from spear_metrics.agents.registry import agent_help
+
+    p.add_argument("--agent", help=agent_help())
     p.add_argument("--agent-option", "-a", action="append", default=[], metavar="KEY=VALUE",
                    help="adapter constructor option, e.g. delay=0.7 (repeatable; typed from the constructor's signature; "
                         "--list-agents shows each agent's)")

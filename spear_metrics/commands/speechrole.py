@@ -104,8 +104,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     i = sub.add_parser("infer", help="run an adapter over the dialogues into a model-output folder",
                        description="An adapter speaks each turn given the system prompt and the dialogue so far "
                                    "(its own earlier turns included); written as model_output/<model>.")
-    i.add_argument("--agent", required=True, help="adapter: a registered name, path/to/file.py:ClassName or "
-                                                   "package.module:ClassName (spearbench infer --list-agents)")
+    from spear_metrics.agents.registry import agent_help
+
+    i.add_argument("--agent", required=True, help=agent_help())
     i.add_argument("--agent-option", "-a", action="append", default=[], metavar="KEY=VALUE",
                    help="adapter constructor option (repeatable)")
     i.add_argument("--test-data", required=True, help="test data folder or Hub dataset id (as score)")

@@ -164,10 +164,13 @@ def _package_file(package: str, *parts: str) -> Path | None:
 
 
 def spelling_mapping_path() -> Path:
-    """Where Whisper's ``english.json`` (British->American spellings) is installed.
+    """Where Whisper's ``english.json`` (British->American spellings) is installed; a packaged
+    copy is checked against :data:`SPELLING_JSON_SHA256` (``SPEAR_WHISPER_SPELLING_JSON`` names a
+    file of the user's, taken as it is).
 
     Raises:
-        ModelUnavailableError: neither ``whisper-normalizer`` nor ``openai-whisper`` is installed.
+        ModelUnavailableError: neither ``whisper-normalizer`` nor ``openai-whisper`` is installed,
+            or the installed file is not the pinned one.
     """
     env = os.environ.get("SPEAR_WHISPER_SPELLING_JSON")
     if env and Path(env).is_file():
@@ -175,6 +178,10 @@ def spelling_mapping_path() -> Path:
     for pkg, parts in (("whisper_normalizer", ("normalizers", "english.json")), ("whisper", ("normalizers", "english.json"))):
         p = _package_file(pkg, *parts)
         if p is not None:
+            if _sha256(p) != SPELLING_JSON_SHA256:  # another spelling map would change every WER
+                raise ModelUnavailableError(
+                    f"the installed {pkg} ships an english.json whose sha256 is not the pinned one "
+                    f"({SPELLING_JSON_SHA256[:16]}...): pip install whisper-normalizer==0.1.15")
             return p
     raise ModelUnavailableError(
         "Whisper English normaliser spelling map english.json not found: pip install whisper-normalizer==0.1.15 "

@@ -71,7 +71,7 @@ class Benchmark:
         keys: ``"module:attr"`` of its declared summary keys, a tuple of
             :class:`~spear_metrics.core.dimension.MetricKey` (or a function returning one);
             ``None`` for SPEAR, whose keys are its dimensions' (:data:`~spear_metrics.core.registry.DIMENSIONS`).
-        command: its ``spearbench`` command name (``"fdb"``), ``None`` when it has none of its own.
+        command: its ``spearbench`` command name (e.g. ``"mybench"``), ``None`` when it has none of its own.
         command_help: one-line help of that command.
         cli: module with ``add_arguments(parser)`` and ``run(args) -> int`` for ``command``.
         aliases: deprecated command names -> ``(module, replacement)``: still run, with one

@@ -285,10 +285,6 @@ class Dimension:
         """Which model (id and version) produced which keys, for the summary's provenance."""
         return {}
 
-    @classmethod
-    def key_names(cls) -> list[str]:
-        return [k.name for k in cls.keys]
-
 
 def cpu_share() -> int:
     """CPU cores this process may use for its own threads: the cores it may run on

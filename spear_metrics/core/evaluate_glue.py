@@ -189,8 +189,8 @@ def _card_body(readme: Any) -> str:
 
 
 def module_file_name(module: Any) -> str:
-    """The file name (no suffix) of an evaluate module's code: ``full_duplex`` for
-    ``spear_metrics/full_duplex/full_duplex.py`` (``evaluate`` names a module after its class)."""
+    """The file name (no suffix) of an evaluate module's code: ``<name>`` for
+    ``spear_metrics/<name>/<name>.py`` (``evaluate`` names a module after its class instead)."""
     import inspect
     from pathlib import Path
 

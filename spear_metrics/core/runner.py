@@ -3,7 +3,7 @@ across processes with ``accelerate``.
 
 :func:`run_resumable` is the one loop (work log, resume, round-robin shards, gather by row id);
 its clients bring their items and a batch-scoring callable: :func:`run_score` (SPEAR metadata
-rows scored by the dimensions) and ``spear_metrics.full_duplex.runs`` (Full-Duplex-Bench).
+rows scored by the dimensions) and the benchmarks' own runners (their folders).
 
 Contract (``spearbench score``):
 

@@ -38,7 +38,7 @@ Returns:
 Examples:
     >>> m = evaluate.load("spear_metrics/distributional")
     >>> r = m.compute(audio_path=["q.wav"], answer_audio_path=["a.wav"], context_end_time=[3.2],
-    ...               question_end_time=[5.0], answer_start_time=[None], transcript_answer=["B: yeah sure"],
+    ...               question_end_time=[5.0], answer_start_time=[None], transcript_answer=["P0001A: yeah sure"],
     ...               asr="none")
     >>> r["per_sample"][0]["lexical_total_words"]
     2

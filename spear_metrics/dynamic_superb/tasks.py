@@ -42,7 +42,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from spear_metrics.dynamic_superb.metrics import PROJECT_METRICS
 
 MANIFEST = Path(__file__).resolve().parent / "manifest.csv"
 #: columns every instance must have
@@ -377,7 +376,3 @@ def select_specs(specs: dict[str, TaskSpec], names: list[str]) -> list[TaskSpec]
                             "columns instance,metric[,hub_path,revision,category])")
     return [specs[n] for n in names]
 
-
-def supported_metric(metric: str) -> bool:
-    """Whether SPEARBench computes a (project) value for upstream metric ``metric``."""
-    return metric in PROJECT_METRICS

@@ -69,24 +69,6 @@ ASPECT_DEFINITIONS: dict[str, str] = {
     "background, knowledge, and relationships, without fabricating out-of-character facts?",
 }
 
-#: The 98 roles of the benchmark, in the judge scripts' order (their ``roles`` list).
-ROLES: tuple[str, ...] = (
-    "hutao", "raidenShogun", "wanderer", "ayaka", "zhongli", "liyunlong", "wangduoyu", "weixiaobao", "jiumozhi",
-    "wangyuyan", "Luna", "Penny", "zhangwuji", "zhaomin", "huangrong", "guojing", "wukong", "HAL 9000",
-    "Colonel Nathan R. Jessep", "Antonio Salieri", "Stifler", "Paul Vitti", "Alvy Singer", "Violet Weston", "Willie Soke",
-    "Gaston", "The Dude", "Paul Conroy", "Truman Capote", "Mater", "Andrew Detmer", "Coriolanus", "John Keating",
-    "Wade Wilson", "Jim Morrison", "Queen Elizabeth I", "Jeff Spicoli", "Fred Flintstone", "Freddy Krueger",
-    "Tyrion Lannister", "James Brown", "Walt Kowalski", "John Coffey", "Theodore Twombly", "Gregory House", "Sonny",
-    "Colonel Hans Landa", "Judge Dredd", "Juno MacGuff", "Professor G.H. Dorr", "Fletcher Reede", "Abraham Lincoln",
-    "Frank T.J. Mackey", "Leonard Shelby", "Harvey Milk", "Randle McMurphy", "Jack Sparrow", "John Dillinger",
-    "Lestat de Lioncourt", "Tyler Hawkins", "James Carter", "Jigsaw", "John Doe", "Sherlock Holmes", "Shrek",
-    "Pat Solitano", "Karl Childers", "Bruno Antony", "Seth", "Caden Cotard", "Travis Bickle", "Stanley Ipkiss",
-    "Lyn Cassady", "Michael Scott", "Robert Angier", "Dr. Frank-N-Furter", "Jack Torrance", "Tom Ripley", "D_Artagnan",
-    "Thor", "James Bond", "Mark Renton", "David Aames", "Rorschach", "Jordan Belfort", "Logan", "Judy Hoops",
-    "Doctor Who", "Raylan Givens", "Mary Sibley", "Lucifer Morningstar", "Twilight Sparkle", "Oliver Queen",
-    "Klaus Mikaelson", "Queen Catherine", "Dr. Hannibal Lecter", "Coach Eric Taylor", "yaemiko",
-)
-
 PROTOCOLS: tuple[str, ...] = ("v1", "v2")
 #: How an ``input_audio`` part carries its bytes: ``"data-uri"`` (``data:audio/wav;base64,...``,
 #: as both judge scripts send it) or ``"base64"`` (bare base64: OpenAI's documented form, and the
@@ -94,8 +76,6 @@ PROTOCOLS: tuple[str, ...] = ("v1", "v2")
 AUDIO_DATA_FORMS: tuple[str, ...] = ("data-uri", "base64")
 #: v2 cuts every audio to its first 60 s (``wav_to_base64(..., max_duration_seconds=60)``).
 V2_MAX_AUDIO_S = 60.0
-#: The judge model each script names.
-JUDGE_MODELS = {"v1": "gemini-2.5-pro-preview-06-05", "v2": "gemini-2.5-pro"}
 #: Sampling temperature each script sends (``None``: none sent, the server's default).
 JUDGE_TEMPERATURE = {"v1": None, "v2": 0.0}
 
