@@ -25,6 +25,7 @@ BENCHMARK = Benchmark(
     command_help="Full-Duplex-Bench v1.0 task folders and releases, v1.5 folders (--version 1.5, or detected): "
                  "score them (fdb score), stream their stimuli through an adapter (fdb infer)",
     cli="spear_metrics.commands.fdb",
+    results="spear_metrics.full_duplex_v15.results",
     has_metric_module=False,
     docs="full-duplex-bench-v1.5.md",
 )
