@@ -61,3 +61,21 @@ def test_old_fdb_command_forms_still_run_with_one_deprecation_line(tmp_path, cap
     assert main(["fdb-infer", "--agent", "no-such-agent", "--root", str(empty), "--no-progress"]) == 2
     old_err = capsys.readouterr().err.splitlines()
     assert old_err[0].startswith("spearbench fdb-infer: deprecated, use spearbench fdb infer") and old_err[1:] == new_err
+
+
+def test_find_column_sees_every_registered_benchmarks_keys():
+    """Every key a registered benchmark declares (those that have a metric module and those that
+    have none, as v1.5) is a column of that benchmark; the SPEAR leaderboard stays SPEAR's."""
+    from spear_metrics.core.columns import benchmark_columns, find_column, leaderboard_columns
+
+    names = {c.dimension for c in benchmark_columns()}
+    assert {"full_duplex", "speechrole", "dynamic_superb", "full_duplex_v15"} <= names and "spear" not in names
+    v15 = benchmark("full_duplex_v15")
+    assert not v15.has_metric_module
+    for k in v15.metric_keys():
+        name = k.name.replace("<part>", "OVRL")
+        c = find_column(name)
+        assert c is not None and c.dimension == "full_duplex_v15", name
+        assert find_column(name, ("full_duplex_v15",)) is c
+    assert find_column("C_RESPOND", ("interruptions",)) is None  # restricted to other metrics: not found
+    assert not {c.dimension for c in leaderboard_columns()} & names  # no benchmark key on SPEAR's leaderboard

@@ -26,9 +26,6 @@ import random
 from typing import Any, Awaitable, Callable, Mapping, Optional, TypeVar
 
 from spear_metrics.agents.base import AgentError
-from spear_metrics.core.net import (  # noqa: F401  (THE rules, shared with the judge client; re-exported)
-    RETRY_STATUSES, RetryPolicy, key_problem, parse_retry_after, retryable_status,
-)
 # THE masking of the project (re-exported: adapters import these names from here)
 from spear_metrics.core.secrets import mask_secrets, register_secret  # noqa: F401
 

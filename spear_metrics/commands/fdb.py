@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from spear_datasets.sources.fdb import TASKS
+from spear_metrics.full_duplex_v15.data import SUBSETS as V15_SUBSETS
 from spear_metrics.commands import (
     add_run_options, command, format_value, next_steps, number, overwrite_help, read_run_info, resumed_line, shown_path, wrap,
 )
@@ -44,9 +45,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     from spear_metrics.commands import fdb_infer
 
     sub = p.add_subparsers(dest="fdb_command", required=True, metavar="SUBCOMMAND")
-    s = sub.add_parser("score", help="score FDB v1.0 task folders or runs of its model-outputs release",
+    s = sub.add_parser("score", help="score FDB v1.0 task folders or runs of its model-outputs release, or v1.5 folders",
                        description="Score Full-Duplex-Bench v1.0: one task folder (--task --root) or release runs "
-                                   "(--release --run --stimuli).")
+                                   "(--release --run --stimuli); or v1.5: a subset folder or the v1_5 root "
+                                   "(--version 1.5 --root, detected from its layout).")
     add_score_arguments(s)
     i = sub.add_parser("infer", help="stream FDB stimuli through a network adapter into output.wav/output.json",
                        description=(fdb_infer.__doc__ or "").split("\n\n")[0].strip("`"))
@@ -67,7 +69,11 @@ def legacy_argv(argv: list[str]) -> list[str] | None:
 
 def add_score_arguments(p: argparse.ArgumentParser) -> None:
     """The options of ``spearbench fdb score``."""
-    p.add_argument("--task", choices=TASKS, help="FDB v1.0 task of the --root folder")
+    p.add_argument("--version", dest="fdb_version", choices=("1.0", "1.5"), default=None,
+                   help="benchmark version (default: 1.5 when --root holds v1.5 samples - input.wav, clean_input.wav, "
+                        "metadata.json - else 1.0)")
+    p.add_argument("--task", choices=tuple(dict.fromkeys((*TASKS, *V15_SUBSETS))),
+                   help="FDB v1.0 task of the --root folder, or the v1.5 subset (default: every subset under --root)")
     p.add_argument("--root", help="task folder holding one sub-folder per sample (upstream layout)")
     p.add_argument("--release", metavar="FOLDER_OR_HUB_ID",
                    help="FDB v1.0 model-outputs release: a folder or a Hub dataset id, e.g. MagicLuke/fdb-v1-outputs-v1 "
@@ -76,8 +82,17 @@ def add_score_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--stimuli", help="FDB v1.0 data root holding <category>/<id>/input.wav and the task files")
     p.add_argument("--reference", default=None,
                    help="backchannel: FDB's human distribution icc_gt_distribution.json (CC BY-NC, not shipped)")
-    # user_interruption's relevance judge: the shared judge options (seed 0, as FDB)
-    add_judge_options(p, seed=0, model_help="user_interruption's relevance judge model id (FDB's code used gpt-4-turbo)")
+    # the judge: the shared judge options (v1.0's relevance judge: seed 0, as FDB; v1.5's behaviour judge: seed 1,
+    # then + 1 per request, as FDB v1.5)
+    add_judge_options(p, seed=None, model_help="judge model id (FDB's code used gpt-4-turbo for v1.0's relevance, "
+                                                "gpt-4o-2024-08-06 for v1.5's behaviour)")
+    for a in p._actions:
+        if "--judge-seed" in a.option_strings:
+            a.help = "seed sent to the judge (default as FDB: 0 for v1.0; v1.5 starts at 1, + 1 per retry)"
+        elif "--judge-retries" in a.option_strings:
+            a.help += "; v1.5: each retry with the next seed, as FDB v1.5"
+    p.add_argument("--mos", default="dnsmos", help="v1.5: offline MOS backend for the project's MOS keys beside the "
+                   "unsupported UTMOSv2 (spear_metrics.core.mos: dnsmos, distillmos; 'none' for no MOS)")
     p.add_argument("--asr", default="embedded", help="ASR backend for task-folder samples without output.json (spear_metrics.core.asr)")
     p.add_argument("--vad-backend", default=DEFAULT_BACKEND, choices=BACKENDS,
                    help="Silero VAD front end for backchannel (spear_metrics.core.vad; batched decides as upstream's "
@@ -125,6 +140,12 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
+def _is_v15(root: str) -> bool:
+    from spear_metrics.full_duplex_v15.data import is_v15_folder
+
+    return is_v15_folder(root)
+
+
 def _fail(msg: str) -> int:
     print(f"spearbench fdb score: {msg}", file=sys.stderr)
     return 2
@@ -144,6 +165,14 @@ def run_score(args: argparse.Namespace) -> int:
     from spear_metrics.core.runner import RunError
     from spear_metrics.full_duplex.runs import ScoringSetup
 
+    if args.fdb_version == "1.5" or (args.fdb_version is None and args.root and not args.release and _is_v15(args.root)):
+        from spear_metrics.full_duplex_v15.cli import run_v15
+
+        return run_v15(args)
+    if args.task is not None and args.task not in TASKS:
+        return _fail(f"--task {args.task} is a v1.5 subset; pass --version 1.5 with a v1.5 folder")
+    if args.judge_seed is None:
+        args.judge_seed = 0
     if args.release is not None or args.run is not None or args.stimuli is not None:
         if args.task is not None or args.root is not None:
             return _fail("give either --task/--root (a task folder) or --release/--run/--stimuli (a release), not both")

@@ -3,7 +3,9 @@
 Streams each Full-Duplex-Bench stimulus ``<task>/<id>/input.wav`` in real time through a network
 adapter and writes ``output.wav`` (time-synchronous reply, same length as the input) and
 ``output.json`` (word-timed ASR, the transcription ``spearbench fdb`` itself would run) beside it,
-so that ``spearbench fdb score --task T --root FDB_DIR/<task>`` scores the folder as is. Resumable.
+so that ``spearbench fdb score --task T --root FDB_DIR/<task>`` scores the folder as is. A v1.5 sample
+folder (``input.wav``, ``clean_input.wav``, ``metadata.json``) is run twice, into ``output.wav`` and
+``clean_output.wav`` (+ their transcripts), each half a resumable unit. Resumable.
 Every file it writes is recorded; a sample holding an output.wav/output.json it did not write is
 left alone, ``--overwrite`` included (which replaces only the replies an earlier fdb-infer run
 wrote and that are unchanged). See :mod:`spear_metrics.full_duplex.infer` and docs/safety.md.
@@ -24,7 +26,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--agent", required=True, help="streaming network adapter, e.g. openai-realtime (infer --list-agents)")
     p.add_argument("--agent-option", "-a", action="append", default=[], metavar="KEY=VALUE",
                    help="adapter constructor option (repeatable), e.g. base_url=ws://127.0.0.1:8000/v1/realtime")
-    p.add_argument("--root", required=True, help="an FDB task folder (<id>/input.wav) or a folder of task folders")
+    p.add_argument("--root", required=True, help="an FDB task folder (<id>/input.wav; v1.5: also clean_input.wav and metadata.json, both run) "
+                        "or a folder of task folders")
     p.add_argument("--tasks", default=None, help="comma-separated task folder names under --root (default: all)")
     p.add_argument("--chunk-ms", type=number(above=0), default=None,
                    help="input chunk length in ms (default: the adapter's own, e.g. 80 for moshi, else 40)")

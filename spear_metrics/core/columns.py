@@ -125,11 +125,27 @@ def groups() -> list[tuple[str, str, tuple[str, ...]]]:
     return [(d, label, tuple(keys)) for d, (label, keys) in out.items()]
 
 
+@functools.lru_cache(maxsize=8)
+def _benchmark_columns(names: tuple[str, ...]) -> tuple[Column, ...]:
+    return tuple(Column(k, n) for n in names for k in metric_keys(n))
+
+
+def benchmark_columns() -> list[Column]:
+    """The declared keys of every registered benchmark other than SPEAR (whose keys are its
+    dimensions': :func:`columns`), each as a :class:`Column` of its benchmark, in registry order
+    and declaration order. Not leaderboard columns: :func:`columns` and :func:`leaderboard_columns`
+    stay SPEAR's."""
+    from spear_metrics.core.registry import DIMENSIONS, benchmarks
+
+    return list(_benchmark_columns(tuple(b.name for b in benchmarks() if b.name not in DIMENSIONS and b.keys)))
+
+
 def find_column(name: str, metrics: tuple[str, ...] | list[str] | None = None) -> Column | None:
     """The column that summary key ``name`` is (templates such as ``WER_%_<asr>`` match their
-    family); ``metrics`` restricts the search to those dimensions. ``None`` when no declared
-    key matches."""
-    for c in columns():
+    family); ``metrics`` restricts the search to those dimensions or benchmarks. SPEAR's
+    columns are searched first, then every registered benchmark's (:func:`benchmark_columns`).
+    ``None`` when no declared key matches."""
+    for c in (*columns(), *benchmark_columns()):
         if (metrics is None or c.dimension in metrics) and c.key.matches(name):
             return c
     return None

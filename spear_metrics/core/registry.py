@@ -41,6 +41,7 @@ BENCHMARKS: dict[str, str] = {
     "full_duplex_v2": "spear_metrics.full_duplex_v2:BENCHMARK",
     "speechrole": "spear_metrics.speechrole:BENCHMARK",
     "dynamic_superb": "spear_metrics.dynamic_superb:BENCHMARK",
+    "full_duplex_v15": "spear_metrics.full_duplex_v15:BENCHMARK",
 }
 #: the benchmark whose runs carry no ``"benchmark"`` key in ``summary.json``
 DEFAULT_BENCHMARK = "spear"

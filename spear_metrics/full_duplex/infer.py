@@ -20,6 +20,12 @@ stream a stimulus and record a reply channel of the same length. Written beside 
   then transcribes at scoring time). An ASR model that cannot be loaded stops the run (one line:
   no sample's fault); rerun with ``--no-asr`` to write the audio only.
 
+Full-Duplex-Bench v1.5 sample folders (``input.wav``, ``clean_input.wav``, ``metadata.json``:
+:mod:`spear_metrics.full_duplex_v15.data`) are run twice, each half its own resumable unit (logged
+as ``<id>`` and ``<id>/clean_``): ``input.wav`` -> ``output.wav`` and ``clean_input.wav`` ->
+``clean_output.wav`` (+ ``output.json`` / ``clean_output.json``, the whole reply transcribed, as
+upstream's ``asr.py --task default``), with the same session, timeline and ASR rules.
+
 Two passes: all sessions first (``concurrency`` at once on one event loop, nothing CPU-heavy beside
 them), then the ASR of the new replies. Resumable: the work folder ``<task_dir>/.spearbench-fdb-infer/``
 (a hidden folder, which ``spearbench fdb`` skips) logs each sample; a rerun redoes only what is
@@ -69,16 +75,33 @@ class FDBInferError(RuntimeError):
 
 @dataclass(frozen=True)
 class Stimulus:
-    """One FDB sample folder to run: its task folder, id, task (from its files) and folder."""
+    """One input of an FDB sample folder to run: its task folder, id, task (from its files), folder
+    and ``prefix``: ``""`` (``input.wav`` -> ``output.wav``) or, for the second half of a v1.5
+    sample, ``"clean_"`` (``clean_input.wav`` -> ``clean_output.wav``; task ``"v1.5"``)."""
 
     task_dir: Path
     id: str
     task: str
     dir: Path
+    prefix: str = ""
+
+    @property
+    def unit(self) -> str:
+        """Its id in the work log: the sample id, ``<id>/clean_`` for a v1.5 clean half."""
+        return self.id + (f"/{self.prefix}" if self.prefix else "")
 
     @property
     def key(self) -> str:
-        return f"{self.task_dir.name}/{self.id}"
+        return f"{self.task_dir.name}/{self.unit}"
+
+    @property
+    def input_name(self) -> str:
+        return f"{self.prefix}input.wav"
+
+    @property
+    def outputs(self) -> tuple[str, str]:
+        """The reply and its transcript: ``(<prefix>output.wav, <prefix>output.json)``."""
+        return f"{self.prefix}output.wav", f"{self.prefix}output.json"
 
 
 def find_task_dirs(root: str | os.PathLike, tasks: Optional[list[str]] = None) -> list[Path]:
@@ -117,8 +140,13 @@ def list_stimuli(task_dir: Path) -> list[Stimulus]:
     names = sorted((p.name for p in task_dir.iterdir() if p.is_dir() and not p.name.startswith(".")
                     and (p / "input.wav").is_file()),
                    key=lambda n: (0, int(n), n) if n.isdigit() else (1, 0, n))
+    from spear_metrics.full_duplex_v15.data import HALVES, is_sample_dir
+
     out = []
     for n in names:
+        if is_sample_dir(task_dir / n):  # v1.5: both inputs, each its own resumable unit
+            out += [Stimulus(task_dir, n, "v1.5", task_dir / n, h) for h in HALVES]
+            continue
         t = folder_task(task_dir / n) or "backchannel"
         out.append(Stimulus(task_dir, n, t, task_dir / n))
     return out
@@ -146,7 +174,7 @@ async def stream_stimulus(agent: Any, stim: Stimulus, *, chunk_ms: float, row_ti
 
     from spear_metrics.agents.duplex import AudioRequest, reply_timeline, run_session, session_config
 
-    wav, sr = await asyncio.to_thread(decode, stim.dir / "input.wav")  # nothing slow on the loop that paces sessions
+    wav, sr = await asyncio.to_thread(decode, stim.dir / stim.input_name)  # nothing slow on the loop that paces sessions
     request = AudioRequest(audio=wav, sample_rate=sr, row_id=stim.key.replace("/", "_"))
     scfg = session_config(agent, chunk_ms=chunk_ms, time_synchronous=True)
     scfg = dataclasses.replace(scfg, tail_silence_s=0.0)
@@ -168,6 +196,10 @@ def transcribe_reply(stim: Stimulus, backend: Any) -> dict[str, Any]:
     """
     from spear_metrics.full_duplex.definition import FullDuplexScorer
 
+    if stim.task == "v1.5":  # v1.5: the whole reply, as upstream's asr.py --task default
+        from spear_metrics.full_duplex_v15.scoring import transcribe_file
+
+        return transcribe_file(stim.dir / stim.outputs[0], backend)
     task = stim.task if stim.task in TASK_FILES else "backchannel"
     scorer = FullDuplexScorer(task=task, asr=backend)
     sample = FDBSample(id=stim.id, task=task, dir=stim.dir, output_asr=stim.dir / f"{WORK}-absent.json")
@@ -241,9 +273,10 @@ def _logged_outputs(work: Path) -> list[str]:
     names = []
     for obj in read_log(work):
         if obj.get("status") == "ok":
-            names.append(f"{obj['sample']}/output.wav")
+            sid, _, prefix = str(obj["sample"]).partition("/")
+            names.append(f"{sid}/{prefix}output.wav")
             if obj.get("asr"):
-                names.append(f"{obj['sample']}/output.json")
+                names.append(f"{sid}/{prefix}output.json")
     return names
 
 
@@ -275,27 +308,27 @@ def _run_claimed(agent: Any, agent_name: str, task_dirs: list[Path], folders: di
 
     def foreign(s: Stimulus) -> bool:
         """``s`` holds an output this command did not write (or one changed since): never touched."""
-        return any(((s.dir / n).exists() or (s.dir / n).is_symlink()) and not ours(s, n) for n in OUTPUT_FILES)
+        return any(((s.dir / n).exists() or (s.dir / n).is_symlink()) and not ours(s, n) for n in s.outputs)
 
     def audio_done(s: Stimulus) -> bool:
-        r = state[s.task_dir].get(s.id)
-        return bool(r and r.get("status") == "ok" and (s.dir / "output.wav").is_file() and ours(s, "output.wav"))
+        r = state[s.task_dir].get(s.unit)
+        return bool(r and r.get("status") == "ok" and (s.dir / s.outputs[0]).is_file() and ours(s, s.outputs[0]))
 
     kept: list[Stimulus] = []
     todo: list[Stimulus] = []
     for s in stimuli:
-        r = state[s.task_dir].get(s.id)
+        r = state[s.task_dir].get(s.unit)
         if foreign(s):
             kept.append(s)
             continue
         if audio_done(s):
             continue
         # a reply of its own on disk with no ok record: a run killed between writing and logging it (redone)
-        unlogged = (s.dir / "output.wav").is_file() and ours(s, "output.wav")
+        unlogged = (s.dir / s.outputs[0]).is_file() and ours(s, s.outputs[0])
         if r is not None and r.get("status") == "failed" and not retry_failed and not unlogged:
             continue
         todo.append(s)
-    blocked = [s for s in todo if ends[s.task_dir].blocked(s.id)]  # ended the process twice: failed, not rerun
+    blocked = [s for s in todo if ends[s.task_dir].blocked(s.unit)]  # ended the process twice: failed, not rerun
     bar = None
     if progress and todo:
         from tqdm.auto import tqdm
@@ -309,13 +342,13 @@ def _run_claimed(agent: Any, agent_name: str, task_dirs: list[Path], folders: di
         def save(s: Stimulus, reply: np.ndarray, rate: int) -> None:
             from spear_datasets.audio import write_wav
 
-            folders[s.task_dir].remove_file(s.dir / "output.json")  # its stale transcript never sits beside a new reply
-            write_wav(s.dir / "output.wav", reply, rate)
+            folders[s.task_dir].remove_file(s.dir / s.outputs[1])  # its stale transcript never sits beside a new reply
+            write_wav(s.dir / s.outputs[0], reply, rate)
 
         def log(s: Stimulus, rec: dict[str, Any]) -> None:
             logs[s.task_dir].write([rec])
-            journals[s.task_dir].finish(s.id)
-            state[s.task_dir][s.id] = rec
+            journals[s.task_dir].finish(s.unit)
+            state[s.task_dir][s.unit] = rec
             if on_row is not None:
                 on_row(rec)
             if bar is not None:
@@ -332,12 +365,12 @@ def _run_claimed(agent: Any, agent_name: str, task_dirs: list[Path], folders: di
                 rec.update(status="ok", asr=False, **timing)
                 written += 1
 
-            await loop.run_in_executor(writer, journals[s.task_dir].start, s.id)
-            rec = await run_row_async({"sample": s.id, "task": s.task}, body)
+            await loop.run_in_executor(writer, journals[s.task_dir].start, s.unit)
+            rec = await run_row_async({"sample": s.unit, "task": s.task}, body)
             await loop.run_in_executor(writer, log, s, rec)
 
         for s in blocked:  # a sample that ended the process twice: failed with the reason, not run again
-            log(s, ends[s.task_dir].ended_record(s.id, task=s.task))
+            log(s, ends[s.task_dir].ended_record(s.unit, task=s.task))
         # lowered to the adapter's max_concurrency (with a note), also when nothing is left to run
         with contextlib.ExitStack() as stopping:
             for j in journals.values():
@@ -351,10 +384,10 @@ def _run_claimed(agent: Any, agent_name: str, task_dirs: list[Path], folders: di
         if asr is not None or asr_backend is not None:
             backend = asr_backend
             for s in stimuli:
-                r = state[s.task_dir].get(s.id)
+                r = state[s.task_dir].get(s.unit)
                 if not audio_done(s) or foreign(s):  # a transcript someone else put there stays theirs
                     continue
-                if r.get("asr") and (s.dir / "output.json").is_file():
+                if r.get("asr") and (s.dir / s.outputs[1]).is_file():
                     continue
                 if backend is None:
                     from spear_metrics.core.asr import load_asr
@@ -362,18 +395,18 @@ def _run_claimed(agent: Any, agent_name: str, task_dirs: list[Path], folders: di
                     backend = load_asr(asr)
                 try:
                     obj = transcribe_reply(s, backend)
-                    write_json_atomic(s.dir / "output.json", obj)
-                    upd = {"sample": s.id, "task": s.task, "status": "ok", "asr": True,
+                    write_json_atomic(s.dir / s.outputs[1], obj)
+                    upd = {"sample": s.unit, "task": s.task, "status": "ok", "asr": True,
                            "asr_model": str(getattr(backend, "name", asr)), "ends_starts": 0}
                 except Exception as e:
                     from spear_metrics.core.models import ModelUnavailableError
 
                     if isinstance(e, ModelUnavailableError):
                         raise
-                    upd = {"sample": s.id, "task": s.task, "status": "failed", "error": f"ASR: {failure_reason(e)}", "ends_starts": 0}
-                    folders[s.task_dir].remove_file(s.dir / "output.wav")  # no reply without its transcript
+                    upd = {"sample": s.unit, "task": s.task, "status": "failed", "error": f"ASR: {failure_reason(e)}", "ends_starts": 0}
+                    folders[s.task_dir].remove_file(s.dir / s.outputs[0])  # no reply without its transcript
                 logs[s.task_dir].write([upd])
-                state[s.task_dir][s.id] = {**r, **upd}
+                state[s.task_dir][s.unit] = {**r, **upd}
     finally:
         if bar is not None:
             bar.close()

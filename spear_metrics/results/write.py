@@ -417,6 +417,8 @@ def write_results_dataset(
     check_summary_values(summary, rows, where=str(results_dir), use_options=True)
     for r in rows if bench is None else ():
         r["subset"] = subset_of(r.get("audio_path"))
+    if bench is not None and hasattr(bench, "table_rows"):  # a benchmark whose records nest values: its flat table
+        rows = bench.table_rows(rows)
     audio_cols: list[str] = []
     if with_audio:
         audio_cols.append("answer_audio")

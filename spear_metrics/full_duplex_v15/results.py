@@ -1,0 +1,265 @@
+"""Full-Duplex-Bench v1.5 runs as results datasets: what ``push-results`` checks and writes for a
+``spearbench fdb score --version 1.5`` folder (``summary.json`` of all scored samples,
+``per_sample.jsonl``), and the table of the leaderboard Space's v1.5 tab.
+
+A run is recognised by ``summary.json`` ``"benchmark": "full_duplex_v15"`` (the registry's
+:func:`~spear_metrics.core.registry.benchmark_of_summary`); :mod:`spear_metrics.results.validate`
+hands it to the checks below (the descriptor's ``results``):
+
+- the summary: counts, ``metrics == ["full_duplex_v15"]`` with a version this code reads, each
+  declared key (:data:`~spear_metrics.full_duplex_v15.keys.KEYS`) present as a number or null,
+  ``<key>_ci95`` an interval ``[lo, hi]`` or null, ``<key>_n`` a count;
+- the rows (one per sample), read flat (:func:`table_rows`): ``row`` exactly ``0..n-1``, ``id``,
+  ``subset``, ``status`` ``ok``/``failed``, the values numbers or null, the summary's counts;
+- the summary recomputed from the ``ok`` rows (:func:`spear_metrics.full_duplex_v15.scoring.aggregate`,
+  without resampling: the tag shares, the latency means, the 5 % trimmed means and their ``_n``;
+  intervals and significance tests are not recomputed): an edited ``summary.json`` or row is refused.
+
+The published table is flat (:func:`table_rows`): a sample's nested values (``general``: the
+before/after features; ``transcripts``: the four word-timed transcripts) become columns
+``<side>_<feature>`` and ``<name>_transcript`` (text) and ``<name>_words`` (JSON text of the
+words with their times); ``behaviour`` is the judge's tags joined by ``,``. No torch, no model:
+the light install reads these.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, Sequence
+
+from spear_metrics.full_duplex_v15 import BENCHMARK, VERSION
+from spear_metrics.results.validate import ResultsError, interval_base, is_number
+
+NAME = BENCHMARK.name
+#: metric versions whose results this code reads
+KNOWN_VERSIONS = frozenset({VERSION})
+REQUIRED_SUMMARY_KEYS = ("n_samples", "n_scored", "n_failed", "metrics", "metric_versions", "benchmark")
+#: the four transcripts of a sample (``transcripts`` of a per-sample record)
+TRANSCRIPTS = ("input", "clean_input", "output", "clean_output")
+#: tolerance of a recomputed value
+REL_TOL, ABS_TOL = 1e-6, 1e-9
+
+
+def _count(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+def _short(v: Any) -> str:
+    s = repr(v)
+    return s if len(s) <= 60 else s[:57] + "..."
+
+
+def declared_keys() -> tuple[str, ...]:
+    """Names of the declared keys that are not templates (``<side>_DNSMOS_<part>`` is one)."""
+    from spear_metrics.full_duplex_v15.keys import KEYS
+
+    return tuple(k.name for k in KEYS if "<" not in k.name)
+
+
+def _mos_keys(summary: dict[str, Any]) -> tuple[str, ...]:
+    """The project MOS keys a run scored (``pre_<key>`` in its summary that is no upstream feature)."""
+    from spear_metrics.full_duplex_v15.features import FEATURE_KEYS
+
+    out = []
+    for k in summary:
+        if k.startswith("pre_") and not k.endswith(("_n", "_ci95", "_note")):
+            rest = k[len("pre_"):]
+            if rest not in FEATURE_KEYS and rest != "cutoff_count":
+                out.append(rest)
+    return tuple(out)
+
+
+def _value_keys(summary: dict[str, Any]) -> tuple[str, ...]:
+    return (*declared_keys(), *(f"{s}_{m}" for m in _mos_keys(summary) for s in ("pre", "post", "clean")))
+
+
+def flat_row(r: dict[str, Any]) -> dict[str, Any]:
+    """One per-sample record as a row of the published table (see the module docstring); a row
+    that is flat already is returned as it is. ``asr_source`` becomes JSON text."""
+    if not any(isinstance(r.get(k), dict) for k in ("general", "transcripts", "asr_source")) \
+            and not isinstance(r.get("behaviour"), list):
+        return dict(r)
+    out: dict[str, Any] = {}
+    for k, v in r.items():
+        if k == "general":
+            for side, feats in (v or {}).items():
+                if isinstance(feats, dict):
+                    out.update({f"{side}_{f}": x for f, x in feats.items()})
+                else:  # split_t, distractor_end, pre_dur_s, post_dur_s (s)
+                    out[side] = feats
+        elif k == "transcripts":
+            for name, tr in (v or {}).items():
+                out[f"{name}_transcript"] = (tr or {}).get("text")
+                out[f"{name}_words"] = json.dumps((tr or {}).get("chunks") or [], ensure_ascii=False)
+        elif k == "behaviour":
+            out[k] = ",".join(v) if v else None
+        elif k == "asr_source":
+            out[k] = json.dumps(v, sort_keys=True) if v is not None else None
+        else:
+            out[k] = v
+    return out
+
+
+def table_rows(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The published per-sample table: :func:`flat_row` of each row."""
+    return [flat_row(r) for r in rows]
+
+
+def _values(r: dict[str, Any], summary: dict[str, Any]) -> dict[str, Any]:
+    """A flat row back in the shape :func:`~spear_metrics.full_duplex_v15.scoring.aggregate` reads."""
+    from spear_metrics.full_duplex_v15.features import FEATURE_KEYS, SIDES
+
+    feats = (*FEATURE_KEYS, "cutoff_count", *_mos_keys(summary))
+    tags = r.get("behaviour")
+    return {"id": r.get("id"), "behaviour": [t for t in tags.split(",") if t] if isinstance(tags, str) else None,
+            "stop_latency_s": r.get("stop_latency_s"), "response_latency_s": r.get("response_latency_s"),
+            "general": {s: {k: r.get(f"{s}_{k}") for k in feats} for s in SIDES}}
+
+
+def validate_summary(summary: Any, *, where: str = "results") -> None:
+    """Check a v1.5 run's ``summary.json`` alone.
+
+    Raises:
+        ResultsError: one line naming the first problem.
+    """
+    if not isinstance(summary, dict) or summary.get("metrics") != [NAME] or summary.get("benchmark") != NAME:
+        raise ResultsError(f"{where}: not a Full-Duplex-Bench v1.5 summary (benchmark and metrics [{NAME!r}])")
+    for k in REQUIRED_SUMMARY_KEYS:
+        if k not in summary:
+            raise ResultsError(f"{where}: summary.json is missing column {k!r}")
+    for k in ("n_samples", "n_scored", "n_failed"):
+        if not _count(summary[k]):
+            raise ResultsError(f"{where}: summary.json {k!r} is not a count (a non-negative integer): {_short(summary[k])}")
+    if summary["n_scored"] + summary["n_failed"] != summary["n_samples"]:
+        raise ResultsError(f"{where}: summary.json n_scored + n_failed != n_samples")
+    vers = summary.get("metric_versions")
+    ver = vers.get(NAME) if isinstance(vers, dict) else None
+    if str(ver) not in KNOWN_VERSIONS:
+        raise ResultsError(f"{where}: unknown metric version {NAME}={ver!r} (known: {', '.join(sorted(KNOWN_VERSIONS))})")
+    keys = _value_keys(summary)
+    for k in declared_keys():
+        if k not in summary:
+            raise ResultsError(f"{where}: summary.json is missing column {k!r}")
+    for key, v in summary.items():
+        base = interval_base(key, summary)
+        if base is not None and base in keys:
+            if key.endswith("_ci95") and v is not None and not (
+                    isinstance(v, list) and len(v) == 2 and all(is_number(x) for x in v) and v[0] <= v[1]):
+                raise ResultsError(f"{where}: summary.json {key!r} is not an interval [lo, hi] or null: {_short(v)}")
+            if key.endswith("_n") and not _count(v):
+                raise ResultsError(f"{where}: summary.json {key!r} is not a count (a non-negative integer): {_short(v)}")
+        elif key in keys and v is not None and not is_number(v):
+            raise ResultsError(f"{where}: summary.json {key!r} is not numeric: {_short(v)}")
+
+
+def validate_rows(summary: dict[str, Any], rows: Sequence[dict[str, Any]], *, where: str = "results") -> None:
+    """Check the per-sample rows (nested as ``per_sample.jsonl`` holds them, or flat as the
+    published table) against themselves and the summary's counts.
+
+    Raises:
+        ResultsError: a missing column, a bad or repeated ``row`` id, an unknown status, a
+            non-number under a key, counts that do not match.
+    """
+    if not rows:
+        raise ResultsError(f"{where}: per_sample.jsonl has no rows")
+    keys = _value_keys(summary)
+    seen: set[int] = set()
+    n_ok = 0
+    for i, r in enumerate(table_rows(rows)):
+        for c in ("row", "id", "status"):
+            if c not in r:
+                raise ResultsError(f"{where}: per_sample line {i + 1} is missing column {c!r}")
+        rid = r["row"]
+        if not _count(rid) or rid in seen:
+            raise ResultsError(f"{where}: per_sample line {i + 1}: row id {_short(rid)} is not a new integer >= 0")
+        seen.add(rid)
+        if r["status"] not in ("ok", "failed"):
+            raise ResultsError(f"{where}: row {rid} status is not 'ok' or 'failed': {_short(r['status'])}")
+        for k in keys:
+            v = r.get(k)
+            if v is not None and not is_number(v):
+                raise ResultsError(f"{where}: row {rid} value {k!r} is not numeric: {_short(v)}")
+        tags = r.get("behaviour")
+        if tags is not None and not isinstance(tags, str):
+            raise ResultsError(f"{where}: row {rid} value 'behaviour' is not a list of tags: {_short(tags)}")
+        n_ok += r["status"] == "ok"
+    n = len(rows)
+    if summary.get("n_samples") != n or seen != set(range(n)):
+        raise ResultsError(f"{where}: rows must be 0..{n - 1}, each once, and n_samples {summary.get('n_samples')} = {n}")
+    if summary.get("n_scored") != n_ok or summary.get("n_failed") != n - n_ok:
+        raise ResultsError(f"{where}: summary.json counts n_scored={summary.get('n_scored')}, n_failed="
+                           f"{summary.get('n_failed')} but the rows hold {n_ok} ok and {n - n_ok} failed rows")
+
+
+def _same(a: Any, b: Any) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    return math.isclose(float(a), float(b), rel_tol=REL_TOL, abs_tol=ABS_TOL)
+
+
+def check_summary_values(summary: dict[str, Any], rows: Sequence[dict[str, Any]], *, where: str = "results",
+                         use_options: bool = False) -> None:
+    """Recompute each key and its ``<key>_n`` from the ``ok`` rows
+    (:func:`spear_metrics.full_duplex_v15.scoring.aggregate`, no resampling) and compare (rel 1e-6).
+
+    Raises:
+        ResultsError: a value that differs from its recomputation.
+    """
+    from spear_metrics.full_duplex_v15.scoring import aggregate
+
+    validate_summary(summary, where=where)
+    validate_rows(summary, rows, where=where)
+    ok = [_values(r, summary) for r in sorted(table_rows(rows), key=lambda r: r["row"]) if r["status"] == "ok"]
+    got = aggregate(ok, n_resamples=0, mos_keys=_mos_keys(summary))
+    for k in _value_keys(summary):
+        for name in (k, f"{k}_n"):
+            if name in summary and not _same(summary.get(name), got.get(name)):
+                raise ResultsError(f"{where}: summary.json {name!r} is {summary.get(name)!r} but its rows give "
+                                   f"{got.get(name)!r} (edited results? a summary must be the one its rows were "
+                                   "scored into)")
+
+
+def card_text(summary: dict[str, Any], *, model_name: str, split: str, n_rows: int, **_: Any) -> str:
+    """The dataset card of a v1.5 results dataset: the ``spearbench:`` block (benchmark, model,
+    versions, counts, the judge and the ASR) and the headline keys with their intervals."""
+    from spear_metrics.core.summary import interval_text
+    from spear_metrics.full_duplex_v15.scoring import HEADLINE
+    from spear_metrics.results.write import results_card
+
+    models = summary.get("models") or {}
+    info = {
+        "benchmark": NAME,
+        "protocol": summary.get("protocol"),
+        "subsets": summary.get("subsets"),
+        "model_name": model_name,
+        "metric_versions": dict(summary.get("metric_versions") or {}),
+        "spearbench_version": summary.get("spearbench_version"),
+        "n_samples": summary.get("n_samples"),
+        "n_scored": summary.get("n_scored"),
+        "n_failed": summary.get("n_failed"),
+        "judge": models.get("behaviour"),
+        "asr": models.get("asr"),
+    }
+    lines = [f"| `{k}` | {interval_text(summary.get(k), summary.get(f'{k}_ci95'), digits=4)} | "
+             f"{summary.get(f'{k}_n', '-')} |" for k in HEADLINE]
+    body = "\n".join([
+        f"# Full-Duplex-Bench v1.5 results: {model_name}",
+        "",
+        f"**{model_name}** scored on Full-Duplex-Bench v1.5 (overlap handling) by `spearbench fdb score --version 1.5` "
+        f"(spearbench {summary.get('spearbench_version')}).",
+        "",
+        f"- samples: {summary.get('n_samples')} (scored {summary.get('n_scored')}, failed {summary.get('n_failed')}); "
+        f"per-sample table: `data/{split}-*.parquet` ({n_rows} rows; null = no value)",
+        "- values with their 95 % bootstrap interval over samples [lo, hi]; `n` = samples with a value; "
+        "UTMOSv2 keys are null (`unsupported`, see `utmosv2_note` in `summary.json`)",
+        "",
+        "| key | value [95 % interval] | n |",
+        "|---|---|---|",
+        *lines,
+        "",
+        "Load with `datasets.load_dataset(<this repo or folder>)`.",
+        "",
+    ])
+    return results_card(info, pretty_name=f"SPEARBench Full-Duplex-Bench v1.5 results: {model_name}",
+                        tags=["spearbench", "full-duplex-bench", "evaluation-results"], split=split, body=body)
