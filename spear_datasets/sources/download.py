@@ -141,7 +141,6 @@ def hub_download(repo_id: str, local_dir: str | os.PathLike, *, patterns: Sequen
         path = snapshot_download(repo_id, repo_type=repo_type, revision=revision, local_dir=str(local_dir),
                                  allow_patterns=list(patterns) or None, endpoint=endpoint)
     except (HfHubHTTPError, OSError, ValueError) as e:
-        from spear_metrics.core.secrets import mask_secrets
-
-        raise DownloadError(f"{repo_id}: {mask_secrets(str(e).splitlines()[0] if str(e) else type(e).__name__)}") from None
+        # one line; the CLI masks every secret in what it prints (spear_metrics.core.secrets.masked_output)
+        raise DownloadError(f"{repo_id}: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
     return Path(path)

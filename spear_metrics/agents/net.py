@@ -26,6 +26,10 @@ import random
 from typing import Any, Awaitable, Callable, Mapping, Optional, TypeVar
 
 from spear_metrics.agents.base import AgentError
+# THE retry, backoff and key rules of the project (core/net.py; re-exported: adapters import them from here)
+from spear_metrics.core.net import (  # noqa: F401
+    RETRY_STATUSES, RetryPolicy, env_key, key_problem, parse_retry_after, retryable_status,
+)
 # THE masking of the project (re-exported: adapters import these names from here)
 from spear_metrics.core.secrets import mask_secrets, register_secret  # noqa: F401
 

@@ -53,10 +53,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     i = sub.add_parser("infer", help="stream FDB stimuli through a network adapter into output.wav/output.json",
                        description=(fdb_infer.__doc__ or "").split("\n\n")[0].strip("`"))
     fdb_infer.add_arguments(i)
-    for q in (s, i):  # --version 2 is routed to Full-Duplex-Bench v2 before this parser (spear_metrics.commands.fdb_v2)
-        q.add_argument("--version", choices=("1", "2"), default="1",
-                       help="Full-Duplex-Bench version (default 1); 2: live conversations and their scoring "
-                            "(see `spearbench fdb %s --version 2 --help`)" % q.prog.split()[-1])
+    # --version 2 is routed to Full-Duplex-Bench v2 before these parsers (spear_metrics.commands.fdb_v2)
+    i.add_argument("--version", dest="fdb_version", choices=("1.0", "1.5", "2"), default=None,
+                   help="benchmark version (default: detected from the stimuli folder, 1.0 or 1.5); 2: live "
+                        "conversations (see `spearbench fdb infer --version 2 --help`)")
 
 
 def legacy_argv(argv: list[str]) -> list[str] | None:
@@ -69,9 +69,9 @@ def legacy_argv(argv: list[str]) -> list[str] | None:
 
 def add_score_arguments(p: argparse.ArgumentParser) -> None:
     """The options of ``spearbench fdb score``."""
-    p.add_argument("--version", dest="fdb_version", choices=("1.0", "1.5"), default=None,
+    p.add_argument("--version", dest="fdb_version", choices=("1.0", "1.5", "2"), default=None,
                    help="benchmark version (default: 1.5 when --root holds v1.5 samples - input.wav, clean_input.wav, "
-                        "metadata.json - else 1.0)")
+                        "metadata.json - else 1.0); 2: live conversations (see `spearbench fdb score --version 2 --help`)")
     p.add_argument("--task", choices=tuple(dict.fromkeys((*TASKS, *V15_SUBSETS))),
                    help="FDB v1.0 task of the --root folder, or the v1.5 subset (default: every subset under --root)")
     p.add_argument("--root", help="task folder holding one sub-folder per sample (upstream layout)")
