@@ -243,6 +243,12 @@ class SessionResult:
             complete (:meth:`OutputSink.answer_complete`), ``None`` if it did not.
         tail_sent_s: seconds of tail silence sent (less than ``tail_silence_s`` when the tail was
             cut short by :meth:`OutputSink.answer_complete`).
+        server_lag_max_s: frame-synchronous adapters (Moshi): the largest delay (s, wall clock) of
+            an output frame's arrival behind the sending of the input frame that produced it (the
+            server's compute and transport; ``None`` when not measured).
+        frames_received: frame-synchronous adapters: output frames received (whole frames);
+            ``frames_expected`` the frames the input asks for (one per input frame sent, less the
+            server's lead); ``None`` when not counted.
     """
 
     chunks: list[OutputChunk] = field(default_factory=list)
@@ -258,6 +264,9 @@ class SessionResult:
     send_lag_max_at_s: float = 0.0
     answer_complete_s: Optional[float] = None
     tail_sent_s: float = 0.0
+    server_lag_max_s: Optional[float] = None
+    frames_received: Optional[int] = None
+    frames_expected: Optional[int] = None
 
     @property
     def response_time_s(self) -> Optional[float]:

@@ -551,7 +551,8 @@ async def _infer_row_network(agent: Any, source: Source, i: int, out: Path, conf
     -> first answer audio), ``onset_wall_s`` and ``onset_stream_s`` (the answer's first audio, by
     the adapter's :meth:`~spear_metrics.agents.duplex.NetworkAgentBase.answer` rule, on the wall
     clock since the first chunk and on the stream clock), ``send_lag_max_s`` (the latest a
-    chunk went out behind its schedule), ``finish_reason``.
+    chunk went out behind its schedule), the server's lag and reply frames
+    (:func:`server_lag_record`), ``finish_reason``.
 
     Nothing slow runs on the event loop (it paces every session): files are written by ``writer``
     (one thread for every write of the run), the input is decoded and the answer resampled on
@@ -580,6 +581,7 @@ async def _infer_row_network(agent: Any, source: Source, i: int, out: Path, conf
             raise RowTimeout(f"timed out after {limit:g} s") from None
         rec["send_lag_max_s"] = result.send_lag_max_s
         rec["send_lag_max_at_s"] = result.send_lag_max_at_s
+        rec.update(server_lag_record(agent, result))
         ans = session_answer(agent, result)  # the adapter's rule (default: all output back to back)
         first = (ans.first_audio_s, ans.first_audio_input_s) if isinstance(ans, SessionAnswer) else (
             result.first_audio_s, result.first_audio_input_s)
@@ -598,6 +600,20 @@ async def _infer_row_network(agent: Any, source: Source, i: int, out: Path, conf
         _failed(rec, e)
     rec["elapsed_s"] = time.perf_counter() - t0
     return rec
+
+
+def server_lag_record(agent: Any, result: Any) -> dict[str, Any]:
+    """The per-row keys of a frame-synchronous session's timing (empty for other adapters):
+    ``server_lag_max_s`` (s: the latest an output frame arrived after the input frame that
+    produced it, :attr:`~spear_metrics.agents.duplex.SessionResult.server_lag_max_s`),
+    ``server_lag_flagged`` (it passed the adapter's ``server_lag_bound_s``), ``frames_received``
+    and ``frames_expected`` (whole output frames)."""
+    if result.server_lag_max_s is None and result.frames_expected is None:
+        return {}
+    bound = getattr(agent, "server_lag_bound_s", None)
+    lag = result.server_lag_max_s
+    return {"server_lag_max_s": lag, "server_lag_flagged": bool(bound is not None and lag is not None and lag > bound),
+            "frames_received": result.frames_received, "frames_expected": result.frames_expected}
 
 
 async def _guarded(coro: Any) -> Any:
@@ -780,7 +796,9 @@ def _infer_claimed(agent: Any, agent_name: str, source: Source, out: Path, confi
     return finalize(source, out, agent_name=agent_name, config=config, elapsed_s=elapsed, n_new=len(pending), world=world,
                     extra={"concurrency": concurrency if network else 1, "row_timeout_s": row_timeout_s,
                            **({"chunk_ms": config.chunk_ms} if network else {}),
-                           "onset_rule": getattr(agent, "onset_rule", None)},
+                           "onset_rule": getattr(agent, "onset_rule", None),
+                           **({"server_lag_bound_s": agent.server_lag_bound_s}
+                              if getattr(agent, "server_lag_bound_s", None) is not None else {})},
                     n_resumed=len(runnable) - len(pending))
 
 
@@ -926,6 +944,8 @@ def finalize(source: Source, out: Path, *, agent_name: str, config: GenerationCo
         **(extra or {}),
         "response_time_s": response_time_stats(records),
         "send_lag_max_s": response_time_stats(records, key="send_lag_max_s"),
+        "server_lag_max_s": response_time_stats(records, key="server_lag_max_s"),
+        "n_server_lag_flagged": sum(1 for r in records if r.get("server_lag_flagged")),
     }
     write_response_times(out / RESPONSE_TIMES, records)
     write_json_atomic(out / "run_info.json", info)
@@ -947,7 +967,8 @@ def response_time_stats(records: list[dict[str, Any]], key: str = "response_time
 #: per-row timing file beside metadata.csv (``score`` does not read it)
 RESPONSE_TIMES = "response_times.csv"
 RESPONSE_TIME_COLUMNS = ("row", "audio_path", "status", "answer_start_time", "response_time_s", "onset_wall_s",
-                         "onset_stream_s", "send_lag_max_s", "finish_reason")
+                         "onset_stream_s", "send_lag_max_s", "server_lag_max_s", "server_lag_flagged",
+                         "frames_received", "frames_expected", "finish_reason")
 
 
 def write_response_times(path: Path, records: list[dict[str, Any]]) -> None:

@@ -115,6 +115,13 @@ def run(args: argparse.Namespace) -> int:
                   f"send_lag_max_s in {shown_path(args.out, 'response_times.csv')}); its wall-clock onset includes that delay: "
                   "use a lower --concurrency or a less loaded machine", file=sys.stderr)
 
+        if info.get("n_server_lag_flagged"):
+            worst = (info.get("server_lag_max_s") or {}).get("max")
+            print(f"spearbench infer: note: {info['n_server_lag_flagged']} row(s) had output frames arrive more than "
+                  f"{info.get('server_lag_bound_s')} s after the input frames that produced them (worst "
+                  f"{worst:.3f} s: a server slower than real time; see server_lag_max_s in "
+                  f"{shown_path(args.out, 'response_times.csv')}); their onsets come from the frame index and do "
+                  "not include that lag", file=sys.stderr)
         metadata = shown_path(args.out, "metadata.csv")
         resumed = resumed_line(info.get("rows_resumed", 0), info["n_inputs"], shown_path(args.out, ".work"))
         if resumed:
