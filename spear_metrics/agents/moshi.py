@@ -52,7 +52,7 @@ a backlog and the lag grows through the session). A row whose ``server_lag_max_s
 ``server_lag_bound_s`` (1 s) is flagged (``response_times.csv``, ``run_info.json``, the
 console). After the last input frame the adapter waits for every output frame the input asks
 for (one per input frame sent, less ``lead_frames``): as long as frames keep coming (no gap of
-``drain_s``) and at most ``drain_s`` plus the input's duration; the frames received and expected
+``drain_s``) and at most ``drain_s`` plus twice the length of the stream sent; the frames received and expected
 are counted per session, and ``fdb-infer`` notes a reply with frames missing. The adapter reports every output frame as it arrives, silence
 included (the session keeps the whole reply channel with its timing); SPEAR's answer
 (:meth:`MoshiAgent.answer`, ``spearbench infer``) is the output from the onset frame to the last
@@ -233,7 +233,7 @@ class MoshiAgent(NetworkAgentBase):
         text_prompt: PersonaPlex's role prompt (query parameter ``text_prompt``; its server requires one).
         voice_prompt: PersonaPlex's voice file name, e.g. ``NATF2.pt`` (query parameter ``voice_prompt``).
         handshake_timeout_s: longest wait (s) for the connection and the server's 0x00 handshake (a busy Python server holds new sessions until the current one ends).
-        drain_s: after the last input frame, the longest gap (s) between output frames while frames are still missing (the whole wait is at most ``drain_s`` plus the input's duration).
+        drain_s: after the last input frame, the longest gap (s) between output frames while frames are still missing (the whole wait is at most ``drain_s`` plus twice the length of the stream sent).
         lead_frames: input frames the server answers before its first output frame (Kyutai's Python server: 1, LMGen's acoustic delay).
         server_lag_bound_s: a session whose output frames arrive more than this (s) after the input frames that produced them is flagged.
         end_silence_s: SPEAR: seconds of output below speech_dbfs after the answer's last loud frame, once the input was sent, that end the tail silence early (0: always stream the whole tail).
@@ -375,7 +375,7 @@ class MoshiAgent(NetworkAgentBase):
         return SessionAnswer(audio=x[start * FRAME_SAMPLES:(end + 1) * FRAME_SAMPLES][None, :],
                              sample_rate=MOSHI_SAMPLE_RATE, onset=max(0.0, t), text=text or None,
                              finish_reason=result.finish_reason,
-                             response_time_s=None if result.input_end_s is None else wall - result.input_end_s,
+                             response_time_s=result.response_time(wall),
                              first_audio_s=wall, first_audio_input_s=stream)
 
 
@@ -497,8 +497,8 @@ class MoshiConnection(WebSocketConnection):
         """Send the last partial frame (zero-padded, as FDB's client), then wait for the output
         frames still in flight: one per input frame sent, less ``lead_frames`` (the server answers
         only while it hears input). The wait lasts while frames keep coming (no gap longer than
-        ``drain_s``), at most ``drain_s`` plus the input's duration (a server up to twice slower
-        than real time); the frames received and expected are recorded on the session's result.
+        ``drain_s``), at most ``drain_s`` plus twice the length of the stream sent (a server up to
+        three times slower than real time); the frames received and expected are recorded on the session's result.
         Whether the session holds an answer is :meth:`MoshiAgent.answer`'s to say."""
         if self._buffered:
             rest = np.concatenate(self._buf)
@@ -507,7 +507,7 @@ class MoshiConnection(WebSocketConnection):
             await self._send_frame(frame)
         loop = asyncio.get_running_loop()
         gap = self.agent.max_wait_s
-        cap = loop.time() + gap + self.request.duration_s
+        cap = loop.time() + gap + 2 * self.frames_sent * FRAME_S  # a server up to 3x slower than real time
         expected = max(self.frames_sent - self.agent.lead_frames, 0)
         self.sink.result.frames_expected = expected
         self.sink.result.frames_received = self.samples_received // FRAME_SAMPLES

@@ -120,8 +120,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"spearbench infer: note: {info['n_server_lag_flagged']} row(s) had output frames arrive more than "
                   f"{info.get('server_lag_bound_s')} s after the input frames that produced them (worst "
                   f"{worst:.3f} s: a server slower than real time; see server_lag_max_s in "
-                  f"{shown_path(args.out, 'response_times.csv')}); their onsets come from the frame index and do "
-                  "not include that lag", file=sys.stderr)
+                  f"{shown_path(args.out, 'response_times.csv')}); onsets on the frame clock (moshi's default "
+                  "onset_clock) come from the frame index and do not include that lag", file=sys.stderr)
         metadata = shown_path(args.out, "metadata.csv")
         resumed = resumed_line(info.get("rows_resumed", 0), info["n_inputs"], shown_path(args.out, ".work"))
         if resumed:
