@@ -338,6 +338,26 @@ def test_gemini_live_push_to_talk(real_dir, tmp_path, keys):
         assert r["response_time_s"] == pytest.approx(r["onset_wall_s"] - n / TARGET_SR, abs=1e-6)
 
 
+def test_an_answer_after_the_last_chunk_is_never_an_interruption_and_audio_before_the_input_fails():
+    """A paced chunk goes out at the start of its span: the clip's last chunk (3.56-3.60 s) is sent at
+    3.56 s. A push-to-talk answer at 3.58 s came after the system heard the whole input:
+    ``response_time_s`` is 0, not -0.02 (the project's key; ``answer_start_time`` keeps the wall
+    clock). One at 3.50 s, before that chunk went out, is an interruption (-0.10 s). Audio a server
+    sends before the input starts answers none of it: the row fails, it is not stamped onset 0."""
+    r = SessionResult(input_end_s=3.6, last_input_sent_s=3.56)
+    assert r.response_time(3.58) == 0.0 and r.response_time(3.65) == pytest.approx(0.05)
+    assert r.response_time(3.50) == pytest.approx(-0.10)
+    r.first_audio_s = 3.58
+    assert r.response_time_s == 0.0
+    assert SessionResult(input_end_s=3.6).response_time(3.58) == pytest.approx(-0.02)  # never sent: no floor
+    sink = OutputSink(16_000)
+    with pytest.raises(ProtocolError, match="before the input started"):
+        sink.audio(np.full(480, 0.1, np.float32), 24_000)
+    sink.start()
+    sink.audio(np.full(480, 0.1, np.float32), 24_000)
+    assert len(sink.result.chunks) == 1
+
+
 def test_gemini_live_settings_refused_up_front(monkeypatch, real_dir):
     monkeypatch.delenv("GEMINI_API_KEY", raising=False)
     monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
