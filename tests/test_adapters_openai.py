@@ -181,6 +181,7 @@ def test_realtime_onsets_barge_in_and_faults_in_one_run(real_dir, tmp_path, key_
     # run_info and the per-row timing file
     info = json.loads((out / "run_info.json").read_text())
     assert info["concurrency"] == len(main_rows) and info["response_time_s"]["n"] == 6 and "wall clock" in info["onset_rule"]
+    assert info["onset_kind"] == "first_audio"
     assert info["send_lag_max_s"]["n"] == 6 and all(r["send_lag_max_s"] >= 0 for r in recs.values() if r["status"] == "ok")
     rt = {Path(r["audio_path"]).name: r for r in csv.DictReader(open(out / "response_times.csv"))}
     assert float(rt[name(0)]["response_time_s"]) == pytest.approx(recs[name(0)]["response_time_s"], abs=1e-6)

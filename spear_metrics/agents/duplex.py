@@ -743,6 +743,7 @@ class NetworkAgentBase:
     timeline_lead_s: float = 0.0
     instructions: Optional[str] = None
     onset_rule: str = "none (half-duplex: the answer is placed at the question end)"
+    onset_kind: str = "question_end"  # a key of spear_metrics.agents.base.ONSET_KINDS
 
     async def connect(self, request: AudioRequest, sink: OutputSink, config: SessionConfig) -> DuplexConnection:
         raise NotImplementedError

@@ -212,6 +212,7 @@ class GeminiLiveAgent(NetworkAgentBase):
         self.send_row_id = bool(send_row_id)
         self.ws_compression = bool(ws_compression)
         self.retry = RetryPolicy(max_tries=int(max_tries))
+        self.onset_kind = "first_audio"
         self.onset_rule = ("wall clock: monotonic time at the first output audio (inlineData) minus the time just "
                            "before the first input chunk, floored at 0 (SPEAR's realtime-proxy rule)"
                            if onset_clock == "wall" else

@@ -72,6 +72,7 @@ from spear_datasets.schema import (
     write_metadata,
 )
 from spear_metrics.agents.base import (
+    onset_kind,
     AgentAnswer,
     AgentError,
     AgentOutputError,
@@ -797,6 +798,7 @@ def _infer_claimed(agent: Any, agent_name: str, source: Source, out: Path, confi
                     extra={"concurrency": concurrency if network else 1, "row_timeout_s": row_timeout_s,
                            **({"chunk_ms": config.chunk_ms} if network else {}),
                            "onset_rule": getattr(agent, "onset_rule", None),
+                           "onset_kind": onset_kind(agent),
                            **({"server_lag_bound_s": agent.server_lag_bound_s}
                               if getattr(agent, "server_lag_bound_s", None) is not None else {})},
                     n_resumed=len(runnable) - len(pending))

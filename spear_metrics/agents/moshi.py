@@ -307,6 +307,7 @@ class MoshiAgent(NetworkAgentBase):
                  "stream": "stream clock (s of input sent when it arrived)",
                  "wall": "wall clock (s since the first input chunk)"}[onset_clock]
         self.onset_rule = f"{what}, on the {clock}"
+        self.onset_kind = "frame" if onset_clock == "frame" else "first_audio"
         if self.api_key_env:
             api_key(self.api_key_env)
 

@@ -141,6 +141,7 @@ class OpenAIRealtimeAgent(NetworkAgentBase):
         self.vad_grace_s = float(vad_grace_s)
         self.max_wait_s = float(max_wait_s)
         self.onset_clock = onset_clock
+        self.onset_kind = "first_audio"
         self.onset_rule = ("wall clock: monotonic time at the first output-audio delta minus the time just before the "
                            "first input chunk (SPEAR's GPT-realtime proxy)" if onset_clock == "wall" else
                            "stream clock: seconds of input sent when the first output-audio delta arrived")

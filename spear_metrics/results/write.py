@@ -214,6 +214,7 @@ def card_text(summary: dict[str, Any], *, model_name: str, inference_mode: str |
     from huggingface_hub import DatasetCard, DatasetCardData
 
     from spear_metrics.core.columns import better_text, columns
+    from spear_metrics.core.onset import onset_text
 
     info = {
         "model_name": model_name,
@@ -229,6 +230,7 @@ def card_text(summary: dict[str, Any], *, model_name: str, inference_mode: str |
         "n_samples": summary.get("n_samples"),
         "n_scored": summary.get("n_scored"),
         "n_failed": summary.get("n_failed"),
+        "onset_kind": summary.get("onset_kind") or "unstated",
     }
     data = DatasetCardData(
         pretty_name=f"SPEARBench results: {model_name}",
@@ -257,6 +259,7 @@ def card_text(summary: dict[str, Any], *, model_name: str, inference_mode: str |
         f"- inference mode: {inference_mode or 'not given'}; open weights: "
         f"{'yes' if open_weights else ('no' if open_weights is False else 'not given')}",
         f"- samples: {summary.get('n_samples')} (scored {summary.get('n_scored')}, failed {summary.get('n_failed')})",
+        f"- onset rule (`answer_start_time`, `latency_ms`): `{info['onset_kind']}`: {onset_text(info['onset_kind'])}",
         *_options_lines(info["options"]),
         f"- per-sample table: `data/{split}-*.parquet` ({n_rows} rows; null = value does not exist)"
         + (f"; audio columns: {', '.join(audio_cols)}" if audio_cols else ""),
