@@ -182,6 +182,13 @@ def test_realtime_onsets_barge_in_and_faults_in_one_run(real_dir, tmp_path, key_
     info = json.loads((out / "run_info.json").read_text())
     assert info["concurrency"] == len(main_rows) and info["response_time_s"]["n"] == 6 and "wall clock" in info["onset_rule"]
     assert info["onset_kind"] == "first_audio"
+    # silence_pad_ms: the output's first audible sample (Silero VAD, ms times) after its first byte; the
+    # fake's output is the answer clip itself, so it is the clip's own first speech
+    from spear_metrics.core.vad import speech_segments
+
+    lead_ms = 1000 * speech_segments(resample(answer[None], 24_000, TARGET_SR)[0], time_resolution=3)[0][0]
+    assert lead_ms > 0 and recs[name(0)]["silence_pad_ms"] == pytest.approx(lead_ms, abs=32.0)  # one Silero frame (16-bit rounding)
+    assert info["silence_pad_ms"]["n"] == 6
     assert info["send_lag_max_s"]["n"] == 6 and all(r["send_lag_max_s"] >= 0 for r in recs.values() if r["status"] == "ok")
     rt = {Path(r["audio_path"]).name: r for r in csv.DictReader(open(out / "response_times.csv"))}
     assert float(rt[name(0)]["response_time_s"]) == pytest.approx(recs[name(0)]["response_time_s"], abs=1e-6)

@@ -553,7 +553,7 @@ async def _infer_row_network(agent: Any, source: Source, i: int, out: Path, conf
     the adapter's :meth:`~spear_metrics.agents.duplex.NetworkAgentBase.answer` rule, on the wall
     clock since the first chunk and on the stream clock), ``send_lag_max_s`` (the latest a
     chunk went out behind its schedule), the server's lag and reply frames
-    (:func:`server_lag_record`), ``finish_reason``.
+    (:func:`server_lag_record`), ``silence_pad_ms`` (:func:`silence_pad_ms`), ``finish_reason``.
 
     Nothing slow runs on the event loop (it paces every session): files are written by ``writer``
     (one thread for every write of the run), the input is decoded and the answer resampled on
@@ -583,6 +583,7 @@ async def _infer_row_network(agent: Any, source: Source, i: int, out: Path, conf
         rec["send_lag_max_s"] = result.send_lag_max_s
         rec["send_lag_max_at_s"] = result.send_lag_max_at_s
         rec.update(server_lag_record(agent, result))
+        rec["silence_pad_ms"] = await asyncio.to_thread(silence_pad_ms, result)
         ans = session_answer(agent, result)  # the adapter's rule (default: all output back to back)
         first = (ans.first_audio_s, ans.first_audio_input_s) if isinstance(ans, SessionAnswer) else (
             result.first_audio_s, result.first_audio_input_s)
@@ -601,6 +602,25 @@ async def _infer_row_network(agent: Any, source: Source, i: int, out: Path, conf
         _failed(rec, e)
     rec["elapsed_s"] = time.perf_counter() - t0
     return rec
+
+
+def silence_pad_ms(result: Any) -> Optional[float]:
+    """The silence a system streams before it speaks (ms): the first audible sample of a session's
+    output (the first speech segment of Silero VAD, :func:`spear_metrics.core.vad.speech_segments`,
+    millisecond times, on the output back to back at 16 kHz) minus its first audio byte. ``None``
+    without output audio, without speech in it, or when the VAD cannot run (a note-free key: the
+    row is not failed for it)."""
+    if not result.chunks:
+        return None
+    try:
+        from spear_metrics.core.vad import speech_segments
+
+        audio, sr = result.concatenated()
+        x = resample(audio.mean(axis=0, keepdims=True), sr, TARGET_SR)[0]
+        segs = speech_segments(np.clip(x, -1.0, 1.0), time_resolution=3)
+    except Exception:  # noqa: BLE001 -- a measurement beside the row, never its failure
+        return None
+    return 1000.0 * segs[0][0] if segs else None
 
 
 def server_lag_record(agent: Any, result: Any) -> dict[str, Any]:
@@ -948,6 +968,7 @@ def finalize(source: Source, out: Path, *, agent_name: str, config: GenerationCo
         "send_lag_max_s": response_time_stats(records, key="send_lag_max_s"),
         "server_lag_max_s": response_time_stats(records, key="server_lag_max_s"),
         "n_server_lag_flagged": sum(1 for r in records if r.get("server_lag_flagged")),
+        "silence_pad_ms": response_time_stats(records, key="silence_pad_ms"),
     }
     write_response_times(out / RESPONSE_TIMES, records)
     write_json_atomic(out / "run_info.json", info)
@@ -969,7 +990,7 @@ def response_time_stats(records: list[dict[str, Any]], key: str = "response_time
 #: per-row timing file beside metadata.csv (``score`` does not read it)
 RESPONSE_TIMES = "response_times.csv"
 RESPONSE_TIME_COLUMNS = ("row", "audio_path", "status", "answer_start_time", "response_time_s", "onset_wall_s",
-                         "onset_stream_s", "send_lag_max_s", "server_lag_max_s", "server_lag_flagged",
+                         "onset_stream_s", "send_lag_max_s", "server_lag_max_s", "server_lag_flagged", "silence_pad_ms",
                          "frames_received", "frames_expected", "finish_reason")
 
 
