@@ -627,18 +627,24 @@ def run_score(
                    state=state, activity="scored", adopt=SCORE_OUTPUTS):
         return _score_claimed(out, dims, names, prep, state, batch_size=batch_size, retry_failed=retry_failed,
                               progress=progress, inputs_metadata=inputs_metadata, n_resamples=n_resamples, seed=seed,
-                              onset_kind=_onset_kind(metadata))
+                              answers_timing=_answers_timing(metadata))
 
 
-def _onset_kind(metadata: Path) -> str:
-    """The onset rule of the answers in ``metadata`` (``onset_kind`` of the ``run_info.json``
-    ``infer`` wrote beside it, :data:`spear_metrics.agents.base.ONSET_KINDS`); ``"unstated"``
-    for answers ``infer`` did not write."""
+def _answers_timing(metadata: Path) -> dict[str, Any]:
+    """What the ``run_info.json`` ``infer`` wrote beside ``metadata`` says of the answers' timing,
+    for the summary: ``onset_kind`` (:data:`spear_metrics.core.onset.ONSET_KINDS`; ``"unstated"``
+    for answers ``infer`` did not write) and, when recorded, ``n_server_lag_flagged`` (rows whose
+    frame-synchronous server lagged past its bound)."""
     from spear_metrics.core.onset import ONSET_KINDS
     from spear_metrics.commands import read_run_info
 
-    kind = read_run_info(metadata.parent).get("onset_kind")
-    return kind if kind in ONSET_KINDS else "unstated"
+    info = read_run_info(metadata.parent)
+    kind = info.get("onset_kind")
+    out: dict[str, Any] = {"onset_kind": kind if kind in ONSET_KINDS else "unstated"}
+    flagged = info.get("n_server_lag_flagged")
+    if isinstance(flagged, int) and not isinstance(flagged, bool) and flagged > 0:
+        out["n_server_lag_flagged"] = flagged
+    return out
 
 
 #: The files ``score`` writes into ``--out`` (besides ``.work/``).
@@ -647,7 +653,7 @@ SCORE_OUTPUTS = ("summary.json", "per_sample.jsonl", "run_info.json", "missing_a
 
 def _score_claimed(out: Path, dims: Sequence[Dimension], names: list[str], prep: Prepared, state: Any, *,
                    batch_size: int, retry_failed: bool, progress: bool, inputs_metadata: str | os.PathLike | None,
-                   n_resamples: int, seed: int, onset_kind: str = "unstated") -> dict[str, Any] | None:
+                   n_resamples: int, seed: int, answers_timing: dict[str, Any] | None = None) -> dict[str, Any] | None:
     """:func:`run_score` once its ``--out`` is claimed (locks held, writes recorded)."""
     outcome = run_resumable(
         prep.samples,
@@ -671,7 +677,7 @@ def _score_claimed(out: Path, dims: Sequence[Dimension], names: list[str], prep:
     metric_keys: dict[str, list[str]] = {}
     aggregates = aggregate(dims, prep.rows, results, n_resamples=n_resamples, seed=seed, keys_by_metric=metric_keys)
     extra: dict[str, Any] = {
-        "onset_kind": onset_kind,
+        **(answers_timing or {"onset_kind": "unstated"}),
         "metric_keys": metric_keys,
         "bootstrap": {"n_resamples": int(n_resamples), "seed": int(seed), "method": "percentile", "confidence": CONFIDENCE,
                       "unit": "scored row: rows resampled with replacement, every aggregate recomputed on each resample; "
