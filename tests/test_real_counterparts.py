@@ -143,6 +143,7 @@ def test_spear_onsets_are_the_model_decision_on_a_real_and_a_slowed_server(serve
         assert all(r["server_lag_flagged"] == "True" for r in csv.DictReader(f))
     info = json.loads((out / "run_info.json").read_text())
     assert info["n_server_lag_flagged"] == 2 and info["server_lag_bound_s"] == 1.0 and info["onset_kind"] == "frame"
+    assert info["n_reply_incomplete"] == 0  # the backlog was drained: every reply frame came
     assert "row(s) had output frames arrive more than 1.0 s after the input frames" in capsys.readouterr().err
 
 

@@ -968,6 +968,8 @@ def finalize(source: Source, out: Path, *, agent_name: str, config: GenerationCo
         "send_lag_max_s": response_time_stats(records, key="send_lag_max_s"),
         "server_lag_max_s": response_time_stats(records, key="server_lag_max_s"),
         "n_server_lag_flagged": sum(1 for r in records if r.get("server_lag_flagged")),
+        "n_reply_incomplete": sum(1 for r in records if r.get("status") == "ok" and isinstance(r.get("frames_expected"), int)
+                                  and (r.get("frames_received") or 0) < r["frames_expected"]),
         "silence_pad_ms": response_time_stats(records, key="silence_pad_ms"),
     }
     write_response_times(out / RESPONSE_TIMES, records)
