@@ -229,6 +229,7 @@ def card_text(summary: dict[str, Any], *, model_name: str, inference_mode: str |
 
     from spear_datasets.identity import data_label, is_spear_data
     from spear_metrics.core.columns import better_text, columns
+    from spear_metrics.core.onset import onset_text
 
     data = summary.get("data") if isinstance(summary.get("data"), dict) else {}
     spear = is_spear_data(data)
@@ -248,6 +249,7 @@ def card_text(summary: dict[str, Any], *, model_name: str, inference_mode: str |
         "n_failed": summary.get("n_failed"),
         "data": {"label": data_label(data), "n_rows": data.get("n_rows"), "fingerprint": data.get("fingerprint"),
                  "subsets": data.get("subsets"), "check": data.get("check")},
+        "onset_kind": summary.get("onset_kind") or "unstated",
     }
     if spear:
         what = f"on the SPEARBench protocol `{PROTOCOL}` ({data_label(data)})"
@@ -284,6 +286,7 @@ def card_text(summary: dict[str, Any], *, model_name: str, inference_mode: str |
         f"- inference mode: {inference_mode or 'not given'}; open weights: "
         f"{'yes' if open_weights else ('no' if open_weights is False else 'not given')}",
         f"- samples: {summary.get('n_samples')} (scored {summary.get('n_scored')}, failed {summary.get('n_failed')})",
+        f"- onset rule (`answer_start_time`, `latency_ms`): `{info['onset_kind']}`: {onset_text(info['onset_kind'])}",
         *_options_lines(info["options"]),
         f"- per-sample table: `data/{split}-*.parquet` ({n_rows} rows; null = value does not exist)"
         + (f"; audio columns: {', '.join(audio_cols)}" if audio_cols else ""),
