@@ -218,3 +218,34 @@ def card_text(summary: dict[str, Any], *, model_name: str, split: str, n_rows: i
     ])
     return results_card(info, pretty_name=f"SPEARBench Full-Duplex-Bench v1.5 results: {model_name}",
                         tags=["spearbench", "full-duplex-bench", "evaluation-results"], split=split, body=body)
+
+
+def audio_files(rows: Sequence[dict[str, Any]], *, answers: bool, inputs: bool) -> dict[str, list[Any]]:
+    """What ``push-results --with-audio`` (``answers``: ``output_audio``, ``clean_output_audio``)
+    and ``--with-inputs`` (``input_audio``, ``clean_input_audio``) embed for each flat row:
+    ``(sample folder, file name)`` (the sample folder is the one of the row's ``audio_path``; the
+    file is read inside it only), ``None`` for a row without one."""
+    from pathlib import Path
+
+    names = {**({"input_audio": "input.wav", "clean_input_audio": "clean_input.wav"} if inputs else {}),
+             **({"output_audio": "output.wav", "clean_output_audio": "clean_output.wav"} if answers else {})}
+    dirs = [Path(r["audio_path"]).parent if r.get("audio_path") else None for r in rows]
+    return {col: [(d, name) if d is not None else None for d in dirs] for col, name in names.items()}
+
+
+def leaderboard_frame(results: Sequence[Any]):
+    """The Space's Full-Duplex-Bench v1.5 table: one row per loaded v1.5 results dataset, columns
+    ``model``, ``samples``, then each headline key with its interval (``-`` = missing), ``source``."""
+    import pandas as pd
+
+    from spear_metrics.core.summary import interval_text
+    from spear_metrics.full_duplex_v15.scoring import HEADLINE
+
+    data = []
+    for r in results:
+        s = r.summary
+        if s.get("benchmark") != NAME:
+            continue
+        data.append([r.model, s.get("n_samples", "-"),
+                     *[interval_text(s.get(k), s.get(f"{k}_ci95"), digits=3) for k in HEADLINE], r.source])
+    return pd.DataFrame(data, columns=["model", "samples", *HEADLINE, "source"])
