@@ -173,16 +173,11 @@ def resumed_line(n_done: int, n_total: int, where: Any, what: str = "rows") -> s
 
 
 def read_run_info(folder: Any) -> dict[str, Any]:
-    """``FOLDER/run_info.json`` (timings, ``rows_resumed``...) as written by the last run; ``{}``
-    when it is missing or unreadable."""
-    import json
-    from pathlib import Path
+    """``FOLDER/run_info.json`` as written by the last run; ``{}`` when it is missing or
+    unreadable (:func:`spear_metrics.core.records.read_run_info`)."""
+    from spear_metrics.core.records import read_run_info as read
 
-    try:
-        obj = json.loads((Path(str(folder)) / "run_info.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return obj if isinstance(obj, dict) else {}
+    return read(folder)
 
 
 def next_steps(*steps: str | tuple[str, str], file=None) -> None:
