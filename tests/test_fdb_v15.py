@@ -290,6 +290,18 @@ def test_score_command_refuses_what_it_cannot_run(tmp_path, capsys):
     assert "no FDB v1.5 sample folders" in capsys.readouterr().err
 
 
+def test_infer_version_is_checked_against_the_folder(tmp_path, capsys):
+    """``fdb infer --version 1.5`` on a v1.0 task folder (no clean_input.wav/metadata.json) is
+    refused in one line before any session; it is not silently ignored."""
+    from spear_metrics.cli import main
+
+    (tmp_path / "v10" / "0").mkdir(parents=True)
+    (tmp_path / "v10" / "0" / "input.wav").write_bytes(b"")
+    assert main(["fdb", "infer", "--version", "1.5", "--agent", "openai-realtime", "--root", str(tmp_path / "v10")]) == 2
+    err = capsys.readouterr().err
+    assert "--version 1.5" in err and "no v1.5 samples" in err and len(err.strip().splitlines()) == 1
+
+
 @pytest.mark.slow
 def test_a_sample_without_a_reply_fails_alone(v15_root, tmp_path):
     import shutil

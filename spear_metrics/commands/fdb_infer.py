@@ -57,6 +57,16 @@ def run(args: argparse.Namespace) -> int:
     from spear_metrics.core.secrets import mask_secrets
     from spear_metrics.full_duplex.infer import WORK, FDBInferError, run_fdb_inference
 
+    version = getattr(args, "fdb_version", None)  # `fdb infer --version 1.0|1.5` (2 is routed before this parser)
+    if version in ("1.0", "1.5"):
+        from spear_metrics.full_duplex_v15.data import is_v15_folder
+
+        found = "1.5" if is_v15_folder(args.root) else "1.0"
+        if found != version:
+            print(f"spearbench fdb infer: --version {version}, but --root {args.root} holds "
+                  f"{'v1.5 samples (input.wav, clean_input.wav, metadata.json)' if found == '1.5' else 'no v1.5 samples'}",
+                  file=sys.stderr)
+            return 2
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None
     try:
         info = run_fdb_inference(args.agent, args.root, tasks=tasks, agent_options=parse_options(args.agent_option),
