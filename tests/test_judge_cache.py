@@ -268,7 +268,8 @@ def test_dsuperb_rerun_into_a_new_folder_pays_nothing(tmp_path, capsys):
     pred = _predictions(tmp_path / "pred", 5)
     with CountingJudge() as srv:
         base = ["dsuperb", "score", "--pred", str(pred), "--judge-url", srv.url, "--judge-model",
-                "judge-model-2024-08-06", "--judge-key-env", "none", "--no-progress", "--bootstrap", "0"]
+                "judge-model-2024-08-06", "--judge-key-env", "none", "--no-progress", "--bootstrap", "0",
+                "--judge-prompts", "project"]  # one judge call a row (the default asks both prompts)
         assert main(base + ["--out", str(tmp_path / "r1")]) == 0
         assert srv.calls == 5
         assert main(base + ["--out", str(tmp_path / "r2")]) == 0
@@ -285,18 +286,36 @@ def test_dsuperb_rerun_into_a_new_folder_pays_nothing(tmp_path, capsys):
     assert "5 from the cache" in capsys.readouterr().out
 
 
+def test_dsuperb_both_prompts_are_two_calls_a_row_and_both_cached(tmp_path):
+    """The default ``--judge-prompts project,upstream`` asks each judged row twice (two distinct
+    requests); a rerun into a new folder answers both from the cache."""
+    from spear_metrics.cli import main
+
+    pred = _predictions(tmp_path / "pred", 3)
+    with CountingJudge() as srv:
+        base = ["dsuperb", "score", "--pred", str(pred), "--judge-url", srv.url, "--judge-model",
+                "judge-model-2024-08-06", "--judge-key-env", "none", "--no-progress", "--bootstrap", "0"]
+        assert main(base + ["--out", str(tmp_path / "r1")]) == 0
+        assert srv.calls == 6  # 3 rows x 2 prompts
+        assert main(base + ["--out", str(tmp_path / "r2")]) == 0
+        assert srv.calls == 6
+    s2 = json.loads((tmp_path / "r2" / "summary.json").read_text())
+    assert s2["judge_calls"]["answers_from_cache"] == 6 and s2["judge_calls"]["requests"] == 0
+
+
 def test_dsuperb_judge_added_later_judges_what_was_not_judged(tmp_path):
     from spear_metrics.cli import main
 
     pred = _predictions(tmp_path / "pred", 4)
     out = str(tmp_path / "r")
-    rc = main(["dsuperb", "score", "--pred", str(pred), "--out", out, "--no-progress", "--bootstrap", "0"])
+    rc = main(["dsuperb", "score", "--pred", str(pred), "--out", out, "--no-progress", "--bootstrap", "0",
+               "--judge-prompts", "project"])  # one judge call a row (the default asks both prompts)
     assert rc == 0  # scored: its failed rows ("no judge given") are listed, not a whole-run problem
     s0 = json.loads((tmp_path / "r" / "summary.json").read_text())
     assert s0["n_failed"] == 4
     with CountingJudge() as srv:
         common = ["dsuperb", "score", "--pred", str(pred), "--out", out, "--judge-url", srv.url, "--judge-key-env", "none",
-                  "--no-progress", "--bootstrap", "0"]
+                  "--no-progress", "--bootstrap", "0", "--judge-prompts", "project"]
         args = common + ["--judge-model", "judge-model-2024-08-06"]
         assert main(args) == 0
         assert srv.calls == 4
@@ -377,12 +396,13 @@ def test_dsuperb_logs_each_judge_result_as_it_finishes(tmp_path):
     with CountingJudge() as srv:
         with make(srv.url, None, seed=None) as j:
             with pytest.raises(KeyboardInterrupt):
-                score_predictions(pred, out, judge=_StopsAtCall(j, 4), n_resamples=0, progress=False)
+                score_predictions(pred, out, judge=_StopsAtCall(j, 4), n_resamples=0, progress=False,
+                                  judge_prompts=("project",))  # one judge call a row
         assert srv.calls == 3
         logged = [json.loads(x) for x in (out / ".work" / "rank-0.jsonl").read_text().splitlines()]
         assert sum(1 for r in logged if r.get("status") == "ok") == 3  # the 3 finished calls, none lost
         with make(srv.url, None, seed=None) as j:
-            s = score_predictions(pred, out, judge=j, n_resamples=0, progress=False)
+            s = score_predictions(pred, out, judge=j, n_resamples=0, progress=False, judge_prompts=("project",))
         assert srv.calls == 6 and s["n_scored"] == 6  # the rerun asked only the 3 unfinished rows
 
 
@@ -394,7 +414,7 @@ def test_cli_refuses_a_moving_alias_when_pinned_is_required_and_a_bad_price_tabl
     bad.write_text('{"models": {"gpt-4o": {"input": "two"}}}')
     with CountingJudge() as srv:
         base = ["dsuperb", "score", "--pred", str(pred), "--judge-url", srv.url, "--judge-key-env", "none",
-                "--no-progress", "--bootstrap", "0"]
+                "--no-progress", "--bootstrap", "0", "--judge-prompts", "project"]  # one judge call a row
         assert main(base + ["--out", str(tmp_path / "r1"), "--judge-model", "gpt-4o", "--judge-require-pinned"]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and "require-pinned" in err[0] and "gpt-4o" in err[0]
