@@ -22,7 +22,7 @@ import json
 import sys
 from typing import Any
 
-from spear_metrics.commands import number, parse_options
+from spear_metrics.commands import add_run_options, number, parse_options, run_exit_status
 
 
 def wanted(argv: list[str]) -> tuple[str, list[str]] | None:
@@ -44,7 +44,6 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tasks", required=True, help="tasks file in upstream's v2/prompts_staged_200.json shape")
     p.add_argument("--split", action="append", default=None, help="only this split (repeatable)")
     p.add_argument("--limit", type=number(integer=True, minimum=1), default=None, help="first N tasks only")
-    p.add_argument("--retry-failed", action="store_true", help="run again the units that failed before")
 
 
 INFER_HELP = "Full-Duplex-Bench v2: live conversations between an examiner and an adapter"
@@ -60,7 +59,8 @@ def add_infer_arguments(p: argparse.ArgumentParser) -> None:
                         "examiner-mode turn detection, opens the conversation) or any network adapter")
     p.add_argument("--examiner-option", "-e", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--examiner-mode", choices=("slow", "fast"), default="slow", help="upstream's examiner VAD mode")
-    p.add_argument("--out", required=True, help="output folder (a rerun resumes)")
+    add_run_options(p, out="output folder (a rerun resumes)", retry_failed="run again the conversations that failed before",
+                    progress=False)
     p.add_argument("--concurrency", type=number(integer=True, minimum=1), default=1, help="conversations at once")
     p.add_argument("--max-duration-s", type=number(above=0, maximum=3600), default=None,
                    help="duration cap, s (default: the tasks file's max_duration_sec; upstream's runner: 120)")
@@ -77,9 +77,9 @@ def add_score_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--root", required=True, help="the fdb2 infer output folder")
     p.add_argument("--eval-prompts", required=True,
                    help="upstream's v2/eval/eval_prompts.json (CC BY-NC 4.0, not shipped)")
-    p.add_argument("--out", required=True, help="results folder (a rerun resumes)")
     p.add_argument("--asr", default="embedded", help="ASR backend for channels without A.json/B.json")
-    p.add_argument("--n-resamples", type=number(integer=True, minimum=0, maximum=100000), default=1000)
+    add_run_options(p, out="results folder (a rerun resumes)", retry_failed="judge again the tasks that failed before",
+                    progress=False, bootstrap="the split means' 95%% intervals (over conversations)")
     add_judge_options(p, required=True, model_help="judge model id (upstream: gemini-2.5-flash in .env.example, an alias, or "
                                                    "gemini-2.5-flash-preview-09-2025; a dated id reproduces best)")
 
@@ -123,6 +123,7 @@ def examiner_options(options: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_infer(args: argparse.Namespace) -> int:
+    from spear_metrics.agents.base import AgentError
     from spear_metrics.agents.registry import load_agent
     from spear_metrics.core.options import OptionError
     from spear_metrics.full_duplex_v2.engine import ExaminerRealtimeAgent, Rules, adapter_description, run_conversations
@@ -148,7 +149,7 @@ def run_infer(args: argparse.Namespace) -> int:
             if not asyncio.iscoroutinefunction(getattr(a, "connect", None)) or not getattr(a, "live_input", False):
                 return _fail(f"--{who} must be a network adapter that takes live input (live_input: openai-realtime, "
                              f"moshi); {type(a).__name__} is not")
-    except (TasksError, OptionError, ValueError, TypeError, KeyError) as e:
+    except (TasksError, OptionError, ValueError, TypeError, KeyError, AgentError) as e:  # incl. an unknown adapter, a key
         return _fail(e)
     from spear_metrics.agents.duplex import clamp_concurrency
 
@@ -185,32 +186,38 @@ def run_infer(args: argparse.Namespace) -> int:
         wire_rate=int(args.wire_rate), tick_ms=float(args.tick_ms),
         examinee_instructions=args.examinee_prompt or EXAMINEE_SYSTEM_PROMPT))
     print(json.dumps(counts))
-    return 1 if counts["failed"] or tf.bad else 0
+    # as every inference command: 1 only when nothing was recorded (failures are listed above, and logged)
+    return run_exit_status(counts["ok"] + counts["skipped"], counts["failed"] + len(tf.bad))
 
 
 def run_score(args: argparse.Namespace) -> int:
     from spear_metrics.commands.judge_options import judge_config_from_args, warn_line
     from spear_metrics.core.asr import load_asr
     from spear_metrics.core.judge import make_judge
+    from spear_metrics.core.models import ModelUnavailableError
     from spear_metrics.full_duplex_v2.score import (UPSTREAM_JUDGE_MAX_TOKENS, UPSTREAM_JUDGE_TEMPERATURE, ScoreSetupError,
                                                     score_run)
     from spear_metrics.full_duplex_v2.tasks import TasksError, load_tasks
 
+    judge = None
     try:
         tf = load_tasks(args.tasks, splits=args.split, limit=args.limit)
         judge = make_judge(judge_config_from_args(args, temperature=UPSTREAM_JUDGE_TEMPERATURE), warn=warn_line)
         asr = load_asr(args.asr)
         summary = score_run(args.root, tf.tasks, args.eval_prompts, judge, args.out, asr=asr,
-                            retry_failed=args.retry_failed, n_resamples=int(args.n_resamples),
+                            retry_failed=args.retry_failed, n_resamples=int(args.bootstrap), seed=int(args.seed),
                             judge_kw={"max_tokens": UPSTREAM_JUDGE_MAX_TOKENS}, concurrency=int(args.judge_concurrency))
-    except (TasksError, ScoreSetupError, ValueError) as e:
+    except (TasksError, ScoreSetupError, ValueError, ModelUnavailableError) as e:  # the ASR model cannot be had...
         return _fail(e)
+    finally:
+        if judge is not None:
+            judge.close()
     for name, g in summary["splits"].items():
         tt = g["avg_turn_taking"]["mean"]
         print(f"{name}: n={g['n_conversations']} turn_taking={tt if tt is None else round(tt, 3)}", file=sys.stderr)
     for f in summary["failed"][:5]:
         print(f"  failed task {f['task_id']}: {f['reason']}", file=sys.stderr)
-    return 1 if summary["failed"] else 0
+    return run_exit_status(len(summary["per_task"]), len(summary["failed"]))
 
 
 def main(mode: str, argv: list[str]) -> int:
