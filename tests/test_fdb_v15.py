@@ -288,6 +288,13 @@ def test_score_command_refuses_what_it_cannot_run(tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     assert main(["fdb", "score", "--version", "1.5", "--root", str(tmp_path / "empty"), "--out", str(tmp_path / "o")]) == 2
     assert "no FDB v1.5 sample folders" in capsys.readouterr().err
+    # options of the other version are refused, not silently ignored
+    assert main(["fdb", "score", "--version", "1.5", "--root", str(tmp_path / "empty"), "--out", str(tmp_path / "o"),
+                 "--compat", "upstream"]) == 2
+    assert "--compat are v1.0 options" in capsys.readouterr().err
+    assert main(["fdb", "score", "--task", "pause_handling", "--root", str(tmp_path / "empty"), "--out",
+                 str(tmp_path / "o"), "--mos", "distillmos"]) == 2
+    assert "--mos is a v1.5 option" in capsys.readouterr().err
 
 
 def test_infer_version_is_checked_against_the_folder(tmp_path, capsys):

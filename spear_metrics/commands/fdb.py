@@ -171,6 +171,8 @@ def run_score(args: argparse.Namespace) -> int:
         return run_v15(args)
     if args.task is not None and args.task not in TASKS:
         return _fail(f"--task {args.task} is a v1.5 subset; pass --version 1.5 with a v1.5 folder")
+    if args.mos != "dnsmos":
+        return _fail("--mos is a v1.5 option (v1.0 scores no MOS); pass --version 1.5 with a v1.5 folder")
     if args.judge_seed is None:
         args.judge_seed = 0
     if args.release is not None or args.run is not None or args.stimuli is not None:

@@ -28,8 +28,9 @@ def run_v15(args: argparse.Namespace) -> int:
     from spear_metrics.full_duplex_v15 import behaviour as bh
     from spear_metrics.full_duplex_v15.scoring import V15Scorer, V15Setup, format_table, score_v15
 
-    if args.release or args.run or args.stimuli or args.compare or args.reference:
-        return _fail("--release/--run/--stimuli/--compare/--reference are v1.0 options; v1.5 takes --root, --task, --out")
+    if args.release or args.run or args.stimuli or args.compare or args.reference or args.compat != "none":
+        return _fail("--release/--run/--stimuli/--compare/--reference/--compat are v1.0 options; v1.5 takes --root, "
+                     "--task, --out")
     if not args.root:
         return _fail("--version 1.5 needs --root (a v1.5 subset folder or the v1_5 root)")
     if args.task is not None and args.task not in SUBSETS:
