@@ -187,7 +187,9 @@ def run_infer(args: argparse.Namespace) -> int:
         examinee_instructions=args.examinee_prompt or EXAMINEE_SYSTEM_PROMPT))
     print(json.dumps(counts))
     # as every inference command: 1 only when nothing was recorded (failures are listed above, and logged)
-    return run_exit_status(counts["ok"] + counts["skipped"], counts["failed"] + len(tf.bad))
+    final = read_log(Path(args.out))  # this run's and earlier runs' units
+    n_ok = sum(1 for t in tf.tasks if (final.get(t.id) or {}).get("status") == "ok")
+    return run_exit_status(n_ok, len(tf.tasks) - n_ok + len(tf.bad))
 
 
 def run_score(args: argparse.Namespace) -> int:
