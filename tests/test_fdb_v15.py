@@ -125,12 +125,19 @@ def test_garbage_reply_is_retried_with_the_next_seed_and_cached():
     replies = [(200, "I would say they respond."), (200, 'Sure. {"behaviour": ["C_RESPOND"]}')]
     msgs = bh.messages(*_transcripts())
     with FakeChatServer(replies) as srv:
-        v = _judge(srv.url).ask(msgs)
+        first = _judge(srv.url)
+        v = first.ask(msgs)
         assert v.tags == ["C_RESPOND"] and v.seed == 2
         assert [r["seed"] for r in srv.requests] == [1, 2]
         assert v.attempts[0]["error"].startswith("malformed reply")
-        again = _judge(srv.url).ask(msgs)  # a rerun replays the cached replies, the garbage one too: no request
+        # what summary.json's judge_calls says: one sample (call), answered once, by two requests
+        rep = first.judge.report()
+        assert (rep["calls"], rep["answers"], rep["requests"], rep["answers_from_cache"]) == (1, 1, 2, 0)
+        second = _judge(srv.url)
+        again = second.ask(msgs)  # a rerun replays the cached replies, the garbage one too: no request
         assert again.tags == ["C_RESPOND"] and len(srv.requests) == 2 and all(a["cached"] for a in again.attempts)
+        rep = second.judge.report()
+        assert (rep["calls"], rep["answers"], rep["requests"], rep["answers_from_cache"]) == (1, 1, 0, 1)
 
 
 def test_garbage_forever_and_a_hang_are_bounded():

@@ -463,6 +463,16 @@ class Judge:
             if reply.system_fingerprint:
                 self._fingerprints[reply.system_fingerprint] = self._fingerprints.get(reply.system_fingerprint, 0) + 1
 
+    def tally(self, reply: Optional[Reply]) -> None:
+        """Count one call made outside :meth:`ask` (a caller with its own retry rule over
+        :meth:`request`, e.g. FDB v1.5's seed-stepping behaviour judge) in :meth:`report`: one call,
+        and, when ``reply`` is the reply that answered it, its answer (from the cache or not,
+        returned model id, ``system_fingerprint``)."""
+        with self._lock:
+            self._counts["calls"] += 1
+        if reply is not None:
+            self._answered(reply)
+
     def ask(self, messages: list[dict], parse: Callable[[str], T], *, extra_body: dict[str, Any] | None = None) -> JudgeAnswer[T]:
         """Ask, and parse the reply with ``parse`` (which raises ``ValueError`` on a reply it
         refuses); answered from the reply cache when it holds this exact request and ``parse``

@@ -28,11 +28,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-import threading
 import time
 from dataclasses import dataclass, field
 from importlib import resources
-from pathlib import Path
 from typing import Any, Sequence
 
 #: the four tags of the C axis (behavior.txt)
@@ -160,8 +158,9 @@ class BehaviourJudge:
         return (f"{base}; upstream's behavior.txt; seeds {self.first_seed}, {self.first_seed}+1, ... "
                 f"(at most {self.max_attempts} requests, {self.deadline_s:g} s per sample)")
 
-    def _cached(self, msgs: list[dict], seed: int) -> tuple[Any, str | None]:
-        """``(cache slot, cached reply text or None)`` of the request with ``seed`` (no cache: ``(None, None)``)."""
+    def _cached(self, msgs: list[dict], seed: int) -> tuple[Any, Any]:
+        """``(cache slot, cached :class:`~spear_metrics.core.judge.Reply` or None)`` of the request with
+        ``seed`` (no cache: ``(None, None)``)."""
         cache, body = getattr(self.judge, "cache", None), getattr(self.judge, "_body", None)
         if cache is None or body is None or getattr(cache, "mode", "off") == "off":
             return None, None
@@ -170,7 +169,13 @@ class BehaviourJudge:
 
         slot = request_key(body(msgs, {"seed": seed}))
         hit = cache.get(slot[0])
-        return slot, None if hit is None else Reply.from_cache(hit).content
+        return slot, None if hit is None else Reply.from_cache(hit)
+
+    def _tally(self, reply: Any) -> None:
+        """The sample's call (and the reply that answered it) in the judge's :meth:`~spear_metrics.core.judge.Judge.report`."""
+        tally = getattr(self.judge, "tally", None)
+        if callable(tally):
+            tally(reply)
 
     def ask(self, msgs: list[dict]) -> Verdict:
         """Judge one sample's messages. Never raises for a judge's fault (the verdict says why)."""
@@ -182,8 +187,9 @@ class BehaviourJudge:
         last = "no attempt"
         for k in range(self.max_attempts):
             seed = self.first_seed + k
-            slot, reply = self._cached(msgs, seed)
-            cached = reply is not None
+            slot, got = self._cached(msgs, seed)
+            cached = got is not None
+            reply = got.content if got is not None else None
             if reply is None:
                 if k and time.monotonic() - t0 > self.deadline_s:
                     last = f"deadline of {self.deadline_s:g} s passed after {k} request(s); last: {last}"
@@ -209,7 +215,9 @@ class BehaviourJudge:
                 attempts.append({"seed": seed, "reply": reply, "error": last, "cached": cached})
                 continue
             attempts.append({"seed": seed, "reply": reply, "error": None, "cached": cached})
+            self._tally(got)
             return Verdict(tags, reply, seed, attempts)
+        self._tally(None)
         return Verdict(None, None, None, attempts, f"judge gave no usable behaviour tag after {len(attempts)} "
                                                    f"request(s): {last}")
 

@@ -49,7 +49,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from spear_metrics.agents.base import AgentError
-from spear_metrics.agents.duplex import AudioRequest, LiveInput, OutputSink, SessionConfig, pcm16_bytes
+from spear_metrics.agents.duplex import AudioRequest, LiveInput, OutputSink, SessionConfig
 from spear_metrics.agents.openai_realtime import REALTIME_RATE, OpenAIRealtimeAgent, RealtimeConnection
 from spear_metrics.full_duplex_v2.tasks import EXAMINEE_SYSTEM_PROMPT, Settings, Task
 
