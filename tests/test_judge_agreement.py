@@ -62,3 +62,24 @@ def test_cli_on_two_runs(tmp_path, capsys):
     with pytest.raises(AgreementError, match="not judged in both"):
         agreement(a, b, fields=["relevance"])
     assert main(["judge-agreement", str(a), str(tmp_path / "nowhere")]) == 2
+
+
+def test_fdb_v15_behaviour_tags_by_subset_and_id(tmp_path):
+    """FDB v1.5 rows (``subset``, ``id``, ``behaviour`` a list of tags): items joined on subset/id
+    whatever the row order, a tag list compared as one label."""
+    def run(folder: Path, rows) -> Path:
+        folder.mkdir()
+        (folder / "per_sample.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        return folder
+
+    a = run(tmp_path / "a", [{"row": 0, "subset": "user_interruption", "id": "1", "status": "ok", "behaviour": ["C_RESPOND"]},
+                             {"row": 1, "subset": "user_interruption", "id": "2", "status": "ok", "behaviour": ["C_RESUME"]},
+                             {"row": 2, "subset": "background_speech", "id": "1", "status": "ok", "behaviour": ["C_RESUME"]}])
+    # B scored the subsets in another order: rows differ, items are the same
+    b = run(tmp_path / "b", [{"row": 0, "subset": "background_speech", "id": "1", "status": "ok", "behaviour": ["C_RESUME"]},
+                             {"row": 1, "subset": "user_interruption", "id": "1", "status": "ok", "behaviour": ["C_RESPOND"]},
+                             {"row": 2, "subset": "user_interruption", "id": "2", "status": "ok", "behaviour": ["C_RESPOND"]}])
+    res = agreement(a, b, n_resamples=0)["fields"]["behaviour"]
+    # 3 common items, user_interruption/2 differs: 2/3
+    assert res["kind"] == "categorical" and res["n_items"] == 3 and res["agreement_%"] == pytest.approx(200 / 3)
+    assert res["disagreements"] == [{"item": "user_interruption/2", "a": "c_resume", "b": "c_respond"}]

@@ -28,7 +28,8 @@ from typing import Any, Optional
 __all__ = ["AgreementError", "agreement", "categorical_stats", "judged_values", "score_stats"]
 
 #: item identity columns, tried in this order (the first set a row has wins)
-ID_COLUMNS = (("instance", "file"), ("mode", "role", "dialogue"), ("task", "id"), ("conversation_id", "audio_path"))
+ID_COLUMNS = (("instance", "file"), ("mode", "role", "dialogue"), ("task", "id"), ("subset", "id"),
+              ("conversation_id", "audio_path"))
 #: the largest per_sample.jsonl read (bytes)
 MAX_BYTES = 512 * 1024 * 1024
 
@@ -54,6 +55,14 @@ def _judged_fields(row: dict[str, Any]) -> dict[str, str]:
         elif k.startswith("judge_tag") or k == "behavior" or k == "behaviour":
             out[k] = "categorical"
     return out
+
+
+def _label(v: Any) -> str:
+    """A categorical value as one label: lower-cased text; a list of tags (FDB v1.5's ``behaviour``)
+    as its sorted tags joined by ``+``."""
+    if isinstance(v, (list, tuple)):
+        return "+".join(sorted(str(x).strip().lower() for x in v))
+    return str(v).strip().lower()
 
 
 def _item_id(row: dict[str, Any], line: int) -> str:
@@ -97,7 +106,7 @@ def judged_values(folder: str | os.PathLike) -> tuple[dict[str, str], dict[str, 
             if v is None or (kind == "score" and not _is_score(v)):
                 continue
             kinds[field] = kind
-            values.setdefault(field, {})[iid] = str(v).strip().lower() if kind == "categorical" else float(v)
+            values.setdefault(field, {})[iid] = _label(v) if kind == "categorical" else float(v)
     return kinds, values
 
 
