@@ -510,6 +510,7 @@ def score_run(root: str | os.PathLike, tasks: Sequence[Any], prompts_path: str |
                       "asr_model": asr_model})
 
     # ASR in this thread (one model), each task's judge call handed to the pool as soon as its prompt exists
+    futures = []
     with ThreadPoolExecutor(max_workers=max(1, int(concurrency))) as pool:
         for task in tasks:
             r = done.get(task.id)
@@ -524,7 +525,10 @@ def score_run(root: str | os.PathLike, tasks: Sequence[Any], prompts_path: str |
             except Exception as e:  # noqa: BLE001
                 fail(task, e)
                 continue
-            pool.submit(judged, task, prompt, tb.get("asr_model", "transcript file"))
+            futures.append(pool.submit(judged, task, prompt, tb.get("asr_model", "transcript file")))
+    for fut in futures:  # a unit that could not be logged (a full disk...) is a whole-run problem, never a lost task
+        if fut.exception() is not None:
+            raise fut.exception()
     rows, failed = [], []
     wanted = {t.id for t in tasks}
     for tid, r in done.items():
