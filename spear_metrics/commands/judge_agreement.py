@@ -20,15 +20,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_bootstrap_arguments(p, "the agreement statistics (over items)")
 
 
-def _fmt(v, ci) -> str:
-    if v is None:
-        return "-"
-    s = f"{v:.3f}"
-    return s + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
-
-
 def run(args: argparse.Namespace) -> int:
     from spear_metrics.core.agreement import AgreementError, agreement
+    from spear_metrics.core.summary import interval_text
     from spear_metrics.core.records import write_json_atomic
 
     try:
@@ -42,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
         keys = ("agreement_%", "cohen_kappa") if st["kind"] == "categorical" else \
             ("spearman", "pearson", "exact_agreement_%")
         for k in keys:
-            print(f"  {k:<18} {_fmt(st[k], st.get(k + '_ci95'))}")
+            print(f"  {k:<18} {interval_text(st[k], st.get(k + '_ci95'))}")
         dis = st["disagreements"]
         print(f"  {len(dis)} item(s) disagree" + (":" if dis and args.show > 0 else ""))
         for d in dis[: max(0, args.show)]:

@@ -382,12 +382,10 @@ def format_table(per_subset: dict[str, dict[str, Any]]) -> list[str]:
     """The console table: one line per headline key, one column per subset (``value [lo, hi]``)."""
     subs = list(per_subset)
 
+    from spear_metrics.core.summary import interval_text
+
     def cell(s: dict[str, Any], k: str) -> str:
-        v = s.get(k)
-        if v is None:
-            return "-"
-        ci = s.get(f"{k}_ci95")
-        return f"{v:.3f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
+        return interval_text(s.get(k), s.get(f"{k}_ci95"))
 
     w = max(24, *(len(c) for c in subs))
     lines = [f"{'key':<22} " + " ".join(f"{s:<{w}}" for s in subs)]
