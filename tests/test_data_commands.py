@@ -168,3 +168,19 @@ def test_seamless_cut_keeps_the_package_members(seamless, package, tmp_path):
     assert info.samplerate == 16000 and info.channels == 2 and info.frames == round(15.48 * 16000) - round(0.78 * 16000)
     with pytest.raises(DataCheckError, match="missing"):
         build_from_seamless(seamless, tmp_path / "r2", split="dev")
+
+
+def test_seamless_cut_with_an_undecodable_wav_exits_2_in_one_line(seamless, tmp_path, capsys):
+    """A participant WAV that cannot be decoded is a one-line refusal (exit 2), not an unexpected error."""
+    import shutil
+
+    from spear_metrics.cli import main
+
+    copy = tmp_path / "seamless"
+    shutil.copytree(seamless, copy)
+    wav = sorted((copy / "improvised" / "test").rglob("*.wav"))[0]
+    wav.write_bytes(b"RIFF0000WAVEnot a wav")
+    rc = main(["data", "seamless", "--seamless", str(copy), "--root", str(tmp_path / "root"), "--no-count-check",
+               "--no-progress"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and err[0].startswith("spearbench data: ") and "unexpected" not in err[0]

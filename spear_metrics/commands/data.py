@@ -64,6 +64,8 @@ def run(args: argparse.Namespace) -> int:
             args.data_command](args)
     except (DataCheckError, DownloadError) as e:
         return _err(str(e))
+    except ValueError as e:  # an undecodable WAV (AudioError), an unreadable transcript or CSV: one line, not a crash
+        return _err(" ".join(str(e).split()) or type(e).__name__)
 
 
 def _download(args: argparse.Namespace) -> int:
