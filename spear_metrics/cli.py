@@ -5,7 +5,9 @@ Each subcommand lives in its own module with two functions, ``add_arguments(pars
 is explicit), and each registered benchmark's own command group
 (:attr:`spear_metrics.core.benchmark.Benchmark.command`, :func:`commands`). A benchmark's
 deprecated command names (``aliases``) still run, after one deprecation line on stderr, and so
-does an older form of a command whose module has ``legacy_argv(argv) -> argv | None``.
+does an older form of a command whose module has ``legacy_argv(argv) -> argv | None``; a command
+module with ``route_argv(argv) -> (who, run) | None`` takes over the arguments it recognises (a
+benchmark version with parsers of its own, e.g. ``fdb score --version 2``).
 
 Exit status of :func:`main` (one line on stderr for every status but 0):
 
@@ -114,12 +116,6 @@ def _main(argv: list[str] | None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     who = "spearbench"
     try:
-        from spear_metrics.commands import fdb_v2
-
-        v2 = fdb_v2.wanted(argv)
-        if v2:  # Full-Duplex-Bench v2 (the fdb2 command) has its own parsers
-            who = f"spearbench fdb {v2[0]} --version 2"
-            return fdb_v2.main(*v2)
         available = {}
         for name, (module, _) in commands().items():
             try:
@@ -129,6 +125,13 @@ def _main(argv: list[str] | None) -> int:
                     if argv and argv[0] == name:
                         print(f"spearbench {name}: needs the Python package {e.name!r}", file=sys.stderr)
                         return 2
+        for mod in dict.fromkeys(available.values()):  # a benchmark whose own parsers take over another command's
+            # arguments (e.g. a version of it): its cli module's route_argv(argv) -> (who, run) | None
+            route = getattr(mod, "route_argv", None)
+            routed = route(list(argv)) if route is not None else None
+            if routed is not None:
+                who = routed[0]
+                return int(routed[1]() or 0)
         legacy = getattr(available.get(argv[0]), "legacy_argv", None) if argv else None
         if legacy is not None and (new_argv := legacy(list(argv))) is not None:  # an older form of the command
             print(f"spearbench {argv[0]}: deprecated form, use: spearbench {' '.join(new_argv[:2])} ... (the old form "

@@ -39,6 +39,15 @@ def wanted(argv: list[str]) -> tuple[str, list[str]] | None:
     return ("infer" if argv[0] == "fdb-infer" else "score"), argv[1:]
 
 
+def route_argv(argv: list[str]):
+    """``(who, run)`` for :mod:`spear_metrics.cli` when ``argv`` asks for v2 (:func:`wanted`):
+    ``run()`` parses the arguments with v2's own parsers and runs; else ``None``."""
+    v2 = wanted(argv)
+    if not v2:
+        return None
+    return f"spearbench fdb {v2[0]} --version 2", lambda: main(*v2)
+
+
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--version", choices=("2",), default="2", help="Full-Duplex-Bench version (2)")
     p.add_argument("--tasks", required=True, help="tasks file in upstream's v2/prompts_staged_200.json shape")
@@ -98,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
 def _fail(msg: str) -> int:
     from spear_metrics.core.secrets import mask_secrets
 
-    print(mask_secrets(" ".join(str(msg).split())), file=sys.stderr)
+    print(f"spearbench fdb --version 2: {mask_secrets(' '.join(str(msg).split()))}", file=sys.stderr)
     return 2
 
 
