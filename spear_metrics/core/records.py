@@ -20,7 +20,7 @@ from spear_datasets.files import (
 )
 
 __all__ = ["AppendLog", "OutputError", "SampleResult", "bind_run", "claim_out", "clean_value", "dumps", "one_line",
-           "count_process_ends", "process_ends", "read_jsonl", "read_rank_logs", "read_run_info", "valid_record", "write_json_atomic", "write_jsonl_atomic"]
+           "count_process_ends", "process_ends", "read_jsonl", "read_rank_logs", "valid_record", "write_json_atomic", "write_jsonl_atomic"]
 
 OK = "ok"
 FAILED = "failed"
@@ -375,15 +375,14 @@ def _read_json(path: Path) -> Any:
         return None
 
 
-#: the largest ``run_info.json`` read (bytes); a larger one is read as missing
-MAX_RUN_INFO_BYTES = 16 * 1024 * 1024
+#: ``run_info.json`` files larger than this are not read (a run's record is a few KB)
+MAX_RUN_INFO_BYTES = 16 * 2 ** 20
 
 
-def read_run_info(folder: str | os.PathLike) -> dict[str, Any]:
-    """``FOLDER/run_info.json`` (timings, ``rows_resumed``, ``onset_kind``...) as written by the
-    last run; ``{}`` when it is missing, unreadable, not an object or larger than
-    :data:`MAX_RUN_INFO_BYTES`."""
-    path = Path(folder) / "run_info.json"
+def read_run_info(folder: Any) -> dict[str, Any]:
+    """``FOLDER/run_info.json`` (timings, ``rows_resumed``, the onset rule...) as written by the last
+    run; ``{}`` when it is missing, unreadable, not an object or over :data:`MAX_RUN_INFO_BYTES`."""
+    path = Path(str(folder)) / "run_info.json"
     try:
         if path.stat().st_size > MAX_RUN_INFO_BYTES:
             return {}
