@@ -84,13 +84,15 @@ def add_score_arguments(p: argparse.ArgumentParser) -> None:
                    help="backchannel: FDB's human distribution icc_gt_distribution.json (CC BY-NC, not shipped)")
     # the judge: the shared judge options (v1.0's relevance judge: seed 0, as FDB; v1.5's behaviour judge: seed 1,
     # then + 1 per request, as FDB v1.5)
-    add_judge_options(p, seed=None, model_help="judge model id (FDB's code used gpt-4-turbo for v1.0's relevance, "
+    add_judge_options(p, seed=None, concurrency=1, model_help="judge model id (FDB's code used gpt-4-turbo for v1.0's relevance, "
                                                 "gpt-4o-2024-08-06 for v1.5's behaviour)")
     for a in p._actions:
         if "--judge-seed" in a.option_strings:
             a.help = "seed sent to the judge (default as FDB: 0 for v1.0; v1.5 starts at 1, + 1 per retry)"
         elif "--judge-retries" in a.option_strings:
             a.help += "; v1.5: each retry with the next seed, as FDB v1.5"
+        elif "--judge-concurrency" in a.option_strings:
+            a.help = "v1.0 and v1.5 judge one sample at a time (1; the judged samples' ASR shares one model)"
     p.add_argument("--mos", default="dnsmos", help="v1.5: offline MOS backend for the project's MOS keys beside the "
                    "unsupported UTMOSv2 (spear_metrics.core.mos: dnsmos, distillmos; 'none' for no MOS)")
     p.add_argument("--asr", default="embedded", help="ASR backend for task-folder samples without output.json (spear_metrics.core.asr)")
@@ -164,6 +166,9 @@ def run_score(args: argparse.Namespace) -> int:
     from spear_datasets.sources.fdb import FDBFormatError, read_reference_distribution
     from spear_metrics.core.runner import RunError
     from spear_metrics.full_duplex.runs import ScoringSetup
+
+    if int(args.judge_concurrency) != 1:  # accepted by the shared judge options; not run here: refused, not ignored
+        return _fail("--judge-concurrency: FDB v1.0 and v1.5 scoring judges one sample at a time (give 1)")
 
     if args.fdb_version == "1.5" or (args.fdb_version is None and args.root and not args.release and _is_v15(args.root)):
         from spear_metrics.full_duplex_v15.cli import run_v15
