@@ -167,6 +167,8 @@ def run_score(args: argparse.Namespace) -> int:
     from spear_metrics.core.runner import RunError
     from spear_metrics.full_duplex.runs import ScoringSetup
 
+    if args.fdb_version == "2":  # routed to FDB v2's own parsers before this one (commands.fdb_v2.route_argv)
+        return _fail("--version 2 could not be routed to Full-Duplex-Bench v2 (spearbench fdb2 score --help)")
     if int(args.judge_concurrency) != 1:  # accepted by the shared judge options; not run here: refused, not ignored
         return _fail("--judge-concurrency: FDB v1.0 and v1.5 scoring judges one sample at a time (give 1)")
 
