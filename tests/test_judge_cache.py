@@ -409,3 +409,55 @@ def test_cli_refuses_a_moving_alias_when_pinned_is_required_and_a_bad_price_tabl
         assert srv.calls == 2  # only the last run asked
     s = json.loads((tmp_path / "r3" / "summary.json").read_text())
     assert "no dated snapshot" in s["judge_calls"]["moving_alias"]
+
+
+def _interruption_folder(fdb_dir: Path, dest: Path, n: int) -> Path:
+    """``n`` copies of FDB's real user-interruption example, each with its own interrupting turn
+    (so each asks the judge its own question)."""
+    import shutil
+
+    src = fdb_dir / "example_data" / "user_interruption_example" / "1"
+    for k in range(1, n + 1):
+        shutil.copytree(src, dest / str(k))
+        (dest / str(k) / "rating.json").unlink(missing_ok=True)
+        turns = json.loads((dest / str(k) / "interrupt.json").read_text())
+        turns[0]["interrupt"] += f" (copy {k})"
+        (dest / str(k) / "interrupt.json").write_text(json.dumps(turns))
+    return dest
+
+
+@pytest.mark.parametrize("concurrency", [1, 2])
+def test_fdb_judge_concurrency_acts(fdb_dir, tmp_path, concurrency):
+    """--judge-concurrency 2: two relevance questions are in flight at once (the loopback judge
+    answers only once both have arrived); 1: never more than one in flight."""
+    import threading
+
+    from spear_metrics.cli import main
+
+    root = _interruption_folder(fdb_dir, tmp_path / "ui", 2)
+    both = threading.Barrier(2, timeout=120)  # generous: reached at once when both are asked together
+    reply = completion('{"analysis": "answers the interrupting request", "rating": 4}')
+    lock, now, most = threading.Lock(), [0], [0]
+
+    def answer(body):
+        with lock:
+            now[0] += 1
+            most[0] = max(most[0], now[0])
+        try:
+            if concurrency == 2:
+                both.wait()
+            return 200, reply
+        finally:
+            with lock:
+                now[0] -= 1
+
+    with CountingJudge(answer) as srv:
+        rc = main(["fdb", "score", "--task", "user_interruption", "--root", str(root), "--judge-url", srv.url,
+                   "--judge-model", "judge-model-2024-08-06", "--judge-key-env", "none", "--no-progress", "--bootstrap",
+                   "0", "--judge-concurrency", str(concurrency), "--out", str(tmp_path / "r")])
+    assert rc == 0
+    rows = [json.loads(x) for x in (tmp_path / "r" / "per_sample.jsonl").read_text().splitlines()]
+    assert srv.calls == 2 and [r["relevance"] for r in rows] == [4, 4]
+    assert most[0] == concurrency
+    info = json.loads((tmp_path / "r" / "run_info.json").read_text())
+    assert info["judge_concurrency"] == concurrency
