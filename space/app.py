@@ -298,12 +298,20 @@ PUBLISHED_DATA = "SPEAR test split"
 def display_frame(rows: list[dict[str, Any]], dims: list[str] | None, *, page: bool = False) -> pd.DataFrame:
     """The table as shown: strings, "-" for missing values, headers with unit and direction
     (:func:`header`; ``page``: the page's own header text); ``source`` ("published" or a results
-    dataset's label) second, beside ``model``."""
+    dataset's label) second, beside ``model``. When the loaded results follow different onset rules
+    (:func:`spear_metrics.core.onset.mixed_onset_note`), each of their rows says its rule in the
+    inference-mode cell (``"streaming · onset frame"``): never silently side by side."""
+    from spear_metrics.core.onset import mixed_onset_note
+
     cols = [c for c in columns() if dims is None or c.group in dims]
+    mixed = mixed_onset_note(r.get("onset_kind") for r in rows if r.get("source") != "published") is not None
     data = []
     for r in rows:
+        mode = r["inference_mode"] or "-"
+        if mixed and r.get("source") != "published":
+            mode = f"{mode} · onset {r.get('onset_kind') or 'unstated'}"
         d = {"model": r["model"], "source": r["source"], "data": r.get("data") or CUSTOM_LABEL,
-             "inference mode": r["inference_mode"] or "-",
+             "inference mode": mode,
              "open weights": _ow(r["open_weights"])}
         for c in cols:
             d[header(c, page)] = value_text(r, c.name)
@@ -321,6 +329,7 @@ def csv_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
             d[c.name] = r.get(c.name)
         d["source"] = r["source"]
         d["data"] = r.get("data") or CUSTOM_LABEL
+        d["onset_kind"] = r.get("onset_kind") or ("" if r["source"] == "published" else "unstated")
         data.append(d)
     return pd.DataFrame(data)
 
@@ -767,6 +776,10 @@ def build_app(sources: list[str] | None = None) -> gr.Blocks:
                 b_table = gr.Dataframe(value=frame0, interactive=False, wrap=True, elem_id=tab.elem_id,
                                        visible=not frame0.empty)
                 b_none = gr.Markdown(tab.none_line, visible=frame0.empty, elem_id=f"{tab.elem_id}_none")
+                if tab.samples:  # the benchmark's own components under its table
+                    from spear_metrics.core.benchmark import resolve
+
+                    resolve(tab.samples)(src_state, load=lambda s: load_sources(s)[0], audio_file=_audio_file)
                 view = functools.partial(benchmark_view, tab)
                 for c in controls:
                     c.change(view, [src_state, *controls], [b_table, b_none], api_visibility="private")

@@ -7,6 +7,12 @@
   clip's known speech end plus a delay, in input-sample time), never by its own clock.
 - :class:`ChatFake`: ``POST /v1/chat/completions`` with audio in and out (JSON or Server-Sent Events).
 
+The Realtime fake validates every event it receives against the ``openai`` SDK's client-event
+type (``openai.types.realtime.RealtimeClientEvent``; a mismatch is kept in :attr:`RealtimeFake.errors`)
+and builds every event it sends as the SDK's server-event type (``RealtimeServerEvent``), dumped as
+the SDK dumps it; only the deliberately malformed faults bypass it. A session asking for text only
+(``output_modalities: ["text"]``) gets ``response.output_text.delta`` and no audio.
+
 Each request names its row in the ``X-Client-Request-Id`` header (the adapters send the clip's
 name); the fake looks up that row's program (kind + times). Faults are programs too: refused
 handshakes, ``429`` + ``Retry-After``, a dropped connection mid-answer, malformed events, no answer,
@@ -18,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import io
+import itertools
 import json
 import threading
 import time
@@ -38,6 +45,13 @@ CHAT_USAGE = {"prompt_tokens": 50, "completion_tokens": 20, "total_tokens": 70,
 REALTIME_USAGE = {"total_tokens": 300, "input_tokens": 200, "output_tokens": 100,
                   "input_token_details": {"audio_tokens": 150, "text_tokens": 50, "cached_tokens": 0},
                   "output_token_details": {"audio_tokens": 80, "text_tokens": 20}}
+
+
+def _adapters():
+    from openai.types.realtime import RealtimeClientEvent, RealtimeServerEvent
+    from pydantic import TypeAdapter
+
+    return TypeAdapter(RealtimeClientEvent), TypeAdapter(RealtimeServerEvent)
 
 
 @dataclass
@@ -108,6 +122,10 @@ class RealtimeFake:
         self.extensions: dict[str, Optional[str]] = {}  # row -> the Sec-WebSocket-Extensions the client offered
         self.received: dict[str, list[np.ndarray]] = defaultdict(list)  # converse: decoded input (int16) per row
         self.reply_starts: dict[str, list[int]] = defaultdict(list)  # converse: input samples received at each reply
+        self.errors: list[str] = []  # client events the SDK's type refused
+        self.text_only: dict[str, bool] = {}  # row -> the session asked for text only
+        self._client_events, self._server_events = _adapters()
+        self._ids = itertools.count()
         self._t = _Thread()
         self.port = self._t.run(self._start())
 
@@ -146,6 +164,11 @@ class RealtimeFake:
             return resp
         return None
 
+    async def _send(self, ws, event: dict) -> None:
+        """Send ``event`` built as the SDK's server-event type (an ``event_id`` added), as the SDK dumps it."""
+        model = self._server_events.validate_python({"event_id": f"event_{next(self._ids)}", **event})
+        await ws.send(json.dumps(model.model_dump(mode="json", exclude_unset=True)))
+
     async def _reply(self, ws, rid: str, prog: Program, samples: int, response_id: Optional[str] = None) -> None:
         """Send a response (``response.created``, 100 ms audio deltas, the transcript, ``response.done``);
         with ``response_id`` its ``response.created`` was sent earlier."""
@@ -155,29 +178,34 @@ class RealtimeFake:
             await ws.send("this is not json {")
             return
         if prog.kind == "error_event":
-            await ws.send(json.dumps({"type": "error", "error": {"type": "server_error", "code": "server_error",
-                                                                   "message": "The server had an error"}}))
+            await self._send(ws, {"type": "error", "error": {"type": "server_error", "code": "server_error",
+                                                               "message": "The server had an error"}})
             return
         if prog.kind == "echo_key":
-            await ws.send(json.dumps({"type": "error", "error": {"type": "invalid_request_error", "code": "invalid_api_key",
-                                                                   "message": f"Incorrect API key provided: {self.key}"}}))
+            await self._send(ws, {"type": "error", "error": {"type": "invalid_request_error", "code": "invalid_api_key",
+                                                               "message": f"Incorrect API key provided: {self.key}"}})
             return
         rid_resp = response_id or f"resp_{rid}_{samples}"
         if response_id is None:
-            await ws.send(json.dumps({"type": "response.created", "response": {"id": rid_resp, "status": "in_progress"}}))
+            await self._send(ws, {"type": "response.created", "response": {"id": rid_resp, "status": "in_progress"}})
+        part = {"item_id": f"item_{rid_resp}", "output_index": 0, "content_index": 0, "response_id": rid_resp}
+        if self.text_only.get(rid):
+            await self._send(ws, {"type": "response.output_text.delta", "delta": self.transcript, **part})
+            await self._send(ws, {"type": "response.done", "response": {"id": rid_resp, "status": "completed"}})
+            return
         step = RATE // 10 * 2  # 100 ms of 16-bit samples
         for k, a in enumerate(range(0, len(self.answer), step)):
             if prog.kind == "bad_audio":
-                await ws.send(json.dumps({"type": "response.output_audio.delta", "delta": "@@not base64@@"}))
+                await self._send(ws, {"type": "response.output_audio.delta", "delta": "@@not base64@@", **part})
                 return
-            await ws.send(json.dumps({"type": "response.output_audio.delta",
-                                      "delta": base64.b64encode(self.answer[a : a + step]).decode()}))
+            await self._send(ws, {"type": "response.output_audio.delta",
+                                  "delta": base64.b64encode(self.answer[a : a + step]).decode(), **part})
             if prog.kind == "drop" and k == 1:
                 await ws.close(1011, "internal error")
                 return
-        await ws.send(json.dumps({"type": "response.output_audio_transcript.delta", "delta": self.transcript}))
-        await ws.send(json.dumps({"type": "response.done", "response": {"id": rid_resp, "status": "completed",
-                                                                         "usage": REALTIME_USAGE}}))
+        await self._send(ws, {"type": "response.output_audio_transcript.delta", "delta": self.transcript, **part})
+        await self._send(ws, {"type": "response.done", "response": {"id": rid_resp, "status": "completed",
+                                                                      "usage": REALTIME_USAGE}})
 
     async def _handler(self, ws) -> None:
         from websockets.exceptions import ConnectionClosed
@@ -194,28 +222,37 @@ class RealtimeFake:
                 ev = json.loads(msg)
                 t = ev["type"]
                 self.events[rid].append(t)
+                try:
+                    self._client_events.validate_python(ev)
+                except ValueError as e:
+                    self.errors.append(f"{rid}: {t}: {str(e)[:300]}")
                 if t == "session.update":
                     if prog.kind == "try_later" and self.connections[rid] == 1:
                         await ws.close(1013, "try again later")
                         return
                     session = json.loads(json.dumps(ev["session"]))
-                    if prog.kind == "wrong_rate":
+                    self.text_only[rid] = session.get("output_modalities") == ["text"]
+                    if prog.kind == "wrong_rate":  # a fault the SDK's type refuses (its PCM rate is 24000 only): sent raw
                         session["audio"]["output"]["format"]["rate"] = 16000
-                    await ws.send(json.dumps({"type": "session.updated", "session": session}))
+                        await ws.send(json.dumps({"type": "session.updated", "event_id": "event_raw", "session": session}))
+                    else:
+                        await self._send(ws, {"type": "session.updated", "session": session})
                 elif t == "input_audio_buffer.append":
                     a = ev["audio"]  # 16-bit samples counted from the base64 length (no decoding: a light fake)
                     samples += (len(a) // 4 * 3 - (len(a) - len(a.rstrip("=")))) // 2
                     if not started:
                         started = True
-                        await ws.send(json.dumps({"type": "input_audio_buffer.speech_started"}))
+                        await self._send(ws, {"type": "input_audio_buffer.speech_started", "audio_start_ms": 0,
+                                              "item_id": f"item_in_{rid}"})
                     if (prog.kind != "force" and not stopped and samples >= (prog.speech_end_s + 0.5) * RATE):
                         stopped = True
-                        await ws.send(json.dumps({"type": "input_audio_buffer.speech_stopped"}))
-                        await ws.send(json.dumps({"type": "input_audio_buffer.committed"}))
+                        await self._send(ws, {"type": "input_audio_buffer.speech_stopped", "item_id": f"item_in_{rid}",
+                                              "audio_end_ms": round(samples * 1000 / RATE)})
+                        await self._send(ws, {"type": "input_audio_buffer.committed", "item_id": f"item_in_{rid}"})
                         if prog.kind == "late":
                             late = f"resp_{rid}_late"
-                            await ws.send(json.dumps({"type": "response.created",
-                                                      "response": {"id": late, "status": "in_progress"}}))
+                            await self._send(ws, {"type": "response.created",
+                                                  "response": {"id": late, "status": "in_progress"}})
                     if late and samples >= round(prog.late_s * RATE):
                         await self._reply(ws, rid, prog, samples, response_id=late)
                         late = ""

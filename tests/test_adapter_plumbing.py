@@ -210,3 +210,30 @@ def test_playback_buffer_resamples_back_to_back_chunks_as_one_signal(real_dir):
     start = round(gap_at * 16_000)
     assert not y[8000 + whole.size : start].any()
     np.testing.assert_array_equal(y[start : start + 1600], resample(x[None, :2400], 24_000, 16_000)[0])
+
+
+def test_onset_rules_are_declared_recorded_and_marked(monkeypatch):
+    """Every adapter states how it places its answer (``onset_kind``); the results card says it, and
+    a comparison of runs with different rules carries a note naming them and their row counts."""
+    from spear_metrics.agents.cascade import CascadeAgent
+    from spear_metrics.agents.moshi import MoshiAgent
+    from spear_metrics.agents.openai_audio import OpenAIAudioAgent
+    from spear_metrics.agents.qwen_omni import QwenOmniAgent
+    from spear_metrics.agents.reference import FixedDelayAgent, HumanAgent
+    from spear_metrics.core.onset import ONSET_KINDS, mixed_onset_note, onset_kind
+    from spear_metrics.results.write import card_text
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    assert onset_kind(MoshiAgent()) == "frame" and onset_kind(MoshiAgent(onset_clock="wall")) == "first_audio"
+    assert onset_kind(OpenAIAudioAgent()) == "question_end" and onset_kind(QwenOmniAgent) == "first_text_token"
+    assert onset_kind(CascadeAgent()) == "question_end" and onset_kind(CascadeAgent(think_s=0.5)) == "fixed_delay"
+    assert onset_kind(HumanAgent()) == "reference" and onset_kind(FixedDelayAgent()) == "fixed_delay"
+    assert onset_kind(object()) == "unstated" and set(ONSET_KINDS) >= {"first_audio", "frame", "question_end"}
+    assert mixed_onset_note(["frame", "frame"]) is None
+    assert mixed_onset_note(["question_end", "first_audio", "question_end"]) == (
+        "onset rules differ: first_audio (1), question_end (2): answer_start_time, latency_ms and the "
+        "interruption keys are not comparable across them")
+    card = card_text({"onset_kind": "frame", "metrics": []}, model_name="m", inference_mode="streaming",
+                     open_weights=True, split="test", n_rows=1, audio_cols=())
+    assert "- onset rule (`answer_start_time`, `latency_ms`): `frame`: full duplex, frame-synchronous" in card
+    assert "onset_kind: frame" in card

@@ -338,6 +338,26 @@ def test_gemini_live_push_to_talk(real_dir, tmp_path, keys):
         assert r["response_time_s"] == pytest.approx(r["onset_wall_s"] - n / TARGET_SR, abs=1e-6)
 
 
+def test_an_answer_after_the_last_chunk_is_never_an_interruption_and_audio_before_the_input_fails():
+    """A paced chunk goes out at the start of its span: the clip's last chunk (3.56-3.60 s) is sent at
+    3.56 s. A push-to-talk answer at 3.58 s came after the system heard the whole input:
+    ``response_time_s`` is 0, not -0.02 (the project's key; ``answer_start_time`` keeps the wall
+    clock). One at 3.50 s, before that chunk went out, is an interruption (-0.10 s). Audio a server
+    sends before the input starts answers none of it: the row fails, it is not stamped onset 0."""
+    r = SessionResult(input_end_s=3.6, last_input_sent_s=3.56)
+    assert r.response_time(3.58) == 0.0 and r.response_time(3.65) == pytest.approx(0.05)
+    assert r.response_time(3.50) == pytest.approx(-0.10)
+    r.first_audio_s = 3.58
+    assert r.response_time_s == 0.0
+    assert SessionResult(input_end_s=3.6).response_time(3.58) == pytest.approx(-0.02)  # never sent: no floor
+    sink = OutputSink(16_000)
+    with pytest.raises(ProtocolError, match="before the input started"):
+        sink.audio(np.full(480, 0.1, np.float32), 24_000)
+    sink.start()
+    sink.audio(np.full(480, 0.1, np.float32), 24_000)
+    assert len(sink.result.chunks) == 1
+
+
 def test_gemini_live_settings_refused_up_front(monkeypatch, real_dir):
     monkeypatch.delenv("GEMINI_API_KEY", raising=False)
     monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
@@ -381,24 +401,29 @@ def _timeline(levels: list[bool], chunk: int = 960) -> SessionResult:
 def test_moshi_answer_rule_on_a_hand_built_timeline():
     """SPEAR's answer is picked out of the whole timeline (every frame, silence included): from the
     onset frame to the last loud frame. Frames 3, 4 and 6 are loud; the pieces are half frames, so
-    frame 3 is completed by piece 7 (wall 0.78 s, stream 0.28 s)."""
+    frame 3 is completed by piece 7 (wall 0.78 s, stream 0.28 s). The default clock is the frame
+    rule: output frame j at (j + 1) x 80 ms, so frame 3 at 0.32 s whatever its arrival."""
     levels = [False, False, False, True, True, False, True, False, False, False]
     r = _timeline(levels)
     x = np.concatenate([c.audio[0] for c in r.chunks])
-    a = MoshiAgent().answer(r)  # onset=audio, stream clock
-    assert a.onset == pytest.approx(0.28) and (a.first_audio_s, a.first_audio_input_s) == (pytest.approx(0.78), pytest.approx(0.28))
+    a = MoshiAgent().answer(r)  # onset=audio, frame clock
+    assert a.onset == pytest.approx(0.32) and (a.first_audio_s, a.first_audio_input_s) == (pytest.approx(0.78), pytest.approx(0.28))
     assert a.response_time_s == pytest.approx(0.78 - 0.4) and a.sample_rate == 24_000
     assert np.array_equal(a.audio[0], x[3 * FRAME_SAMPLES:7 * FRAME_SAMPLES])  # frames 3-6: the gap at 5 kept, 7-9 cut
     assert MoshiAgent(onset_clock="wall").answer(r).onset == pytest.approx(0.78)
+    assert MoshiAgent(onset_clock="stream").answer(r).onset == pytest.approx(0.28)
+    assert MoshiAgent(onset_clock="frame", lead_frames=2).answer(r).onset == pytest.approx(0.40)
     # a token after piece 5 (2.5 frames in): the answer starts at the last whole frame before it, frame 1
     r.text_events.append(TextEvent(" Sure", 0.70, 0.20, after_chunks=5))
     for mode in ("text", "first"):
         a = MoshiAgent(onset=mode).answer(r)
-        assert a.onset == pytest.approx(0.20) and np.array_equal(a.audio[0], x[1 * FRAME_SAMPLES:7 * FRAME_SAMPLES])
+        assert a.onset == pytest.approx(0.16) and np.array_equal(a.audio[0], x[1 * FRAME_SAMPLES:7 * FRAME_SAMPLES])
+        assert a.text == "Sure"  # the token of frame 1, inside the answer (frames 1-6)
+        assert MoshiAgent(onset=mode, onset_clock="stream").answer(r).onset == pytest.approx(0.20)
     # the same token after piece 9: the loud frame 3 (completed by piece 7) came first
     r.text_events[0] = TextEvent(" Sure", 0.86, 0.36, after_chunks=9)
     a = MoshiAgent(onset="first").answer(r)
-    assert a.onset == pytest.approx(0.28) and np.array_equal(a.audio[0], x[3 * FRAME_SAMPLES:7 * FRAME_SAMPLES])
+    assert a.onset == pytest.approx(0.32) and np.array_equal(a.audio[0], x[3 * FRAME_SAMPLES:7 * FRAME_SAMPLES])
     with pytest.raises(NoAnswerError, match=r"stayed silent \(no output frame at or above -40 dBFS\)"):
         MoshiAgent().answer(_timeline([False] * 6))
     with pytest.raises(NoAnswerError, match="the server sent no output audio"):
@@ -454,7 +479,11 @@ def test_moshi_onsets_barge_in_and_faults_in_one_run(real_dir, tmp_path, keys, c
         assert log.answer_input_s == pytest.approx(fired, abs=1e-9)
         assert fired - 1e-9 <= r["onset_stream_s"] <= fired + FRAME_S + 1e-6, (k, r["onset_stream_s"], fired)
         assert fired - FRAME_S - 1e-6 <= r["onset_wall_s"] <= fired + 5.0
-        assert r["onset"] == r["onset_stream_s"]  # moshi's default clock
+        # moshi's default clock, the frame rule: output frame j at (j + 1) x 80 ms (the first loud frame
+        # is the fake's answer frame or the next, by the speech's first 80 ms)
+        at = (log.answer_frame + 1) * FRAME_S
+        assert r["onset"] == pytest.approx(at, abs=1e-9) or r["onset"] == pytest.approx(at + FRAME_S, abs=1e-9)
+        assert r["frames_received"] == r["frames_expected"] == log.frames_out
         q_end = clip.shape[1] / TARGET_SR
         assert float(meta[name(k)]["answer_start_time"]) == pytest.approx(r["onset"] - q_end, abs=1e-6)
         assert r["text"] == "Sure, I think so."
@@ -524,9 +553,18 @@ def test_moshi_fdb_infer_writes_the_reply_channel(fdb_dir, real_dir, tmp_path, k
     info = json.loads((root / "pause_handling" / ".spearbench-fdb-infer" / "run_info.json").read_text())
     assert info["chunk_ms"] == 80.0 and info["concurrency"] == 1  # moshi's own frame; one session at a time
     note = [x for x in capsys.readouterr().err.splitlines() if "note:" in x]
+    # a server three frames late answers two frames fewer than Kyutai's (lead_frames=1): a reply that is
+    # not complete, said per sample and on the console
     assert note == ["spearbench fdb infer: note: moshi: --concurrency 4 lowered to 1: the adapter serves at most 1 "
-                    "session at a time (its max_concurrency)"]
+                    "session at a time (its max_concurrency)",
+                    "spearbench fdb infer: note: 1 reply channel(s) are missing output frames (the server fell behind "
+                    "or stopped early; see the note of each sample in each task folder's .spearbench-fdb-infer/rank-0.jsonl)"]
+    assert info["n_incomplete"] == 1
     (log,) = fake.sessions
+    (rec,) = [json.loads(x) for x in (root / "pause_handling" / ".spearbench-fdb-infer" / "rank-0.jsonl").read_text().splitlines()]
+    assert rec["status"] == "ok" and (rec["frames_received"], rec["frames_expected"]) == (log.frames_out, log.frames_in - 1)
+    assert rec["note"] == (f"reply incomplete: {log.frames_out} of {log.frames_in - 1} output frames arrived; "
+                           "the rest of the reply channel is silence")
     x, sr_in = decode(stim)
     y, sr = decode(root / "pause_handling" / "1" / "output.wav")
     assert sr == sr_in and y.shape[1] == x.shape[1]  # time-synchronous with the stimulus

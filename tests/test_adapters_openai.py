@@ -136,6 +136,7 @@ def test_realtime_onsets_barge_in_and_faults_in_one_run(real_dir, tmp_path, key_
             assert main(args) == rc
     finally:
         fake.close()
+    assert fake.errors == []  # every client event held the openai SDK's RealtimeClientEvent type
     recs = records(out)
     failures = {Path(f["audio_path"]).name: f["error"] for d in (out, out_silent)
                 for f in map(json.loads, (d / "failures.jsonl").read_text().splitlines())}
@@ -180,6 +181,14 @@ def test_realtime_onsets_barge_in_and_faults_in_one_run(real_dir, tmp_path, key_
     # run_info and the per-row timing file
     info = json.loads((out / "run_info.json").read_text())
     assert info["concurrency"] == len(main_rows) and info["response_time_s"]["n"] == 6 and "wall clock" in info["onset_rule"]
+    assert info["onset_kind"] == "first_audio"
+    # silence_pad_ms: the output's first audible sample (Silero VAD, ms times) after its first byte; the
+    # fake's output is the answer clip itself, so it is the clip's own first speech
+    from spear_metrics.core.vad import speech_segments
+
+    lead_ms = 1000 * speech_segments(resample(answer[None], 24_000, TARGET_SR)[0], time_resolution=3)[0][0]
+    assert lead_ms > 0 and recs[name(0)]["silence_pad_ms"] == pytest.approx(lead_ms, abs=32.0)  # one Silero frame (16-bit rounding)
+    assert info["silence_pad_ms"]["n"] == 6
     assert info["send_lag_max_s"]["n"] == 6 and all(r["send_lag_max_s"] >= 0 for r in recs.values() if r["status"] == "ok")
     rt = {Path(r["audio_path"]).name: r for r in csv.DictReader(open(out / "response_times.csv"))}
     assert float(rt[name(0)]["response_time_s"]) == pytest.approx(recs[name(0)]["response_time_s"], abs=1e-6)
@@ -187,6 +196,29 @@ def test_realtime_onsets_barge_in_and_faults_in_one_run(real_dir, tmp_path, key_
     assert "response_time_s" not in open(out / "metadata.csv").readline()  # SPEAR's schema unchanged
     no_key_in(out)
     no_key_in(out_silent)
+
+
+def test_realtime_text_only_session_ends_on_response_done(real_dir, key_env):
+    """A text-only session (``output_modalities: ["text"]``, what ``dsuperb infer`` asks) ends on the
+    ``response.done`` after its text: finish reason ``stop``, not ``max_wait`` (it would wait the
+    whole max_wait_s for audio that never comes); the text is the answer; no audio."""
+    import asyncio
+
+    from spear_metrics.agents.duplex import AudioRequest, run_session, session_config
+    from spear_metrics.agents.openai_realtime import OpenAIRealtimeAgent
+
+    ami, end = sources(real_dir)["ami"]
+    fake = RealtimeFake({name(0): Program("reply", at_s=end + 0.2, speech_end_s=end)}, answer_24k(real_dir)[:2400], KEY,
+                        transcript="a dog barking")
+    try:
+        agent = OpenAIRealtimeAgent(base_url=fake.url, model="gpt-realtime-test", tail_silence_s=1.0, vad_grace_s=0.3,
+                                    max_wait_s=60)
+        request = AudioRequest(audio=ami, sample_rate=TARGET_SR, modalities=("text",), row_id=name(0))
+        result = asyncio.run(run_session(agent, request, session_config(agent)))
+    finally:
+        fake.close()
+    assert fake.errors == [] and fake.text_only[name(0)]
+    assert result.finish_reason == "stop" and result.text == "a dog barking" and result.chunks == []
 
 
 def test_realtime_resume_after_kill_redoes_only_missing_rows(real_dir, tmp_path, key_env):

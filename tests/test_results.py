@@ -483,3 +483,25 @@ def test_leaderboard_tie_marks_of_results_datasets(built, app):
     cells = df[df["source"].isin(labels)][col].tolist()
     assert any("★" in c for c in cells) and any("≈" in c for c in cells)
     assert not any(("★" in c or "≈" in c) for c in df[df["source"] == "published"][col])
+
+
+def test_the_onset_rule_travels_from_infer_to_the_leaderboard_row(tmp_path):
+    """``score`` copies the answers' onset rule (and a count of lagging rows) from the ``run_info.json``
+    ``infer`` wrote beside the metadata into ``summary.json``; the results dataset's card states it
+    and its leaderboard row carries it. Answers ``infer`` did not write are ``unstated``."""
+    from _spear_samples import make_samples
+    from spear_metrics.core.runner import run_score
+    from spear_metrics.results import leaderboard_row, write_results_dataset
+
+    md = make_samples(tmp_path / "data")
+    (md["model"].parent / "run_info.json").write_text(json.dumps({"onset_kind": "frame", "n_server_lag_flagged": 2}))
+    run = tmp_path / "RESULTS"
+    summary = run_score(md["model"], "interruptions", run, progress=False, n_resamples=0)
+    assert summary["onset_kind"] == "frame" and summary["n_server_lag_flagged"] == 2
+    ds = write_results_dataset(run, tmp_path / "ds", model_name="toy", inference_mode="Full-duplex", open_weights=True,
+                               metadata=md["model"])
+    assert "onset rule (`answer_start_time`, `latency_ms`): `frame`" in (ds / "README.md").read_text()
+    assert leaderboard_row(load_results(ds))["onset_kind"] == "frame"
+    (md["model"].parent / "run_info.json").unlink()
+    other = run_score(md["model"], "interruptions", tmp_path / "RESULTS2", progress=False, n_resamples=0)
+    assert other["onset_kind"] == "unstated" and "n_server_lag_flagged" not in other

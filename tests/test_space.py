@@ -334,3 +334,21 @@ def test_browser_benchmark_tabs_say_none_loaded_and_wrap_headers_between_words(s
                 browser.close()
     finally:
         demo.close()
+
+
+def test_leaderboard_marks_rows_of_different_onset_rules():
+    """Loaded results measured by different onset rules are never silently side by side: each of
+    their rows says its rule in the inference-mode cell; runs sharing one rule are shown as before;
+    the download CSV carries ``onset_kind``."""
+    spec = importlib.util.spec_from_file_location("spear_space_app_onsets", REPO / "spear_metrics" / "space" / "app.py")
+    app = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(app)
+    base = {"protocol": "spear-v1", "open_weights": True}
+    rows = [dict(base, model="published-one", source="published", inference_mode="Streaming"),
+            dict(base, model="moshi", source="runs/moshi", inference_mode="streaming", onset_kind="frame"),
+            dict(base, model="gpt-audio", source="runs/gpt", inference_mode="offline", onset_kind="question_end")]
+    modes = list(app.display_frame(rows, None)["inference mode"])
+    assert modes == ["Streaming", "streaming · onset frame", "offline · onset question_end"]
+    same = [rows[0], rows[1], dict(rows[1], model="moshi-2", source="runs/moshi2")]
+    assert list(app.display_frame(same, None)["inference mode"]) == ["Streaming", "streaming", "streaming"]
+    assert list(app.csv_frame(rows)["onset_kind"]) == ["", "frame", "question_end"]

@@ -18,6 +18,7 @@ import numpy as np
 
 from spear_datasets.audio import MAX_DURATION_S, MAX_SAMPLE_RATE, MIN_SAMPLE_RATE
 from spear_datasets.schema import MAX_ANSWER_START_S, MAX_TEXT_CHARS, SpearRow
+from spear_metrics.core.onset import ONSET_KINDS, onset_kind  # noqa: F401 (the adapters' vocabulary)
 
 #: Sample rates (Hz) an answer may come in (the loader's header limits); anything else is a failed row.
 MIN_ANSWER_SR = MIN_SAMPLE_RATE

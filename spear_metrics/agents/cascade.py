@@ -95,6 +95,7 @@ class CascadeAgent:
         self.voice = voice
         self.rate = int(rate)
         self.think_s = None if think_s is None else float(think_s)
+        self.onset_kind = "question_end" if self.think_s is None else "fixed_delay"  # agents.base.ONSET_KINDS
         self._asr = asr_backend
 
     def _backend(self):

@@ -251,6 +251,14 @@ class SessionResult:
             cut short by :meth:`OutputSink.answer_complete`).
         usage: what the service billed (:meth:`OutputSink.usage`): ``{model: usage fields}``
             (:class:`spear_metrics.core.usage.Usage`), empty when it reported none.
+        last_input_sent_s: wall clock (s after ``t0``) at which the chunk holding the input's last
+            sample was sent (``None`` before).
+        server_lag_max_s: frame-synchronous adapters (Moshi): the largest delay (s, wall clock) of
+            an output frame's arrival behind the sending of the input frame that produced it (the
+            server's compute and transport; ``None`` when not measured).
+        frames_received: frame-synchronous adapters: output frames received (whole frames);
+            ``frames_expected`` the frames the input asks for (one per input frame sent, less the
+            server's lead); ``None`` when not counted.
     """
 
     chunks: list[OutputChunk] = field(default_factory=list)
@@ -267,14 +275,32 @@ class SessionResult:
     answer_complete_s: Optional[float] = None
     tail_sent_s: float = 0.0
     usage: dict = field(default_factory=dict)
+    server_lag_max_s: Optional[float] = None
+    frames_received: Optional[int] = None
+    frames_expected: Optional[int] = None
+    last_input_sent_s: Optional[float] = None
 
     @property
     def response_time_s(self) -> Optional[float]:
         """First answer audio minus end of input, wall clock, in s (negative: the system spoke
-        before the input ended); ``None`` without answer audio."""
-        if self.first_audio_s is None or self.input_end_s is None:
+        before the input ended); ``None`` without answer audio. See :meth:`response_time`."""
+        if self.first_audio_s is None:
             return None
-        return self.first_audio_s - self.input_end_s
+        return self.response_time(self.first_audio_s)
+
+    def response_time(self, first_audio_s: float) -> Optional[float]:
+        """``first_audio_s`` (wall clock) minus the end of the input, in s; ``None`` when the input
+        never ended. An answer that arrived after the chunk holding the input's last sample was sent
+        (:attr:`last_input_sent_s`) is never before the input's end: a paced chunk goes out at the
+        start of the span it covers, so the system heard the whole input by then; the difference is
+        floored at 0 there (a push-to-talk answer 20 ms after the last chunk, before the nominal end,
+        is not an interruption)."""
+        if self.input_end_s is None:
+            return None
+        d = first_audio_s - self.input_end_s
+        if d < 0 and self.last_input_sent_s is not None and first_audio_s >= self.last_input_sent_s:
+            return 0.0
+        return d
 
     @property
     def sample_rate(self) -> Optional[int]:
@@ -335,8 +361,12 @@ class OutputSink:
     of output text in all (the longest transcript cell a metadata CSV may hold).
     """
 
-    def __init__(self, input_sample_rate: int, *, clock: Callable[[], float] = time.monotonic):
+    def __init__(self, input_sample_rate: int, *, clock: Callable[[], float] = time.monotonic, live: bool = False):
+        """``live``: a live conversation (FDB v2), where a side may speak before the relay's clock
+        starts (the examiner opens): such audio is placed at the clock's start instead of failing the
+        session (a benchmark input, known in advance, is never answered before it starts)."""
         self._clock = clock
+        self._live = bool(live)
         self._sr_in = int(input_sample_rate)
         self._t0: Optional[float] = None
         self._sent = 0
@@ -408,6 +438,9 @@ class OutputSink:
             raise ProtocolError(f"output audio chunk has shape {a.shape}")
         if a.shape[1] == 0:
             return
+        if self._t0 is None and not self._live:
+            raise ProtocolError("the server sent output audio before the input started: it answers no part of "
+                                "this input, and its onset cannot be placed")
         if not np.isfinite(a).all():
             raise ProtocolError("output audio holds NaN or inf samples")
         sr = int(sample_rate)
@@ -658,7 +691,7 @@ async def run_session(agent: Any, request: AudioRequest, config: SessionConfig, 
             await conn.send_audio(chunk)
             sink.sent(e - s)
             if s < n <= e:  # the chunk holding the input's last sample
-                sent = sink.now()
+                sent = sink.result.last_input_sent_s = sink.now()
                 sink.result.input_end_s = max(sent, n / request.sample_rate) if config.paced else sent
         sink.result.input_duration_s = n / request.sample_rate
         sink.result.tail_sent_s = max(0.0, sink.input_sent_s - sink.result.input_duration_s)
@@ -791,6 +824,7 @@ class NetworkAgentBase:
     live_input: bool = False
     instructions: Optional[str] = None
     onset_rule: str = "none (half-duplex: the answer is placed at the question end)"
+    onset_kind: str = "question_end"  # a key of spear_metrics.agents.base.ONSET_KINDS
 
     async def connect(self, request: AudioRequest, sink: OutputSink, config: SessionConfig) -> DuplexConnection:
         raise NotImplementedError

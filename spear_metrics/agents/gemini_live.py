@@ -27,7 +27,11 @@ just before the first input chunk (``activityStart`` goes out just before it), f
 rule of SPEAR's realtime proxy (``gpt-realtime-2.py``; SPEAR has not published its Gemini proxy).
 ``onset_clock=stream``: seconds of input sent when the first audio arrived (after the input's end
 in push-to-talk this stays at the input's length: use the wall clock there). SPEAR's answer is
-every audio chunk of the session back to back.
+every audio chunk of the session back to back. The last input chunk goes out at the start of the
+span it covers, so an instant push-to-talk answer can arrive up to one chunk before the clip's
+nominal end: ``answer_start_time`` (the published key) keeps that wall-clock reading, while the
+project's ``response_time_s`` counts an answer that arrived after the last chunk was sent as 0,
+never as an interruption (:meth:`SessionResult.response_time`).
 
 Why ``websockets`` and not the SDK's live client (``client.aio.live.connect``): with an API key the
 SDK rewrites any ``base_url`` to ``wss://`` (``BaseApiClient._websocket_base_url``), so it cannot
@@ -255,6 +259,7 @@ class GeminiLiveAgent(NetworkAgentBase):
         self.send_row_id = bool(send_row_id)
         self.ws_compression = bool(ws_compression)
         self.retry = RetryPolicy(max_tries=int(max_tries))
+        self.onset_kind = "first_audio"
         self.onset_rule = ("wall clock: monotonic time at the first output audio (inlineData) minus the time just "
                            "before the first input chunk, floored at 0 (SPEAR's realtime-proxy rule)"
                            if onset_clock == "wall" else

@@ -72,6 +72,7 @@ from spear_datasets.schema import (
     write_metadata,
 )
 from spear_metrics.agents.base import (
+    onset_kind,
     AgentAnswer,
     AgentOutputError,
     GenerationConfig,
@@ -458,7 +459,8 @@ async def _infer_row_network(agent: Any, source: Source, i: int, out: Path, conf
     -> first answer audio), ``onset_wall_s`` and ``onset_stream_s`` (the answer's first audio, by
     the adapter's :meth:`~spear_metrics.agents.duplex.NetworkAgentBase.answer` rule, on the wall
     clock since the first chunk and on the stream clock), ``send_lag_max_s`` (the latest a
-    chunk went out behind its schedule), ``finish_reason``.
+    chunk went out behind its schedule), the server's lag and reply frames
+    (:func:`server_lag_record`), ``silence_pad_ms`` (:func:`silence_pad_ms`), ``finish_reason``.
 
     Nothing slow runs on the event loop (it paces every session): files are written by ``writer``
     (one thread for every write of the run), the input is decoded and the answer resampled on
@@ -481,6 +483,8 @@ async def _infer_row_network(agent: Any, source: Source, i: int, out: Path, conf
         result = await time_limited(run_session(agent, request, scfg), limit)
         rec["send_lag_max_s"] = result.send_lag_max_s
         rec["send_lag_max_at_s"] = result.send_lag_max_at_s
+        rec.update(server_lag_record(agent, result))
+        rec["silence_pad_ms"] = await asyncio.to_thread(silence_pad_ms, result)
         ans = session_answer(agent, result)  # the adapter's rule (default: all output back to back)
         first = (ans.first_audio_s, ans.first_audio_input_s) if isinstance(ans, SessionAnswer) else (
             result.first_audio_s, result.first_audio_input_s)
@@ -490,6 +494,40 @@ async def _infer_row_network(agent: Any, source: Source, i: int, out: Path, conf
         await loop.run_in_executor(writer, _finish, source, i, out, rec, ans, wav, sr, onset)
 
     return await run_row_async({"row": i, "audio_path": source.entries[i].audio_cell}, body)
+
+
+def silence_pad_ms(result: Any) -> Optional[float]:
+    """The silence a system streams before it speaks (ms): the first audible sample of a session's
+    output (the first speech segment of Silero VAD, :func:`spear_metrics.core.vad.speech_segments`,
+    millisecond times, on the output back to back at 16 kHz) minus its first audio byte. ``None``
+    without output audio, without speech in it, or when the VAD cannot run (a note-free key: the
+    row is not failed for it)."""
+    if not result.chunks:
+        return None
+    try:
+        from spear_metrics.core.vad import speech_segments
+
+        audio, sr = result.concatenated()
+        x = resample(audio.mean(axis=0, keepdims=True), sr, TARGET_SR)[0]
+        segs = speech_segments(np.clip(x, -1.0, 1.0), time_resolution=3)
+    except Exception:  # noqa: BLE001 -- a measurement beside the row, never its failure
+        return None
+    return 1000.0 * segs[0][0] if segs else None
+
+
+def server_lag_record(agent: Any, result: Any) -> dict[str, Any]:
+    """The per-row keys of a frame-synchronous session's timing (empty for other adapters):
+    ``server_lag_max_s`` (s: the latest an output frame arrived after the input frame that
+    produced it, :attr:`~spear_metrics.agents.duplex.SessionResult.server_lag_max_s`),
+    ``server_lag_flagged`` (it passed the adapter's ``server_lag_bound_s``), ``frames_received``
+    and ``frames_expected`` (whole output frames)."""
+    if result.server_lag_max_s is None and result.frames_expected is None:
+        return {}
+    bound = getattr(agent, "server_lag_bound_s", None)
+    lag = result.server_lag_max_s
+    return {"server_lag_max_s": lag, "server_lag_flagged": bool(bound is not None and lag is not None and lag > bound),
+            "frames_received": result.frames_received, "frames_expected": result.frames_expected}
+
 
 
 # --------------------------------------------------------------------------- the run
@@ -654,7 +692,10 @@ def _infer_claimed(agent: Any, agent_name: str, source: Source, out: Path, confi
     return finalize(source, out, agent_name=agent_name, config=config, elapsed_s=elapsed, n_new=len(pending), world=world,
                     extra={"concurrency": concurrency if network else 1, "row_timeout_s": row_timeout_s,
                            **({"chunk_ms": config.chunk_ms} if network else {}),
-                           "onset_rule": getattr(agent, "onset_rule", None)},
+                           "onset_rule": getattr(agent, "onset_rule", None),
+                           "onset_kind": onset_kind(agent),
+                           **({"server_lag_bound_s": agent.server_lag_bound_s}
+                              if getattr(agent, "server_lag_bound_s", None) is not None else {})},
                     n_resumed=len(runnable) - len(pending), prices=prices)
 
 
@@ -745,6 +786,11 @@ def finalize(source: Source, out: Path, *, agent_name: str, config: GenerationCo
         "response_time_s": response_time_stats(records),
         "send_lag_max_s": response_time_stats(records, key="send_lag_max_s"),
         "usage": usage_of_records(records, prices),
+        "server_lag_max_s": response_time_stats(records, key="server_lag_max_s"),
+        "n_server_lag_flagged": sum(1 for r in records if r.get("server_lag_flagged")),
+        "n_reply_incomplete": sum(1 for r in records if r.get("status") == "ok" and isinstance(r.get("frames_expected"), int)
+                                  and (r.get("frames_received") or 0) < r["frames_expected"]),
+        "silence_pad_ms": response_time_stats(records, key="silence_pad_ms"),
     }
     write_response_times(out / RESPONSE_TIMES, records)
     write_json_atomic(out / "run_info.json", info)
@@ -783,7 +829,8 @@ def response_time_stats(records: list[dict[str, Any]], key: str = "response_time
 #: per-row timing file beside metadata.csv (``score`` does not read it)
 RESPONSE_TIMES = "response_times.csv"
 RESPONSE_TIME_COLUMNS = ("row", "audio_path", "status", "answer_start_time", "response_time_s", "onset_wall_s",
-                         "onset_stream_s", "send_lag_max_s", "finish_reason")
+                         "onset_stream_s", "send_lag_max_s", "server_lag_max_s", "server_lag_flagged", "silence_pad_ms",
+                         "frames_received", "frames_expected", "finish_reason")
 
 
 def write_response_times(path: Path, records: list[dict[str, Any]]) -> None:

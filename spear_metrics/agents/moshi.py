@@ -31,9 +31,29 @@ the second frame of every session; the onset is the first output frame that carr
   speech; the Python server sends no padding tokens), i.e. the frame of that step;
 - ``onset=first``: whichever of the two comes first.
 
-Its time is the stream clock (``onset_clock=stream``, default: seconds of input sent when the
-frame arrived) or the wall clock (``onset_clock=wall``: seconds since the first input chunk, the
-clock of SPEAR's realtime proxy). The adapter reports every output frame as it arrives, silence
+The frame rule (one for SPEAR and Full-Duplex-Bench). Kyutai's server runs one model step per
+80 ms input frame; ``LMGen`` holds back the first ``lead_frames`` steps (its acoustic delay: one
+step for Moshi, ``max(delays)`` in ``moshi/models/lm.py``), so output frame ``j`` (the ``j``-th
+80 ms frame of the decoded reply, counted from the session's first output sample) is the
+server's reply to input frame ``j + lead_frames``. It is placed at that input frame's start,
+``(j + lead_frames) * 80 ms`` of the input: the moment the client sends that frame (the client
+sends each frame at the start of its span, as Full-Duplex-Bench's client and SPEAR's realtime
+proxy do) and the layout of Full-Duplex-Bench's own Moshi client (one frame of zeros, then the
+frames back to back). The onset's time is that place (``onset_clock=frame``, default): the
+model's decision, free of the server's compute time and of transport lag, so a server slower than
+real time gives the same onset as a fast one. ``onset_clock=stream`` (seconds of input sent when
+the frame arrived) and ``onset_clock=wall`` (seconds since the first input chunk, the clock of
+SPEAR's realtime proxy) keep the arrival-time readings; both include the server's lag.
+
+Lag and completeness. Each output frame's arrival is compared with the sending of the input
+frame that produced it; the largest delay of a session is ``server_lag_max_s`` (a real-time
+server's is its compute time per frame plus transport; a server slower than real time builds up
+a backlog and the lag grows through the session). A row whose ``server_lag_max_s`` passes
+``server_lag_bound_s`` (1 s) is flagged (``response_times.csv``, ``run_info.json``, the
+console). After the last input frame the adapter waits for every output frame the input asks
+for (one per input frame sent, less ``lead_frames``): as long as frames keep coming (no gap of
+``drain_s``) and at most ``drain_s`` plus twice the length of the stream sent; the frames received and expected
+are counted per session, and ``fdb-infer`` notes a reply with frames missing. The adapter reports every output frame as it arrives, silence
 included (the session keeps the whole reply channel with its timing); SPEAR's answer
 (:meth:`MoshiAgent.answer`, ``spearbench infer``) is the output from the onset frame to the last
 frame at or above ``speech_dbfs`` (the system's speech, gaps inside it kept); a session without
@@ -43,11 +63,13 @@ realtime proxy fails a session without answer audio. Once the answer has begun a
 after the whole input was sent, the adapter reports the answer complete and the session stops
 its tail silence there (SPEAR; ``end_silence_s=0`` streams the whole tail); a time-synchronous
 session (FDB) always streams to the input's end.
-``fdb-infer`` lays the reply channel out as Full-Duplex-Bench's own client writes it
-(``timeline = "frame_synchronous"``): one frame of zeros and then the decoded frames back to back
-(output frame ``j`` at ``(j + 1) * 80 ms``, whatever its arrival time), frame for frame with the
+SPEAR's ``transcript_answer`` is the text of the tokens that came with the answer's frames (from
+its onset frame to its last loud frame), not every token of the session.
+``fdb-infer`` lays the reply channel out by the same frame rule (``timeline =
+"frame_synchronous"``): ``lead_frames`` frames of zeros and then the decoded frames back to back
+(output frame ``j`` at ``(j + lead_frames) * 80 ms``, whatever its arrival time), frame for frame with the
 input; the last partial input frame is sent zero-padded and the frames still in flight are
-drained (up to ``drain_s``) before the channel is cut to the input's length.
+drained (see above) before the channel is cut to the input's length.
 """
 
 from __future__ import annotations
@@ -202,7 +224,7 @@ class MoshiAgent(NetworkAgentBase):
         url: the server's WebSocket, e.g. ``ws://127.0.0.1:8998/api/chat`` (``host:port`` alone gets ``/api/chat``).
         onset: ``audio`` (first frame >= speech_dbfs), ``text`` (first text token) or ``first``.
         speech_dbfs: RMS level (dBFS) from which an 80 ms output frame counts as speech.
-        onset_clock: ``stream`` (s of input sent when the onset frame arrived) or ``wall`` (s since the first input chunk, SPEAR's realtime proxy's clock).
+        onset_clock: ``frame`` (the frame rule: ``(j + lead_frames) * 80 ms`` for output frame ``j``, free of server lag), ``stream`` (s of input sent when the onset frame arrived) or ``wall`` (s since the first input chunk, SPEAR's realtime proxy's clock).
         tail_silence_s: seconds of silence streamed after the input: the window for the answer.
         text_temperature: sampling temperature of the text stream (query parameter; Rust backend only).
         text_topk: top-k of the text stream (query parameter; Rust backend only).
@@ -212,7 +234,9 @@ class MoshiAgent(NetworkAgentBase):
         text_prompt: PersonaPlex's role prompt (query parameter ``text_prompt``; its server requires one).
         voice_prompt: PersonaPlex's voice file name, e.g. ``NATF2.pt`` (query parameter ``voice_prompt``).
         handshake_timeout_s: longest wait (s) for the connection and the server's 0x00 handshake (a busy Python server holds new sessions until the current one ends).
-        drain_s: longest wait (s) after the last input frame for the output frames still in flight.
+        drain_s: after the last input frame, the longest gap (s) between output frames while frames are still missing (the whole wait is at most ``drain_s`` plus twice the length of the stream sent).
+        lead_frames: input frames the server answers before its first output frame (Kyutai's Python server: 1, LMGen's acoustic delay).
+        server_lag_bound_s: a session whose output frames arrive more than this (s) after the input frames that produced them is flagged.
         end_silence_s: SPEAR: seconds of output below speech_dbfs after the answer's last loud frame, once the input was sent, that end the tail silence early (0: always stream the whole tail).
         api_key_env: environment variable whose value is sent as a Bearer token (empty: none).
         max_tries: tries to open a session (retries: refused/reset connections, HTTP 429/5xx, close codes 1012/1013).
@@ -231,18 +255,23 @@ class MoshiAgent(NetworkAgentBase):
     timeline_lead_s = FRAME_S
 
     def __init__(self, url: str = "ws://127.0.0.1:8998/api/chat", onset: str = "audio", speech_dbfs: float = -40.0,
-                 onset_clock: str = "stream", tail_silence_s: float = 10.0, text_temperature: Optional[float] = None,
+                 onset_clock: str = "frame", tail_silence_s: float = 10.0, text_temperature: Optional[float] = None,
                  text_topk: Optional[int] = None, audio_temperature: Optional[float] = None,
                  audio_topk: Optional[int] = None, seed: Optional[int] = None, text_prompt: Optional[str] = None,
                  voice_prompt: Optional[str] = None, handshake_timeout_s: float = 60.0,
                  drain_s: float = 2.0, end_silence_s: float = 2.0, api_key_env: str = "", max_tries: int = 3,
-                 send_row_id: bool = True, max_concurrency: int = 1, ws_compression: bool = False):
+                 send_row_id: bool = True, max_concurrency: int = 1, ws_compression: bool = False,
+                 lead_frames: int = 1, server_lag_bound_s: float = 1.0):
         from spear_metrics.agents.net import RetryPolicy, api_key
 
         if onset not in ("audio", "text", "first"):
             raise ValueError(f"onset must be audio, text or first, got {onset!r}")
-        if onset_clock not in ("stream", "wall"):
-            raise ValueError(f"onset_clock must be stream or wall, got {onset_clock!r}")
+        if onset_clock not in ("frame", "stream", "wall"):
+            raise ValueError(f"onset_clock must be frame, stream or wall, got {onset_clock!r}")
+        if int(lead_frames) < 0:
+            raise ValueError(f"lead_frames must be >= 0, got {lead_frames}")
+        if not (math.isfinite(server_lag_bound_s) and server_lag_bound_s > 0):
+            raise ValueError(f"server_lag_bound_s must be > 0 s, got {server_lag_bound_s}")
         if not math.isfinite(speech_dbfs) or speech_dbfs >= 0:
             raise ValueError(f"speech_dbfs must be a level below 0 dBFS, got {speech_dbfs}")
         for name, v in (("tail_silence_s", tail_silence_s), ("drain_s", drain_s), ("end_silence_s", end_silence_s)):
@@ -270,12 +299,17 @@ class MoshiAgent(NetworkAgentBase):
         self.api_key_env = api_key_env or ""
         self.retry = RetryPolicy(max_tries=int(max_tries))
         self.max_concurrency = int(max_concurrency)
+        self.lead_frames = int(lead_frames)
+        self.timeline_lead_s = self.lead_frames * FRAME_S  # the frame rule, for fdb-infer's reply channel
+        self.server_lag_bound_s = float(server_lag_bound_s)
         what = {"audio": f"the first 80 ms output frame at or above {self.speech_dbfs:g} dBFS RMS",
                 "text": "the first text token", "first": f"the first text token or output frame at or above "
                 f"{self.speech_dbfs:g} dBFS, whichever comes first"}[onset]
-        clock = {"stream": "stream clock (s of input sent when it arrived)",
+        clock = {"frame": f"frame clock (output frame j at (j + {self.lead_frames}) x 80 ms, free of server lag)",
+                 "stream": "stream clock (s of input sent when it arrived)",
                  "wall": "wall clock (s since the first input chunk)"}[onset_clock]
         self.onset_rule = f"{what}, on the {clock}"
+        self.onset_kind = "frame" if onset_clock == "frame" else "first_audio"
         if self.api_key_env:
             api_key(self.api_key_env)
 
@@ -306,11 +340,14 @@ class MoshiAgent(NetworkAgentBase):
     def answer(self, result: SessionResult) -> SessionAnswer:
         """SPEAR's answer from the session's output timeline (every 80 ms frame, as it arrived):
         from the onset frame (``onset=audio``: the first frame at or above :attr:`speech_dbfs`;
-        ``text``: the last whole frame received before the first text token, or the first frame
-        when none had come; ``first``: whichever arrived first) to the last frame at or above
-        :attr:`speech_dbfs` after it. The onset's time is the arrival of the chunk completing that
-        frame (or of the token) on :attr:`onset_clock`, floored at 0; ``response_time_s`` is its
-        wall clock minus the end of the input.
+        ``text``: the frame of the first text token, i.e. the last whole frame received before
+        it, or frame 0 when none had come; ``first``: whichever comes first) to the last frame at
+        or above :attr:`speech_dbfs` after it. The onset's time on :attr:`onset_clock`: ``frame``
+        (default): ``(j + lead_frames) * 80 ms`` for onset frame ``j`` (the module's frame rule);
+        ``stream``/``wall``: the arrival of the chunk completing that frame (or of the token),
+        floored at 0. ``response_time_s`` is the onset's arrival on the wall clock minus the end
+        of the input. The answer's text is the tokens of its frames (onset frame to last loud
+        frame; a token belongs to the frame it followed).
 
         Raises:
             NoAnswerError: no output audio at all, or no onset (the system stayed silent).
@@ -320,14 +357,14 @@ class MoshiAgent(NetworkAgentBase):
         x = np.concatenate([c.audio.mean(axis=0) for c in result.chunks])
         ends = np.cumsum([c.audio.shape[1] for c in result.chunks])  # output samples received after each chunk
         voiced = np.flatnonzero(frame_levels_dbfs(x) >= self.speech_dbfs)
+        token_frames = [token_frame(ends, ev.after_chunks) for ev in result.text_events]
         found = []  # (arrival order, first frame, wall clock, stream clock)
         if self.onset_mode in ("audio", "first") and voiced.size:
             c = int(np.searchsorted(ends, (voiced[0] + 1) * FRAME_SAMPLES))  # the chunk completing that frame
             found.append((c, int(voiced[0]), result.chunks[c].received_s, result.chunks[c].input_sent_s))
         if self.onset_mode in ("text", "first") and result.text_events:
             ev = result.text_events[0]
-            whole = int(ends[ev.after_chunks - 1]) // FRAME_SAMPLES if ev.after_chunks else 0
-            found.append((ev.after_chunks - 0.5, max(whole - 1, 0), ev.received_s, ev.input_sent_s))
+            found.append((ev.after_chunks - 0.5, token_frames[0], ev.received_s, ev.input_sent_s))
         if not found:
             what = {"audio": f"no output frame at or above {self.speech_dbfs:g} dBFS",
                     "text": "no text token", "first": f"no text token and no output frame at or above "
@@ -336,12 +373,25 @@ class MoshiAgent(NetworkAgentBase):
         _, start, wall, stream = min(found)
         after = voiced[voiced >= start]
         end = int(after[-1]) if after.size else start
-        t = wall if self.onset_clock == "wall" else stream
+        t = {"frame": (start + self.lead_frames) * FRAME_S, "wall": wall, "stream": stream}[self.onset_clock]
+        text = "".join(ev.text for ev, j in zip(result.text_events, token_frames) if start <= j <= end).strip()
         return SessionAnswer(audio=x[start * FRAME_SAMPLES:(end + 1) * FRAME_SAMPLES][None, :],
-                             sample_rate=MOSHI_SAMPLE_RATE, onset=max(0.0, t), text=result.text or None,
+                             sample_rate=MOSHI_SAMPLE_RATE, onset=max(0.0, t), text=text or None,
                              finish_reason=result.finish_reason,
-                             response_time_s=None if result.input_end_s is None else wall - result.input_end_s,
+                             response_time_s=result.response_time(wall),
                              first_audio_s=wall, first_audio_input_s=stream)
+
+
+def token_frame(ends: np.ndarray, after_chunks: int) -> int:
+    """The output frame a text token belongs to: the last whole 80 ms frame received before it
+    (Kyutai's server sends each step's audio, then its token), 0 when none had come.
+
+    Args:
+        ends: output samples received after each chunk (cumulative, ``(n_chunks,)``).
+        after_chunks: output chunks received before the token (:attr:`TextEvent.after_chunks`).
+    """
+    whole = int(ends[after_chunks - 1]) // FRAME_SAMPLES if after_chunks else 0
+    return max(whole - 1, 0)
 
 
 class MoshiConnection(WebSocketConnection):
@@ -360,6 +410,8 @@ class MoshiConnection(WebSocketConnection):
         self._taken = 0  # 24 kHz samples taken from the input (or the tail's zeros)
         self.frames_sent = 0
         self.samples_received = 0
+        self._sent_at: list[float] = []  # wall clock (s after t0) at which each input frame went out
+        self._frames_out = 0  # whole output frames judged so far
         self._encoder = OpusEncoder()
         self._decoder = OpusDecoder()
         # output side: every decoded chunk is reported as it arrives (SPEAR's answer is picked out of
@@ -428,8 +480,12 @@ class MoshiConnection(WebSocketConnection):
         n = len(data) // FRAME_SAMPLES * FRAME_SAMPLES
         self._buf, self._buffered = [data[n:]], len(data) - n
         for i in range(0, n, FRAME_SAMPLES):
-            await self._send(encode_message(KIND_AUDIO, self._encoder.encode(data[i:i + FRAME_SAMPLES])))
-            self.frames_sent += 1
+            await self._send_frame(data[i:i + FRAME_SAMPLES])
+
+    async def _send_frame(self, frame: np.ndarray) -> None:
+        self._sent_at.append(self.sink.now())
+        await self._send(encode_message(KIND_AUDIO, self._encoder.encode(frame)))
+        self.frames_sent += 1
 
     async def _send(self, msg: bytes) -> None:
         from websockets.exceptions import ConnectionClosed
@@ -446,21 +502,32 @@ class MoshiConnection(WebSocketConnection):
             raise NetError(f"server closed the connection while the input was being sent ({_close_text(e)})") from None
 
     async def end_input(self) -> None:
-        """Send the last partial frame (zero-padded, as FDB's client), then wait up to ``drain_s``
-        for the output frames still in flight (one per input frame, less the server's first one
-        or two); the session is then done (the server answers only while it hears input). Whether
-        the session holds an answer is :meth:`MoshiAgent.answer`'s to say."""
+        """Send the last partial frame (zero-padded, as FDB's client), then wait for the output
+        frames still in flight: one per input frame sent, less ``lead_frames`` (the server answers
+        only while it hears input). The wait lasts while frames keep coming (no gap longer than
+        ``drain_s``), at most ``drain_s`` plus twice the length of the stream sent (a server up to
+        three times slower than real time); the frames received and expected are recorded on the session's result.
+        Whether the session holds an answer is :meth:`MoshiAgent.answer`'s to say."""
         if self._buffered:
             rest = np.concatenate(self._buf)
             frame = np.concatenate([rest, np.zeros(FRAME_SAMPLES - len(rest), np.float32)])
             self._buf, self._buffered = [], 0
-            await self._send(encode_message(KIND_AUDIO, self._encoder.encode(frame)))
-            self.frames_sent += 1
+            await self._send_frame(frame)
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.agent.max_wait_s
-        want = (self.frames_sent - 2) * FRAME_SAMPLES
-        while self.samples_received < want and loop.time() < deadline:
+        gap = self.agent.max_wait_s
+        cap = loop.time() + gap + 2 * self.frames_sent * FRAME_S  # a server up to 3x slower than real time
+        expected = max(self.frames_sent - self.agent.lead_frames, 0)
+        self.sink.result.frames_expected = expected
+        self.sink.result.frames_received = self.samples_received // FRAME_SAMPLES
+        quiet_from = loop.time()
+        seen = self.samples_received
+        while self.samples_received < expected * FRAME_SAMPLES:
             self.sink.check()
+            now = loop.time()
+            if self.samples_received != seen:
+                seen, quiet_from = self.samples_received, now
+            if now >= cap or now - quiet_from >= gap:
+                break
             await asyncio.sleep(0.02)
         self.sink.check()
         self.sink.done("stop")
@@ -508,6 +575,16 @@ class MoshiConnection(WebSocketConnection):
         self._out_pending = data[n:]
         if not n:
             return
+        # each whole output frame j against the sending of input frame j + lead_frames (its producer)
+        now, result = self.sink.now(), self.sink.result
+        for j in range(self._frames_out, self._frames_out + n // FRAME_SAMPLES):
+            k = j + self.agent.lead_frames
+            if k < len(self._sent_at):
+                lag = now - self._sent_at[k]
+                if result.server_lag_max_s is None or lag > result.server_lag_max_s:
+                    result.server_lag_max_s = lag
+        self._frames_out += n // FRAME_SAMPLES
+        result.frames_received = self._frames_out
         for loud in frame_levels_dbfs(data[:n]) >= self.agent.speech_dbfs:
             if loud and self.agent.onset_mode in ("audio", "first"):
                 self._answering = True

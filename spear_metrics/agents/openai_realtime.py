@@ -15,7 +15,8 @@ in ``thomasthebaud/SPEAR-benchmark-website``):
   taken), text from the transcript/text deltas; the server may answer, stop and answer again while
   the input still streams (barge-in): everything is kept; the session ends when no response is
   active any more after answer audio came (``response.done``; a ``response.created`` after that
-  reopens the wait), or ``max_wait_s`` after the tail.
+  reopens the wait), or ``max_wait_s`` after the tail; a text-only session (``output_modalities:
+  ["text"]``, what ``dsuperb infer`` asks) ends on the ``response.done`` that follows its text.
 
 Onset (SPEAR's rule, ``onset_clock=wall``): the monotonic clock at the first output-audio delta
 minus the clock just before the first input chunk, in s from the start of the clip (the clip ends
@@ -141,6 +142,7 @@ class OpenAIRealtimeAgent(NetworkAgentBase):
         self.vad_grace_s = float(vad_grace_s)
         self.max_wait_s = float(max_wait_s)
         self.onset_clock = onset_clock
+        self.onset_kind = "first_audio"
         self.onset_rule = ("wall clock: monotonic time at the first output-audio delta minus the time just before the "
                            "first input chunk (SPEAR's GPT-realtime proxy)" if onset_clock == "wall" else
                            "stream clock: seconds of input sent when the first output-audio delta arrived")
@@ -366,7 +368,10 @@ class RealtimeConnection(WebSocketConnection):
             if resp.get("status") == "failed":
                 details = mask_secrets(json.dumps(resp.get("status_details")))[:160] if resp.get("status_details") else ""
                 raise AgentError(f"server response failed {details}".strip())
-            if not self._active and self.sink.result.chunks:
+            # done once no response is active any more after the answer came: its audio, or its text
+            # in a text-only session (no audio will ever come there)
+            text_only = "audio" not in self.request.modalities
+            if not self._active and (self.sink.result.chunks or (text_only and self.sink.result.text_events)):
                 self.sink.done("stop")
         elif t == "error":
             err = ev.get("error") or {}

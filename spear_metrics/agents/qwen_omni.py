@@ -149,6 +149,7 @@ def _first_text_clock(tokenizer: Any):
 
 
 class QwenOmniAgent:
+    onset_kind = "first_text_token"  # spear_metrics.agents.base.ONSET_KINDS
     """Qwen2.5-Omni or Qwen3-Omni in-process (transformers), with SPEAR's prompts and onset rule.
 
     Half-duplex: it hears the whole input clip, both channels mixed to mono, and answers with

@@ -43,6 +43,8 @@ def _finite(name: str, value: float, *, minimum: float = 0.0) -> float:
 class _ReplayHuman:
     """Base of the agents that replay the human answer; subclasses choose the onset."""
 
+    onset_kind = "reference"  # spear_metrics.agents.base.ONSET_KINDS
+
     uses_reference_answer = True
 
     def onset(self, row: SpearRow) -> Optional[float]:
@@ -85,6 +87,8 @@ class FixedDelayAgent(_ReplayHuman):
     Args:
         delay: seconds from the question end to the answer onset (>= 0).
     """
+
+    onset_kind = "fixed_delay"
 
     def __init__(self, delay: float = 0.5):
         self.delay = _finite("delay", delay)

@@ -44,7 +44,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "input's duration and tail silence on top); a row past it fails with 'timed out after N s'")
     p.add_argument("--price-table", default=None, metavar="FILE",
                    help="JSON prices per million tokens per model (docs/judges.md): prints the cost of the tokens the "
-                        "service reported")
+                        "service reported and records it in run_info.json")
     add_run_options(p, out="output folder (metadata.csv, audio/, inputs/); a rerun resumes", out_required=False,
                     retry_failed="run again the rows that failed in an earlier run", overwrite=overwrite_help("infer"))
     p.add_argument("--list-agents", action="store_true",
@@ -123,6 +123,18 @@ def run(args: argparse.Namespace) -> int:
                   f"send_lag_max_s in {shown_path(args.out, 'response_times.csv')}); its wall-clock onset includes that delay: "
                   "use a lower --concurrency or a less loaded machine", file=sys.stderr)
 
+        if info.get("n_reply_incomplete"):
+            print(f"spearbench infer: note: {info['n_reply_incomplete']} row(s) are missing output frames at the end of "
+                  "their reply (frames_received < frames_expected in "
+                  f"{shown_path(args.out, 'response_times.csv')}): the server fell behind or stopped early; an answer "
+                  "that ran into the missing frames is cut there", file=sys.stderr)
+        if info.get("n_server_lag_flagged"):
+            worst = (info.get("server_lag_max_s") or {}).get("max")
+            print(f"spearbench infer: note: {info['n_server_lag_flagged']} row(s) had output frames arrive more than "
+                  f"{info.get('server_lag_bound_s')} s after the input frames that produced them (worst "
+                  f"{worst:.3f} s: a server slower than real time; see server_lag_max_s in "
+                  f"{shown_path(args.out, 'response_times.csv')}); onsets on the frame clock (moshi's default "
+                  "onset_clock) come from the frame index and do not include that lag", file=sys.stderr)
         metadata = shown_path(args.out, "metadata.csv")
         resumed = resumed_line(info.get("rows_resumed", 0), info["n_inputs"], shown_path(args.out, ".work"))
         if resumed:

@@ -663,7 +663,25 @@ def run_score(
         data = data_identity([str(r.get("audio_path") or "") for r in raw], source=metadata.name)
         return _score_claimed(out, dims, names, prep, state, batch_size=batch_size, retry_failed=retry_failed,
                               progress=progress, inputs_metadata=inputs_metadata, n_resamples=n_resamples, seed=seed,
-                              bootstrap_unit=bootstrap_unit, data=data)
+                              bootstrap_unit=bootstrap_unit, data=data,
+                              answers_timing=_answers_timing(metadata))
+
+
+def _answers_timing(metadata: Path) -> dict[str, Any]:
+    """What the ``run_info.json`` ``infer`` wrote beside ``metadata`` says of the answers' timing,
+    for the summary: ``onset_kind`` (:data:`spear_metrics.core.onset.ONSET_KINDS`; ``"unstated"``
+    for answers ``infer`` did not write) and, when recorded, ``n_server_lag_flagged`` (rows whose
+    frame-synchronous server lagged past its bound)."""
+    from spear_metrics.core.onset import ONSET_KINDS
+    from spear_metrics.core.records import read_run_info
+
+    info = read_run_info(metadata.parent)
+    kind = info.get("onset_kind")
+    out: dict[str, Any] = {"onset_kind": kind if kind in ONSET_KINDS else "unstated"}
+    flagged = info.get("n_server_lag_flagged")
+    if isinstance(flagged, int) and not isinstance(flagged, bool) and flagged > 0:
+        out["n_server_lag_flagged"] = flagged
+    return out
 
 
 #: The files ``score`` writes into ``--out`` (besides ``.work/``).
@@ -673,7 +691,8 @@ SCORE_OUTPUTS = ("summary.json", "per_sample.jsonl", "run_info.json", "missing_a
 def _score_claimed(out: Path, dims: Sequence[Dimension], names: list[str], prep: Prepared, state: Any, *,
                    batch_size: int, retry_failed: bool, progress: bool, inputs_metadata: str | os.PathLike | None,
                    n_resamples: int, seed: int, bootstrap_unit: str = "conversation",
-                   data: dict[str, Any] | None = None) -> dict[str, Any] | None:
+                   data: dict[str, Any] | None = None,
+                   answers_timing: dict[str, Any] | None = None) -> dict[str, Any] | None:
     """:func:`run_score` once its ``--out`` is claimed (locks held, writes recorded). ``data``:
     what was scored (:func:`spear_datasets.identity.data_identity`), recorded in ``summary.json``
     and ``run_info.json``."""
@@ -700,6 +719,7 @@ def _score_claimed(out: Path, dims: Sequence[Dimension], names: list[str], prep:
     aggregates = aggregate(dims, prep.rows, results, n_resamples=n_resamples, seed=seed, keys_by_metric=metric_keys,
                            bootstrap_unit=bootstrap_unit)
     extra: dict[str, Any] = {
+        **(answers_timing or {"onset_kind": "unstated"}),
         "metric_keys": metric_keys,
         "bootstrap": bootstrap_record(bootstrap_unit, [prep.rows[r.row] for r in results if r.ok],
                                       n_resamples=n_resamples, seed=seed),

@@ -173,6 +173,7 @@ async def stream_stimulus(agent: Any, stim: Stimulus, *, chunk_ms: float, row_ti
     import dataclasses
 
     from spear_metrics.agents.duplex import AudioRequest, reply_timeline, run_session, session_config
+    from spear_metrics.agents.harness import server_lag_record
 
     wav, sr = await asyncio.to_thread(decode, stim.dir / stim.input_name)  # nothing slow on the loop that paces sessions
     request = AudioRequest(audio=wav, sample_rate=sr, row_id=stim.key.replace("/", "_"))
@@ -183,8 +184,12 @@ async def stream_stimulus(agent: Any, stim: Stimulus, *, chunk_ms: float, row_ti
     rate = int(output_sr or sr)
     n = round(wav.shape[1] * rate / sr)
     reply = await asyncio.to_thread(reply_timeline, agent, result, n, rate)
-    return reply, rate, {"first_audio_s": result.first_audio_s, "first_audio_input_s": result.first_audio_input_s,
-                         "n_chunks": len(result.chunks), "text": result.text or None}
+    timing = {"first_audio_s": result.first_audio_s, "first_audio_input_s": result.first_audio_input_s,
+              "n_chunks": len(result.chunks), "text": result.text or None, **server_lag_record(agent, result)}
+    if result.frames_expected is not None and (result.frames_received or 0) < result.frames_expected:
+        timing["note"] = (f"reply incomplete: {result.frames_received or 0} of {result.frames_expected} output frames "
+                          "arrived; the rest of the reply channel is silence")
+    return reply, rate, timing
 
 
 def transcribe_reply(stim: Stimulus, backend: Any) -> dict[str, Any]:
@@ -422,6 +427,9 @@ def _run_claimed(agent: Any, agent_name: str, task_dirs: list[Path], folders: di
     info = {"agent": agent_name, "n_samples": len(stimuli), "n_written": written, "n_done": done, "n_kept": len(kept),
             "kept": [s.key for s in kept[:20]], "n_failed": len(failures), "failures": failures,
             "elapsed_s": time.perf_counter() - t0, "concurrency": concurrency, "chunk_ms": chunk_ms,
+            "n_incomplete": sum(1 for td in task_dirs for r in state[td].values()
+                                if r.get("status") == "ok" and str(r.get("note", "")).startswith("reply incomplete")),
+            "n_server_lag_flagged": sum(1 for td in task_dirs for r in state[td].values() if r.get("server_lag_flagged")),
             "timeline": getattr(agent, "timeline", "arrival"), "asr": None if (asr is None and asr_backend is None) else
             str(getattr(asr_backend, "name", asr))}
     for td in task_dirs:

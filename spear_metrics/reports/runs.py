@@ -190,6 +190,13 @@ def compare(a: RunData, b: RunData, *, n_resamples: int = DEFAULT_RESAMPLES, see
                       "problems": list(r.problems)}
     out = {"a": side(a), "b": side(b), "difference": "A - B", "matching": MATCHING}
     out.update(comp)
+    from spear_metrics.core.onset import mixed_onset_note
+
+    kinds = [r.summary.get("onset_kind") or "unstated" for r in (a, b)]
+    out["a"]["onset_kind"], out["b"]["onset_kind"] = kinds
+    note = mixed_onset_note(kinds)
+    if note:  # never silently side by side
+        out["notes"] = [*out.get("notes", []), f"{note} (A: {kinds[0]}, B: {kinds[1]})"]
     return out
 
 

@@ -445,6 +445,7 @@ def leaderboard_row(res: Results) -> dict[str, Any]:
         "model": res.model,
         "inference_mode": res.inference_mode,
         "open_weights": res.open_weights,
+        "onset_kind": res.summary.get("onset_kind") or "unstated",
     }
     for c in leaderboard_columns():
         v = res.summary.get(c.name)

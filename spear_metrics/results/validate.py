@@ -130,6 +130,79 @@ def interval_base(key: str, summary: dict[str, Any]) -> str | None:
     return None
 
 
+def check_key_values(summary: dict[str, Any], keys: Sequence[str], *, where: str = "results") -> None:
+    """A benchmark summary's keys ``keys``: each a number or null, its ``<key>_ci95`` an interval
+    ``[lo, hi]`` or null, its ``<key>_n`` a count (the benchmarks' results checks share this).
+
+    Raises:
+        ResultsError: one line naming the first key that is not so.
+    """
+    for key, v in summary.items():
+        base = interval_base(key, summary)
+        if base is not None and base in keys:
+            if key.endswith("_ci95") and v is not None and not (
+                    isinstance(v, list) and len(v) == 2 and all(is_number(x) for x in v) and v[0] <= v[1]):
+                raise ResultsError(f"{where}: summary.json {key!r} is not an interval [lo, hi] or null: {_short(v)}")
+            if key.endswith("_n") and not (_is_int(v) and v >= 0):
+                raise ResultsError(f"{where}: summary.json {key!r} is not a count (a non-negative integer): {_short(v)}")
+        elif key in keys and v is not None and not is_number(v):
+            raise ResultsError(f"{where}: summary.json {key!r} is not numeric: {_short(v)}")
+
+
+def check_benchmark_rows(summary: dict[str, Any], rows: Sequence[dict[str, Any]], keys: Sequence[str], *,
+                         where: str = "results", row_check: Any = None) -> None:
+    """A benchmark's per-sample rows: columns ``row``/``id``/``status``, ``row`` exactly
+    ``0..n-1``, ``status`` ``ok``/``failed``, each of ``keys`` a number or null,
+    ``row_check(row, rid)`` (optional, raises :class:`ResultsError`), and the summary's counts.
+
+    Raises:
+        ResultsError: one line naming the first problem.
+    """
+    if not rows:
+        raise ResultsError(f"{where}: per_sample.jsonl has no rows")
+    seen: set[int] = set()
+    n_ok = 0
+    for i, r in enumerate(rows):
+        for c in ("row", "id", "status"):
+            if c not in r:
+                raise ResultsError(f"{where}: per_sample line {i + 1} is missing column {c!r}")
+        rid = r["row"]
+        if not (_is_int(rid) and rid >= 0) or rid in seen:
+            raise ResultsError(f"{where}: per_sample line {i + 1}: row id {_short(rid)} is not a new integer >= 0")
+        seen.add(rid)
+        if r["status"] not in STATUSES:
+            raise ResultsError(f"{where}: row {rid} status is not 'ok' or 'failed': {_short(r['status'])}")
+        for k in keys:
+            v = r.get(k)
+            if v is not None and not is_number(v):
+                raise ResultsError(f"{where}: row {rid} value {k!r} is not numeric: {_short(v)}")
+        if row_check is not None:
+            row_check(r, rid)
+        n_ok += r["status"] == "ok"
+    n = len(rows)
+    if summary.get("n_samples") != n or seen != set(range(n)):
+        raise ResultsError(f"{where}: rows must be 0..{n - 1}, each once, and n_samples {summary.get('n_samples')} = {n}")
+    if summary.get("n_scored") != n_ok or summary.get("n_failed") != n - n_ok:
+        raise ResultsError(f"{where}: summary.json counts n_scored={summary.get('n_scored')}, n_failed="
+                           f"{summary.get('n_failed')} but the rows hold {n_ok} ok and {n - n_ok} failed rows")
+
+
+def check_recomputed(summary: dict[str, Any], got: dict[str, Any], keys: Sequence[str], *,
+                     where: str = "results") -> None:
+    """Each of ``keys`` and its ``<key>_n`` that the summary holds equals its recomputation
+    ``got`` (rel 1e-6, abs 1e-9; null only equals null).
+
+    Raises:
+        ResultsError: the first value that differs.
+    """
+    for k in keys:
+        for name in (k, f"{k}_n"):
+            if name in summary and not _same(summary.get(name), got.get(name)):
+                raise ResultsError(f"{where}: summary.json {name!r} is {summary.get(name)!r} but its rows give "
+                                   f"{got.get(name)!r} (edited results? a summary must be the one its rows were "
+                                   "scored into)")
+
+
 def validate_summary(summary: Any, *, where: str = "results") -> None:
     """Check ``summary.json`` alone: required keys, counts, metrics, versions, the published keys
     of each scored metric (present), every declared key (number or null), and no declared key

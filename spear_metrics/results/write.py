@@ -229,6 +229,7 @@ def card_text(summary: dict[str, Any], *, model_name: str, inference_mode: str |
 
     from spear_datasets.identity import data_label, is_spear_data
     from spear_metrics.core.columns import better_text, columns
+    from spear_metrics.core.onset import onset_text
 
     data = summary.get("data") if isinstance(summary.get("data"), dict) else {}
     spear = is_spear_data(data)
@@ -248,6 +249,7 @@ def card_text(summary: dict[str, Any], *, model_name: str, inference_mode: str |
         "n_failed": summary.get("n_failed"),
         "data": {"label": data_label(data), "n_rows": data.get("n_rows"), "fingerprint": data.get("fingerprint"),
                  "subsets": data.get("subsets"), "check": data.get("check")},
+        "onset_kind": summary.get("onset_kind") or "unstated",
     }
     if spear:
         what = f"on the SPEARBench protocol `{PROTOCOL}` ({data_label(data)})"
@@ -284,6 +286,7 @@ def card_text(summary: dict[str, Any], *, model_name: str, inference_mode: str |
         f"- inference mode: {inference_mode or 'not given'}; open weights: "
         f"{'yes' if open_weights else ('no' if open_weights is False else 'not given')}",
         f"- samples: {summary.get('n_samples')} (scored {summary.get('n_scored')}, failed {summary.get('n_failed')})",
+        f"- onset rule (`answer_start_time`, `latency_ms`): `{info['onset_kind']}`: {onset_text(info['onset_kind'])}",
         *_options_lines(info["options"]),
         f"- per-sample table: `data/{split}-*.parquet` ({n_rows} rows; null = value does not exist)"
         + (f"; audio columns: {', '.join(audio_cols)}" if audio_cols else ""),
@@ -402,11 +405,13 @@ def write_results_dataset(
         raise ResultsError(f"inference mode {inference_mode!r} is not one of {', '.join(INFERENCE_MODES)}")
     if split not in SPLITS:
         raise ResultsError(f"split {split!r} is not one of {', '.join(SPLITS)}")
-    if (with_audio or with_inputs) and metadata is None:
-        raise ResultsError("--with-audio/--with-inputs need --metadata (the CSV the run scored) to find the audio")
     summary, rows = read_run(results_dir)
     bench = benchmark_checks(summary)
-    if bench is not None and (metadata is not None or with_audio or with_inputs):
+    # a benchmark whose rows name their own audio (audio_files) embeds it without --metadata
+    bench_audio = bench is not None and hasattr(bench, "audio_files")
+    if (with_audio or with_inputs) and metadata is None and not bench_audio:
+        raise ResultsError("--with-audio/--with-inputs need --metadata (the CSV the run scored) to find the audio")
+    if bench is not None and (metadata is not None or ((with_audio or with_inputs) and not bench_audio)):
         from spear_metrics.core.registry import benchmark_of_summary
 
         raise ResultsError(f"{results_dir}: a {benchmark_of_summary(summary).name} run takes no --metadata, --with-audio or "
@@ -417,14 +422,19 @@ def write_results_dataset(
     check_summary_values(summary, rows, where=str(results_dir), use_options=True)
     for r in rows if bench is None else ():
         r["subset"] = subset_of(r.get("audio_path"))
+    audio_cols: list[str] = []
     if bench is not None and hasattr(bench, "table_rows"):  # a benchmark whose records nest values: its flat table
         rows = bench.table_rows(rows)
-    audio_cols: list[str] = []
-    if with_audio:
+    if bench_audio and (with_audio or with_inputs):  # (folder, file name) per row: read under that folder only
+        for col, files in bench.audio_files(rows, answers=with_audio, inputs=with_inputs).items():
+            audio_cols.append(col)
+            for r, f in zip(rows, files):
+                r[col] = _audio_bytes(f[1], f[0]) if f and r.get("status") == "ok" else None
+    if with_audio and not bench_audio:
         audio_cols.append("answer_audio")
         for r in rows:
             r["answer_audio"] = _row_audio(r, "answer_audio_path", csv_dir)
-    if with_inputs:
+    if with_inputs and not bench_audio:
         audio_cols.append("input_audio")
         cache: dict[str, Any] = {}
         for r in rows:

@@ -23,10 +23,12 @@ from typing import Any, Sequence
 from spear_metrics.core.dimension import MetricKey
 from spear_metrics.speechrole.aggregate import ALL, NOT_JUDGED, OVERALL, SCORED, STATS, UNPARSED
 from spear_metrics.speechrole.data import MODES
-from spear_metrics.speechrole.judging import BENCHMARK, VERSION
+from spear_metrics.speechrole import BENCHMARK as DESCRIPTOR, VERSION
 from spear_metrics.speechrole.protocol import ASPECTS
 
 GROUP = "SpeechRole-Eval"
+#: the ``"benchmark"`` value of a SpeechRole run's ``summary.json``
+BENCHMARK = DESCRIPTOR.name
 #: the declared summary keys (templates: ``<scope>`` = single, multi or overall; ``<aspect>`` = one
 #: of the eight aspects or ``all_aspects``). None is a published SpeechRole-Eval column: the
 #: aggregation behind the published scores is not in public code.

@@ -10,6 +10,13 @@ frames, as Google's server sends them); the client sends ``realtimeInput`` messa
 parser it takes field names in lowerCamelCase or snake_case. The key must come in the
 ``x-goog-api-key`` header; a wrong one closes the session with code 1008 after ``setup``.
 
+Every client message is validated against the SDK's ``google.genai.types.LiveClientMessage``
+(from its JSON, so base64 audio is checked too; ``setup.realtimeInputConfig``, which the SDK's own
+converter sends though ``LiveClientSetup`` lacks the field, against ``types.RealtimeInputConfig``);
+a message the types refuse raises in the handler (surfaced in :attr:`FakeGeminiLive.errors`).
+Every server message is built as ``types.LiveServerMessage`` and sent as the SDK serialises it
+(``by_alias``: lowerCamelCase); only the ``malformed`` fault bypasses it.
+
 When it answers (the whole answer at once, faster than real time, as the real server does):
 
 - automatic activity detection: once the received input reaches ``speech end + delay_s`` (speech
@@ -106,7 +113,30 @@ class FakeGeminiLive(ScenarioServer):
         return None
 
     async def _send(self, ws: Any, msg: dict) -> None:
-        await ws.send(json.dumps(msg).encode("utf-8"))  # binary frames, as Google's server
+        """``msg`` (lowerCamelCase JSON) built as the SDK's ``LiveServerMessage``, sent as it serialises."""
+        from google.genai import types
+
+        model = types.LiveServerMessage.model_validate_json(json.dumps(msg))
+        # binary frames, as Google's server
+        await ws.send(model.model_dump_json(by_alias=True, exclude_none=True).encode("utf-8"))
+
+    @staticmethod
+    def validate_client(raw: Any) -> dict:
+        """A received client message, checked against the SDK's types (module docstring); returns it
+        with lowerCamelCase keys.
+
+        Raises:
+            pydantic.ValidationError: a message the SDK's types refuse.
+        """
+        from google.genai import types
+
+        msg = normalized(json.loads(raw))
+        check = json.loads(json.dumps(msg))
+        setup = check.get("setup")
+        if isinstance(setup, dict) and "realtimeInputConfig" in setup:
+            types.RealtimeInputConfig.model_validate_json(json.dumps(setup.pop("realtimeInputConfig")))
+        types.LiveClientMessage.model_validate_json(json.dumps(check))
+        return msg
 
     async def _answer(self, ws: Any, log: SessionLog, sc: GeminiScenario) -> None:
         log.answer_input_s = log.samples_in / 16_000
@@ -139,7 +169,7 @@ class FakeGeminiLive(ScenarioServer):
         log = SessionLog(row=row_of(ws.request.headers), path=path, query=query,
                          headers={k.lower(): v for k, v in ws.request.headers.raw_items()})
         self.sessions.append(log)
-        first = normalized(json.loads(await ws.recv()))
+        first = self.validate_client(await ws.recv())
         log.setup = first.get("setup")
         if (sc.key and log.headers.get("x-goog-api-key") != sc.key) or sc.fault == "echo_key":
             # the reason echoes the key it got, as a careless server might (the adapter masks it)
@@ -150,7 +180,7 @@ class FakeGeminiLive(ScenarioServer):
         detect = speech_end_detector(sc.threshold_dbfs)
         answered = False
         async for raw in ws:
-            msg = normalized(json.loads(raw))
+            msg = self.validate_client(raw)
             rt = msg.get("realtimeInput") or {}
             for kind in ("activityStart", "activityEnd", "audioStreamEnd"):
                 if kind in rt:
