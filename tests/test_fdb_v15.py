@@ -265,7 +265,8 @@ def test_score_command_on_v15_samples(v15_root, tmp_path, capsys):
                (200, '{"behaviour": ["C_RESPOND"]}')]
     with FakeChatServer(replies) as srv:
         cmd = ["fdb", "score", "--root", str(root), "--out", str(out), "--no-progress", "--bootstrap", "200", "--mos", "none",
-               "--judge-url", srv.url, "--judge-model", "gpt-4o-2024-08-06"]
+               "--judge-url", srv.url, "--judge-model", "gpt-4o-2024-08-06",
+               "--judge-concurrency", "1"]  # one call at a time: the replies above go to the rows in order
         assert main(cmd) == 0
         table = capsys.readouterr().out
         assert len(srv.requests) == 4 and [r["seed"] for r in srv.requests] == [1, 2, 1, 1]
@@ -287,6 +288,31 @@ def test_score_command_on_v15_samples(v15_root, tmp_path, capsys):
     assert rows[0]["asr_source"] == {n: f"{n}.json" for n in ("input", "clean_input", "output", "clean_output")}
     assert {t["metric"] for t in ui["significance"]["tests"]} <= set(sg.UPSTREAM_METRICS)
     assert any(s["metric"] == "utmosv2" for s in ui["significance"]["skipped"])
+
+
+@pytest.mark.slow
+def test_judge_concurrency_asks_the_behaviour_judge_in_parallel(v15_root, tmp_path):
+    """--judge-concurrency 3: the three judged samples' questions are in flight at once (the
+    loopback judge answers only once all three have arrived)."""
+    import threading
+
+    from spear_metrics.cli import main
+
+    root, _ = v15_root
+    out = tmp_path / "res"
+    all_three = threading.Barrier(3, timeout=120)  # generous: reached at once when the three are asked together
+
+    def answer(body):
+        all_three.wait()
+        return 200, '{"behaviour": ["C_RESPOND"]}'
+
+    with FakeChatServer(answer) as srv:
+        assert main(["fdb", "score", "--root", str(root), "--out", str(out), "--no-progress", "--bootstrap", "0",
+                     "--mos", "none", "--judge-url", srv.url, "--judge-model", "gpt-4o-2024-08-06",
+                     "--judge-concurrency", "3"]) == 0
+        assert len(srv.requests) == 3
+    rows = [json.loads(x) for x in (out / "per_sample.jsonl").read_text().splitlines()]
+    assert [r["behaviour"] for r in rows] == [["C_RESPOND"]] * 3
 
 
 def test_score_command_refuses_what_it_cannot_run(tmp_path, capsys):

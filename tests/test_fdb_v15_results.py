@@ -28,7 +28,8 @@ def v15_run(tmp_path_factory):
     replies = [(200, '{"behaviour": ["C_RESPOND"]}'), (200, '{"behaviour": ["C_RESUME"]}')]
     with FakeChatServer(replies) as srv:
         assert main(["fdb", "score", "--root", str(root), "--out", str(out), "--no-progress", "--bootstrap", "50",
-                     "--mos", "none", "--judge-url", srv.url, "--judge-model", "gpt-4o-2024-08-06"]) == 0
+                     "--mos", "none", "--judge-url", srv.url, "--judge-model", "gpt-4o-2024-08-06",
+                     "--judge-concurrency", "1"]) == 0  # one call at a time: the replies go to the samples in order
     return out
 
 

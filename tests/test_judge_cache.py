@@ -263,44 +263,56 @@ def _predictions(folder: Path, n: int) -> Path:
 
 
 def test_dsuperb_rerun_into_a_new_folder_pays_nothing(tmp_path, capsys):
+    """Both prompts of a judged row (the project's, judge_accuracy; upstream's, llm_classification at
+    temperature 0) are two cache entries: a rerun into a new folder asks neither again."""
     from spear_metrics.cli import main
 
     pred = _predictions(tmp_path / "pred", 5)
     with CountingJudge() as srv:
         base = ["dsuperb", "score", "--pred", str(pred), "--judge-url", srv.url, "--judge-model",
-                "judge-model-2024-08-06", "--judge-key-env", "none", "--no-progress", "--bootstrap", "0",
-                "--judge-prompts", "project"]  # one judge call a row (the default asks both prompts)
+                "judge-model-2024-08-06", "--judge-key-env", "none", "--no-progress", "--bootstrap", "0"]
         assert main(base + ["--out", str(tmp_path / "r1")]) == 0
-        assert srv.calls == 5
+        assert srv.calls == 10  # 5 rows x 2 prompts
         assert main(base + ["--out", str(tmp_path / "r2")]) == 0
-        assert srv.calls == 5
+        assert srv.calls == 10
+        bodies = list(srv.requests)
+    # two questions per row, each at temperature 0, none the same as another (no prompt answers for the other)
+    assert len({json.dumps(b["messages"], sort_keys=True) for b in bodies}) == 10
+    assert all(b["temperature"] == 0 for b in bodies)
+    assert len(list(Path(os.environ["SPEARBENCH_JUDGE_CACHE"]).rglob("*.json"))) == 10
     s1 = json.loads((tmp_path / "r1" / "summary.json").read_text())
     s2 = json.loads((tmp_path / "r2" / "summary.json").read_text())
-    assert s2["judge_calls"]["answers_from_cache"] == 5 and s2["judge_calls"]["requests"] == 0
-    assert s2["judge_replies"] == {"n_judged": 5, "from_cache": 5, "returned_models": {"judge-model-2024-08-06": 5},
-                                   "system_fingerprints": {"fp_loopback": 5}}
-    assert s1["judge_calls"]["usage"]["total"]["input_tokens"] == 500  # 5 replies of 100 prompt tokens
+    assert s2["judge_calls"]["answers_from_cache"] == 10 and s2["judge_calls"]["requests"] == 0
+    each = {"n_judged": 5, "from_cache": 5, "returned_models": {"judge-model-2024-08-06": 5},
+            "system_fingerprints": {"fp_loopback": 5}}
+    assert s2["judge_replies"] == {**each, "llm_classification": each}
+    assert s1["judge_replies"]["from_cache"] == s1["judge_replies"]["llm_classification"]["from_cache"] == 0
+    assert s1["judge_calls"]["usage"]["total"]["input_tokens"] == 1000  # 10 replies of 100 prompt tokens
     assert s2["tasks"][CLS]["judge_accuracy"] == s1["tasks"][CLS]["judge_accuracy"] == 1.0
+    assert s2["tasks"][CLS]["llm_classification"] == s1["tasks"][CLS]["llm_classification"] == 1.0
     rows = [json.loads(x) for x in (tmp_path / "r2" / "per_sample.jsonl").read_text().splitlines()]
-    assert all(r["judge_cached"] and r["judge_returned_model"] == "judge-model-2024-08-06" for r in rows)
-    assert "5 from the cache" in capsys.readouterr().out
+    assert all(r["judge_cached"] and r["llm_classification_cached"] for r in rows)
+    assert all(r["llm_classification_returned_model"] == "judge-model-2024-08-06" for r in rows)
+    assert "10 from the cache" in capsys.readouterr().out
 
 
-def test_dsuperb_both_prompts_are_two_calls_a_row_and_both_cached(tmp_path):
-    """The default ``--judge-prompts project,upstream`` asks each judged row twice (two distinct
-    requests); a rerun into a new folder answers both from the cache."""
+def test_dsuperb_upstream_prompt_asked_alone_is_reused_by_a_run_with_both(tmp_path):
+    """A run asking only upstream's prompt fills the cache for it; a run asking both then asks only
+    the project's prompt, and a third asks nothing."""
     from spear_metrics.cli import main
 
     pred = _predictions(tmp_path / "pred", 3)
     with CountingJudge() as srv:
         base = ["dsuperb", "score", "--pred", str(pred), "--judge-url", srv.url, "--judge-model",
                 "judge-model-2024-08-06", "--judge-key-env", "none", "--no-progress", "--bootstrap", "0"]
-        assert main(base + ["--out", str(tmp_path / "r1")]) == 0
-        assert srv.calls == 6  # 3 rows x 2 prompts
+        assert main(base + ["--out", str(tmp_path / "r1"), "--judge-prompts", "upstream"]) == 0
+        assert srv.calls == 3
         assert main(base + ["--out", str(tmp_path / "r2")]) == 0
         assert srv.calls == 6
+        assert main(base + ["--out", str(tmp_path / "r3")]) == 0
+        assert srv.calls == 6
     s2 = json.loads((tmp_path / "r2" / "summary.json").read_text())
-    assert s2["judge_calls"]["answers_from_cache"] == 6 and s2["judge_calls"]["requests"] == 0
+    assert s2["judge_replies"]["from_cache"] == 0 and s2["judge_replies"]["llm_classification"]["from_cache"] == 3
 
 
 def test_dsuperb_judge_added_later_judges_what_was_not_judged(tmp_path):
@@ -308,23 +320,22 @@ def test_dsuperb_judge_added_later_judges_what_was_not_judged(tmp_path):
 
     pred = _predictions(tmp_path / "pred", 4)
     out = str(tmp_path / "r")
-    rc = main(["dsuperb", "score", "--pred", str(pred), "--out", out, "--no-progress", "--bootstrap", "0",
-               "--judge-prompts", "project"])  # one judge call a row (the default asks both prompts)
+    rc = main(["dsuperb", "score", "--pred", str(pred), "--out", out, "--no-progress", "--bootstrap", "0"])
     assert rc == 0  # scored: its failed rows ("no judge given") are listed, not a whole-run problem
     s0 = json.loads((tmp_path / "r" / "summary.json").read_text())
     assert s0["n_failed"] == 4
     with CountingJudge() as srv:
         common = ["dsuperb", "score", "--pred", str(pred), "--out", out, "--judge-url", srv.url, "--judge-key-env", "none",
-                  "--no-progress", "--bootstrap", "0", "--judge-prompts", "project"]
+                  "--no-progress", "--bootstrap", "0"]
         args = common + ["--judge-model", "judge-model-2024-08-06"]
         assert main(args) == 0
-        assert srv.calls == 4
+        assert srv.calls == 8  # 4 rows x 2 prompts (the project's and upstream's)
         s1 = json.loads((tmp_path / "r" / "summary.json").read_text())
         assert s1["n_failed"] == 0 and s1["tasks"][CLS]["judge_accuracy"] == 1.0
         # another judge into the judged folder is refused (exit 2), the same one resumes with no call
         assert main(common + ["--judge-model", "other-2025-01-01"]) == 2
         assert main(args + ["--judge-cache", "off"]) == 0
-        assert srv.calls == 4
+        assert srv.calls == 8
 
 
 def test_old_option_spellings_still_work(tmp_path, capsys):
@@ -396,14 +407,14 @@ def test_dsuperb_logs_each_judge_result_as_it_finishes(tmp_path):
     with CountingJudge() as srv:
         with make(srv.url, None, seed=None) as j:
             with pytest.raises(KeyboardInterrupt):
-                score_predictions(pred, out, judge=_StopsAtCall(j, 4), n_resamples=0, progress=False,
-                                  judge_prompts=("project",))  # one judge call a row
-        assert srv.calls == 3
+                # two prompts per row (the project's, upstream's): the 7th call is row 3's first
+                score_predictions(pred, out, judge=_StopsAtCall(j, 7), n_resamples=0, progress=False)
+        assert srv.calls == 6
         logged = [json.loads(x) for x in (out / ".work" / "rank-0.jsonl").read_text().splitlines()]
-        assert sum(1 for r in logged if r.get("status") == "ok") == 3  # the 3 finished calls, none lost
+        assert sum(1 for r in logged if r.get("status") == "ok") == 3  # the 3 finished rows, none lost
         with make(srv.url, None, seed=None) as j:
-            s = score_predictions(pred, out, judge=j, n_resamples=0, progress=False, judge_prompts=("project",))
-        assert srv.calls == 6 and s["n_scored"] == 6  # the rerun asked only the 3 unfinished rows
+            s = score_predictions(pred, out, judge=j, n_resamples=0, progress=False)
+        assert srv.calls == 12 and s["n_scored"] == 6  # the rerun asked only the 3 unfinished rows (2 calls each)
 
 
 def test_cli_refuses_a_moving_alias_when_pinned_is_required_and_a_bad_price_table(tmp_path, capsys):
@@ -414,7 +425,7 @@ def test_cli_refuses_a_moving_alias_when_pinned_is_required_and_a_bad_price_tabl
     bad.write_text('{"models": {"gpt-4o": {"input": "two"}}}')
     with CountingJudge() as srv:
         base = ["dsuperb", "score", "--pred", str(pred), "--judge-url", srv.url, "--judge-key-env", "none",
-                "--no-progress", "--bootstrap", "0", "--judge-prompts", "project"]  # one judge call a row
+                "--no-progress", "--bootstrap", "0"]
         assert main(base + ["--out", str(tmp_path / "r1"), "--judge-model", "gpt-4o", "--judge-require-pinned"]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and "require-pinned" in err[0] and "gpt-4o" in err[0]
@@ -426,6 +437,58 @@ def test_cli_refuses_a_moving_alias_when_pinned_is_required_and_a_bad_price_tabl
         assert main(base + ["--out", str(tmp_path / "r3"), "--judge-model", "gpt-4o"]) == 0
         warned = [x for x in capsys.readouterr().err.splitlines() if "warning" in x]
         assert len(warned) == 1 and "gpt-4o" in warned[0]
-        assert srv.calls == 2  # only the last run asked
+        assert srv.calls == 4  # only the last run asked (2 rows x 2 prompts)
     s = json.loads((tmp_path / "r3" / "summary.json").read_text())
     assert "no dated snapshot" in s["judge_calls"]["moving_alias"]
+
+
+def _interruption_folder(fdb_dir: Path, dest: Path, n: int) -> Path:
+    """``n`` copies of FDB's real user-interruption example, each with its own interrupting turn
+    (so each asks the judge its own question)."""
+    import shutil
+
+    src = fdb_dir / "example_data" / "user_interruption_example" / "1"
+    for k in range(1, n + 1):
+        shutil.copytree(src, dest / str(k))
+        (dest / str(k) / "rating.json").unlink(missing_ok=True)
+        turns = json.loads((dest / str(k) / "interrupt.json").read_text())
+        turns[0]["interrupt"] += f" (copy {k})"
+        (dest / str(k) / "interrupt.json").write_text(json.dumps(turns))
+    return dest
+
+
+@pytest.mark.parametrize("concurrency", [1, 2])
+def test_fdb_judge_concurrency_acts(fdb_dir, tmp_path, concurrency):
+    """--judge-concurrency 2: two relevance questions are in flight at once (the loopback judge
+    answers only once both have arrived); 1: never more than one in flight."""
+    import threading
+
+    from spear_metrics.cli import main
+
+    root = _interruption_folder(fdb_dir, tmp_path / "ui", 2)
+    both = threading.Barrier(2, timeout=120)  # generous: reached at once when both are asked together
+    reply = completion('{"analysis": "answers the interrupting request", "rating": 4}')
+    lock, now, most = threading.Lock(), [0], [0]
+
+    def answer(body):
+        with lock:
+            now[0] += 1
+            most[0] = max(most[0], now[0])
+        try:
+            if concurrency == 2:
+                both.wait()
+            return 200, reply
+        finally:
+            with lock:
+                now[0] -= 1
+
+    with CountingJudge(answer) as srv:
+        rc = main(["fdb", "score", "--task", "user_interruption", "--root", str(root), "--judge-url", srv.url,
+                   "--judge-model", "judge-model-2024-08-06", "--judge-key-env", "none", "--no-progress", "--bootstrap",
+                   "0", "--judge-concurrency", str(concurrency), "--out", str(tmp_path / "r")])
+    assert rc == 0
+    rows = [json.loads(x) for x in (tmp_path / "r" / "per_sample.jsonl").read_text().splitlines()]
+    assert srv.calls == 2 and [r["relevance"] for r in rows] == [4, 4]
+    assert most[0] == concurrency
+    info = json.loads((tmp_path / "r" / "run_info.json").read_text())
+    assert info["judge_concurrency"] == concurrency

@@ -194,3 +194,38 @@ def test_missing_stance_asset_is_a_whole_run_problem(stance_data, tmp_path, caps
     rc = main(argv)
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1 and "nope.json" in err[0]
+
+
+def test_stance_judge_calls_in_summary_and_a_rerun_pays_only_what_the_cache_lacks(stance_data, tmp_path, capsys):
+    """``score -m stances`` records its judge calls in summary.json (``judge_calls``) as the other
+    judged benchmarks do; a rerun into a new folder is answered from the reply cache, except the
+    row whose replies were never JSON (malformed replies are never stored)."""
+    from judge_fakes import CountingJudge, completion
+
+    from spear_metrics.cli import main
+
+    root, _, opts = stance_data
+
+    def reply(body):
+        status, text = _answers_for(body)
+        return status, completion(text, model="judge-audio-2025-08-28", audio_tokens=60)
+
+    with CountingJudge(reply) as srv:
+        argv = ["score", "--metadata", str(root / "metadata.csv"), "--metrics", "stances", "--no-progress",
+                "--bootstrap", "0", "-o", f"judge_url={srv.url}", "-o", "judge_model=judge-audio-2025-08-28",
+                "-o", "judge_key_env=none"] + [a for k, v in opts.items() for a in ("-o", f"{k}={v}")]
+        main(argv + ["--out", str(tmp_path / "r1")])
+        assert srv.calls == 4  # row 0 (Q0), row 1 (Q9), row 3 (Q0, never JSON: tried twice)
+        main(argv + ["--out", str(tmp_path / "r2")])
+        assert srv.calls == 6  # only row 3 asked again
+    c1 = json.loads((tmp_path / "r1" / "summary.json").read_text())["judge_calls"]
+    c2 = json.loads((tmp_path / "r2" / "summary.json").read_text())["judge_calls"]
+    assert (c1["requested_model"], c1["moving_alias"]) == ("judge-audio-2025-08-28", None)
+    assert (c1["answers"], c1["answers_from_cache"], c1["requests"]) == (2, 0, 4)
+    assert (c2["answers"], c2["answers_from_cache"], c2["requests"]) == (2, 2, 2)
+    assert c1["returned_models"] == {"judge-audio-2025-08-28": 2}
+    # every reply that reached the client is billed (row 3's malformed ones too), none from the cache
+    u1, u2 = c1["usage"]["total"], c2["usage"]["total"]
+    assert (u1["input_tokens"], u1["audio_input_tokens"], u1["output_tokens"]) == (400, 240, 40)
+    assert (u2["input_tokens"], u2["audio_input_tokens"], u2["output_tokens"]) == (200, 120, 20)
+    assert "2 from the cache" in capsys.readouterr().out

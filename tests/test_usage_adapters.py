@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from openai_fakes import CHAT_USAGE, ChatFake, Program
 from spear_metrics.cli import main
 from test_adapters_openai import KEY, answer_24k, name, sources, write_csv
@@ -20,11 +22,11 @@ def test_chat_completions_usage_in_run_info(real_dir, tmp_path, monkeypatch, cap
     prices = tmp_path / "prices.json"
     prices.write_text(json.dumps({"models": {"gpt-audio-test": {"input": 2.0, "output": 8.0, "audio_input": 40.0,
                                                                 "audio_output": 80.0}}}))
+    argv = ["infer", "--agent", "openai-audio", "--data", str(csv_path), "--out", str(out), "--no-progress",
+            "--price-table", str(prices), "-a", f"base_url={fake.url}", "-a", "model=gpt-audio-test", "-a", "timeout_s=60",
+            "-a", "max_tries=3", "-a", "max_wait_s=120"]
     try:
-        assert main(["infer", "--agent", "openai-audio", "--data", str(csv_path), "--out", str(out), "--no-progress",
-                     "--price-table", str(prices),
-                     "-a", f"base_url={fake.url}", "-a", "model=gpt-audio-test", "-a", "timeout_s=60",
-                     "-a", "max_tries=3", "-a", "max_wait_s=120"]) == 0
+        assert main(argv) == 0
     finally:
         fake.close()
     usage = json.loads((out / "run_info.json").read_text())["usage"]
@@ -36,7 +38,15 @@ def test_chat_completions_usage_in_run_info(real_dir, tmp_path, monkeypatch, cap
     printed = capsys.readouterr().out
     assert "tokens billed: gpt-audio-test: 100 in / 40 out (80 / 30 audio)" in printed
     # by hand: text in 100 - 80 = 20 at 2, audio in 80 at 40, text out 40 - 30 = 10 at 8, audio out 30 at 80, per million
-    assert f"cost {(20 * 2 + 80 * 40 + 10 * 8 + 30 * 80) / 1e6:.6f} USD" in printed
+    cost = (20 * 2 + 80 * 40 + 10 * 8 + 30 * 80) / 1e6
+    assert f"cost {cost:.6f} USD" in printed
+    # the cost is recorded too, in run_info.json, written while the folder is held (a recorded write)
+    assert usage["cost"] == pytest.approx(cost, abs=1e-12) and usage["currency"] == "USD"
+    assert usage["price_table"] == "prices.json" and usage["by_model"]["gpt-audio-test"]["cost"] == pytest.approx(cost)
+    # so a rerun into the same folder (the fake closed: nothing is asked again) resumes, not refused as a foreign file
+    assert main(argv) == 0
+    again = json.loads((out / "run_info.json").read_text())
+    assert again["rows_resumed"] == 3 and again["usage"]["cost"] == pytest.approx(cost, abs=1e-12)
 
 
 def test_realtime_response_done_usage_in_run_info(real_dir, tmp_path, monkeypatch):

@@ -560,6 +560,7 @@ def run_inference(
     on_row: Optional[Callable[[dict[str, Any]], None]] = None,
     concurrency: int = 1,
     row_timeout_s: float = DEFAULT_ROW_TIMEOUT_S,
+    prices: Any = None,
 ) -> Optional[dict[str, Any]]:
     """Run ``agent_name`` over a SPEAR split into ``out_dir`` (see module docstring).
 
@@ -575,6 +576,8 @@ def run_inference(
             all on one event loop, each paced on its own schedule; other adapters run one row at a time.
         row_timeout_s: time limit (s) of one row's adapter call (:func:`row_time_limit`); a row past it
             fails with ``timed out after N s``.
+        prices: a :class:`spear_metrics.core.usage.PriceTable` (``--price-table``): the usage in
+            ``run_info.json`` is priced with it (``usage.cost``, ``currency``, ``cost_note``).
 
     Returns the run info on the main process (``None`` on the others).
 
@@ -615,12 +618,13 @@ def run_inference(
     with claim_out(out, fp, overwrite=overwrite, conflict=conflict, command="infer", state=state,
                    adopt=("metadata.csv", "failures.jsonl", "run_info.json", RESPONSE_TIMES)):
         return _infer_claimed(agent, agent_name, source, out, config, state, retry_failed=retry_failed,
-                              progress=progress, on_row=on_row, concurrency=concurrency, row_timeout_s=row_timeout_s)
+                              progress=progress, on_row=on_row, concurrency=concurrency, row_timeout_s=row_timeout_s,
+                              prices=prices)
 
 
 def _infer_claimed(agent: Any, agent_name: str, source: Source, out: Path, config: GenerationConfig, state: Any, *,
                    retry_failed: bool, progress: bool, on_row: Optional[Callable[[dict[str, Any]], None]],
-                   concurrency: int, row_timeout_s: float) -> Optional[dict[str, Any]]:
+                   concurrency: int, row_timeout_s: float, prices: Any = None) -> Optional[dict[str, Any]]:
     """:func:`run_inference` once its ``--out`` is claimed (locks held, writes recorded)."""
     rank, world = state.process_index, state.num_processes
     work = out / WORK_DIR
@@ -692,7 +696,7 @@ def _infer_claimed(agent: Any, agent_name: str, source: Source, out: Path, confi
                            "onset_kind": onset_kind(agent),
                            **({"server_lag_bound_s": agent.server_lag_bound_s}
                               if getattr(agent, "server_lag_bound_s", None) is not None else {})},
-                    n_resumed=len(runnable) - len(pending))
+                    n_resumed=len(runnable) - len(pending), prices=prices)
 
 
 async def _run_network_rows(agent: Any, source: Source, rows: list[int], out: Path, config: GenerationConfig,
@@ -715,14 +719,16 @@ async def _run_network_rows(agent: Any, source: Source, rows: list[int], out: Pa
 
 
 def finalize(source: Source, out: Path, *, agent_name: str, config: GenerationConfig, elapsed_s: float = 0.0,
-             n_new: int = 0, world: int = 1, extra: Optional[dict[str, Any]] = None, n_resumed: int = 0) -> dict[str, Any]:
+             n_new: int = 0, world: int = 1, extra: Optional[dict[str, Any]] = None, n_resumed: int = 0,
+             prices: Any = None) -> dict[str, Any]:
     """Merge the work logs into ``metadata.csv``, ``failures.jsonl`` and ``run_info.json``, after
     checking that every input has exactly one answer record (and its file).
 
     Failed rows stay in ``metadata.csv`` with an empty ``answer_audio_path``; why infer failed
     each one is in ``failures.jsonl`` (``{"row", "audio_path", "error"}``, ``row`` = the
     metadata.csv row), never in a metadata column; ``score`` reads it and reports
-    ``infer failed: <reason>`` for those rows.
+    ``infer failed: <reason>`` for those rows. ``prices`` (a
+    :class:`~spear_metrics.core.usage.PriceTable`) prices ``run_info.json``'s ``usage``.
 
     Raises:
         InferError: rows without a record, an ``ok`` record whose answer file is missing, or two
@@ -779,7 +785,7 @@ def finalize(source: Source, out: Path, *, agent_name: str, config: GenerationCo
         **(extra or {}),
         "response_time_s": response_time_stats(records),
         "send_lag_max_s": response_time_stats(records, key="send_lag_max_s"),
-        "usage": usage_of_records(records),
+        "usage": usage_of_records(records, prices),
         "server_lag_max_s": response_time_stats(records, key="server_lag_max_s"),
         "n_server_lag_flagged": sum(1 for r in records if r.get("server_lag_flagged")),
         "n_reply_incomplete": sum(1 for r in records if r.get("status") == "ok" and isinstance(r.get("frames_expected"), int)
@@ -791,10 +797,11 @@ def finalize(source: Source, out: Path, *, agent_name: str, config: GenerationCo
     return info
 
 
-def usage_of_records(records: list[dict[str, Any]]) -> dict[str, Any] | None:
+def usage_of_records(records: list[dict[str, Any]], prices: Any = None) -> dict[str, Any] | None:
     """The tokens the service billed over ``records`` (their ``usage``: ``{model: usage fields}``),
-    summed per model (:meth:`spear_metrics.core.usage.UsageTally.to_json`); ``None`` when no
-    answer reported usage (the adapter or the service does not)."""
+    summed per model (:meth:`spear_metrics.core.usage.UsageTally.to_json`, priced with ``prices``,
+    a :class:`~spear_metrics.core.usage.PriceTable`, when given); ``None`` when no answer
+    reported usage (the adapter or the service does not)."""
     from spear_metrics.core.usage import Usage, UsageTally
 
     tally = UsageTally()
@@ -804,7 +811,7 @@ def usage_of_records(records: list[dict[str, Any]]) -> dict[str, Any] | None:
             if isinstance(u, dict):
                 tally.add(str(model), Usage(**{k: int(v) for k, v in u.items() if k in Usage.__dataclass_fields__}))
                 seen = True
-    return tally.to_json() if seen else None
+    return tally.to_json(prices) if seen else None
 
 
 def response_time_stats(records: list[dict[str, Any]], key: str = "response_time_s") -> dict[str, Any]:

@@ -221,7 +221,8 @@ def run_score(args: argparse.Namespace) -> int:
     setup = ScoringSetup(reference=reference, reference_path=args.reference, judge=judge, asr_name=args.asr,
                          vad_backend=args.vad_backend, compat=None if args.compat == "none" else args.compat,
                          batch_size=args.batch_size, n_resamples=args.bootstrap, seed=args.seed,
-                         retry_failed=args.retry_failed, overwrite=args.overwrite, progress=not args.no_progress)
+                         retry_failed=args.retry_failed, overwrite=args.overwrite, progress=not args.no_progress,
+                         concurrency=int(args.judge_concurrency))
     from spear_datasets.files import OutputError, open_folder
     from spear_metrics.core.batching import distributed_state
 

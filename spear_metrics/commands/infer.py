@@ -44,7 +44,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "input's duration and tail silence on top); a row past it fails with 'timed out after N s'")
     p.add_argument("--price-table", default=None, metavar="FILE",
                    help="JSON prices per million tokens per model (docs/judges.md): prints the cost of the tokens the "
-                        "service reported")
+                        "service reported and records it in run_info.json")
     add_run_options(p, out="output folder (metadata.csv, audio/, inputs/); a rerun resumes", out_required=False,
                     retry_failed="run again the rows that failed in an earlier run", overwrite=overwrite_help("infer"))
     p.add_argument("--list-agents", action="store_true",
@@ -108,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
         info = run_inference(args.agent, args.data, args.out, agent_options=parse_options(args.agent_option),
                              split=args.split, subset=args.subset, config=config, retry_failed=args.retry_failed,
                              overwrite=args.overwrite, progress=not args.no_progress, concurrency=int(args.concurrency),
-                             row_timeout_s=float(args.row_timeout_s))
+                             row_timeout_s=float(args.row_timeout_s), prices=prices)
     except (InferError, MetadataError, UnknownAgentError, OptionError, ModelUnavailableError, ValueError, TypeError, AgentError) as e:
         from spear_metrics.core.secrets import mask_secrets
 
@@ -141,9 +141,9 @@ def run(args: argparse.Namespace) -> int:
             print(wrap(resumed))
         print(f"{info['n_answered']}/{info['n_inputs']} answered, {info['n_failed']} failed -> {metadata}")
         if info.get("usage"):  # what the service billed for these answers (run_info.json: usage)
-            from spear_metrics.core.usage import UsageTally, usage_line
+            from spear_metrics.core.usage import usage_line
 
-            print(wrap(usage_line(UsageTally.from_json(info["usage"]).to_json(prices) if prices else info["usage"])))
+            print(wrap(usage_line(info["usage"])))  # priced in run_info.json when --price-table was given
         if info["n_failed"]:
             from spear_metrics.core.records import read_jsonl
 

@@ -40,6 +40,10 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if summary is not None:
         print_summary(summary)
+        if (summary.get("judge_calls") or {}).get("requested_model"):
+            from spear_metrics.core.judge import judge_calls_line
+
+            print(wrap(judge_calls_line(summary["judge_calls"])))
         _show_failures(args.out)
         resumed = resumed_line(read_run_info(args.out).get("rows_resumed", 0), summary["n_samples"],
                                shown_path(args.out, ".work"))

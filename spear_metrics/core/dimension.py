@@ -296,6 +296,12 @@ class Dimension:
         """Which model (id and version) produced which keys, for the summary's provenance."""
         return {}
 
+    def judge_calls(self) -> dict[str, Any] | None:
+        """What this process's judge calls received (:meth:`spear_metrics.core.judge.Judge.report`:
+        answers from the cache, returned model ids, usage), written to ``summary.json``
+        ``judge_calls``; ``None`` (the default): the dimension asks no judge."""
+        return None
+
 
 def cpu_share() -> int:
     """CPU cores this process may use for its own threads: the cores it may run on

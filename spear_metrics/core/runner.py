@@ -726,6 +726,9 @@ def _score_claimed(out: Path, dims: Sequence[Dimension], names: list[str], prep:
     }
     if data is not None:
         extra["data"] = data
+    calls = {d.name: c for d in dims if (c := d.judge_calls())}
+    if calls:  # as every judged benchmark records them (one judging dimension: its report itself)
+        extra["judge_calls"] = next(iter(calls.values())) if len(calls) == 1 else calls
     if inputs_metadata is not None:
         extra.update(_missing_answers(Path(inputs_metadata), prep, out))
     summary = build_summary(

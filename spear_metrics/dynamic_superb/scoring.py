@@ -285,7 +285,8 @@ def upstream_classification(item: Item, judge: Any) -> dict[str, Any]:
 
     Returns:
         ``{"llm_classification_reply", "llm_classification_verdict", "llm_classification",
-        "llm_classification_attempts"}``.
+        "llm_classification_attempts"}``, and from a remote judge ``llm_classification_returned_model``,
+        ``llm_classification_system_fingerprint``, ``llm_classification_cached``.
 
     Raises:
         spear_metrics.core.judge.JudgeError: the judge gave no reply after its retries.
@@ -294,9 +295,15 @@ def upstream_classification(item: Item, judge: Any) -> dict[str, Any]:
     msgs = upstream_classification_messages(item.instruction, label, item.response or "")
     ans = judge.ask(msgs, upstream_classification_verdict,
                     extra_body={"max_tokens": UPSTREAM_CLASSIFICATION_DECODING["max_tokens"]})
-    return {"llm_classification_reply": ans.reply, "llm_classification_verdict": ans.value,
-            "llm_classification": upstream_classification_value(ans.value),
-            "llm_classification_attempts": len(ans.attempts)}
+    out = {"llm_classification_reply": ans.reply, "llm_classification_verdict": ans.value,
+           "llm_classification": upstream_classification_value(ans.value),
+           "llm_classification_attempts": len(ans.attempts)}
+    meta = getattr(ans, "meta", None)
+    if meta is not None:  # what the service answered with, as for the project's prompt
+        out.update(llm_classification_returned_model=meta.model,
+                   llm_classification_system_fingerprint=meta.system_fingerprint,
+                   llm_classification_cached=meta.cached)
+    return out
 
 
 def _is_number_text(text: str) -> bool:
@@ -695,20 +702,25 @@ def _write_results(out: Path, outcome: Any, *, task_rows: dict[str, list[int]], 
     return summary
 
 
-def judge_replies(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def judge_replies(rows: Sequence[dict[str, Any]], prefix: str = "judge") -> dict[str, Any]:
     """What the judge service answered with over every judged row of the folder (this run's and
     the resumed ones; ``judge_calls`` covers this invocation's calls only): ``n_judged``,
-    ``from_cache``, ``returned_models`` and ``system_fingerprints`` (value -> rows)."""
+    ``from_cache``, ``returned_models`` and ``system_fingerprints`` (value -> rows), for the
+    project's prompt (``prefix="judge"``), and the same for upstream's prompt under
+    ``llm_classification`` when a row was asked it (``prefix="llm_classification"``)."""
     out: dict[str, Any] = {"n_judged": 0, "from_cache": 0, "returned_models": {}, "system_fingerprints": {}}
     for r in rows:
-        if r.get("status") != "ok" or "judge_reply" not in r:
+        if r.get("status") != "ok" or f"{prefix}_reply" not in r:
             continue
         out["n_judged"] += 1
-        out["from_cache"] += bool(r.get("judge_cached"))
-        for key, field in (("returned_models", "judge_returned_model"), ("system_fingerprints", "judge_system_fingerprint")):
+        out["from_cache"] += bool(r.get(f"{prefix}_cached"))
+        for key, field in (("returned_models", f"{prefix}_returned_model"),
+                           ("system_fingerprints", f"{prefix}_system_fingerprint")):
             v = r.get(field)
             if v:
                 out[key][v] = out[key].get(v, 0) + 1
+    if prefix == "judge" and any(r.get("status") == "ok" and "llm_classification_reply" in r for r in rows):
+        out["llm_classification"] = judge_replies(rows, "llm_classification")
     return out
 
 

@@ -16,9 +16,10 @@ before it starts, or a time past the end of its audio (+ :data:`TIME_TOLERANCE_S
 from __future__ import annotations
 
 import math
+import threading
 from pathlib import Path
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
@@ -428,6 +429,7 @@ class FullDuplexScorer:
     compat: str | None = None
     asr_fallback: bool = True
     max_duration_diff_s: float | None = None
+    _lock: Any = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
 
     def __post_init__(self):
         if self.task not in TASKS:
@@ -467,12 +469,25 @@ class FullDuplexScorer:
         ``output.wav`` (backchannel: ``output.wav``; it reads nothing of ``input.wav``), a bad
         task file, or an impossible time (see the module docstring); with
         ``max_duration_diff_s``, a reply and stimulus of different lengths; a ``rating_json``
-        that is malformed or outside 0-5."""
+        that is malformed or outside 0-5.
+
+        Thread-safe: several threads may score samples at once (``fdb score --judge-concurrency``);
+        reading, ASR and VAD run one sample at a time (under the scorer's lock), only the
+        relevance judge's calls overlap."""
+        with self._lock:
+            v, ask = self._measure(sample)
+        if ask is not None:
+            self._judge_relevance(v, *ask)
+        return v
+
+    def _measure(self, sample: FDBSample) -> tuple[dict[str, Any], tuple[Any, str] | None]:
+        """:meth:`score`'s values without the judge's rating, and what to ask the judge
+        (``(interrupt, reply text)``; ``None``: nothing)."""
         v: dict[str, Any] = {"id": sample.id, "task": self.task}
         if self.max_duration_diff_s is not None:
             self.check_durations(sample)
         if self.task == "backchannel":
-            return self._backchannel(sample, v)
+            return self._backchannel(sample, v), None
         in_dur = wav_duration(sample.input_wav)
         out_dur = wav_duration(sample.output_wav)
         offset = 0.0
@@ -507,16 +522,21 @@ class FullDuplexScorer:
                 if v["tor"] == 1:  # FDB rates TOR = 1 replies only
                     v["relevance"] = rating
             elif v["tor"] == 1 and self.judge is not None:
-                from spear_metrics.core.judge import JudgeError
+                return v, (interrupt, tr.text)
+        return v, None
 
-                try:
-                    obj = self.judge.ask_json(relevance_messages(interrupt.context, interrupt.interrupt, tr.text),
-                                              required_keys=("analysis", "rating"))
-                    v["relevance"] = parse_rating(obj)
-                    v["relevance_analysis"] = str(obj.get("analysis"))
-                except (JudgeError, FDBInputError) as e:
-                    v["relevance_error"] = " ".join(str(e).split())
-        return v
+    def _judge_relevance(self, v: dict[str, Any], interrupt: Any, reply: str) -> None:
+        """Ask the judge for the relevance of ``reply`` (into ``v``: ``relevance``,
+        ``relevance_analysis``, or ``relevance_error`` with the one-line reason)."""
+        from spear_metrics.core.judge import JudgeError
+
+        try:
+            obj = self.judge.ask_json(relevance_messages(interrupt.context, interrupt.interrupt, reply),
+                                      required_keys=("analysis", "rating"))
+            v["relevance"] = parse_rating(obj)
+            v["relevance_analysis"] = str(obj.get("analysis"))
+        except (JudgeError, FDBInputError) as e:
+            v["relevance_error"] = " ".join(str(e).split())
 
     def check_durations(self, sample: FDBSample) -> None:
         """Reply and stimulus must last the same (within ``max_duration_diff_s``), from the headers.

@@ -92,10 +92,18 @@ class ScoringSetup:
     retry_failed: bool = False
     overwrite: bool = False
     progress: bool = True
+    #: judge calls in flight at once (``--judge-concurrency``): with a judge and ``> 1``, rows are
+    #: scored by that many threads, each logged as it finishes (only the judge calls overlap:
+    #: :meth:`FullDuplexScorer.score`)
+    concurrency: int = 1
 
     def scorer(self, task: str, **kw: Any) -> FullDuplexScorer:
         return FullDuplexScorer(task=task, reference=self.reference, judge=self.judge, asr_name=self.asr_name,
                                 vad_backend=self.vad_backend, compat=self.compat, **kw)
+
+    def threads(self) -> int:
+        """``run_resumable``'s ``concurrency``: :attr:`concurrency` with a judge, else 1."""
+        return max(1, int(self.concurrency)) if self.judge is not None else 1
 
     def fingerprint(self) -> dict[str, Any]:
         """What per-sample values depend on beyond the inputs (bootstrap settings do not:
@@ -129,8 +137,9 @@ def _state():
     return _distributed_state()
 
 
-def _run_info(out: Path, outcome) -> None:
+def _run_info(out: Path, outcome, setup: ScoringSetup) -> None:
     write_json_atomic(out / "run_info.json", {
+        "judge_concurrency": setup.threads(),
         "elapsed_s": outcome.elapsed_s,
         "rows_scored_this_run": len(outcome.new),
         "rows_resumed": outcome.n_resumed,
@@ -163,7 +172,7 @@ def score_task_folder(task: str, samples: Sequence[FDBSample], root: str | os.Pa
         outcome = run_resumable(
             items, _scorer_batch({task: setup.scorer(task)}), out / WORK_DIR, n_rows=len(items),
             batch_size=setup.batch_size, retry_failed=setup.retry_failed,
-            progress_desc=f"fdb {task}" if setup.progress else None)
+            progress_desc=f"fdb {task}" if setup.progress else None, concurrency=setup.threads())
         if outcome is None:
             return None
         summary = summarize(task, outcome.results, n_resamples=setup.n_resamples, seed=setup.seed, judge=setup.judge,
@@ -171,7 +180,7 @@ def score_task_folder(task: str, samples: Sequence[FDBSample], root: str | os.Pa
                             n_processes=outcome.n_processes, extra={"root": str(Path(root).resolve())})
         write_jsonl_atomic(out / "per_sample.jsonl", (r.to_json() for r in outcome.results))
         write_summary(out, summary)
-        _run_info(out, outcome)
+        _run_info(out, outcome, setup)
         return summary, outcome.results
 
 
@@ -258,14 +267,14 @@ def score_release_run(release: str | os.PathLike, run: str, stimuli: str | os.Pa
         outcome = run_resumable(
             items, _scorer_batch(scorers), out / WORK_DIR, n_rows=n_rows, failed=failed,
             batch_size=setup.batch_size, retry_failed=setup.retry_failed,
-            progress_desc=f"fdb {run}" if setup.progress else None)
+            progress_desc=f"fdb {run}" if setup.progress else None, concurrency=setup.threads())
         if outcome is None:
             return None
         results = outcome.results
         summary = release_summary(run, release, stimuli, results, raws, setup, n_processes=outcome.n_processes)
         write_jsonl_atomic(out / "per_sample.jsonl", (r.to_json() for r in results))
         write_summary(out, summary)
-        _run_info(out, outcome)
+        _run_info(out, outcome, setup)
         return summary, results
 
 

@@ -53,7 +53,8 @@ def run_v15(args: argparse.Namespace) -> int:
     scorer = V15Scorer(judge=judge, asr_name=args.asr, vad_backend=args.vad_backend,
                        mos_name=None if getattr(args, "mos", "dnsmos") == "none" else getattr(args, "mos", "dnsmos"))
     setup = V15Setup(scorer=scorer, judge=judge, n_resamples=args.bootstrap, seed=args.seed,
-                     batch_size=min(int(args.batch_size), 4), retry_failed=args.retry_failed, overwrite=args.overwrite,
+                     batch_size=min(int(args.batch_size), 4), concurrency=int(args.judge_concurrency),
+                     retry_failed=args.retry_failed, overwrite=args.overwrite,
                      progress=not args.no_progress)
     try:
         done = score_v15(args.root, out, setup, task=args.task)

@@ -19,6 +19,7 @@ summary's ``models``.
 from __future__ import annotations
 
 import os
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -96,6 +97,7 @@ class V15Scorer:
     mos: Any = None
     mos_name: str | None = "dnsmos"
     vad_backend: str = DEFAULT_BACKEND
+    _lock: Any = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
 
     def _asr(self):
         if self.asr is None:
@@ -127,7 +129,33 @@ class V15Scorer:
     def score(self, sample: V15Sample) -> dict[str, Any]:
         """Per-sample values (see the docs page). Raises (one line) when the sample cannot be
         scored: a missing/bad ``metadata.json``, ``input.wav`` or ``output.wav``, a judge that gave
-        no usable tag within its bounds."""
+        no usable tag within its bounds.
+
+        Thread-safe: several threads may score samples at once (``--judge-concurrency``); reading,
+        ASR, VAD and MOS run one sample at a time (under the scorer's lock), only the behaviour
+        judge's calls overlap."""
+        with self._lock:
+            v, trs, have_clean, meta = self._measure(sample)
+        if self.judge is not None and have_clean:
+            msgs = bh.messages(trs["clean_input"], trs["input"], trs["clean_output"], trs["output"])
+            verdict = self.judge.ask(msgs)
+            v["judge_attempts"] = len(verdict.attempts)
+            if verdict.tags is None:
+                raise V15InputError(verdict.error or "judge gave no usable behaviour tag")
+            v.update(behaviour=verdict.tags, behaviour_tag=verdict.tags[0] if verdict.tags else None,
+                     judge_seed=verdict.seed, judge_reply=verdict.reply)
+        elif self.judge is not None:
+            v["behaviour_note"] = "no clean_output.wav: upstream judges only samples with all four transcripts"
+        with self._lock:
+            out_wav = read_16k(sample.path("output.wav"))
+            clean_wav = read_16k(sample.path("clean_output.wav")) if have_clean else None
+            v["general"] = ft.split_features(out_wav, _chunks(trs["output"]), meta.overlap_end_s, clean_wav,
+                                             _chunks(trs["clean_output"]) if have_clean else None, mos=self._mos(),
+                                             vad_backend=self.vad_backend)
+        return v
+
+    def _measure(self, sample: V15Sample) -> tuple[dict[str, Any], dict[str, dict[str, Any]], bool, Any]:
+        """:meth:`score`'s timing and transcripts: ``(values, transcripts, have_clean, metadata)``."""
         meta = read_metadata(sample.path("metadata.json"))
         for name in ("input.wav", "output.wav"):
             if not sample.path(name).is_file():
@@ -147,22 +175,7 @@ class V15Scorer:
         v["asr_source"] = sources
         # behaviour: upstream judges only samples holding all four transcripts
         v.update(behaviour=None, behaviour_tag=None, judge_seed=None, judge_reply=None, judge_attempts=0)
-        if self.judge is not None and have_clean:
-            msgs = bh.messages(trs["clean_input"], trs["input"], trs["clean_output"], trs["output"])
-            verdict = self.judge.ask(msgs)
-            v["judge_attempts"] = len(verdict.attempts)
-            if verdict.tags is None:
-                raise V15InputError(verdict.error or "judge gave no usable behaviour tag")
-            v.update(behaviour=verdict.tags, behaviour_tag=verdict.tags[0] if verdict.tags else None,
-                     judge_seed=verdict.seed, judge_reply=verdict.reply)
-        elif self.judge is not None:
-            v["behaviour_note"] = "no clean_output.wav: upstream judges only samples with all four transcripts"
-        out_wav = read_16k(sample.path("output.wav"))
-        clean_wav = read_16k(sample.path("clean_output.wav")) if have_clean else None
-        v["general"] = ft.split_features(out_wav, _chunks(trs["output"]), meta.overlap_end_s, clean_wav,
-                                         _chunks(trs["clean_output"]) if have_clean else None, mos=self._mos(),
-                                         vad_backend=self.vad_backend)
-        return v
+        return v, trs, have_clean, meta
 
     def score_one(self, sample: V15Sample, row: int) -> SampleResult:
         """:meth:`score` as a :class:`SampleResult`; a bad sample is a failed result with its reason."""
@@ -291,6 +304,9 @@ class V15Setup:
     n_resamples: int = 1000
     seed: int = 0
     batch_size: int = 4
+    #: judge calls in flight at once (``--judge-concurrency``; with a judge, rows are scored by
+    #: that many threads, each logged as it finishes)
+    concurrency: int = 1
     retry_failed: bool = False
     overwrite: bool = False
     progress: bool = True
@@ -354,7 +370,8 @@ def score_v15(root: str | os.PathLike, out: str | os.PathLike, setup: V15Setup, 
         outcome = run_resumable(items, lambda batch: [setup.scorer.score_one(it.sample, it.row) for it in batch],
                                 out / WORK_DIR, n_rows=len(items), batch_size=setup.batch_size,
                                 retry_failed=setup.retry_failed,
-                                progress_desc="fdb v1.5" if setup.progress else None)
+                                progress_desc="fdb v1.5" if setup.progress else None,
+                                concurrency=max(1, int(setup.concurrency)) if setup.judge is not None else 1)
         if outcome is None:
             return None
         results = outcome.results

@@ -477,6 +477,10 @@ class Stances(Dimension):
                            require_pinned=bool(o.get("judge_require_pinned")), temperature=0.0,
                            backoff_s=float(o.get("judge_backoff_s") if o.get("judge_backoff_s") is not None else 1.5))
 
+    def judge_calls(self) -> dict[str, Any] | None:
+        """The judge's :meth:`~spear_metrics.core.judge.Judge.report` once it was made (``None``: no judge)."""
+        return self._judge.report() if self._judge is not None and hasattr(self._judge, "report") else None
+
     def _get_judge(self):
         if self._judge is None:
             import sys
