@@ -31,7 +31,7 @@ import math
 from typing import Any, Sequence
 
 from spear_metrics.full_duplex_v2 import BENCHMARK, VERSION
-from spear_metrics.results.validate import ResultsError, is_number
+from spear_metrics.results.validate import ResultsError, check_run_head, check_run_rows, is_number
 
 NAME = BENCHMARK.name
 #: metric versions whose results this code reads
@@ -104,25 +104,14 @@ def extra_tables(rows: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any
 
 
 def validate_summary(summary: Any, *, where: str = "results") -> None:
-    """Check a v2 run's ``summary.json`` alone.
+    """Check a v2 run's ``summary.json`` alone (:func:`~spear_metrics.results.validate.check_run_head`,
+    then ``splits``).
 
     Raises:
         ResultsError: one line naming the first problem.
     """
-    if not isinstance(summary, dict) or summary.get("metrics") != [NAME] or summary.get("benchmark") != NAME:
-        raise ResultsError(f"{where}: not a Full-Duplex-Bench v2 summary (benchmark and metrics [{NAME!r}])")
-    for k in REQUIRED_SUMMARY_KEYS:
-        if k not in summary:
-            raise ResultsError(f"{where}: summary.json is missing column {k!r}")
-    for k in ("n_samples", "n_scored", "n_failed"):
-        if not _count(summary[k]):
-            raise ResultsError(f"{where}: summary.json {k!r} is not a count (a non-negative integer): {_short(summary[k])}")
-    if summary["n_scored"] + summary["n_failed"] != summary["n_samples"]:
-        raise ResultsError(f"{where}: summary.json n_scored + n_failed != n_samples")
-    vers = summary.get("metric_versions")
-    ver = vers.get(NAME) if isinstance(vers, dict) else None
-    if str(ver) not in KNOWN_VERSIONS:
-        raise ResultsError(f"{where}: unknown metric version {NAME}={ver!r} (known: {', '.join(sorted(KNOWN_VERSIONS))})")
+    check_run_head(summary, name=NAME, title=BENCHMARK.title, required=REQUIRED_SUMMARY_KEYS,
+                   known_versions=KNOWN_VERSIONS, where=where)
     splits = summary["splits"]
     if not isinstance(splits, dict):
         raise ResultsError(f"{where}: summary.json 'splits' is not an object")
@@ -140,39 +129,16 @@ def validate_summary(summary: Any, *, where: str = "results") -> None:
 
 
 def validate_rows(summary: dict[str, Any], rows: Sequence[dict[str, Any]], *, where: str = "results") -> None:
-    """Check the per-conversation rows (nested or flat) against themselves and the summary's counts.
+    """Check the per-conversation rows (nested or flat) against themselves and the summary's
+    counts (:func:`~spear_metrics.results.validate.check_run_rows`; ``events`` a list of
+    ``[start_s, end_s, tt, if]``, as a list or JSON text).
 
     Raises:
         ResultsError: a missing column, a bad or repeated ``row`` id, an unknown status, a
             non-number under a key, bad events, counts that do not match.
     """
-    if not rows:
-        raise ResultsError(f"{where}: per_sample.jsonl has no rows")
-    keys = value_keys()
-    seen: set[int] = set()
-    n_ok = 0
-    for i, r in enumerate(rows):
-        for c in ("row", "id", "split", "status"):
-            if c not in r:
-                raise ResultsError(f"{where}: per_sample line {i + 1} is missing column {c!r}")
-        rid = r["row"]
-        if not _count(rid) or rid in seen:
-            raise ResultsError(f"{where}: per_sample line {i + 1}: row id {_short(rid)} is not a new integer >= 0")
-        seen.add(rid)
-        if r["status"] not in ("ok", "failed"):
-            raise ResultsError(f"{where}: row {rid} status is not 'ok' or 'failed': {_short(r['status'])}")
-        for k in keys:
-            v = r.get(k)
-            if v is not None and not is_number(v):
-                raise ResultsError(f"{where}: row {rid} value {k!r} is not numeric: {_short(v)}")
-        _events(r, where)
-        n_ok += r["status"] == "ok"
-    n = len(rows)
-    if summary.get("n_samples") != n or seen != set(range(n)):
-        raise ResultsError(f"{where}: rows must be 0..{n - 1}, each once, and n_samples {summary.get('n_samples')} = {n}")
-    if summary.get("n_scored") != n_ok or summary.get("n_failed") != n - n_ok:
-        raise ResultsError(f"{where}: summary.json counts n_scored={summary.get('n_scored')}, n_failed="
-                           f"{summary.get('n_failed')} but the rows hold {n_ok} ok and {n - n_ok} failed rows")
+    check_run_rows(summary, rows, columns=("row", "id", "split", "status"), value_keys=value_keys(),
+                   each=lambda r: _events(r, where), where=where)
 
 
 def _same(a: Any, b: Any) -> bool:

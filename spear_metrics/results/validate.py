@@ -25,7 +25,7 @@ import json
 import math
 import os
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 #: The protocol every SPEARBench results dataset of this version is scored on.
 PROTOCOL = "seamless_2t_2s_questions"
@@ -119,6 +119,73 @@ def value_kind(v: Any) -> str | None:
 def _short(v: Any) -> str:
     s = repr(v)
     return s if len(s) <= 60 else s[:57] + "..."
+
+
+def check_run_head(summary: Any, *, name: str, title: str, required: Sequence[str], known_versions: Iterable[str],
+                   where: str = "results") -> None:
+    """The checks every benchmark's ``summary.json`` shares (a benchmark's ``validate_summary``
+    starts here): ``benchmark == name`` and ``metrics == [name]``, the ``required`` keys, the
+    counts ``n_samples = n_scored + n_failed`` (non-negative integers), ``metric_versions[name]``
+    one of ``known_versions``.
+
+    Raises:
+        ResultsError: one line naming the first problem.
+    """
+    if not isinstance(summary, dict) or summary.get("metrics") != [name] or summary.get("benchmark") != name:
+        raise ResultsError(f"{where}: not a {title} summary (benchmark and metrics [{name!r}])")
+    for k in required:
+        if k not in summary:
+            raise ResultsError(f"{where}: summary.json is missing column {k!r}")
+    for k in ("n_samples", "n_scored", "n_failed"):
+        if not (_is_int(summary.get(k)) and summary[k] >= 0):
+            raise ResultsError(f"{where}: summary.json {k!r} is not a count (a non-negative integer): {_short(summary.get(k))}")
+    if summary["n_scored"] + summary["n_failed"] != summary["n_samples"]:
+        raise ResultsError(f"{where}: summary.json n_scored + n_failed != n_samples")
+    vers = summary.get("metric_versions")
+    ver = vers.get(name) if isinstance(vers, dict) else None
+    known = sorted(set(known_versions))
+    if str(ver) not in known:
+        raise ResultsError(f"{where}: unknown metric version {name}={ver!r} (known: {', '.join(known)})")
+
+
+def check_run_rows(summary: dict[str, Any], rows: Sequence[dict[str, Any]], *, columns: Sequence[str],
+                   value_keys: Sequence[str], each: Callable[[dict[str, Any]], None] | None = None,
+                   where: str = "results") -> None:
+    """The checks every benchmark's per-sample rows share (a benchmark's ``validate_rows``):
+    each row has ``columns``, a new integer ``row`` id, ``status`` ``ok``/``failed``, a number or
+    null under each of ``value_keys`` (then ``each(row)``, the benchmark's own checks); ids exactly
+    ``0..n-1``; the summary's ``n_samples``/``n_scored``/``n_failed`` those of the rows.
+
+    Raises:
+        ResultsError: one line naming the first problem.
+    """
+    if not rows:
+        raise ResultsError(f"{where}: per_sample.jsonl has no rows")
+    seen: set[int] = set()
+    n_ok = 0
+    for i, r in enumerate(rows):
+        for c in columns:
+            if c not in r:
+                raise ResultsError(f"{where}: per_sample line {i + 1} is missing column {c!r}")
+        rid = r["row"]
+        if not (_is_int(rid) and rid >= 0) or rid in seen:
+            raise ResultsError(f"{where}: per_sample line {i + 1}: row id {_short(rid)} is not a new integer >= 0")
+        seen.add(rid)
+        if r["status"] not in ("ok", "failed"):
+            raise ResultsError(f"{where}: row {rid} status is not 'ok' or 'failed': {_short(r['status'])}")
+        for k in value_keys:
+            v = r.get(k)
+            if v is not None and not is_number(v):
+                raise ResultsError(f"{where}: row {rid} value {k!r} is not numeric: {_short(v)}")
+        if each is not None:
+            each(r)
+        n_ok += r["status"] == "ok"
+    n = len(rows)
+    if summary.get("n_samples") != n or seen != set(range(n)):
+        raise ResultsError(f"{where}: rows must be 0..{n - 1}, each once, and n_samples {summary.get('n_samples')} = {n}")
+    if summary.get("n_scored") != n_ok or summary.get("n_failed") != n - n_ok:
+        raise ResultsError(f"{where}: summary.json counts n_scored={summary.get('n_scored')}, n_failed="
+                           f"{summary.get('n_failed')} but the rows hold {n_ok} ok and {n - n_ok} failed rows")
 
 
 def interval_base(key: str, summary: dict[str, Any]) -> str | None:
