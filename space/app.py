@@ -776,6 +776,10 @@ def build_app(sources: list[str] | None = None) -> gr.Blocks:
                 b_table = gr.Dataframe(value=frame0, interactive=False, wrap=True, elem_id=tab.elem_id,
                                        visible=not frame0.empty)
                 b_none = gr.Markdown(tab.none_line, visible=frame0.empty, elem_id=f"{tab.elem_id}_none")
+                if tab.samples:  # the benchmark's own components under its table
+                    from spear_metrics.core.benchmark import resolve
+
+                    resolve(tab.samples)(src_state, load=lambda s: load_sources(s)[0], audio_file=_audio_file)
                 view = functools.partial(benchmark_view, tab)
                 for c in controls:
                     c.change(view, [src_state, *controls], [b_table, b_none], api_visibility="private")

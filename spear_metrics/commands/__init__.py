@@ -7,6 +7,8 @@ import argparse
 import sys
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from spear_metrics.core.records import read_run_info  # noqa: F401  (the commands read it from here)
+
 #: failed rows printed on the console (the rest are in the run's files)
 SHOWN_FAILURES = 5
 
@@ -170,19 +172,6 @@ def resumed_line(n_done: int, n_total: int, where: Any, what: str = "rows") -> s
         return None
     return (f"resumed: {n_done} of {n_total} {what} already done (kept in {shown_path(where)}; "
             "--overwrite starts again, --retry-failed reruns the failed ones)")
-
-
-def read_run_info(folder: Any) -> dict[str, Any]:
-    """``FOLDER/run_info.json`` (timings, ``rows_resumed``...) as written by the last run; ``{}``
-    when it is missing or unreadable."""
-    import json
-    from pathlib import Path
-
-    try:
-        obj = json.loads((Path(str(folder)) / "run_info.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return obj if isinstance(obj, dict) else {}
 
 
 def next_steps(*steps: str | tuple[str, str], file=None) -> None:

@@ -34,9 +34,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--metadata", default=None,
                    help="the metadata CSV the run scored (adds transcripts, times, subset; needed to check "
                         "explainable_normalized_f0_std_avg, which groups answers by questioner)")
-    p.add_argument("--with-audio", action="store_true", help="embed the answer audio of rows scored ok (needs --metadata)")
+    p.add_argument("--with-audio", action="store_true", help="embed the answer audio of rows scored ok (needs --metadata; a FDB v1.5 run: "
+                        "output.wav and clean_output.wav of each sample folder)")
     p.add_argument("--with-inputs", action="store_true",
-                   help="embed the input clips of rows scored ok too (both speakers; mind the data licence; needs --metadata)")
+                   help="embed the input clips of rows scored ok too (both speakers; mind the data licence; needs --metadata; "
+                        "a FDB v1.5 run: input.wav and clean_input.wav of each sample folder)")
     p.add_argument("--local-dir", default=None,
                    help="write the dataset to this folder; without --repo-id nothing is uploaded")
 

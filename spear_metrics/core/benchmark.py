@@ -47,6 +47,10 @@ class SpaceTab:
             :class:`spear_metrics.results.load.Results`; it keeps its own).
         controls: ``(label, choices, default)`` of each radio button whose value is passed to
             ``table`` (e.g. which dialogues).
+        samples: ``"module:function"`` or ``None``; ``function(sources_state, *, load, audio_file)``
+            builds more components under the table (e.g. a per-sample browser); ``load(sources)``
+            returns the loaded :class:`spear_metrics.results.load.Results`, ``audio_file(cell)``
+            the local file of an embedded audio cell (or ``None``).
     """
 
     intro: str
@@ -54,6 +58,7 @@ class SpaceTab:
     elem_id: str
     table: str
     controls: tuple[tuple[str, tuple[str, ...], str], ...] = ()
+    samples: str | None = None
 
 
 @dataclass(frozen=True)

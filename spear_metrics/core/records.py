@@ -375,6 +375,23 @@ def _read_json(path: Path) -> Any:
         return None
 
 
+#: ``run_info.json`` files larger than this are not read (a run's record is a few KB)
+MAX_RUN_INFO_BYTES = 16 * 2 ** 20
+
+
+def read_run_info(folder: Any) -> dict[str, Any]:
+    """``FOLDER/run_info.json`` (timings, ``rows_resumed``, the onset rule...) as written by the last
+    run; ``{}`` when it is missing, unreadable, not an object or over :data:`MAX_RUN_INFO_BYTES`."""
+    path = Path(str(folder)) / "run_info.json"
+    try:
+        if path.stat().st_size > MAX_RUN_INFO_BYTES:
+            return {}
+    except OSError:
+        return {}
+    obj = _read_json(path)
+    return obj if isinstance(obj, dict) else {}
+
+
 def valid_record(obj: dict[str, Any]) -> bool:
     """A work-log record the resume logic can trust: ``row`` an ``int`` >= 0 (not a bool, not
     ``"x"``, not ``1.5``) and ``status`` ``"ok"`` or ``"failed"``. Anything else (an edited or

@@ -673,7 +673,7 @@ def _answers_timing(metadata: Path) -> dict[str, Any]:
     for answers ``infer`` did not write) and, when recorded, ``n_server_lag_flagged`` (rows whose
     frame-synchronous server lagged past its bound)."""
     from spear_metrics.core.onset import ONSET_KINDS
-    from spear_metrics.commands import read_run_info
+    from spear_metrics.core.records import read_run_info
 
     info = read_run_info(metadata.parent)
     kind = info.get("onset_kind")

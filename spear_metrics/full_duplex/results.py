@@ -21,18 +21,15 @@ reads these.
 
 from __future__ import annotations
 
-import math
 from typing import Any, Sequence
 
 from spear_metrics.full_duplex import BENCHMARK, VERSION
-from spear_metrics.results.validate import ResultsError, interval_base, is_number
+from spear_metrics.results.validate import ResultsError, check_benchmark_rows, check_key_values, check_recomputed
 
 NAME = BENCHMARK.name
 #: metric versions whose results this code reads
 KNOWN_VERSIONS = frozenset({VERSION})
 REQUIRED_SUMMARY_KEYS = ("n_samples", "n_scored", "n_failed", "metrics", "metric_versions", "task")
-#: tolerance of a recomputed value
-REL_TOL, ABS_TOL = 1e-6, 1e-9
 
 
 def _count(v: Any) -> bool:
@@ -77,16 +74,7 @@ def validate_summary(summary: Any, *, where: str = "results") -> None:
     for k in _task_keys(summary):
         if k not in summary:
             raise ResultsError(f"{where}: summary.json is missing column {k!r} (task {summary['task']})")
-    for key, v in summary.items():
-        base = interval_base(key, summary)
-        if base is not None and base in _task_keys(summary):
-            if key.endswith("_ci95") and v is not None and not (
-                    isinstance(v, list) and len(v) == 2 and all(is_number(x) for x in v) and v[0] <= v[1]):
-                raise ResultsError(f"{where}: summary.json {key!r} is not an interval [lo, hi] or null: {_short(v)}")
-            if key.endswith("_n") and not _count(v):
-                raise ResultsError(f"{where}: summary.json {key!r} is not a count (a non-negative integer): {_short(v)}")
-        elif key in _task_keys(summary) and v is not None and not is_number(v):
-            raise ResultsError(f"{where}: summary.json {key!r} is not numeric: {_short(v)}")
+    check_key_values(summary, _task_keys(summary), where=where)
 
 
 def validate_rows(summary: dict[str, Any], rows: Sequence[dict[str, Any]], *, where: str = "results") -> None:
@@ -96,38 +84,7 @@ def validate_rows(summary: dict[str, Any], rows: Sequence[dict[str, Any]], *, wh
         ResultsError: a missing column, a bad or repeated ``row`` id, an unknown status, a
             non-number under a task key, counts that do not match.
     """
-    if not rows:
-        raise ResultsError(f"{where}: per_sample.jsonl has no rows")
-    keys = _task_keys(summary)
-    seen: set[int] = set()
-    n_ok = 0
-    for i, r in enumerate(rows):
-        for c in ("row", "id", "status"):
-            if c not in r:
-                raise ResultsError(f"{where}: per_sample line {i + 1} is missing column {c!r}")
-        rid = r["row"]
-        if not _count(rid) or rid in seen:
-            raise ResultsError(f"{where}: per_sample line {i + 1}: row id {_short(rid)} is not a new integer >= 0")
-        seen.add(rid)
-        if r["status"] not in ("ok", "failed"):
-            raise ResultsError(f"{where}: row {rid} status is not 'ok' or 'failed': {_short(r['status'])}")
-        for k in keys:
-            v = r.get(k)
-            if v is not None and not is_number(v):
-                raise ResultsError(f"{where}: row {rid} value {k!r} is not numeric: {_short(v)}")
-        n_ok += r["status"] == "ok"
-    n = len(rows)
-    if summary.get("n_samples") != n or seen != set(range(n)):
-        raise ResultsError(f"{where}: rows must be 0..{n - 1}, each once, and n_samples {summary.get('n_samples')} = {n}")
-    if summary.get("n_scored") != n_ok or summary.get("n_failed") != n - n_ok:
-        raise ResultsError(f"{where}: summary.json counts n_scored={summary.get('n_scored')}, n_failed="
-                           f"{summary.get('n_failed')} but the rows hold {n_ok} ok and {n - n_ok} failed rows")
-
-
-def _same(a: Any, b: Any) -> bool:
-    if a is None or b is None:
-        return a is None and b is None
-    return math.isclose(float(a), float(b), rel_tol=REL_TOL, abs_tol=ABS_TOL)
+    check_benchmark_rows(summary, rows, _task_keys(summary), where=where)
 
 
 def check_summary_values(summary: dict[str, Any], rows: Sequence[dict[str, Any]], *, where: str = "results",
@@ -144,12 +101,7 @@ def check_summary_values(summary: dict[str, Any], rows: Sequence[dict[str, Any]]
     validate_rows(summary, rows, where=where)
     ok = [r for r in sorted(rows, key=lambda r: r["row"]) if r["status"] == "ok"]
     got = aggregate(summary["task"], ok, n_resamples=0)
-    for k in _task_keys(summary):
-        for name in (k, f"{k}_n"):
-            if name in summary and not _same(summary.get(name), got.get(name)):
-                raise ResultsError(f"{where}: summary.json {name!r} is {summary.get(name)!r} but its rows give "
-                                   f"{got.get(name)!r} (edited results? a summary must be the one its rows were "
-                                   "scored into)")
+    check_recomputed(summary, got, _task_keys(summary), where=where)
 
 
 def card_text(summary: dict[str, Any], *, model_name: str, split: str, n_rows: int, **_: Any) -> str:

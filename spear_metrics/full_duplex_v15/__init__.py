@@ -26,6 +26,7 @@ BENCHMARK = Benchmark(
                  "score them (fdb score), stream their stimuli through an adapter (fdb infer)",
     cli="spear_metrics.commands.fdb",
     results="spear_metrics.full_duplex_v15.results",
+    space_tab="spear_metrics.full_duplex_v15.ui:SPACE_TAB",
     has_metric_module=False,
     docs="full-duplex-bench-v1.5.md",
 )

@@ -25,11 +25,12 @@ the light install reads these.
 from __future__ import annotations
 
 import json
-import math
 from typing import Any, Sequence
 
 from spear_metrics.full_duplex_v15 import BENCHMARK, VERSION
-from spear_metrics.results.validate import ResultsError, interval_base, is_number
+from spear_metrics.results.validate import (
+    ResultsError, check_benchmark_rows, check_key_values, check_recomputed,
+)
 
 NAME = BENCHMARK.name
 #: metric versions whose results this code reads
@@ -37,8 +38,6 @@ KNOWN_VERSIONS = frozenset({VERSION})
 REQUIRED_SUMMARY_KEYS = ("n_samples", "n_scored", "n_failed", "metrics", "metric_versions", "benchmark")
 #: the four transcripts of a sample (``transcripts`` of a per-sample record)
 TRANSCRIPTS = ("input", "clean_input", "output", "clean_output")
-#: tolerance of a recomputed value
-REL_TOL, ABS_TOL = 1e-6, 1e-9
 
 
 def _count(v: Any) -> bool:
@@ -141,16 +140,7 @@ def validate_summary(summary: Any, *, where: str = "results") -> None:
     for k in declared_keys():
         if k not in summary:
             raise ResultsError(f"{where}: summary.json is missing column {k!r}")
-    for key, v in summary.items():
-        base = interval_base(key, summary)
-        if base is not None and base in keys:
-            if key.endswith("_ci95") and v is not None and not (
-                    isinstance(v, list) and len(v) == 2 and all(is_number(x) for x in v) and v[0] <= v[1]):
-                raise ResultsError(f"{where}: summary.json {key!r} is not an interval [lo, hi] or null: {_short(v)}")
-            if key.endswith("_n") and not _count(v):
-                raise ResultsError(f"{where}: summary.json {key!r} is not a count (a non-negative integer): {_short(v)}")
-        elif key in keys and v is not None and not is_number(v):
-            raise ResultsError(f"{where}: summary.json {key!r} is not numeric: {_short(v)}")
+    check_key_values(summary, keys, where=where)
 
 
 def validate_rows(summary: dict[str, Any], rows: Sequence[dict[str, Any]], *, where: str = "results") -> None:
@@ -161,41 +151,11 @@ def validate_rows(summary: dict[str, Any], rows: Sequence[dict[str, Any]], *, wh
         ResultsError: a missing column, a bad or repeated ``row`` id, an unknown status, a
             non-number under a key, counts that do not match.
     """
-    if not rows:
-        raise ResultsError(f"{where}: per_sample.jsonl has no rows")
-    keys = _value_keys(summary)
-    seen: set[int] = set()
-    n_ok = 0
-    for i, r in enumerate(table_rows(rows)):
-        for c in ("row", "id", "status"):
-            if c not in r:
-                raise ResultsError(f"{where}: per_sample line {i + 1} is missing column {c!r}")
-        rid = r["row"]
-        if not _count(rid) or rid in seen:
-            raise ResultsError(f"{where}: per_sample line {i + 1}: row id {_short(rid)} is not a new integer >= 0")
-        seen.add(rid)
-        if r["status"] not in ("ok", "failed"):
-            raise ResultsError(f"{where}: row {rid} status is not 'ok' or 'failed': {_short(r['status'])}")
-        for k in keys:
-            v = r.get(k)
-            if v is not None and not is_number(v):
-                raise ResultsError(f"{where}: row {rid} value {k!r} is not numeric: {_short(v)}")
-        tags = r.get("behaviour")
-        if tags is not None and not isinstance(tags, str):
-            raise ResultsError(f"{where}: row {rid} value 'behaviour' is not a list of tags: {_short(tags)}")
-        n_ok += r["status"] == "ok"
-    n = len(rows)
-    if summary.get("n_samples") != n or seen != set(range(n)):
-        raise ResultsError(f"{where}: rows must be 0..{n - 1}, each once, and n_samples {summary.get('n_samples')} = {n}")
-    if summary.get("n_scored") != n_ok or summary.get("n_failed") != n - n_ok:
-        raise ResultsError(f"{where}: summary.json counts n_scored={summary.get('n_scored')}, n_failed="
-                           f"{summary.get('n_failed')} but the rows hold {n_ok} ok and {n - n_ok} failed rows")
+    def tags(r: dict[str, Any], rid: int) -> None:
+        if r.get("behaviour") is not None and not isinstance(r["behaviour"], str):
+            raise ResultsError(f"{where}: row {rid} value 'behaviour' is not a list of tags: {_short(r['behaviour'])}")
 
-
-def _same(a: Any, b: Any) -> bool:
-    if a is None or b is None:
-        return a is None and b is None
-    return math.isclose(float(a), float(b), rel_tol=REL_TOL, abs_tol=ABS_TOL)
+    check_benchmark_rows(summary, table_rows(rows), _value_keys(summary), where=where, row_check=tags)
 
 
 def check_summary_values(summary: dict[str, Any], rows: Sequence[dict[str, Any]], *, where: str = "results",
@@ -212,12 +172,7 @@ def check_summary_values(summary: dict[str, Any], rows: Sequence[dict[str, Any]]
     validate_rows(summary, rows, where=where)
     ok = [_values(r, summary) for r in sorted(table_rows(rows), key=lambda r: r["row"]) if r["status"] == "ok"]
     got = aggregate(ok, n_resamples=0, mos_keys=_mos_keys(summary))
-    for k in _value_keys(summary):
-        for name in (k, f"{k}_n"):
-            if name in summary and not _same(summary.get(name), got.get(name)):
-                raise ResultsError(f"{where}: summary.json {name!r} is {summary.get(name)!r} but its rows give "
-                                   f"{got.get(name)!r} (edited results? a summary must be the one its rows were "
-                                   "scored into)")
+    check_recomputed(summary, got, _value_keys(summary), where=where)
 
 
 def card_text(summary: dict[str, Any], *, model_name: str, split: str, n_rows: int, **_: Any) -> str:
@@ -263,3 +218,34 @@ def card_text(summary: dict[str, Any], *, model_name: str, split: str, n_rows: i
     ])
     return results_card(info, pretty_name=f"SPEARBench Full-Duplex-Bench v1.5 results: {model_name}",
                         tags=["spearbench", "full-duplex-bench", "evaluation-results"], split=split, body=body)
+
+
+def audio_files(rows: Sequence[dict[str, Any]], *, answers: bool, inputs: bool) -> dict[str, list[Any]]:
+    """What ``push-results --with-audio`` (``answers``: ``output_audio``, ``clean_output_audio``)
+    and ``--with-inputs`` (``input_audio``, ``clean_input_audio``) embed for each flat row:
+    ``(sample folder, file name)`` (the sample folder is the one of the row's ``audio_path``; the
+    file is read inside it only), ``None`` for a row without one."""
+    from pathlib import Path
+
+    names = {**({"input_audio": "input.wav", "clean_input_audio": "clean_input.wav"} if inputs else {}),
+             **({"output_audio": "output.wav", "clean_output_audio": "clean_output.wav"} if answers else {})}
+    dirs = [Path(r["audio_path"]).parent if r.get("audio_path") else None for r in rows]
+    return {col: [(d, name) if d is not None else None for d in dirs] for col, name in names.items()}
+
+
+def leaderboard_frame(results: Sequence[Any]):
+    """The Space's Full-Duplex-Bench v1.5 table: one row per loaded v1.5 results dataset, columns
+    ``model``, ``samples``, then each headline key with its interval (``-`` = missing), ``source``."""
+    import pandas as pd
+
+    from spear_metrics.core.summary import interval_text
+    from spear_metrics.full_duplex_v15.scoring import HEADLINE
+
+    data = []
+    for r in results:
+        s = r.summary
+        if s.get("benchmark") != NAME:
+            continue
+        data.append([r.model, s.get("n_samples", "-"),
+                     *[interval_text(s.get(k), s.get(f"{k}_ci95"), digits=3) for k in HEADLINE], r.source])
+    return pd.DataFrame(data, columns=["model", "samples", *HEADLINE, "source"])

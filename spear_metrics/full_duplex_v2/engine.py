@@ -288,8 +288,8 @@ async def run_conversation(task: Task, examiner: Any, examinee: Any, rules: Rule
     req_a = AudioRequest(placeholder, wire_rate, instructions=task.examiner_instructions(), row_id=f"{task.id}.A", live=True)
     req_b = AudioRequest(placeholder, wire_rate, instructions=examinee_instructions, row_id=f"{task.id}.B", live=True)
     cfg = SessionConfig(chunk_ms=tick * 1000.0, paced=True, time_synchronous=True)
-    A = _Side("A", examiner, OutputSink(wire_rate, clock=clock))
-    B = _Side("B", examinee, OutputSink(wire_rate, clock=clock))
+    A = _Side("A", examiner, OutputSink(wire_rate, clock=clock, live=True))
+    B = _Side("B", examinee, OutputSink(wire_rate, clock=clock, live=True))
     events: list[dict[str, Any]] = []
     delays: list[float] = []
     wall0 = time.time()

@@ -31,7 +31,7 @@ import math
 from typing import Any, Sequence
 
 from spear_metrics.full_duplex_v2 import BENCHMARK, VERSION
-from spear_metrics.results.validate import ResultsError, check_run_head, check_run_rows, is_number
+from spear_metrics.results.validate import ResultsError, check_benchmark_rows, check_run_head, is_number
 
 NAME = BENCHMARK.name
 #: metric versions whose results this code reads
@@ -130,15 +130,19 @@ def validate_summary(summary: Any, *, where: str = "results") -> None:
 
 def validate_rows(summary: dict[str, Any], rows: Sequence[dict[str, Any]], *, where: str = "results") -> None:
     """Check the per-conversation rows (nested or flat) against themselves and the summary's
-    counts (:func:`~spear_metrics.results.validate.check_run_rows`; ``events`` a list of
+    counts (:func:`~spear_metrics.results.validate.check_benchmark_rows`; ``events`` a list of
     ``[start_s, end_s, tt, if]``, as a list or JSON text).
 
     Raises:
         ResultsError: a missing column, a bad or repeated ``row`` id, an unknown status, a
             non-number under a key, bad events, counts that do not match.
     """
-    check_run_rows(summary, rows, columns=("row", "id", "split", "status"), value_keys=value_keys(),
-                   each=lambda r: _events(r, where), where=where)
+    def row_check(r: dict[str, Any], rid: int) -> None:
+        if "split" not in r:
+            raise ResultsError(f"{where}: row {rid} is missing column 'split'")
+        _events(r, where)
+
+    check_benchmark_rows(summary, rows, value_keys(), where=where, row_check=row_check)
 
 
 def _same(a: Any, b: Any) -> bool:

@@ -25,7 +25,7 @@ import json
 import math
 import os
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 #: The protocol every SPEARBench results dataset of this version is scored on.
 PROTOCOL = "seamless_2t_2s_questions"
@@ -148,13 +148,39 @@ def check_run_head(summary: Any, *, name: str, title: str, required: Sequence[st
         raise ResultsError(f"{where}: unknown metric version {name}={ver!r} (known: {', '.join(known)})")
 
 
-def check_run_rows(summary: dict[str, Any], rows: Sequence[dict[str, Any]], *, columns: Sequence[str],
-                   value_keys: Sequence[str], each: Callable[[dict[str, Any]], None] | None = None,
-                   where: str = "results") -> None:
-    """The checks every benchmark's per-sample rows share (a benchmark's ``validate_rows``):
-    each row has ``columns``, a new integer ``row`` id, ``status`` ``ok``/``failed``, a number or
-    null under each of ``value_keys`` (then ``each(row)``, the benchmark's own checks); ids exactly
-    ``0..n-1``; the summary's ``n_samples``/``n_scored``/``n_failed`` those of the rows.
+def interval_base(key: str, summary: dict[str, Any]) -> str | None:
+    """The aggregate key that ``key`` gives the interval (``<base>_ci95``) or unit count
+    (``<base>_n``) of, when ``<base>`` is in the summary; else ``None``."""
+    for suffix in ("_ci95", "_n"):
+        if key.endswith(suffix) and key[: -len(suffix)] in summary:
+            return key[: -len(suffix)]
+    return None
+
+
+def check_key_values(summary: dict[str, Any], keys: Sequence[str], *, where: str = "results") -> None:
+    """A benchmark summary's keys ``keys``: each a number or null, its ``<key>_ci95`` an interval
+    ``[lo, hi]`` or null, its ``<key>_n`` a count (the benchmarks' results checks share this).
+
+    Raises:
+        ResultsError: one line naming the first key that is not so.
+    """
+    for key, v in summary.items():
+        base = interval_base(key, summary)
+        if base is not None and base in keys:
+            if key.endswith("_ci95") and v is not None and not (
+                    isinstance(v, list) and len(v) == 2 and all(is_number(x) for x in v) and v[0] <= v[1]):
+                raise ResultsError(f"{where}: summary.json {key!r} is not an interval [lo, hi] or null: {_short(v)}")
+            if key.endswith("_n") and not (_is_int(v) and v >= 0):
+                raise ResultsError(f"{where}: summary.json {key!r} is not a count (a non-negative integer): {_short(v)}")
+        elif key in keys and v is not None and not is_number(v):
+            raise ResultsError(f"{where}: summary.json {key!r} is not numeric: {_short(v)}")
+
+
+def check_benchmark_rows(summary: dict[str, Any], rows: Sequence[dict[str, Any]], keys: Sequence[str], *,
+                         where: str = "results", row_check: Any = None) -> None:
+    """A benchmark's per-sample rows: columns ``row``/``id``/``status``, ``row`` exactly
+    ``0..n-1``, ``status`` ``ok``/``failed``, each of ``keys`` a number or null,
+    ``row_check(row, rid)`` (optional, raises :class:`ResultsError`), and the summary's counts.
 
     Raises:
         ResultsError: one line naming the first problem.
@@ -164,21 +190,21 @@ def check_run_rows(summary: dict[str, Any], rows: Sequence[dict[str, Any]], *, c
     seen: set[int] = set()
     n_ok = 0
     for i, r in enumerate(rows):
-        for c in columns:
+        for c in ("row", "id", "status"):
             if c not in r:
                 raise ResultsError(f"{where}: per_sample line {i + 1} is missing column {c!r}")
         rid = r["row"]
         if not (_is_int(rid) and rid >= 0) or rid in seen:
             raise ResultsError(f"{where}: per_sample line {i + 1}: row id {_short(rid)} is not a new integer >= 0")
         seen.add(rid)
-        if r["status"] not in ("ok", "failed"):
+        if r["status"] not in STATUSES:
             raise ResultsError(f"{where}: row {rid} status is not 'ok' or 'failed': {_short(r['status'])}")
-        for k in value_keys:
+        for k in keys:
             v = r.get(k)
             if v is not None and not is_number(v):
                 raise ResultsError(f"{where}: row {rid} value {k!r} is not numeric: {_short(v)}")
-        if each is not None:
-            each(r)
+        if row_check is not None:
+            row_check(r, rid)
         n_ok += r["status"] == "ok"
     n = len(rows)
     if summary.get("n_samples") != n or seen != set(range(n)):
@@ -188,13 +214,20 @@ def check_run_rows(summary: dict[str, Any], rows: Sequence[dict[str, Any]], *, c
                            f"{summary.get('n_failed')} but the rows hold {n_ok} ok and {n - n_ok} failed rows")
 
 
-def interval_base(key: str, summary: dict[str, Any]) -> str | None:
-    """The aggregate key that ``key`` gives the interval (``<base>_ci95``) or unit count
-    (``<base>_n``) of, when ``<base>`` is in the summary; else ``None``."""
-    for suffix in ("_ci95", "_n"):
-        if key.endswith(suffix) and key[: -len(suffix)] in summary:
-            return key[: -len(suffix)]
-    return None
+def check_recomputed(summary: dict[str, Any], got: dict[str, Any], keys: Sequence[str], *,
+                     where: str = "results") -> None:
+    """Each of ``keys`` and its ``<key>_n`` that the summary holds equals its recomputation
+    ``got`` (rel 1e-6, abs 1e-9; null only equals null).
+
+    Raises:
+        ResultsError: the first value that differs.
+    """
+    for k in keys:
+        for name in (k, f"{k}_n"):
+            if name in summary and not _same(summary.get(name), got.get(name)):
+                raise ResultsError(f"{where}: summary.json {name!r} is {summary.get(name)!r} but its rows give "
+                                   f"{got.get(name)!r} (edited results? a summary must be the one its rows were "
+                                   "scored into)")
 
 
 def validate_summary(summary: Any, *, where: str = "results") -> None:

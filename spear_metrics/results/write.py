@@ -409,11 +409,13 @@ def write_results_dataset(
         raise ResultsError(f"inference mode {inference_mode!r} is not one of {', '.join(INFERENCE_MODES)}")
     if split not in SPLITS:
         raise ResultsError(f"split {split!r} is not one of {', '.join(SPLITS)}")
-    if (with_audio or with_inputs) and metadata is None:
-        raise ResultsError("--with-audio/--with-inputs need --metadata (the CSV the run scored) to find the audio")
     summary, rows = read_run(results_dir)
     bench = benchmark_checks(summary)
-    if bench is not None and (metadata is not None or with_audio or with_inputs):
+    # a benchmark whose rows name their own audio (audio_files) embeds it without --metadata
+    bench_audio = bench is not None and hasattr(bench, "audio_files")
+    if (with_audio or with_inputs) and metadata is None and not bench_audio:
+        raise ResultsError("--with-audio/--with-inputs need --metadata (the CSV the run scored) to find the audio")
+    if bench is not None and (metadata is not None or ((with_audio or with_inputs) and not bench_audio)):
         from spear_metrics.core.registry import benchmark_of_summary
 
         raise ResultsError(f"{results_dir}: a {benchmark_of_summary(summary).name} run takes no --metadata, --with-audio or "
@@ -426,14 +428,19 @@ def write_results_dataset(
         r["subset"] = subset_of(r.get("audio_path"))
     # a benchmark's other tables (configs of their own, e.g. FDB v2's per-event rows), from its records
     extra = bench.extra_tables(rows) if bench is not None and hasattr(bench, "extra_tables") else {}
+    audio_cols: list[str] = []
     if bench is not None and hasattr(bench, "table_rows"):  # a benchmark whose records nest values: its flat table
         rows = bench.table_rows(rows)
-    audio_cols: list[str] = []
-    if with_audio:
+    if bench_audio and (with_audio or with_inputs):  # (folder, file name) per row: read under that folder only
+        for col, files in bench.audio_files(rows, answers=with_audio, inputs=with_inputs).items():
+            audio_cols.append(col)
+            for r, f in zip(rows, files):
+                r[col] = _audio_bytes(f[1], f[0]) if f and r.get("status") == "ok" else None
+    if with_audio and not bench_audio:
         audio_cols.append("answer_audio")
         for r in rows:
             r["answer_audio"] = _row_audio(r, "answer_audio_path", csv_dir)
-    if with_inputs:
+    if with_inputs and not bench_audio:
         audio_cols.append("input_audio")
         cache: dict[str, Any] = {}
         for r in rows:
