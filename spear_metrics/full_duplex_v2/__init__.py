@@ -23,6 +23,8 @@ BENCHMARK = Benchmark(
     command_help="Full-Duplex-Bench v2: live conversations (fdb2 infer) and their scoring (fdb2 score); also "
                  "`fdb infer|score --version 2`",
     cli="spear_metrics.commands.fdb_v2",
+    results="spear_metrics.full_duplex_v2.results",
+    space_tab="spear_metrics.full_duplex_v2.results:SPACE_TAB",
     has_metric_module=False,
     docs="full-duplex-bench-v2.md",
 )

@@ -407,6 +407,29 @@ def split_summary(rows: Sequence[dict[str, Any]], *, n_resamples: int = 1000, se
 # ----------------------------------------------------------------------------- a scoring run
 
 
+def per_sample_rows(tasks: Sequence[Any], done: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """``per_sample.jsonl``: one row per conversation of ``tasks`` that has a logged judgement
+    (``done``: task id -> ``judgements.jsonl`` record), in task order: ``row`` (0..n-1), ``id`` (the
+    task id), ``split``, ``status`` (``ok``/``failed``), ``reason`` (failed), upstream's per-task
+    values (:func:`task_scores`, :func:`binned_row`) and ``events``: the judge's valid events,
+    each ``[start_s, end_s, turn_taking_fluency, instruction_following]`` (s on the conversation's
+    clock, scores 1-5) - what :mod:`spear_metrics.full_duplex_v2.results` recomputes the values from."""
+    out: list[dict[str, Any]] = []
+    for t in tasks:
+        r = done.get(t.id)
+        if r is None:
+            continue
+        row: dict[str, Any] = {"row": len(out), "id": t.id, "split": r.get("split", t.split)}
+        if r.get("status") != "ok":
+            row.update(status="failed", reason=r.get("reason"))
+        else:
+            j = parse_judge_reply(r["reply"])
+            row.update(status="ok", reason=None, **task_scores(j), **binned_row(binned_sums(j.events)),
+                       events=[list(e) for e in j.events])
+        out.append(row)
+    return out
+
+
 def transcript_json(t: Any) -> dict[str, Any]:
     """A :class:`spear_metrics.core.asr.Transcript` with word times -> upstream's ``A.json`` shape
     (``text`` the words joined by spaces, as ``asr_batch.py``), plus ``asr_model`` (the backend's
@@ -554,8 +577,12 @@ def score_run(root: str | os.PathLike, tasks: Sequence[Any], prompts_path: str |
     model = getattr(judge, "model", None)
     from spear_metrics.full_duplex_v2 import VERSION
 
+    per_sample = per_sample_rows(tasks, done)
     summary = {
         "benchmark": "full_duplex_v2", "version": VERSION,
+        "metrics": ["full_duplex_v2"], "metric_versions": {"full_duplex_v2": VERSION},
+        "n_samples": len(per_sample), "n_scored": sum(r["status"] == "ok" for r in per_sample),
+        "n_failed": sum(r["status"] != "ok" for r in per_sample),
         "per_task": rows, "failed": failed, "splits": splits,
         "provenance": {
             "judge": getattr(judge, "describe", lambda: str(judge))(), "judge_model": model,
@@ -571,6 +598,9 @@ def score_run(root: str | os.PathLike, tasks: Sequence[Any], prompts_path: str |
     }
     if callable(getattr(judge, "report", None)):
         summary["judge_calls"] = judge.report()
+    tmp = outp / "per_sample.jsonl.tmp"
+    tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in per_sample), encoding="utf-8")
+    os.replace(tmp, outp / "per_sample.jsonl")
     tmp = outp / "summary.json.tmp"
     tmp.write_text(json.dumps(summary, indent=1, ensure_ascii=False))
     os.replace(tmp, outp / "summary.json")

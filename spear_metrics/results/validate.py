@@ -25,7 +25,7 @@ import json
 import math
 import os
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 #: The protocol every SPEARBench results dataset of this version is scored on.
 PROTOCOL = "seamless_2t_2s_questions"
@@ -119,6 +119,33 @@ def value_kind(v: Any) -> str | None:
 def _short(v: Any) -> str:
     s = repr(v)
     return s if len(s) <= 60 else s[:57] + "..."
+
+
+def check_run_head(summary: Any, *, name: str, title: str, required: Sequence[str], known_versions: Iterable[str],
+                   where: str = "results") -> None:
+    """The checks every benchmark's ``summary.json`` shares (a benchmark's ``validate_summary``
+    starts here): ``benchmark == name`` and ``metrics == [name]``, the ``required`` keys, the
+    counts ``n_samples = n_scored + n_failed`` (non-negative integers), ``metric_versions[name]``
+    one of ``known_versions``.
+
+    Raises:
+        ResultsError: one line naming the first problem.
+    """
+    if not isinstance(summary, dict) or summary.get("metrics") != [name] or summary.get("benchmark") != name:
+        raise ResultsError(f"{where}: not a {title} summary (benchmark and metrics [{name!r}])")
+    for k in required:
+        if k not in summary:
+            raise ResultsError(f"{where}: summary.json is missing column {k!r}")
+    for k in ("n_samples", "n_scored", "n_failed"):
+        if not (_is_int(summary.get(k)) and summary[k] >= 0):
+            raise ResultsError(f"{where}: summary.json {k!r} is not a count (a non-negative integer): {_short(summary.get(k))}")
+    if summary["n_scored"] + summary["n_failed"] != summary["n_samples"]:
+        raise ResultsError(f"{where}: summary.json n_scored + n_failed != n_samples")
+    vers = summary.get("metric_versions")
+    ver = vers.get(name) if isinstance(vers, dict) else None
+    known = sorted(set(known_versions))
+    if str(ver) not in known:
+        raise ResultsError(f"{where}: unknown metric version {name}={ver!r} (known: {', '.join(known)})")
 
 
 def interval_base(key: str, summary: dict[str, Any]) -> str | None:

@@ -206,15 +206,19 @@ def _options_lines(options: Any) -> list[str]:
     return lines
 
 
-def results_card(info: dict[str, Any], *, pretty_name: str, tags: list[str], split: str, body: str) -> str:
+def results_card(info: dict[str, Any], *, pretty_name: str, tags: list[str], split: str, body: str,
+                 extra_configs: Sequence[str] = ()) -> str:
     """THE dataset card of a results dataset (every benchmark's ``card_text`` ends here): YAML
-    header with ``pretty_name``, ``tags``, the one parquet config of ``split`` and the
-    ``spearbench:`` block ``info``, then the Markdown ``body``."""
+    header with ``pretty_name``, ``tags``, the parquet config ``default`` of ``split`` (and one
+    config per name of ``extra_configs``: ``<name>/<split>-*.parquet``, a benchmark's
+    ``extra_tables``) and the ``spearbench:`` block ``info``, then the Markdown ``body``."""
     from huggingface_hub import DatasetCard, DatasetCardData
 
     data = DatasetCardData(
         pretty_name=pretty_name, tags=tags,
-        configs=[{"config_name": "default", "data_files": [{"split": split, "path": f"data/{split}-*.parquet"}]}],
+        configs=[{"config_name": "default", "data_files": [{"split": split, "path": f"data/{split}-*.parquet"}]},
+                 *({"config_name": c, "data_files": [{"split": split, "path": f"{c}/{split}-*.parquet"}]}
+                   for c in extra_configs)],
         spearbench=info,
     )
     return DatasetCard.from_template(data, template_str="---\n{{ card_data }}\n---\n\n" + body).content
@@ -422,6 +426,8 @@ def write_results_dataset(
     check_summary_values(summary, rows, where=str(results_dir), use_options=True)
     for r in rows if bench is None else ():
         r["subset"] = subset_of(r.get("audio_path"))
+    # a benchmark's other tables (configs of their own, e.g. FDB v2's per-event rows), from its records
+    extra = bench.extra_tables(rows) if bench is not None and hasattr(bench, "extra_tables") else {}
     audio_cols: list[str] = []
     if bench is not None and hasattr(bench, "table_rows"):  # a benchmark whose records nest values: its flat table
         rows = bench.table_rows(rows)
@@ -463,6 +469,14 @@ def write_results_dataset(
         table = pa.Table.from_pylist([{c: r.get(c) for c in schema.names} for r in rows], schema=schema)
         with atomic_path(out / "data" / f"{split}-00000-of-00001.parquet") as tmp:
             pq.write_table(table, tmp)
+        for name, extra_rows in extra.items():
+            if not extra_rows:  # no rows, no columns: the config is left without files
+                continue
+            extra_rows, _ = _make_public(extra_rows, {}, roots)
+            schema_x = _features(extra_rows, []).arrow_schema
+            with atomic_path(out / name / f"{split}-00000-of-00001.parquet") as tmp:
+                pq.write_table(pa.Table.from_pylist([{c: r.get(c) for c in schema_x.names} for r in extra_rows],
+                                                    schema=schema_x), tmp)
         with atomic_path(out / "summary.json") as tmp:
             tmp.write_text(json.dumps(summary, indent=2, ensure_ascii=False, allow_nan=False) + "\n", encoding="utf-8")
         with atomic_path(out / "README.md") as tmp:
