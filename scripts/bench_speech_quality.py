@@ -1,16 +1,30 @@
 """Speed of the speech_quality backends on CPU: samples/s and real-time factor (audio s / wall s),
-batched vs one by one, on the real fixtures (jfk 11 s, VCTK p225/p226 ~3 s).
+batched vs one by one, on the real fixtures (jfk 11 s, VCTK p225/p226 ~3 s); and, with
+``--compare``, the embedded profile's models (Whisper base + DNSMOS + DistillMOS) as the
+dimension runs them, one model after the other on the libraries' default threads
+(``cpu_lanes=1``) against side by side on one thread each (the default on CPU), interleaved in
+one run on the same answers, model loading included.
 
-Usage: python scripts/bench_speech_quality.py [--repeat N] [--threads N]
-Model loading is timed apart; each figure is the best of ``--repeat`` runs after one warm-up.
+Usage:
+    python scripts/bench_speech_quality.py [--repeat N] [--threads N]
+    python scripts/bench_speech_quality.py --compare [--rows 12] [--rounds 2] [--lanes 0]
+
+``--compare`` cuts ``--rows`` answers of 3-20 s (mean 8.7 s; SPEAR's answers average 8.8 s) from
+``tests/fixtures/real``, and per round times a fresh dimension of each kind (models loaded anew:
+the per-process cache is cleared) over them in batches of 16, as the runner calls
+``score_batch``; it prints answer audio seconds per wall second of each, their ratio, the
+largest MOS difference and whether the texts are the same, and the load average. The figures
+depend on the machine and its load; the ratio of two runs in the same process less so.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from pathlib import Path
 
+import numpy as np
 
 from spear_datasets.audio import load_audio
 from spear_metrics.core.asr import load_asr
@@ -18,6 +32,11 @@ from spear_metrics.core.mos import load_mos
 
 REAL = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "real"
 CLIPS = ["faster-whisper__jfk.flac", "speechbrain__p225_002.wav", "speechbrain__p226_002.wav"]
+#: recordings the compared answers are cut from, and the answer lengths (s) taken in turn
+SOURCES = ["pyannote-audio__seriously_source0.wav", "pyannote-audio__dev00.wav", "pyannote-audio__seriously_source1.wav",
+           "pyannote-audio__sample.wav", "pyannote-audio__seriously_source2.wav", "faster-whisper__jfk.flac",
+           "pyannote-audio__seriously_source3.wav", "lhotse__ES2011a.Headset-0-40s-46s.wav"]
+LENGTHS_S = [3.0, 5.0, 8.0, 12.0, 4.0, 20.0]
 
 
 def _best(fn, repeat):
@@ -30,11 +49,79 @@ def _best(fn, repeat):
     return min(ts)
 
 
+def answers(n_rows: int) -> list[np.ndarray]:
+    """``n_rows`` 16 kHz mono answers cut from :data:`SOURCES` (lengths :data:`LENGTHS_S` in turn,
+    each from the next source, at an offset that moves on by 7 s per use of a source)."""
+    sources = [load_audio(REAL / c, sr=16000, channels="mix")[0] for c in SOURCES]
+    out, used = [], [0] * len(sources)
+    for k in range(n_rows):
+        j = k % len(sources)
+        w = sources[j]
+        n = min(int(LENGTHS_S[k % len(LENGTHS_S)] * 16000), w.size)
+        start = (used[j] * 7 * 16000) % max(1, w.size - n + 1)
+        used[j] += 1
+        out.append(np.ascontiguousarray(w[start : start + n]))
+    return out
+
+
+def _dimension_run(waves: list[np.ndarray], lanes: int) -> tuple[float, dict[int, list], dict[str, list]]:
+    """Wall seconds of a fresh embedded speech_quality (models loaded anew) over ``waves`` in
+    batches of 16, and its MOS values and texts (:meth:`SpeechQuality._run_models`)."""
+    from spear_metrics.speech_quality import definition
+
+    definition._SHARED_BACKENDS.clear()
+    t = time.perf_counter()
+    dim = definition.SpeechQuality(cpu_lanes=lanes, device="cpu")
+    mos: dict[str, list] = {}
+    texts: dict[str, list] = {}
+    for k in range(0, len(waves), 16):
+        m, h = dim._run_models(waves[k : k + 16])
+        for b in dim.moss:
+            mos.setdefault(b.name, []).extend(m[id(b)])
+        for label, v in h.items():
+            texts.setdefault(label, []).extend(v)
+    return time.perf_counter() - t, mos, texts
+
+
+def compare(n_rows: int, rounds: int, lanes: int) -> None:
+    from spear_metrics.speech_quality.definition import cpu_lanes
+
+    waves = answers(n_rows)
+    audio_s = sum(w.size for w in waves) / 16000
+    print(f"{len(waves)} answers, {audio_s:.1f} s of audio (mean {audio_s / len(waves):.1f} s); "
+          f"{len(os.sched_getaffinity(0))} usable cores; new path: {cpu_lanes(lanes)} lanes")
+    print(f"{'round':>5s} {'path':10s} {'wall_s':>7s} {'x real time':>11s} {'load avg (1 min)':>16s}")
+    walls: dict[str, list[float]] = {"old": [], "new": []}
+    results = {}
+    for r in range(rounds):
+        for path, n in (("old", 1), ("new", lanes)) if r % 2 == 0 else (("new", lanes), ("old", 1)):
+            wall, mos, texts = _dimension_run(waves, n)
+            walls[path].append(wall)
+            results[path] = (mos, texts)
+            print(f"{r + 1:5d} {path:10s} {wall:7.1f} {audio_s / wall:11.2f} {os.getloadavg()[0]:16.2f}", flush=True)
+    (m_old, t_old), (m_new, t_new) = results["old"], results["new"]
+    diff = max((abs(a[k] - b[k]) for name in m_old for a, b in zip(m_old[name], m_new[name]) for k in a
+                if a[k] is not None), default=0.0)
+    same_text = t_old == t_new
+    ratio = sum(walls["old"]) / sum(walls["new"])
+    print(f"old / new wall time (sum over rounds): {ratio:.2f}x; per round: "
+          + ", ".join(f"{o / n:.2f}x" for o, n in zip(walls["old"], walls["new"])))
+    print(f"largest MOS difference: {diff:.2e}; texts identical: {same_text}; load average "
+          f"(1, 5, 15 min) at the end: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--threads", type=int, default=0, help="torch / CTranslate2 threads (0 = default)")
+    ap.add_argument("--compare", action="store_true", help="the dimension's two CPU paths, interleaved (see above)")
+    ap.add_argument("--rows", type=int, default=12, help="--compare: answers")
+    ap.add_argument("--rounds", type=int, default=2, help="--compare: rounds (each times both paths)")
+    ap.add_argument("--lanes", type=int, default=0, help="--compare: lanes of the new path (0 = usable cores)")
     args = ap.parse_args()
+    if args.compare:
+        compare(args.rows, args.rounds, args.lanes)
+        return
     if args.threads:
         import torch
 

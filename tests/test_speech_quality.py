@@ -187,3 +187,38 @@ def test_speech_quality_run_publishes_and_loads_without_local_paths(run_dir, rea
                                                "faster-whisper__jfk.flac", "faster-whisper__stereo_diarization.wav"]
     assert res.summary["UTMOS"] is None and all("UTMOS not computed" in n for n in res.samples["UTMOS_note"])
     assert res.summary["WER_%"] == pytest.approx(json.loads((out / "summary.json").read_text())["WER_%"])
+
+
+def test_models_shared_per_process_and_one_thread_each_on_cpu():
+    """Two speech_quality dimensions of one process hold the same backend objects (so each model
+    loads once per process); with several CPU lanes every model computes on one thread; one lane
+    keeps the libraries' default threads. Nothing is loaded here (models load on first use)."""
+    from spear_metrics.speech_quality.definition import cpu_lanes
+
+    a, b = SpeechQuality(device="cpu", cpu_lanes=2), SpeechQuality(device="cpu", cpu_lanes=2)
+    assert a.lanes == 2 and [id(x) for _, x in a.asrs] == [id(x) for _, x in b.asrs]
+    assert [id(m) for m in a.moss] == [id(m) for m in b.moss]
+    assert a.asrs[0][1].cpu_threads == 1 and next(m for m in a.moss if m.name == "dnsmos").threads == 1
+    one = SpeechQuality(device="cpu", cpu_lanes=1)
+    assert one.lanes == 1 and one.asrs[0][1].cpu_threads == 0 and next(m for m in one.moss if m.name == "dnsmos").threads == 0
+    assert id(one.asrs[0][1]) != id(a.asrs[0][1])  # another thread setting: another backend
+    assert cpu_lanes(3) == 3 and cpu_lanes(0) >= 1
+
+
+@pytest.mark.slow
+def test_side_by_side_models_give_the_values_of_one_after_the_other(real_dir):
+    """The CPU lanes (models side by side, one thread each) against one model after the other on
+    the libraries' threads, on real answers of 4.7 s, 11 s and 30 s: the same texts, and MOS
+    values equal up to the float rounding of another thread split (DNSMOS windows of 9.01 s hop
+    1 s and DistillMOS windows of 7.68 s are still scored each on its own)."""
+    from spear_datasets.audio import load_audio
+
+    waves = [load_audio(real_dir / c, sr=16000, channels="mix")[0]
+             for c in ("speechbrain__p226_002.wav", "faster-whisper__jfk.flac", "pyannote-audio__dev00.wav")]
+    lanes, one = SpeechQuality(device="cpu", cpu_lanes=2), SpeechQuality(device="cpu", cpu_lanes=1)
+    (mos_l, text_l), (mos_1, text_1) = lanes._run_models(waves), one._run_models(waves)
+    assert text_l == text_1 and text_l["faster-whisper-base"][1].startswith("And so my fellow Americans")
+    for m_l, m_1 in zip(lanes.moss, one.moss):
+        assert m_l.keys == m_1.keys
+        for a, b in zip(mos_l[id(m_l)], mos_1[id(m_1)]):
+            assert a.keys() == b.keys() and all(abs(a[k] - b[k]) < 1e-4 for k in a)

@@ -38,18 +38,21 @@ Project keys (the project believes raw-text WER mostly measures punctuation and 
 
 from __future__ import annotations
 
+import os
 import re
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
 from spear_datasets.schema import SpearRow, strip_speaker_tags
-from spear_metrics.core.asr import load_asr, normalize_text, normalize_text_numbers
+from spear_metrics.core.asr import ASR_BACKENDS, _auto_device, load_asr, normalize_text, normalize_text_numbers
+from spear_metrics.core.batching import one_torch_thread
 from spear_metrics.core.dimension import (Dimension, MetricKey, Option, Sample, mean_or_none, mean_resampler,
                                           percent_or_none, percent_resampler)
 from spear_metrics.core.models import ModelUnavailableError
-from spear_metrics.core.mos import UTMOS_MAX_SECONDS, load_mos
+from spear_metrics.core.mos import MOS_BACKENDS, UTMOS_MAX_SECONDS, load_mos
 from spear_metrics.core.records import one_line
 
 #: ``--option profile=...`` presets; explicit ``asr=`` / ``mos=`` override them
@@ -202,6 +205,34 @@ def _notes_resampler(notes: Sequence[Any]) -> Callable[[np.ndarray], str]:
     return joined
 
 
+#: the backends of every SpeechQuality of this process: (loader, name, options) -> backend, so that
+#: each model is loaded once per process however many dimensions (systems, demo runs) score in it
+_SHARED_BACKENDS: dict[tuple, Any] = {}
+
+
+def _shared_backend(loader: Callable[..., Any], registry: dict[str, Callable[..., Any]], name: str,
+                   kw: dict[str, Any]) -> Any:
+    """``loader(name, **kw)`` made once per process for the same loader, factory registered under
+    ``name`` in ``registry``, name and ``kw`` (models load lazily inside the backend, so each is
+    then loaded once per process; a factory registered anew gets a backend of its own)."""
+    factory = registry.get(name.strip(), registry.get(name.strip().lower()))
+    key = (loader, factory, name, tuple(sorted((k, repr(v)) for k, v in kw.items())))
+    if key not in _SHARED_BACKENDS:
+        _SHARED_BACKENDS[key] = loader(name, **kw)
+    return _SHARED_BACKENDS[key]
+
+
+def cpu_lanes(requested: int = 0) -> int:
+    """How many backends run side by side on CPU (each model on one intra-op thread): ``requested``
+    when > 0, else the cores this process may use (``os.sched_getaffinity``)."""
+    if requested > 0:
+        return int(requested)
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
 def _names(spec: Any) -> list[str]:
     if isinstance(spec, (list, tuple)):
         return [str(s).strip() for s in spec if str(s).strip()]
@@ -291,6 +322,9 @@ class SpeechQuality(Dimension):
         Option("language", str, "en", "ASR language: a language code, or auto (detect)"),
         Option("empty_hypothesis", str, "error", "empty ASR output: error (100 % WER) or skip (row left out, upstream)",
                choices=("error", "skip")),
+        Option("cpu_lanes", int, 0, "on CPU: models run side by side on this many threads, each model on one intra-op "
+               "thread (0 = the usable cores; 1 = one model after the other on the libraries' default threads)",
+               minimum=0),
         Option("max_new_tokens", int, None, "Whisper (transformers) generation limit in tokens", minimum=1),
         Option("utmos_max_s", float, UTMOS_MAX_SECONDS, "longest answer (s) UTMOS scores (whole answer at once, as "
                "SPEAR; memory grows with the square of the length); longer answers get UTMOS null with UTMOS_note",
@@ -306,10 +340,15 @@ class SpeechQuality(Dimension):
         self.mos_names = _names(options.get("mos") or PROFILES[profile]["mos"])
         lang = options.get("language", "en")
         common = {k: options[k] for k in ("device",) if options.get(k)}
+        # CPU thread split: with several lanes every model computes on one thread and the models
+        # (and the waves of a MOS model) run side by side, one lane per core; on two shared cores
+        # that is faster than each library's own threads one model after the other (docs/performance.md)
+        self.lanes = cpu_lanes(int(options.get("cpu_lanes") or 0)) if _auto_device(options.get("device")) == "cpu" else 1
+        one_thread = {"cpu_threads": 1} if self.lanes > 1 else {}
         batch = int(options.get("asr_batch_size", 8))
         self.asrs = []  # (label used in keys, backend)
         for n in self.asr_names:
-            kw = dict(common, batch_size=batch)
+            kw = dict(common, batch_size=batch, **(one_thread if n in ("embedded", "faster-whisper") else {}))
             if n not in SPEAR_ASR_SYSTEMS:  # SPEAR's systems keep SPEAR's call (no language forced)
                 kw["language"] = None if lang == "auto" else lang
             override = None
@@ -321,7 +360,7 @@ class SpeechQuality(Dimension):
                 kw["model"] = options["embedded_asr_model"]
             if n.startswith("whisper") and n not in SPEAR_ASR_SYSTEMS and options.get("max_new_tokens"):
                 kw["max_new_tokens"] = int(options["max_new_tokens"])
-            backend = load_asr(n, **kw)
+            backend = _shared_backend(load_asr, ASR_BACKENDS, n, kw)
             label = backend.name
             if n in SPEAR_ASR_SYSTEMS:
                 spear_label, default_id = SPEAR_ASR_SYSTEMS[n]
@@ -338,7 +377,9 @@ class SpeechQuality(Dimension):
                 kw["model"] = options["utmos_model"]
             if n.startswith("utmos"):
                 kw["max_seconds"] = float(options.get("utmos_max_s", UTMOS_MAX_SECONDS))
-            self.moss.append(load_mos(n, **kw))
+            if n == "dnsmos" and self.lanes > 1:
+                kw["threads"] = 1
+            self.moss.append(_shared_backend(load_mos, MOS_BACKENDS, n, kw))
         self._broken: dict[int, str] = {}  # id(backend) -> why it cannot load (asked once)
 
     # ------------------------------------------------------------------ scoring
@@ -362,6 +403,40 @@ class SpeechQuality(Dimension):
             self._broken[id(backend)] = one_line(e)
             return self._broken[id(backend)]
 
+    def _run_models(self, wl: list[np.ndarray]) -> tuple[dict[int, list[dict[str, Any]]], dict[str, list[str]]]:
+        """Every model that loads on every wave of ``wl``: ``({id(MOS backend): one dict per wave},
+        {ASR label: one text per wave})``; a backend that cannot load is absent (:meth:`_ready`).
+
+        With one lane, one model after the other. With several (CPU), the models load side by
+        side, then the ASR systems (each over all waves, its own batches) and each (MOS model,
+        wave) pair run as tasks on :attr:`lanes` threads started with one torch intra-op thread
+        (CTranslate2 and ONNX Runtime were given one thread each at construction), longest waves
+        first. MOS backends score each wave on its own either way (:meth:`MOSBackend.score`), so
+        the values are those of one model after the other, up to the float rounding of the
+        libraries' thread split.
+        """
+        backends = [m for m in self.moss] + [a for _, a in self.asrs]
+        mos: dict[int, list[dict[str, Any]]] = {}
+        hyps: dict[str, list[str]] = {}
+        if self.lanes <= 1 or not wl:
+            for m in self.moss:
+                if self._ready(m) is None:
+                    mos[id(m)] = m.score(wl)
+            for label, a in self.asrs:
+                if self._ready(a) is None:
+                    hyps[label] = [t.text for t in a.transcribe(wl, sr=16000)]
+            return mos, hyps
+        with one_torch_thread(), ThreadPoolExecutor(self.lanes, thread_name_prefix="speech-quality") as pool:
+            ready = dict(zip(map(id, backends), pool.map(self._ready, backends)))
+            asr_jobs = {label: pool.submit(a.transcribe, wl, 16000) for label, a in self.asrs if ready[id(a)] is None}
+            order = sorted(range(len(wl)), key=lambda j: -len(wl[j]))
+            mos_jobs = {id(m): {j: pool.submit(m.score, [wl[j]]) for j in order} for m in self.moss if ready[id(m)] is None}
+            for key, jobs in mos_jobs.items():
+                mos[key] = [jobs[j].result()[0] for j in range(len(wl))]
+            for label, job in asr_jobs.items():
+                hyps[label] = [t.text for t in job.result()]
+        return mos, hyps
+
     def score_batch(self, samples: Sequence[Sample]) -> list[dict[str, Any] | BaseException]:
         out: list[dict[str, Any] | BaseException] = [dict() for _ in samples]
         waves: dict[int, np.ndarray] = {}
@@ -378,10 +453,11 @@ class SpeechQuality(Dimension):
         # whole-answer model) gets null with the reason on its own row
         mos_notes: list[str] = []
         row_notes: dict[int, dict[str, list[str]]] = {i: {} for i in live}
+        scores, texts = self._run_models(wl)
         for m in self.moss:
             why = self._ready(m)
             if why is None:
-                for i, v in zip(live, m.score(wl)):
+                for i, v in zip(live, scores[id(m)]):
                     out[i].update(v)
                 for i, w in zip(live, wl):
                     skipped = m.skip_reason(len(w))
@@ -404,7 +480,7 @@ class SpeechQuality(Dimension):
         for label, a in self.asrs:
             why = self._ready(a)
             if why is None:
-                hyps[label] = [t.text for t in a.transcribe(wl, sr=16000)]
+                hyps[label] = list(texts[label])
             else:
                 asr_notes.append(why)
                 hyps[label] = [None] * len(live)
