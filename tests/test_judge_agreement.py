@@ -62,3 +62,21 @@ def test_cli_on_two_runs(tmp_path, capsys):
     with pytest.raises(AgreementError, match="not judged in both"):
         agreement(a, b, fields=["relevance"])
     assert main(["judge-agreement", str(a), str(tmp_path / "nowhere")]) == 2
+
+
+def test_runs_of_different_items_or_a_line_nested_too_deeply_are_refused(tmp_path, capsys):
+    """Two runs judging no common item give no statistic: exit 2 with one line (not empty
+    statistics and exit 0); a per_sample line nested deeper than the JSON parser's recursion limit
+    is 'not JSON', not a traceback."""
+    from spear_metrics.cli import main
+
+    a = _run(tmp_path / "a", ["yes", "no"])
+    b = tmp_path / "b"
+    b.mkdir()
+    (b / "per_sample.jsonl").write_text(json.dumps({"instance": "Other", "file": "f0", "judge_verdict": "yes"}) + "\n")
+    assert main(["judge-agreement", str(a), str(b), "--bootstrap", "0"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "no item judged in both runs" in err and len(err.splitlines()) == 1
+    (b / "per_sample.jsonl").write_text("[" * 100_000 + "\n")
+    with pytest.raises(AgreementError, match="line 1 is not JSON"):
+        agreement(a, b)

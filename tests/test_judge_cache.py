@@ -406,6 +406,30 @@ def test_cli_refuses_a_moving_alias_when_pinned_is_required_and_a_bad_price_tabl
         assert main(base + ["--out", str(tmp_path / "r3"), "--judge-model", "gpt-4o"]) == 0
         warned = [x for x in capsys.readouterr().err.splitlines() if "warning" in x]
         assert len(warned) == 1 and "gpt-4o" in warned[0]
-        assert srv.calls == 2  # only the last run asked
+        # only the last run asked: 2 rows, each judged by both prompts (upstream's llm_classification and
+        # the project's judge_accuracy)
+        assert srv.calls == 2 * 2
     s = json.loads((tmp_path / "r3" / "summary.json").read_text())
     assert "no dated snapshot" in s["judge_calls"]["moving_alias"]
+
+
+def test_entries_and_price_tables_nested_too_deeply_or_huge_are_refused_in_one_line(tmp_path):
+    """JSON nested deeper than the parser's recursion limit raises RecursionError (not ValueError):
+    a cache entry like that is a miss counted as corrupt; a price table like that, or one larger
+    than the limit (a sparse 10 GB file: never read whole), is a one-line PriceTableError."""
+    from spear_metrics.core.usage import MAX_PRICE_TABLE_BYTES
+
+    cache = JudgeCache("readwrite", tmp_path / "cache")
+    key = "ab" * 32
+    cache.path(key).parent.mkdir(parents=True)
+    cache.path(key).write_text("[" * 100_000)
+    assert cache.get(key) is None and cache.corrupt == 1 and cache.misses == 1
+    deep = tmp_path / "deep.json"
+    deep.write_text('{"models": ' + "[" * 100_000)
+    with pytest.raises(PriceTableError, match="not readable JSON"):
+        PriceTable(deep)
+    huge = tmp_path / "huge.json"
+    with open(huge, "wb") as f:
+        f.truncate(10 * 1024 ** 3)  # sparse: no disk used
+    with pytest.raises(PriceTableError, match=f"larger than {MAX_PRICE_TABLE_BYTES} bytes"):
+        PriceTable(huge)

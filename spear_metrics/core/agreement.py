@@ -87,7 +87,7 @@ def judged_values(folder: str | os.PathLike) -> tuple[dict[str, str], dict[str, 
             continue
         try:
             row = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested too deeply for the parser
             raise AgreementError(f"{f}: line {k + 1} is not JSON") from None
         if not isinstance(row, dict) or row.get("status", "ok") != "ok":
             continue
@@ -161,7 +161,7 @@ def agreement(run_a: str | os.PathLike, run_b: str | os.PathLike, *, fields: Opt
 
     Raises:
         AgreementError: a run that cannot be read, no judged field in common, a field asked for
-            that one run lacks.
+            that one run lacks, no item judged in both runs.
     """
     ka, va = judged_values(run_a)
     kb, vb = judged_values(run_b)
@@ -177,6 +177,10 @@ def agreement(run_a: str | os.PathLike, run_b: str | os.PathLike, *, fields: Opt
     out: dict[str, Any] = {"run_a": str(run_a), "run_b": str(run_b), "bootstrap": {
         "n_resamples": int(n_resamples), "seed": int(seed), "method": "percentile", "confidence": 0.95,
         "unit": "items"}, "fields": {}}
+    if not any(set(va[f]) & set(vb[f]) for f in common):
+        raise AgreementError(f"no item judged in both runs ({', '.join(common)}: "
+                             f"{sum(len(va[f]) for f in common)} item value(s) in A, "
+                             f"{sum(len(vb[f]) for f in common)} in B, none on the same item)")
     for f in common:
         ids = sorted(set(va[f]) & set(vb[f]))
         a = [va[f][i] for i in ids]

@@ -148,7 +148,8 @@ class JudgeCache:
         except FileNotFoundError:
             self._bump("misses")
             return None
-        except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError):
+        except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, RecursionError):
+            # RecursionError: JSON nested too deeply for the parser
             self._bump("corrupt")
             self._bump("misses")
             return None

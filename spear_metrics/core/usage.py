@@ -36,6 +36,8 @@ from typing import Any, Mapping, Optional
 
 __all__ = ["PriceTable", "PriceTableError", "Usage", "UsageTally", "normalize_usage", "usage_line"]
 
+#: the largest price table read (bytes)
+MAX_PRICE_TABLE_BYTES = 10_000_000
 #: the fields of a price table entry (prices per million tokens)
 PRICE_FIELDS = ("input", "output", "audio_input", "audio_output", "cached_input")
 
@@ -207,8 +209,12 @@ class PriceTable:
         p = Path(path)
         self.source = p.name
         try:
-            obj = json.loads(p.read_text(encoding="utf-8")[:10_000_000])
-        except (OSError, UnicodeDecodeError, ValueError) as e:
+            with open(p, "rb") as f:  # never more than the limit in memory (a huge or endless file)
+                raw = f.read(MAX_PRICE_TABLE_BYTES + 1)
+            if len(raw) > MAX_PRICE_TABLE_BYTES:
+                raise ValueError(f"larger than {MAX_PRICE_TABLE_BYTES} bytes")
+            obj = json.loads(raw.decode("utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError, RecursionError) as e:
             raise PriceTableError(f"--price-table {p}: not readable JSON: {' '.join(str(e).split())[:200]}") from None
         if not isinstance(obj, dict) or not isinstance(obj.get("models"), dict):
             raise PriceTableError(f"--price-table {p}: needs a \"models\" object {{model: {{input, output, ...}}}}")
