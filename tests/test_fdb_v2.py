@@ -79,8 +79,39 @@ def test_tasks_file_reads_upstream_shape_and_lists_bad_entries(tasks_file):
     assert tf.settings.examiner_can_interrupt and not tf.settings.examiner_is_interruptible
     # run_dataset.sh + single_conversation.sh: system prompt + suffix, blank line, task prompt
     assert tf.tasks[0].examiner_instructions() == "Act as a customer ordering tea." + EXAMINER_SUFFIX + "\n\nT1: ask for tea. T2: say green."
-    assert tf.bad == [("Correction[1]", "task id must be a non-empty name usable as a folder, got '../escape'")]
+    assert [pos for pos, _ in tf.bad] == ["Correction[1]"]
+    assert tf.bad[0][1].startswith("task id must be a non-empty name usable as a folder") and "'../escape'" in tf.bad[0][1]
     assert [t.id for t in load_tasks(tasks_file, splits=["Correction"]).tasks] == ["Correction.fix.902"]
+
+
+def test_hostile_tasks_and_prompts_files_are_refused_in_one_line_or_fail_their_entry(tmp_path):
+    """Ids that cannot name a task folder beside the run's log (a NUL byte, 300 bytes, the log's own
+    name: a folder there would make every later log write fail) are failed entries, the good task
+    still runs; a tasks or prompts file nested deeper than the JSON parser's recursion limit, or a
+    prompts file over its limit (sparse, never read whole), is a one-line refusal; a nested line in
+    conversations.jsonl is skipped like a torn one."""
+    from spear_metrics.full_duplex_v2.engine import LOG, read_log
+    from spear_metrics.full_duplex_v2.score import MAX_PROMPTS_BYTES, ScoreSetupError, load_eval_prompts
+    from spear_metrics.full_duplex_v2.tasks import MAX_ID_BYTES, TasksError
+
+    good = {"id": "Daily.ok.1", "examiner_system_prompt": "Act as a customer."}
+    hostile = ["a\x00b", "x" * (MAX_ID_BYTES + 1), LOG]
+    p = tmp_path / "tasks.json"
+    p.write_text(json.dumps({"splits": {"Daily": {"tasks": [good] + [{**good, "id": i} for i in hostile]}}}))
+    tf = load_tasks(p)
+    assert [t.id for t in tf.tasks] == ["Daily.ok.1"]
+    assert [pos for pos, _ in tf.bad] == ["Daily[1]", "Daily[2]", "Daily[3]"]
+    p.write_text('{"splits": ' + "[" * 100_000)
+    with pytest.raises(TasksError, match="is not JSON"):
+        load_tasks(p)
+    with pytest.raises(ScoreSetupError, match="cannot read the judge prompts"):
+        load_eval_prompts(p)
+    with open(tmp_path / "huge.json", "wb") as f:
+        f.truncate(10 * 1024 ** 3)
+    with pytest.raises(ScoreSetupError, match=f"over the {MAX_PROMPTS_BYTES}-byte limit"):
+        load_eval_prompts(tmp_path / "huge.json")
+    (tmp_path / LOG).write_text("[" * 100_000 + "\n" + json.dumps({"task_id": "t1", "status": "ok"}) + "\n")
+    assert list(read_log(tmp_path)) == ["t1"]
 
 
 def _agents(url: str):

@@ -59,6 +59,8 @@ TRIM_S = 120.0
 SCORE_RANGE = (1, 5)
 #: largest transcript file read (bytes)
 MAX_TRANSCRIPT_BYTES = 16 * 2 ** 20
+#: largest eval_prompts.json read (bytes); upstream's is a few kB
+MAX_PROMPTS_BYTES = 16 * 2 ** 20
 #: largest judge reply parsed (characters)
 MAX_REPLY_CHARS = 200_000
 
@@ -107,10 +109,13 @@ def load_eval_prompts(path: str | os.PathLike) -> tuple[dict[str, Any], str]:
     """
     p = Path(path)
     try:
-        data = p.read_bytes()
+        with open(p, "rb") as f:  # never more than the limit in memory
+            data = f.read(MAX_PROMPTS_BYTES + 1)
+        if len(data) > MAX_PROMPTS_BYTES:
+            raise ValueError(f"over the {MAX_PROMPTS_BYTES}-byte limit of a prompts file")
         obj = json.loads(data.decode("utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ScoreSetupError(f"cannot read the judge prompts {p}: {e}") from None
+    except (OSError, ValueError, RecursionError) as e:  # ValueError: bad UTF-8 or JSON; RecursionError: too deep
+        raise ScoreSetupError(f"cannot read the judge prompts {p}: {' '.join(str(e).split())[:200]}") from None
     if not isinstance(obj, dict):
         raise ScoreSetupError(f"{p} is not a JSON object")
     missing = [k for k in PROMPT_KEYS if k not in obj]
@@ -480,7 +485,7 @@ def score_run(root: str | os.PathLike, tasks: Sequence[Any], prompts_path: str |
         for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
             try:
                 r = json.loads(line)
-            except json.JSONDecodeError:
+            except (ValueError, RecursionError):  # a torn line, or one nested too deeply for the parser
                 continue
             if isinstance(r, dict) and "task_id" in r:
                 done[r["task_id"]] = r
