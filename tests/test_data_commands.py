@@ -168,3 +168,76 @@ def test_seamless_cut_keeps_the_package_members(seamless, package, tmp_path):
     assert info.samplerate == 16000 and info.channels == 2 and info.frames == round(15.48 * 16000) - round(0.78 * 16000)
     with pytest.raises(DataCheckError, match="missing"):
         build_from_seamless(seamless, tmp_path / "r2", split="dev")
+
+
+class _WrongRangeServer(LoopbackHTTP):
+    """Cuts the first full transfer after half the bytes, then answers every ``Range: bytes=N-``
+    with ``206`` and the file from byte 0 (``Content-Range: bytes 0-...``): a server that ignores
+    the offset asked for but says so."""
+
+    def __init__(self, data: bytes):
+        self.data, self.requests = data, []
+        outer = self
+
+        class H(BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def do_GET(self):
+                rng = self.headers.get("Range")
+                outer.requests.append(rng)
+                self.send_response(206 if rng else 200)
+                if rng:
+                    self.send_header("Content-Range", f"bytes 0-{len(outer.data) - 1}/{len(outer.data)}")
+                self.send_header("Content-Length", str(len(outer.data)))
+                self.end_headers()
+                if len(outer.requests) == 1:
+                    self.wfile.write(outer.data[: len(outer.data) // 2])
+                    self.wfile.flush()
+                    self.close_connection = True
+                    return
+                self.wfile.write(outer.data)
+
+        self._serve(H, "/spear_package.zip")
+
+
+def test_a_range_answer_from_the_wrong_offset_restarts_the_file(package, tmp_path):
+    """Appending a 206 body that starts at byte 0 to the half already kept would give a file of
+    1.5x the bytes; the answer's Content-Range start is checked against the offset asked for, the
+    partial file is dropped and fetched again whole (no sha256 given: nothing else would catch it)."""
+    data = package.read_bytes()
+    with _WrongRangeServer(data) as srv:
+        got = http_download(srv.url, tmp_path / "pkg.zip", backoff_s=0.0, timeout_s=30.0)
+    assert (tmp_path / "pkg.zip").read_bytes() == data and got == sha256_file(package)
+    assert srv.requests[0] is None and srv.requests[1].startswith("bytes=") and srv.requests[2] is None
+
+
+@pytest.mark.parametrize("damage", ["bad_crc", "truncated_tar_gz"])
+def test_a_damaged_archive_is_a_one_line_refusal(damage, tmp_path, capsys):
+    """A zip member whose CRC does not match its bytes, or a .tar.gz cut in half: exit 2 with the
+    archive's name and what is wrong (was exit 1, 'unexpected error')."""
+    import io
+    import tarfile
+
+    from spear_metrics.cli import main
+
+    a = tmp_path / ("p.zip" if damage == "bad_crc" else "p.tar.gz")
+    if damage == "bad_crc":
+        with zipfile.ZipFile(a, "w") as z:
+            z.writestr("test/improvised/metadata.csv", "a,b\n1,2\n")
+        b = bytearray(a.read_bytes())
+        for sig, at in ((b"PK\x03\x04", 14), (b"PK\x01\x02", 16)):  # the CRC-32 field of both headers
+            b[b.find(sig) + at] ^= 0xFF
+        a.write_bytes(bytes(b))
+    else:
+        buf = io.BytesIO()
+        payload = np.random.default_rng(0).integers(0, 256, 200_000, dtype=np.uint8).tobytes()  # incompressible
+        with tarfile.open(fileobj=buf, mode="w:gz") as t:
+            ti = tarfile.TarInfo("test/improvised/audios/a.wav")
+            ti.size = len(payload)
+            t.addfile(ti, io.BytesIO(payload))
+        a.write_bytes(buf.getvalue()[: len(buf.getvalue()) // 2])
+    assert main(["data", "install", str(a), "--root", str(tmp_path / "root")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{a.name}: damaged archive" in err[0]
+    assert not (tmp_path / "root" / ".spearbench-unpack").exists()
