@@ -76,9 +76,11 @@ def package(seamless, tmp_path_factory):
 
 
 class _RangeServer(LoopbackHTTP):
-    """Serves one file with Range support; the first full request is cut after half the bytes."""
+    """Serves one file with Range support; the first full request is cut after half the bytes.
+    ``wrong_offset``: every ``Range: bytes=N-`` is answered ``206`` with the file from byte 0
+    (``Content-Range: bytes 0-...``), a server that ignores the offset asked for but says so."""
 
-    def __init__(self, data: bytes):
+    def __init__(self, data: bytes, wrong_offset: bool = False):
         self.data, self.requests = data, []
         outer = self
 
@@ -90,7 +92,7 @@ class _RangeServer(LoopbackHTTP):
                 rng = self.headers.get("Range")
                 outer.requests.append(rng)
                 if rng:
-                    start = int(rng.split("=")[1].split("-")[0])
+                    start = 0 if wrong_offset else int(rng.split("=")[1].split("-")[0])
                     body = outer.data[start:]
                     self.send_response(206)
                     self.send_header("Content-Range", f"bytes {start}-{len(outer.data) - 1}/{len(outer.data)}")
@@ -170,43 +172,12 @@ def test_seamless_cut_keeps_the_package_members(seamless, package, tmp_path):
         build_from_seamless(seamless, tmp_path / "r2", split="dev")
 
 
-class _WrongRangeServer(LoopbackHTTP):
-    """Cuts the first full transfer after half the bytes, then answers every ``Range: bytes=N-``
-    with ``206`` and the file from byte 0 (``Content-Range: bytes 0-...``): a server that ignores
-    the offset asked for but says so."""
-
-    def __init__(self, data: bytes):
-        self.data, self.requests = data, []
-        outer = self
-
-        class H(BaseHTTPRequestHandler):
-            def log_message(self, *a):
-                pass
-
-            def do_GET(self):
-                rng = self.headers.get("Range")
-                outer.requests.append(rng)
-                self.send_response(206 if rng else 200)
-                if rng:
-                    self.send_header("Content-Range", f"bytes 0-{len(outer.data) - 1}/{len(outer.data)}")
-                self.send_header("Content-Length", str(len(outer.data)))
-                self.end_headers()
-                if len(outer.requests) == 1:
-                    self.wfile.write(outer.data[: len(outer.data) // 2])
-                    self.wfile.flush()
-                    self.close_connection = True
-                    return
-                self.wfile.write(outer.data)
-
-        self._serve(H, "/spear_package.zip")
-
-
 def test_a_range_answer_from_the_wrong_offset_restarts_the_file(package, tmp_path):
     """Appending a 206 body that starts at byte 0 to the half already kept would give a file of
     1.5x the bytes; the answer's Content-Range start is checked against the offset asked for, the
     partial file is dropped and fetched again whole (no sha256 given: nothing else would catch it)."""
     data = package.read_bytes()
-    with _WrongRangeServer(data) as srv:
+    with _RangeServer(data, wrong_offset=True) as srv:
         got = http_download(srv.url, tmp_path / "pkg.zip", backoff_s=0.0, timeout_s=30.0)
     assert (tmp_path / "pkg.zip").read_bytes() == data and got == sha256_file(package)
     assert srv.requests[0] is None and srv.requests[1].startswith("bytes=") and srv.requests[2] is None
