@@ -421,3 +421,33 @@ def test_bad_metadata_fails_alone_and_a_sample_without_clean_reply_is_not_judged
     assert "clean" not in results[2].values["general"] and results[2].values["general"]["post"]
     assert overall["C_UNCERTAIN_HANDLING"] == 1.0 and overall["C_UNCERTAIN_HANDLING_n"] == 1
     assert overall["clean_wpm_n"] == 1 and overall["post_wpm_n"] == 2
+
+
+def test_an_overlap_outside_the_audio_a_short_reply_and_deep_metadata_fail_alone(v15_root, tmp_path):
+    """An overlap window starting after input.wav ends (16 s sample, window [30, 40] s) had a
+    post-overlap wpm of 0.0 (the features of no audio) entering the mean; an output.wav of 3 s
+    ends before the window starts (not time-synchronous); a metadata.json nested past the JSON
+    parser's limit was a RecursionError. Each is a failed row with its reason; the good sample is
+    scored and the aggregate holds it alone."""
+    import shutil
+
+    import soundfile as sf
+
+    from spear_metrics.full_duplex_v15.scoring import V15Scorer, V15Setup, score_v15
+
+    root, _ = v15_root
+    sub = tmp_path / "user_interruption"
+    for sid in ("1", "2", "3", "4"):
+        shutil.copytree(root / "user_interruption" / "1", sub / sid)
+    (sub / "2" / "metadata.json").write_text(json.dumps({"timestamps": [30.0, 40.0]}))
+    x, sr = sf.read(sub / "3" / "output.wav")
+    sf.write(sub / "3" / "output.wav", x[: 3 * sr], sr)
+    (sub / "4" / "metadata.json").write_text('{"timestamps": ' + "[" * 100_000)
+    overall, _, results = score_v15(sub, tmp_path / "o", V15Setup(scorer=V15Scorer(mos_name=None), n_resamples=0,
+                                                                   progress=False))
+    assert [r.ok for r in results] == [True, False, False, False]
+    assert "overlap window [30, 40] s starts at or after the end of input.wav (16.000 s)" in results[1].error
+    assert "output.wav (3.000 s) ends before the overlap window" in results[2].error
+    assert results[3].error.startswith("not valid JSON") and "metadata.json" in results[3].error
+    assert overall["n_scored"] == 1 and overall["post_wpm_n"] == 1
+    assert overall["post_wpm"] == pytest.approx(results[0].values["general"]["post"]["wpm"])
