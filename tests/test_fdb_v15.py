@@ -451,3 +451,23 @@ def test_an_overlap_outside_the_audio_a_short_reply_and_deep_metadata_fail_alone
     assert results[3].error.startswith("not valid JSON") and "metadata.json" in results[3].error
     assert overall["n_scored"] == 1 and overall["post_wpm_n"] == 1
     assert overall["post_wpm"] == pytest.approx(results[0].values["general"]["post"]["wpm"])
+
+
+def test_a_sample_missing_clean_input_in_a_v15_folder_is_still_run_as_both_halves(tmp_path):
+    """In a v1.5 folder, a sample folder without clean_input.wav was taken for a v1.0 sample
+    (task 'backchannel', one half only): its clean half vanished from the run. It is now listed
+    as both v1.5 halves; the clean half fails when its input is read (the run's reason)."""
+    from spear_datasets.audio import write_wav
+    from spear_metrics.full_duplex.infer import list_stimuli
+
+    c = S.clips()
+    for sid in ("1", "2"):
+        d = tmp_path / "user_interruption" / sid
+        d.mkdir(parents=True)
+        write_wav(d / "input.wav", c.context[: S.SR], S.SR)
+        (d / "metadata.json").write_text(json.dumps({"timestamps": [0.5, 0.8]}))
+    write_wav(tmp_path / "user_interruption" / "1" / "clean_input.wav", c.context[: S.SR], S.SR)
+    stims = list_stimuli(tmp_path / "user_interruption")
+    assert [(s.unit, s.task, s.input_name) for s in stims] == [
+        ("1", "v1.5", "input.wav"), ("1/clean_", "v1.5", "clean_input.wav"),
+        ("2", "v1.5", "input.wav"), ("2/clean_", "v1.5", "clean_input.wav")]
