@@ -433,3 +433,24 @@ def test_entries_and_price_tables_nested_too_deeply_or_huge_are_refused_in_one_l
         f.truncate(10 * 1024 ** 3)  # sparse: no disk used
     with pytest.raises(PriceTableError, match=f"larger than {MAX_PRICE_TABLE_BYTES} bytes"):
         PriceTable(huge)
+
+
+def test_a_usage_count_of_400_digits_reads_as_no_count_and_an_overflowing_cost_is_null(tmp_path):
+    """A judge whose reply is fine but whose usage says prompt_tokens = 10**400: math.isfinite of
+    that int raised OverflowError inside the judge call (the row failed for a billing field);
+    it reads as 0 tokens (counts above MAX_TOKEN_COUNT are not believed), the answer stands. A
+    price so large that tokens x price overflows a float gives cost null with the reason, never
+    inf in a summary."""
+    body = json.dumps({"id": "c1", "object": "chat.completion", "created": 1, "model": "judge-model-2024-08-06",
+                       "choices": [{"index": 0, "message": {"role": "assistant", "content": "Result: YES"}}],
+                       "usage": {"prompt_tokens": 10 ** 400, "completion_tokens": 7}}).encode()
+    with CountingJudge(lambda b: (200, body)) as srv:
+        with make(srv.url, None) as j:
+            a = ask(j, "q")
+            assert a.value == "yes"
+            u = j.usage.to_json()["by_model"]["judge-model-2024-08-06"]
+            assert u["input_tokens"] == 0 and u["output_tokens"] == 7
+    p = tmp_path / "p.json"
+    p.write_text(json.dumps({"models": {"m": {"input": 1e300, "output": 1.0}}}))
+    cost, why = PriceTable(p).cost("m", Usage(input_tokens=10 ** 15, output_tokens=1))
+    assert cost is None and "overflows" in why  # 1e15 tokens x 1e300 / 1e6 = 1e309 > float max

@@ -60,11 +60,18 @@ class Usage:
         return asdict(self)
 
 
+#: the largest token count read from a usage field; a larger one reads as 0 (no service bills
+#: 10**15 tokens in one response; an int of 400 digits would not even convert to a float)
+MAX_TOKEN_COUNT = 10 ** 15
+
+
 def _count(v: Any) -> int:
-    """A token count from a usage field: a non-negative finite integer, else 0."""
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+    """A token count from a usage field: an integer in ``0 ..`` :data:`MAX_TOKEN_COUNT`, else 0."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
         return 0
-    return int(v)
+    if isinstance(v, float) and not math.isfinite(v):
+        return 0
+    return int(v) if 0 <= v <= MAX_TOKEN_COUNT else 0
 
 
 def _modality(details: Any, modality: str) -> int:
@@ -252,6 +259,8 @@ class PriceTable:
             if price is None:
                 return None, f"{model!r} billed {n} {k.replace('_', ' ')} tokens and {self.source} has no {k} price"
             total += n * price / 1e6
+        if not math.isfinite(total):
+            return None, f"{model!r}: the cost overflows with the prices of {self.source}"
         return round(total, 12), None
 
 
