@@ -403,6 +403,14 @@ def test_score_run_through_a_loopback_judge(tmp_path, tasks_file):
         n_requests = len(srv.requests)
         s2 = score_run(root, tf.tasks, prompts, judge, tmp_path / "res", n_resamples=0)
         assert len(srv.requests) == n_requests == 3  # 2 tries of the garbage task + 1; the rerun asks nothing
+        # an edited or foreign log line (an ok record without a reply, or with one that does not parse)
+        # is ignored like a torn line (it was a KeyError / a whole-run refusal): the earlier whole
+        # record stands, nothing is asked again
+        with open(tmp_path / "res" / "judgements.jsonl", "a") as f:
+            f.write(json.dumps({"task_id": tf.tasks[1].id, "status": "ok"}) + "\n")
+            f.write(json.dumps({"task_id": tf.tasks[1].id, "status": "ok", "reply": "garbage"}) + "\n")
+        s3 = score_run(root, tf.tasks, prompts, judge, tmp_path / "res", n_resamples=0)
+        assert len(srv.requests) == 3 and s3["per_task"] == s["per_task"]
     assert srv.requests[0]["temperature"] == 0.2
     assert [f["task_id"] for f in s["failed"]] == [tf.tasks[0].id] and "malformed reply" in s["failed"][0]["reason"]
     row = s["per_task"][0]

@@ -456,6 +456,21 @@ def ensure_transcripts(folder: Path, asr: Any) -> tuple[dict[str, Any], dict[str
     return out[0], out[1]
 
 
+def _whole_record(r: dict[str, Any]) -> bool:
+    """A judgements.jsonl record the summary can use: ``failed``, or ``ok`` with a reply that
+    parses (:func:`parse_judge_reply`). Anything else (an edited or foreign line) is ignored like a
+    torn line: its task is judged again."""
+    if r.get("status") == "failed":
+        return True
+    if r.get("status") != "ok" or not isinstance(r.get("reply"), str):
+        return False
+    try:
+        parse_judge_reply(r["reply"])
+    except ValueError:
+        return False
+    return True
+
+
 def score_run(root: str | os.PathLike, tasks: Sequence[Any], prompts_path: str | os.PathLike, judge: Any, out: str | os.PathLike,
               *, asr: Any = None, retry_failed: bool = False, n_resamples: int = 1000, seed: int = 0,
               judge_kw: Optional[dict[str, Any]] = None, concurrency: int = 1) -> dict[str, Any]:
@@ -487,7 +502,7 @@ def score_run(root: str | os.PathLike, tasks: Sequence[Any], prompts_path: str |
                 r = json.loads(line)
             except (ValueError, RecursionError):  # a torn line, or one nested too deeply for the parser
                 continue
-            if isinstance(r, dict) and "task_id" in r:
+            if isinstance(r, dict) and isinstance(r.get("task_id"), str) and _whole_record(r):
                 done[r["task_id"]] = r
     import threading
     from concurrent.futures import ThreadPoolExecutor
@@ -539,7 +554,7 @@ def score_run(root: str | os.PathLike, tasks: Sequence[Any], prompts_path: str |
             failed.append({"task_id": tid, "split": r.get("split"), "reason": r.get("reason")})
             continue
         j = parse_judge_reply(r["reply"])
-        row = {"task_id": tid, "split": r["split"], **task_scores(j),
+        row = {"task_id": tid, "split": r.get("split"), **task_scores(j),
                "failed_events": [{"entry": e, "reason": why} for e, why in j.failed_events],
                "task_score_reason": j.task_score_reason,
                "events": [list(e) for e in j.events]}
