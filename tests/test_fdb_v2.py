@@ -114,6 +114,25 @@ def test_hostile_tasks_and_prompts_files_are_refused_in_one_line_or_fail_their_e
     assert list(read_log(tmp_path)) == ["t1"]
 
 
+
+def test_a_transcript_that_is_a_fifo_fails_its_task_instead_of_blocking(tmp_path):
+    """A.json as a FIFO (no writer: open() blocks forever) or as a file over the limit: the task's
+    transcripts are refused with a one-line reason, read up to the limit at most."""
+    import os
+
+    from spear_metrics.full_duplex_v2.score import MAX_TRANSCRIPT_BYTES, ensure_transcripts
+
+    os.mkfifo(tmp_path / "A.json")
+    (tmp_path / "B.json").write_text(json.dumps({"text": "", "chunks": []}))
+    with pytest.raises(ValueError, match="A.json is not a regular file"):
+        ensure_transcripts(tmp_path, None)
+    (tmp_path / "A.json").unlink()
+    with open(tmp_path / "A.json", "wb") as f:
+        f.truncate(MAX_TRANSCRIPT_BYTES + 1)
+    with pytest.raises(ValueError, match="over the .*-byte limit"):
+        ensure_transcripts(tmp_path, None)
+
+
 def _agents(url: str):
     return (lambda: ExaminerRealtimeAgent(base_url=url, api_key_env="FDB2_KEY"),
             lambda: OpenAIRealtimeAgent(base_url=url, api_key_env="FDB2_KEY"))

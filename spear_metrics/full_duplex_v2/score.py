@@ -437,9 +437,13 @@ def ensure_transcripts(folder: Path, asr: Any) -> tuple[dict[str, Any], dict[str
     for ch in ("A", "B"):
         p = folder / f"{ch}.json"
         if p.exists():
-            if p.stat().st_size > MAX_TRANSCRIPT_BYTES:
+            if not p.is_file():  # a FIFO would block the open, a device would never end
+                raise ValueError(f"{p.name} is not a regular file")
+            with open(p, "rb") as f:  # read up to the limit only
+                raw = f.read(MAX_TRANSCRIPT_BYTES + 1)
+            if len(raw) > MAX_TRANSCRIPT_BYTES:
                 raise ValueError(f"{p.name} is over the {MAX_TRANSCRIPT_BYTES}-byte limit of a transcript")
-            d = json.loads(p.read_text(encoding="utf-8"))
+            d = json.loads(raw.decode("utf-8"))
             if not isinstance(d, dict) or not isinstance(d.get("chunks", []), list):
                 raise ValueError(f"{p.name} is not upstream's transcript shape")
             out.append(d)
