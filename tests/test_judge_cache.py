@@ -424,6 +424,9 @@ def test_entries_and_price_tables_nested_too_deeply_or_huge_are_refused_in_one_l
     cache.path(key).parent.mkdir(parents=True)
     cache.path(key).write_text("[" * 100_000)
     assert cache.get(key) is None and cache.corrupt == 1 and cache.misses == 1
+    cache.path(key).unlink()
+    os.mkfifo(cache.path(key))  # an entry that is a FIFO: reading it would block forever
+    assert cache.get(key) is None and cache.corrupt == 2
     deep = tmp_path / "deep.json"
     deep.write_text('{"models": ' + "[" * 100_000)
     with pytest.raises(PriceTableError, match="not readable JSON"):
