@@ -491,3 +491,21 @@ def test_a_side_flooding_audio_fails_its_conversation(tmp_path, tasks_file, repl
     m = re.fullmatch(r"the examiner sent (\d+) s of audio ahead of the conversation \(limit 65 s\)", rec["reason"])
     assert m and 65 <= int(m.group(1)) <= 70  # checked each tick: somewhere between the limit and all 70 s
     assert not (tmp_path / "out" / tid).exists()
+
+
+def test_infer_without_a_key_or_with_an_unwritable_out_is_a_one_line_refusal(tmp_path, tasks_file, capsys, monkeypatch):
+    """No OPENAI_API_KEY for the examiner was exit 1 'unexpected error' (MissingKeyError, an
+    AgentError, was not caught); an --out under a file was a traceback-class error. Both: exit 2,
+    one line, before any connection."""
+    from spear_metrics.cli import main
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    base = ["fdb", "infer", "--version", "2", "--tasks", str(tasks_file), "--agent", "openai-realtime"]
+    assert main(base + ["--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "OPENAI_API_KEY is not set" in err[0]
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    (tmp_path / "afile").write_text("")
+    assert main(base + ["--out", str(tmp_path / "afile" / "o")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "cannot create the folder" in err[0] and KEY not in err[0]

@@ -123,6 +123,7 @@ def examiner_options(options: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_infer(args: argparse.Namespace) -> int:
+    from spear_metrics.agents.base import AgentError
     from spear_metrics.agents.registry import load_agent
     from spear_metrics.core.options import OptionError
     from spear_metrics.full_duplex_v2.engine import ExaminerRealtimeAgent, Rules, adapter_description, run_conversations
@@ -148,7 +149,7 @@ def run_infer(args: argparse.Namespace) -> int:
             if not asyncio.iscoroutinefunction(getattr(a, "connect", None)) or not getattr(a, "live_input", False):
                 return _fail(f"--{who} must be a network adapter that takes live input (live_input: openai-realtime, "
                              f"moshi); {type(a).__name__} is not")
-    except (TasksError, OptionError, ValueError, TypeError, KeyError) as e:
+    except (TasksError, OptionError, ValueError, TypeError, KeyError, AgentError) as e:  # AgentError: no API key...
         return _fail(e)
     from spear_metrics.agents.duplex import clamp_concurrency
 
@@ -166,7 +167,10 @@ def run_infer(args: argparse.Namespace) -> int:
 
     from spear_metrics.full_duplex_v2.engine import log_unit, read_log
 
-    Path(args.out).mkdir(parents=True, exist_ok=True)
+    try:
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        return _fail(f"--out {args.out}: cannot create the folder ({e.strerror or e})")
     logged = read_log(Path(args.out))
     for pos, why in tf.bad:  # an unreadable task entry is a failed unit, logged once
         print(f"  failed task {pos}: {why}", file=sys.stderr)
