@@ -212,3 +212,12 @@ def test_a_damaged_archive_is_a_one_line_refusal(damage, tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and f"{a.name}: damaged archive" in err[0]
     assert not (tmp_path / "root" / ".spearbench-unpack").exists()
+
+
+@pytest.mark.parametrize("url", ["ftp://127.0.0.1/spear_package.zip", "ht!tp://127.0.0.1/spear_package.zip"])
+def test_a_url_no_attempt_can_fetch_is_refused_at_once(url, tmp_path):
+    """A URL httpx cannot request at all (another scheme, a mangled one) was retried with backoff
+    like a broken connection (6 attempts, 31 s by default); it is refused on the first attempt."""
+    with pytest.raises(DownloadError, match="is not a URL this can download"):
+        http_download(url, tmp_path / "pkg.zip", retries=5, backoff_s=3600.0, deadline_s=1.0)
+    assert not (tmp_path / "pkg.zip").exists()

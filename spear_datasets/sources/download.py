@@ -103,6 +103,8 @@ def http_download(url: str, dest: str | os.PathLike, *, sha256: Optional[str] = 
                 if total is not None and got < total:
                     raise _Retry(f"the transfer stopped at {got} of {total} bytes")
             break
+        except (httpx.UnsupportedProtocol, httpx.InvalidURL) as e:  # no attempt can succeed
+            raise DownloadError(f"{url!r} is not a URL this can download ({' '.join(str(e).split())[:200]})") from None
         except (_Retry, httpx.TransportError) as e:
             attempt += 1
             if attempt > retries:
