@@ -97,10 +97,13 @@ def test_hostile_tasks_and_prompts_files_are_refused_in_one_line_or_fail_their_e
     good = {"id": "Daily.ok.1", "examiner_system_prompt": "Act as a customer."}
     hostile = ["a\x00b", "x" * (MAX_ID_BYTES + 1), LOG]
     p = tmp_path / "tasks.json"
-    p.write_text(json.dumps({"splits": {"Daily": {"tasks": [good] + [{**good, "id": i} for i in hostile]}}}))
+    # and a split named "all": its conversations were replaced in the summary by every split's
+    p.write_text(json.dumps({"splits": {"Daily": {"tasks": [good] + [{**good, "id": i} for i in hostile]},
+                                        "all": {"tasks": [{**good, "id": "All.1"}]}}}))
     tf = load_tasks(p)
     assert [t.id for t in tf.tasks] == ["Daily.ok.1"]
-    assert [pos for pos, _ in tf.bad] == ["Daily[1]", "Daily[2]", "Daily[3]"]
+    assert [pos for pos, _ in tf.bad] == ["Daily[1]", "Daily[2]", "Daily[3]", "all[0]"]
+    assert "summary's name for all splits" in tf.bad[3][1]
     p.write_text('{"splits": ' + "[" * 100_000)
     with pytest.raises(TasksError, match="is not JSON"):
         load_tasks(p)

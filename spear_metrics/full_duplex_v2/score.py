@@ -388,11 +388,12 @@ def split_summary(rows: Sequence[dict[str, Any]], *, n_resamples: int = 1000, se
     percentile bootstrap 95 % interval over conversations (:func:`spear_metrics.core.stats.bootstrap_ci`),
     ``n`` the conversations with a value; and the pooled binned curve (all the split's events)."""
     from spear_metrics.core.stats import bootstrap_ci
+    from spear_metrics.full_duplex_v2.tasks import OVERALL
 
     groups: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
         groups.setdefault(r["split"], []).append(r)
-    groups["all"] = list(rows)
+    groups[OVERALL] = list(rows)
     out: dict[str, Any] = {}
     for name, rs in groups.items():
         g: dict[str, Any] = {"n_conversations": len(rs)}

@@ -40,6 +40,8 @@ MAX_ID_BYTES = 200
 #: the log a run writes beside its task folders (``fdb infer --version 2``): never a task id
 RUN_LOG = "conversations.jsonl"
 RESERVED_IDS = (RUN_LOG,)
+#: the summary's group of every split together (``summary.json`` ``splits.all``): never a split name
+OVERALL = "all"
 
 
 class TasksError(ValueError):
@@ -133,6 +135,8 @@ def _task(t: Any, split: str) -> Task:
     sr = t.get("staged_reveal") or {}
     if not isinstance(sr, dict) or not all(isinstance(v, str) for v in sr.values()):
         raise ValueError("staged_reveal must map T1..T4 to text")
+    if str(t.get("split") or split) == OVERALL:
+        raise ValueError(f"split name {OVERALL!r} is the summary's name for all splits together")
     return Task(id=tid, split=str(t.get("split") or split), class_id=str(t.get("class_id") or ""),
                 examiner_system_prompt=t["examiner_system_prompt"], examiner_task_prompt=t.get("examiner_task_prompt") or "",
                 staged_reveal={k: sr[k] for k in ("T1", "T2", "T3", "T4") if k in sr})
