@@ -237,3 +237,17 @@ def test_onset_rules_are_declared_recorded_and_marked(monkeypatch):
                      open_weights=True, split="test", n_rows=1, audio_cols=())
     assert "- onset rule (`answer_start_time`, `latency_ms`): `frame`: full duplex, frame-synchronous" in card
     assert "onset_kind: frame" in card
+
+
+@pytest.mark.parametrize("rate", [0, -24000, "24k", 10 ** 9])
+def test_an_output_rate_a_server_cannot_mean_is_a_protocol_error(rate):
+    """A server that labels its audio 0 Hz (a Gemini mimeType "audio/pcm;rate=0") divided the
+    audio's length by zero (ZeroDivisionError, not the session's one-line ProtocolError); a
+    negative or absurd rate reached the resampler. Each is a ProtocolError naming the rate."""
+    sink = OutputSink(16000, live=True)
+    with pytest.raises(ProtocolError, match="output audio at"):
+        sink.audio(np.full(480, 0.1, np.float32), rate)
+    with pytest.raises(ProtocolError, match="output audio at"):
+        sink.pcm16(b"\x00\x01" * 480, rate)
+    sink.audio(np.full(480, 0.1, np.float32), 24000)  # a real rate still goes through
+    assert sink.result.chunks[0].sample_rate == 24000

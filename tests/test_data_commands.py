@@ -76,9 +76,11 @@ def package(seamless, tmp_path_factory):
 
 
 class _RangeServer(LoopbackHTTP):
-    """Serves one file with Range support; the first full request is cut after half the bytes."""
+    """Serves one file with Range support; the first full request is cut after half the bytes.
+    ``wrong_offset``: every ``Range: bytes=N-`` is answered ``206`` with the file from byte 0
+    (``Content-Range: bytes 0-...``), a server that ignores the offset asked for but says so."""
 
-    def __init__(self, data: bytes):
+    def __init__(self, data: bytes, wrong_offset: bool = False):
         self.data, self.requests = data, []
         outer = self
 
@@ -90,7 +92,7 @@ class _RangeServer(LoopbackHTTP):
                 rng = self.headers.get("Range")
                 outer.requests.append(rng)
                 if rng:
-                    start = int(rng.split("=")[1].split("-")[0])
+                    start = 0 if wrong_offset else int(rng.split("=")[1].split("-")[0])
                     body = outer.data[start:]
                     self.send_response(206)
                     self.send_header("Content-Range", f"bytes {start}-{len(outer.data) - 1}/{len(outer.data)}")
@@ -184,3 +186,54 @@ def test_seamless_cut_with_an_undecodable_wav_exits_2_in_one_line(seamless, tmp_
                "--no-progress"])
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1 and err[0].startswith("spearbench data: ") and "unexpected" not in err[0]
+
+
+def test_a_range_answer_from_the_wrong_offset_restarts_the_file(package, tmp_path):
+    """Appending a 206 body that starts at byte 0 to the half already kept would give a file of
+    1.5x the bytes; the answer's Content-Range start is checked against the offset asked for, the
+    partial file is dropped and fetched again whole (no sha256 given: nothing else would catch it)."""
+    data = package.read_bytes()
+    with _RangeServer(data, wrong_offset=True) as srv:
+        got = http_download(srv.url, tmp_path / "pkg.zip", backoff_s=0.0, timeout_s=30.0)
+    assert (tmp_path / "pkg.zip").read_bytes() == data and got == sha256_file(package)
+    assert srv.requests[0] is None and srv.requests[1].startswith("bytes=") and srv.requests[2] is None
+
+
+@pytest.mark.parametrize("damage", ["bad_crc", "truncated_tar_gz"])
+def test_a_damaged_archive_is_a_one_line_refusal(damage, tmp_path, capsys):
+    """A zip member whose CRC does not match its bytes, or a .tar.gz cut in half: exit 2 with the
+    archive's name and what is wrong (was exit 1, 'unexpected error')."""
+    import io
+    import tarfile
+
+    from spear_metrics.cli import main
+
+    a = tmp_path / ("p.zip" if damage == "bad_crc" else "p.tar.gz")
+    if damage == "bad_crc":
+        with zipfile.ZipFile(a, "w") as z:
+            z.writestr("test/improvised/metadata.csv", "a,b\n1,2\n")
+        b = bytearray(a.read_bytes())
+        for sig, at in ((b"PK\x03\x04", 14), (b"PK\x01\x02", 16)):  # the CRC-32 field of both headers
+            b[b.find(sig) + at] ^= 0xFF
+        a.write_bytes(bytes(b))
+    else:
+        buf = io.BytesIO()
+        payload = np.random.default_rng(0).integers(0, 256, 200_000, dtype=np.uint8).tobytes()  # incompressible
+        with tarfile.open(fileobj=buf, mode="w:gz") as t:
+            ti = tarfile.TarInfo("test/improvised/audios/a.wav")
+            ti.size = len(payload)
+            t.addfile(ti, io.BytesIO(payload))
+        a.write_bytes(buf.getvalue()[: len(buf.getvalue()) // 2])
+    assert main(["data", "install", str(a), "--root", str(tmp_path / "root")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{a.name}: damaged archive" in err[0]
+    assert not (tmp_path / "root" / ".spearbench-unpack").exists()
+
+
+@pytest.mark.parametrize("url", ["ftp://127.0.0.1/spear_package.zip", "ht!tp://127.0.0.1/spear_package.zip"])
+def test_a_url_no_attempt_can_fetch_is_refused_at_once(url, tmp_path):
+    """A URL httpx cannot request at all (another scheme, a mangled one) was retried with backoff
+    like a broken connection (6 attempts, 31 s by default); it is refused on the first attempt."""
+    with pytest.raises(DownloadError, match="is not a URL this can download"):
+        http_download(url, tmp_path / "pkg.zip", retries=5, backoff_s=3600.0, deadline_s=1.0)
+    assert not (tmp_path / "pkg.zip").exists()

@@ -476,3 +476,53 @@ def test_bad_metadata_fails_alone_and_a_sample_without_clean_reply_is_not_judged
     assert "clean" not in results[2].values["general"] and results[2].values["general"]["post"]
     assert overall["C_UNCERTAIN_HANDLING"] == 1.0 and overall["C_UNCERTAIN_HANDLING_n"] == 1
     assert overall["clean_wpm_n"] == 1 and overall["post_wpm_n"] == 2
+
+
+def test_an_overlap_outside_the_audio_a_short_reply_and_deep_metadata_fail_alone(v15_root, tmp_path):
+    """An overlap window starting after input.wav ends (16 s sample, window [30, 40] s) had a
+    post-overlap wpm of 0.0 (the features of no audio) entering the mean; an output.wav of 3 s
+    ends before the window starts (not time-synchronous); a metadata.json nested past the JSON
+    parser's limit was a RecursionError. Each is a failed row with its reason; the good sample is
+    scored and the aggregate holds it alone."""
+    import shutil
+
+    import soundfile as sf
+
+    from spear_metrics.full_duplex_v15.scoring import V15Scorer, V15Setup, score_v15
+
+    root, _ = v15_root
+    sub = tmp_path / "user_interruption"
+    for sid in ("1", "2", "3", "4"):
+        shutil.copytree(root / "user_interruption" / "1", sub / sid)
+    (sub / "2" / "metadata.json").write_text(json.dumps({"timestamps": [30.0, 40.0]}))
+    x, sr = sf.read(sub / "3" / "output.wav")
+    sf.write(sub / "3" / "output.wav", x[: 3 * sr], sr)
+    (sub / "4" / "metadata.json").write_text('{"timestamps": ' + "[" * 100_000)
+    overall, _, results = score_v15(sub, tmp_path / "o", V15Setup(scorer=V15Scorer(mos_name=None), n_resamples=0,
+                                                                   progress=False))
+    assert [r.ok for r in results] == [True, False, False, False]
+    assert "overlap window [30, 40] s starts at or after the end of input.wav (16.000 s)" in results[1].error
+    assert "output.wav (3.000 s) ends before the overlap window" in results[2].error
+    assert results[3].error.startswith("not valid JSON") and "metadata.json" in results[3].error
+    assert overall["n_scored"] == 1 and overall["post_wpm_n"] == 1
+    assert overall["post_wpm"] == pytest.approx(results[0].values["general"]["post"]["wpm"])
+
+
+def test_a_sample_missing_clean_input_in_a_v15_folder_is_still_run_as_both_halves(tmp_path):
+    """In a v1.5 folder, a sample folder without clean_input.wav was taken for a v1.0 sample
+    (task 'backchannel', one half only): its clean half vanished from the run. It is now listed
+    as both v1.5 halves; the clean half fails when its input is read (the run's reason)."""
+    from spear_datasets.audio import write_wav
+    from spear_metrics.full_duplex.infer import list_stimuli
+
+    c = S.clips()
+    for sid in ("1", "2"):
+        d = tmp_path / "user_interruption" / sid
+        d.mkdir(parents=True)
+        write_wav(d / "input.wav", c.context[: S.SR], S.SR)
+        (d / "metadata.json").write_text(json.dumps({"timestamps": [0.5, 0.8]}))
+    write_wav(tmp_path / "user_interruption" / "1" / "clean_input.wav", c.context[: S.SR], S.SR)
+    stims = list_stimuli(tmp_path / "user_interruption")
+    assert [(s.unit, s.task, s.input_name) for s in stims] == [
+        ("1", "v1.5", "input.wav"), ("1/clean_", "v1.5", "clean_input.wav"),
+        ("2", "v1.5", "input.wav"), ("2/clean_", "v1.5", "clean_input.wav")]

@@ -79,8 +79,61 @@ def test_tasks_file_reads_upstream_shape_and_lists_bad_entries(tasks_file):
     assert tf.settings.examiner_can_interrupt and not tf.settings.examiner_is_interruptible
     # run_dataset.sh + single_conversation.sh: system prompt + suffix, blank line, task prompt
     assert tf.tasks[0].examiner_instructions() == "Act as a customer ordering tea." + EXAMINER_SUFFIX + "\n\nT1: ask for tea. T2: say green."
-    assert tf.bad == [("Correction[1]", "task id must be a non-empty name usable as a folder, got '../escape'")]
+    assert [pos for pos, _ in tf.bad] == ["Correction[1]"]
+    assert tf.bad[0][1].startswith("task id must be a non-empty name usable as a folder") and "'../escape'" in tf.bad[0][1]
     assert [t.id for t in load_tasks(tasks_file, splits=["Correction"]).tasks] == ["Correction.fix.902"]
+
+
+def test_hostile_tasks_and_prompts_files_are_refused_in_one_line_or_fail_their_entry(tmp_path):
+    """Ids that cannot name a task folder beside the run's log (a NUL byte, 300 bytes, the log's own
+    name: a folder there would make every later log write fail) are failed entries, the good task
+    still runs; a tasks or prompts file nested deeper than the JSON parser's recursion limit, or a
+    prompts file over its limit (sparse, never read whole), is a one-line refusal; a nested line in
+    conversations.jsonl is skipped like a torn one."""
+    from spear_metrics.full_duplex_v2.engine import LOG, read_log
+    from spear_metrics.full_duplex_v2.score import MAX_PROMPTS_BYTES, ScoreSetupError, load_eval_prompts
+    from spear_metrics.full_duplex_v2.tasks import MAX_ID_BYTES, TasksError
+
+    good = {"id": "Daily.ok.1", "examiner_system_prompt": "Act as a customer."}
+    hostile = ["a\x00b", "x" * (MAX_ID_BYTES + 1), LOG]
+    p = tmp_path / "tasks.json"
+    # and a split named "all": its conversations were replaced in the summary by every split's
+    p.write_text(json.dumps({"splits": {"Daily": {"tasks": [good] + [{**good, "id": i} for i in hostile]},
+                                        "all": {"tasks": [{**good, "id": "All.1"}]}}}))
+    tf = load_tasks(p)
+    assert [t.id for t in tf.tasks] == ["Daily.ok.1"]
+    assert [pos for pos, _ in tf.bad] == ["Daily[1]", "Daily[2]", "Daily[3]", "all[0]"]
+    assert "summary's name for all splits" in tf.bad[3][1]
+    p.write_text('{"splits": ' + "[" * 100_000)
+    with pytest.raises(TasksError, match="is not JSON"):
+        load_tasks(p)
+    with pytest.raises(ScoreSetupError, match="cannot read the judge prompts"):
+        load_eval_prompts(p)
+    with open(tmp_path / "huge.json", "wb") as f:
+        f.truncate(10 * 1024 ** 3)
+    with pytest.raises(ScoreSetupError, match=f"over the {MAX_PROMPTS_BYTES}-byte limit"):
+        load_eval_prompts(tmp_path / "huge.json")
+    (tmp_path / LOG).write_text("[" * 100_000 + "\n" + json.dumps({"task_id": "t1", "status": "ok"}) + "\n")
+    assert list(read_log(tmp_path)) == ["t1"]
+
+
+
+def test_a_transcript_that_is_a_fifo_fails_its_task_instead_of_blocking(tmp_path):
+    """A.json as a FIFO (no writer: open() blocks forever) or as a file over the limit: the task's
+    transcripts are refused with a one-line reason, read up to the limit at most."""
+    import os
+
+    from spear_metrics.full_duplex_v2.score import MAX_TRANSCRIPT_BYTES, ensure_transcripts
+
+    os.mkfifo(tmp_path / "A.json")
+    (tmp_path / "B.json").write_text(json.dumps({"text": "", "chunks": []}))
+    with pytest.raises(ValueError, match="A.json is not a regular file"):
+        ensure_transcripts(tmp_path, None)
+    (tmp_path / "A.json").unlink()
+    with open(tmp_path / "A.json", "wb") as f:
+        f.truncate(MAX_TRANSCRIPT_BYTES + 1)
+    with pytest.raises(ValueError, match="over the .*-byte limit"):
+        ensure_transcripts(tmp_path, None)
 
 
 def _agents(url: str):
@@ -374,6 +427,14 @@ def test_score_run_through_a_loopback_judge(tmp_path, tasks_file):
         n_requests = len(srv.requests)
         s2 = score_run(root, tf.tasks, prompts, judge, tmp_path / "res", n_resamples=0)
         assert len(srv.requests) == n_requests == 3  # 2 tries of the garbage task + 1; the rerun asks nothing
+        # an edited or foreign log line (an ok record without a reply, or with one that does not parse)
+        # is ignored like a torn line (it was a KeyError / a whole-run refusal): the earlier whole
+        # record stands, nothing is asked again
+        with open(tmp_path / "res" / "judgements.jsonl", "a") as f:
+            f.write(json.dumps({"task_id": tf.tasks[1].id, "status": "ok"}) + "\n")
+            f.write(json.dumps({"task_id": tf.tasks[1].id, "status": "ok", "reply": "garbage"}) + "\n")
+        s3 = score_run(root, tf.tasks, prompts, judge, tmp_path / "res", n_resamples=0)
+        assert len(srv.requests) == 3 and s3["per_task"] == s["per_task"]
     assert srv.requests[0]["temperature"] == 0.2
     assert [f["task_id"] for f in s["failed"]] == [tf.tasks[0].id] and "malformed reply" in s["failed"][0]["reason"]
     row = s["per_task"][0]
@@ -435,3 +496,21 @@ def test_a_side_flooding_audio_fails_its_conversation(tmp_path, tasks_file, repl
     m = re.fullmatch(r"the examiner sent (\d+) s of audio ahead of the conversation \(limit 65 s\)", rec["reason"])
     assert m and 65 <= int(m.group(1)) <= 70  # checked each tick: somewhere between the limit and all 70 s
     assert not (tmp_path / "out" / tid).exists()
+
+
+def test_infer_without_a_key_or_with_an_unwritable_out_is_a_one_line_refusal(tmp_path, tasks_file, capsys, monkeypatch):
+    """No OPENAI_API_KEY for the examiner was exit 1 'unexpected error' (MissingKeyError, an
+    AgentError, was not caught); an --out under a file was a traceback-class error. Both: exit 2,
+    one line, before any connection."""
+    from spear_metrics.cli import main
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    base = ["fdb", "infer", "--version", "2", "--tasks", str(tasks_file), "--agent", "openai-realtime"]
+    assert main(base + ["--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "OPENAI_API_KEY is not set" in err[0]
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    (tmp_path / "afile").write_text("")
+    assert main(base + ["--out", str(tmp_path / "afile" / "o")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "cannot create the folder" in err[0] and KEY not in err[0]

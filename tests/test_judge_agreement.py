@@ -83,3 +83,37 @@ def test_fdb_v15_behaviour_tags_by_subset_and_id(tmp_path):
     # 3 common items, user_interruption/2 differs: 2/3
     assert res["kind"] == "categorical" and res["n_items"] == 3 and res["agreement_%"] == pytest.approx(200 / 3)
     assert res["disagreements"] == [{"item": "user_interruption/2", "a": "c_resume", "b": "c_respond"}]
+
+
+def test_runs_of_different_items_or_a_line_nested_too_deeply_are_refused(tmp_path, capsys):
+    """Two runs judging no common item give no statistic: exit 2 with one line (not empty
+    statistics and exit 0); a per_sample line nested deeper than the JSON parser's recursion limit
+    is 'not JSON', not a traceback."""
+    from spear_metrics.cli import main
+
+    a = _run(tmp_path / "a", ["yes", "no"])
+    b = tmp_path / "b"
+    b.mkdir()
+    (b / "per_sample.jsonl").write_text(json.dumps({"instance": "Other", "file": "f0", "judge_verdict": "yes"}) + "\n")
+    assert main(["judge-agreement", str(a), str(b), "--bootstrap", "0"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "no item judged in both runs" in err and len(err.splitlines()) == 1
+    (b / "per_sample.jsonl").write_text("[" * 100_000 + "\n")
+    with pytest.raises(AgreementError, match="line 1 is not JSON"):
+        agreement(a, b)
+
+
+def test_nan_and_empty_judgements_are_counted_never_compared(tmp_path, capsys):
+    """A verdict of NaN (JSON NaN) was compared as the label 'nan' (two runs with NaN on the same
+    item 'agreed'); an empty verdict as the label ''. Neither is a judgement: left out of the
+    statistics and counted per run. A: yes, NaN, no, ""; B: yes, NaN, yes, no -> the pairs
+    (yes, yes), (no, yes): 1 of 2 agree, 50 %."""
+    from spear_metrics.cli import main
+
+    a = _run(tmp_path / "a", ["yes", float("nan"), "no", ""])
+    b = _run(tmp_path / "b", ["yes", float("nan"), "yes", "no"])
+    res = agreement(a, b, n_resamples=0)["fields"]["judge_verdict"]
+    assert res["n_items"] == 2 and res["agreement_%"] == pytest.approx(50.0)
+    assert res["n_unusable_a"] == 2 and res["n_unusable_b"] == 1
+    assert main(["judge-agreement", str(a), str(b), "--bootstrap", "0"]) == 0
+    assert "no judgement (NaN, inf, empty) in 2 row(s) of A, 1 of B" in capsys.readouterr().out

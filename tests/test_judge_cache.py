@@ -492,3 +492,49 @@ def test_fdb_judge_concurrency_acts(fdb_dir, tmp_path, concurrency):
     assert most[0] == concurrency
     info = json.loads((tmp_path / "r" / "run_info.json").read_text())
     assert info["judge_concurrency"] == concurrency
+
+
+def test_entries_and_price_tables_nested_too_deeply_or_huge_are_refused_in_one_line(tmp_path):
+    """JSON nested deeper than the parser's recursion limit raises RecursionError (not ValueError):
+    a cache entry like that is a miss counted as corrupt; a price table like that, or one larger
+    than the limit (a sparse 10 GB file: never read whole), is a one-line PriceTableError."""
+    from spear_metrics.core.usage import MAX_PRICE_TABLE_BYTES
+
+    cache = JudgeCache("readwrite", tmp_path / "cache")
+    key = "ab" * 32
+    cache.path(key).parent.mkdir(parents=True)
+    cache.path(key).write_text("[" * 100_000)
+    assert cache.get(key) is None and cache.corrupt == 1 and cache.misses == 1
+    cache.path(key).unlink()
+    os.mkfifo(cache.path(key))  # an entry that is a FIFO: reading it would block forever
+    assert cache.get(key) is None and cache.corrupt == 2
+    deep = tmp_path / "deep.json"
+    deep.write_text('{"models": ' + "[" * 100_000)
+    with pytest.raises(PriceTableError, match="not readable JSON"):
+        PriceTable(deep)
+    huge = tmp_path / "huge.json"
+    with open(huge, "wb") as f:
+        f.truncate(10 * 1024 ** 3)  # sparse: no disk used
+    with pytest.raises(PriceTableError, match=f"larger than {MAX_PRICE_TABLE_BYTES} bytes"):
+        PriceTable(huge)
+
+
+def test_a_usage_count_of_400_digits_reads_as_no_count_and_an_overflowing_cost_is_null(tmp_path):
+    """A judge whose reply is fine but whose usage says prompt_tokens = 10**400: math.isfinite of
+    that int raised OverflowError inside the judge call (the row failed for a billing field);
+    it reads as 0 tokens (counts above MAX_TOKEN_COUNT are not believed), the answer stands. A
+    price so large that tokens x price overflows a float gives cost null with the reason, never
+    inf in a summary."""
+    body = json.dumps({"id": "c1", "object": "chat.completion", "created": 1, "model": "judge-model-2024-08-06",
+                       "choices": [{"index": 0, "message": {"role": "assistant", "content": "Result: YES"}}],
+                       "usage": {"prompt_tokens": 10 ** 400, "completion_tokens": 7}}).encode()
+    with CountingJudge(lambda b: (200, body)) as srv:
+        with make(srv.url, None) as j:
+            a = ask(j, "q")
+            assert a.value == "yes"
+            u = j.usage.to_json()["by_model"]["judge-model-2024-08-06"]
+            assert u["input_tokens"] == 0 and u["output_tokens"] == 7
+    p = tmp_path / "p.json"
+    p.write_text(json.dumps({"models": {"m": {"input": 1e300, "output": 1.0}}}))
+    cost, why = PriceTable(p).cost("m", Usage(input_tokens=10 ** 15, output_tokens=1))
+    assert cost is None and "overflows" in why  # 1e15 tokens x 1e300 / 1e6 = 1e309 > float max

@@ -1,7 +1,8 @@
 """Downloads of data packages: HTTP (resumable, checksummed) and the Hugging Face Hub.
 
 - :func:`http_download`: ``httpx`` streaming into ``<dest>.part``; a broken transfer resumes
-  from the bytes already there (``Range: bytes=N-``; a server that ignores it restarts the file),
+  from the bytes already there (``Range: bytes=N-``; a server that ignores it restarts the file, one
+  that answers another range than asked is retried from byte 0),
   bounded retries with exponential backoff, a total deadline and a size limit; the finished file
   is checked against ``sha256`` when given (a mismatch removes the partial file and fails), then
   renamed into place. The file's sha256 is returned (record it to pin the package).
@@ -78,6 +79,12 @@ def http_download(url: str, dest: str | os.PathLike, *, sha256: Optional[str] = 
                     retryable = r.status_code in (408, 429) or r.status_code >= 500
                     raise (_Retry if retryable else DownloadError)(f"HTTP {r.status_code} from the server")
                 resumed = r.status_code == 206 and have > 0
+                start = _range_start(r)
+                if r.status_code == 206 and start != (have if resumed else 0):
+                    # bytes from another offset than asked: appending them would corrupt the file
+                    part.unlink(missing_ok=True)
+                    raise _Retry(f"asked for bytes from {have if resumed else 0}, the server sent "
+                                 f"Content-Range {r.headers.get('content-range')!r}; restarting the file")
                 total = _total(r, have if resumed else 0)
                 if total is not None and total > max_bytes:
                     raise DownloadError(f"the file is {total} bytes, over the {max_bytes}-byte limit")
@@ -96,6 +103,8 @@ def http_download(url: str, dest: str | os.PathLike, *, sha256: Optional[str] = 
                 if total is not None and got < total:
                     raise _Retry(f"the transfer stopped at {got} of {total} bytes")
             break
+        except (httpx.UnsupportedProtocol, httpx.InvalidURL) as e:  # no attempt can succeed
+            raise DownloadError(f"{url!r} is not a URL this can download ({' '.join(str(e).split())[:200]})") from None
         except (_Retry, httpx.TransportError) as e:
             attempt += 1
             if attempt > retries:
@@ -115,6 +124,15 @@ def http_download(url: str, dest: str | os.PathLike, *, sha256: Optional[str] = 
 
 class _Retry(Exception):
     """A failure worth another attempt."""
+
+
+def _range_start(r) -> Optional[int]:
+    """The first byte offset of a ``Content-Range: bytes START-END/TOTAL`` answer (``None``: none
+    or unreadable)."""
+    cr = (r.headers.get("content-range") or "").strip()
+    unit, _, rest = cr.partition(" ")
+    first = rest.split("-", 1)[0].strip()
+    return int(first) if unit.lower() == "bytes" and first.isdigit() else None
 
 
 def _total(r, offset: int) -> Optional[int]:

@@ -168,14 +168,21 @@ def check_task_folder(samples: list[FDBSample], task: str, root: Path) -> None:
                          f"folders {held} ({task} samples hold {need}); pass --task {other} or the {task} folder")
 
 
+#: the largest FDB JSON file read (bytes): metadata, timestamps, word-timed transcripts
+MAX_JSON_BYTES = 64 * 1024 * 1024
+
+
 def _load_json(path: Path) -> Any:
     if not path.is_file():
         raise FDBFormatError(f"missing file: {path}")
     try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise FDBFormatError(f"not valid JSON: {path} ({' '.join(str(e).split())})") from None
+        with open(path, "rb") as f:  # never more than the limit in memory
+            raw = f.read(MAX_JSON_BYTES + 1)
+        if len(raw) > MAX_JSON_BYTES:
+            raise FDBFormatError(f"{path}: larger than {MAX_JSON_BYTES} bytes")
+        return json.loads(raw.decode("utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:  # RecursionError: nested too deeply
+        raise FDBFormatError(f"not valid JSON: {path} ({' '.join(str(e).split())[:200]})") from None
 
 
 def _time(v: Any, path: Path, what: str) -> float | None:

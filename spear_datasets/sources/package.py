@@ -50,7 +50,19 @@ def _extract(archive: Path, dest: Path) -> None:
     """Extract ``archive`` into ``dest`` member by member (regular files and folders only).
 
     Raises:
-        DataCheckError: an unsafe member (absolute, ``..``, a link), or sizes over the limits."""
+        DataCheckError: an unsafe member (absolute, ``..``, a link), sizes over the limits, or a
+            damaged archive (a bad CRC, a member larger than declared, a truncated stream)."""
+    import lzma
+    import zlib
+
+    try:
+        _extract_members(archive, dest)
+    except (zipfile.BadZipFile, tarfile.TarError, EOFError, zlib.error, lzma.LZMAError, OSError) as e:
+        raise DataCheckError(f"{archive.name}: damaged archive or unwritable target "
+                             f"({type(e).__name__}: {' '.join(str(e).split())[:200]})") from None
+
+
+def _extract_members(archive: Path, dest: Path) -> None:
     total = 0
     for name, size, opener in _members(archive):
         total += size

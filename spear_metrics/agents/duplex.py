@@ -45,7 +45,7 @@ from typing import Any, Callable, Optional, Protocol, runtime_checkable
 
 import numpy as np
 
-from spear_datasets.audio import MAX_DURATION_S
+from spear_datasets.audio import MAX_DURATION_S, MAX_SAMPLE_RATE, MIN_SAMPLE_RATE
 from spear_datasets.schema import MAX_TEXT_CHARS
 from spear_metrics.agents.base import AgentAnswer, AgentError
 
@@ -347,6 +347,21 @@ def pcm16_bytes(x: np.ndarray) -> bytes:
     return np.round(np.clip(x, -1.0, 1.0) * 32767.0).astype("<i2").tobytes()
 
 
+def _output_rate(sample_rate: Any) -> int:
+    """A server's output audio rate (Hz) as an int in [MIN_SAMPLE_RATE, MAX_SAMPLE_RATE].
+
+    Raises:
+        ProtocolError: any other value (0 divided the audio's length; a negative rate reached the
+            resampler)."""
+    try:
+        sr = int(sample_rate)
+    except (TypeError, ValueError, OverflowError):
+        raise ProtocolError(f"output audio at a sample rate that is not a number: {sample_rate!r}") from None
+    if not MIN_SAMPLE_RATE <= sr <= MAX_SAMPLE_RATE:
+        raise ProtocolError(f"output audio at {sr} Hz, outside {MIN_SAMPLE_RATE}..{MAX_SAMPLE_RATE} Hz")
+    return sr
+
+
 class OutputSink:
     """Where an adapter's receiver puts what the system sends; the harness's stopwatch.
 
@@ -443,7 +458,7 @@ class OutputSink:
                                 "this input, and its onset cannot be placed")
         if not np.isfinite(a).all():
             raise ProtocolError("output audio holds NaN or inf samples")
-        sr = int(sample_rate)
+        sr = _output_rate(sample_rate)
         if self._out_sr is None:
             self._out_sr = sr
         elif sr != self._out_sr or a.shape[0] != self.result.chunks[0].audio.shape[0]:
@@ -466,8 +481,7 @@ class OutputSink:
         """
         if len(data) % 2:
             raise ProtocolError(f"output audio chunk of {len(data)} bytes is not 16-bit PCM (odd length)")
-        if sample_rate and int(sample_rate) > 0:
-            self._check_audio_size(len(data) // 2, int(sample_rate))  # before decoding it
+        self._check_audio_size(len(data) // 2, _output_rate(sample_rate))  # before decoding it
         self.audio(np.frombuffer(data, dtype="<i2").astype(np.float32) / 32768.0, sample_rate)
 
     def _check_audio_size(self, n_samples: int, sample_rate: int) -> None:

@@ -92,7 +92,8 @@ def add_score_arguments(p: argparse.ArgumentParser) -> None:
         elif "--judge-retries" in a.option_strings:
             a.help += "; v1.5: each retry with the next seed, as FDB v1.5"
         elif "--judge-concurrency" in a.option_strings:
-            a.help = "v1.0 and v1.5 judge one sample at a time (1; the judged samples' ASR shares one model)"
+            a.help = ("judge calls in flight at once (the samples' reading, ASR and VAD still run one at a time; "
+                      "only the judge's calls overlap)")
     p.add_argument("--mos", default="dnsmos", help="v1.5: offline MOS backend for the project's MOS keys beside the "
                    "unsupported UTMOSv2 (spear_metrics.core.mos: dnsmos, distillmos; 'none' for no MOS)")
     p.add_argument("--asr", default="embedded", help="ASR backend for task-folder samples without output.json (spear_metrics.core.asr)")
@@ -169,8 +170,6 @@ def run_score(args: argparse.Namespace) -> int:
 
     if args.fdb_version == "2":  # routed to FDB v2's own parsers before this one (commands.fdb_v2.route_argv)
         return _fail("--version 2 could not be routed to Full-Duplex-Bench v2 (spearbench fdb2 score --help)")
-    if int(args.judge_concurrency) != 1:  # accepted by the shared judge options; not run here: refused, not ignored
-        return _fail("--judge-concurrency: FDB v1.0 and v1.5 scoring judges one sample at a time (give 1)")
 
     if args.fdb_version == "1.5" or (args.fdb_version is None and args.root and not args.release and _is_v15(args.root)):
         from spear_metrics.full_duplex_v15.cli import run_v15

@@ -176,7 +176,10 @@ def run_infer(args: argparse.Namespace) -> int:
 
     from spear_metrics.full_duplex_v2.engine import log_unit, read_log
 
-    Path(args.out).mkdir(parents=True, exist_ok=True)
+    try:
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        return _fail(f"--out {args.out}: cannot create the folder ({e.strerror or e})")
     logged = read_log(Path(args.out))
     for pos, why in tf.bad:  # an unreadable task entry is a failed unit, logged once
         print(f"  failed task {pos}: {why}", file=sys.stderr)

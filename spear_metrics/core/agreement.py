@@ -72,6 +72,16 @@ def _item_id(row: dict[str, Any], line: int) -> str:
     return f"row {row.get('row', line)}"
 
 
+def _is_label(v: Any) -> bool:
+    """A usable categorical judgement: non-empty text, an int or a bool, or a non-empty list of
+    non-empty tags (FDB v1.5's ``behaviour``); not NaN, inf, an empty text or list."""
+    if isinstance(v, (list, tuple)):
+        return bool(v) and all(isinstance(x, str) and x.strip() for x in v)
+    if isinstance(v, str):
+        return bool(v.strip())
+    return isinstance(v, (int, bool)) or (isinstance(v, float) and math.isfinite(v))
+
+
 def judged_values(folder: str | os.PathLike) -> tuple[dict[str, str], dict[str, dict[str, Any]]]:
     """``(kinds, values)`` of a results folder's ``per_sample.jsonl``: ``kinds`` = ``{field:
     "categorical" | "score"}``, ``values`` = ``{field: {item id: value}}`` of the ``ok`` rows whose
@@ -80,6 +90,13 @@ def judged_values(folder: str | os.PathLike) -> tuple[dict[str, str], dict[str, 
     Raises:
         AgreementError: no ``per_sample.jsonl``, a file too large or not JSON lines.
     """
+    kinds, values, _ = _read_judged(folder)
+    return kinds, values
+
+
+def _read_judged(folder: str | os.PathLike) -> tuple[dict[str, str], dict[str, dict[str, Any]], dict[str, int]]:
+    """:func:`judged_values` and ``{field: ok rows whose value is no judgement (NaN, inf, empty
+    text...)}``."""
     p = Path(folder)
     f = p / "per_sample.jsonl" if p.is_dir() else p
     try:
@@ -91,23 +108,27 @@ def judged_values(folder: str | os.PathLike) -> tuple[dict[str, str], dict[str, 
                              "holding per_sample.jsonl") from None
     kinds: dict[str, str] = {}
     values: dict[str, dict[str, Any]] = {}
+    unusable: dict[str, int] = {}
     for k, line in enumerate(lines):
         if not line.strip():
             continue
         try:
             row = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested too deeply for the parser
             raise AgreementError(f"{f}: line {k + 1} is not JSON") from None
         if not isinstance(row, dict) or row.get("status", "ok") != "ok":
             continue
         iid = _item_id(row, k)
         for field, kind in _judged_fields(row).items():
             v = row.get(field)
-            if v is None or (kind == "score" and not _is_score(v)):
+            if v is None:
+                continue
+            if not (_is_score(v) if kind == "score" else _is_label(v)):  # NaN, inf, "", a list...: no judgement
+                unusable[field] = unusable.get(field, 0) + 1
                 continue
             kinds[field] = kind
             values.setdefault(field, {})[iid] = _label(v) if kind == "categorical" else float(v)
-    return kinds, values
+    return kinds, values, unusable
 
 
 def categorical_stats(a: list[Any], b: list[Any], *, n_resamples: int = 1000, seed: int = 0) -> dict[str, Any]:
@@ -166,14 +187,15 @@ def agreement(run_a: str | os.PathLike, run_b: str | os.PathLike, *, fields: Opt
 
     Returns:
         ``{"run_a", "run_b", "fields": {field: {"kind", "n_items", "n_only_a", "n_only_b",
+        "n_unusable_a", "n_unusable_b" (ok rows whose value is no judgement: NaN, inf, empty text),
         <statistics with _ci95>, "disagreements": [{"item", "a", "b"}]}}}``.
 
     Raises:
         AgreementError: a run that cannot be read, no judged field in common, a field asked for
-            that one run lacks.
+            that one run lacks, no item judged in both runs.
     """
-    ka, va = judged_values(run_a)
-    kb, vb = judged_values(run_b)
+    ka, va, ua = _read_judged(run_a)
+    kb, vb, ub = _read_judged(run_b)
     common = [f for f in ka if f in kb and ka[f] == kb[f]]
     if fields:
         missing = [f for f in fields if f not in common]
@@ -186,6 +208,10 @@ def agreement(run_a: str | os.PathLike, run_b: str | os.PathLike, *, fields: Opt
     out: dict[str, Any] = {"run_a": str(run_a), "run_b": str(run_b), "bootstrap": {
         "n_resamples": int(n_resamples), "seed": int(seed), "method": "percentile", "confidence": 0.95,
         "unit": "items"}, "fields": {}}
+    if not any(set(va[f]) & set(vb[f]) for f in common):
+        raise AgreementError(f"no item judged in both runs ({', '.join(common)}: "
+                             f"{sum(len(va[f]) for f in common)} item value(s) in A, "
+                             f"{sum(len(vb[f]) for f in common)} in B, none on the same item)")
     for f in common:
         ids = sorted(set(va[f]) & set(vb[f]))
         a = [va[f][i] for i in ids]
@@ -193,6 +219,7 @@ def agreement(run_a: str | os.PathLike, run_b: str | os.PathLike, *, fields: Opt
         kind = ka[f]
         st = (categorical_stats if kind == "categorical" else score_stats)(a, b, n_resamples=n_resamples, seed=seed)
         out["fields"][f] = {"kind": kind, "n_items": len(ids), "n_only_a": len(set(va[f]) - set(vb[f])),
-                            "n_only_b": len(set(vb[f]) - set(va[f])), **st,
+                            "n_only_b": len(set(vb[f]) - set(va[f])),
+                            "n_unusable_a": ua.get(f, 0), "n_unusable_b": ub.get(f, 0), **st,
                             "disagreements": [{"item": i, "a": x, "b": y} for i, x, y in zip(ids, a, b) if x != y]}
     return out

@@ -26,6 +26,7 @@ import base64
 import hashlib
 import json
 import os
+import stat
 import tempfile
 import threading
 from pathlib import Path
@@ -138,7 +139,10 @@ class JudgeCache:
             return None
         p = self.path(key)
         try:
-            if p.stat().st_size > MAX_ENTRY_BYTES:
+            st = p.stat()
+            if not stat.S_ISREG(st.st_mode):  # a FIFO would block the read, a device never end it
+                raise ValueError("entry is not a regular file")
+            if st.st_size > MAX_ENTRY_BYTES:
                 raise ValueError("entry too large")
             obj = json.loads(p.read_text(encoding="utf-8"))
             reply = obj["reply"]
@@ -148,7 +152,8 @@ class JudgeCache:
         except FileNotFoundError:
             self._bump("misses")
             return None
-        except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError):
+        except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, RecursionError):
+            # RecursionError: JSON nested too deeply for the parser
             self._bump("corrupt")
             self._bump("misses")
             return None

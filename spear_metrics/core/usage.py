@@ -36,6 +36,8 @@ from typing import Any, Mapping, Optional
 
 __all__ = ["PriceTable", "PriceTableError", "Usage", "UsageTally", "normalize_usage", "usage_line"]
 
+#: the largest price table read (bytes)
+MAX_PRICE_TABLE_BYTES = 10_000_000
 #: the fields of a price table entry (prices per million tokens)
 PRICE_FIELDS = ("input", "output", "audio_input", "audio_output", "cached_input")
 
@@ -58,11 +60,18 @@ class Usage:
         return asdict(self)
 
 
+#: the largest token count read from a usage field; a larger one reads as 0 (no service bills
+#: 10**15 tokens in one response; an int of 400 digits would not even convert to a float)
+MAX_TOKEN_COUNT = 10 ** 15
+
+
 def _count(v: Any) -> int:
-    """A token count from a usage field: a non-negative finite integer, else 0."""
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+    """A token count from a usage field: an integer in ``0 ..`` :data:`MAX_TOKEN_COUNT`, else 0."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
         return 0
-    return int(v)
+    if isinstance(v, float) and not math.isfinite(v):
+        return 0
+    return int(v) if 0 <= v <= MAX_TOKEN_COUNT else 0
 
 
 def _modality(details: Any, modality: str) -> int:
@@ -207,8 +216,12 @@ class PriceTable:
         p = Path(path)
         self.source = p.name
         try:
-            obj = json.loads(p.read_text(encoding="utf-8")[:10_000_000])
-        except (OSError, UnicodeDecodeError, ValueError) as e:
+            with open(p, "rb") as f:  # never more than the limit in memory (a huge or endless file)
+                raw = f.read(MAX_PRICE_TABLE_BYTES + 1)
+            if len(raw) > MAX_PRICE_TABLE_BYTES:
+                raise ValueError(f"larger than {MAX_PRICE_TABLE_BYTES} bytes")
+            obj = json.loads(raw.decode("utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError, RecursionError) as e:
             raise PriceTableError(f"--price-table {p}: not readable JSON: {' '.join(str(e).split())[:200]}") from None
         if not isinstance(obj, dict) or not isinstance(obj.get("models"), dict):
             raise PriceTableError(f"--price-table {p}: needs a \"models\" object {{model: {{input, output, ...}}}}")
@@ -246,6 +259,8 @@ class PriceTable:
             if price is None:
                 return None, f"{model!r} billed {n} {k.replace('_', ' ')} tokens and {self.source} has no {k} price"
             total += n * price / 1e6
+        if not math.isfinite(total):
+            return None, f"{model!r}: the cost overflows with the prices of {self.source}"
         return round(total, 12), None
 
 

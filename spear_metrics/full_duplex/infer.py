@@ -136,15 +136,20 @@ def find_task_dirs(root: str | os.PathLike, tasks: Optional[list[str]] = None) -
 
 
 def list_stimuli(task_dir: Path) -> list[Stimulus]:
-    """Every sample folder of ``task_dir`` that holds an ``input.wav`` (numeric ids in numeric order)."""
+    """Every sample folder of ``task_dir`` that holds an ``input.wav`` (numeric ids in numeric order).
+    In a v1.5 folder (one sample folder or more with ``clean_input.wav`` and ``metadata.json``)
+    every sample is run as both halves."""
     names = sorted((p.name for p in task_dir.iterdir() if p.is_dir() and not p.name.startswith(".")
                     and (p / "input.wav").is_file()),
                    key=lambda n: (0, int(n), n) if n.isdigit() else (1, 0, n))
     from spear_metrics.full_duplex_v15.data import HALVES, is_sample_dir
 
     out = []
+    # a v1.5 folder: a sample missing clean_input.wav is still v1.5 (its clean half fails with the
+    # reason), never taken for a v1.0 sample of another task
+    v15_folder = any(is_sample_dir(task_dir / n) for n in names)
     for n in names:
-        if is_sample_dir(task_dir / n):  # v1.5: both inputs, each its own resumable unit
+        if v15_folder:  # v1.5: both inputs, each its own resumable unit
             out += [Stimulus(task_dir, n, "v1.5", task_dir / n, h) for h in HALVES]
             continue
         t = folder_task(task_dir / n) or "backchannel"

@@ -128,8 +128,9 @@ class V15Scorer:
 
     def score(self, sample: V15Sample) -> dict[str, Any]:
         """Per-sample values (see the docs page). Raises (one line) when the sample cannot be
-        scored: a missing/bad ``metadata.json``, ``input.wav`` or ``output.wav``, a judge that gave
-        no usable tag within its bounds.
+        scored: a missing/bad ``metadata.json``, ``input.wav`` or ``output.wav``, an overlap window
+        that starts at or after the end of ``input.wav``, an ``output.wav`` that ends before the
+        window starts, a judge that gave no usable tag within its bounds.
 
         Thread-safe: several threads may score samples at once (``--judge-concurrency``); reading,
         ASR, VAD and MOS run one sample at a time (under the scorer's lock), only the behaviour
@@ -162,6 +163,16 @@ class V15Scorer:
                 raise V15InputError(f"{name} missing: {sample.path(name)}" +
                                     (" (run spearbench fdb infer on the folder first)" if name == "output.wav" else ""))
         overlap = (meta.overlap_start_s, meta.overlap_end_s)
+        from spear_datasets.audio import audio_info
+
+        in_s, out_s = audio_info(sample.path("input.wav")).duration, audio_info(sample.path("output.wav")).duration
+        window = f"[{overlap[0]:g}, {overlap[1]:g}] s"
+        if overlap[0] >= in_s:  # nothing to measure: the post-overlap features would be those of no audio
+            raise V15InputError(f"metadata.json: overlap window {window} starts at or after the end of input.wav "
+                                f"({in_s:.3f} s)")
+        if out_s <= overlap[0]:
+            raise V15InputError(f"output.wav ({out_s:.3f} s) ends before the overlap window {window} starts: not "
+                                f"time-synchronous with input.wav ({in_s:.3f} s)")
         v: dict[str, Any] = {"id": sample.id, "subset": sample.subset, "overlap": list(overlap)}
         v.update(sample_timing(sample.path("input.wav"), sample.path("output.wav"), overlap, backend=self.vad_backend))
         have_clean = sample.path("clean_output.wav").is_file()

@@ -51,7 +51,7 @@ import numpy as np
 from spear_metrics.agents.base import AgentError
 from spear_metrics.agents.duplex import AudioRequest, LiveInput, OutputSink, SessionConfig
 from spear_metrics.agents.openai_realtime import REALTIME_RATE, OpenAIRealtimeAgent, RealtimeConnection
-from spear_metrics.full_duplex_v2.tasks import EXAMINEE_SYSTEM_PROMPT, Settings, Task
+from spear_metrics.full_duplex_v2.tasks import EXAMINEE_SYSTEM_PROMPT, RUN_LOG, Settings, Task
 
 #: upstream's examiner model (``v2/.env.example`` ``OPENAI_REALTIME_MODEL``)
 UPSTREAM_EXAMINER_MODEL = "gpt-realtime-2025-08-28"
@@ -458,7 +458,7 @@ def save_conversation(conv: Conversation, folder: Path) -> None:
     os.replace(tmp, folder)
 
 
-LOG = "conversations.jsonl"
+LOG = RUN_LOG
 
 
 def read_log(out: Path) -> dict[str, dict[str, Any]]:
@@ -470,7 +470,7 @@ def read_log(out: Path) -> dict[str, dict[str, Any]]:
     for line in p.read_text(encoding="utf-8", errors="replace").splitlines():
         try:
             r = json.loads(line)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # a torn line, or one nested too deeply for the parser
             continue
         if isinstance(r, dict) and isinstance(r.get("task_id"), str):
             recs[r["task_id"]] = r

@@ -59,6 +59,8 @@ TRIM_S = 120.0
 SCORE_RANGE = (1, 5)
 #: largest transcript file read (bytes)
 MAX_TRANSCRIPT_BYTES = 16 * 2 ** 20
+#: largest eval_prompts.json read (bytes); upstream's is a few kB
+MAX_PROMPTS_BYTES = 16 * 2 ** 20
 #: largest judge reply parsed (characters)
 MAX_REPLY_CHARS = 200_000
 
@@ -107,10 +109,13 @@ def load_eval_prompts(path: str | os.PathLike) -> tuple[dict[str, Any], str]:
     """
     p = Path(path)
     try:
-        data = p.read_bytes()
+        with open(p, "rb") as f:  # never more than the limit in memory
+            data = f.read(MAX_PROMPTS_BYTES + 1)
+        if len(data) > MAX_PROMPTS_BYTES:
+            raise ValueError(f"over the {MAX_PROMPTS_BYTES}-byte limit of a prompts file")
         obj = json.loads(data.decode("utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ScoreSetupError(f"cannot read the judge prompts {p}: {e}") from None
+    except (OSError, ValueError, RecursionError) as e:  # ValueError: bad UTF-8 or JSON; RecursionError: too deep
+        raise ScoreSetupError(f"cannot read the judge prompts {p}: {' '.join(str(e).split())[:200]}") from None
     if not isinstance(obj, dict):
         raise ScoreSetupError(f"{p} is not a JSON object")
     missing = [k for k in PROMPT_KEYS if k not in obj]
@@ -383,11 +388,12 @@ def split_summary(rows: Sequence[dict[str, Any]], *, n_resamples: int = 1000, se
     percentile bootstrap 95 % interval over conversations (:func:`spear_metrics.core.stats.bootstrap_ci`),
     ``n`` the conversations with a value; and the pooled binned curve (all the split's events)."""
     from spear_metrics.core.stats import bootstrap_ci
+    from spear_metrics.full_duplex_v2.tasks import OVERALL
 
     groups: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
         groups.setdefault(r["split"], []).append(r)
-    groups["all"] = list(rows)
+    groups[OVERALL] = list(rows)
     out: dict[str, Any] = {}
     for name, rs in groups.items():
         g: dict[str, Any] = {"n_conversations": len(rs)}
@@ -455,9 +461,13 @@ def ensure_transcripts(folder: Path, asr: Any) -> tuple[dict[str, Any], dict[str
     for ch in ("A", "B"):
         p = folder / f"{ch}.json"
         if p.exists():
-            if p.stat().st_size > MAX_TRANSCRIPT_BYTES:
+            if not p.is_file():  # a FIFO would block the open, a device would never end
+                raise ValueError(f"{p.name} is not a regular file")
+            with open(p, "rb") as f:  # read up to the limit only
+                raw = f.read(MAX_TRANSCRIPT_BYTES + 1)
+            if len(raw) > MAX_TRANSCRIPT_BYTES:
                 raise ValueError(f"{p.name} is over the {MAX_TRANSCRIPT_BYTES}-byte limit of a transcript")
-            d = json.loads(p.read_text(encoding="utf-8"))
+            d = json.loads(raw.decode("utf-8"))
             if not isinstance(d, dict) or not isinstance(d.get("chunks", []), list):
                 raise ValueError(f"{p.name} is not upstream's transcript shape")
             out.append(d)
@@ -472,6 +482,21 @@ def ensure_transcripts(folder: Path, asr: Any) -> tuple[dict[str, Any], dict[str
         os.replace(tmp, p)
         out.append(d)
     return out[0], out[1]
+
+
+def _whole_record(r: dict[str, Any]) -> bool:
+    """A judgements.jsonl record the summary can use: ``failed``, or ``ok`` with a reply that
+    parses (:func:`parse_judge_reply`). Anything else (an edited or foreign line) is ignored like a
+    torn line: its task is judged again."""
+    if r.get("status") == "failed":
+        return True
+    if r.get("status") != "ok" or not isinstance(r.get("reply"), str):
+        return False
+    try:
+        parse_judge_reply(r["reply"])
+    except ValueError:
+        return False
+    return True
 
 
 def score_run(root: str | os.PathLike, tasks: Sequence[Any], prompts_path: str | os.PathLike, judge: Any, out: str | os.PathLike,
@@ -503,9 +528,9 @@ def score_run(root: str | os.PathLike, tasks: Sequence[Any], prompts_path: str |
         for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
             try:
                 r = json.loads(line)
-            except json.JSONDecodeError:
+            except (ValueError, RecursionError):  # a torn line, or one nested too deeply for the parser
                 continue
-            if isinstance(r, dict) and "task_id" in r:
+            if isinstance(r, dict) and isinstance(r.get("task_id"), str) and _whole_record(r):
                 done[r["task_id"]] = r
     import threading
     from concurrent.futures import ThreadPoolExecutor
@@ -561,7 +586,7 @@ def score_run(root: str | os.PathLike, tasks: Sequence[Any], prompts_path: str |
             failed.append({"task_id": tid, "split": r.get("split"), "reason": r.get("reason")})
             continue
         j = parse_judge_reply(r["reply"])
-        row = {"task_id": tid, "split": r["split"], **task_scores(j),
+        row = {"task_id": tid, "split": r.get("split"), **task_scores(j),
                "failed_events": [{"entry": e, "reason": why} for e, why in j.failed_events],
                "task_score_reason": j.task_score_reason,
                "events": [list(e) for e in j.events]}

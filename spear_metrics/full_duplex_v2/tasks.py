@@ -35,6 +35,15 @@ MAX_TASKS_BYTES = 64 * 2 ** 20
 UPSTREAM_TASKS_SHA256 = "a606a9740bb48245f9b63e36c8a0c09b4fb49a98f4b00280992a1caa1828f62e"
 
 
+#: the longest task id (UTF-8 bytes): it names a folder (file systems allow 255 bytes a name)
+MAX_ID_BYTES = 200
+#: the log a run writes beside its task folders (``fdb infer --version 2``): never a task id
+RUN_LOG = "conversations.jsonl"
+RESERVED_IDS = (RUN_LOG,)
+#: the summary's group of every split together (``summary.json`` ``splits.all``): never a split name
+OVERALL = "all"
+
+
 class TasksError(ValueError):
     """The tasks file cannot be used (one line)."""
 
@@ -112,8 +121,12 @@ def _task(t: Any, split: str) -> Task:
     if not isinstance(t, dict):
         raise ValueError("task is not an object")
     tid = t.get("id")
-    if not isinstance(tid, str) or not tid.strip() or "/" in tid or "\\" in tid or tid.startswith("."):
-        raise ValueError(f"task id must be a non-empty name usable as a folder, got {tid!r}")
+    if not isinstance(tid, str) or not tid.strip() or "/" in tid or "\\" in tid or tid.startswith(".") \
+            or any(ord(c) < 32 or ord(c) == 127 for c in tid) or len(tid.encode("utf-8")) > MAX_ID_BYTES \
+            or tid in RESERVED_IDS:
+        raise ValueError(f"task id must be a non-empty name usable as a folder (no path separator, control "
+                         f"character or leading dot, at most {MAX_ID_BYTES} bytes, not "
+                         f"{' or '.join(RESERVED_IDS)}), got {tid[:80] if isinstance(tid, str) else tid!r}")
     for k in ("examiner_system_prompt", "examiner_task_prompt"):
         if not isinstance(t.get(k, ""), str):
             raise ValueError(f"{k} must be text")
@@ -122,6 +135,8 @@ def _task(t: Any, split: str) -> Task:
     sr = t.get("staged_reveal") or {}
     if not isinstance(sr, dict) or not all(isinstance(v, str) for v in sr.values()):
         raise ValueError("staged_reveal must map T1..T4 to text")
+    if str(t.get("split") or split) == OVERALL:
+        raise ValueError(f"split name {OVERALL!r} is the summary's name for all splits together")
     return Task(id=tid, split=str(t.get("split") or split), class_id=str(t.get("class_id") or ""),
                 examiner_system_prompt=t["examiner_system_prompt"], examiner_task_prompt=t.get("examiner_task_prompt") or "",
                 staged_reveal={k: sr[k] for k in ("T1", "T2", "T3", "T4") if k in sr})
@@ -153,8 +168,8 @@ def load_tasks(path: str | os.PathLike, *, splits: list[str] | None = None, limi
         raise TasksError(f"cannot read tasks file {p}: {e.strerror or e}") from None
     try:
         raw = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise TasksError(f"{p} is not JSON ({e})") from None
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:  # RecursionError: nested too deeply
+        raise TasksError(f"{p} is not JSON ({' '.join(str(e).split())[:200]})") from None
     if not isinstance(raw, dict) or not isinstance(raw.get("splits"), dict):
         raise TasksError(f"{p} has no 'splits' object (upstream's prompts_staged_200.json shape)")
     settings = read_settings(raw.get("settings"))
