@@ -81,11 +81,11 @@ def run(args: argparse.Namespace) -> int:
     print(f"{info['n_done']}/{info['n_samples']} replies written ({info['n_written']} this run), "
           f"{info['n_kept']} kept, {info['n_failed']} failed -> {args.root}")
     if info.get("n_incomplete"):
-        print(f"spearbench fdb-infer: note: {info['n_incomplete']} reply channel(s) are missing output frames (the "
+        print(f"spearbench fdb infer: note: {info['n_incomplete']} reply channel(s) are missing output frames (the "
               "server fell behind or stopped early; see the note of each sample in "
               "each task folder's .spearbench-fdb-infer/rank-0.jsonl)", file=sys.stderr)
     if info.get("n_server_lag_flagged"):
-        print(f"spearbench fdb-infer: note: {info['n_server_lag_flagged']} session(s) had output frames arrive later "
+        print(f"spearbench fdb infer: note: {info['n_server_lag_flagged']} session(s) had output frames arrive later "
               "than the adapter's server_lag_bound_s after the input frames that produced them (server_lag_max_s in "
               "the work log); a frame-synchronous reply channel places every frame by its index, lag or not",
               file=sys.stderr)
