@@ -124,7 +124,7 @@ def test_installed_wheel_end_to_end(env, real_dir):
             light = sorted(m for m in ("torch", "transformers", "torchaudio", "silero_vad", "onnxruntime")
                            if m in sys.modules)
             import datasets, evaluate
-            ds = datasets.load_dataset("OUT/datasets/seamless_2t_2s_questions", "all", split="test", cache_dir="c")
+            ds = datasets.load_dataset("OUT/datasets/spearbench-custom-data", "all", split="test", cache_dir="c")
             loaded = {{}}
             from pathlib import Path
             for p in sorted(Path("OUT/spaces").iterdir()):
