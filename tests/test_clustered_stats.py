@@ -112,6 +112,13 @@ def test_compare_runs_clusters_and_holm():
     assert comp["keys"]["y"]["p_value_holm"] == 1.0
     rows = compare_runs(rows_a, rows_b, match=input_id, n_resamples=500)
     assert rows["bootstrap"]["unit"] == "row" and rows["keys"]["x"]["n_clusters"] == 40
+    # clip names that name no conversation (the demo's): asked for conversations, rows are resampled and the
+    # comparison says so, never "conversations" over clips
+    anon_a = [{**r, "audio_path": f"clip{i}.wav"} for i, r in enumerate(rows_a)]
+    anon_b = [{**r, "audio_path": f"clip{i}.wav"} for i, r in enumerate(rows_b)]
+    anon = compare_runs(anon_a, anon_b, match=input_id, cluster=conversation_of, n_resamples=500)
+    assert anon["bootstrap"]["unit"] == "row" and "n_clusters_common" not in anon
+    assert anon["keys"]["x"]["n_clusters"] == 40 and any("rows resampled" in n for n in anon["notes"])
 
 
 def _system(offset: float, noise_seed: int, conv_effect: np.ndarray) -> dict[str, float]:

@@ -750,7 +750,12 @@ def compare_runs(
     labels = None
     if cluster is not None:
         labels = [cluster(x) or cluster(y) for x, y in pairs]
-        out["n_clusters_common"] = len({c for c in labels if c}) + sum(1 for c in labels if not c)
+        if pairs and not any(labels):  # nothing names a conversation: rows are what is resampled, and said so
+            labels, unit = None, "row"
+            out["bootstrap"]["unit"] = "row"
+            notes.append("no row names its conversation (conversation_id, or a SPEAR clip name): rows resampled")
+        else:
+            out["n_clusters_common"] = len({c for c in labels if c}) + sum(1 for c in labels if not c)
     for k in keys:
         entry = paired_comparison([a.get(k) for a, _ in pairs], [b.get(k) for _, b in pairs],
                                   n_resamples=n_resamples, seed=seed, confidence=confidence, clusters=labels, unit=unit)
