@@ -781,10 +781,28 @@ TIE_RULE = ("★ best; ≈ tied with the best: the system's difference from the 
             "not significant by a paired bootstrap over {unit}s (two-sided, Holm-adjusted over the systems compared "
             "with the best, p >= {alpha:g}), or fewer than {min_units} shared {unit}s exist to tell them apart; rank "
             "lo-hi: the 2.5th-97.5th percentile of the system's rank over {unit} resamples of all systems together")
+#: added to :data:`TIE_RULE` when only the rows every system answered are compared (``common=True``)
+TIE_COMMON = "; only the rows every system has a value for are compared ({n} rows)"
+#: added to :data:`TIE_RULE` when clusters are drawn within strata (``stratum``)
+TIE_STRATA = "; {unit}s are drawn within their {stratum} (each keeps its number of {unit}s)"
 #: the marker of a system tied with the best (text, so it does not rest on colour)
 TIE_MARK = "≈"
 #: the marker of the best system
 BEST_MARK = "★"
+
+
+def value_parts(v: Any) -> tuple[float, float] | None:
+    """A per-row value of :func:`tie_groups` as ``(numerator, denominator)``: a number ``x`` is
+    ``(x, 1)`` (the key is a mean, or a share of 0/1 flags); a pair ``(num, den)`` of numbers with
+    ``den >= 0`` is itself (the key is a ratio of sums, ``sum(num) / sum(den)``: a corpus error
+    rate, SpeechRole's ``100 * sum(A) / sum(B)``); anything else -> ``None`` (no value)."""
+    if isinstance(v, (tuple, list)):
+        if len(v) != 2:
+            return None
+        num, den = as_number(v[0]), as_number(v[1])
+        return None if num is None or den is None or den < 0 else (num, den)
+    x = as_number(v)
+    return None if x is None else (x, 1.0)
 
 
 def _score(means: np.ndarray, better: str, target: float | None) -> np.ndarray:
@@ -798,19 +816,25 @@ def _score(means: np.ndarray, better: str, target: float | None) -> np.ndarray:
 
 
 def _resampled_means(values: dict[str, dict[Any, Any]], systems: Sequence[str], ids: Sequence[Any],
-                     cluster: Callable[[Any], Any] | None, n_resamples: int, seed: int) -> tuple[np.ndarray, int]:
-    """``(len(systems), n_resamples)`` means of each system over the rows ``ids`` of clustered
-    resamples (NaN where a resample holds none of a system's rows), and the number of clusters."""
-    cl = Clusters([cluster(i) for i in ids] if cluster is not None else [None] * len(ids))
+                     cluster: Callable[[Any], Any] | None, n_resamples: int, seed: int,
+                     stratum: Callable[[Any], Any] | None = None) -> tuple[np.ndarray, "Clusters"]:
+    """``(len(systems), n_resamples)`` values (``sum(num) / sum(den)``, :func:`value_parts`) of
+    each system over the rows ``ids`` of clustered resamples (NaN where a resample holds none of a
+    system's rows), and the clusters drawn from."""
+    cl = Clusters([cluster(i) for i in ids] if cluster is not None else [None] * len(ids),
+                  [stratum(i) for i in ids] if stratum is not None else None)
     drawn = cl.draw_clusters(np.random.default_rng(seed), n_resamples)
     m = np.empty((len(systems), drawn.shape[0]), dtype=np.float64)
     for j, n in enumerate(systems):
-        x = np.asarray([np.nan if (v := as_number(values[n].get(i))) is None else v for i in ids], dtype=np.float64)
-        s_, c_ = cl.sums(x)
-        tot = c_[drawn].sum(axis=1)
+        parts = [value_parts(values[n].get(i)) for i in ids]
+        num = np.asarray([np.nan if p is None else p[0] for p in parts], dtype=np.float64)
+        den = np.asarray([np.nan if p is None else p[1] for p in parts], dtype=np.float64)
+        s_num, _ = cl.sums(num)
+        s_den, _ = cl.sums(den)
+        tot = s_den[drawn].sum(axis=1)
         with np.errstate(invalid="ignore", divide="ignore"):
-            m[j] = np.where(tot > 0, s_[drawn].sum(axis=1) / np.where(tot > 0, tot, 1.0), np.nan)
-    return m, cl.n_clusters
+            m[j] = np.where(tot > 0, s_num[drawn].sum(axis=1) / np.where(tot > 0, tot, 1.0), np.nan)
+    return m, cl
 
 
 def tie_groups(
@@ -820,6 +844,9 @@ def tie_groups(
     target: float | None = None,
     cluster: Callable[[Any], Any] | None = None,
     unit: str = "conversation",
+    stratum: Callable[[Any], Any] | None = None,
+    stratum_name: str = "stratum",
+    common: bool = False,
     n_resamples: int = DEFAULT_RESAMPLES,
     seed: int = 0,
     alpha: float = ALPHA,
@@ -830,39 +857,58 @@ def tie_groups(
 
     Args:
         values: system -> {row id: per-row value} (``None`` = no value); the key's value of a
-            system is the mean of its values (a mean or a percentage of per-row values).
+            system is ``sum(num) / sum(den)`` over its rows (:func:`value_parts`): the mean of
+            its per-row numbers, or a ratio of sums when rows hold ``(num, den)`` pairs.
         better: ``"higher"``, ``"lower"``, or ``"closer_to_human"`` with ``target`` (the human
             value: the best is the system whose mean is nearest to it). Otherwise (or without a
             target) there is no best: ``None`` result fields with a ``note``.
         cluster: row id -> its cluster (``None`` = its own), named ``unit``; ``None``: rows.
+        stratum: row id -> its stratum (``stratum_name`` in the rule, e.g. ``"role"``): clusters
+            are drawn within their stratum, each stratum keeping its number of clusters
+            (:class:`Clusters`); ``None``: one stratum.
+        common: compare only the row ids every system has a value for (the values, the test and
+            the rank intervals all on those rows; the rule says how many); ``False``: each
+            comparison on the rows its two systems share, the ranks on all rows.
 
-    Rule (:data:`TIE_RULE`): the best system is the one with the best mean; every other system
+    Rule (:data:`TIE_RULE`): the best system is the one with the best value; every other system
     is compared with it on the rows both have: the bootstrap distribution (clusters of shared
     rows resampled, :meth:`Clusters.draw_clusters`) of the difference of their scores (the
-    means; for ``closer_to_human`` minus their distances to ``target``) gives the two-sided p
+    values; for ``closer_to_human`` minus their distances to ``target``) gives the two-sided p
     ``min(1, 2 (1 + #beyond 0) / (B + 1))`` as :func:`paired_comparison` does; the p-values are
     Holm-adjusted (:func:`holm`) over those comparisons; a system is tied when its adjusted
     p >= ``alpha`` or no p exists (fewer than :data:`SMALL_SAMPLE` shared clusters: it cannot be
     told apart). Rank interval: every resample draws clusters from the union of all systems'
-    rows (each system's mean over the drawn rows it has), ranks the systems (1 = best; equal
+    rows (each system's value over the drawn rows it has), ranks the systems (1 = best; equal
     scores share the better rank) and takes the percentile interval of each system's rank (as
-    EuroEval and Chatbot Arena report them); none (``note`` says why) when the rows span fewer
-    than :data:`MIN_CLUSTERS` clusters.
+    EuroEval and Chatbot Arena report them); none (``note`` says why) when no stratum holds
+    :data:`MIN_CLUSTERS` clusters.
 
     Returns:
-        ``{"rule", "unit", "better", "target", "best", "note", "systems": {name: {"value", "n",
-        "best", "tied", "p_holm", "n_shared", "rank_ci95": [lo, hi] or None, "mark"}}}``
-        (``mark``: :data:`BEST_MARK`, :data:`TIE_MARK` or ``""``).
+        ``{"rule", "unit", "better", "target", "best", "note", "n_common", "systems": {name:
+        {"value", "n", "best", "tied", "p_holm", "n_shared", "rank_ci95": [lo, hi] or None,
+        "mark"}}}`` (``mark``: :data:`BEST_MARK`, :data:`TIE_MARK` or ``""``; ``n_common``: the
+        rows every system has, with ``common``, else ``None``).
     """
     unit_name = unit if cluster is not None else "row"
-    out: dict[str, Any] = {"rule": TIE_RULE.format(unit=unit_name, alpha=alpha, min_units=SMALL_SAMPLE),
-                           "unit": unit_name, "better": better, "target": target, "best": None, "note": None,
-                           "systems": {}}
+    values = {name: {i: v for i, v in vals.items() if value_parts(v) is not None} for name, vals in values.items()}
+    n_common = None
+    rule = TIE_RULE.format(unit=unit_name, alpha=alpha, min_units=SMALL_SAMPLE)
+    if common:
+        have = [set(v) for v in values.values() if v]
+        shared = set.intersection(*have) if have else set()
+        values = {name: {i: v for i, v in vals.items() if i in shared} for name, vals in values.items()}
+        n_common = len(shared)
+        rule += TIE_COMMON.format(n=n_common)
+    if stratum is not None:
+        rule += TIE_STRATA.format(unit=unit_name, stratum=stratum_name)
+    out: dict[str, Any] = {"rule": rule, "unit": unit_name, "better": better, "target": target, "best": None,
+                           "note": None, "n_common": n_common, "systems": {}}
     means = {}
     for name, vals in values.items():
-        xs = [x for x in (as_number(v) for v in vals.values()) if x is not None]
-        means[name] = float(np.mean(xs)) if xs else None
-        out["systems"][name] = {"value": means[name], "n": len(xs), "best": False, "tied": None, "p_holm": None,
+        parts = [value_parts(v) for v in vals.values()]
+        den = sum(p[1] for p in parts)
+        means[name] = float(sum(p[0] for p in parts) / den) if parts and den > 0 else None
+        out["systems"][name] = {"value": means[name], "n": len(parts), "best": False, "tied": None, "p_holm": None,
                                 "n_shared": None, "rank_ci95": None, "mark": ""}
     if better not in ("higher", "lower") and not (better == "closer_to_human" and as_number(target) is not None):
         out["note"] = f"better = {better}" + (" without a human value" if better == "closer_to_human" else "") \
@@ -870,7 +916,8 @@ def tie_groups(
         return out
     ranked = [n for n in means if means[n] is not None]
     if len(ranked) < 2:
-        out["note"] = "fewer than 2 systems with a value: no tie group"
+        out["note"] = ("no row is shared by every system: no tie group" if common and not n_common
+                       else "fewer than 2 systems with a value: no tie group")
         return out
     point = dict(zip(ranked, _score(np.asarray([means[n] for n in ranked]), better, target)))
     best = max(ranked, key=lambda n: point[n])
@@ -879,25 +926,25 @@ def tie_groups(
     others = [n for n in ranked if n != best]
     ps: list[float | None] = []
     for n in others:
-        ids = [i for i in values[best] if i in values[n]
-               and as_number(values[best][i]) is not None and as_number(values[n][i]) is not None]
+        ids = [i for i in values[best] if i in values[n]]
         p = None
         if ids:
-            m, n_clusters = _resampled_means(values, [best, n], ids, cluster, max(1, n_resamples), seed)
-            out["systems"][n]["n_shared"] = n_clusters
+            m, cl = _resampled_means(values, [best, n], ids, cluster, max(1, n_resamples), seed, stratum)
+            out["systems"][n]["n_shared"] = cl.n_clusters
             diff = _score(m[0], better, target) - _score(m[1], better, target)
-            if n_clusters >= SMALL_SAMPLE and n_resamples >= 1:
-                beyond = min(int(np.sum(diff <= 0.0)), int(np.sum(diff >= 0.0)))
-                p = float(min(1.0, 2.0 * (1 + beyond) / (diff.size + 1)))
+            if cl.n_clusters >= SMALL_SAMPLE and n_resamples >= 1 and cl.movable():
+                ok = np.isfinite(diff)
+                beyond = min(int(np.sum(diff[ok] <= 0.0)), int(np.sum(diff[ok] >= 0.0)))
+                p = float(min(1.0, 2.0 * (1 + beyond) / (int(ok.sum()) + 1))) if ok.any() else None
         ps.append(p)
     for n, p in zip(others, holm(ps)):
         tied = p is None or p >= alpha
         out["systems"][n].update(p_holm=p, tied=tied, mark=TIE_MARK if tied else "")
     if n_resamples >= 1:
         ids = list(dict.fromkeys(i for n in ranked for i in values[n]))
-        m, n_all = _resampled_means(values, ranked, ids, cluster, n_resamples, seed)
-        if n_all < MIN_CLUSTERS:  # every resample is the same: no rank interval
-            out["note"] = no_interval_reason(n_all, unit_name) + ": no rank interval"
+        m, cl = _resampled_means(values, ranked, ids, cluster, n_resamples, seed, stratum)
+        if not cl.movable():  # every resample is the same: no rank interval
+            out["note"] = no_interval_reason(cl.n_clusters, unit_name) + ": no rank interval"
             return out
         score = np.where(np.isfinite(m), _score(m, better, target), -np.inf)
         ranks = 1 + (score[None, :, :] > score[:, None, :]).sum(axis=1)  # systems strictly better, + 1

@@ -105,28 +105,31 @@ def null_reason(summary: dict[str, Any], key: str, dimension: str | None = None)
 
 
 def is_rate(key: str) -> bool:
-    """Whether summary key ``key`` is a percentage or a rate: its declared unit is ``%``
-    (:func:`spear_metrics.core.columns.find_column`), else its name ends in ``%``, ``_rate`` or
-    ``_share``."""
+    """Whether summary key ``key`` is a percentage or a rate: its declared unit is ``%`` or
+    ``fraction`` (a share of rows: FDB's take-over rate ``tor``, v1.5's tag shares, Dynamic-SUPERB's
+    ``judge_accuracy``; :func:`spear_metrics.core.columns.find_column`), else its name ends in
+    ``%``, ``_rate`` or ``_share``."""
     from spear_metrics.core.columns import find_column
 
     col = find_column(key)
     if col is not None:
-        return col.unit.strip() == "%"
+        return col.unit.strip() in ("%", "fraction")
     return key.endswith(("%", "_rate", "_share"))
 
 
-def few_events(summary: dict[str, Any], key: str) -> str:
+def few_events(summary: dict[str, Any], key: str, *, rate: bool | None = None) -> str:
     """The mark of a percentage or rate computed from fewer than
     :data:`spear_metrics.core.stats.FEW_EVENTS` events (its ``<key>_n``: the rows, pairs or
     answers it counts over), e.g. ``"(few events: n = 4)"``; ``""`` otherwise. THE rule the
-    console, the report, the leaderboards and the Space apply."""
+    console, the report, the leaderboards and the Space apply. ``rate``: whether ``key`` is a
+    percentage or rate, for a key under a name of its own (FDB's release column
+    ``pause_tor_synthetic`` is the ``tor`` of one category); ``None``: :func:`is_rate`."""
     from spear_metrics.core.stats import FEW_EVENTS
 
     n = summary.get(f"{key}_n")
     if summary.get(key) is None or not isinstance(n, int) or isinstance(n, bool) or not 0 < n < FEW_EVENTS:
         return ""
-    return f"(few events: n = {n})" if is_rate(key) else ""
+    return f"(few events: n = {n})" if (is_rate(key) if rate is None else rate) else ""
 
 
 def interval_unit(summary: dict[str, Any]) -> str:

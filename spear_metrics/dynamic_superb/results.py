@@ -203,28 +203,103 @@ def card_text(summary: dict[str, Any], *, model_name: str, inference_mode: str |
     return DatasetCard.from_template(data, template_str="---\n{{ card_data }}\n---\n\n" + body).content
 
 
+#: the task keys whose value is the mean of the per-row column of the same name (the error rates
+#: are ratios of sums; BLEU and Pearson's r are whole-set statistics: no tie group)
+_ROW_MEAN_KEYS = ("judge_accuracy", "llm_classification")
+
+
+def _row_value(row: dict[str, Any], key: str) -> Any:
+    """A row's share of a task key (:func:`spear_metrics.dynamic_superb.scoring.aggregate_task`):
+    its 0/1 verdict (a mean), ``(edits, reference tokens)`` of an error rate (a ratio of sums,
+    missing counts as 0 as there), ``None`` for a whole-set key."""
+    from spear_metrics.dynamic_superb.metrics import PROJECT_METRICS
+
+    if key in _ROW_MEAN_KEYS:
+        return row.get(key)
+    if any(m.key == key and m.kind == "error_rate" for m in PROJECT_METRICS.values()):
+        return (row.get(f"{key}_edits") or 0, row.get(f"{key}_ref_tokens") or 0)
+    return None
+
+
+def _better(key: str) -> str | None:
+    from spear_metrics.dynamic_superb.metrics import KEY_INFO
+
+    return "higher" if key == "llm_classification" else (KEY_INFO[key].better if key in KEY_INFO else None)
+
+
+def tie_specs():
+    """The tie groups of the Dynamic-SUPERB table (:class:`spear_metrics.reports.runs.TieSpec`),
+    ``(per task, overall)``: a task's rows paired by ``(instance, file)`` and resampled one by one
+    within the instance, each row's value :func:`_row_value` (a 0/1 verdict; an error rate's
+    edits and reference tokens; BLEU and Pearson's r have none); the overall means paired by
+    instance, instances resampled (each task's value one unit, as the overall's interval)."""
+    from spear_metrics.reports.runs import TieSpec
+
+    task = TieSpec(row_id=lambda r: (r.get("instance"), r.get("file")), better=_better, unit="row", value=_row_value,
+                   columns=("instance", "file", "status", *_ROW_MEAN_KEYS,
+                            *(f"{k}_{x}" for k in ("WER", "CER", "PER", "MER") for x in ("edits", "ref_tokens"))))
+    overall = TieSpec(row_id=lambda r: r.get("instance"), better=_better, unit="instance")
+    return task, overall
+
+
 def leaderboard_frame(results: Sequence[Any]):
     """One row per loaded Dynamic-SUPERB results dataset (``Results`` of
     :mod:`spear_metrics.results.load` whose summary is a Dynamic-SUPERB one): ``model``,
     ``source``, ``judge``, then per task ``<instance> (<key>)`` (empty = no value), then the overall
-    mean of each project key (``mean <key> (n tasks)``)."""
+    mean of each project key (``mean <key> (n tasks)``).
+
+    Marks, as text after the value (a column holding one is text throughout, 3 decimals): with two
+    datasets or more, a task key with per-row values carries its tie mark and rank interval (★
+    best, ≈ tied with the best over the rows every dataset scored) and an overall mean its own
+    (over the instances every dataset has; :func:`spear_metrics.reports.runs.rows_tie_cells`,
+    :func:`tie_specs`); a share or error rate over fewer than 10 rows carries its few-events mark."""
     import pandas as pd
 
     from spear_metrics.dynamic_superb.metrics import PROJECT_METRICS
+    from spear_metrics.reports.runs import marked, results_rows, rows_tie_cells
 
-    rows = []
-    for r in results:
-        s = getattr(r, "summary", {}) or {}
-        if s.get("benchmark") != BENCHMARK:
-            continue
+    mine = [r for r in results if (getattr(r, "summary", {}) or {}).get("benchmark") == BENCHMARK]
+    task_spec, overall_spec = tie_specs()
+    rows_by = results_rows(mine, (), task_spec) if len(mine) >= 2 else {}
+    instances = sorted({i for r in mine for i in (r.summary.get("tasks") or {})})
+    marks: dict[str, dict[str, str]] = {r.source: {} for r in mine}  # source -> column -> tie mark
+    for inst in instances:
+        keys: list[str] = []  # the instance's upstream key and project key, as the datasets name them
+        for r in mine:
+            t = (r.summary.get("tasks") or {}).get(inst) or {}
+            if PROJECT_METRICS.get(t.get("metric") or "") is not None:
+                keys += [k for k in (t["metric"], PROJECT_METRICS[t["metric"]].key) if k not in keys]
+        cells = rows_tie_cells({src: [x for x in rs if x.get("instance") == inst] for src, rs in rows_by.items()}, keys,
+                               spec=task_spec)
+        for src, by_key in cells.items():
+            marks[src].update({f"{inst} ({k})": m for k, m in by_key.items()})
+    task_values = {r.source: [{"instance": i, **{k: v for k, v in t.items() if k in _overall_keys()}}
+                              for i, t in (r.summary.get("tasks") or {}).items()] for r in mine}
+    overall = rows_tie_cells(task_values, _overall_keys(), spec=overall_spec) if len(mine) >= 2 else {}
+    data, text_cols = [], set()
+    for r in mine:
+        s = r.summary
         row: dict[str, Any] = {"model": r.model, "source": r.source, "judge": (s.get("judge") or {}).get("model")}
         for inst, t in sorted((s.get("tasks") or {}).items()):
             spec = PROJECT_METRICS.get(t.get("metric") or "")
             if spec is not None:
-                if t.get(t.get("metric")) is not None:
-                    row[f"{inst} ({t['metric']})"] = t.get(t["metric"])
-                row[f"{inst} ({spec.key})"] = t.get(spec.key)
+                for k in ((t["metric"],) if t.get(t["metric"]) is not None else ()) + (spec.key,):
+                    col = f"{inst} ({k})"
+                    row[col] = (t.get(k), marked("", marks[r.source].get(col, ""), t, k,
+                                                 rate=True if k == "llm_classification" else None))
         for key, m in (s.get("overall") or {}).items():
-            row[f"mean {key} ({m.get('n_tasks')} tasks)"] = m.get("mean")
-        rows.append(row)
-    return pd.DataFrame(rows)
+            row[f"mean {key} ({m.get('n_tasks')} tasks)"] = (m.get("mean"), overall.get(r.source, {}).get(key, ""))
+        text_cols |= {c for c, v in row.items() if isinstance(v, tuple) and v[1]}
+        data.append(row)
+    for row in data:  # a marked column is text throughout; an unmarked one keeps its numbers
+        for c, v in list(row.items()):
+            if isinstance(v, tuple):
+                value, mark = v
+                row[c] = marked("-" if value is None else f"{value:.3f}", mark) if c in text_cols else value
+    return pd.DataFrame(data)
+
+
+def _overall_keys() -> tuple[str, ...]:
+    from spear_metrics.dynamic_superb.metrics import PROJECT_METRICS
+
+    return tuple(m.key for m in PROJECT_METRICS.values())

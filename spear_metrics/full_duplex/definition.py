@@ -614,6 +614,19 @@ KEYS: tuple[MetricKey, ...] = (
 )
 #: key -> (unit, better, description), derived from :data:`KEYS`
 KEY_INFO: dict[str, tuple[str, str, str]] = {k.name: (k.unit, k.better, k.description) for k in KEYS}
+#: task -> the direction of "better" of its take-over rate ``tor`` (declared ``task_dependent``): the
+#: model should keep quiet through a pause or a backchannel and take the turn at a turn end or
+#: an interruption (FDB v1.0 paper, arXiv 2503.04721, section 4)
+TOR_BETTER: dict[str, str] = {"pause_handling": "lower", "backchannel": "lower", "smooth_turn_taking": "higher",
+                              "user_interruption": "higher"}
+
+
+def key_better(task: str, key: str) -> str | None:
+    """The direction of "better" of per-sample key ``key`` in ``task``: :data:`TOR_BETTER` for
+    ``tor``, else the key's declared one (:data:`KEY_INFO`); ``None`` for an unknown key or task."""
+    if key == "tor":
+        return TOR_BETTER.get(task)
+    return KEY_INFO[key][1] if key in KEY_INFO else None
 
 
 def aggregate(task: str, values: Sequence[dict[str, Any]], *, n_resamples: int = 1000, seed: int = 0,

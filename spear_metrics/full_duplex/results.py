@@ -148,25 +148,47 @@ def card_text(summary: dict[str, Any], *, model_name: str, split: str, n_rows: i
                         tags=["spearbench", "full-duplex-bench", "evaluation-results"], split=split, body=body)
 
 
+def tie_spec(task: str):
+    """The tie groups of a task's leaderboard (:class:`spear_metrics.reports.runs.TieSpec`): rows
+    paired by sample ``id``, samples resampled one by one, each key's direction in ``task``
+    (:func:`spear_metrics.full_duplex.definition.key_better`: ``tor`` lower for pause handling and
+    backchannel, higher for turn-taking and interruption; ``backchannel_frequency`` is "closer to
+    human" and has no human value here, so no tie group)."""
+    from spear_metrics.full_duplex.definition import key_better
+    from spear_metrics.reports.runs import TieSpec
+
+    return TieSpec(row_id=lambda r: str(r.get("id")), better=lambda k: key_better(task, k), unit="sample",
+                   columns=("id", "status"))
+
+
 def leaderboard_frame(results: Sequence[Any]):
     """The Space's Full-Duplex-Bench table: one row per loaded FDB results dataset
     (:class:`spear_metrics.results.Results` whose summary is an FDB task run), columns ``model``,
     ``task``, ``samples``, then each FDB key with its interval; ``-`` = missing or not a key of
-    that task. Other results are left out."""
+    that task. Other results are left out.
+
+    Among the datasets of one task, each key's cell also carries its tie mark and rank interval
+    (``★`` best, ``≈`` tied with the best: :func:`spear_metrics.reports.runs.rows_tie_cells` over
+    the samples every dataset scored, :func:`tie_spec`) and a take-over rate from fewer than 10
+    samples its few-events mark (:func:`spear_metrics.core.summary.few_events`)."""
     import pandas as pd
 
-    from spear_metrics.full_duplex.definition import KEYS
-
     from spear_metrics.core.summary import interval_text
-
-    def cell(summary: dict[str, Any], key: str) -> str:
-        return interval_text(summary.get(key), summary.get(f"{key}_ci95"), digits=3)
+    from spear_metrics.full_duplex.definition import KEYS, TASK_KEYS
+    from spear_metrics.reports.runs import marked, results_rows, rows_tie_cells
 
     names = [k.name for k in KEYS]
+    mine = [r for r in results if r.summary.get("metrics") == [NAME] and "benchmark" not in r.summary]
+    marks: dict[str, dict[str, str]] = {}
+    for task in dict.fromkeys(r.summary.get("task") for r in mine):
+        group = [r for r in mine if r.summary.get("task") == task]
+        if task in TASK_KEYS and len(group) >= 2:
+            spec = tie_spec(task)
+            marks.update(rows_tie_cells(results_rows(group, TASK_KEYS[task], spec), TASK_KEYS[task], spec=spec))
     data = []
-    for r in results:
+    for r in mine:
         s = r.summary
-        if s.get("metrics") != [NAME] or "benchmark" in s:
-            continue
-        data.append([r.model, s.get("task") or "-", s.get("n_samples", "-"), *[cell(s, k) for k in names], r.source])
+        cells = [marked(interval_text(s.get(k), s.get(f"{k}_ci95"), digits=3), marks.get(r.source, {}).get(k, ""), s, k)
+                 for k in names]
+        data.append([r.model, s.get("task") or "-", s.get("n_samples", "-"), *cells, r.source])
     return pd.DataFrame(data, columns=["model", "task", "samples", *names, "source"])

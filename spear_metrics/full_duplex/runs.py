@@ -317,19 +317,46 @@ def release_summary(run: str, release: Path, stimuli: Path, results: Sequence[Sa
 # ----------------------------------------------------------------------------- leaderboard
 
 
-def _cell(summary: dict[str, Any], key: str) -> str:
+def _cell(summary: dict[str, Any], key: str, tie: str = "") -> str:
+    from spear_metrics.reports.runs import marked
+
     v = summary.get(key)
     if v is None:
         return "-"
     ci = summary.get(f"{key}_ci95")
-    return f"{v:.3f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "") + f" (n={summary.get(f'{key}_n')})"
+    text = f"{v:.3f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "") + f" (n={summary.get(f'{key}_n')})"
+    return marked(text, tie, summary, key, rate=RELEASE_COLUMNS[key][1] == "tor")
+
+
+def release_tie_spec():
+    """The tie groups of the release leaderboard (:class:`spear_metrics.reports.runs.TieSpec`):
+    rows paired by their stimulus (``<category>/<sample id>``), samples resampled one by one; a
+    column's per-row value is its key on the rows of its category; its direction is the key's in
+    that category's task (:func:`spear_metrics.full_duplex.definition.key_better`)."""
+    from spear_datasets.sources.fdb import RELEASE_CATEGORIES
+    from spear_metrics.full_duplex.definition import key_better
+    from spear_metrics.reports.runs import TieSpec
+
+    def value(r: dict[str, Any], col: str) -> Any:
+        cat, key = RELEASE_COLUMNS[col]
+        return r.get(key) if r.get("category") == cat else None
+
+    return TieSpec(row_id=lambda r: r.get("stimulus"), unit="sample", value=value,
+                   better=lambda col: key_better(RELEASE_CATEGORIES[RELEASE_COLUMNS[col][0]], RELEASE_COLUMNS[col][1]))
 
 
 def write_leaderboard(out_root: str | os.PathLike) -> Path | None:
     """``out_root/leaderboard.md``: one row per release run scored into ``out_root`` (every
     ``<run>/summary.json`` of :data:`RELEASE_PROTOCOL`, by run name): the ten columns as
     ``mean [95 % CI] (n=values)``, the reading of the reply, and failed rows. ``None`` when
-    there is no such run."""
+    there is no such run. With two runs or more, each cell also carries its tie mark and rank
+    interval (★ best, ≈ tied with the best: :func:`spear_metrics.reports.runs.leaderboard_ties` on the
+    ``per_sample.jsonl`` rows of the samples every run scored, :func:`release_tie_spec`; the rule
+    is written under the table), and a take-over rate from fewer than 10 samples its few-events
+    mark."""
+    from spear_metrics.core.records import read_jsonl
+    from spear_metrics.reports.runs import leaderboard_ties, tie_cell
+
     out_root = Path(out_root)
     runs = []
     for p in sorted(out_root.glob("*/summary.json")):
@@ -341,16 +368,26 @@ def write_leaderboard(out_root: str | os.PathLike) -> Path | None:
             runs.append(s)
     if not runs:
         return None
+    rows = {str(s.get("run")): list(read_jsonl(out_root / str(s.get("run")) / "per_sample.jsonl")) for s in runs}
+    ties = leaderboard_ties(rows, list(RELEASE_COLUMNS), spec=release_tie_spec()) if len(rows) >= 2 else {}
     head = ["run", "model", *RELEASE_COLUMNS, "reading", "failed rows"]
     lines = ["# Full-Duplex-Bench v1.0: model-outputs release, rescored by SPEARBench", "",
              "Each cell: mean [95 % percentile-bootstrap interval over samples] (n = samples with a value). "
              "`reading`: `none` = reply resampled to 16 kHz (correct); `upstream` = FDB's own reading "
-             "(reply samples read as 16 kHz).", "",
+             "(reply samples read as 16 kHz). A take-over rate from fewer than 10 samples is marked "
+             "`(few events: n = N)`.", "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for s in runs:
-        cells = [str(s.get("run")), str(s.get("label") or s.get("model") or "-"), *(_cell(s, k) for k in RELEASE_COLUMNS),
+        cells = [str(s.get("run")), str(s.get("label") or s.get("model") or "-"),
+                 *(_cell(s, k, tie_cell(ties, k, str(s.get("run")))) for k in RELEASE_COLUMNS),
                  str(s.get("compat")), f"{s.get('n_failed')} of {s.get('n_samples')}"]
         lines.append("| " + " | ".join(c.replace("|", "/") for c in cells) + " |")
+    if ties:
+        from spear_metrics.core.stats import ALPHA, SMALL_SAMPLE, TIE_RULE
+
+        lines += ["", f"Tie marks: {TIE_RULE.format(unit='sample', alpha=ALPHA, min_units=SMALL_SAMPLE)}; only the "
+                      "samples every run scored are compared (per column: "
+                      + ", ".join(f"{k} {t['n_common']}" for k, t in ties.items()) + ")."]
     path = out_root / "leaderboard.md"
     with atomic_path(path) as tmp:
         tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")

@@ -233,19 +233,43 @@ def audio_files(rows: Sequence[dict[str, Any]], *, answers: bool, inputs: bool) 
     return {col: [(d, name) if d is not None else None for d in dirs] for col, name in names.items()}
 
 
+def tie_spec():
+    """The tie groups of the v1.5 table (:class:`spear_metrics.reports.runs.TieSpec`): rows paired
+    by ``<subset>/<id>``, samples resampled one by one, each key's declared direction
+    (:data:`~spear_metrics.full_duplex_v15.keys.KEYS`). Of the headline keys only the latencies
+    (means over samples, lower is better) get a tie group: the tag shares and the features are
+    ``task_dependent`` (no better direction), and the features are trimmed means, not means."""
+    from spear_metrics.full_duplex_v15.keys import KEYS
+    from spear_metrics.reports.runs import TieSpec
+
+    better = {k.name: k.better for k in KEYS}
+    return TieSpec(row_id=lambda r: f"{r.get('subset')}/{r.get('id')}", better=better.get, unit="sample",
+                   columns=("id", "subset", "status"))
+
+
+#: the v1.5 keys whose value is a mean of per-sample values (the others are shares of tags or trimmed means)
+MEAN_KEYS = ("stop_latency_s", "response_latency_s")
+
+
 def leaderboard_frame(results: Sequence[Any]):
     """The Space's Full-Duplex-Bench v1.5 table: one row per loaded v1.5 results dataset, columns
-    ``model``, ``samples``, then each headline key with its interval (``-`` = missing), ``source``."""
+    ``model``, ``samples``, then each headline key with its interval (``-`` = missing), ``source``.
+    With two datasets or more, the latencies (:data:`MEAN_KEYS`) carry their tie mark and rank
+    interval (★ best, ≈ tied with the best over the samples every dataset scored,
+    :func:`spear_metrics.reports.runs.results_tie_cells` with :func:`tie_spec`); a tag share from
+    fewer than 10 judged samples carries its few-events mark."""
     import pandas as pd
 
     from spear_metrics.core.summary import interval_text
     from spear_metrics.full_duplex_v15.scoring import HEADLINE
+    from spear_metrics.reports.runs import marked, results_tie_cells
 
+    mine = [r for r in results if r.summary.get("benchmark") == NAME]
+    marks = results_tie_cells(mine, MEAN_KEYS, spec=tie_spec())
     data = []
-    for r in results:
+    for r in mine:
         s = r.summary
-        if s.get("benchmark") != NAME:
-            continue
         data.append([r.model, s.get("n_samples", "-"),
-                     *[interval_text(s.get(k), s.get(f"{k}_ci95"), digits=3) for k in HEADLINE], r.source])
+                     *[marked(interval_text(s.get(k), s.get(f"{k}_ci95"), digits=3), marks.get(r.source, {}).get(k, ""),
+                              s, k) for k in HEADLINE], r.source])
     return pd.DataFrame(data, columns=["model", "samples", *HEADLINE, "source"])

@@ -243,21 +243,44 @@ def card_text(summary: dict[str, Any], *, model_name: str, split: str, n_rows: i
                         extra_configs=tuple(extra_tables([])))
 
 
+def tie_spec():
+    """The tie groups of the v2 table (:class:`spear_metrics.reports.runs.TieSpec`): rows paired by
+    the conversation's task ``id``, conversations resampled one by one (each row is one), every
+    split key higher-is-better (scores 1-5, :data:`~spear_metrics.full_duplex_v2.score.KEYS`)."""
+    from spear_metrics.full_duplex_v2.score import KEYS
+    from spear_metrics.reports.runs import TieSpec
+
+    better = {k.name: k.better for k in KEYS}
+    return TieSpec(row_id=lambda r: r.get("id"), better=better.get, unit="conversation", columns=("id", "split", "status"))
+
+
 def leaderboard_frame(results: Sequence[Any]):
     """The Space's v2 table: one row per loaded v2 results dataset and split (``all`` first),
     columns ``model``, ``split``, ``conversations``, then each of :data:`SPLIT_KEYS` as
-    ``mean [lo, hi]`` (``-`` = none), ``source``. Other results are left out."""
+    ``mean [lo, hi]`` (``-`` = none), ``source``. Other results are left out.
+
+    With two datasets or more, each split's cells carry their tie mark and rank interval (★ best,
+    ≈ tied with the best: :func:`spear_metrics.reports.runs.rows_tie_cells` over the split's
+    conversations every dataset scored, :func:`tie_spec`)."""
     import pandas as pd
 
+    from spear_metrics.reports.runs import marked, results_rows, rows_tie_cells
+
+    mine = [r for r in results if r.summary.get("benchmark") == NAME]
+    spec = tie_spec()
+    rows = results_rows(mine, SPLIT_KEYS, spec) if len(mine) >= 2 else {}
+    marks: dict[str, dict[str, dict[str, str]]] = {}  # split -> source -> key -> mark
+    for name in dict.fromkeys(n for r in mine for n in (r.summary.get("splits") or {})):
+        sel = {src: [x for x in rs if name == "all" or x.get("split") == name] for src, rs in rows.items()}
+        marks[name] = rows_tie_cells(sel, SPLIT_KEYS, spec=spec)
     data = []
-    for r in results:
+    for r in mine:
         s = r.summary
-        if s.get("benchmark") != NAME:
-            continue
         splits = s.get("splits") or {}
         for name in sorted(splits, key=lambda n: (n != "all", n)):
             data.append([r.model, name, splits[name].get("n_conversations", "-"),
-                         *[split_cell(s, name, k) for k in SPLIT_KEYS], r.source])
+                         *[marked(split_cell(s, name, k), marks.get(name, {}).get(r.source, {}).get(k, ""))
+                           for k in SPLIT_KEYS], r.source])
     return pd.DataFrame(data, columns=["model", "split", "conversations", *SPLIT_KEYS, "source"])
 
 

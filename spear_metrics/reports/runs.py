@@ -276,44 +276,100 @@ def comparison_table(comp: dict[str, Any], columns: Sequence[str] | None = None,
     return "\n".join(text)
 
 
+@dataclass(frozen=True)
+class TieSpec:
+    """What a benchmark's leaderboard tells :func:`leaderboard_ties` about its per-sample rows:
+    the one place where tie groups of every leaderboard are computed, each benchmark giving only
+    this (and its key list).
+
+    Attributes:
+        row_id: row -> its sample id, the pairing of the systems' rows (SPEAR: :func:`input_id`;
+            FDB: the sample id; SpeechRole: ``(mode, role, dialogue)``; Dynamic-SUPERB:
+            ``(instance, file)``).
+        better: key -> its direction of "better" (``"higher"``, ``"lower"``, ``"closer_to_human"``;
+            anything else: no tie group for that key).
+        unit: what a resample draws, as the rule names it (``"conversation"``, ``"sample"``,
+            ``"dialogue"``, ``"row"``...).
+        cluster: row -> its cluster (``None`` = its own); ``None``: every row is its own.
+        stratum: row -> its stratum (clusters drawn within it, e.g. SpeechRole's role), named
+            ``stratum_name``; ``None``: one stratum.
+        value: ``(row, key)`` -> the row's value of the key: a number (the key is a mean) or a
+            pair ``(num, den)`` (the key is ``sum(num) / sum(den)``,
+            :func:`spear_metrics.core.stats.value_parts`); ``None``: ``row.get(key)``.
+        columns: the per-sample columns the rows need besides the keys (what
+            :func:`results_rows` reads of a results dataset); ``None``: every column but audio.
+    """
+
+    row_id: Callable[[dict[str, Any]], Any]
+    better: Callable[[str], str | None]
+    unit: str = "row"
+    cluster: Callable[[dict[str, Any]], Any] | None = None
+    stratum: Callable[[dict[str, Any]], Any] | None = None
+    stratum_name: str = "stratum"
+    value: Callable[[dict[str, Any], str], Any] | None = None
+    columns: tuple[str, ...] | None = None
+
+
+def _declared_better(key: str) -> str | None:
+    from spear_metrics.core.columns import find_column
+
+    col = find_column(key)
+    return None if col is None else col.better
+
+
+def spear_tie_spec(unit: str = "conversation") -> TieSpec:
+    """SPEAR's :class:`TieSpec`: rows paired by :func:`input_id`, clustered by
+    :func:`spear_metrics.core.stats.conversation_of` (``unit`` ``"conversation"``) or not
+    (``"row"``), each key's direction as declared (:func:`spear_metrics.core.columns.find_column`)."""
+    return TieSpec(row_id=input_id, better=_declared_better, unit=unit,
+                   cluster=conversation_of if unit == "conversation" else None,
+                   columns=("audio_path", "conversation_id", "status"))
+
+
 def leaderboard_ties(rows_by_system: dict[str, Sequence[dict[str, Any]]], keys: Sequence[str], *,
                      n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0, unit: str = "conversation",
-                     human: dict[str, Any] | None = None) -> dict[str, Any]:
+                     human: dict[str, Any] | None = None, spec: TieSpec | None = None) -> dict[str, Any]:
     """Tie groups and rank intervals of a leaderboard, key by key
-    (:func:`spear_metrics.core.stats.tie_groups`): systems' scored rows paired by
-    :func:`input_id`, clustered by :func:`spear_metrics.core.stats.conversation_of` (``unit``
-    ``"conversation"``) or not (``"row"``).
+    (:func:`spear_metrics.core.stats.tie_groups`, ``common=True``: only the rows every system
+    has a value for): systems' ``ok`` rows (``status`` absent counts as ok) paired by
+    ``spec.row_id``, clustered and stratified as ``spec`` says (default :func:`spear_tie_spec` of
+    ``unit``).
 
-    A key gets a tie group when its direction of "better" is ``higher`` or ``lower``
-    (:func:`spear_metrics.core.columns.find_column`), or ``closer_to_human`` and ``human`` (the
-    human answers' values, e.g. their summary or the published human row) has a number for it,
-    and at least two systems have per-row values under its name (the tests run on those per-row
-    values); other keys are left out.
+    A key gets a tie group when its direction of "better" (``spec.better``) is ``higher`` or
+    ``lower``, or ``closer_to_human`` and ``human`` (the human answers' values, e.g. their summary
+    or the published human row) has a number for it, and at least two systems have per-row
+    values for it (the tests run on those per-row values); other keys are left out.
 
     Returns:
         ``{key: tie_groups(...)}`` for the keys that have one.
     """
-    from spear_metrics.core.columns import find_column
-    from spear_metrics.core.stats import as_number, conversation_of, tie_groups
+    from spear_metrics.core.stats import as_number, tie_groups, value_parts
 
+    spec = spec or spear_tie_spec(unit)
+    get = spec.value or (lambda r, k: r.get(k))
     ok = {name: [r for r in rows if r.get("status", "ok") == "ok"] for name, rows in rows_by_system.items()}
-    conv: dict[str, Any] = {}
+    cluster: dict[Any, Any] = {}
+    stratum: dict[Any, Any] = {}
     for rows in ok.values():
         for r in rows:
-            conv.setdefault(input_id(r), conversation_of(r))
+            i = spec.row_id(r)
+            cluster.setdefault(i, spec.cluster(r) if spec.cluster is not None else i)
+            if spec.stratum is not None:
+                stratum.setdefault(i, spec.stratum(r))
     out: dict[str, Any] = {}
     for key in keys:
-        col = find_column(key)
+        better = spec.better(key)
         target = as_number((human or {}).get(key))
-        if col is None or not (col.better in ("higher", "lower") or (col.better == "closer_to_human" and target is not None)):
+        if not (better in ("higher", "lower") or (better == "closer_to_human" and target is not None)):
             continue
-        values = {name: {input_id(r): r.get(key) for r in rows if as_number(r.get(key)) is not None}
+        values = {name: {spec.row_id(r): v for r in rows if value_parts(v := get(r, key)) is not None}
                   for name, rows in ok.items()}
         values = {n: v for n, v in values.items() if v}
         if len(values) < 2:
             continue
-        out[key] = tie_groups(values, better=col.better, target=target, cluster=conv.get if unit == "conversation" else None,
-                              unit=unit, n_resamples=n_resamples, seed=seed)
+        out[key] = tie_groups(values, better=better, target=target, cluster=cluster.get, unit=spec.unit,
+                              stratum=stratum.get if spec.stratum is not None else None,
+                              stratum_name=spec.stratum_name, common=True, n_resamples=n_resamples, seed=seed)
     return out
 
 
@@ -328,19 +384,55 @@ def tie_cell(ties: dict[str, Any], key: str, system: str) -> str:
     return " ".join(x for x in (s.get("mark") or "", rank) if x)
 
 
-def results_tie_cells(loaded: Sequence[Any], keys: Sequence[str], *, n_resamples: int = DEFAULT_RESAMPLES,
-                      seed: int = 0, human: dict[str, Any] | None = None) -> dict[str, dict[str, str]]:
-    """The tie marks of loaded results datasets (:class:`spear_metrics.results.Results`: their
-    per-sample ``samples`` tables) on a leaderboard: ``{source: {key: tie_cell}}``
-    (:func:`leaderboard_ties` by conversation, ``human``: the human values "closer to human"
-    keys are judged against, :func:`tie_cell`); empty with fewer than 2 datasets.
-    Only the columns the tests need are read (no audio)."""
-    rows_by: dict[str, list[dict[str, Any]]] = {}
+def marked(text: str, tie: str = "", summary: dict[str, Any] | None = None, key: str | None = None, *,
+           rate: bool | None = None) -> str:
+    """A leaderboard cell with its marks, as every leaderboard writes it: ``text`` (the value,
+    its interval), then ``tie`` (:func:`tie_cell`), then the few-events mark of ``summary[key]``
+    (:func:`spear_metrics.core.summary.few_events`; ``rate`` as there), e.g.
+    ``"0.400 [0.100, 0.700] ★ rank 1-2 (few events: n = 5)"``."""
+    from spear_metrics.core.summary import few_events
+
+    few = few_events(summary, key, rate=rate) if summary is not None and key is not None else ""
+    return " ".join(x for x in (text, tie, few) if x)
+
+
+def results_rows(loaded: Sequence[Any], keys: Sequence[str], spec: TieSpec | None = None
+                 ) -> dict[str, list[dict[str, Any]]]:
+    """The per-sample rows of loaded results datasets (:class:`spear_metrics.results.Results`:
+    their ``samples`` tables), ``{source: [row]}``: the ``keys`` and ``spec.columns`` (default
+    :func:`spear_tie_spec`'s) that the table has, every column but audio when ``spec.columns`` is
+    ``None``; values cleaned (:func:`spear_metrics.core.records.clean_value`: NaN -> ``None``)."""
+    spec = spec or spear_tie_spec()
+    out: dict[str, list[dict[str, Any]]] = {}
     for res in loaded:
         frame = res.samples
-        cols = [c for c in ("audio_path", "conversation_id", "status", *keys) if c in frame.columns]
-        rows_by[res.source] = [{k: clean_value(v) for k, v in r.items()} for r in frame[cols].to_dict("records")]
-    if len(rows_by) < 2:
+        want = (*spec.columns, *keys) if spec.columns is not None else tuple(
+            c for c in frame.columns if c not in set(getattr(res, "audio_columns", None) or ()) and not c.endswith("_audio"))
+        cols = list(dict.fromkeys(c for c in want if c in frame.columns))
+        out[res.source] = [{k: clean_value(v) for k, v in r.items()} for r in frame[cols].to_dict("records")]
+    return out
+
+
+def rows_tie_cells(rows_by_system: dict[str, Sequence[dict[str, Any]]], keys: Sequence[str], *,
+                   spec: TieSpec | None = None, n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0,
+                   human: dict[str, Any] | None = None) -> dict[str, dict[str, str]]:
+    """``{system: {key: tie_cell}}`` of the systems' rows (:func:`leaderboard_ties` with ``spec``,
+    :func:`tie_cell`); empty with fewer than 2 systems."""
+    if len(rows_by_system) < 2:
         return {}
-    ties = leaderboard_ties(rows_by, keys, n_resamples=n_resamples, seed=seed, human=human)
-    return {src: {k: tie_cell(ties, k, src) for k in ties} for src in rows_by}
+    ties = leaderboard_ties(rows_by_system, keys, n_resamples=n_resamples, seed=seed, human=human, spec=spec)
+    return {name: {k: tie_cell(ties, k, name) for k in ties} for name in rows_by_system}
+
+
+def results_tie_cells(loaded: Sequence[Any], keys: Sequence[str], *, n_resamples: int = DEFAULT_RESAMPLES,
+                      seed: int = 0, human: dict[str, Any] | None = None, spec: TieSpec | None = None
+                      ) -> dict[str, dict[str, str]]:
+    """The tie marks of loaded results datasets (:class:`spear_metrics.results.Results`: their
+    per-sample ``samples`` tables) on a leaderboard: ``{source: {key: tie_cell}}``
+    (:func:`results_rows`, then :func:`rows_tie_cells` with ``spec``, default SPEAR's by
+    conversation; ``human``: the human values "closer to human" keys are judged against); empty
+    with fewer than 2 datasets. Only the columns the tests need are read (no audio)."""
+    if len(loaded) < 2:
+        return {}
+    return rows_tie_cells(results_rows(loaded, keys, spec), keys, spec=spec, n_resamples=n_resamples, seed=seed,
+                          human=human)

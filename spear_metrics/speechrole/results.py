@@ -241,13 +241,56 @@ def card_text(summary: dict[str, Any], *, model_name: str, split: str, n_rows: i
                         tags=["spearbench", "speechrole-eval", "role-play", "evaluation-results"], split=split, body=body)
 
 
+#: the suffix of the ratio keys the Space table shows
+RATIO = "ratio_100_sumA_over_sumB"
+
+
+def ratio_parts(row: dict[str, Any], aspect: str) -> tuple[float, float] | None:
+    """One dialogue's share of ``<scope>_<aspect>_ratio_100_sumA_over_sumB``: ``(100 * A, B)`` of
+    the aspect's pair when both scores exist (``all_aspects``: the sums over the aspects whose
+    pair was scored), ``None`` when none was; the key over dialogues is
+    ``sum(100 A) / sum(B)`` (:func:`spear_metrics.speechrole.aggregate.aggregate_rows`)."""
+    num = den = 0.0
+    seen = False
+    for a in (ASPECTS if aspect == ALL else (aspect,)):
+        x, y = row.get(f"{a}_A"), row.get(f"{a}_B")
+        if isinstance(x, (int, float)) and isinstance(y, (int, float)) and not isinstance(x, bool) \
+                and not isinstance(y, bool) and math.isfinite(x) and math.isfinite(y):
+            num, den, seen = num + 100.0 * x, den + y, True
+    return (num, den) if seen else None
+
+
+def tie_spec():
+    """The tie groups of the SpeechRole table (:class:`spear_metrics.reports.runs.TieSpec`): rows
+    paired by ``(mode, role, dialogue)``, dialogues resampled within their role (each role keeps
+    its number of dialogues, as the intervals of :func:`spear_metrics.speechrole.aggregate.aggregate_rows`),
+    each ratio key's per-dialogue parts :func:`ratio_parts` (higher is better)."""
+    from spear_metrics.reports.runs import TieSpec
+
+    def aspect_of(key: str) -> str | None:
+        return next((a for a in (*ASPECTS, ALL) if key.endswith(f"_{a}_{RATIO}")), None)
+
+    return TieSpec(row_id=lambda r: (r.get("mode"), r.get("role"), r.get("dialogue")),
+                   better=lambda k: "higher" if aspect_of(k) else None, unit="dialogue",
+                   stratum=lambda r: r.get("role"), stratum_name="role",
+                   value=lambda r, k: ratio_parts(r, aspect_of(k)) if aspect_of(k) else None,
+                   columns=("mode", "role", "dialogue", "status", *(f"{a}_{x}" for a in ASPECTS for x in "AB")))
+
+
 def leaderboard_frame(results: Sequence[Any], scope: str = OVERALL):
     """The Space's SpeechRole table: one row per loaded SpeechRole results dataset
     (:class:`spear_metrics.results.Results` whose summary is a SpeechRole run), columns ``model``,
     ``judge``, ``protocol``, ``dialogues``, then ``ratio_100_sumA_over_sumB`` of ``all_aspects`` and
     of each aspect for ``scope`` with its interval, and the all-aspects ``na`` share; ``-`` =
-    missing. Other results are left out."""
+    missing. Other results are left out.
+
+    With two datasets or more, each ratio carries its tie mark and rank interval (★ best, ≈ tied
+    with the best: :func:`spear_metrics.reports.runs.rows_tie_cells` over the dialogues of
+    ``scope`` every dataset scored, :func:`tie_spec`); a ratio over fewer than 10 dialogues
+    carries its few-events mark."""
     import pandas as pd
+
+    from spear_metrics.reports.runs import marked, results_rows, rows_tie_cells
 
     def cell(summary: dict[str, Any], key: str) -> str:
         v, ci = summary.get(key), summary.get(f"{key}_ci95")
@@ -255,15 +298,21 @@ def leaderboard_frame(results: Sequence[Any], scope: str = OVERALL):
             return "-"
         return f"{v:.1f}" + (f" [{ci[0]:.1f}, {ci[1]:.1f}]" if isinstance(ci, list) and len(ci) == 2 else "")
 
+    mine = [r for r in results if r.summary.get("benchmark") == BENCHMARK]
+    keys = [f"{scope}_{a}_{RATIO}" for a in [ALL, *ASPECTS]]
+    spec = tie_spec()
+    marks = {}
+    if len(mine) >= 2:
+        rows = results_rows(mine, (), spec)
+        marks = rows_tie_cells({src: [x for x in rs if scope == OVERALL or x.get("mode") == scope]
+                                for src, rs in rows.items()}, keys, spec=spec)
     cols = ["model", "judge", "protocol", "dialogues", *[f"{a} · 100·ΣA/ΣB" for a in [ALL, *ASPECTS]], "na share",
             "source"]
     data = []
-    for r in results:
+    for r in mine:
         s = r.summary
-        if s.get("benchmark") != BENCHMARK:
-            continue
         na = s.get(f"{scope}_{ALL}_na_share")
         data.append([r.model, s.get("judge_model") or "-", s.get("protocol") or "-", s.get(f"{scope}_n_dialogues", "-"),
-                     *[cell(s, f"{scope}_{a}_ratio_100_sumA_over_sumB") for a in [ALL, *ASPECTS]],
+                     *[marked(cell(s, k), marks.get(r.source, {}).get(k, ""), s, k) for k in keys],
                      "-" if na is None else f"{na:.3f}", r.source])
     return pd.DataFrame(data, columns=cols)
