@@ -815,22 +815,21 @@ def _score(means: np.ndarray, better: str, target: float | None) -> np.ndarray:
     return -np.abs(means - float(target))
 
 
-def _resampled_means(values: dict[str, dict[Any, Any]], systems: Sequence[str], ids: Sequence[Any],
+def _resampled_means(parts: dict[str, dict[Any, tuple[float, float]]], systems: Sequence[str], ids: Sequence[Any],
                      cluster: Callable[[Any], Any] | None, n_resamples: int, seed: int,
                      stratum: Callable[[Any], Any] | None = None) -> tuple[np.ndarray, "Clusters"]:
-    """``(len(systems), n_resamples)`` values (``sum(num) / sum(den)``, :func:`value_parts`) of
-    each system over the rows ``ids`` of clustered resamples (NaN where a resample holds none of a
-    system's rows), and the clusters drawn from."""
+    """``(len(systems), n_resamples)`` values (``sum(num) / sum(den)`` of the rows' ``parts``,
+    :func:`value_parts`) of each system over the rows ``ids`` of clustered resamples (NaN where a
+    resample holds none of a system's rows), and the clusters drawn from."""
     cl = Clusters([cluster(i) for i in ids] if cluster is not None else [None] * len(ids),
                   [stratum(i) for i in ids] if stratum is not None else None)
     drawn = cl.draw_clusters(np.random.default_rng(seed), n_resamples)
     m = np.empty((len(systems), drawn.shape[0]), dtype=np.float64)
+    missing = (np.nan, np.nan)
     for j, n in enumerate(systems):
-        parts = [value_parts(values[n].get(i)) for i in ids]
-        num = np.asarray([np.nan if p is None else p[0] for p in parts], dtype=np.float64)
-        den = np.asarray([np.nan if p is None else p[1] for p in parts], dtype=np.float64)
-        s_num, _ = cl.sums(num)
-        s_den, _ = cl.sums(den)
+        nd = np.asarray([parts[n].get(i, missing) for i in ids], dtype=np.float64).reshape(len(ids), 2)
+        s_num, _ = cl.sums(nd[:, 0])
+        s_den, _ = cl.sums(nd[:, 1])
         tot = s_den[drawn].sum(axis=1)
         with np.errstate(invalid="ignore", divide="ignore"):
             m[j] = np.where(tot > 0, s_num[drawn].sum(axis=1) / np.where(tot > 0, tot, 1.0), np.nan)
@@ -890,7 +889,8 @@ def tie_groups(
         rows every system has, with ``common``, else ``None``).
     """
     unit_name = unit if cluster is not None else "row"
-    values = {name: {i: v for i, v in vals.items() if value_parts(v) is not None} for name, vals in values.items()}
+    values = {name: {i: pv for i, v in vals.items() if (pv := value_parts(v)) is not None}
+              for name, vals in values.items()}  # system -> row id -> (num, den)
     n_common = None
     rule = TIE_RULE.format(unit=unit_name, alpha=alpha, min_units=SMALL_SAMPLE)
     if common:
@@ -905,7 +905,7 @@ def tie_groups(
                            "note": None, "n_common": n_common, "systems": {}}
     means = {}
     for name, vals in values.items():
-        parts = [value_parts(v) for v in vals.values()]
+        parts = list(vals.values())
         den = sum(p[1] for p in parts)
         means[name] = float(sum(p[0] for p in parts) / den) if parts and den > 0 else None
         out["systems"][name] = {"value": means[name], "n": len(parts), "best": False, "tied": None, "p_holm": None,
@@ -924,12 +924,18 @@ def tie_groups(
     out["best"] = best
     out["systems"][best].update(best=True, tied=True, mark=BEST_MARK)
     others = [n for n in ranked if n != best]
+    # with common rows every pair shares the same rows: one set of resamples serves every comparison
+    together = _resampled_means(values, ranked, list(values[best]), cluster, max(1, n_resamples), seed, stratum) \
+        if common else None
     ps: list[float | None] = []
     for n in others:
         ids = [i for i in values[best] if i in values[n]]
         p = None
         if ids:
-            m, cl = _resampled_means(values, [best, n], ids, cluster, max(1, n_resamples), seed, stratum)
+            if together is not None:
+                m, cl = together[0][[ranked.index(best), ranked.index(n)]], together[1]
+            else:
+                m, cl = _resampled_means(values, [best, n], ids, cluster, max(1, n_resamples), seed, stratum)
             out["systems"][n]["n_shared"] = cl.n_clusters
             diff = _score(m[0], better, target) - _score(m[1], better, target)
             if cl.n_clusters >= SMALL_SAMPLE and n_resamples >= 1 and cl.movable():
@@ -942,7 +948,8 @@ def tie_groups(
         out["systems"][n].update(p_holm=p, tied=tied, mark=TIE_MARK if tied else "")
     if n_resamples >= 1:
         ids = list(dict.fromkeys(i for n in ranked for i in values[n]))
-        m, cl = _resampled_means(values, ranked, ids, cluster, n_resamples, seed, stratum)
+        m, cl = together if together is not None else _resampled_means(values, ranked, ids, cluster, n_resamples,
+                                                                        seed, stratum)
         if not cl.movable():  # every resample is the same: no rank interval
             out["note"] = no_interval_reason(cl.n_clusters, unit_name) + ": no rank interval"
             return out

@@ -208,19 +208,6 @@ def card_text(summary: dict[str, Any], *, model_name: str, inference_mode: str |
 _ROW_MEAN_KEYS = ("judge_accuracy", "llm_classification")
 
 
-def _row_value(row: dict[str, Any], key: str) -> Any:
-    """A row's share of a task key (:func:`spear_metrics.dynamic_superb.scoring.aggregate_task`):
-    its 0/1 verdict (a mean), ``(edits, reference tokens)`` of an error rate (a ratio of sums,
-    missing counts as 0 as there), ``None`` for a whole-set key."""
-    from spear_metrics.dynamic_superb.metrics import PROJECT_METRICS
-
-    if key in _ROW_MEAN_KEYS:
-        return row.get(key)
-    if any(m.key == key and m.kind == "error_rate" for m in PROJECT_METRICS.values()):
-        return (row.get(f"{key}_edits") or 0, row.get(f"{key}_ref_tokens") or 0)
-    return None
-
-
 def _better(key: str) -> str | None:
     from spear_metrics.dynamic_superb.metrics import KEY_INFO
 
@@ -230,14 +217,25 @@ def _better(key: str) -> str | None:
 def tie_specs():
     """The tie groups of the Dynamic-SUPERB table (:class:`spear_metrics.reports.runs.TieSpec`),
     ``(per task, overall)``: a task's rows paired by ``(instance, file)`` and resampled one by one
-    within the instance, each row's value :func:`_row_value` (a 0/1 verdict; an error rate's
-    edits and reference tokens; BLEU and Pearson's r have none); the overall means paired by
-    instance, instances resampled (each task's value one unit, as the overall's interval)."""
+    within the instance, each row's share of the task value as
+    :func:`spear_metrics.dynamic_superb.scoring.aggregate_task` computes it (a 0/1 verdict, whose
+    mean is the value; an error rate's ``(edits, reference tokens)``, missing counting 0 as there,
+    whose ratio of sums is the value; BLEU and Pearson's r are whole-set statistics and have none);
+    the overall means paired by instance, instances resampled (each task's value one unit, as the
+    overall's interval)."""
+    from spear_metrics.dynamic_superb.metrics import PROJECT_METRICS
     from spear_metrics.reports.runs import TieSpec
 
-    task = TieSpec(row_id=lambda r: (r.get("instance"), r.get("file")), better=_better, unit="row", value=_row_value,
+    rates = tuple(m.key for m in PROJECT_METRICS.values() if m.kind == "error_rate")
+
+    def row_value(row: dict[str, Any], key: str) -> Any:
+        if key in _ROW_MEAN_KEYS:
+            return row.get(key)
+        return (row.get(f"{key}_edits") or 0, row.get(f"{key}_ref_tokens") or 0) if key in rates else None
+
+    task = TieSpec(row_id=lambda r: (r.get("instance"), r.get("file")), better=_better, unit="row", value=row_value,
                    columns=("instance", "file", "status", *_ROW_MEAN_KEYS,
-                            *(f"{k}_{x}" for k in ("WER", "CER", "PER", "MER") for x in ("edits", "ref_tokens"))))
+                            *(f"{k}_{x}" for k in rates for x in ("edits", "ref_tokens"))))
     overall = TieSpec(row_id=lambda r: r.get("instance"), better=_better, unit="instance")
     return task, overall
 
@@ -260,7 +258,10 @@ def leaderboard_frame(results: Sequence[Any]):
 
     mine = [r for r in results if (getattr(r, "summary", {}) or {}).get("benchmark") == BENCHMARK]
     task_spec, overall_spec = tie_specs()
-    rows_by = results_rows(mine, (), task_spec) if len(mine) >= 2 else {}
+    by_instance: dict[Any, dict[str, list[dict[str, Any]]]] = {}  # instance -> source -> its rows
+    for src, rs in (results_rows(mine, (), task_spec) if len(mine) >= 2 else {}).items():
+        for x in rs:
+            by_instance.setdefault(x.get("instance"), {}).setdefault(src, []).append(x)
     instances = sorted({i for r in mine for i in (r.summary.get("tasks") or {})})
     marks: dict[str, dict[str, str]] = {r.source: {} for r in mine}  # source -> column -> tie mark
     for inst in instances:
@@ -269,8 +270,7 @@ def leaderboard_frame(results: Sequence[Any]):
             t = (r.summary.get("tasks") or {}).get(inst) or {}
             if PROJECT_METRICS.get(t.get("metric") or "") is not None:
                 keys += [k for k in (t["metric"], PROJECT_METRICS[t["metric"]].key) if k not in keys]
-        cells = rows_tie_cells({src: [x for x in rs if x.get("instance") == inst] for src, rs in rows_by.items()}, keys,
-                               spec=task_spec)
+        cells = rows_tie_cells(by_instance.get(inst, {}), keys, spec=task_spec)
         for src, by_key in cells.items():
             marks[src].update({f"{inst} ({k})": m for k, m in by_key.items()})
     task_values = {r.source: [{"instance": i, **{k: v for k, v in t.items() if k in _overall_keys()}}
