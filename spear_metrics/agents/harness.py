@@ -43,13 +43,17 @@ Contract:
   (``row_timeout_s``, :func:`row_time_limit`) fails its row with the reason (secrets masked); the
   run goes on. ``KeyboardInterrupt`` and an unwritable output folder stop the run (resume later);
 - network adapters (:mod:`spear_metrics.agents.duplex`) run ``concurrency`` sessions at once on
-  one event loop; records are written by that one thread as rows end.
+  one event loop; records are written by that one thread as rows end. With ``processes`` > 1 the
+  sessions run in worker processes (:mod:`spear_metrics.agents.processes`) and this process stays
+  the one writer of ``OUT`` (same records, same resume); ``provider_limits`` caps the sessions of
+  an adapter name at once over every process.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import hashlib
 import math
 import os
@@ -80,8 +84,10 @@ from spear_metrics.agents.base import (
     validate_answer,
 )
 from spear_metrics.agents.duplex import is_network_agent
+from spear_metrics.agents.processes import sessions_for
 from spear_metrics.agents.rows import (  # THE row executor; RowTimeout, SyncCaller, run_concurrently re-exported
     ProcessEnds,
+    ProcessLost,
     RowJournal,
     RowTimeout,
     SyncCaller,
@@ -90,7 +96,6 @@ from spear_metrics.agents.rows import (  # THE row executor; RowTimeout, SyncCal
     run_row,
     run_row_async,
     session_time_limit,
-    time_limited,
 )
 from spear_metrics.core.batching import distributed_state
 from spear_metrics.core.records import (
@@ -451,7 +456,7 @@ def row_time_limit(agent: Any, input_s: float, config: GenerationConfig, row_tim
 
 
 async def _infer_row_network(agent: Any, source: Source, i: int, out: Path, config: GenerationConfig,
-                             row_timeout_s: float, writer: Any) -> dict[str, Any]:
+                             row_timeout_s: float, writer: Any, sessions: Any = None) -> dict[str, Any]:
     """Run one row with a network adapter (:mod:`spear_metrics.agents.duplex`): one session,
     the row's time limit (:func:`row_time_limit`), SPEAR's answer from the session.
 
@@ -464,14 +469,18 @@ async def _infer_row_network(agent: Any, source: Source, i: int, out: Path, conf
 
     Nothing slow runs on the event loop (it paces every session): files are written by ``writer``
     (one thread for every write of the run), the input is decoded and the answer resampled on
-    worker threads.
+    worker threads. ``sessions`` runs the session
+    (:class:`~spear_metrics.agents.processes.LocalSessions` by default: on this loop; a
+    :class:`~spear_metrics.agents.processes.SessionPool`: in a worker process).
 
     Raises:
         KeyboardInterrupt, OutputError, and the cancellation of this task.
     """
-    from spear_metrics.agents.duplex import AudioRequest, SessionAnswer, run_session, session_answer, session_config
+    from spear_metrics.agents.duplex import AudioRequest, SessionAnswer, session_answer, session_config
+    from spear_metrics.agents.processes import LocalSessions
 
     loop = asyncio.get_running_loop()
+    sessions = sessions or LocalSessions(agent)
 
     async def body(rec: dict[str, Any]) -> None:
         staged = await loop.run_in_executor(writer, _stage_inputs, agent, source, i, out)
@@ -480,7 +489,7 @@ async def _infer_row_network(agent: Any, source: Source, i: int, out: Path, conf
         request = AudioRequest(audio=prep.audio, sample_rate=TARGET_SR, row_id=source.entries[i].name)
         scfg = session_config(agent, chunk_ms=config.chunk_ms)
         limit = row_time_limit(agent, request.duration_s, config, row_timeout_s)
-        result = await time_limited(run_session(agent, request, scfg), limit)
+        result = await sessions.run(request, scfg, limit, tag=i)
         rec["send_lag_max_s"] = result.send_lag_max_s
         rec["send_lag_max_at_s"] = result.send_lag_max_at_s
         rec.update(server_lag_record(agent, result))
@@ -561,6 +570,8 @@ def run_inference(
     concurrency: int = 1,
     row_timeout_s: float = DEFAULT_ROW_TIMEOUT_S,
     prices: Any = None,
+    processes: int | str = 1,
+    provider_limits: Optional[dict[str, int]] = None,
 ) -> Optional[dict[str, Any]]:
     """Run ``agent_name`` over a SPEAR split into ``out_dir`` (see module docstring).
 
@@ -578,6 +589,11 @@ def run_inference(
             fails with ``timed out after N s``.
         prices: a :class:`spear_metrics.core.usage.PriceTable` (``--price-table``): the usage in
             ``run_info.json`` is priced with it (``usage.cost``, ``currency``, ``cost_note``).
+        processes: network adapters: processes running the sessions (``--processes``; an int or
+            ``"auto"``, :func:`spear_metrics.agents.processes.sessions_for`); 1: this process only.
+        provider_limits: ``{agent name: N}`` (``--provider-limit``): at most N sessions of that
+            adapter at once over every process of this machine
+            (:class:`spear_metrics.agents.processes.ProviderSlots`).
 
     Returns the run info on the main process (``None`` on the others).
 
@@ -599,9 +615,12 @@ def run_inference(
         raise InferError(f"--concurrency must be >= 1, got {concurrency}")
     if not (row_timeout_s > 0 and math.isfinite(row_timeout_s)):
         raise InferError(f"--row-timeout-s must be > 0, got {row_timeout_s}")
+    if processes != "auto" and (not isinstance(processes, int) or processes < 1):
+        raise InferError(f"--processes must be 'auto' or >= 1, got {processes!r}")
     check_out_folder(out)  # the rule first (cheap): a folder that cannot be used costs no loading
     state = distributed_state()
     source = open_source(data, split=split, subset=subset)
+    built_by_name = agent is None
     if agent is None:
         agent = load_agent(agent_name, **agent_options)
     if config.chunk_ms is None:  # the adapter's own chunk (e.g. moshi's 80 ms frame), else 40 ms
@@ -617,14 +636,18 @@ def run_inference(
     # (answers, copied inputs, metadata.csv...), never a folder it found; refused while live
     with claim_out(out, fp, overwrite=overwrite, conflict=conflict, command="infer", state=state,
                    adopt=("metadata.csv", "failures.jsonl", "run_info.json", RESPONSE_TIMES)):
+        sessions = functools.partial(sessions_for, agent, name=agent_name, options=agent_options,
+                                     built_by_name=built_by_name, processes=processes,
+                                     provider_limits=provider_limits)
         return _infer_claimed(agent, agent_name, source, out, config, state, retry_failed=retry_failed,
                               progress=progress, on_row=on_row, concurrency=concurrency, row_timeout_s=row_timeout_s,
-                              prices=prices)
+                              prices=prices, sessions=sessions)
 
 
 def _infer_claimed(agent: Any, agent_name: str, source: Source, out: Path, config: GenerationConfig, state: Any, *,
                    retry_failed: bool, progress: bool, on_row: Optional[Callable[[dict[str, Any]], None]],
-                   concurrency: int, row_timeout_s: float, prices: Any = None) -> Optional[dict[str, Any]]:
+                   concurrency: int, row_timeout_s: float, prices: Any = None,
+                   sessions: Optional[Callable[..., Any]] = None) -> Optional[dict[str, Any]]:
     """:func:`run_inference` once its ``--out`` is claimed (locks held, writes recorded)."""
     rank, world = state.process_index, state.num_processes
     work = out / WORK_DIR
@@ -652,6 +675,7 @@ def _infer_claimed(agent: Any, agent_name: str, source: Source, out: Path, confi
 
         bar = tqdm(total=len(mine), desc=f"infer {agent_name}" + (f" (rank 0 of {world})" if world > 1 else ""), unit="clip")
     network = is_network_agent(agent)
+    session_info: dict[str, Any] = {}
     t0 = time.perf_counter()
     try:
         with AppendLog(work / f"rank-{rank}.jsonl") as log:
@@ -673,7 +697,8 @@ def _infer_claimed(agent: Any, agent_name: str, source: Source, out: Path, confi
                     # lowered to a server's max_concurrency (Kyutai's Python Moshi server: one), noted once
                     concurrency = asyncio.run(_run_network_rows(
                         agent, source, to_run, out, config, concurrency, row_timeout_s, logged, started,
-                        note=f"spearbench infer: note: {agent_name}" if state.is_main_process else None))
+                        note=f"spearbench infer: note: {agent_name}" if state.is_main_process else None,
+                        sessions=sessions, info=session_info))
                 else:
                     caller = SyncCaller()
                     try:
@@ -682,6 +707,8 @@ def _infer_claimed(agent: Any, agent_name: str, source: Source, out: Path, confi
                             logged(_infer_row(agent, source, i, out, config, caller=caller, row_timeout_s=row_timeout_s))
                     finally:
                         caller.close()
+    except ProcessLost as e:  # the rows it was running resume (and count a process end)
+        raise InferError(str(e)) from None
     finally:
         if bar is not None:
             bar.close()
@@ -692,6 +719,7 @@ def _infer_claimed(agent: Any, agent_name: str, source: Source, out: Path, confi
     return finalize(source, out, agent_name=agent_name, config=config, elapsed_s=elapsed, n_new=len(pending), world=world,
                     extra={"concurrency": concurrency if network else 1, "row_timeout_s": row_timeout_s,
                            **({"chunk_ms": config.chunk_ms} if network else {}),
+                           **session_info,
                            "onset_rule": getattr(agent, "onset_rule", None),
                            "onset_kind": onset_kind(agent),
                            **({"server_lag_bound_s": agent.server_lag_bound_s}
@@ -701,21 +729,38 @@ def _infer_claimed(agent: Any, agent_name: str, source: Source, out: Path, confi
 
 async def _run_network_rows(agent: Any, source: Source, rows: list[int], out: Path, config: GenerationConfig,
                             concurrency: int, row_timeout_s: float, logged: Callable[[dict[str, Any]], None],
-                            started: Callable[[int], None] = lambda i: None, *, note: Optional[str]) -> int:
+                            started: Callable[[int], None] = lambda i: None, *, note: Optional[str],
+                            sessions: Optional[Callable[..., Any]] = None,
+                            info: Optional[dict[str, Any]] = None) -> int:
     """Rows of a network adapter, ``concurrency`` sessions at a time on this event loop
     (:func:`run_concurrently`, which lowers it to the adapter's ``max_concurrency`` with a
     ``note`` line and returns the sessions run at once); each record is logged as soon as its row
     ends. Every file write of the run (inputs staged, answers, work-log records) happens on the one
     writer thread, in order, so the loop that paces the sessions never waits for a disk. An
-    unwritable output folder stops every session (a rerun resumes)."""
+    unwritable output folder stops every session (a rerun resumes).
+
+    ``sessions(concurrency=, n_rows=)`` makes where the sessions run
+    (:func:`spear_metrics.agents.processes.sessions_for`: this loop, or worker processes; default
+    this loop); a row holds its provider slot from its ``started`` record to its answer. ``info``
+    receives the session processes and their loop lag (``session_processes``, ``loop_lag_ms``)."""
+    from spear_metrics.agents.duplex import clamp_concurrency
+    from spear_metrics.agents.processes import LocalSessions
+
     loop = asyncio.get_running_loop()
+    pool = sessions(concurrency=clamp_concurrency(agent, int(concurrency))[0], n_rows=len(rows)) \
+        if sessions is not None and rows else LocalSessions(agent)
 
     async def one(i: int, writer: Any) -> None:
-        await loop.run_in_executor(writer, started, i)
-        rec = await _infer_row_network(agent, source, i, out, config, row_timeout_s, writer)
+        async with pool.slots:
+            await loop.run_in_executor(writer, started, i)
+            rec = await _infer_row_network(agent, source, i, out, config, row_timeout_s, writer, sessions=pool)
         await loop.run_in_executor(writer, logged, rec)
 
-    return await run_concurrently(agent, rows, concurrency, one, note=note)
+    async with pool:
+        n = await run_concurrently(agent, rows, concurrency, one, note=note)
+    if info is not None and rows:
+        info.update(pool.stats())
+    return n
 
 
 def finalize(source: Source, out: Path, *, agent_name: str, config: GenerationConfig, elapsed_s: float = 0.0,

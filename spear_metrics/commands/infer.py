@@ -13,7 +13,7 @@ import argparse
 import sys
 
 from spear_metrics.commands import (
-    add_run_options, command, next_steps, number, overwrite_help, parse_options, print_failures, resumed_line, run_exit_status, SHOWN_FAILURES, shown_path, wrap,
+    add_process_options, add_run_options, command, next_steps, number, overwrite_help, parse_options, print_failures, resumed_line, run_exit_status, SHOWN_FAILURES, shown_path, wrap,
 )
 
 
@@ -39,6 +39,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--concurrency", type=number(integer=True, minimum=1), default=1,
                    help="network adapters (openai-audio, openai-realtime...): sessions at once, each paced in real time "
                         "on its own schedule (default 1); other adapters run one row at a time")
+    add_process_options(p)
     p.add_argument("--row-timeout-s", type=number(above=0), default=300.0,
                    help="time limit of one row's adapter call in s (default 300; a paced network adapter gets the "
                         "input's duration and tail silence on top); a row past it fails with 'timed out after N s'")
@@ -82,6 +83,7 @@ def run(args: argparse.Namespace) -> int:
     from spear_datasets.schema import MetadataError
     from spear_metrics.agents.base import AgentError, GenerationConfig
     from spear_metrics.agents.harness import InferError, run_inference
+    from spear_metrics.agents.processes import parse_provider_limits
     from spear_metrics.agents.registry import UnknownAgentError
     from spear_metrics.core.models import ModelUnavailableError
     from spear_metrics.core.options import OptionError
@@ -108,7 +110,8 @@ def run(args: argparse.Namespace) -> int:
         info = run_inference(args.agent, args.data, args.out, agent_options=parse_options(args.agent_option),
                              split=args.split, subset=args.subset, config=config, retry_failed=args.retry_failed,
                              overwrite=args.overwrite, progress=not args.no_progress, concurrency=int(args.concurrency),
-                             row_timeout_s=float(args.row_timeout_s), prices=prices)
+                             row_timeout_s=float(args.row_timeout_s), prices=prices, processes=args.processes,
+                             provider_limits=parse_provider_limits(args.provider_limit))
     except (InferError, MetadataError, UnknownAgentError, OptionError, ModelUnavailableError, ValueError, TypeError, AgentError) as e:
         from spear_metrics.core.secrets import mask_secrets
 
