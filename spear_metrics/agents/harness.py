@@ -3,7 +3,8 @@
 Output (``OUT``)::
 
     OUT/metadata.csv      SPEAR header, one row per input, in input order; answers relative to OUT;
-                          inputs: absolute paths for a CSV source (clips are not copied), relative
+                          inputs: absolute paths for a CSV source (clips are not copied; with
+                          ``copy_inputs`` they are, as ``inputs/<clip><suffix>``), relative
                           ``inputs/<clip>.wav`` for a dataset source; every row of a source gets
                           the same path form, failed rows included (a row whose path cannot be
                           resolved at all, e.g. one escaping its data root, keeps its cell as
@@ -21,7 +22,8 @@ Output (``OUT``)::
                           the wall and stream clocks and the worst send delay behind the
                           real-time schedule (network adapters), finish_reason; ``score``
                           does not read it
-    OUT/.work/            resume state: run.json (fingerprint), rank-<r>.jsonl (one line per row)
+    OUT/.work/            resume state: run.json (fingerprint), rank-<r>.jsonl (one line per row;
+                          ``r``: the accelerate rank, or the shard K of ``--shard K/N``)
 
 Contract:
 
@@ -101,6 +103,7 @@ from spear_metrics.core.batching import distributed_state
 from spear_metrics.core.records import (
     AppendLog,
     claim_out,
+    claim_shard,
     read_jsonl,
     read_rank_logs,
     write_json_atomic,
@@ -181,11 +184,25 @@ class Source:
                                        duplicate_of=dup))
 
 
+def _copy_once(dest: Path, size: int, write: Callable[[Path], None]) -> Path:
+    """``write(tmp)`` then ``tmp`` renamed to ``dest``, unless an earlier invocation of this run
+    already put ``size`` bytes there (a file it recorded)."""
+    owner = active_folder(dest)
+    if dest.is_file() and dest.stat().st_size == size and (owner is None or owner.is_recorded(dest)):
+        return dest  # copied by an earlier invocation of this run
+    with atomic_path(dest, tmp_suffix=str(os.getpid())) as tmp:
+        write(tmp)
+    return dest
+
+
 class CsvSource(Source):
     """A SPEAR metadata CSV; input paths resolve with :func:`resolve_path` and are written to the
-    output metadata as absolute paths (the clips are not copied)."""
+    output metadata as absolute paths (the clips are not copied), or, with ``copy_inputs``, as
+    copies ``inputs/<clip><suffix>`` inside ``OUT`` (a folder ``score`` takes anywhere, e.g. on
+    another machine)."""
 
-    def __init__(self, csv_path: str | os.PathLike):
+    def __init__(self, csv_path: str | os.PathLike, copy_inputs: bool = False):
+        self.copies_inputs = bool(copy_inputs)
         self.path = Path(csv_path).resolve()
         self.description = str(self.path)
         raw = read_metadata(self.path, required=("audio_path", "context_end_time", "question_end_time"))
@@ -210,10 +227,22 @@ class CsvSource(Source):
         self._name_entries(rows)
 
     def fingerprint(self) -> dict[str, Any]:
-        return {"data": self.description, "data_sha256": hashlib.sha256(self.path.read_bytes()).hexdigest()}
+        fp = {"data": self.description, "data_sha256": hashlib.sha256(self.path.read_bytes()).hexdigest()}
+        return {**fp, "copy_inputs": True} if self.copies_inputs else fp
+
+    def _copy_name(self, i: int) -> str:
+        return Path(self.entries[i].name).stem + (self._inputs[i].suffix.lower() or ".wav")
 
     def input_file(self, i: int, out: Path) -> Path:
-        return self._inputs[i]
+        src = self._inputs[i]
+        if not self.copies_inputs:
+            return src
+        if not src.is_file():
+            raise AudioError(f"input clip not found: {src}")
+        import shutil
+
+        return _copy_once(out / INPUTS_DIR / self._copy_name(i), src.stat().st_size,
+                          lambda tmp: shutil.copyfile(src, tmp))
 
     def reference_file(self, i: int, out: Path) -> Optional[Path]:
         return self._refs.get(i)
@@ -221,7 +250,11 @@ class CsvSource(Source):
     def failed_audio_path(self, i: int, out: Path) -> str:
         """The absolute resolved path, like the rows that ran; the cell as written when it does not
         resolve (empty, NUL byte, or escaping its data root: it escapes OUT's root too, so ``score``
-        fails it for the same reason and never reads it)."""
+        fails it for the same reason and never reads it). With ``copy_inputs``, as a dataset
+        source: a duplicate row names the copy of the row it repeats, any other the cell as written."""
+        if self.copies_inputs:
+            dup = self.entries[i].duplicate_of
+            return f"{INPUTS_DIR}/{self._copy_name(dup)}" if dup is not None else self.entries[i].audio_cell
         p = self._resolved.get(i)
         return str(p) if p is not None else self.entries[i].audio_cell
 
@@ -265,12 +298,7 @@ class DatasetSource(Source):
                 return Path(value["path"])
             return None
         data = value["bytes"]
-        owner = active_folder(dest)
-        if dest.is_file() and dest.stat().st_size == len(data) and (owner is None or owner.is_recorded(dest)):
-            return dest  # copied by an earlier invocation of this run
-        with atomic_path(dest, tmp_suffix=str(os.getpid())) as tmp:
-            tmp.write_bytes(data)
-        return dest
+        return _copy_once(dest, len(data), lambda tmp: tmp.write_bytes(data))
 
     def input_file(self, i: int, out: Path) -> Path:
         p = self._write(self.ds[i]["audio"], out / INPUTS_DIR / self.entries[i].name)
@@ -292,14 +320,15 @@ class DatasetSource(Source):
         return self._write(self.ds[i]["answer_audio"], out / WORK_DIR / "reference" / self.entries[i].name)
 
 
-def open_source(data: str, *, split: str = "test", subset: str = "improvised") -> Source:
-    """A SPEAR metadata CSV (``*.csv``), a Hub-layout dataset folder, or a Hub dataset id.
+def open_source(data: str, *, split: str = "test", subset: str = "improvised", copy_inputs: bool = False) -> Source:
+    """A SPEAR metadata CSV (``*.csv``; ``copy_inputs``: its clips copied into ``OUT/inputs``), a
+    Hub-layout dataset folder, or a Hub dataset id (its clips always written into ``OUT/inputs``).
 
     Raises:
         MetadataError: an unusable CSV. InferError: a dataset that cannot be loaded.
     """
     if str(data).lower().endswith(".csv"):
-        return CsvSource(data)
+        return CsvSource(data, copy_inputs=copy_inputs)
     return DatasetSource(str(data), split, subset)
 
 
@@ -572,6 +601,8 @@ def run_inference(
     prices: Any = None,
     processes: int | str = 1,
     provider_limits: Optional[dict[str, int]] = None,
+    shard: Optional[tuple[int, int]] = None,
+    copy_inputs: bool = False,
 ) -> Optional[dict[str, Any]]:
     """Run ``agent_name`` over a SPEAR split into ``out_dir`` (see module docstring).
 
@@ -594,6 +625,16 @@ def run_inference(
         provider_limits: ``{agent name: N}`` (``--provider-limit``): at most N sessions of that
             adapter at once over every process of this machine
             (:class:`spear_metrics.agents.processes.ProviderSlots`).
+        shard: ``(k, n)`` (``--shard k/n``): run only the rows whose id ``% n == k`` not done yet,
+            beside the other shards, which may run at the same time from other processes or
+            machines (a job array; :func:`spear_metrics.core.records.claim_shard`), logging to
+            ``.work/rank-<k>.jsonl``; no ``metadata.csv``: a run without ``shard`` afterwards runs
+            what no shard finished and writes it. Returns the shard's counts (``shard``,
+            ``rows_run_this_time``, ``n_answered``, ``n_failed`` of its rows, ``rows_left``: rows of
+            every shard without a record).
+        copy_inputs: a CSV source's clips are copied into ``OUT/inputs`` and named relative to
+            ``OUT`` (as a dataset source's always are): the folder holds everything ``score``
+            reads, wherever it is moved (``--copy-inputs``).
 
     Returns the run info on the main process (``None`` on the others).
 
@@ -617,9 +658,18 @@ def run_inference(
         raise InferError(f"--row-timeout-s must be > 0, got {row_timeout_s}")
     if processes != "auto" and (not isinstance(processes, int) or processes < 1):
         raise InferError(f"--processes must be 'auto' or >= 1, got {processes!r}")
+    if shard is not None:
+        k, n = shard
+        if not (isinstance(k, int) and isinstance(n, int) and 0 <= k < n):
+            raise InferError(f"--shard must be K/N with 0 <= K < N, got {k}/{n}")
+        if overwrite:
+            raise InferError("--shard does not take --overwrite (other shards may be writing the folder): "
+                             "give a new --out folder, or --overwrite without --shard first")
     check_out_folder(out)  # the rule first (cheap): a folder that cannot be used costs no loading
     state = distributed_state()
-    source = open_source(data, split=split, subset=subset)
+    if shard is not None and state.num_processes > 1:
+        raise InferError("--shard runs one process: not under a launch of several (accelerate launch)")
+    source = open_source(data, split=split, subset=subset, copy_inputs=copy_inputs)
     built_by_name = agent is None
     if agent is None:
         agent = load_agent(agent_name, **agent_options)
@@ -634,22 +684,25 @@ def run_inference(
                           "--out folder or --overwrite")
     # --out: new, empty or infer's own; --overwrite removes exactly what earlier runs recorded
     # (answers, copied inputs, metadata.csv...), never a folder it found; refused while live
-    with claim_out(out, fp, overwrite=overwrite, conflict=conflict, command="infer", state=state,
-                   adopt=("metadata.csv", "failures.jsonl", "run_info.json", RESPONSE_TIMES)):
+    claim = claim_shard(out, fp, shard=shard[0], conflict=conflict, command="infer") if shard is not None else \
+        claim_out(out, fp, overwrite=overwrite, conflict=conflict, command="infer", state=state,
+                  adopt=("metadata.csv", "failures.jsonl", "run_info.json", RESPONSE_TIMES))
+    with claim:
         sessions = functools.partial(sessions_for, agent, name=agent_name, options=agent_options,
                                      built_by_name=built_by_name, processes=processes,
                                      provider_limits=provider_limits)
         return _infer_claimed(agent, agent_name, source, out, config, state, retry_failed=retry_failed,
                               progress=progress, on_row=on_row, concurrency=concurrency, row_timeout_s=row_timeout_s,
-                              prices=prices, sessions=sessions)
+                              prices=prices, sessions=sessions, shard=shard)
 
 
 def _infer_claimed(agent: Any, agent_name: str, source: Source, out: Path, config: GenerationConfig, state: Any, *,
                    retry_failed: bool, progress: bool, on_row: Optional[Callable[[dict[str, Any]], None]],
                    concurrency: int, row_timeout_s: float, prices: Any = None,
-                   sessions: Optional[Callable[..., Any]] = None) -> Optional[dict[str, Any]]:
+                   sessions: Optional[Callable[..., Any]] = None,
+                   shard: Optional[tuple[int, int]] = None) -> Optional[dict[str, Any]]:
     """:func:`run_inference` once its ``--out`` is claimed (locks held, writes recorded)."""
-    rank, world = state.process_index, state.num_processes
+    rank, world = shard if shard is not None else (state.process_index, state.num_processes)
     work = out / WORK_DIR
     done = _read_logs(work)
 
@@ -663,7 +716,9 @@ def _infer_claimed(agent: Any, agent_name: str, source: Source, out: Path, confi
 
     runnable = [i for i, e in enumerate(source.entries) if e.error is None]
     pending = [i for i in runnable if not is_done(i)]
-    mine = pending[rank::world]
+    # accelerate's ranks run at once: the pending rows dealt round-robin; shards (a job array) may
+    # start at different times, so theirs are fixed by row id, whatever is pending when each starts
+    mine = [i for i in pending if i % world == rank] if shard is not None else pending[rank::world]
     # rows during which the process ended MAX_PROCESS_ENDS times (os._exit in the adapter, a crash,
     # kills): failed with the reason instead of run again (a rerun would end the same way forever)
     ends = ProcessEnds(obj for log in sorted(work.glob("rank-*.jsonl")) for obj in read_jsonl(log))
@@ -673,7 +728,8 @@ def _infer_claimed(agent: Any, agent_name: str, source: Source, out: Path, confi
     if progress and state.is_main_process and mine:
         from tqdm.auto import tqdm
 
-        bar = tqdm(total=len(mine), desc=f"infer {agent_name}" + (f" (rank 0 of {world})" if world > 1 else ""), unit="clip")
+        where = f" (shard {rank}/{world})" if shard is not None else (f" (rank 0 of {world})" if world > 1 else "")
+        bar = tqdm(total=len(mine), desc=f"infer {agent_name}{where}", unit="clip")
     network = is_network_agent(agent)
     session_info: dict[str, Any] = {}
     t0 = time.perf_counter()
@@ -714,6 +770,12 @@ def _infer_claimed(agent: Any, agent_name: str, source: Source, out: Path, confi
             bar.close()
     elapsed = time.perf_counter() - t0
     state.wait_for_everyone()
+    if shard is not None:
+        done = _read_logs(work)
+        status = [done[i].get("status") for i in mine if i in done]
+        return {"shard": f"{rank}/{world}", "rows_run_this_time": len(mine), "n_answered": status.count("ok"),
+                "n_failed": status.count("failed"), "n_inputs": len(source.entries),
+                "rows_left": sum(1 for i in runnable if not is_done(i))}
     if not state.is_main_process:
         return None
     return finalize(source, out, agent_name=agent_name, config=config, elapsed_s=elapsed, n_new=len(pending), world=world,
