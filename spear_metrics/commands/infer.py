@@ -150,7 +150,8 @@ def run(args: argparse.Namespace) -> int:
         if lag is not None and lag > 2 * (info.get("chunk_ms") or 40.0) / 1000.0:
             print(f"spearbench infer: note: a paced session fell {lag:.3f} s behind its real-time schedule (see "
                   f"send_lag_max_s in {shown_path(args.out, 'response_times.csv')}); its wall-clock onset includes that delay: "
-                  "use a lower --concurrency or a less loaded machine", file=sys.stderr)
+                  "use a lower --concurrency, more --processes (each paces its share of the sessions; "
+                  f"this run: {info.get('session_processes', 1)}) or a less loaded machine", file=sys.stderr)
 
         if info.get("n_reply_incomplete"):
             print(f"spearbench infer: note: {info['n_reply_incomplete']} row(s) are missing output frames at the end of "
