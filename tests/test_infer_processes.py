@@ -289,3 +289,79 @@ def test_a_killed_session_process_stops_the_run_and_its_rows_resume(real_dir, tm
         fake.close()
     assert info["n_answered"] == n and info["n_failed"] == 0
     assert sorted(_ok_rows(out)) == list(range(n))
+
+
+# --------------------------------------------------------------------------- the other infer commands
+
+
+def _fdb_stimuli(fdb_dir: Path, root: Path) -> None:
+    """Two bare FDB stimuli (FDB's own examples without their model's replies)."""
+    ex = fdb_dir / "example_data"
+    for task, src, task_file in (("pause_handling", "pause_handling_example", "pause.json"),
+                                 ("smooth_turn_taking", "smooth_turn_taking_example", "turn_taking.json")):
+        (root / task / "1").mkdir(parents=True)
+        for f in ("input.wav", task_file):
+            (root / task / "1" / f).write_bytes((ex / src / "1" / f).read_bytes())
+
+
+@pytest.mark.slow
+def test_fdb_infer_with_two_processes_writes_the_replies_of_one(fdb_dir, real_dir, tmp_path, env):
+    from spear_datasets.audio import decode
+    from spear_metrics.cli import main
+
+    for name_ in ("one", "two"):
+        _fdb_stimuli(fdb_dir, tmp_path / name_)
+    progs = {"pause_handling_1": Program("reply", at_s=1.0, speech_end_s=0.5),
+             "smooth_turn_taking_1": Program("refuse")}
+    fake = RealtimeFake(progs, answer_24k(real_dir)[:12000], KEY)
+    try:
+        runs = {}
+        for name_, extra in (("one", []), ("two", ["--processes", "2", "--provider-limit", "openai-realtime=2"])):
+            status = main(["fdb", "infer", "--agent", "openai-realtime", "--root", str(tmp_path / name_), "--concurrency",
+                           "2", "--no-asr", "--no-progress", "-a", f"base_url={fake.url}", *extra])
+            runs[name_] = status
+    finally:
+        fake.close()
+    assert runs == {"one": 0, "two": 0}
+    for task, status in (("pause_handling", "ok"), ("smooth_turn_taking", "failed")):
+        recs = {n: [r for r in (json.loads(x) for x in (tmp_path / n / task / ".spearbench-fdb-infer" / "rank-0.jsonl")
+                                .read_text().splitlines()) if r["status"] in ("ok", "failed")] for n in ("one", "two")}
+        assert [r["status"] for r in recs["one"]] == [r["status"] for r in recs["two"]] == [status]
+        if status == "ok":  # the time-synchronous reply channel: as long as the input, in both
+            lengths = {n: decode(tmp_path / n / task / "1" / "output.wav")[0].shape[1] for n in ("one", "two")}
+            assert lengths["one"] == lengths["two"] == decode(tmp_path / "one" / task / "1" / "input.wav")[0].shape[1]
+        else:
+            assert "HTTP 403" in recs["two"][0]["error"]
+    assert dict(fake.connections) == {"pause_handling_1": 2, "smooth_turn_taking_1": 2}  # once per run
+    info = json.loads((tmp_path / "two" / "pause_handling" / ".spearbench-fdb-infer" / "run_info.json").read_text())
+    assert info["session_processes"] == 2
+
+
+@pytest.mark.slow
+def test_speechrole_infer_with_two_processes_writes_the_dialogues_of_one(real_dir, tmp_path, env):
+    from openai_fakes import ChatFake
+    from speechrole_fixtures import make_eval_root
+    from spear_datasets.audio import load_audio
+    from spear_metrics.cli import main
+
+    eval_root = make_eval_root(tmp_path, real_dir)
+    answer = load_audio(real_dir / "speechbrain__p226_002.wav", sr=24_000, channels="mix")[0]
+    fake = ChatFake({"Thor_single_0_0": Program("badkey")}, answer, 24_000, KEY, transcript="onions have layers")
+    outs = {n: tmp_path / "model_output" / n for n in ("one", "two")}
+    try:
+        for n, extra in (("one", []), ("two", ["--processes", "2"])):
+            assert main(["speechrole", "infer", "--agent", "openai-audio", "--test-data", str(eval_root), "--mode", "all",
+                         "--out", str(outs[n]), "--no-progress", "--concurrency", "3", "-a", f"base_url={fake.url}",
+                         "-a", "model=gpt-audio-test", "-a", "max_tries=1", *extra]) == 0
+    finally:
+        fake.close()
+    for mode in ("single", "multi"):
+        files = {n: sorted(p.relative_to(outs[n]).as_posix() for p in (outs[n] / f"{mode}_result").rglob("*")
+                           if p.is_file()) for n in outs}
+        assert files["one"] == files["two"] and files["one"]
+        for rel in files["one"]:
+            if "/json/" in rel or rel.endswith("failures.jsonl"):  # the dialogues' texts and paths, the failures
+                assert (outs["one"] / rel).read_text() == (outs["two"] / rel).read_text().replace("/two/", "/one/")
+        info = json.loads((outs["two"] / f"{mode}_result" / "run_info.json").read_text())
+        assert info["session_processes"] == (2 if mode == "single" else 1)  # multi: one dialogue, one process
+    assert set(fake.calls.values()) == {2}  # every turn asked once per run

@@ -506,10 +506,9 @@ async def _infer_row_network(agent: Any, source: Source, i: int, out: Path, conf
         KeyboardInterrupt, OutputError, and the cancellation of this task.
     """
     from spear_metrics.agents.duplex import AudioRequest, SessionAnswer, session_answer, session_config
-    from spear_metrics.agents.processes import LocalSessions
+    from spear_metrics.agents.processes import run_one_session
 
     loop = asyncio.get_running_loop()
-    sessions = sessions or LocalSessions(agent)
 
     async def body(rec: dict[str, Any]) -> None:
         staged = await loop.run_in_executor(writer, _stage_inputs, agent, source, i, out)
@@ -518,7 +517,7 @@ async def _infer_row_network(agent: Any, source: Source, i: int, out: Path, conf
         request = AudioRequest(audio=prep.audio, sample_rate=TARGET_SR, row_id=source.entries[i].name)
         scfg = session_config(agent, chunk_ms=config.chunk_ms)
         limit = row_time_limit(agent, request.duration_s, config, row_timeout_s)
-        result = await sessions.run(request, scfg, limit, tag=i)
+        result = await run_one_session(agent, request, scfg, limit, sessions=sessions, tag=i)
         rec["send_lag_max_s"] = result.send_lag_max_s
         rec["send_lag_max_at_s"] = result.send_lag_max_at_s
         rec.update(server_lag_record(agent, result))

@@ -309,9 +309,7 @@ class LocalSessions:
 
     async def run(self, request: Any, scfg: Any, limit_s: float, what: str = "", tag: Any = None) -> Any:
         """One session of ``request`` under ``limit_s`` s (:func:`time_limited`)."""
-        from spear_metrics.agents.duplex import run_session
-
-        return await time_limited(run_session(self.agent, request, scfg), limit_s, what)
+        return await run_one_session(self.agent, request, scfg, limit_s, what)
 
     def stats(self) -> dict[str, Any]:
         return {"session_processes": 1, "loop_lag_ms": LoopLag.stats([self._lag.hist], [self._lag.max_ms])}
@@ -606,6 +604,17 @@ async def _serve(conn: Any, agent: Any, startup_cpu_s: float) -> None:
                         "cpu_s": time.process_time(), "startup_cpu_s": startup_cpu_s}))
     outbox.put(None)
     await asyncio.to_thread(sender.join, 30)
+
+
+async def run_one_session(agent: Any, request: Any, scfg: Any, limit_s: float, what: str = "", *,
+                          sessions: Any = None, tag: Any = None) -> Any:
+    """THE session call of a row under its limit (:func:`time_limited`): on this loop, or through
+    ``sessions`` (:class:`LocalSessions` / :class:`SessionPool`, ``tag`` the row's id)."""
+    if sessions is None:
+        from spear_metrics.agents.duplex import run_session
+
+        return await time_limited(run_session(agent, request, scfg), limit_s, what)
+    return await sessions.run(request, scfg, limit_s, what, tag=tag)
 
 
 def sessions_for(agent: Any, *, name: str, options: dict[str, Any], built_by_name: bool, processes: int | str,
