@@ -21,6 +21,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import psutil
 import pytest
@@ -88,6 +89,8 @@ def test_sessions_for_starts_no_more_processes_than_sessions_or_rows():
     assert type(sessions_for(agent, processes="auto", concurrency=32, n_rows=100, **kw)).__name__ == "LocalSessions"
     pool = sessions_for(agent, processes=4, concurrency=3, n_rows=10, **kw)
     assert pool.processes == 3 and pool.grow_to == 3 and pool.spec.pickled is None  # rebuilt by name
+    with pytest.raises(ProcessesError, match="not this run's adapter 'openai-realtime'"):
+        sessions_for(agent, processes=1, concurrency=2, n_rows=2, provider_limits={"openai": 2}, **kw)
     # an adapter object the worker cannot rebuild by name must be picklable
     with pytest.raises(ProcessesError, match="cannot be sent"):
         sessions_for(lambda: None, processes=2, concurrency=2, n_rows=2, name="x", options={}, built_by_name=False)
@@ -118,6 +121,44 @@ def test_provider_slots_admit_one_holder_at_a_time(tmp_path):
 
     asyncio.run(main())
     assert events == ["a in", "a out", "b in"]
+
+
+def test_auto_grows_one_process_at_a_time_when_a_loop_lags():
+    """The ``auto`` rule: a lag report over the budget starts one more worker (never two at once,
+    never past ``grow_to``); a report within the budget starts none."""
+    from spear_metrics.agents.processes import AgentSpec, SessionPool
+
+    async def main():
+        pool = SessionPool(AgentSpec("openai-realtime"), 1, grow_to=3, lag_budget_ms=10.0)
+        pool._loop = asyncio.get_running_loop()
+        started = []
+        release = asyncio.Event()
+
+        async def fake_start():  # stands for spawning a worker; "ready" when released
+            started.append(len(started))
+            await release.wait()
+            pool.workers.append(SimpleNamespace())
+
+        pool._start = fake_start
+        pool.workers = [SimpleNamespace()]
+        pool._lag(pool.workers[0], 4.0)  # within the budget
+        await asyncio.sleep(0)
+        assert started == []
+        pool._lag(pool.workers[0], 25.0)
+        pool._lag(pool.workers[0], 30.0)  # while one is starting: no second
+        await asyncio.sleep(0)
+        assert started == [0]
+        release.set()
+        await pool._growing
+        pool._lag(pool.workers[0], 25.0)
+        await asyncio.sleep(0)
+        await pool._growing
+        assert started == [0, 1] and len(pool.workers) == 3
+        pool._lag(pool.workers[0], 99.0)  # grow_to reached
+        await asyncio.sleep(0)
+        assert started == [0, 1]
+
+    asyncio.run(main())
 
 
 def test_loop_lag_percentiles_from_the_histogram():

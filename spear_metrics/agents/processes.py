@@ -631,8 +631,12 @@ def sessions_for(agent: Any, *, name: str, options: dict[str, Any], built_by_nam
         provider_limits: ``--provider-limit`` pairs; the one named ``name`` caps this run's sessions.
 
     Raises:
-        ProcessesError: an adapter object that cannot be sent to a worker.
+        ProcessesError: an adapter object that cannot be sent to a worker; ``provider_limits`` that
+            name other adapters only (a misspelt name would cap nothing).
     """
+    if provider_limits and name not in provider_limits:
+        raise ProcessesError(f"--provider-limit names {', '.join(sorted(provider_limits))}, not this run's adapter "
+                             f"{name!r}: give --provider-limit {name}=N")
     slots = ProviderSlots(name, (provider_limits or {}).get(name))
     if processes == "auto":
         n, grow_to = auto_processes(concurrency), usable_cpus()
