@@ -53,8 +53,8 @@ import numpy as np
 
 from spear_metrics.agents.rows import ProcessLost, failure_reason, time_limited
 
-#: ``--processes auto``: sessions per process (one loop keeps 32 paced 40 ms sessions on schedule
-#: with room to spare: about 2 ms of CPU per session-second, docs/performance.md)
+#: ``--processes auto``: sessions per process (a loop spends about 3 ms of CPU per session-second
+#: pacing 40 ms chunks, docs/performance.md: 32 sessions take about a tenth of a core)
 SESSIONS_PER_PROCESS = 32
 #: ``--processes auto``: a worker whose loop lag p99 (ms) over the last second passes this asks
 #: for one more worker (a quarter of a 40 ms chunk: the lag adds to every wall-clock onset)
@@ -142,8 +142,8 @@ class ProviderSlots:
     (``filelock``'s ``flock``: the kernel releases it when its process ends, also on ``kill -9``).
     ``limit`` ``None``: no cap (entering is free).
 
-    ``async with slots:`` waits (polling every 50 ms, off nothing: the calls do not block) for a
-    free slot and holds it for the block.
+    ``async with slots:`` waits for a free slot (a non-blocking try of each, every 50 ms) and holds
+    it for the block.
     """
 
     POLL_S = 0.05

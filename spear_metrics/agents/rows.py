@@ -18,6 +18,8 @@ this row" rule, and the concurrent loop of network sessions.
   times is failed with the reason instead of being run again (a rerun would end the same way).
 - :func:`run_concurrently`: network rows, ``concurrency`` sessions at once on one event loop,
   every file write on one writer thread, ``concurrency`` lowered to the adapter's ``max_concurrency``.
+  The sessions themselves may run in worker processes (:mod:`spear_metrics.agents.processes`);
+  one that ends with sessions in flight raises :class:`ProcessLost`, which stops the run.
 """
 
 from __future__ import annotations
