@@ -124,6 +124,8 @@ class RealtimeFake:
         self.reply_starts: dict[str, list[int]] = defaultdict(list)  # converse: input samples received at each reply
         self.errors: list[str] = []  # client events the SDK's type refused
         self.text_only: dict[str, bool] = {}  # row -> the session asked for text only
+        self.open_now = 0  # sessions open at this moment (handshake done, handler not yet ended)
+        self.max_open = 0  # the most sessions that were open at once
         self._client_events, self._server_events = _adapters()
         self._ids = itertools.count()
         self._t = _Thread()
@@ -208,6 +210,14 @@ class RealtimeFake:
                                                                       "usage": REALTIME_USAGE}})
 
     async def _handler(self, ws) -> None:
+        self.open_now += 1  # the fake's loop is one thread: no lock needed
+        self.max_open = max(self.max_open, self.open_now)
+        try:
+            await self._session(ws)
+        finally:
+            self.open_now -= 1
+
+    async def _session(self, ws) -> None:
         from websockets.exceptions import ConnectionClosed
 
         rid = ws.request.headers.get("X-Client-Request-Id", "")

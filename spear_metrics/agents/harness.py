@@ -3,7 +3,8 @@
 Output (``OUT``)::
 
     OUT/metadata.csv      SPEAR header, one row per input, in input order; answers relative to OUT;
-                          inputs: absolute paths for a CSV source (clips are not copied), relative
+                          inputs: absolute paths for a CSV source (clips are not copied; with
+                          ``copy_inputs`` they are, as ``inputs/<clip><suffix>``), relative
                           ``inputs/<clip>.wav`` for a dataset source; every row of a source gets
                           the same path form, failed rows included (a row whose path cannot be
                           resolved at all, e.g. one escaping its data root, keeps its cell as
@@ -21,7 +22,8 @@ Output (``OUT``)::
                           the wall and stream clocks and the worst send delay behind the
                           real-time schedule (network adapters), finish_reason; ``score``
                           does not read it
-    OUT/.work/            resume state: run.json (fingerprint), rank-<r>.jsonl (one line per row)
+    OUT/.work/            resume state: run.json (fingerprint), rank-<r>.jsonl (one line per row;
+                          ``r``: the accelerate rank, or the shard K of ``--shard K/N``)
 
 Contract:
 
@@ -43,13 +45,17 @@ Contract:
   (``row_timeout_s``, :func:`row_time_limit`) fails its row with the reason (secrets masked); the
   run goes on. ``KeyboardInterrupt`` and an unwritable output folder stop the run (resume later);
 - network adapters (:mod:`spear_metrics.agents.duplex`) run ``concurrency`` sessions at once on
-  one event loop; records are written by that one thread as rows end.
+  one event loop; records are written by that one thread as rows end. With ``processes`` > 1 the
+  sessions run in worker processes (:mod:`spear_metrics.agents.processes`) and this process stays
+  the one writer of ``OUT`` (same records, same resume); ``provider_limits`` caps the sessions of
+  an adapter name at once over every process.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import hashlib
 import math
 import os
@@ -80,8 +86,10 @@ from spear_metrics.agents.base import (
     validate_answer,
 )
 from spear_metrics.agents.duplex import is_network_agent
+from spear_metrics.agents.processes import sessions_for
 from spear_metrics.agents.rows import (  # THE row executor; RowTimeout, SyncCaller, run_concurrently re-exported
     ProcessEnds,
+    ProcessLost,
     RowJournal,
     RowTimeout,
     SyncCaller,
@@ -90,12 +98,12 @@ from spear_metrics.agents.rows import (  # THE row executor; RowTimeout, SyncCal
     run_row,
     run_row_async,
     session_time_limit,
-    time_limited,
 )
 from spear_metrics.core.batching import distributed_state
 from spear_metrics.core.records import (
     AppendLog,
     claim_out,
+    claim_shard,
     read_jsonl,
     read_rank_logs,
     write_json_atomic,
@@ -176,11 +184,25 @@ class Source:
                                        duplicate_of=dup))
 
 
+def _copy_once(dest: Path, size: int, write: Callable[[Path], None]) -> Path:
+    """``write(tmp)`` then ``tmp`` renamed to ``dest``, unless an earlier invocation of this run
+    already put ``size`` bytes there (a file it recorded)."""
+    owner = active_folder(dest)
+    if dest.is_file() and dest.stat().st_size == size and (owner is None or owner.is_recorded(dest)):
+        return dest  # copied by an earlier invocation of this run
+    with atomic_path(dest, tmp_suffix=str(os.getpid())) as tmp:
+        write(tmp)
+    return dest
+
+
 class CsvSource(Source):
     """A SPEAR metadata CSV; input paths resolve with :func:`resolve_path` and are written to the
-    output metadata as absolute paths (the clips are not copied)."""
+    output metadata as absolute paths (the clips are not copied), or, with ``copy_inputs``, as
+    copies ``inputs/<clip><suffix>`` inside ``OUT`` (a folder ``score`` takes anywhere, e.g. on
+    another machine)."""
 
-    def __init__(self, csv_path: str | os.PathLike):
+    def __init__(self, csv_path: str | os.PathLike, copy_inputs: bool = False):
+        self.copies_inputs = bool(copy_inputs)
         self.path = Path(csv_path).resolve()
         self.description = str(self.path)
         raw = read_metadata(self.path, required=("audio_path", "context_end_time", "question_end_time"))
@@ -205,10 +227,22 @@ class CsvSource(Source):
         self._name_entries(rows)
 
     def fingerprint(self) -> dict[str, Any]:
-        return {"data": self.description, "data_sha256": hashlib.sha256(self.path.read_bytes()).hexdigest()}
+        fp = {"data": self.description, "data_sha256": hashlib.sha256(self.path.read_bytes()).hexdigest()}
+        return {**fp, "copy_inputs": True} if self.copies_inputs else fp
+
+    def _copy_name(self, i: int) -> str:
+        return Path(self.entries[i].name).stem + (self._inputs[i].suffix.lower() or ".wav")
 
     def input_file(self, i: int, out: Path) -> Path:
-        return self._inputs[i]
+        src = self._inputs[i]
+        if not self.copies_inputs:
+            return src
+        if not src.is_file():
+            raise AudioError(f"input clip not found: {src}")
+        import shutil
+
+        return _copy_once(out / INPUTS_DIR / self._copy_name(i), src.stat().st_size,
+                          lambda tmp: shutil.copyfile(src, tmp))
 
     def reference_file(self, i: int, out: Path) -> Optional[Path]:
         return self._refs.get(i)
@@ -216,7 +250,11 @@ class CsvSource(Source):
     def failed_audio_path(self, i: int, out: Path) -> str:
         """The absolute resolved path, like the rows that ran; the cell as written when it does not
         resolve (empty, NUL byte, or escaping its data root: it escapes OUT's root too, so ``score``
-        fails it for the same reason and never reads it)."""
+        fails it for the same reason and never reads it). With ``copy_inputs``, as a dataset
+        source: a duplicate row names the copy of the row it repeats, any other the cell as written."""
+        if self.copies_inputs:
+            dup = self.entries[i].duplicate_of
+            return f"{INPUTS_DIR}/{self._copy_name(dup)}" if dup is not None else self.entries[i].audio_cell
         p = self._resolved.get(i)
         return str(p) if p is not None else self.entries[i].audio_cell
 
@@ -260,12 +298,7 @@ class DatasetSource(Source):
                 return Path(value["path"])
             return None
         data = value["bytes"]
-        owner = active_folder(dest)
-        if dest.is_file() and dest.stat().st_size == len(data) and (owner is None or owner.is_recorded(dest)):
-            return dest  # copied by an earlier invocation of this run
-        with atomic_path(dest, tmp_suffix=str(os.getpid())) as tmp:
-            tmp.write_bytes(data)
-        return dest
+        return _copy_once(dest, len(data), lambda tmp: tmp.write_bytes(data))
 
     def input_file(self, i: int, out: Path) -> Path:
         p = self._write(self.ds[i]["audio"], out / INPUTS_DIR / self.entries[i].name)
@@ -287,14 +320,15 @@ class DatasetSource(Source):
         return self._write(self.ds[i]["answer_audio"], out / WORK_DIR / "reference" / self.entries[i].name)
 
 
-def open_source(data: str, *, split: str = "test", subset: str = "improvised") -> Source:
-    """A SPEAR metadata CSV (``*.csv``), a Hub-layout dataset folder, or a Hub dataset id.
+def open_source(data: str, *, split: str = "test", subset: str = "improvised", copy_inputs: bool = False) -> Source:
+    """A SPEAR metadata CSV (``*.csv``; ``copy_inputs``: its clips copied into ``OUT/inputs``), a
+    Hub-layout dataset folder, or a Hub dataset id (its clips always written into ``OUT/inputs``).
 
     Raises:
         MetadataError: an unusable CSV. InferError: a dataset that cannot be loaded.
     """
     if str(data).lower().endswith(".csv"):
-        return CsvSource(data)
+        return CsvSource(data, copy_inputs=copy_inputs)
     return DatasetSource(str(data), split, subset)
 
 
@@ -451,7 +485,7 @@ def row_time_limit(agent: Any, input_s: float, config: GenerationConfig, row_tim
 
 
 async def _infer_row_network(agent: Any, source: Source, i: int, out: Path, config: GenerationConfig,
-                             row_timeout_s: float, writer: Any) -> dict[str, Any]:
+                             row_timeout_s: float, writer: Any, sessions: Any = None) -> dict[str, Any]:
     """Run one row with a network adapter (:mod:`spear_metrics.agents.duplex`): one session,
     the row's time limit (:func:`row_time_limit`), SPEAR's answer from the session.
 
@@ -464,12 +498,15 @@ async def _infer_row_network(agent: Any, source: Source, i: int, out: Path, conf
 
     Nothing slow runs on the event loop (it paces every session): files are written by ``writer``
     (one thread for every write of the run), the input is decoded and the answer resampled on
-    worker threads.
+    worker threads. ``sessions`` runs the session
+    (:class:`~spear_metrics.agents.processes.LocalSessions` by default: on this loop; a
+    :class:`~spear_metrics.agents.processes.SessionPool`: in a worker process).
 
     Raises:
         KeyboardInterrupt, OutputError, and the cancellation of this task.
     """
-    from spear_metrics.agents.duplex import AudioRequest, SessionAnswer, run_session, session_answer, session_config
+    from spear_metrics.agents.duplex import AudioRequest, SessionAnswer, session_answer, session_config
+    from spear_metrics.agents.processes import run_one_session
 
     loop = asyncio.get_running_loop()
 
@@ -480,7 +517,7 @@ async def _infer_row_network(agent: Any, source: Source, i: int, out: Path, conf
         request = AudioRequest(audio=prep.audio, sample_rate=TARGET_SR, row_id=source.entries[i].name)
         scfg = session_config(agent, chunk_ms=config.chunk_ms)
         limit = row_time_limit(agent, request.duration_s, config, row_timeout_s)
-        result = await time_limited(run_session(agent, request, scfg), limit)
+        result = await run_one_session(agent, request, scfg, limit, sessions=sessions, tag=i)
         rec["send_lag_max_s"] = result.send_lag_max_s
         rec["send_lag_max_at_s"] = result.send_lag_max_at_s
         rec.update(server_lag_record(agent, result))
@@ -561,6 +598,10 @@ def run_inference(
     concurrency: int = 1,
     row_timeout_s: float = DEFAULT_ROW_TIMEOUT_S,
     prices: Any = None,
+    processes: int | str = 1,
+    provider_limits: Optional[dict[str, int]] = None,
+    shard: Optional[tuple[int, int]] = None,
+    copy_inputs: bool = False,
 ) -> Optional[dict[str, Any]]:
     """Run ``agent_name`` over a SPEAR split into ``out_dir`` (see module docstring).
 
@@ -578,6 +619,21 @@ def run_inference(
             fails with ``timed out after N s``.
         prices: a :class:`spear_metrics.core.usage.PriceTable` (``--price-table``): the usage in
             ``run_info.json`` is priced with it (``usage.cost``, ``currency``, ``cost_note``).
+        processes: network adapters: processes running the sessions (``--processes``; an int or
+            ``"auto"``, :func:`spear_metrics.agents.processes.sessions_for`); 1: this process only.
+        provider_limits: ``{agent name: N}`` (``--provider-limit``): at most N sessions of that
+            adapter at once over every process of this machine
+            (:class:`spear_metrics.agents.processes.ProviderSlots`).
+        shard: ``(k, n)`` (``--shard k/n``): run only the rows whose id ``% n == k`` not done yet,
+            beside the other shards, which may run at the same time from other processes or
+            machines (a job array; :func:`spear_metrics.core.records.claim_shard`), logging to
+            ``.work/rank-<k>.jsonl``; no ``metadata.csv``: a run without ``shard`` afterwards runs
+            what no shard finished and writes it. Returns the shard's counts (``shard``,
+            ``rows_run_this_time``, ``n_answered``, ``n_failed`` of its rows, ``rows_left``: rows of
+            every shard without a record).
+        copy_inputs: a CSV source's clips are copied into ``OUT/inputs`` and named relative to
+            ``OUT`` (as a dataset source's always are): the folder holds everything ``score``
+            reads, wherever it is moved (``--copy-inputs``).
 
     Returns the run info on the main process (``None`` on the others).
 
@@ -599,9 +655,21 @@ def run_inference(
         raise InferError(f"--concurrency must be >= 1, got {concurrency}")
     if not (row_timeout_s > 0 and math.isfinite(row_timeout_s)):
         raise InferError(f"--row-timeout-s must be > 0, got {row_timeout_s}")
+    if processes != "auto" and (not isinstance(processes, int) or processes < 1):
+        raise InferError(f"--processes must be 'auto' or >= 1, got {processes!r}")
+    if shard is not None:
+        k, n = shard
+        if not (isinstance(k, int) and isinstance(n, int) and 0 <= k < n):
+            raise InferError(f"--shard must be K/N with 0 <= K < N, got {k}/{n}")
+        if overwrite:
+            raise InferError("--shard does not take --overwrite (other shards may be writing the folder): "
+                             "give a new --out folder, or --overwrite without --shard first")
     check_out_folder(out)  # the rule first (cheap): a folder that cannot be used costs no loading
     state = distributed_state()
-    source = open_source(data, split=split, subset=subset)
+    if shard is not None and state.num_processes > 1:
+        raise InferError("--shard runs one process: not under a launch of several (accelerate launch)")
+    source = open_source(data, split=split, subset=subset, copy_inputs=copy_inputs)
+    built_by_name = agent is None
     if agent is None:
         agent = load_agent(agent_name, **agent_options)
     if config.chunk_ms is None:  # the adapter's own chunk (e.g. moshi's 80 ms frame), else 40 ms
@@ -615,18 +683,25 @@ def run_inference(
                           "--out folder or --overwrite")
     # --out: new, empty or infer's own; --overwrite removes exactly what earlier runs recorded
     # (answers, copied inputs, metadata.csv...), never a folder it found; refused while live
-    with claim_out(out, fp, overwrite=overwrite, conflict=conflict, command="infer", state=state,
-                   adopt=("metadata.csv", "failures.jsonl", "run_info.json", RESPONSE_TIMES)):
+    claim = claim_shard(out, fp, shard=shard[0], conflict=conflict, command="infer") if shard is not None else \
+        claim_out(out, fp, overwrite=overwrite, conflict=conflict, command="infer", state=state,
+                  adopt=("metadata.csv", "failures.jsonl", "run_info.json", RESPONSE_TIMES))
+    with claim:
+        sessions = functools.partial(sessions_for, agent, name=agent_name, options=agent_options,
+                                     built_by_name=built_by_name, processes=processes,
+                                     provider_limits=provider_limits)
         return _infer_claimed(agent, agent_name, source, out, config, state, retry_failed=retry_failed,
                               progress=progress, on_row=on_row, concurrency=concurrency, row_timeout_s=row_timeout_s,
-                              prices=prices)
+                              prices=prices, sessions=sessions, shard=shard)
 
 
 def _infer_claimed(agent: Any, agent_name: str, source: Source, out: Path, config: GenerationConfig, state: Any, *,
                    retry_failed: bool, progress: bool, on_row: Optional[Callable[[dict[str, Any]], None]],
-                   concurrency: int, row_timeout_s: float, prices: Any = None) -> Optional[dict[str, Any]]:
+                   concurrency: int, row_timeout_s: float, prices: Any = None,
+                   sessions: Optional[Callable[..., Any]] = None,
+                   shard: Optional[tuple[int, int]] = None) -> Optional[dict[str, Any]]:
     """:func:`run_inference` once its ``--out`` is claimed (locks held, writes recorded)."""
-    rank, world = state.process_index, state.num_processes
+    rank, world = shard if shard is not None else (state.process_index, state.num_processes)
     work = out / WORK_DIR
     done = _read_logs(work)
 
@@ -640,7 +715,9 @@ def _infer_claimed(agent: Any, agent_name: str, source: Source, out: Path, confi
 
     runnable = [i for i, e in enumerate(source.entries) if e.error is None]
     pending = [i for i in runnable if not is_done(i)]
-    mine = pending[rank::world]
+    # accelerate's ranks run at once: the pending rows dealt round-robin; shards (a job array) may
+    # start at different times, so theirs are fixed by row id, whatever is pending when each starts
+    mine = [i for i in pending if i % world == rank] if shard is not None else pending[rank::world]
     # rows during which the process ended MAX_PROCESS_ENDS times (os._exit in the adapter, a crash,
     # kills): failed with the reason instead of run again (a rerun would end the same way forever)
     ends = ProcessEnds(obj for log in sorted(work.glob("rank-*.jsonl")) for obj in read_jsonl(log))
@@ -650,8 +727,10 @@ def _infer_claimed(agent: Any, agent_name: str, source: Source, out: Path, confi
     if progress and state.is_main_process and mine:
         from tqdm.auto import tqdm
 
-        bar = tqdm(total=len(mine), desc=f"infer {agent_name}" + (f" (rank 0 of {world})" if world > 1 else ""), unit="clip")
+        where = f" (shard {rank}/{world})" if shard is not None else (f" (rank 0 of {world})" if world > 1 else "")
+        bar = tqdm(total=len(mine), desc=f"infer {agent_name}{where}", unit="clip")
     network = is_network_agent(agent)
+    session_info: dict[str, Any] = {}
     t0 = time.perf_counter()
     try:
         with AppendLog(work / f"rank-{rank}.jsonl") as log:
@@ -673,7 +752,8 @@ def _infer_claimed(agent: Any, agent_name: str, source: Source, out: Path, confi
                     # lowered to a server's max_concurrency (Kyutai's Python Moshi server: one), noted once
                     concurrency = asyncio.run(_run_network_rows(
                         agent, source, to_run, out, config, concurrency, row_timeout_s, logged, started,
-                        note=f"spearbench infer: note: {agent_name}" if state.is_main_process else None))
+                        note=f"spearbench infer: note: {agent_name}" if state.is_main_process else None,
+                        sessions=sessions, info=session_info))
                 else:
                     caller = SyncCaller()
                     try:
@@ -682,16 +762,25 @@ def _infer_claimed(agent: Any, agent_name: str, source: Source, out: Path, confi
                             logged(_infer_row(agent, source, i, out, config, caller=caller, row_timeout_s=row_timeout_s))
                     finally:
                         caller.close()
+    except ProcessLost as e:  # the rows it was running resume (and count a process end)
+        raise InferError(str(e)) from None
     finally:
         if bar is not None:
             bar.close()
     elapsed = time.perf_counter() - t0
     state.wait_for_everyone()
+    if shard is not None:
+        done = _read_logs(work)
+        status = [done[i].get("status") for i in mine if i in done]
+        return {"shard": f"{rank}/{world}", "rows_run_this_time": len(mine), "n_answered": status.count("ok"),
+                "n_failed": status.count("failed"), "n_inputs": len(source.entries),
+                "rows_left": sum(1 for i in runnable if not is_done(i))}
     if not state.is_main_process:
         return None
     return finalize(source, out, agent_name=agent_name, config=config, elapsed_s=elapsed, n_new=len(pending), world=world,
                     extra={"concurrency": concurrency if network else 1, "row_timeout_s": row_timeout_s,
                            **({"chunk_ms": config.chunk_ms} if network else {}),
+                           **session_info,
                            "onset_rule": getattr(agent, "onset_rule", None),
                            "onset_kind": onset_kind(agent),
                            **({"server_lag_bound_s": agent.server_lag_bound_s}
@@ -701,21 +790,38 @@ def _infer_claimed(agent: Any, agent_name: str, source: Source, out: Path, confi
 
 async def _run_network_rows(agent: Any, source: Source, rows: list[int], out: Path, config: GenerationConfig,
                             concurrency: int, row_timeout_s: float, logged: Callable[[dict[str, Any]], None],
-                            started: Callable[[int], None] = lambda i: None, *, note: Optional[str]) -> int:
+                            started: Callable[[int], None] = lambda i: None, *, note: Optional[str],
+                            sessions: Optional[Callable[..., Any]] = None,
+                            info: Optional[dict[str, Any]] = None) -> int:
     """Rows of a network adapter, ``concurrency`` sessions at a time on this event loop
     (:func:`run_concurrently`, which lowers it to the adapter's ``max_concurrency`` with a
     ``note`` line and returns the sessions run at once); each record is logged as soon as its row
     ends. Every file write of the run (inputs staged, answers, work-log records) happens on the one
     writer thread, in order, so the loop that paces the sessions never waits for a disk. An
-    unwritable output folder stops every session (a rerun resumes)."""
+    unwritable output folder stops every session (a rerun resumes).
+
+    ``sessions(concurrency=, n_rows=)`` makes where the sessions run
+    (:func:`spear_metrics.agents.processes.sessions_for`: this loop, or worker processes; default
+    this loop); a row holds its provider slot from its ``started`` record to its answer. ``info``
+    receives the session processes and their loop lag (``session_processes``, ``loop_lag_ms``)."""
+    from spear_metrics.agents.duplex import clamp_concurrency
+    from spear_metrics.agents.processes import LocalSessions
+
     loop = asyncio.get_running_loop()
+    pool = sessions(concurrency=clamp_concurrency(agent, int(concurrency))[0], n_rows=len(rows)) \
+        if sessions is not None and rows else LocalSessions(agent)
 
     async def one(i: int, writer: Any) -> None:
-        await loop.run_in_executor(writer, started, i)
-        rec = await _infer_row_network(agent, source, i, out, config, row_timeout_s, writer)
+        async with pool.slots:
+            await loop.run_in_executor(writer, started, i)
+            rec = await _infer_row_network(agent, source, i, out, config, row_timeout_s, writer, sessions=pool)
         await loop.run_in_executor(writer, logged, rec)
 
-    return await run_concurrently(agent, rows, concurrency, one, note=note)
+    async with pool:
+        n = await run_concurrently(agent, rows, concurrency, one, note=note)
+    if info is not None and rows:
+        info.update(pool.stats())
+    return n
 
 
 def finalize(source: Source, out: Path, *, agent_name: str, config: GenerationConfig, elapsed_s: float = 0.0,

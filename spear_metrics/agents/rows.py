@@ -18,6 +18,8 @@ this row" rule, and the concurrent loop of network sessions.
   times is failed with the reason instead of being run again (a rerun would end the same way).
 - :func:`run_concurrently`: network rows, ``concurrency`` sessions at once on one event loop,
   every file write on one writer thread, ``concurrency`` lowered to the adapter's ``max_concurrency``.
+  The sessions themselves may run in worker processes (:mod:`spear_metrics.agents.processes`);
+  one that ends with sessions in flight raises :class:`ProcessLost`, which stops the run.
 """
 
 from __future__ import annotations
@@ -40,6 +42,17 @@ class RowTimeout(Exception):
     """A row ran past its time limit (``timed out after N s``)."""
 
 
+class ProcessLost(Exception):
+    """A session process (:mod:`spear_metrics.agents.processes`) ended with sessions in flight:
+    the run stops (a rerun resumes). ``tags``: the rows whose sessions it was running (their
+    ``started`` records stay open: they count as process ends); :meth:`RowJournal.stopping` logs
+    the other rows in flight ``stopped``."""
+
+    def __init__(self, message: str, tags: Iterable[Hashable] = ()):
+        super().__init__(message)
+        self.tags = set(tags)
+
+
 class AdapterExit(Exception):
     """An adapter raised a ``BaseException`` that is not ``KeyboardInterrupt`` (``SystemExit``,
     ``GeneratorExit``, a custom one): carried as an ``Exception`` so only its row fails."""
@@ -50,8 +63,9 @@ class AdapterExit(Exception):
 
 def fails_row(e: BaseException) -> bool:
     """Whether ``e`` fails its row (``True``) or stops the run (``KeyboardInterrupt``, an output
-    folder that cannot be written: a rerun resumes)."""
-    return not isinstance(e, (KeyboardInterrupt, OutputError))
+    folder that cannot be written, a session process that ended (:class:`ProcessLost`): a rerun
+    resumes)."""
+    return not isinstance(e, (KeyboardInterrupt, OutputError, ProcessLost))
 
 
 def failure_reason(e: BaseException) -> str:
@@ -257,8 +271,9 @@ class RowJournal:
     """A loop's work-log bookkeeping of :class:`ProcessEnds`: :meth:`start` writes (flushed) the
     started record of a row before its adapter call and remembers it in flight, :meth:`finish`
     forgets it (its own finishing record is the loop's), and :meth:`stopping` writes ``stopped``
-    for the rows in flight when the run is stopped (Ctrl-C, an unwritable folder: those starts do
-    not count as process ends).
+    for the rows in flight when the run is stopped (Ctrl-C, an unwritable folder, a session process
+    that ended: those starts do not count as process ends, but for the rows that process was
+    running).
 
     Args:
         log: the work log (:class:`spear_metrics.core.records.AppendLog` or anything with
@@ -280,14 +295,16 @@ class RowJournal:
 
     @contextlib.contextmanager
     def stopping(self):
-        """Around the loop: on ``KeyboardInterrupt`` or :class:`OutputError`, the rows in flight
-        are logged ``stopped`` (when the log can still be written), and the error raised."""
+        """Around the loop: on ``KeyboardInterrupt``, :class:`OutputError` or
+        :class:`ProcessLost`, the rows in flight are logged ``stopped`` (when the log can still be
+        written; not the rows of the process that ended), and the error raised."""
         try:
             yield self
-        except (KeyboardInterrupt, OutputError):
+        except (KeyboardInterrupt, OutputError, ProcessLost) as e:
+            lost = e.tags if isinstance(e, ProcessLost) else set()
             try:
                 self.log.write([{self.ends.key: k, **self.extra, "status": STOPPED}
-                                for k in sorted(self.in_flight, key=str)])
+                                for k in sorted(self.in_flight - lost, key=str)])
             except OutputError:
                 pass
             raise

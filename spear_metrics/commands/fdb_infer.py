@@ -18,7 +18,7 @@ import argparse
 import sys
 
 from spear_metrics.commands import (
-    add_run_options, number, parse_options, print_failures, run_exit_status, shown_path, SHOWN_FAILURES,
+    add_process_options, add_run_options, number, parse_options, print_failures, run_exit_status, shown_path, SHOWN_FAILURES,
 )
 
 
@@ -33,6 +33,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="input chunk length in ms (default: the adapter's own, e.g. 80 for moshi, else 40)")
     p.add_argument("--concurrency", type=number(integer=True, minimum=1), default=1,
                    help="sessions at once, each paced in real time on its own schedule (default 1)")
+    add_process_options(p)
     p.add_argument("--row-timeout-s", type=number(above=0), default=300.0,
                    help="a sample's time limit beyond its input's duration, s (default 300)")
     p.add_argument("--asr", default="embedded",
@@ -55,6 +56,7 @@ def run(args: argparse.Namespace) -> int:
     from spear_metrics.core.models import ModelUnavailableError
     from spear_metrics.core.options import OptionError
     from spear_metrics.core.secrets import mask_secrets
+    from spear_metrics.agents.processes import parse_provider_limits
     from spear_metrics.full_duplex.infer import WORK, FDBInferError, run_fdb_inference
 
     version = getattr(args, "fdb_version", None)  # `fdb infer --version 1.0|1.5` (2 is routed before this parser)
@@ -73,7 +75,8 @@ def run(args: argparse.Namespace) -> int:
                                  chunk_ms=args.chunk_ms, concurrency=int(args.concurrency),
                                  row_timeout_s=float(args.row_timeout_s), asr=None if args.no_asr else args.asr,
                                  output_sr=None if args.output_sr is None else int(args.output_sr),
-                                 overwrite=args.overwrite, retry_failed=args.retry_failed, progress=not args.no_progress)
+                                 overwrite=args.overwrite, retry_failed=args.retry_failed, progress=not args.no_progress,
+                                 processes=args.processes, provider_limits=parse_provider_limits(args.provider_limit))
     except (FDBInferError, OutputError, UnknownAgentError, OptionError, ModelUnavailableError, AgentError, ValueError,
             TypeError) as e:
         print(f"spearbench fdb infer: {mask_secrets(' '.join(str(e).split()))}", file=sys.stderr)

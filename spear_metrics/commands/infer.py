@@ -13,7 +13,7 @@ import argparse
 import sys
 
 from spear_metrics.commands import (
-    add_run_options, command, next_steps, number, overwrite_help, parse_options, print_failures, resumed_line, run_exit_status, SHOWN_FAILURES, shown_path, wrap,
+    add_process_options, add_run_options, command, next_steps, number, overwrite_help, parse_options, print_failures, resumed_line, run_exit_status, SHOWN_FAILURES, shown_path, wrap,
 )
 
 
@@ -39,6 +39,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--concurrency", type=number(integer=True, minimum=1), default=1,
                    help="network adapters (openai-audio, openai-realtime...): sessions at once, each paced in real time "
                         "on its own schedule (default 1); other adapters run one row at a time")
+    add_process_options(p)
+    p.add_argument("--copy-inputs", action="store_true",
+                   help="a CSV source: copy its input clips into OUT/inputs (a dataset source's always are), so that "
+                        "OUT holds everything `score` reads and can be scored on another machine")
+    p.add_argument("--shard", type=_shard, default=None, metavar="K/N",
+                   help="run only the rows whose id %% N == K (0 <= K < N), beside the other shards of the same "
+                        "--out (they may run at the same time, e.g. the tasks of a job array: "
+                        "scripts/slurm/submitit_shards.py); a run without --shard afterwards writes metadata.csv")
     p.add_argument("--row-timeout-s", type=number(above=0), default=300.0,
                    help="time limit of one row's adapter call in s (default 300; a paced network adapter gets the "
                         "input's duration and tail silence on top); a row past it fails with 'timed out after N s'")
@@ -50,6 +58,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--list-agents", action="store_true",
                    help="print the available agents with their description and options, and exit "
                         "(with --agent: that agent only)")
+
+
+def _shard(text: str) -> tuple[int, int]:
+    """``--shard K/N`` -> ``(K, N)`` with ``0 <= K < N``."""
+    k, sep, n = str(text).partition("/")
+    try:
+        pair = (int(k), int(n)) if sep else None
+    except ValueError:
+        pair = None
+    if pair is None or not 0 <= pair[0] < pair[1]:
+        raise argparse.ArgumentTypeError(f"--shard takes K/N with 0 <= K < N (e.g. 0/8), got {text!r}")
+    return pair
 
 
 def list_agents(name: str | None = None) -> int:
@@ -82,6 +102,7 @@ def run(args: argparse.Namespace) -> int:
     from spear_datasets.schema import MetadataError
     from spear_metrics.agents.base import AgentError, GenerationConfig
     from spear_metrics.agents.harness import InferError, run_inference
+    from spear_metrics.agents.processes import parse_provider_limits
     from spear_metrics.agents.registry import UnknownAgentError
     from spear_metrics.core.models import ModelUnavailableError
     from spear_metrics.core.options import OptionError
@@ -108,12 +129,20 @@ def run(args: argparse.Namespace) -> int:
         info = run_inference(args.agent, args.data, args.out, agent_options=parse_options(args.agent_option),
                              split=args.split, subset=args.subset, config=config, retry_failed=args.retry_failed,
                              overwrite=args.overwrite, progress=not args.no_progress, concurrency=int(args.concurrency),
-                             row_timeout_s=float(args.row_timeout_s), prices=prices)
+                             row_timeout_s=float(args.row_timeout_s), prices=prices, processes=args.processes,
+                             provider_limits=parse_provider_limits(args.provider_limit), shard=args.shard, copy_inputs=args.copy_inputs)
     except (InferError, MetadataError, UnknownAgentError, OptionError, ModelUnavailableError, ValueError, TypeError, AgentError) as e:
         from spear_metrics.core.secrets import mask_secrets
 
         print(f"spearbench infer: {mask_secrets(' '.join(str(e).split()))}", file=sys.stderr)
         return 2
+    if info is not None and "shard" in info:
+        left = info["rows_left"]
+        print(f"shard {info['shard']}: {info['rows_run_this_time']} rows run ({info['n_answered']} answered, "
+              f"{info['n_failed']} failed); {left} row(s) of the run have no answer yet")
+        print(wrap("when every shard has ended: the same command without --shard writes metadata.csv (and runs any "
+                   "row no shard finished)"))
+        return run_exit_status(info["n_answered"], info["n_failed"]) if info["rows_run_this_time"] else 0
     if info is not None:
         from pathlib import Path
 
@@ -121,7 +150,8 @@ def run(args: argparse.Namespace) -> int:
         if lag is not None and lag > 2 * (info.get("chunk_ms") or 40.0) / 1000.0:
             print(f"spearbench infer: note: a paced session fell {lag:.3f} s behind its real-time schedule (see "
                   f"send_lag_max_s in {shown_path(args.out, 'response_times.csv')}); its wall-clock onset includes that delay: "
-                  "use a lower --concurrency or a less loaded machine", file=sys.stderr)
+                  "use a lower --concurrency, more --processes (each paces its share of the sessions; "
+                  f"this run: {info.get('session_processes', 1)}) or a less loaded machine", file=sys.stderr)
 
         if info.get("n_reply_incomplete"):
             print(f"spearbench infer: note: {info['n_reply_incomplete']} row(s) are missing output frames at the end of "

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from spear_metrics.commands import (
-    add_run_options, command, next_steps, number, parse_options, print_failures, run_exit_status, shown_path,
+    add_process_options, add_run_options, command, next_steps, number, parse_options, print_failures, run_exit_status, shown_path,
 )
 from spear_metrics.commands.judge_options import add_judge_options
 
@@ -118,6 +118,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="a turn's time limit in seconds (default 300; a paced adapter's input duration is added)")
     i.add_argument("--concurrency", type=number(integer=True, minimum=1, maximum=256), default=1, metavar="N",
                    help="dialogues in flight at once (network adapters; default 1)")
+    add_process_options(i)
     i.add_argument("--chunk-ms", type=number(above=0), default=40.0, help="input chunk length of paced adapters (ms)")
     i.add_argument("--seed", type=number(integer=True), default=0)
     add_run_options(i, out="the model folder model_output/<model>: new, empty or this command's; a rerun resumes",
@@ -298,6 +299,7 @@ def _run_infer(args: argparse.Namespace) -> int:
     from spear_metrics.core.options import OptionError
     from spear_metrics.speechrole.data import SpeechRoleDataError
     from spear_datasets.files import OutputError
+    from spear_metrics.agents.processes import parse_provider_limits
     from spear_metrics.speechrole.infer import InferRunError, run_speechrole_inference
 
     roles = _roles(args.roles)
@@ -309,7 +311,9 @@ def _run_infer(args: argparse.Namespace) -> int:
                                             roles=roles, concurrency=args.concurrency, chunk_ms=args.chunk_ms,
                                             seed=args.seed, row_timeout_s=args.row_timeout_s,
                                             retry_failed=args.retry_failed, overwrite=args.overwrite,
-                                            reference_key=args.reference_key, progress=not args.no_progress)
+                                            reference_key=args.reference_key, progress=not args.no_progress,
+                                            processes=args.processes,
+                                            provider_limits=parse_provider_limits(args.provider_limit))
             print(f"{mode}: {info['n_dialogues']} dialogues, {info['n_answered']} answered ({info['n_turns']} turns), "
                   f"{info['n_failed']} failed -> {shown_path(args.out, f'{mode}_result', 'json')}/")
             print_failures(info["failures"], f"{shown_path(args.out, f'{mode}_result', 'failures.jsonl')} "

@@ -19,7 +19,7 @@ from spear_datasets.files import (
     OutFolderError, OutputError, OwnedFolder, atomic_path, find_open, make_dirs, output_error,
 )
 
-__all__ = ["AppendLog", "OutputError", "SampleResult", "bind_run", "claim_out", "clean_value", "dumps", "one_line",
+__all__ = ["AppendLog", "OutputError", "SampleResult", "bind_run", "claim_out", "claim_shard", "clean_value", "dumps", "one_line",
            "count_process_ends", "process_ends", "read_jsonl", "read_rank_logs", "valid_record", "write_json_atomic", "write_jsonl_atomic"]
 
 OK = "ok"
@@ -297,6 +297,52 @@ def claim_out(out: str | os.PathLike, fingerprint: dict[str, Any], *, overwrite:
     finally:
         if opened is None:
             folder.close()
+
+
+@contextlib.contextmanager
+def claim_shard(out: str | os.PathLike, fingerprint: dict[str, Any], *, shard: int, conflict: Exception,
+                command: str, activity: str = "written", settle_s: float = 2.0) -> Iterator[OwnedFolder]:
+    """Own shard ``shard`` of a resumable run in ``out`` for the ``with`` block, beside the other
+    shards of the same run, which may be writing ``out`` at the same time from other processes or
+    machines (the tasks of a job array): unlike :func:`claim_out`, other live ranks are not refused.
+
+    ``out`` must be new, empty or this ``command``'s (:func:`spear_datasets.files.check_out_folder`);
+    the lock ``rank-<shard>.lock`` is taken (refused while a live process holds it: the same shard
+    running twice); the run record ``work/run.json`` must hold ``fingerprint`` (secrets masked), and
+    is written when absent (every shard writes the same). There is no overwrite: a folder of
+    another run raises ``conflict``. A shard that finds the folder being set up by another (its
+    ``.work`` without a record yet) looks again for up to ``settle_s`` s.
+
+    Raises:
+        ``conflict``; spear_datasets.files.OutFolderError: a folder holding what this tool did not
+            write, another command's folder, or this shard's lock held by a live process.
+    """
+    import time
+
+    folder = OwnedFolder(out, command=command, rank=int(shard), activity=activity)
+    deadline = time.monotonic() + settle_s
+    while True:
+        try:
+            folder.open()
+            break
+        except OutFolderError:
+            # another shard may have created OUT/.work a moment ago, its run record not yet written
+            if not (Path(out) / folder.work.name).is_dir() or time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+    try:
+        fp = mask_value(json.loads(json.dumps(fingerprint, default=str)))  # as run.json holds it (no secret)
+        path = folder.work / "run.json"
+        if path.exists():
+            if _read_json(path) != fp:
+                raise conflict
+        elif any(folder.work.glob("rank-*.jsonl")):  # logs without their run record: something else's
+            raise conflict
+        else:
+            write_json_atomic(path, fp)
+        yield folder
+    finally:
+        folder.close()
 
 
 def bind_run(folder: OwnedFolder, work: str | os.PathLike, fingerprint: dict[str, Any], *, overwrite: bool,

@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import time
 from dataclasses import dataclass
@@ -59,8 +60,10 @@ import numpy as np
 
 from spear_datasets.sources.fdb import TASK_FILES, FDBSample, folder_task, read_interrupt
 from spear_datasets.files import OwnedFolder, open_folder
+from spear_metrics.agents.duplex import clamp_concurrency
+from spear_metrics.agents.processes import sessions_for
 from spear_metrics.agents.rows import (
-    ProcessEnds, RowJournal, failure_reason, run_concurrently, run_row_async, session_time_limit, time_limited,
+    ProcessEnds, ProcessLost, RowJournal, failure_reason, run_concurrently, run_row_async, session_time_limit,
 )
 from spear_metrics.core.records import AppendLog, bind_run, read_jsonl, write_json_atomic, write_jsonl_atomic
 
@@ -167,8 +170,10 @@ def read_log(work: Path) -> list[dict[str, Any]]:
 
 
 async def stream_stimulus(agent: Any, stim: Stimulus, *, chunk_ms: float, row_timeout_s: float,
-                          output_sr: Optional[int]) -> tuple[np.ndarray, int, dict[str, Any]]:
-    """One stimulus through ``agent``'s session: ``(reply (n,) float32, rate Hz, timing record)``.
+                          output_sr: Optional[int], sessions: Any = None) -> tuple[np.ndarray, int, dict[str, Any]]:
+    """One stimulus through ``agent``'s session: ``(reply (n,) float32, rate Hz, timing record)``;
+    the session on this loop, or in a session process of ``sessions``
+    (:mod:`spear_metrics.agents.processes`).
 
     Raises:
         spear_datasets.audio.AudioError: unreadable ``input.wav``; the adapter's errors;
@@ -177,15 +182,16 @@ async def stream_stimulus(agent: Any, stim: Stimulus, *, chunk_ms: float, row_ti
     from spear_datasets.audio import decode
     import dataclasses
 
-    from spear_metrics.agents.duplex import AudioRequest, reply_timeline, run_session, session_config
+    from spear_metrics.agents.duplex import AudioRequest, reply_timeline, session_config
     from spear_metrics.agents.harness import server_lag_record
+    from spear_metrics.agents.processes import run_one_session
 
     wav, sr = await asyncio.to_thread(decode, stim.dir / stim.input_name)  # nothing slow on the loop that paces sessions
     request = AudioRequest(audio=wav, sample_rate=sr, row_id=stim.key.replace("/", "_"))
     scfg = session_config(agent, chunk_ms=chunk_ms, time_synchronous=True)
     scfg = dataclasses.replace(scfg, tail_silence_s=0.0)
     limit = session_time_limit(scfg, request.duration_s, row_timeout_s)  # no tail silence: time-synchronous
-    result = await time_limited(run_session(agent, request, scfg), limit)
+    result = await run_one_session(agent, request, scfg, limit, sessions=sessions, tag=stim.unit)
     rate = int(output_sr or sr)
     n = round(wav.shape[1] * rate / sr)
     reply = await asyncio.to_thread(reply_timeline, agent, result, n, rate)
@@ -223,7 +229,8 @@ def run_fdb_inference(agent_name: str, root: str | os.PathLike, *, tasks: Option
                       concurrency: int = 1, row_timeout_s: float = 300.0, asr: Optional[str] = "embedded",
                       asr_backend: Any = None, output_sr: Optional[int] = None, overwrite: bool = False,
                       retry_failed: bool = False, progress: bool = True,
-                      on_row: Optional[Callable[[dict[str, Any]], None]] = None) -> dict[str, Any]:
+                      on_row: Optional[Callable[[dict[str, Any]], None]] = None, processes: int | str = 1,
+                      provider_limits: Optional[dict[str, int]] = None) -> dict[str, Any]:
     """Run a network adapter over FDB stimuli (see the module docstring).
 
     Args:
@@ -240,6 +247,9 @@ def run_fdb_inference(agent_name: str, root: str | os.PathLike, *, tasks: Option
         overwrite: another run's settings in the same task folders: remove the replies that run
             wrote (recorded, unchanged) first; never a file this command did not write.
         retry_failed: run again the samples that failed before.
+        processes, provider_limits: ``--processes`` and ``--provider-limit``
+            (:func:`spear_metrics.agents.processes.sessions_for`): the sessions in worker
+            processes, this process the one writer of the task folders.
 
     Returns counts: ``n_samples``, ``n_written`` (this run), ``n_done`` (in total), ``n_kept``
     (samples holding outputs this command did not write, left alone), ``kept`` (their
@@ -247,7 +257,7 @@ def run_fdb_inference(agent_name: str, root: str | os.PathLike, *, tasks: Option
 
     Raises:
         FDBInferError: no task folders, a folder holding another run's outputs (without ``overwrite``),
-            an adapter that is not a network adapter.
+            an adapter that is not a network adapter, a session process that ended (rerun to resume).
         spear_datasets.files.OutFolderError: another live process writes a task folder, or
             ``overwrite`` over replies of an older version that kept no record of them.
         spear_metrics.core.models.ModelUnavailableError: the ASR model cannot be loaded.
@@ -256,6 +266,7 @@ def run_fdb_inference(agent_name: str, root: str | os.PathLike, *, tasks: Option
     from spear_metrics.agents.registry import load_agent
 
     agent_options = dict(agent_options or {})
+    built_by_name = agent is None
     if agent is None:
         agent = load_agent(agent_name, **agent_options)
     if not is_network_agent(agent):
@@ -272,9 +283,15 @@ def run_fdb_inference(agent_name: str, root: str | os.PathLike, *, tasks: Option
         for td in task_dirs:  # each task folder: its lock held, every write recorded, until the end
             folders[td] = held.enter_context(open_folder(td, command="fdb-infer", work_name=WORK, check=False,
                                                          flag="--root", keep_changed=True))
-        return _run_claimed(agent, agent_name, task_dirs, folders, fp, chunk_ms=chunk_ms, concurrency=concurrency,
-                            row_timeout_s=row_timeout_s, asr=asr, asr_backend=asr_backend, output_sr=output_sr,
-                            overwrite=overwrite, retry_failed=retry_failed, progress=progress, on_row=on_row)
+        sessions = functools.partial(sessions_for, agent, name=agent_name, options=agent_options,
+                                     built_by_name=built_by_name, processes=processes, provider_limits=provider_limits)
+        try:
+            return _run_claimed(agent, agent_name, task_dirs, folders, fp, chunk_ms=chunk_ms, concurrency=concurrency,
+                                row_timeout_s=row_timeout_s, asr=asr, asr_backend=asr_backend, output_sr=output_sr,
+                                overwrite=overwrite, retry_failed=retry_failed, progress=progress, on_row=on_row,
+                                sessions=sessions)
+        except ProcessLost as e:  # its samples resume (and count a process end), the others were logged stopped
+            raise FDBInferError(str(e)) from None
 
 
 def _logged_outputs(work: Path) -> list[str]:
@@ -293,7 +310,7 @@ def _logged_outputs(work: Path) -> list[str]:
 def _run_claimed(agent: Any, agent_name: str, task_dirs: list[Path], folders: dict[Path, OwnedFolder],
                  fp: dict[str, Any], *, chunk_ms: float, concurrency: int, row_timeout_s: float, asr: Optional[str],
                  asr_backend: Any, output_sr: Optional[int], overwrite: bool, retry_failed: bool, progress: bool,
-                 on_row: Optional[Callable[[dict[str, Any]], None]]) -> dict[str, Any]:
+                 on_row: Optional[Callable[[dict[str, Any]], None]], sessions: Callable[..., Any]) -> dict[str, Any]:
     """:func:`run_fdb_inference` once its task folders are held (locks taken, writes recorded)."""
     state: dict[Path, dict[str, dict[str, Any]]] = {}
     ends: dict[Path, ProcessEnds] = {}
@@ -348,6 +365,7 @@ def _run_claimed(agent: Any, agent_name: str, task_dirs: list[Path], folders: di
     journals = {td: RowJournal(logs[td], ends[td]) for td in task_dirs}
     t0 = time.perf_counter()
     written = 0
+    session_info: dict[str, Any] = {}
     try:
         def save(s: Stimulus, reply: np.ndarray, rate: int) -> None:
             from spear_datasets.audio import write_wav
@@ -364,20 +382,29 @@ def _run_claimed(agent: Any, agent_name: str, task_dirs: list[Path], folders: di
             if bar is not None:
                 bar.update(1)
 
+        run_now = [s for s in todo if s not in blocked]
+        pool = sessions(concurrency=clamp_concurrency(agent, int(concurrency))[0], n_rows=len(run_now))
+
         async def one(s: Stimulus, writer: Any) -> None:
             loop = asyncio.get_running_loop()
 
             async def body(rec: dict[str, Any]) -> None:
                 nonlocal written
                 reply, rate, timing = await stream_stimulus(agent, s, chunk_ms=chunk_ms, row_timeout_s=row_timeout_s,
-                                                            output_sr=output_sr)
+                                                            output_sr=output_sr, sessions=pool)
                 await loop.run_in_executor(writer, save, s, reply, rate)
                 rec.update(status="ok", asr=False, **timing)
                 written += 1
 
-            await loop.run_in_executor(writer, journals[s.task_dir].start, s.unit)
-            rec = await run_row_async({"sample": s.unit, "task": s.task}, body)
+            async with pool.slots:  # --provider-limit: from the sample's start record to its reply
+                await loop.run_in_executor(writer, journals[s.task_dir].start, s.unit)
+                rec = await run_row_async({"sample": s.unit, "task": s.task}, body)
             await loop.run_in_executor(writer, log, s, rec)
+
+        async def run_all() -> int:
+            async with pool:
+                return await run_concurrently(agent, run_now, concurrency, one,
+                                              note=f"spearbench fdb infer: note: {agent_name}")
 
         for s in blocked:  # a sample that ended the process twice: failed with the reason, not run again
             log(s, ends[s.task_dir].ended_record(s.unit, task=s.task))
@@ -385,8 +412,9 @@ def _run_claimed(agent: Any, agent_name: str, task_dirs: list[Path], folders: di
         with contextlib.ExitStack() as stopping:
             for j in journals.values():
                 stopping.enter_context(j.stopping())
-            concurrency = asyncio.run(run_concurrently(agent, [s for s in todo if s not in blocked], concurrency, one,
-                                                       note=f"spearbench fdb infer: note: {agent_name}"))
+            concurrency = asyncio.run(run_all())
+        if run_now:
+            session_info.update(pool.stats())  # session_processes, loop_lag_ms (docs/multiprocess.md)
         if bar is not None:
             bar.close()
             bar = None
@@ -431,7 +459,7 @@ def _run_claimed(agent: Any, agent_name: str, task_dirs: list[Path], folders: di
         done += sum(1 for r in state[td].values() if r.get("status") == "ok")
     info = {"agent": agent_name, "n_samples": len(stimuli), "n_written": written, "n_done": done, "n_kept": len(kept),
             "kept": [s.key for s in kept[:20]], "n_failed": len(failures), "failures": failures,
-            "elapsed_s": time.perf_counter() - t0, "concurrency": concurrency, "chunk_ms": chunk_ms,
+            "elapsed_s": time.perf_counter() - t0, "concurrency": concurrency, "chunk_ms": chunk_ms, **session_info,
             "n_incomplete": sum(1 for td in task_dirs for r in state[td].values()
                                 if r.get("status") == "ok" and str(r.get("note", "")).startswith("reply incomplete")),
             "n_server_lag_flagged": sum(1 for td in task_dirs for r in state[td].values() if r.get("server_lag_flagged")),

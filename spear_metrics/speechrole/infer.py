@@ -113,15 +113,16 @@ def _history_turns(d: EvalDialogue, done: Sequence[TurnAnswer], user_audio: Sequ
 
 
 async def _network_turn(agent: Any, d: EvalDialogue, t: int, wav: np.ndarray, sr: int, history: tuple, *,
-                        chunk_ms: float, row_timeout_s: float):
-    from spear_metrics.agents.duplex import AudioRequest, run_session, session_answer, session_config
-    from spear_metrics.agents.rows import session_time_limit, time_limited
+                        chunk_ms: float, row_timeout_s: float, sessions: Any = None):
+    from spear_metrics.agents.duplex import AudioRequest, session_answer, session_config
+    from spear_metrics.agents.processes import run_one_session
+    from spear_metrics.agents.rows import session_time_limit
 
     request = AudioRequest(audio=wav, sample_rate=sr, instructions=d.system_prompt, history=history,
                            row_id=f"{d.role}_{d.mode}_{d.index}_{t}")
     scfg = session_config(agent, chunk_ms=chunk_ms)
     limit = session_time_limit(scfg, request.duration_s, row_timeout_s)
-    result = await time_limited(run_session(agent, request, scfg), limit, what=f"turn {t} ")
+    result = await run_one_session(agent, request, scfg, limit, f"turn {t} ", sessions=sessions, tag=d.key)
     return session_answer(agent, result)  # the adapter's rule (e.g. moshi: its speech only); the onset is unused
 
 
@@ -145,7 +146,8 @@ def run_speechrole_inference(agent_name: str, test_data: str | os.PathLike, mode
                              seed: int = 0, row_timeout_s: float = 300.0, retry_failed: bool = False,
                              reference_key: str = "role_speech_path1",
                              overwrite: bool = False, progress: bool = True,
-                             on_turn: Optional[Callable[[dict[str, Any]], None]] = None) -> dict[str, Any]:
+                             on_turn: Optional[Callable[[dict[str, Any]], None]] = None, processes: int | str = 1,
+                             provider_limits: Optional[dict[str, int]] = None) -> dict[str, Any]:
     """Run an adapter over the dialogues of ``mode`` (see the module docstring).
 
     Args:
@@ -159,22 +161,28 @@ def run_speechrole_inference(agent_name: str, test_data: str | os.PathLike, mode
             worker thread, abandoned when stuck).
         reference_key: the reference speech set an oracle adapter (``uses_reference_answer``) replays.
         on_turn: called with each finished turn's record (tests).
+        processes, provider_limits: ``--processes`` and ``--provider-limit`` of a network adapter
+            (:func:`spear_metrics.agents.processes.sessions_for`): the sessions in worker
+            processes, this process the one writer of ``out``; a dialogue holds its provider slot
+            from its start record to its last turn.
 
     Returns:
         ``{"n_dialogues", "n_answered" (dialogues with every turn), "n_turns" (turns written),
         "n_failed", "failures": [(key, reason)], "elapsed_s"}``.
 
     Raises:
-        InferRunError: ``out`` holds another run's answers (without ``overwrite``), or ``concurrency`` < 1.
+        InferRunError: ``out`` holds another run's answers (without ``overwrite``), ``concurrency`` < 1,
+            or a session process ended (rerun to resume).
         spear_datasets.files.OutFolderError: ``out`` holds files this tool did not write, another
             command's output, or is being written by another live process.
         spear_metrics.agents.registry.UnknownAgentError, OptionError: the adapter cannot be built.
     """
     from spear_datasets.audio import AudioError, decode, write_wav
     from spear_metrics.agents.base import GenerationConfig, check_answer_limits, validate_answer
-    from spear_metrics.agents.duplex import is_network_agent
+    from spear_metrics.agents.duplex import clamp_concurrency, is_network_agent
+    from spear_metrics.agents.processes import sessions_for
     from spear_metrics.agents.rows import (
-        ProcessEnds, RowJournal, RowTimeout, SyncCaller, failure_reason, fails_row, run_concurrently,
+        ProcessEnds, ProcessLost, RowJournal, RowTimeout, SyncCaller, failure_reason, fails_row, run_concurrently,
     )
     from spear_metrics.agents.registry import load_agent
     from spear_metrics.core.records import read_jsonl
@@ -182,6 +190,7 @@ def run_speechrole_inference(agent_name: str, test_data: str | os.PathLike, mode
     if concurrency < 1:
         raise InferRunError(f"--concurrency must be >= 1, got {concurrency}")
     options = dict(agent_options or {})
+    built_by_name = agent is None
     if agent is None:
         agent = load_agent(agent_name, **options)
     network = is_network_agent(agent)
@@ -278,31 +287,47 @@ def run_speechrole_inference(agent_name: str, test_data: str | os.PathLike, mode
                 status[d.key] = rec
                 if bar is not None:
                     bar.update(1)
+            session_info: dict[str, Any] = {}
             todo = [d for d in todo if not ends.blocked(d.key)]
             with journal.stopping():  # Ctrl-C or an unwritable folder: the dialogues in flight simply resume
                 if network:
+                    pool = sessions_for(agent, name=agent_name, options=options, built_by_name=built_by_name,
+                                        processes=processes, concurrency=clamp_concurrency(agent, int(concurrency))[0],
+                                        n_rows=len(todo), provider_limits=provider_limits)
+
                     async def one(d: EvalDialogue, writer: Any) -> None:
                         """A dialogue's turns in order; decoding off the loop, every write on ``writer``."""
                         loop = asyncio.get_running_loop()
-                        await loop.run_in_executor(writer, journal.start, d.key)
-                        try:
-                            paths, audio, done, _ = await asyncio.to_thread(prepare, d)
-                            for t in range(len(done), len(d.turns)):
-                                ans = await _network_turn(agent, d, t, *audio[t], _history_turns(d, done, audio),
-                                                          chunk_ms=chunk_ms, row_timeout_s=row_timeout_s)
-                                done.append(await loop.run_in_executor(writer, write_turn, d, t, ans))
-                            error = None
-                        except asyncio.CancelledError:
-                            raise
-                        except BaseException as e:
-                            if not fails_row(e):
+                        async with pool.slots:  # --provider-limit: from its start record to its last turn
+                            await loop.run_in_executor(writer, journal.start, d.key)
+                            try:
+                                paths, audio, done, _ = await asyncio.to_thread(prepare, d)
+                                for t in range(len(done), len(d.turns)):
+                                    ans = await _network_turn(agent, d, t, *audio[t], _history_turns(d, done, audio),
+                                                              chunk_ms=chunk_ms, row_timeout_s=row_timeout_s,
+                                                              sessions=pool)
+                                    done.append(await loop.run_in_executor(writer, write_turn, d, t, ans))
+                                error = None
+                            except asyncio.CancelledError:
                                 raise
-                            error = failure_reason(e)
+                            except BaseException as e:
+                                if not fails_row(e):
+                                    raise
+                                error = failure_reason(e)
                         await loop.run_in_executor(writer, finish, d, error)
 
+                    async def run_all() -> int:
+                        async with pool:
+                            return await run_concurrently(agent, todo, concurrency, one,
+                                                          note=f"spearbench speechrole infer: note: {agent_name}")
+
                     # lowered to the adapter's max_concurrency (with a note), also when nothing is left to run
-                    concurrency = asyncio.run(run_concurrently(agent, todo, concurrency, one,
-                                                               note=f"spearbench speechrole infer: note: {agent_name}"))
+                    try:
+                        concurrency = asyncio.run(run_all())
+                    except ProcessLost as e:  # its dialogues resume (one process end each), the others: stopped
+                        raise InferRunError(str(e)) from None
+                    if todo:
+                        session_info.update(pool.stats())  # session_processes, loop_lag_ms
                 else:
                     caller = SyncCaller()  # each turn under row_timeout_s: a stuck adapter fails its dialogue, not the run
                     try:
@@ -351,7 +376,7 @@ def run_speechrole_inference(agent_name: str, test_data: str | os.PathLike, mode
         info = {"agent": agent_name, "network_adapter": network, "mode": mode, "n_dialogues": len(dialogues),
                 "n_answered": sum(1 for d in dialogues if status.get(d.key, {}).get("status") == "ok"),
                 "n_turns": n_new_turns, "n_failed": len(failures), "elapsed_s": time.perf_counter() - t0,
-                "concurrency": concurrency if network else 1,
+                "concurrency": concurrency if network else 1, **session_info,
                 "request": ("AudioRequest: user speech + instructions (system prompt) + history" if network else
                             "respond(audio, SpeechRoleRow): user speech (16 kHz, channel 0) + row.system_prompt/history")}
         write_json_atomic(result_dir / "run_info.json", info)
