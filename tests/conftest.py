@@ -29,6 +29,15 @@ def fdb_dir() -> Path:
     return FDB
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _judge_cache_of_the_session(tmp_path_factory):
+    """The judge reply cache of the module- and session-scoped fixtures (set up before any
+    test's own): a temporary folder, never the user's cache (whose replies would answer them)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SPEARBENCH_JUDGE_CACHE", str(tmp_path_factory.mktemp("judge-cache-session")))
+        yield
+
+
 @pytest.fixture(autouse=True)
 def _judge_cache_in_tmp(tmp_path_factory, monkeypatch):
     """Every test's judge reply cache in its own temporary folder (never the user's cache)."""
