@@ -569,13 +569,14 @@ def score_run(root: str | os.PathLike, tasks: Sequence[Any], prompts_path: str |
     outp.mkdir(parents=True, exist_ok=True)
     log = outp / "judgements.jsonl"
     done: dict[str, dict[str, Any]] = {}
-    if log.exists():
-        for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
-            try:
-                r = json.loads(line)
-            except (ValueError, RecursionError):  # a torn line, or one nested too deeply for the parser
-                continue
-            if isinstance(r, dict) and isinstance(r.get("task_id"), str) and _whole_record(r):
+    wanted = {t.id for t in tasks}
+    if log.is_file():
+        from spear_metrics.core.records import read_jsonl
+
+        # the bounded work-log reader (one line at a time; torn, non-object, too deep or over-long lines
+        # skipped); only the tasks asked for are kept
+        for r in read_jsonl(log):
+            if isinstance(r.get("task_id"), str) and r["task_id"] in wanted and _whole_record(r):
                 done[r["task_id"]] = r
     import threading
     from concurrent.futures import ThreadPoolExecutor
@@ -623,7 +624,6 @@ def score_run(root: str | os.PathLike, tasks: Sequence[Any], prompts_path: str |
         if fut.exception() is not None:
             raise fut.exception()
     rows, failed = [], []
-    wanted = {t.id for t in tasks}
     for tid, r in done.items():
         if tid not in wanted:
             continue
