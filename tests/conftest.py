@@ -29,12 +29,13 @@ def fdb_dir() -> Path:
     return FDB
 
 
-@pytest.fixture(scope="session", autouse=True)
-def _judge_cache_of_the_session(tmp_path_factory):
-    """The judge reply cache of the module- and session-scoped fixtures (set up before any
-    test's own): a temporary folder, never the user's cache (whose replies would answer them)."""
+@pytest.fixture(scope="module", autouse=True)
+def _judge_cache_of_the_module(tmp_path_factory):
+    """The judge reply cache of a module's module-scoped fixtures (set up before them and before
+    any test's own): a temporary folder of the module, never the user's cache nor another
+    module's (whose replies would answer the same questions in place of the fixture's judge)."""
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("SPEARBENCH_JUDGE_CACHE", str(tmp_path_factory.mktemp("judge-cache-session")))
+        mp.setenv("SPEARBENCH_JUDGE_CACHE", str(tmp_path_factory.mktemp("judge-cache-module")))
         yield
 
 
