@@ -29,6 +29,16 @@ def fdb_dir() -> Path:
     return FDB
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _judge_cache_of_the_module(tmp_path_factory):
+    """The judge reply cache of a module's module-scoped fixtures (set up before them and before
+    any test's own): a temporary folder of the module, never the user's cache nor another
+    module's (whose replies would answer the same questions in place of the fixture's judge)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SPEARBENCH_JUDGE_CACHE", str(tmp_path_factory.mktemp("judge-cache-module")))
+        yield
+
+
 @pytest.fixture(autouse=True)
 def _judge_cache_in_tmp(tmp_path_factory, monkeypatch):
     """Every test's judge reply cache in its own temporary folder (never the user's cache)."""

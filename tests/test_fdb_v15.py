@@ -121,7 +121,7 @@ def test_each_tag_through_the_loopback_judge(tag):
     assert req["messages"][0]["content"] == bh.instruction()
 
 
-def test_garbage_reply_is_retried_with_the_next_seed_and_cached():
+def test_garbage_reply_is_retried_with_the_next_seed_and_only_the_usable_reply_is_cached():
     replies = [(200, "I would say they respond."), (200, 'Sure. {"behaviour": ["C_RESPOND"]}')]
     msgs = bh.messages(*_transcripts())
     with FakeChatServer(replies) as srv:
@@ -129,15 +129,51 @@ def test_garbage_reply_is_retried_with_the_next_seed_and_cached():
         v = first.ask(msgs)
         assert v.tags == ["C_RESPOND"] and v.seed == 2
         assert [r["seed"] for r in srv.requests] == [1, 2]
-        assert v.attempts[0]["error"].startswith("malformed reply")
+        assert v.attempts[0]["error"].startswith("malformed reply") and v.attempts[0]["reply"] == replies[0][1]
         # what summary.json's judge_calls says: one sample (call), answered once, by two requests
         rep = first.judge.report()
         assert (rep["calls"], rep["answers"], rep["requests"], rep["answers_from_cache"]) == (1, 1, 2, 0)
+        assert rep["cache"]["writes"] == 1  # the reply that parsed; the garbage one was not stored
         second = _judge(srv.url)
-        again = second.ask(msgs)  # a rerun replays the cached replies, the garbage one too: no request
-        assert again.tags == ["C_RESPOND"] and len(srv.requests) == 2 and all(a["cached"] for a in again.attempts)
+        # a rerun: seed 1 is asked again (its garbage reply was not stored); the server now answers it
+        again = second.ask(msgs)
+        assert again.tags == ["C_RESPOND"] and again.seed == 1 and [r["seed"] for r in srv.requests] == [1, 2, 1]
+        assert [a["cached"] for a in again.attempts] == [False]
         rep = second.judge.report()
-        assert (rep["calls"], rep["answers"], rep["requests"], rep["answers_from_cache"]) == (1, 1, 0, 1)
+        assert (rep["calls"], rep["answers"], rep["requests"], rep["answers_from_cache"]) == (1, 1, 1, 0)
+        third = _judge(srv.url)  # and seed 1's usable reply now answers from the cache
+        assert third.ask(msgs).attempts == [{"seed": 1, "reply": replies[1][1], "error": None, "cached": True}]
+        assert len(srv.requests) == 3
+
+
+def test_a_refused_judge_reply_is_never_cached():
+    """An HTTP error, a reply that does not parse and a content refusal (through the loopback judge
+    of tests/judge_fakes.py, replies built from the openai SDK's types): none enters the reply
+    cache, so the same sample asked again asks the service again; the reply that parses is stored
+    and answers every later ask without a request."""
+    from judge_fakes import CountingJudge, completion
+
+    from spear_metrics.core.judge_cache import JudgeCache
+
+    answers = iter([(500, b'{"error": {"message": "overloaded"}}'),                       # HTTP error (retryable)
+                    (200, completion("The behaviour is C_RESPOND, I think.")),            # does not parse
+                    (200, completion("I'm sorry, but I can't help with that request.")),  # a content refusal
+                    (401, b'{"error": {"message": "bad key"}}')])                          # fatal HTTP error
+    msgs = bh.messages(*_transcripts())
+    with CountingJudge(lambda body: next(answers, (200, completion('{"behaviour": ["C_RESUME"]}')))) as srv:
+        url = srv.url
+        v = _judge(url, max_attempts=3).ask(msgs)  # seeds 1, 2, 3: HTTP 500, garbage, refusal
+        assert v.tags is None and srv.calls == 3
+        assert "HTTP 500" in v.attempts[0]["error"] and v.attempts[1]["error"].startswith("malformed reply")
+        assert v.attempts[2]["reply"].startswith("I'm sorry")
+        cache = JudgeCache("read")
+        assert not any(cache.folder.rglob("*.json"))  # nothing stored
+        v = _judge(url, max_attempts=3).ask(msgs)  # asked again: the 401 stops it at once, nothing stored
+        assert v.tags is None and srv.calls == 4 and "HTTP 401" in v.error and not any(cache.folder.rglob("*.json"))
+        v = _judge(url, max_attempts=3).ask(msgs)  # the service answers: stored
+        assert v.tags == ["C_RESUME"] and v.seed == 1 and srv.calls == 5 and len(list(cache.folder.rglob("*.json"))) == 1
+        v = _judge(url, max_attempts=3).ask(msgs)  # and answered from the cache from now on
+        assert v.tags == ["C_RESUME"] and v.attempts[0]["cached"] and srv.calls == 5
 
 
 def test_garbage_forever_and_a_hang_are_bounded():

@@ -1,6 +1,6 @@
 """Full-Duplex-Bench v1.5 runs as results datasets: ``fdb score --version 1.5`` -> ``push-results``
--> ``datasets.load_dataset`` round trip (checked through the registry's results hook), ``report``
-refusing the run in one line (exit 2), and its tab of the leaderboard Space. Samples built from
+-> ``datasets.load_dataset`` round trip (checked through the registry's results hook) and its tab of
+the leaderboard Space (the run's HTML report: tests/test_fdb_v15_report.py). Samples built from
 real recordings (tests/_fdb_v15_samples.py); the judge is the loopback fake."""
 
 from __future__ import annotations
@@ -70,17 +70,6 @@ def test_push_results_load_dataset_round_trip(v15_run, tmp_path, capsys):
     err = capsys.readouterr().err
     assert "'C_RESPOND' is 0.75 but its rows give 0.5" in err and err.count("\n") == 1
     assert not (tmp_path / "DS2").exists()
-
-
-@pytest.mark.slow
-def test_report_refuses_a_v15_run_in_one_line(v15_run, tmp_path, capsys):
-    from spear_metrics.cli import main
-
-    capsys.readouterr()
-    assert main(["report", str(v15_run), "--out", str(tmp_path / "rep")]) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "Full-Duplex-Bench v1.5 run has no report page" in err
-    assert not (tmp_path / "rep").exists()
 
 
 @pytest.mark.slow

@@ -327,7 +327,7 @@ def test_kill_9_then_resume_redoes_only_the_unfinished_conversation(tmp_path, ta
     assert [x["status"] for x in recs] == ["failed", "ok", "ok"]
     # the finished conversation was not run again; the killed one (maybe begun) ran to its end once more
     assert fake.connections[f"{tf.tasks[0].id}.A"] == 1 and fake.connections[f"{tf.tasks[1].id}.A"] >= 1
-    assert not any(p.name.startswith(".") for p in out.iterdir())  # no partial folder left
+    assert [p.name for p in out.iterdir() if p.name.startswith(".")] == [".work"]  # the run's records; no partial folder
     m = json.loads((out / tf.tasks[0].id / "manifest.json").read_text())
     # upstream's examiner settings, as recorded: model, voice, VAD mode and its turn detection
     assert (m["examiner"]["model"], m["examiner"]["voice"], m["examiner"]["vad_mode"]) == ("gpt-realtime-2025-08-28", "echo", "slow")
@@ -514,3 +514,115 @@ def test_infer_without_a_key_or_with_an_unwritable_out_is_a_one_line_refusal(tmp
     assert main(base + ["--out", str(tmp_path / "afile" / "o")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "cannot create the folder" in err[0] and KEY not in err[0]
+
+
+# ----------------------------------------------------------------------------- the output folder
+
+
+def _infer_cmd(tasks_file: Path, url: str, out: Path, *extra: str) -> list[str]:
+    return ["fdb", "infer", "--version", "2", "--tasks", str(tasks_file), "--limit", "1", "--agent", "openai-realtime",
+            "-a", f"base_url={url}", "-a", "api_key_env=FDB2_KEY", "-e", f"base_url={url}", "-e", "api_key_env=FDB2_KEY",
+            "--out", str(out), *extra]
+
+
+@pytest.mark.slow
+def test_out_folder_is_owned_another_run_is_refused_and_the_manifest_lists_are_capped(tmp_path, tasks_file, reply_24k,
+                                                                                      capsys, monkeypatch):
+    """``fdb infer --version 2 --out`` follows the output-folder rule: the run's files are recorded
+    (``.work``); a rerun with other settings (another duration cap) is refused in one line and
+    touches nothing, with ``--overwrite`` it replaces only what the first run wrote (a file of the
+    user's in the conversation folder stays); a folder of the user's is refused. The manifest keeps
+    at most MAX_MANIFEST_ENTRIES of each per-chunk list and says when the cap was hit."""
+    import spear_metrics.full_duplex_v2.engine as engine
+    from spear_metrics.cli import main
+
+    monkeypatch.setenv("FDB2_KEY", KEY)
+    monkeypatch.setattr(engine, "MAX_MANIFEST_ENTRIES", 5)
+    tid = load_tasks(tasks_file, limit=1).tasks[0].id
+    fake = RealtimeFake({f"{tid}.{s}": Program("converse", replies=6) for s in "AB"}, reply_24k, KEY)
+    out = tmp_path / "out"
+    try:
+        assert main(_infer_cmd(tasks_file, fake.url, out, "--max-duration-s", "3")) == 0
+        m = json.loads((out / tid / "manifest.json").read_text())
+        recorded = {json.loads(x)["path"] for x in (out / ".work" / "written-0.jsonl").read_text().splitlines()}
+        assert {f"{tid}/{n}" for n in ("A.wav", "B.wav", "combined.wav", "manifest.json")} | {"conversations.jsonl"} <= recorded
+        # the caps: each per-chunk list cut at 5 entries, the cut recorded with the full count
+        for side in ("examiner", "examinee"):
+            chunks = m[side]["output_chunks"]
+            assert len(chunks) == 5 and m[side]["output_chunks_capped"]["kept"] == 5
+            assert m[side]["output_chunks_capped"]["total"] > 5
+        assert len(m["relay_delays_s"]) == 5 and m["relay_delays_s_capped"]["total"] == m["relay_delay"]["n"] > 5
+        # a rerun with another duration cap: refused, nothing touched, nobody connected
+        (out / tid / "notes.txt").write_text("mine")
+        before = {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file()}
+        n_conn = dict(fake.connections)
+        capsys.readouterr()
+        assert main(_infer_cmd(tasks_file, fake.url, out, "--max-duration-s", "2")) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "holds conversations of another run" in err[0] and "--overwrite" in err[0]
+        assert {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file()} == before
+        assert dict(fake.connections) == n_conn
+        # the same settings resume: nothing to run again
+        assert main(_infer_cmd(tasks_file, fake.url, out, "--max-duration-s", "3")) == 0
+        assert dict(fake.connections) == n_conn
+        # --overwrite: the first run's files replaced by the new run's; the user's file stays
+        assert main(_infer_cmd(tasks_file, fake.url, out, "--max-duration-s", "2", "--overwrite")) == 0
+        assert json.loads((out / tid / "manifest.json").read_text())["duration_s"] == pytest.approx(2.0)
+        assert (out / tid / "notes.txt").read_text() == "mine"
+        recs = [json.loads(x) for x in (out / "conversations.jsonl").read_text().splitlines()]
+        # the first run's log went with its files: one record per unit, this run's
+        assert [(r["task_id"], r["status"]) for r in recs] == [("Correction[1]", "failed"), (tid, "ok")]
+        assert recs[1]["duration_s"] == pytest.approx(2.0)
+        # a folder of the user's is refused before anything is written
+        mine = tmp_path / "mine"
+        mine.mkdir()
+        (mine / "data.txt").write_text("x")
+        capsys.readouterr()
+        assert main(_infer_cmd(tasks_file, fake.url, mine)) == 2
+        assert "holds files this tool did not write" in capsys.readouterr().err
+        assert sorted(p.name for p in mine.iterdir()) == ["data.txt"]
+    finally:
+        fake.close()
+
+
+def test_a_second_run_while_one_writes_the_folder_is_refused(tmp_path, tasks_file, capsys, monkeypatch):
+    """While a process writes ``--out`` (it holds the folder's lock, as a running ``fdb infer
+    --version 2`` does), a second run into it is refused in one line before it connects anywhere;
+    once that process is gone (killed: the OS drops its lock), the folder is usable again."""
+    from spear_metrics.cli import main
+
+    monkeypatch.setenv("FDB2_KEY", KEY)
+    out = tmp_path / "out"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from spear_datasets.files import OwnedFolder; "
+         f"OwnedFolder({str(out)!r}, command='fdb2-infer').open(); print('held', flush=True); sys.stdin.read()"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        unreachable = "ws://127.0.0.1:9/v1/realtime"  # never reached: the refusal comes first
+        assert main(_infer_cmd(tasks_file, unreachable, out)) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "live process" in err[0], err
+    finally:
+        holder.kill()
+        holder.wait(30)
+    assert not (out / "conversations.jsonl").exists()
+
+
+def test_work_logs_are_read_bounded_and_only_for_the_tasks_asked(tmp_path, monkeypatch):
+    """conversations.jsonl (infer) and judgements.jsonl (score) are read by the project's bounded
+    work-log reader: a line over the limit is skipped (never parsed whole), as are torn lines and
+    records of tasks not asked for; the last record of a task wins."""
+    import spear_metrics.core.records as records
+    from spear_metrics.full_duplex_v2.engine import LOG, read_log
+
+    monkeypatch.setattr(records, "MAX_JSONL_LINE_CHARS", 1000)
+    lines = [json.dumps({"task_id": "t1", "status": "failed", "reason": "x"}),
+             json.dumps({"task_id": "t2", "status": "ok", "pad": "y" * 5000}),  # over the limit: skipped
+             json.dumps({"task_id": "t1", "status": "ok"}),
+             json.dumps({"task_id": "other", "status": "ok"}),
+             json.dumps({"task_id": ["not", "a", "name"], "status": "ok"}),
+             '{"task_id": "t3", "sta']  # torn by a kill
+    (tmp_path / LOG).write_text("\n".join(lines))
+    assert read_log(tmp_path, {"t1", "t2", "t3"}) == {"t1": {"task_id": "t1", "status": "ok"}}
+    assert set(read_log(tmp_path)) == {"t1", "other"}

@@ -1,8 +1,9 @@
 """Full-Duplex-Bench v2 runs as results datasets: ``fdb score --version 2`` (score_run) ->
 ``push-results`` -> ``datasets.load_dataset`` round trip of both configs (per conversation, per
 event), checked through the registry's results hook; ``report`` refusing the run in one line
-(exit 2); its tab of the leaderboard Space (table, and in headless Chromium). The judge is the
-loopback fake; its replies are written here, so every value below is computed by hand."""
+(exit 2); its tab of the leaderboard Space (table, and in headless Chromium) and the tab's
+conversation browser (players and time line, called directly). The judge is the loopback fake;
+its replies are written here, so every value below is computed by hand."""
 
 from __future__ import annotations
 
@@ -182,3 +183,86 @@ def test_browser_v2_tab_shows_split_means(v2_run, tmp_path):
                 browser.close()
     finally:
         demo.close()
+
+
+#: the recorded conversation: the real stereo dialogue (AMI, tests/fixtures/real), FEE016 (left) as
+#: the examiner, MEO015 (right) as the examinee; the judge rates MEO015's handover at +15.46 s and
+#: its backchannel at +5.99 s (times from the fixture's RTTM)
+HANDOVER = ('{"Turn-taking event and score": [[[15.46, 17.0], 4, 3], [[5.99, 6.28], 2, 5]], '
+            '"Task-specific score": "N/A"}')
+
+
+def _speech_of(rttm: Path, speaker: str) -> list[list[float]]:
+    out = []
+    for line in rttm.read_text().splitlines():
+        p = line.split()
+        if len(p) >= 8 and p[0] == "SPEAKER" and p[7] == speaker:
+            out.append([float(p[3]), round(float(p[3]) + float(p[4]), 3)])
+    return out
+
+
+@pytest.mark.slow
+def test_space_conversation_browser_plays_both_channels_and_draws_the_judged_events(tmp_path, real_dir):
+    """The v2 tab's samples hook, without a browser: a conversation recorded on two real channels,
+    scored (loopback judge) and pushed with its audio; the browser's players get A.wav, B.wav and
+    combined.wav back as recorded, and its time line draws each channel's speech (the words of
+    A.json / B.json) and the two judged events with their scores, as the data holds them."""
+    import numpy as np
+    import soundfile as sf
+
+    from spear_metrics.cli import main
+    from spear_metrics.core.judge import Judge
+    from spear_metrics.full_duplex_v2.results import SPACE_TAB
+    from spear_metrics.full_duplex_v2.score import score_run
+    from spear_metrics.full_duplex_v2.tasks import load_tasks
+    from spear_metrics.full_duplex_v2.ui import conversation_choices, show
+    from spear_metrics.results import load_results_folder
+
+    stereo = real_dir / "DERIVED__pyannote-audio__seriously_29-60s_stereo_L-FEE016_R-MEO015.wav"
+    rttm = stereo.with_suffix(".rttm")
+    tasks = {**TASKS, "splits": {"Daily": TASKS["splits"]["Daily"]}}
+    (tmp_path / "tasks.json").write_text(json.dumps(tasks))
+    tf = load_tasks(tmp_path / "tasks.json")
+    conv = tmp_path / "conv" / tf.tasks[0].id
+    conv.mkdir(parents=True)
+    wave, sr = sf.read(stereo, dtype="int16")
+    sf.write(conv / "A.wav", wave[:, 0], sr, subtype="PCM_16")
+    sf.write(conv / "B.wav", wave[:, 1], sr, subtype="PCM_16")
+    sf.write(conv / "combined.wav", wave, sr, subtype="PCM_16")
+    (conv / "manifest.json").write_text("{}")
+    speech = {"A": _speech_of(rttm, "FEE016"), "B": _speech_of(rttm, "MEO015")}
+    for ch, turns in speech.items():  # one chunk per turn: its time span, as an ASR's word times would be
+        (conv / f"{ch}.json").write_text(json.dumps(
+            {"text": "x " * len(turns), "chunks": [{"text": "x", "timestamp": t} for t in turns]}))
+    (tmp_path / "eval_prompts.json").write_text(json.dumps(PROMPTS))
+    with FakeChatServer([(200, HANDOVER)]) as srv:
+        judge = Judge(srv.url, "judge-2025-01-01", api_key="", temperature=0.2, max_retries=0, backoff_s=0)
+        score_run(tmp_path / "conv", tf.tasks, tmp_path / "eval_prompts.json", judge, tmp_path / "run", n_resamples=0)
+    row = json.loads((tmp_path / "run" / "per_sample.jsonl").read_text().splitlines()[0])
+    assert row["audio_path"] == str(conv / "A.wav") and row["b_speech"] == speech["B"]
+    ds = tmp_path / "DS"
+    assert main(["push-results", str(tmp_path / "run"), "--local-dir", str(ds), "--model-name", "example-v2",
+                 "--with-audio", "--with-inputs"]) == 0
+    res = load_results_folder(ds, where="DS")
+    assert SPACE_TAB.samples == "spear_metrics.full_duplex_v2.ui:build_samples"
+    choices = conversation_choices([res])
+    assert [c[0] for c in choices] == ["example-v2 · Daily.ordering.901 · ok"]
+
+    def audio_file(cell):  # the Space's rule: embedded bytes to a file
+        if not isinstance(cell, dict) or not cell.get("bytes"):
+            return None
+        p = tmp_path / f"cell{len(list(tmp_path.glob('cell*')))}.wav"
+        p.write_bytes(cell["bytes"])
+        return str(p)
+
+    a, b, both, fig, text = show([res], choices[0][1], audio_file)
+    got_a, got_b, got_both = sf.read(a, dtype="int16")[0], sf.read(b, dtype="int16")[0], sf.read(both, dtype="int16")[0]
+    assert np.array_equal(got_a, wave[:, 0]) and np.array_equal(got_b, wave[:, 1]) and np.array_equal(got_both, wave)
+    assert "2 judged events" in text and "turn-taking 3.00" in text  # (4 + 2) / 2
+    ax = fig.axes[0]
+    bars = [sorted((round(float(p.vertices[:, 0].min()), 3), round(float(p.vertices[:, 0].max()), 3))
+                   for p in c.get_paths()) for c in ax.collections[:4]]
+    assert bars[0] == [tuple(t) for t in speech["A"]] and bars[1] == [tuple(t) for t in speech["B"]]
+    assert bars[2] == [(15.46, 17.0)] and bars[3] == [(5.99, 6.28)]
+    assert [t.get_text() for t in ax.texts] == ["TT 4 / IF 3", "TT 2 / IF 5"]
+    assert show([res], None, audio_file)[3] is None

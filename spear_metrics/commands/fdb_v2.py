@@ -22,7 +22,7 @@ import json
 import sys
 from typing import Any
 
-from spear_metrics.commands import add_run_options, number, parse_options, run_exit_status
+from spear_metrics.commands import add_run_options, number, overwrite_help, parse_options, run_exit_status
 
 
 def wanted(argv: list[str]) -> tuple[str, list[str]] | None:
@@ -68,8 +68,9 @@ def add_infer_arguments(p: argparse.ArgumentParser) -> None:
                         "examiner-mode turn detection, opens the conversation) or any network adapter")
     p.add_argument("--examiner-option", "-e", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--examiner-mode", choices=("slow", "fast"), default="slow", help="upstream's examiner VAD mode")
-    add_run_options(p, out="output folder (a rerun resumes)", retry_failed="run again the conversations that failed before",
-                    progress=False)
+    add_run_options(p, out="output folder (a rerun with the same settings resumes)",
+                    retry_failed="run again the conversations that failed before",
+                    overwrite=overwrite_help("fdb infer --version 2"), progress=False)
     p.add_argument("--concurrency", type=number(integer=True, minimum=1), default=1, help="conversations at once")
     p.add_argument("--max-duration-s", type=number(above=0, maximum=3600), default=None,
                    help="duration cap, s (default: the tasks file's max_duration_sec; upstream's runner: 120)")
@@ -174,32 +175,28 @@ def run_infer(args: argparse.Namespace) -> int:
             print(note, file=sys.stderr)
     from pathlib import Path
 
-    from spear_metrics.full_duplex_v2.engine import log_unit, read_log
-
-    try:
-        Path(args.out).mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        return _fail(f"--out {args.out}: cannot create the folder ({e.strerror or e})")
-    logged = read_log(Path(args.out))
-    for pos, why in tf.bad:  # an unreadable task entry is a failed unit, logged once
-        print(f"  failed task {pos}: {why}", file=sys.stderr)
-        if pos not in logged:
-            log_unit(Path(args.out), {"task_id": pos, "status": "failed", "reason": f"unreadable task entry: {why}"})
+    from spear_datasets.files import OutputError
+    from spear_metrics.full_duplex_v2.engine import RunConflict, read_log
 
     def on_done(rec: dict) -> None:
         line = f"{rec['task_id']}: {rec['status']}"
         line += f" ({rec.get('end_reason')}, {rec.get('duration_s')} s)" if rec["status"] == "ok" else f": {rec.get('reason')}"
         print(line, file=sys.stderr)
 
-    counts = asyncio.run(run_conversations(
-        tf.tasks, args.out, make_examiner, make_examinee,
-        lambda t: Rules.from_settings(tf.settings, max_duration_s=args.max_duration_s),
-        concurrency=concurrency, retry_failed=args.retry_failed, describe=describe, on_done=on_done,
-        wire_rate=int(args.wire_rate), tick_ms=float(args.tick_ms),
-        examinee_instructions=args.examinee_prompt or EXAMINEE_SYSTEM_PROMPT))
+    try:
+        counts = asyncio.run(run_conversations(
+            tf.tasks, args.out, make_examiner, make_examinee,
+            lambda t: Rules.from_settings(tf.settings, max_duration_s=args.max_duration_s),
+            concurrency=concurrency, retry_failed=args.retry_failed, overwrite=args.overwrite, describe=describe,
+            on_done=on_done, bad=tf.bad, wire_rate=int(args.wire_rate), tick_ms=float(args.tick_ms),
+            examinee_instructions=args.examinee_prompt or EXAMINEE_SYSTEM_PROMPT))
+    except (RunConflict, OutputError) as e:  # another run's folder, a live process writing it, an unwritable --out
+        return _fail(e)
+    for pos, why in tf.bad:  # an unreadable task entry is a failed unit (logged once by the run)
+        print(f"  failed task {pos}: {why}", file=sys.stderr)
     print(json.dumps(counts))
     # as every inference command: 1 only when nothing was recorded (failures are listed above, and logged)
-    final = read_log(Path(args.out))  # this run's and earlier runs' units
+    final = read_log(Path(args.out), {t.id for t in tf.tasks})  # this run's and earlier runs' units
     n_ok = sum(1 for t in tf.tasks if (final.get(t.id) or {}).get("status") == "ok")
     return run_exit_status(n_ok, len(tf.tasks) - n_ok + len(tf.bad))
 

@@ -473,10 +473,12 @@ class Judge:
         if reply is not None:
             self._answered(reply)
 
-    def ask(self, messages: list[dict], parse: Callable[[str], T], *, extra_body: dict[str, Any] | None = None) -> JudgeAnswer[T]:
+    def ask(self, messages: list[dict], parse: Callable[[str], T], *, extra_body: dict[str, Any] | None = None,
+            count_call: bool = True) -> JudgeAnswer[T]:
         """Ask, and parse the reply with ``parse`` (which raises ``ValueError`` on a reply it
         refuses); answered from the reply cache when it holds this exact request and ``parse``
-        accepts the stored reply, else retried as the module says (and the accepted reply stored).
+        accepts the stored reply, else retried as the module says (and the accepted reply stored:
+        a refused, unparseable or failed reply never is).
 
         An HTTP 400 that names a field of ``extra_body`` is retried without it, as SPEAR's stance
         client does: ``max_completion_tokens`` becomes ``max_tokens``, ``response_format`` is
@@ -487,6 +489,8 @@ class Judge:
             messages: the chat messages (text, or lists of content parts).
             parse: reply text -> value; ``ValueError`` = malformed (retried).
             extra_body: more request fields (see :meth:`complete`).
+            count_call: count this call in :meth:`report`'s ``calls``; ``False`` for one attempt of
+                a caller's own retry rule, which counts its call once (:meth:`tally`).
 
         Returns:
             :class:`JudgeAnswer` (``value``, ``reply``, ``attempts``, and the :class:`Reply`
@@ -498,8 +502,9 @@ class Judge:
                 ``status``/``fatal`` those of the last HTTP error.
         """
         extra = dict(extra_body or {})
-        with self._lock:
-            self._counts["calls"] += 1
+        if count_call:
+            with self._lock:
+                self._counts["calls"] += 1
         key = material = None
         if self.cache is not None and self.cache.mode != "off":
             from spear_metrics.core.judge_cache import request_key
@@ -688,8 +693,10 @@ class LocalJudge:
                                  f"{' '.join(str(e).split())[:200]}") from None
             return tok.decode(out[0, input_ids.shape[1]:], skip_special_tokens=True)
 
-    def ask(self, messages: list[dict], parse: Callable[[str], T], *, extra_body: dict[str, Any] | None = None) -> JudgeAnswer[T]:
-        """One greedy reply parsed with ``parse`` (no retry: the same input gives the same reply).
+    def ask(self, messages: list[dict], parse: Callable[[str], T], *, extra_body: dict[str, Any] | None = None,
+            count_call: bool = True) -> JudgeAnswer[T]:
+        """One greedy reply parsed with ``parse`` (no retry: the same input gives the same reply;
+        no cache, no tally: ``count_call`` is :meth:`Judge.ask`'s, accepted and unused).
 
         Raises:
             JudgeError: generation failed, or ``parse`` refused the reply (``kind="malformed"``).

@@ -27,6 +27,7 @@ BENCHMARK = Benchmark(
     cli="spear_metrics.commands.fdb",
     results="spear_metrics.full_duplex_v15.results",
     space_tab="spear_metrics.full_duplex_v15.ui:SPACE_TAB",
+    report="spear_metrics.full_duplex_v15.report:write_report",
     has_metric_module=False,
     docs="full-duplex-bench-v1.5.md",
 )

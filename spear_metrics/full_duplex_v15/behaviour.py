@@ -16,9 +16,12 @@ verbatim as data in ``prompts/behavior.txt``, see ``prompts/SOURCE.md``; the cod
   strings) crashes upstream's count, so here it is a malformed reply.
 - Retry: upstream retries any failure forever, ``seed += 1`` and a 5 s sleep each time. Here the
   same rule is bounded (:class:`BehaviourJudge`): at most ``max_attempts`` requests and a total
-  deadline; an HTTP error a retry cannot help (e.g. 401) stops at once. Every reply, malformed ones
-  included, goes into the project's judge reply cache (:mod:`spear_metrics.core.judge_cache`, keyed
-  by the whole request, seed included), so a rerun replays the same attempts without asking twice.
+  deadline; an HTTP error a retry cannot help (e.g. 401) stops at once. Each request goes through
+  the shared judge (:meth:`spear_metrics.core.judge.Judge.ask`) and so follows the project's reply
+  cache rules (:mod:`spear_metrics.core.judge_cache`, keyed by the whole request, seed included):
+  a reply that parses is stored and answers the same request later without a call; a refused one
+  (an HTTP or network error, a reply that does not parse, a content refusal) never is, so a rerun
+  asks that seed again.
 - Distribution (upstream ``stats_by_axis``): per subset, each tag's count / the number of tags
   counted; upstream prints the ratios rounded to 2 decimals, tags that never occur left out
   (:func:`upstream_ratios`).
@@ -137,9 +140,10 @@ class BehaviourJudge:
     them, and no new request once ``deadline_s`` seconds have passed since the first.
 
     Args:
-        judge: a :class:`spear_metrics.core.judge.Judge` (one ``request`` per attempt, each cut at
-            the judge's total time limit; its reply cache ``judge.cache`` when it has one); the
-            ``seed`` field of each request is set here.
+        judge: a :class:`spear_metrics.core.judge.Judge` built without retries of its own (one
+            :meth:`~spear_metrics.core.judge.Judge.ask` per attempt, each request cut at the
+            judge's total time limit, answered from or stored in its reply cache by its rules);
+            the ``seed`` field of each request is set here.
         first_seed: the first request's seed (upstream: 1).
     """
 
@@ -158,24 +162,24 @@ class BehaviourJudge:
         return (f"{base}; upstream's behavior.txt; seeds {self.first_seed}, {self.first_seed}+1, ... "
                 f"(at most {self.max_attempts} requests, {self.deadline_s:g} s per sample)")
 
-    def _cached(self, msgs: list[dict], seed: int) -> tuple[Any, Any]:
-        """``(cache slot, cached :class:`~spear_metrics.core.judge.Reply` or None)`` of the request with
-        ``seed`` (no cache: ``(None, None)``)."""
-        cache, body = getattr(self.judge, "cache", None), getattr(self.judge, "_body", None)
-        if cache is None or body is None or getattr(cache, "mode", "off") == "off":
-            return None, None
-        from spear_metrics.core.judge import Reply
-        from spear_metrics.core.judge_cache import request_key
-
-        slot = request_key(body(msgs, {"seed": seed}))
-        hit = cache.get(slot[0])
-        return slot, None if hit is None else Reply.from_cache(hit)
-
     def _tally(self, reply: Any) -> None:
         """The sample's call (and the reply that answered it) in the judge's :meth:`~spear_metrics.core.judge.Judge.report`."""
         tally = getattr(self.judge, "tally", None)
         if callable(tally):
             tally(reply)
+
+    def _attempt(self, msgs: list[dict], seed: int) -> tuple[list[str], str, bool]:
+        """One request with ``seed`` through the shared judge's :meth:`~spear_metrics.core.judge.Judge.ask`
+        (its reply cache and its rule of what is stored): ``(tags, reply, from the cache)``.
+
+        Raises:
+            JudgeError: no reply (``kind`` ``"no_reply"``, ``fatal`` when a retry cannot help) or
+                a reply :func:`parse_behaviour` refuses (``kind`` ``"malformed"``, the reply and
+                the reason in its last attempt).
+        """
+        ans = self.judge.ask(msgs, lambda text: parse_behaviour(text[:MAX_REPLY_CHARS]), extra_body={"seed": seed},
+                             count_call=False)
+        return ans.value, ans.reply[:MAX_REPLY_CHARS], bool(getattr(ans.meta, "cached", False))
 
     def ask(self, msgs: list[dict]) -> Verdict:
         """Judge one sample's messages. Never raises for a judge's fault (the verdict says why)."""
@@ -187,35 +191,27 @@ class BehaviourJudge:
         last = "no attempt"
         for k in range(self.max_attempts):
             seed = self.first_seed + k
-            slot, got = self._cached(msgs, seed)
-            cached = got is not None
-            reply = got.content if got is not None else None
-            if reply is None:
-                if k and time.monotonic() - t0 > self.deadline_s:
-                    last = f"deadline of {self.deadline_s:g} s passed after {k} request(s); last: {last}"
-                    break
-                if k and self.retry_sleep_s:
-                    time.sleep(self.retry_sleep_s)
-                try:
-                    got = self.judge.request(msgs, {"seed": seed}) if hasattr(self.judge, "request") else None
-                    reply = (got.content if got is not None else str(self.judge.complete(msgs, {"seed": seed})))
-                    reply = reply[:MAX_REPLY_CHARS]
-                except JudgeError as e:
-                    last = one_line(e)
-                    attempts.append({"seed": seed, "reply": None, "error": last, "cached": False})
-                    if getattr(e, "fatal", False):
-                        break
-                    continue
-                if slot is not None and got is not None and getattr(self.judge.cache, "mode", "") == "readwrite":
-                    self.judge.cache.put(slot[0], slot[1], got.to_cache())
+            if k and time.monotonic() - t0 > self.deadline_s:
+                last = f"deadline of {self.deadline_s:g} s passed after {k} request(s); last: {last}"
+                break
+            if k and self.retry_sleep_s:
+                time.sleep(self.retry_sleep_s)
             try:
-                tags = parse_behaviour(reply)
-            except ValueError as e:
-                last = f"malformed reply: {one_line(e)}"
-                attempts.append({"seed": seed, "reply": reply, "error": last, "cached": cached})
+                tags, reply, cached = self._attempt(msgs, seed)
+            except JudgeError as e:
+                tried = (getattr(e, "attempts", None) or [None])[-1]
+                if getattr(e, "kind", "no_reply") == "malformed" and tried is not None:
+                    last = one_line(tried.error or "malformed reply")
+                    reply = tried.reply[:MAX_REPLY_CHARS] if isinstance(tried.reply, str) else None
+                    attempts.append({"seed": seed, "reply": reply, "error": last, "cached": False})
+                    continue
+                last = one_line(e)
+                attempts.append({"seed": seed, "reply": None, "error": last, "cached": False})
+                if getattr(e, "fatal", False):
+                    break
                 continue
             attempts.append({"seed": seed, "reply": reply, "error": None, "cached": cached})
-            self._tally(got)
+            self._tally(None)  # the sample's one call (its answer was counted by the judge)
             return Verdict(tags, reply, seed, attempts)
         self._tally(None)
         return Verdict(None, None, None, attempts, f"judge gave no usable behaviour tag after {len(attempts)} "

@@ -290,6 +290,7 @@ def summarize(results: Sequence[SampleResult], *, setup: "V15Setup", subset: str
     notes: dict[str, Any] = {}
     if setup.judge is not None:
         models["behaviour"] = setup.judge.describe()
+        notes["judge_prompt_sha256"] = bh.PROMPT_SHA256  # the system message: upstream's behavior.txt, as pinned
         if hasattr(setup.judge.judge, "report"):  # requests, cached answers, returned model ids, usage
             notes["judge_calls"] = setup.judge.judge.report()
     else:

@@ -28,13 +28,9 @@ SPACE_TAB = SpaceTab(
 def sample_choices(results: Sequence[Any]) -> list[tuple[str, str]]:
     """``(label, value)`` of every sample of every loaded v1.5 results dataset: label
     ``<model> · <subset>/<id> · <status>``, value ``<source>\\t<row>``."""
-    out = []
-    for r in results:
-        if r.summary.get("benchmark") != BENCHMARK.name:
-            continue
-        for _, s in r.samples.sort_values("row").iterrows():
-            out.append((f"{r.model} · {s.get('subset')}/{s.get('id')} · {s.get('status')}", f"{r.source}\t{int(s['row'])}"))
-    return out
+    from spear_metrics.results.browser import row_choices
+
+    return row_choices(results, BENCHMARK.name, lambda r, s: f"{r.model} · {s.get('subset')}/{s.get('id')} · {s.get('status')}")
 
 
 def _segments(v: Any) -> list[tuple[float, float]]:
@@ -90,38 +86,28 @@ def sample_text(sample: dict[str, Any]) -> str:
             f"{num('response_latency_s')} · behaviour {sample.get('behaviour') or '-'}")
 
 
+def show(results: Sequence[Any], value: str | None, audio_file: Callable[[Any], str | None]) -> tuple:
+    """What the browser shows for a :func:`sample_choices` value: ``(input file, output file,
+    clean output file, figure, text)`` (a file ``None`` when the dataset embeds no such audio; all
+    ``None`` and ``""`` when the value names no sample)."""
+    from spear_metrics.results.browser import find_row
+
+    s = find_row(results, BENCHMARK.name, value)
+    if s is None:
+        return None, None, None, None, ""
+    return (audio_file(s.get("input_audio")), audio_file(s.get("output_audio")), audio_file(s.get("clean_output_audio")),
+            timeline_figure(s), sample_text(s))
+
+
 def build_samples(src_state: Any, *, load: Callable[[list[str]], Sequence[Any]],
                   audio_file: Callable[[Any], str | None]) -> None:
-    """Build the per-sample browser inside the open v1.5 tab (gradio components; called by the
-    Space with its sources state, ``load(sources) -> [Results]`` and ``audio_file(embedded
-    audio) -> path | None``)."""
-    import gradio as gr
+    """Build the per-sample browser inside the open v1.5 tab (:func:`spear_metrics.results.browser.sample_browser`;
+    called by the Space with its sources state, ``load(sources) -> [Results]`` and
+    ``audio_file(embedded audio) -> path | None``)."""
+    from spear_metrics.results.browser import sample_browser
 
-    def choices(sources: list[str]):
-        ch = sample_choices(load(sources))
-        return gr.update(choices=ch, value=ch[0][1] if ch else None)
-
-    def show(sources: list[str], value: str | None):
-        if not value:
-            return None, None, None, None, ""
-        source, _, row = value.partition("\t")
-        for r in load(sources):
-            if r.source == source and r.summary.get("benchmark") == BENCHMARK.name:
-                s = r.samples[r.samples["row"] == int(row)].iloc[0].to_dict()
-                return (audio_file(s.get("input_audio")), audio_file(s.get("output_audio")),
-                        audio_file(s.get("clean_output_audio")), timeline_figure(s), sample_text(s))
-        return None, None, None, None, ""
-
-    ch0 = sample_choices(load(list(getattr(src_state, "value", None) or [])))
-    gr.Markdown("### Samples")
-    with gr.Row():
-        sample_dd = gr.Dropdown(ch0, value=None, label="sample", elem_id="fdb15_sample", scale=3)
-        refresh = gr.Button("refresh the sample list", elem_id="fdb15_list", scale=1)
-    info = gr.Markdown(elem_id="fdb15_info")
-    with gr.Row():
-        a_in = gr.Audio(label="input (with the overlap)", type="filepath", elem_id="fdb15_input")
-        a_out = gr.Audio(label="output", type="filepath", elem_id="fdb15_output")
-        a_clean = gr.Audio(label="clean output (reply to the clean input)", type="filepath", elem_id="fdb15_clean")
-    plot = gr.Plot(label="time line: user and model speech, overlap window shaded", elem_id="fdb15_timeline")
-    refresh.click(choices, [src_state], [sample_dd], api_visibility="private")
-    sample_dd.change(show, [src_state, sample_dd], [a_in, a_out, a_clean, plot, info], api_visibility="private")
+    sample_browser(src_state, load=load, choices=sample_choices,
+                   show=lambda results, value: show(results, value, audio_file), elem="fdb15", heading="### Samples",
+                   item="sample", players=(("fdb15_input", "input (with the overlap)"), ("fdb15_output", "output"),
+                                           ("fdb15_clean", "clean output (reply to the clean input)")),
+                   plot_label="time line: user and model speech, overlap window shaded")

@@ -40,11 +40,10 @@ import json
 import math
 import os
 import resource
-import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
@@ -391,12 +390,12 @@ async def run_conversation(task: Task, examiner: Any, examinee: Any, rules: Rule
     ra, rb = A.sink.finished(), B.sink.finished()
 
     def side_info(side: _Side, res: Any) -> dict[str, Any]:
-        return {"served_model": getattr(side.conn, "served_model", None),
-                "text": res.text,
-                "text_events": [{"text": e.text, "wall_s": round(e.received_s, 4), "stream_s": round(e.input_sent_s, 4)}
-                                for e in res.text_events],
-                "output_chunks": [[round(c.received_s, 4), round(c.input_sent_s, 4), int(c.audio.shape[1]), c.sample_rate]
-                                  for c in res.chunks]}
+        info = {"served_model": getattr(side.conn, "served_model", None), "text": res.text}
+        capped(info, "text_events", res.text_events,
+               lambda e: {"text": e.text, "wall_s": round(e.received_s, 4), "stream_s": round(e.input_sent_s, 4)})
+        capped(info, "output_chunks", res.chunks,
+               lambda c: [round(c.received_s, 4), round(c.input_sent_s, 4), int(c.audio.shape[1]), c.sample_rate])
+        return info
 
     manifest = {
         "task_id": task.id, "split": task.split, "wire_rate_hz": wire_rate, "tick_s": tick,
@@ -406,9 +405,24 @@ async def run_conversation(task: Task, examiner: Any, examinee: Any, rules: Rule
         "events": events,
         "clocks": "wall_s: seconds since t0 on the monotonic clock; stream_s: seconds of audio relayed",
         "examiner": side_info(A, ra), "examinee": side_info(B, rb),
-        "relay_delays_s": [round(d, 4) for d in delays],
     }
+    capped(manifest, "relay_delays_s", delays, lambda d: round(d, 4))
     return Conversation(a, b, wire_rate, manifest)
+
+
+#: most entries a manifest keeps of each per-chunk list (each side's ``output_chunks`` and
+#: ``text_events``, ``relay_delays_s``): a side sending audio or text in tiny pieces would
+#: otherwise grow the manifest without bound
+MAX_MANIFEST_ENTRIES = 10_000
+
+
+def capped(into: dict[str, Any], key: str, items: Sequence[Any], entry: Callable[[Any], Any]) -> None:
+    """``into[key]`` = ``entry(x)`` of the first :data:`MAX_MANIFEST_ENTRIES` of ``items``; when
+    there are more, ``into[key + "_capped"]`` = ``{"kept", "total"}`` records that the cap was hit
+    (the statistics, e.g. ``relay_delay``, are computed from all of them)."""
+    into[key] = [entry(x) for x in items[:MAX_MANIFEST_ENTRIES]]
+    if len(items) > MAX_MANIFEST_ENTRIES:
+        into[f"{key}_capped"] = {"kept": MAX_MANIFEST_ENTRIES, "total": len(items)}
 
 
 async def _close(conn: Any) -> None:
@@ -443,46 +457,61 @@ def write_wav(path: Path, x: np.ndarray, rate: int) -> None:
 
 def save_conversation(conv: Conversation, folder: Path) -> None:
     """Write ``A.wav``, ``B.wav``, ``combined.wav`` (stereo, A left, B right, as upstream's mix)
-    and ``manifest.json`` into ``folder`` (created), via a temporary sibling folder renamed into
-    place: a folder that exists is complete."""
-    tmp = folder.with_name(f".{folder.name}.partial")
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir(parents=True)
-    write_wav(tmp / "A.wav", conv.a, conv.wire_rate)
-    write_wav(tmp / "B.wav", conv.b, conv.wire_rate)
-    write_wav(tmp / "combined.wav", np.stack([conv.a, conv.b], axis=1), conv.wire_rate)
-    (tmp / "manifest.json").write_text(json.dumps(conv.manifest, indent=1, ensure_ascii=False))
-    if folder.exists():
-        shutil.rmtree(folder)
-    os.replace(tmp, folder)
+    and, last, ``manifest.json`` into ``folder`` (created), each file atomically and recorded in
+    the output folder's manifest when one is open (:func:`spear_datasets.files.atomic_path`): a
+    file there that this tool did not write is never replaced (``OutFolderError``, the unit fails).
+    A conversation is whole when its ``manifest.json`` is there and its unit is logged ``ok``.
+
+    Raises:
+        spear_datasets.files.OutputError: a file cannot be written (or is not this tool's).
+    """
+    from spear_datasets.files import atomic_path
+
+    for name, x in (("A.wav", conv.a), ("B.wav", conv.b), ("combined.wav", np.stack([conv.a, conv.b], axis=1))):
+        with atomic_path(folder / name, tmp_suffix=".wav") as tmp:
+            write_wav(tmp, x, conv.wire_rate)
+    with atomic_path(folder / "manifest.json") as tmp:
+        tmp.write_text(json.dumps(conv.manifest, indent=1, ensure_ascii=False), encoding="utf-8")
 
 
 LOG = RUN_LOG
 
 
-def read_log(out: Path) -> dict[str, dict[str, Any]]:
-    """Last record per task id of ``out/conversations.jsonl`` (a torn last line is ignored)."""
+def read_log(out: Path, wanted: Optional[set[str]] = None) -> dict[str, dict[str, Any]]:
+    """Last record per task id of ``out/conversations.jsonl``, read by the project's bounded
+    work-log reader (:func:`spear_metrics.core.records.read_jsonl`: one line at a time, a torn,
+    non-object or over-long line skipped); with ``wanted``, only those task ids (what is kept in
+    memory is bounded by the tasks asked for, whatever the file holds)."""
+    from spear_metrics.core.records import read_jsonl
+
     recs: dict[str, dict[str, Any]] = {}
     p = out / LOG
-    if not p.exists():
+    if not p.is_file():
         return recs
-    for line in p.read_text(encoding="utf-8", errors="replace").splitlines():
-        try:
-            r = json.loads(line)
-        except (ValueError, RecursionError):  # a torn line, or one nested too deeply for the parser
-            continue
-        if isinstance(r, dict) and isinstance(r.get("task_id"), str):
-            recs[r["task_id"]] = r
+    for r in read_jsonl(p):
+        tid = r.get("task_id")
+        if isinstance(tid, str) and (wanted is None or tid in wanted):
+            recs[tid] = r
     return recs
 
 
 def log_unit(out: Path, rec: dict[str, Any]) -> None:
-    """Append one finished unit's record to ``out/conversations.jsonl`` (flushed and fsynced)."""
-    with open(out / LOG, "a", encoding="utf-8") as f:
-        f.write(json.dumps(rec, ensure_ascii=False) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
+    """Append one finished unit's record to ``out/conversations.jsonl`` (flushed and fsynced;
+    secrets masked; the file recorded as this tool's in the open output folder, before it is
+    first written).
+
+    Raises:
+        spear_datasets.files.OutputError: the log cannot be written (a whole-run problem).
+    """
+    from spear_datasets.files import record_write
+    from spear_metrics.core.records import AppendLog
+
+    record_write(out / LOG)
+    log = AppendLog(out / LOG)
+    try:
+        log.write([rec])
+    finally:
+        log.close()
 
 
 def _cpu_s() -> float:
@@ -490,28 +519,80 @@ def _cpu_s() -> float:
     return r.ru_utime + r.ru_stime
 
 
+class RunConflict(ValueError):
+    """``out`` holds conversations of another run (other tasks file, adapters, rules or relay
+    settings): one line; ``overwrite`` replaces them."""
+
+
+def run_fingerprint(describe: Optional[dict[str, Any]], rules: Sequence[Rules], conversation_kw: dict[str, Any]
+                    ) -> dict[str, Any]:
+    """What binds a run to its output folder (``out/.work/run.json``): the adapters' and the tasks
+    file's description (``describe``: adapters with their options, secrets masked, the tasks
+    file's sha256...), the tasks' rules (each different one once) and the relay settings (wire rate, tick, the examinee's
+    instructions). The same fingerprint resumes; another one is refused (:class:`RunConflict`)."""
+    import hashlib
+
+    instructions = conversation_kw.get("examinee_instructions", EXAMINEE_SYSTEM_PROMPT)
+    distinct = sorted({json.dumps(asdict(r), sort_keys=True) for r in rules})
+    return {"mode": "fdb v2 conversations", "describe": describe or {}, "rules": [json.loads(r) for r in distinct],
+            "wire_rate": conversation_kw.get("wire_rate", DEFAULT_WIRE_RATE), "tick_ms": conversation_kw.get("tick_ms", 40.0),
+            "examinee_instructions_sha256": hashlib.sha256(str(instructions).encode("utf-8")).hexdigest()}
+
+
 async def run_conversations(tasks: list[Task], out: str | os.PathLike, make_examiner: Callable[[], Any],
                             make_examinee: Callable[[], Any], rules_for: Callable[[Task], Rules], *,
-                            concurrency: int = 1, retry_failed: bool = False, deadline_grace_s: float = 30.0,
-                            describe: Optional[dict[str, Any]] = None, on_done: Optional[Callable[[dict], None]] = None,
-                            **conversation_kw: Any) -> dict[str, Any]:
+                            concurrency: int = 1, retry_failed: bool = False, overwrite: bool = False,
+                            deadline_grace_s: float = 30.0, describe: Optional[dict[str, Any]] = None,
+                            on_done: Optional[Callable[[dict], None]] = None,
+                            bad: Sequence[tuple[str, str]] = (), **conversation_kw: Any) -> dict[str, Any]:
     """Run the conversations of ``tasks`` into ``out/<task id>/``, ``concurrency`` at a time, each a
     resumable unit logged in ``out/conversations.jsonl`` as it finishes (``ok`` or ``failed`` with a
     one-line ``reason``). A task already ``ok`` (log line and folder) is skipped; one ``failed`` is
     skipped unless ``retry_failed``. Each conversation has a total deadline: its duration cap +
     the connect timeout + ``deadline_grace_s``; past it the unit fails ("timed out").
 
+    ``out`` is owned by the run for its duration (:func:`spear_metrics.core.records.claim_out`,
+    the rule of every output folder): it must be new, empty or this command's; a live process
+    already writing it is refused; a run with another fingerprint (:func:`run_fingerprint`) is
+    refused unless ``overwrite``, which first removes exactly what earlier runs recorded as
+    written there. Every file written is recorded.
+
     Args:
         make_examiner / make_examinee: build a fresh adapter per conversation.
         rules_for: the :class:`Rules` of a task.
         describe: adapter descriptions for the manifests (``examiner``/``examinee`` keys).
+        bad: ``(position, reason)`` of unreadable task entries: each logged once as a failed unit.
 
     Returns:
         ``{"ok", "failed", "skipped", "wall_s", "cpu_s", "conversation_s"}`` of this call.
+
+    Raises:
+        RunConflict: ``out`` holds another run's conversations (without ``overwrite``).
+        spear_datasets.files.OutputError: ``out`` cannot be used (another command's or the user's
+            files, a live process writing it, unwritable) or the log cannot be written.
     """
+    from spear_metrics.core.records import claim_out
+
     outp = Path(out)
-    outp.mkdir(parents=True, exist_ok=True)
-    done = read_log(outp)
+    fp = run_fingerprint(describe, [rules_for(t) for t in tasks], conversation_kw)
+    conflict = RunConflict(f"{outp} holds conversations of another run (other tasks file, adapters, rules or relay "
+                           "settings); use a new --out folder or --overwrite")
+    with claim_out(outp, fp, overwrite=overwrite, conflict=conflict, command="fdb2-infer", activity="written"):
+        wanted = {t.id for t in tasks} | {pos for pos, _ in bad}
+        done = read_log(outp, wanted)
+        for pos, why in bad:  # an unreadable task entry is a failed unit, logged once
+            if pos not in done:
+                log_unit(outp, {"task_id": pos, "status": "failed", "reason": f"unreadable task entry: {why}"})
+        return await _run_claimed(tasks, outp, done, make_examiner, make_examinee, rules_for, concurrency=concurrency,
+                                  retry_failed=retry_failed, deadline_grace_s=deadline_grace_s, describe=describe,
+                                  on_done=on_done, **conversation_kw)
+
+
+async def _run_claimed(tasks: list[Task], outp: Path, done: dict[str, dict[str, Any]], make_examiner: Callable[[], Any],
+                       make_examinee: Callable[[], Any], rules_for: Callable[[Task], Rules], *, concurrency: int,
+                       retry_failed: bool, deadline_grace_s: float, describe: Optional[dict[str, Any]],
+                       on_done: Optional[Callable[[dict], None]], **conversation_kw: Any) -> dict[str, Any]:
+    """:func:`run_conversations` once ``outp`` is claimed (``done``: the logged units)."""
     todo = []
     skipped = 0
     for t in tasks:

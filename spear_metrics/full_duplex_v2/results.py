@@ -21,7 +21,9 @@ The published dataset has two configs: ``default`` (``data/<split>-*.parquet``: 
 conversation; ``events`` and ``failed_events`` as JSON text) and ``events``
 (``events/<split>-*.parquet``, :func:`extra_tables`: one row per judged turn-taking event:
 ``id``, ``split``, ``event`` (0-based), ``start_s``, ``end_s`` (s on the conversation's clock),
-``turn_taking_fluency``, ``instruction_following`` (1-5)). No torch, no model.
+``turn_taking_fluency``, ``instruction_following`` (1-5)). ``push-results --with-audio`` /
+``--with-inputs`` embed the conversation's channels (:func:`audio_files`), which the Space's
+conversation browser plays (:mod:`spear_metrics.full_duplex_v2.ui`). No torch, no model.
 """
 
 from __future__ import annotations
@@ -254,6 +256,27 @@ def tie_spec():
     return TieSpec(row_id=lambda r: r.get("id"), better=better.get, unit="conversation", columns=("id", "split", "status"))
 
 
+#: the audio columns ``push-results`` embeds (``--with-audio``: the examinee; ``--with-inputs``: the
+#: examiner; both: the stereo mix too) -> (file in the conversation folder, which flag embeds it)
+AUDIO_COLUMNS = {"examinee_audio": ("B.wav", "answers"), "examiner_audio": ("A.wav", "inputs"),
+                 "combined_audio": ("combined.wav", "both")}
+
+
+def audio_files(rows: Sequence[dict[str, Any]], *, answers: bool, inputs: bool) -> dict[str, list[Any]]:
+    """What ``push-results --with-audio`` (``answers``: ``examinee_audio``, the examinee's
+    ``B.wav``) and ``--with-inputs`` (``inputs``: ``examiner_audio``, the examiner's ``A.wav``)
+    embed for each row, and with both ``combined_audio`` (``combined.wav``, A left, B right):
+    ``(conversation folder, file name)`` (the folder of the row's ``audio_path``; the file is
+    read inside it only), ``None`` for a row that names no folder (scored by a version that
+    recorded none)."""
+    from pathlib import Path
+
+    on = {"answers": answers, "inputs": inputs, "both": answers and inputs}
+    dirs = [Path(r["audio_path"]).parent if r.get("audio_path") else None for r in rows]
+    return {col: [(d, name) if d is not None else None for d in dirs]
+            for col, (name, flag) in AUDIO_COLUMNS.items() if on[flag]}
+
+
 def leaderboard_frame(results: Sequence[Any]):
     """The Space's v2 table: one row per loaded v2 results dataset and split (``all`` first),
     columns ``model``, ``split``, ``conversations``, then each of :data:`SPLIT_KEYS` as
@@ -292,11 +315,14 @@ def _space_tab():
               "per results dataset and split (`all` first): the mean over conversations of upstream's per-task "
               "turn-taking fluency, instruction following and task-specific score (1-5; the Daily split has no "
               "task-specific rubric) with its 95 % bootstrap interval over conversations. A live examiner is a new "
-              "sample on every run: compare runs made with the same examiner model, voice and seed.",
+              "sample on every run: compare runs made with the same examiner model, voice and seed. Below: each "
+              "conversation's two channels (embedded by push-results --with-audio --with-inputs) and its time line "
+              "(each channel's speech and the judged turn-taking events with their scores).",
         none_line="No Full-Duplex-Bench v2 results dataset loaded: pass one to --results (spearbench fdb score "
                   "--version 2, then push-results --local-dir).",
         elem_id="fdb2",
         table="spear_metrics.full_duplex_v2.results:leaderboard_frame",
+        samples="spear_metrics.full_duplex_v2.ui:build_samples",
     )
 
 

@@ -413,26 +413,80 @@ def split_summary(rows: Sequence[dict[str, Any]], *, n_resamples: int = 1000, se
 # ----------------------------------------------------------------------------- a scoring run
 
 
-def per_sample_rows(tasks: Sequence[Any], done: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+def per_sample_rows(tasks: Sequence[Any], done: dict[str, dict[str, Any]], root: str | os.PathLike | None = None
+                    ) -> list[dict[str, Any]]:
     """``per_sample.jsonl``: one row per conversation of ``tasks`` that has a logged judgement
     (``done``: task id -> ``judgements.jsonl`` record), in task order: ``row`` (0..n-1), ``id`` (the
     task id), ``split``, ``status`` (``ok``/``failed``), ``reason`` (failed), upstream's per-task
     values (:func:`task_scores`, :func:`binned_row`) and ``events``: the judge's valid events,
     each ``[start_s, end_s, turn_taking_fluency, instruction_following]`` (s on the conversation's
-    clock, scores 1-5) - what :mod:`spear_metrics.full_duplex_v2.results` recomputes the values from."""
+    clock, scores 1-5) - what :mod:`spear_metrics.full_duplex_v2.results` recomputes the values from.
+
+    With the conversations' folder ``root``, each row also names its channels, ``audio_path``
+    (``root/<id>/A.wav``, the examiner: what the examinee heard) and ``answer_audio_path``
+    (``B.wav``, the examinee), and an ``ok`` row holds each channel's speech as the judge read it:
+    ``a_speech`` / ``b_speech``, the ``[start_s, end_s]`` of every word of ``A.json`` / ``B.json``
+    (:func:`word_spans`; ``None`` when the transcript cannot be read)."""
     out: list[dict[str, Any]] = []
     for t in tasks:
         r = done.get(t.id)
         if r is None:
             continue
         row: dict[str, Any] = {"row": len(out), "id": t.id, "split": r.get("split", t.split)}
+        if root is not None:
+            folder = Path(root) / t.id
+            row.update(audio_path=str(folder / "A.wav"), answer_audio_path=str(folder / "B.wav"))
         if r.get("status") != "ok":
             row.update(status="failed", reason=r.get("reason"))
         else:
             j = parse_judge_reply(r["reply"])
             row.update(status="ok", reason=None, **task_scores(j), **binned_row(binned_sums(j.events)),
                        events=[list(e) for e in j.events])
+            if root is not None:
+                row.update(a_speech=word_spans(Path(root) / t.id / "A.json"),
+                           b_speech=word_spans(Path(root) / t.id / "B.json"))
         out.append(row)
+    return out
+
+
+def read_transcript(path: str | os.PathLike) -> dict[str, Any]:
+    """One channel's transcript file in upstream's shape (``{"text", "chunks": [{"text",
+    "timestamp": [start_s, end_s]}]}``), read up to :data:`MAX_TRANSCRIPT_BYTES`.
+
+    Raises:
+        ValueError: not a regular file (a FIFO would block the open), over the limit, not JSON or
+            not that shape; OSError: unreadable.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise ValueError(f"{p.name} is not a regular file")
+    with open(p, "rb") as f:  # read up to the limit only
+        raw = f.read(MAX_TRANSCRIPT_BYTES + 1)
+    if len(raw) > MAX_TRANSCRIPT_BYTES:
+        raise ValueError(f"{p.name} is over the {MAX_TRANSCRIPT_BYTES}-byte limit of a transcript")
+    d = json.loads(raw.decode("utf-8"))
+    if not isinstance(d, dict) or not isinstance(d.get("chunks", []), list):
+        raise ValueError(f"{p.name} is not upstream's transcript shape")
+    return d
+
+
+def word_spans(path: str | os.PathLike) -> Optional[list[list[float]]]:
+    """``[[start_s, end_s], ...]`` of the words of a transcript file (:func:`read_transcript`) that
+    have two finite times, end not before start; ``None`` when the file cannot be read."""
+    try:
+        chunks = read_transcript(path).get("chunks") or []
+    except (ValueError, OSError, RecursionError):
+        return None
+    out = []
+    for c in chunks:
+        ts = c.get("timestamp") if isinstance(c, dict) else None
+        if isinstance(ts, (list, tuple)) and len(ts) == 2:
+            try:
+                a, b = float(ts[0]), float(ts[1])
+            except (TypeError, ValueError):
+                continue
+            if math.isfinite(a) and math.isfinite(b) and b >= a:
+                out.append([a, b])
     return out
 
 
@@ -461,16 +515,7 @@ def ensure_transcripts(folder: Path, asr: Any) -> tuple[dict[str, Any], dict[str
     for ch in ("A", "B"):
         p = folder / f"{ch}.json"
         if p.exists():
-            if not p.is_file():  # a FIFO would block the open, a device would never end
-                raise ValueError(f"{p.name} is not a regular file")
-            with open(p, "rb") as f:  # read up to the limit only
-                raw = f.read(MAX_TRANSCRIPT_BYTES + 1)
-            if len(raw) > MAX_TRANSCRIPT_BYTES:
-                raise ValueError(f"{p.name} is over the {MAX_TRANSCRIPT_BYTES}-byte limit of a transcript")
-            d = json.loads(raw.decode("utf-8"))
-            if not isinstance(d, dict) or not isinstance(d.get("chunks", []), list):
-                raise ValueError(f"{p.name} is not upstream's transcript shape")
-            out.append(d)
+            out.append(read_transcript(p))  # a FIFO or a device is refused, not opened
             continue
         if asr is None:
             raise ValueError(f"{p.name} missing and no ASR backend")
@@ -524,13 +569,14 @@ def score_run(root: str | os.PathLike, tasks: Sequence[Any], prompts_path: str |
     outp.mkdir(parents=True, exist_ok=True)
     log = outp / "judgements.jsonl"
     done: dict[str, dict[str, Any]] = {}
-    if log.exists():
-        for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
-            try:
-                r = json.loads(line)
-            except (ValueError, RecursionError):  # a torn line, or one nested too deeply for the parser
-                continue
-            if isinstance(r, dict) and isinstance(r.get("task_id"), str) and _whole_record(r):
+    wanted = {t.id for t in tasks}
+    if log.is_file():
+        from spear_metrics.core.records import read_jsonl
+
+        # the bounded work-log reader (one line at a time; torn, non-object, too deep or over-long lines
+        # skipped); only the tasks asked for are kept
+        for r in read_jsonl(log):
+            if isinstance(r.get("task_id"), str) and r["task_id"] in wanted and _whole_record(r):
                 done[r["task_id"]] = r
     import threading
     from concurrent.futures import ThreadPoolExecutor
@@ -578,7 +624,6 @@ def score_run(root: str | os.PathLike, tasks: Sequence[Any], prompts_path: str |
         if fut.exception() is not None:
             raise fut.exception()
     rows, failed = [], []
-    wanted = {t.id for t in tasks}
     for tid, r in done.items():
         if tid not in wanted:
             continue
@@ -602,7 +647,7 @@ def score_run(root: str | os.PathLike, tasks: Sequence[Any], prompts_path: str |
     model = getattr(judge, "model", None)
     from spear_metrics.full_duplex_v2 import VERSION
 
-    per_sample = per_sample_rows(tasks, done)
+    per_sample = per_sample_rows(tasks, done, rootp)
     summary = {
         "benchmark": "full_duplex_v2", "version": VERSION,
         "metrics": ["full_duplex_v2"], "metric_versions": {"full_duplex_v2": VERSION},

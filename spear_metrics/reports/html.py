@@ -921,13 +921,6 @@ def _build_report(run: RunData, out: Path, *, human: RunData | None, against: Se
                   n_resamples: int, seed: int, sections: Sequence[Section] | None,
                   bootstrap_unit: str = "conversation") -> Path:
     """:func:`build_report` once ``out`` is open (writes recorded)."""
-    import hashlib
-    import json
-
-    from spear_datasets.files import atomic_path
-    from spear_metrics.core.secrets import mask_secrets
-    from spear_metrics.results.write import REPORT_RECORD
-
     labelled: list[tuple[str, RunData]] = [(run.name, run)]
     if human is not None:
         labelled.append((f"human ({human.name})" if human.name != "human" else "human", human))
@@ -969,14 +962,33 @@ def _build_report(run: RunData, out: Path, *, human: RunData | None, against: Se
             f"{_e(human.source) if human else 'not given'}; published human row: SPEAR leaderboard "
             f"(<code>thomasthebaud/SPEAR-benchmark-website</code>, test split, full set).</p>"
             f'<nav class="toc" id="contents"><b>Contents</b><ol>{"".join(toc)}</ol></nav>')
+    return write_page(out, f"SPEARBench report: {run.name}", lead, page, run.source)
+
+
+def write_page(out: Path, title: str, lead: str, page: Page, source: str) -> Path:
+    """Write a report page into the open report folder ``out``: ``index.html`` (``title``, the
+    ``lead`` HTML, then the page's parts; secrets masked), the page's figures as PNG files beside
+    it and the record of the results it was built from (the sha256 of ``source``/summary.json,
+    :data:`spear_metrics.results.write.REPORT_RECORD`). Returns the page's path.
+
+    Raises:
+        spear_datasets.files.OutputError: a file cannot be written.
+    """
+    import hashlib
+    import json
+
+    from spear_datasets.files import atomic_path
+    from spear_metrics.core.secrets import mask_secrets
+    from spear_metrics.results.write import REPORT_RECORD
+
     body = lead + "\n" + "\n".join(page.parts)
-    doc = (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>SPEARBench report: {_e(run.name)}</title>'
+    doc = (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{_e(title)}</title>'
            f'<meta name="viewport" content="width=device-width, initial-scale=1"><style>{CSS}</style></head>\n'
            f"<body>\n{body}\n</body></html>\n")
     for f in page.figures:
         with atomic_path(out / f.name) as tmp:
             tmp.write_bytes(f.data)
-    summary = Path(run.source) / "summary.json"
+    summary = Path(source) / "summary.json"
     digest = hashlib.sha256(summary.read_bytes()).hexdigest() if summary.is_file() else None
     with atomic_path(out / ".work" / REPORT_RECORD) as tmp:
         tmp.write_text(json.dumps({"summary_sha256": digest}) + "\n", encoding="utf-8")
