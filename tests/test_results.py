@@ -342,7 +342,7 @@ def hostile(tmp_path_factory, real_dir):
 
     from spear_datasets.audio import load_audio, write_wav
     from spear_datasets.schema import SPEAR_COLUMNS
-    from spear_metrics.core.runner import run_score
+    from spear_metrics.core.scoring import run_score
 
     root = tmp_path_factory.mktemp("hostile")
     md = make_samples(root)
@@ -490,7 +490,7 @@ def test_the_onset_rule_travels_from_infer_to_the_leaderboard_row(tmp_path):
     ``infer`` wrote beside the metadata into ``summary.json``; the results dataset's card states it
     and its leaderboard row carries it. Answers ``infer`` did not write are ``unstated``."""
     from _spear_samples import make_samples
-    from spear_metrics.core.runner import run_score
+    from spear_metrics.core.scoring import run_score
     from spear_metrics.results import leaderboard_row, write_results_dataset
 
     md = make_samples(tmp_path / "data")

@@ -33,7 +33,7 @@ def _app():
 def dataset(real_dir, tmp_path_factory):
     """A results dataset (scored with interruptions) with a report page, and a secret file
     outside it."""
-    from spear_metrics.core.runner import run_score
+    from spear_metrics.core.scoring import run_score
     from spear_metrics.results import write_results_dataset
 
     os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"

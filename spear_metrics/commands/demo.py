@@ -242,7 +242,8 @@ def _run_demo(args: argparse.Namespace, out: Path, call: Path, rttm: Path, stm: 
     import time
 
     from spear_metrics.core.models import ModelUnavailableError
-    from spear_metrics.core.runner import RunError, run_score
+    from spear_metrics.core.runner import RunError
+    from spear_metrics.core.scoring import run_score
     from spear_metrics.results import ResultsError, write_results_dataset
 
     from spear_datasets.audio import AudioError
