@@ -14,7 +14,7 @@ import pytest
 
 from dsuperb_fixtures import AMI_TEXT, ASR, CLS, JFK_TEXT, REG, VCTK_TEXT, build_instances
 from helpers import FakeChatServer
-from spear_datasets.files import OutFolderError
+from spear_datasets.ownership import OutFolderError
 from spear_metrics.dynamic_superb import metrics as M
 from spear_metrics.dynamic_superb.infer import WORK, DSuperbInferError, read_failures, run_dsuperb_inference
 from spear_metrics.dynamic_superb.scoring import (

@@ -61,7 +61,8 @@ from typing import Any, Awaitable, Callable, Optional, Sequence, TypeVar
 import numpy as np
 
 from spear_datasets.audio import TARGET_SR, AudioError, input_clip_info, load_audio, resample, write_wav
-from spear_datasets.files import active_folder, atomic_path, check_out_folder
+from spear_datasets.files import active_folder, atomic_path
+from spear_datasets.ownership import check_out_folder
 from spear_datasets.schema import (
     RowError,
     SpearRow,
@@ -584,7 +585,7 @@ def run_inference(
     Raises:
         InferError: ``out_dir`` holds another run (use ``overwrite``), a dataset that cannot be
             loaded, or rows left without an answer record (a rank died: rerun to resume).
-        spear_datasets.files.OutFolderError: ``out_dir`` holds files this tool did not write, the
+        spear_datasets.ownership.OutFolderError: ``out_dir`` holds files this tool did not write, the
             output of another command, or is being written by a live process (one line).
         MetadataError: an unusable CSV. UnknownAgentError: no adapter of that name.
     """

@@ -229,7 +229,7 @@ def run(args: argparse.Namespace) -> int:
     except FileNotFoundError as e:
         print(f"spearbench demo: {e}", file=sys.stderr)
         return 2
-    from spear_datasets.files import open_folder
+    from spear_datasets.ownership import open_folder
 
     # --out: new, empty or a demo folder this tool wrote (the runs inside keep their own records)
     with open_folder(out, command="demo") as folder:

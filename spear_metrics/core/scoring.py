@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from spear_datasets.audio import AudioError, audio_info, input_clip_info
-from spear_datasets.files import atomic_path, check_out_folder
+from spear_datasets.files import atomic_path
+from spear_datasets.ownership import check_out_folder
 from spear_datasets.schema import (
     RowError,
     SpearRow,
@@ -393,7 +394,7 @@ def run_score(
         UnknownDimensionError / ImportError: a metric that cannot be run.
         RunError: ``out_dir`` holds a run of other inputs/options (use ``overwrite``), or no row
             could be scored.
-        spear_datasets.files.OutFolderError: ``out_dir`` holds files this tool did not write, the
+        spear_datasets.ownership.OutFolderError: ``out_dir`` holds files this tool did not write, the
             output of another command, or is being scored by a live process (one line; see
             :func:`spear_metrics.core.records.claim_out`).
     """

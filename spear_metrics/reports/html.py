@@ -908,7 +908,7 @@ def build_report(
             ``"conversation"`` or ``"row"``.
         sections: the sections to build (default :data:`SECTIONS`).
     """
-    from spear_datasets.files import open_folder
+    from spear_datasets.ownership import open_folder
 
     # --out: new, empty or a report folder this tool wrote; every file written is recorded
     with open_folder(out_dir, command="report") as folder:
