@@ -366,7 +366,7 @@ def test_report_section_and_space_column(runs, tmp_path):
     assert f"{runs['fixed-delay_summary']['human_likeness_auroc']:.3f}" in page
     assert "latency_ms" in page.split('id="dim-distributional"')[1]
 
-    space = pytest.importorskip("spear_metrics.space.app")
+    space = pytest.importorskip("spear_metrics.space.tables")
     cols = [c.name for c in space.columns()]
     assert cols[-1] == "human_likeness_auroc"
     cells = space.project_cells(runs["fixed-delay_summary"])

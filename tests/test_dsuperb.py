@@ -750,14 +750,14 @@ def test_cli_score_and_push_results(pred, data, tmp_path, monkeypatch, capsys):
     frame = leaderboard_frame([res])
     assert frame.loc[0, f"{ASR} (WER)"] == pytest.approx(10 / 42)
     # the Space: its SPEAR table leaves the run out, its Dynamic-SUPERB table shows it
-    import spear_metrics.space.app as app
+    import spear_metrics.space.tables as tables
     from spear_metrics.dynamic_superb.ui import SPACE_TAB
     from spear_metrics.results import SourcePolicy
 
-    monkeypatch.setattr(app, "POLICY", SourcePolicy([str(ds)]))
-    rows, errors = app.all_rows(["local:ds"])
+    monkeypatch.setattr(tables, "POLICY", SourcePolicy([str(ds)]))
+    rows, errors = tables.all_rows(["local:ds"])
     assert errors == [] and "scripted" not in {r["model"] for r in rows}
-    table = app.benchmark_table(SPACE_TAB, ["local:ds"])
+    table = tables.benchmark_table(SPACE_TAB, ["local:ds"])
     assert table.loc[0, f"{CLS} (judge_accuracy)"] == "0.500"  # shown as the leaderboard shows values
     assert table.loc[0, f"{ASR} (WER)"] == f"{10 / 42:.3f}"
     summary = json.loads((tmp_path / "res" / "summary.json").read_text())
