@@ -15,9 +15,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from spear_metrics.core.summary import interval_text
 from spear_metrics.results import Results, ResultsError, public_path, public_text, subset_of
 from spear_metrics.space import tables
-from spear_metrics.space.tables import CACHE, _fmt, _num, load_sources
+from spear_metrics.space.tables import CACHE, _num, load_sources
 
 ALL_SUBSETS = "all"
 NO_METRIC = "(no range filter)"
@@ -228,9 +229,9 @@ def timeline_view(sources: list[str], source: str | None, row: int | None):
         except AudioError:
             return None
 
-    title = (f"{res.model} · row {int(row)} · latency {_fmt(s.get('latency_ms'))} ms · overlap "
+    title = (f"{res.model} · row {int(row)} · latency {interval_text(s.get('latency_ms'))} ms · overlap "
              + ("not measured (answer placed at the question end)" if s.get("interrupted_time_ms") is None
-                else f"{_fmt(s.get('interrupted_time_ms'))} ms"))
+                else f"{interval_text(s.get('interrupted_time_ms'))} ms"))
     return plots.timeline(s, title=title, question_end_time=s.get("question_end_time"),
                           context_end_time=s.get("context_end_time"), input_wave=wave(inp), answer_wave=wave(ans))
 

@@ -20,7 +20,7 @@ import pandas as pd
 from spear_datasets.identity import CUSTOM_LABEL, data_label, is_spear_data
 from spear_metrics.core.columns import Column, leaderboard_columns
 from spear_metrics.core.registry import DEFAULT_BENCHMARK, benchmark_of_summary
-from spear_metrics.core.summary import few_events
+from spear_metrics.core.summary import few_events, interval_text
 from spear_metrics.reports.runs import results_tie_cells
 from spear_metrics.results import PROTOCOL, Results, SourcePolicy, leaderboard_row
 
@@ -149,7 +149,7 @@ def benchmark_table(tab: Any, sources: list[str], *controls: str) -> pd.DataFram
     for c in frame.columns:  # numbers as the leaderboard shows them: 3 decimals, "-" = missing; labels as they are
         vals = list(frame[c])
         if any(isinstance(v, (int, float, np.number)) and not isinstance(v, bool) for v in vals):
-            frame[c] = [_fmt(None if isinstance(v, float) and math.isnan(v) else v)
+            frame[c] = [interval_text(None if isinstance(v, float) and math.isnan(v) else v)
                         if v is None or (isinstance(v, (int, float, np.number)) and not isinstance(v, bool)) else v
                         for v in vals]
     return frame
@@ -196,20 +196,14 @@ def filter_sort(rows: list[dict[str, Any]], modes: list[str] | None, open_filter
     return present + missing
 
 
-def _fmt(v: Any) -> str:
-    return "-" if v is None else f"{v:.3f}"
-
-
 def value_text(row: dict[str, Any], key: str) -> str:
     """A table cell: the value, and for a results dataset its 95 % interval and n
     (``742.055``; ``800.000 [700.000, 900.000] n=2``; ``800.000 n=1`` when no interval exists)."""
     v = row.get(key)
     if v is None:
         return "-"
-    text = _fmt(v)
     ci, n = row.get(f"{key}_ci95"), row.get(f"{key}_n")
-    if ci:
-        text += f" [{ci[0]:.3f}, {ci[1]:.3f}]"
+    text = interval_text(v, ci)
     if n is not None:
         text += f" n={int(n)}"
     if row.get(f"{key}_tie"):  # ★ best / ≈ tied with the best, and the rank interval (a mark, not a colour)

@@ -421,6 +421,8 @@ def _against_human(dims: list, human_run: Path, name: str) -> list:
 def _print_ranking(summaries: dict[str, dict]) -> None:
     """The systems ranked by ``human_likeness_auroc`` (lowest, most human-like, first; no value
     last, with the reason). Nothing when no system has one: the leaderboard above already says why."""
+    from spear_metrics.core.summary import interval_text
+
     ranked = [(n, s) for n, s in summaries.items() if n != "human" and LIKENESS in s]
     if not any(s.get(LIKENESS) is not None for _, s in ranked):
         return
@@ -433,7 +435,7 @@ def _print_ranking(summaries: dict[str, dict]) -> None:
     ref = dict(zip(missing, refs))  # a reason shared by several systems is printed once, below
     for n, s in ranked:
         v, ci = s.get(LIKENESS), s.get(f"{LIKENESS}_ci95")
-        shown = "-" if v is None else f"{v:.3f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
+        shown = interval_text(v, ci)
         why = f"  {ref[n]}" if n in ref else ""
         print(f"  {n:<{width}}  {shown}  n={s.get(f'{LIKENESS}_n', 0)}{why}")
     for line in lines:

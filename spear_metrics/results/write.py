@@ -235,6 +235,7 @@ def card_text(summary: dict[str, Any], *, model_name: str, inference_mode: str |
     from spear_datasets.identity import data_label, is_spear_data
     from spear_metrics.core.columns import better_text, columns
     from spear_metrics.core.onset import onset_text
+    from spear_metrics.core.summary import interval_text
 
     data = summary.get("data") if isinstance(summary.get("data"), dict) else {}
     spear = is_spear_data(data)
@@ -273,9 +274,7 @@ def card_text(summary: dict[str, Any], *, model_name: str, inference_mode: str |
             v = summary[key]
             kind = "published" if c.published else "project"
             ci, n = summary.get(f"{key}_ci95"), summary.get(f"{key}_n")
-            cell = "-" if v is None else format(v, ".3f")
-            if v is not None and isinstance(ci, list) and len(ci) == 2:
-                cell += f" [{ci[0]:.3f}, {ci[1]:.3f}]"
+            cell = interval_text(v, ci)
             if n is not None:
                 cell += f" (n={n})"
             lines.append(f"| {c.group} | `{key}` | {kind} | {c.unit} | {better_text(c.better)} | {cell} |")
