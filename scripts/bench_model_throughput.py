@@ -91,7 +91,7 @@ def rows_like_the_split(n: int, seed: int = 0) -> list[dict]:
     rows = []
     if real:
         from spear_datasets.schema import read_metadata
-        from spear_metrics.core.runner import prepare_rows
+        from spear_metrics.core.scoring import prepare_rows
 
         root = Path(tempfile.mkdtemp(prefix="bench_models_"))
         n_imp = round(n * bfs.N_IMPROVISED / (bfs.N_IMPROVISED + bfs.N_NATURALISTIC))

@@ -52,7 +52,7 @@ def ours(meta: Path) -> dict:
     import accelerate  # noqa: F401  (imports torch: outside the timing, as the baseline's model load)
     import silero_vad  # noqa: F401
 
-    from spear_metrics.core.runner import run_score
+    from spear_metrics.core.scoring import run_score
 
     out = meta.parent / "ours"
     t = time.perf_counter()

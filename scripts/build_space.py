@@ -24,7 +24,7 @@ def build_space(out: Path) -> Path:
     Raises:
         spear_metrics.publish.PublishError: the wheel could not be built.
     """
-    from spear_datasets.files import open_folder
+    from spear_datasets.ownership import open_folder
     from spear_metrics.publish import build_wheel, write_leaderboard_space
 
     # out: new, empty or a Space folder this script wrote (its earlier files are replaced, nothing

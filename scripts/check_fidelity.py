@@ -82,7 +82,7 @@ def build(root: Path) -> Path:
 
 
 def project(meta: Path, out: Path, asr: bool) -> tuple[dict, list[dict]]:
-    from spear_metrics.core.runner import run_score
+    from spear_metrics.core.scoring import run_score
 
     metrics = "interruptions,explainable_features" + (",speech_quality" if asr else "")
     run_score(meta, metrics, out, options={"mos": ""} if asr else {}, progress=False, overwrite=True)

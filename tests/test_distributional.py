@@ -154,7 +154,7 @@ def runs(tmp_path_factory, real_dir):
     fixed-delay reference (0.7 s) and the silence reference, without ASR; the references also
     with human_run (their human_likeness_auroc)."""
     import _distrib_samples as S
-    from spear_metrics.core.runner import run_score
+    from spear_metrics.core.scoring import run_score
 
     root = tmp_path_factory.mktemp("distrib")
     human = S.build_human(root)
@@ -263,7 +263,7 @@ def fitted(tmp_path_factory, real_dir):
     1.3x faster and higher (resampled: F0 x 1.3). Baseline fitted with `spearbench fit-baseline`."""
     import _distrib_samples as S
     from spear_metrics.cli import main
-    from spear_metrics.core.runner import run_score
+    from spear_metrics.core.scoring import run_score
 
     base = tmp_path_factory.mktemp("baseline")
     out = {}
@@ -366,7 +366,7 @@ def test_report_section_and_space_column(runs, tmp_path):
     assert f"{runs['fixed-delay_summary']['human_likeness_auroc']:.3f}" in page
     assert "latency_ms" in page.split('id="dim-distributional"')[1]
 
-    space = pytest.importorskip("spear_metrics.space.app")
+    space = pytest.importorskip("spear_metrics.space.tables")
     cols = [c.name for c in space.columns()]
     assert cols[-1] == "human_likeness_auroc"
     cells = space.project_cells(runs["fixed-delay_summary"])
@@ -400,7 +400,7 @@ def test_asr_word_times_on_a_real_answer(real_dir):
     so the rates count 21 words."""
     pytest.importorskip("faster_whisper")
     from spear_metrics.core.models import ModelUnavailableError
-    from spear_metrics.core.runner import score_columns
+    from spear_metrics.core.scoring import score_columns
 
     q = str(real_dir / "DERIVED__pyannote-audio__seriously_29-60s_stereo_L-FEE016_R-MEO015.wav")
     try:
@@ -426,7 +426,7 @@ def test_lexical_text_is_the_asr_first_as_upstream(real_dir, monkeypatch):
     (an ASR that hears nothing falls back to the transcript instead of an empty text)."""
     import spear_metrics.core.asr as asr_mod
     from spear_metrics.core.asr import Transcript, Word
-    from spear_metrics.core.runner import score_columns
+    from spear_metrics.core.scoring import score_columns
 
     heard = {"text": " Hello there, general Kenobi. "}
 

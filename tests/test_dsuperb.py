@@ -14,7 +14,7 @@ import pytest
 
 from dsuperb_fixtures import AMI_TEXT, ASR, CLS, JFK_TEXT, REG, VCTK_TEXT, build_instances
 from helpers import FakeChatServer
-from spear_datasets.files import OutFolderError
+from spear_datasets.ownership import OutFolderError
 from spear_metrics.dynamic_superb import metrics as M
 from spear_metrics.dynamic_superb.infer import WORK, DSuperbInferError, read_failures, run_dsuperb_inference
 from spear_metrics.dynamic_superb.scoring import (
@@ -751,14 +751,14 @@ def test_cli_score_and_push_results(pred, data, tmp_path, monkeypatch, capsys):
     # an error rate over 3 rows carries its few-events mark (the column is text, 3 decimals)
     assert frame.loc[0, f"{ASR} (WER)"] == f"{10 / 42:.3f} (few events: n = 3)"
     # the Space: its SPEAR table leaves the run out, its Dynamic-SUPERB table shows it
-    import spear_metrics.space.app as app
+    import spear_metrics.space.tables as tables
     from spear_metrics.dynamic_superb.ui import SPACE_TAB
     from spear_metrics.results import SourcePolicy
 
-    monkeypatch.setattr(app, "POLICY", SourcePolicy([str(ds)]))
-    rows, errors = app.all_rows(["local:ds"])
+    monkeypatch.setattr(tables, "POLICY", SourcePolicy([str(ds)]))
+    rows, errors = tables.all_rows(["local:ds"])
     assert errors == [] and "scripted" not in {r["model"] for r in rows}
-    table = app.benchmark_table(SPACE_TAB, ["local:ds"])
+    table = tables.benchmark_table(SPACE_TAB, ["local:ds"])
     # shown as the leaderboard shows values; a share over 4 judged rows with its few-events mark
     assert table.loc[0, f"{CLS} (judge_accuracy)"] == "0.500 (few events: n = 4)"
     assert table.loc[0, f"{ASR} (WER)"] == f"{10 / 42:.3f} (few events: n = 3)"

@@ -5,7 +5,7 @@ import pytest
 
 from spear_datasets.audio import load_audio
 from spear_metrics.core.pitch import pitch_track
-from spear_metrics.core.runner import score_columns
+from spear_metrics.core.scoring import score_columns
 from spear_metrics.explainable_features.definition import normalized_f0_std_avg
 
 from conftest import STEREO_DIALOGUE as STEREO
@@ -131,7 +131,7 @@ def test_a_row_failed_by_one_dimension_keeps_no_values_of_another(real_dir, tmp_
     import soundfile as sf
 
     from spear_metrics.core.registry import load_dimensions
-    from spear_metrics.core.runner import prepare_rows, score_samples
+    from spear_metrics.core.scoring import prepare_rows, score_samples
 
     clip = load_audio(STEREO, channels="keep")
     clip[0, 500] = np.inf

@@ -60,15 +60,15 @@ def test_space_tab_and_report_refusal(fdb_run, tmp_path, monkeypatch, capsys):
     from spear_metrics.cli import main
     from spear_metrics.full_duplex.ui import SPACE_TAB
     from spear_metrics.results import SourcePolicy
-    import spear_metrics.space.app as app
+    import spear_metrics.space.tables as tables
 
     ds_dir = tmp_path / "DS"
     assert main(["push-results", str(fdb_run), "--local-dir", str(ds_dir), "--model-name", "example"]) == 0
-    monkeypatch.setattr(app, "POLICY", SourcePolicy([str(ds_dir)]))
-    rows, errors = app.all_rows(["local:DS"])
+    monkeypatch.setattr(tables, "POLICY", SourcePolicy([str(ds_dir)]))
+    rows, errors = tables.all_rows(["local:DS"])
     assert errors == [] and all(r["source"] == "published" for r in rows)  # not a SPEAR row
-    assert ("Full-Duplex-Bench v1.0", SPACE_TAB) in app.benchmark_tabs()
-    table = app.benchmark_table(SPACE_TAB, ["local:DS"])
+    assert ("Full-Duplex-Bench v1.0", SPACE_TAB) in tables.benchmark_tabs()
+    table = tables.benchmark_table(SPACE_TAB, ["local:DS"])
     summary = json.loads((fdb_run / "summary.json").read_text())
     assert list(table["model"]) == ["example"] and table.loc[0, "task"] == "smooth_turn_taking"
     assert table.loc[0, "tor"].startswith(f"{summary['tor']:.3f} [") and table.loc[0, "relevance"] == "-"  # not this task's

@@ -83,6 +83,7 @@ def test_space_tab_plays_each_sample_and_draws_the_overlap_window(v15_run, tmp_p
     from pathlib import Path
 
     import spear_metrics.space.app as app
+    import spear_metrics.space.tables as tables
     from spear_metrics.cli import main
     from spear_metrics.full_duplex_v15.ui import SPACE_TAB
 
@@ -92,7 +93,7 @@ def test_space_tab_plays_each_sample_and_draws_the_overlap_window(v15_run, tmp_p
     ds_dir = tmp_path / "DS15"
     assert main(["push-results", str(v15_run), "--local-dir", str(ds_dir), "--model-name", "example",
                  "--with-audio", "--with-inputs"]) == 0
-    assert ("Full-Duplex-Bench v1.5", SPACE_TAB) in app.benchmark_tabs()
+    assert ("Full-Duplex-Bench v1.5", SPACE_TAB) in tables.benchmark_tabs()
     rows = [json.loads(x) for x in (v15_run / "per_sample.jsonl").read_text().splitlines()]
     meta = json.loads((Path(rows[0]["audio_path"]).parent / "metadata.json").read_text())
     start, end = meta["timestamps"]

@@ -192,7 +192,8 @@ def test_report_tests_table_says_why_several_keys_share_one_p_value():
     the keys; a key with its own values (f0_max_hz) is not named."""
     from types import SimpleNamespace
 
-    from spear_metrics.reports.html import Page, _tests
+    from spear_metrics.reports.html import _tests
+    from spear_metrics.reports.page import Page
 
     def entry(diff, p_w, dz):
         return {"n": 3, "mean_a": 100.0 + diff, "mean_b": 100.0, "diff": diff, "diff_ci95": [0.0, diff],

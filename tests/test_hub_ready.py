@@ -43,7 +43,7 @@ def env(tmp_path_factory, real_dir):
     from test_hub_dataset import build_spear_source
 
     from spear_datasets.hub import build_hub_dataset
-    from spear_metrics.core.runner import run_score
+    from spear_metrics.core.scoring import run_score
     from spear_metrics.publish import build_wheel
 
     root = tmp_path_factory.mktemp("hub_ready")

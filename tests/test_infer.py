@@ -40,7 +40,7 @@ def _rows(out: Path) -> list[dict[str, str]]:
 
 
 def _score(out: Path, tmp: Path) -> list[dict]:
-    from spear_metrics.core.runner import run_score
+    from spear_metrics.core.scoring import run_score
 
     res = tmp / (out.name + "_scores")
     run_score(out / "metadata.csv", "interruptions", res, progress=False)

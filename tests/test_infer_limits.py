@@ -85,7 +85,7 @@ def test_answers_score_would_refuse_fail_at_infer_with_the_reason(tmp_path):
     assert f"answer audio is {MAX_DURATION_S + 1:.0f} s long" in why[3]
     assert sorted(p.name for p in (out / "audio").glob("*.wav")) == ["clip0.wav"]  # nothing written for the refused
     # score takes infer's folder as it is: the good row scored, the others failed with infer's reasons
-    from spear_metrics.core.runner import run_score
+    from spear_metrics.core.scoring import run_score
 
     res = tmp_path / "scores"
     run_score(out / "metadata.csv", "interruptions", res, progress=False)

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from spear_metrics.core.runner import score_columns
+from spear_metrics.core.scoring import score_columns
 from spear_datasets.audio import load_audio, write_wav
 from spear_metrics.core.vad import speech_segments
 from spear_metrics.interruptions.definition import interrupted_time_s, latency_s, skip_point_s

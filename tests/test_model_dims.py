@@ -194,7 +194,7 @@ def _columns(md: Path) -> dict:
 
 
 def test_model_dims_batched_equals_unbatched(tiny):
-    from spear_metrics.core.runner import score_columns
+    from spear_metrics.core.scoring import score_columns
 
     models, md = tiny
     cols = _columns(md)
@@ -223,7 +223,7 @@ def test_naturalness_classifier_plugs_in(tiny, tmp_path):
     import torch
     from safetensors.torch import save_file
 
-    from spear_metrics.core.runner import score_columns
+    from spear_metrics.core.scoring import score_columns
 
     models, md = tiny
     torch.manual_seed(0)
@@ -239,7 +239,7 @@ def test_naturalness_classifier_plugs_in(tiny, tmp_path):
 def test_missing_model_stops_with_one_line_naming_it(tiny, monkeypatch):
     """No row is at fault when the model cannot be had: the metric fails as a whole, in one line."""
     from spear_metrics.core.models import ModelUnavailableError
-    from spear_metrics.core.runner import score_columns
+    from spear_metrics.core.scoring import score_columns
 
     _, md = tiny
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
@@ -283,7 +283,7 @@ def test_emotions_score_whole_turns_of_the_averaged_clip(tiny):
     """Each side is one forward pass of the whole turn: the question is the input clip with both
     channels averaged, cut at context_end_time..question_end_time (not the questioner's channel)."""
     from spear_datasets.audio import load_audio
-    from spear_metrics.core.runner import score_columns
+    from spear_metrics.core.scoring import score_columns
     from spear_metrics.core.vox_whisper import EMOTION_DIM_HEADS, VoxWhisper
 
     models, md = tiny
@@ -308,7 +308,7 @@ def test_emotions_score_whole_turns_of_the_averaged_clip(tiny):
 
 
 def test_emotions_min_question_length_is_an_option_recorded_in_the_summary(tiny):
-    from spear_metrics.core.runner import score_columns
+    from spear_metrics.core.scoring import score_columns
 
     models, md = tiny
     cols = _columns(md)
@@ -355,7 +355,7 @@ def test_turn_taking_dialog_and_vad_on_the_real_dialogue(tiny):
     question on channel 0 only, and the answer on both channels."""
     from spear_datasets.audio import load_audio
     from spear_metrics.core.dimension import Sample
-    from spear_metrics.core.runner import prepare_rows
+    from spear_metrics.core.scoring import prepare_rows
     from spear_metrics.turn_taking.definition import TurnTaking, spear_vad50
 
     models, md = tiny
@@ -385,7 +385,7 @@ def test_turn_taking_dialog_and_vad_on_the_real_dialogue(tiny):
 
 
 def test_turn_taking_naturalness_follows_the_units(tiny):
-    from spear_metrics.core.runner import score_columns
+    from spear_metrics.core.scoring import score_columns
 
     models, md = tiny
     r = score_columns("turn_taking", _columns(md), base_dir=md.parent, vap_model=models["vap_model"])
@@ -400,7 +400,7 @@ def test_turn_taking_separated_project_key(tiny):
     import csv
 
     from spear_datasets.audio import load_audio
-    from spear_metrics.core.runner import prepare_rows, score_columns
+    from spear_metrics.core.scoring import prepare_rows, score_columns
     from spear_metrics.turn_taking.definition import TurnTaking
 
     models, md = tiny

@@ -216,7 +216,7 @@ def test_space_expands_a_parent_folder_and_warns(data, tmp_path, monkeypatch, ca
     on the console; a folder of raw RESULTS folders is told what to make of them."""
     import importlib.util
 
-    from spear_metrics.core.runner import run_score
+    from spear_metrics.core.scoring import run_score
     from spear_metrics.results import expand_results_folders, write_results_dataset
 
     parent = tmp_path / "datasets"

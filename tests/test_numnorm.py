@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from spear_metrics.core.asr import normalize_text, normalize_text_numbers, number_words, ordinal_words
+from spear_metrics.core.textnorm import normalize_text, normalize_text_numbers, number_words, ordinal_words
 from spear_metrics.speech_quality.definition import SpeechQuality, error_rates, numnorm_error_rate
 
 # reference, hypothesis, (normalised reference, normalised hypothesis) of WER_numnorm_%, its WER,

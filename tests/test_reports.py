@@ -35,7 +35,7 @@ DELAY = 0.7
 def runs(real_dir, tmp_path_factory):
     """Human answers and the fixed-delay / barge-in replays of them, scored (1000 resamples)."""
     from spear_metrics.commands.demo import build_demo_data, write_system_metadata
-    from spear_metrics.core.runner import run_score
+    from spear_metrics.core.scoring import run_score
 
     root = tmp_path_factory.mktemp("reports")
     human = build_demo_data(real_dir / "pyannote-audio__sample.wav", real_dir / "pyannote-audio__sample.rttm",
@@ -94,7 +94,7 @@ def test_every_aggregate_has_interval_and_n(runs):
 
 def test_summary_deterministic_and_resumable(runs, tmp_path):
     """A resumed run (nothing left to score) writes the same summary.json, intervals included."""
-    from spear_metrics.core.runner import run_score
+    from spear_metrics.core.scoring import run_score
 
     out = tmp_path / "again"
     shutil.copytree(runs["human"], out)

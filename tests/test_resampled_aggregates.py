@@ -18,7 +18,7 @@ from spear_datasets.audio import write_wav
 from spear_metrics.core.dimension import Dimension
 from spear_metrics.core.pitch import F0_STATS
 from spear_metrics.core.records import SampleResult
-from spear_metrics.core.runner import score_columns
+from spear_metrics.core.scoring import score_columns
 from spear_metrics.core.stats import aggregate_intervals
 
 from conftest import STEREO_DIALOGUE

@@ -17,6 +17,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _spear_samples import score_and_write  # noqa: E402
 
 from spear_metrics.results import PROTOCOL, ResultsError, load_results, read_run  # noqa: E402
+from spear_metrics.space import plots, samples, tables  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -245,10 +246,10 @@ def test_leaderboard_columns_come_from_the_metric_keys(app):
     from spear_metrics.core.registry import dimension_class
 
     header = next(csv.reader(open(REPO / "spear_metrics/space/data/spear_benchmark.csv", encoding="utf-8")))
-    cols = app.columns()
+    cols = tables.columns()
     published = [c for c in cols if c.published]
     assert [c.name for c in published] == header[4:]
-    assert [c.name for c in cols[len(published):]] == list(app.PROJECT_KEYS)
+    assert [c.name for c in cols[len(published):]] == list(tables.PROJECT_KEYS)
     assert len({c.group for c in published}) == len(groups()) == 7
     for c in cols:
         assert c.key in dimension_class(c.dimension).keys
@@ -264,9 +265,9 @@ def test_leaderboard_merge_missing_and_bad(built, app, tmp_path):
     s = json.loads((bad / "summary.json").read_text())
     s["metric_versions"]["interruptions"] = "0.1"
     (bad / "summary.json").write_text(json.dumps(s))
-    model_label, bad_label = app.set_sources([str(built["model_ds"]), str(bad)])
+    model_label, bad_label = tables.set_sources([str(built["model_ds"]), str(bad)])
     assert (model_label, bad_label) == ("local:ds_model", "local:bad_ds")
-    rows, errors = app.all_rows([model_label, bad_label])
+    rows, errors = tables.all_rows([model_label, bad_label])
     from spear_metrics.interruptions.definition import Interruptions
 
     known = ", ".join(sorted({Interruptions.version, *Interruptions.compatible_versions}))
@@ -277,23 +278,23 @@ def test_leaderboard_merge_missing_and_bad(built, app, tmp_path):
     toy = by[("toy-delayed-model", model_label)]
     summary = json.loads((built["model_run"] / "summary.json").read_text())
     assert toy["latency_ms"] == pytest.approx(summary["latency_ms"]) and toy["UTMOS"] is None
-    df = app.display_frame(rows, None)
+    df = tables.display_frame(rows, None)
     lat = next(h for h in df.columns if " latency_ms " in h)
     assert lat == "Interruptions · latency_ms [ms] ≈human"
     shown = dict(zip(df["model"] + "|" + df["source"], df[next(h for h in df.columns if "interrupted_time_ms" in h)]))
     assert shown["gpt-audio-1.5|published"] == "-" and shown["human|published"] == "520.914"
     assert df[df["model"] == "toy-delayed-model"][next(h for h in df.columns if "UTMOS" in h)].item() == "-"
     # filters and sorting
-    half = app.filter_sort(rows, ["Half-duplex"], "all", "model", "ascending")
+    half = tables.filter_sort(rows, ["Half-duplex"], "all", "model", "ascending")
     assert {r["model"] for r in half} == {"mini-omni", "Qwen2.5-Omni-7B"}
-    closed = app.filter_sort(rows, None, "closed weights", "model", "ascending")
+    closed = tables.filter_sort(rows, None, "closed weights", "model", "ascending")
     assert "mini-omni" not in {r["model"] for r in closed} and "gpt-realtime-2" in {r["model"] for r in closed}
-    best = app.filter_sort(rows, None, "all", "latency_ms", "best first")
+    best = tables.filter_sort(rows, None, "all", "latency_ms", "best first")
     assert best[0]["model"] == "human" and best[0]["source"] == "published"  # closest to the human value
-    best_wer = app.filter_sort(rows, None, "all", "WER_%", "best first")
+    best_wer = tables.filter_sort(rows, None, "all", "WER_%", "best first")
     assert best_wer[0]["model"] == "gpt-audio-1.5" and best_wer[-1]["WER_%"] is None  # missing last
     # CSV download: the published keys, empty cell for missing
-    path = app.write_csv(rows)
+    path = tables.write_csv(rows)
     text = open(path).read()
     got = {r["model"] + "|" + r["source"]: r for r in csv.DictReader(open(path))}
     assert got["gpt-audio-1.5|published"]["interrupted_time_ms"] == ""
@@ -303,13 +304,13 @@ def test_leaderboard_merge_missing_and_bad(built, app, tmp_path):
 
 def test_sample_filters_and_view(built, app):
     """Subset and value-range filters; the sample view pairs the model answer with the human one."""
-    srcs = app.set_sources([str(built["human_ds"]), str(built["model_ds"])])
+    srcs = tables.set_sources([str(built["human_ds"]), str(built["model_ds"])])
     res = load_results(built["model_ds"])
-    assert app.filtered_rows(res, "all", app.NO_METRIC, "", "") == [0, 1, 2, 3]
-    assert app.filtered_rows(res, "naturalistic", app.NO_METRIC, "", "") == [1, 2]
-    assert app.filtered_rows(res, "all", "interrupted_time_ms", "0.001", "") == [1]  # only interruptions
-    assert app.filtered_rows(res, "all", "latency_ms", "", "800") == [1, 2]  # row 3 has no latency: excluded
-    inp, human, model, tq, th, tm, scores, info = app.sample_view(srcs, srcs[1], 0)
+    assert samples.filtered_rows(res, "all", samples.NO_METRIC, "", "") == [0, 1, 2, 3]
+    assert samples.filtered_rows(res, "naturalistic", samples.NO_METRIC, "", "") == [1, 2]
+    assert samples.filtered_rows(res, "all", "interrupted_time_ms", "0.001", "") == [1]  # only interruptions
+    assert samples.filtered_rows(res, "all", "latency_ms", "", "800") == [1, 2]  # row 3 has no latency: excluded
+    inp, human, model, tq, th, tm, scores, info = samples.sample_view(srcs, srcs[1], 0)
     assert Path(inp).read_bytes()[:4] == b"RIFF" and human and model
     assert Path(model).read_bytes() == (built["model_ds"].parent / "model/ans_late.wav").read_bytes()
     assert Path(human).read_bytes() == (built["model_ds"].parent / "human/ans.wav").read_bytes()
@@ -317,18 +318,18 @@ def test_sample_filters_and_view(built, app):
     vals = dict(zip(scores["key"], scores["value"]))
     assert vals["interruption"] == "false" and vals["latency_ms"] == "1000.000"
     assert "`data/improvised/audios/c1_FEE016_MEO015_0.wav`" in info and str(built["model_ds"].parent) not in info
-    *_, scores3, _ = app.sample_view(srcs, srcs[1], 3)
+    *_, scores3, _ = samples.sample_view(srcs, srcs[1], 3)
     vals3 = dict(zip(scores3["key"], scores3["value"]))
     assert vals3["latency_ms"] == "-" and vals3["interruption"] == "-"
 
 
 def test_plots_render(built, app):
     """Distribution and per-dimension figures build from the loaded data (axes labelled with the key)."""
-    srcs = app.set_sources([str(built["human_ds"]), str(built["model_ds"])])
-    fig = app.distribution_plot(srcs)
+    srcs = tables.set_sources([str(built["human_ds"]), str(built["model_ds"])])
+    fig = plots.distribution_plot(srcs)
     labels = [ax.get_xlabel() for ax in fig.axes]
     assert labels == ["latency_ms: latency (ms)", "explainable_duration_s: answer audio duration (s)"]
-    fig2 = app.dimension_plot(srcs, "Interruptions")
+    fig2 = plots.dimension_plot(srcs, "Interruptions")
     assert [ax.get_title() for ax in fig2.axes] == [
         "latency_ms [ms] ≈human", "interrupted_time_ms [ms] ≈human", "interruptions_% [%] ≈human"]
 
@@ -342,7 +343,7 @@ def hostile(tmp_path_factory, real_dir):
 
     from spear_datasets.audio import load_audio, write_wav
     from spear_datasets.schema import SPEAR_COLUMNS
-    from spear_metrics.core.runner import run_score
+    from spear_metrics.core.scoring import run_score
 
     root = tmp_path_factory.mktemp("hostile")
     md = make_samples(root)
@@ -468,8 +469,8 @@ def test_leaderboard_tie_marks_of_results_datasets(built, app):
     every key with a tie group marks one of them ★ and the other ≈ (too few shared conversations
     to tell them apart), as text in the cell; the rows are of one conversation, so no rank
     interval; published rows carry no mark."""
-    labels = app.set_sources([str(built["human_ds"]), str(built["model_ds"])])
-    rows, errors = app.all_rows(labels)
+    labels = tables.set_sources([str(built["human_ds"]), str(built["model_ds"])])
+    rows, errors = tables.all_rows(labels)
     assert not errors
     mine = [r for r in rows if r["source"] in labels]
     marked = sorted({k[: -len("_tie")] for r in mine for k, v in r.items() if k.endswith("_tie") and v})
@@ -478,7 +479,7 @@ def test_leaderboard_tie_marks_of_results_datasets(built, app):
         marks = sorted(r[f"{key}_tie"].split()[0] for r in mine)
         assert marks == sorted(["★", "≈"]), (key, marks)
         assert not any("rank" in r[f"{key}_tie"] for r in mine)  # one call = one conversation: no rank interval
-    df = app.display_frame(rows, None)
+    df = tables.display_frame(rows, None)
     col = next(h for h in df.columns if " latency_ms " in h)
     cells = df[df["source"].isin(labels)][col].tolist()
     assert any("★" in c for c in cells) and any("≈" in c for c in cells)
@@ -490,7 +491,7 @@ def test_the_onset_rule_travels_from_infer_to_the_leaderboard_row(tmp_path):
     ``infer`` wrote beside the metadata into ``summary.json``; the results dataset's card states it
     and its leaderboard row carries it. Answers ``infer`` did not write are ``unstated``."""
     from _spear_samples import make_samples
-    from spear_metrics.core.runner import run_score
+    from spear_metrics.core.scoring import run_score
     from spear_metrics.results import leaderboard_row, write_results_dataset
 
     md = make_samples(tmp_path / "data")

@@ -76,7 +76,7 @@ class _EchoHub(LoopbackHTTP):
 @pytest.fixture(scope="module")
 def scored_run(real_dir, tmp_path_factory):
     """A real scored RESULTS folder (one row of the AMI dialogue, interruptions)."""
-    from spear_metrics.core.runner import run_score
+    from spear_metrics.core.scoring import run_score
 
     root = tmp_path_factory.mktemp("secret_run")
     q, a = make_clips(STEREO_DIALOGUE, root)

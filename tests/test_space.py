@@ -16,6 +16,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _spear_samples import score_and_write  # noqa: E402
+from spear_metrics.results import SourcePolicy  # noqa: E402
+from spear_metrics.space import samples, tables  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
@@ -158,18 +160,18 @@ def test_browser_intervals_timeline_and_report(served, tmp_path):
 def test_timeline_draws_the_evidence(served):
     """The timeline of the model's interrupting sample (answer 1 s before the question end) draws
     the input's and the answer's VAD segments and the overlap the evidence holds."""
-    app, built = served["app"], served["built"]
-    label = next(v for _, v in app._samples_models(app.POLICY.start_labels) if v.endswith("ds_model"))
+    built = served["built"]
+    label = next(v for _, v in samples._samples_models(tables.POLICY.start_labels) if v.endswith("ds_model"))
     row = json.loads((built["model_run"] / "per_sample.jsonl").read_text().splitlines()[1])
     assert row["skip_point_s"] == 1.0 and row["overlap_segments_s"]
-    fig = app.timeline_view(app.POLICY.start_labels, label, 1)
+    fig = samples.timeline_view(tables.POLICY.start_labels, label, 1)
     ax = fig.axes[0]
     assert "overlap" in ax.get_title() and f"{row['interrupted_time_ms']:.3f}" in ax.get_title()
     bars = [c for c in ax.collections if type(c).__name__ == "PolyCollection"]  # broken_barh
     assert len(bars) == len(row["question_vad_segments_s"]) + len(row["answer_vad_segments_s"])
     spans = [p for p in ax.patches if type(p).__name__ in ("Rectangle", "Polygon")]
     assert len(spans) >= len(row["overlap_segments_s"])
-    none = app.timeline_view(app.POLICY.start_labels, label, 3)  # the failed row: said in words
+    none = samples.timeline_view(tables.POLICY.start_labels, label, 3)  # the failed row: said in words
     assert "failed" in none.axes[0].texts[0].get_text()
 
 
@@ -219,13 +221,12 @@ def test_sample_reads_a_results_dataset_without_the_huggingface_schema_metadata(
         t = pq.read_table(f)
         assert b"huggingface" in (t.schema.metadata or {})
         pq.write_table(t.replace_schema_metadata(None), f)
-    app = served["app"]
-    before = app.POLICY
-    app.POLICY = app.SourcePolicy([str(ds)])
+    before = tables.POLICY
+    tables.POLICY = SourcePolicy([str(ds)])
     try:
-        inp, human, model, tq, th, tm, scores, info = app.sample_view(["local:ds_model"], "local:ds_model", 1)
+        inp, human, model, tq, th, tm, scores, info = samples.sample_view(["local:ds_model"], "local:ds_model", 1)
     finally:
-        app.POLICY = before
+        tables.POLICY = before
     assert Path(model).read_bytes()[:4] == b"RIFF" and tm.startswith("MODEL:")
     vals = dict(scores.values.tolist())
     assert vals["interruption"] == "true" and float(vals["interrupted_time_ms"]) > 0
@@ -347,8 +348,8 @@ def test_leaderboard_marks_rows_of_different_onset_rules():
     rows = [dict(base, model="published-one", source="published", inference_mode="Streaming"),
             dict(base, model="moshi", source="runs/moshi", inference_mode="streaming", onset_kind="frame"),
             dict(base, model="gpt-audio", source="runs/gpt", inference_mode="offline", onset_kind="question_end")]
-    modes = list(app.display_frame(rows, None)["inference mode"])
+    modes = list(tables.display_frame(rows, None)["inference mode"])
     assert modes == ["Streaming", "streaming · onset frame", "offline · onset question_end"]
     same = [rows[0], rows[1], dict(rows[1], model="moshi-2", source="runs/moshi2")]
-    assert list(app.display_frame(same, None)["inference mode"]) == ["Streaming", "streaming", "streaming"]
-    assert list(app.csv_frame(rows)["onset_kind"]) == ["", "frame", "question_end"]
+    assert list(tables.display_frame(same, None)["inference mode"]) == ["Streaming", "streaming", "streaming"]
+    assert list(tables.csv_frame(rows)["onset_kind"]) == ["", "frame", "question_end"]

@@ -18,6 +18,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _spear_samples import make_samples  # noqa: E402
 
 from conftest import REPO
+from spear_metrics.space import samples, tables
 
 SECRET = "TOP-SECRET-LINE: root:x:0:0"
 
@@ -33,7 +34,7 @@ def _app():
 def dataset(real_dir, tmp_path_factory):
     """A results dataset (scored with interruptions) with a report page, and a secret file
     outside it."""
-    from spear_metrics.core.runner import run_score
+    from spear_metrics.core.scoring import run_score
     from spear_metrics.results import write_results_dataset
 
     os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
@@ -58,7 +59,6 @@ def test_links_out_of_a_start_folder_are_never_read_or_served(dataset, tmp_path)
     """A report page linked to a file outside the folder (``/etc/passwd``, a secret), a linked
     summary or report folder: the dataset is refused with one line naming no server path; a
     link swapped in after loading is refused when the page is served (no frame, no download)."""
-    app = _app()
     cases = {"page_passwd": ("report/index.html", Path("/etc/passwd")),
              "page_secret": ("report/index.html", dataset["secret"]),
              "summary": ("summary.json", dataset["secret"]),
@@ -71,22 +71,22 @@ def test_links_out_of_a_start_folder_are_never_read_or_served(dataset, tmp_path)
         p.symlink_to(target)
         folders.append(d)
     swapped = _copy(dataset["ds"], tmp_path / "swapped")
-    app.set_sources([*map(str, folders), str(swapped)])
-    loaded, errors = app.load_sources(app.POLICY.start_labels)
+    tables.set_sources([*map(str, folders), str(swapped)])
+    loaded, errors = tables.load_sources(tables.POLICY.start_labels)
     assert [r.source for r in loaded] == ["local:swapped"]
     assert len(errors) == len(cases)
     for e in errors:
         assert "leads outside the dataset's folder" in e and str(tmp_path) not in e and "/etc" not in e, e
-    for label in app.POLICY.start_labels[:-1]:
-        html, download = app.report_view(app.POLICY.start_labels, label)
+    for label in tables.POLICY.start_labels[:-1]:
+        html, download = samples.report_view(tables.POLICY.start_labels, label)
         assert download is None and "root:" not in html and SECRET not in html
 
-    html, download = app.report_view(app.POLICY.start_labels, "local:swapped")
+    html, download = samples.report_view(tables.POLICY.start_labels, "local:swapped")
     assert "the real report" in html and Path(download).read_text() == "<h1>the real report</h1>"
     page = swapped / "report" / "index.html"
     page.unlink()
     page.symlink_to(dataset["secret"])  # swapped in after the dataset was loaded
-    html, download = app.report_view(app.POLICY.start_labels, "local:swapped")
+    html, download = samples.report_view(tables.POLICY.start_labels, "local:swapped")
     assert download is None and SECRET not in html and "has no report" in html
 
 
@@ -134,14 +134,14 @@ def test_only_the_two_documented_endpoints_and_bounded_table_files(dataset, tmp_
     finally:
         demo.close()
 
-    monkeypatch.setattr(app, "CACHE", tmp_path / "cache")
+    monkeypatch.setattr(tables, "CACHE", tmp_path / "cache")
     tmp_root = Path(tempfile.gettempdir())
     before = set(tmp_root.glob("spearbench_leaderboard_*"))
-    rows, _ = app.all_rows(app.POLICY.start_labels)
-    first = {app.write_csv(rows) for _ in range(20)}
+    rows, _ = tables.all_rows(tables.POLICY.start_labels)
+    first = {tables.write_csv(rows) for _ in range(20)}
     assert len(first) == 1
     for k in range(40):  # 40 different tables (filters): the files stay bounded
-        app.write_csv(rows[: 1 + k % len(rows)] if k < len(rows) else list(reversed(rows[: k - len(rows) + 2])))
+        tables.write_csv(rows[: 1 + k % len(rows)] if k < len(rows) else list(reversed(rows[: k - len(rows) + 2])))
     made = set(tmp_root.glob("spearbench_leaderboard_*")) - before
     made |= set((tmp_path / "cache").glob("spearbench_leaderboard_*")) if (tmp_path / "cache").is_dir() else set()
     assert 1 <= len(made) <= 16, len(made)

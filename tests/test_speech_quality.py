@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from spear_metrics.core.runner import run_score
+from spear_metrics.core.scoring import run_score
 from spear_metrics.speech_quality.definition import SpeechQuality, error_rates, spear_error_rates, spear_reference
 
 
@@ -93,7 +93,7 @@ def test_summary_keys_and_provenance(run):
 def test_upper_case_reference_differs_in_every_word_raw_and_in_none_normalised(real_dir):
     """The same words in capitals: SPEAR's raw-text WER counts each as a substitution, the
     normalised project key counts none (real ASR of a real recording of that sentence)."""
-    from spear_metrics.core.runner import score_columns
+    from spear_metrics.core.scoring import score_columns
 
     ref = (real_dir / "speechbrain__p225_002.txt").read_text().strip()  # "Ask her to bring ... store."
     r = score_columns("speech_quality", {"audio_path": [str(real_dir / "faster-whisper__jfk.flac")],
@@ -111,7 +111,7 @@ def test_published_wer_pools_row_asr_values_of_spears_two_systems(monkeypatch, r
     mean of per-ASR means, and an empty hypothesis leaves its pair out. The two backends are
     stand-ins with known transcripts: this checks the pooling, not the models."""
     from spear_metrics.core import asr as asr_mod
-    from spear_metrics.core.runner import score_columns
+    from spear_metrics.core.scoring import score_columns
 
     from helpers import known_asr
 
@@ -156,7 +156,7 @@ def test_reference_profile_offline_stops_the_run_naming_the_model(monkeypatch, r
     run stops with one line naming the first model missing (exit 2 in the CLI), never a run of
     null keys."""
     from spear_metrics.core.models import ModelUnavailableError
-    from spear_metrics.core.runner import score_columns
+    from spear_metrics.core.scoring import score_columns
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(ModelUnavailableError, match="profile=reference.*Blinorot/UTMOS-PyTorch") as e:

@@ -234,13 +234,13 @@ def test_results_dataset_push_load_and_the_space_tab(tmp_path, capsys):
     assert main(["push-results", str(run), "--local-dir", str(tmp_path / "DS3"), "--model-name", "x",
                  "--with-audio"]) == 2
     # the Space: the SPEAR table leaves it out, the SpeechRole-Eval tab shows it
-    from spear_metrics.space import app
+    from spear_metrics.space import tables
     from spear_metrics.speechrole.ui import SPACE_TAB
 
-    labels = app.set_sources([str(ds)])
-    rows, errors = app.all_rows(labels)
+    labels = tables.set_sources([str(ds)])
+    rows, errors = tables.all_rows(labels)
     assert errors == [] and all(r["source"] == "published" for r in rows)
-    tab = app.benchmark_table(SPACE_TAB, labels, "overall")
+    tab = tables.benchmark_table(SPACE_TAB, labels, "overall")
     assert list(tab["model"]) == ["ali_cloud"] and tab.loc[0, "source"] == "local:DS"
 
 

@@ -16,7 +16,7 @@ from spear_datasets.schema import read_metadata
 from spear_metrics.core import dimension as dimension_mod
 from spear_metrics.core.dimension import Sample, cpu_share
 from spear_metrics.core.registry import load_dimension
-from spear_metrics.core.runner import prepare_rows, score_samples
+from spear_metrics.core.scoring import prepare_rows, score_samples
 
 from conftest import REAL, STEREO_DIALOGUE
 from helpers import make_clips, row, write_rows
@@ -205,7 +205,7 @@ def test_half_precision_heads_stay_within_tolerance(real_dir, tmp_path):
 def test_model_rows_are_scored_longest_answer_first(real_dir, tmp_path):
     """For model-based dimensions the runner orders rows by answer duration read from the
     header (a 48 kHz file is bigger than a 16 kHz one of the same length, not longer)."""
-    from spear_metrics.core import runner
+    from spear_metrics.core import scoring
 
     seen: list[float] = []
 
@@ -223,10 +223,10 @@ def test_model_rows_are_scored_longest_answer_first(real_dir, tmp_path):
     answers = [VCTK, JFK, REAL / "lhotse__ES2011a.Headset-0-40s-46s.wav"]  # 4.06 s at 48 kHz, 11 s, 6 s
     meta = _folder(tmp_path, answers, [None, None, None])
     monkeypatch = pytest.MonkeyPatch()
-    monkeypatch.setattr(runner, "load_dimensions", lambda names, options=None: [Probe()])
-    monkeypatch.setattr(runner, "parse_metrics", lambda m: ["probe"])
+    monkeypatch.setattr(scoring, "load_dimensions", lambda names, options=None: [Probe()])
+    monkeypatch.setattr(scoring, "parse_metrics", lambda m: ["probe"])
     try:
-        runner.run_score(meta, "probe", tmp_path / "out", batch_size=1, progress=False)
+        scoring.run_score(meta, "probe", tmp_path / "out", batch_size=1, progress=False)
     finally:
         monkeypatch.undo()
     assert seen == sorted(seen, reverse=True) and len(seen) == 3
@@ -248,37 +248,37 @@ def test_loading_the_vad_leaves_torch_threads_alone(real_dir):
 def test_freed_audio_memory_is_returned_after_each_batch(real_dir, tmp_path, monkeypatch):
     """The runner trims the C heap once per scored batch (glibc ``malloc_trim``): the peak RSS of
     a run must not grow with its rows (checked by scripts/bench_full_split.py; here: it is called)."""
-    from spear_metrics.core import runner
+    from spear_metrics.core import scoring
 
     calls = []
-    monkeypatch.setattr(runner, "_return_freed_memory", lambda: calls.append(1))
+    monkeypatch.setattr(scoring, "_return_freed_memory", lambda: calls.append(1))
     meta = _folder(tmp_path, [VCTK, JFK, VCTK], [None, -0.5, 0.2])
     prep = prepare_rows(read_metadata(meta), meta.parent)
     score_samples([load_dimension("interruptions")], prep.samples, batch_size=2)
     assert len(calls) == 2  # two batches
     monkeypatch.undo()
-    runner._return_freed_memory()  # the real call is harmless here (glibc, or a no-op)
+    scoring._return_freed_memory()  # the real call is harmless here (glibc, or a no-op)
 
 
 def test_score_reads_the_next_batch_ahead_and_decodes_each_file_once(real_dir, tmp_path, monkeypatch):
     """Through ``run_score`` (one batch per call, the read-ahead in ``run_resumable``): each
     file decoded once, no audio left cached on any row afterwards, the same values as an
     in-memory run."""
-    from spear_metrics.core import runner
+    from spear_metrics.core import scoring
 
     calls = _counting_decode(monkeypatch)
     answers = [JFK, VCTK, REAL / "lhotse__ES2011a.Headset-0-40s-46s.wav", JFK]
     meta = _folder(tmp_path, answers, [None, -0.5, 0.3, -1.0])
     seen: list = []
-    real_prepare = runner.prepare_rows
+    real_prepare = scoring.prepare_rows
 
     def keep(*a, **k):
         prep = real_prepare(*a, **k)
         seen.extend(prep.samples)
         return prep
 
-    monkeypatch.setattr(runner, "prepare_rows", keep)
-    runner.run_score(meta, "interruptions,explainable_features", tmp_path / "out", batch_size=1, progress=False)
+    monkeypatch.setattr(scoring, "prepare_rows", keep)
+    scoring.run_score(meta, "interruptions,explainable_features", tmp_path / "out", batch_size=1, progress=False)
     assert {f"in{i}.wav": 1 for i in range(4)}.items() <= calls.items() and calls[JFK.name] == 2
     assert len(seen) == 4 and all(s._cache == {} for s in seen)
     ours = [json.loads(l) for l in (tmp_path / "out" / "per_sample.jsonl").read_text().splitlines()]

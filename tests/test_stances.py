@@ -18,7 +18,7 @@ from helpers import QUESTION_END, SR, FakeChatServer, dialogue, row, write_rows
 
 from spear_datasets.audio import load_audio, write_wav
 from spear_metrics.core.dimension import OptionError
-from spear_metrics.core.runner import score_columns
+from spear_metrics.core.scoring import score_columns
 from spear_metrics.stances.definition import (compare_oriented, infer_target_speaker, known_reference,
                                               patch_question_answer, stance_label, stance_score)
 

@@ -54,7 +54,7 @@ def test_toy_benchmark_from_the_docs_end_to_end(toy, monkeypatch, capsys):
     from spear_metrics.cli import main
     from spear_metrics.core.columns import metric_keys
     from spear_metrics.results import SourcePolicy
-    import spear_metrics.space.app as app
+    import spear_metrics.space.tables as tables
 
     answers = toy / "answers.jsonl"
     # 3 good lines, 2 of them right (case and spaces ignored), and one bad line: accuracy 2/3 by construction
@@ -74,13 +74,13 @@ def test_toy_benchmark_from_the_docs_end_to_end(toy, monkeypatch, capsys):
     ds = datasets.load_dataset(str(ds_dir), split="test", cache_dir=str(toy / "hf_cache"))
     assert ds.num_rows == 4 and ds["correct"] == [1, 0, None, 1] and ds["status"] == ["ok", "ok", "failed", "ok"]
 
-    monkeypatch.setattr(app, "POLICY", SourcePolicy([str(ds_dir)]))
-    tabs = dict(app.benchmark_tabs())
+    monkeypatch.setattr(tables, "POLICY", SourcePolicy([str(ds_dir)]))
+    tabs = dict(tables.benchmark_tabs())
     assert "Toy-Bench" in tabs
-    table = app.benchmark_table(tabs["Toy-Bench"], ["local:DS"])
+    table = tables.benchmark_table(tabs["Toy-Bench"], ["local:DS"])
     # the Space shows numbers as its leaderboard does: 3 decimals (2 of 3 answers right)
     assert list(table["model"]) == ["echo"] and table.loc[0, "accuracy"] == "0.667"
-    rows, errors = app.all_rows(["local:DS"])
+    rows, errors = tables.all_rows(["local:DS"])
     assert errors == [] and all(r["source"] == "published" for r in rows)  # not on the SPEAR leaderboard
 
     capsys.readouterr()

@@ -71,7 +71,7 @@ def test_short_and_empty_audio():
 def test_light_dimensions_run_torch_ops_on_one_thread_and_restore_it():
     import torch
 
-    from spear_metrics.core.runner import _one_op_thread
+    from spear_metrics.core.scoring import _one_op_thread
 
     threads = torch.get_num_threads()
     try:

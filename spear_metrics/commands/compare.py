@@ -47,7 +47,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"spearbench compare: --out {out} exists and is not a folder", file=sys.stderr)
         return 2
     if out is not None:
-        from spear_datasets.files import OutputError, check_out_folder
+        from spear_datasets.files import OutputError
+        from spear_datasets.ownership import check_out_folder
 
         try:
             check_out_folder(out)  # the rule first: nothing is computed for a folder that cannot be used
@@ -62,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     comp = compare(a, b, n_resamples=args.bootstrap, seed=args.seed, unit=args.bootstrap_unit)
     print(comparison_table(comp, columns))
     if out is not None:
-        from spear_datasets.files import open_folder
+        from spear_datasets.ownership import open_folder
 
         with open_folder(out, command="compare"):  # new, empty or compare's own (docs/safety.md)
             write_json_atomic(out / "comparison.json", comp)

@@ -229,7 +229,7 @@ def run(args: argparse.Namespace) -> int:
     except FileNotFoundError as e:
         print(f"spearbench demo: {e}", file=sys.stderr)
         return 2
-    from spear_datasets.files import open_folder
+    from spear_datasets.ownership import open_folder
 
     # --out: new, empty or a demo folder this tool wrote (the runs inside keep their own records)
     with open_folder(out, command="demo") as folder:
@@ -242,7 +242,8 @@ def _run_demo(args: argparse.Namespace, out: Path, call: Path, rttm: Path, stm: 
     import time
 
     from spear_metrics.core.models import ModelUnavailableError
-    from spear_metrics.core.runner import RunError, run_score
+    from spear_metrics.core.runner import RunError
+    from spear_metrics.core.scoring import run_score
     from spear_metrics.results import ResultsError, write_results_dataset
 
     from spear_datasets.audio import AudioError
@@ -420,6 +421,8 @@ def _against_human(dims: list, human_run: Path, name: str) -> list:
 def _print_ranking(summaries: dict[str, dict]) -> None:
     """The systems ranked by ``human_likeness_auroc`` (lowest, most human-like, first; no value
     last, with the reason). Nothing when no system has one: the leaderboard above already says why."""
+    from spear_metrics.core.summary import interval_text
+
     ranked = [(n, s) for n, s in summaries.items() if n != "human" and LIKENESS in s]
     if not any(s.get(LIKENESS) is not None for _, s in ranked):
         return
@@ -432,7 +435,7 @@ def _print_ranking(summaries: dict[str, dict]) -> None:
     ref = dict(zip(missing, refs))  # a reason shared by several systems is printed once, below
     for n, s in ranked:
         v, ci = s.get(LIKENESS), s.get(f"{LIKENESS}_ci95")
-        shown = "-" if v is None else f"{v:.3f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
+        shown = interval_text(v, ci)
         why = f"  {ref[n]}" if n in ref else ""
         print(f"  {n:<{width}}  {shown}  n={s.get(f'{LIKENESS}_n', 0)}{why}")
     for line in lines:

@@ -222,7 +222,8 @@ def run_score(args: argparse.Namespace) -> int:
                          batch_size=args.batch_size, n_resamples=args.bootstrap, seed=args.seed,
                          retry_failed=args.retry_failed, overwrite=args.overwrite, progress=not args.no_progress,
                          concurrency=int(args.judge_concurrency))
-    from spear_datasets.files import OutputError, open_folder
+    from spear_datasets.files import OutputError
+    from spear_datasets.ownership import open_folder
     from spear_metrics.core.batching import distributed_state
 
     try:
@@ -338,7 +339,7 @@ def _run_task(args: argparse.Namespace, setup, samples: list, other: list | None
 
 
 def _run_release(args: argparse.Namespace, setup, release: Path, runs: list[str]) -> int:
-    from spear_datasets.files import open_folder
+    from spear_datasets.ownership import open_folder
     from spear_metrics.full_duplex.runs import score_release_run, write_leaderboard
     from spear_metrics.core.batching import distributed_state
 

@@ -92,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
                     shown_path(path))]
     results = Path(args.results)
     if (results / "per_sample.jsonl").is_file() and out.resolve() == (results / "report").resolve():
-        from spear_metrics.core.runner import scored_metadata
+        from spear_metrics.core.scoring import scored_metadata
 
         metadata = scored_metadata(results)  # the CSV the run scored, as score recorded it
         metadata_arg = shown_path(metadata) if metadata is not None and metadata.is_file() else "METADATA.csv"

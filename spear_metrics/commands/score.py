@@ -28,7 +28,8 @@ def run(args: argparse.Namespace) -> int:
     from spear_metrics.core.dimension import OptionError
     from spear_metrics.core.models import ModelUnavailableError
     from spear_metrics.core.registry import UnknownDimensionError
-    from spear_metrics.core.runner import RunError, run_score
+    from spear_metrics.core.runner import RunError
+    from spear_metrics.core.scoring import run_score
 
     try:
         summary = run_score(args.metadata, args.metrics, args.out, options=parse_options(args.option),

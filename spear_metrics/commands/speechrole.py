@@ -163,7 +163,8 @@ def _run_score(args: argparse.Namespace) -> int:
         unknown_roles,
         validate_dialogues,
     )
-    from spear_datasets.files import OutputError, open_folder
+    from spear_datasets.files import OutputError
+    from spear_datasets.ownership import open_folder
     from spear_metrics.speechrole.judging import COMMAND, JudgeRunError, JudgeSettings, judge_mode, summarize_folder
     from spear_metrics.speechrole.protocol import JUDGE_TEMPERATURE
 

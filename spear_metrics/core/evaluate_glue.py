@@ -101,7 +101,7 @@ def spear_compute(dimension: str, inputs: dict[str, list], kwargs: dict[str, Any
         ValueError: an optional column whose length is not the number of samples.
     """
     from spear_metrics.core.registry import load_dimensions
-    from spear_metrics.core.runner import score_columns
+    from spear_metrics.core.scoring import score_columns
 
     columns = {k: list(inputs[k]) for k in INPUT_COLUMNS}
     n = len(columns["audio_path"])

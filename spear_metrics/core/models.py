@@ -7,6 +7,7 @@ with the model package's own ``from_pretrained``-style call on the returned fold
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from pathlib import Path
 
@@ -99,3 +100,18 @@ def resolve_model(model: str | os.PathLike, *, revision: str | None = None, cach
         ) from None
     announce(f"loading {purpose} model {text}")
     return found
+
+
+def _package_file(package: str, *parts: str) -> Path | None:
+    """Path of a data file or folder inside an installed package, found without importing the package."""
+    try:
+        spec = importlib.util.find_spec(package)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for root in spec.submodule_search_locations:
+        p = Path(root, *parts)
+        if p.exists():
+            return p
+    return None

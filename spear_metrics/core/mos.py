@@ -42,8 +42,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from spear_metrics.core.asr import _auto_device, _package_file
-from spear_metrics.core.models import ModelUnavailableError, resolve_model
+from spear_metrics.core.asr import _auto_device
+from spear_metrics.core.models import ModelUnavailableError, _package_file, resolve_model
 
 MOS_SR = 16000
 #: longest answer (s) UTMOS22 scores by default: whole-answer memory (quadratic in the length) stays

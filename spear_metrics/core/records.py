@@ -15,9 +15,8 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Optional
 
 from spear_metrics.core.secrets import mask_secrets, mask_value
-from spear_datasets.files import (
-    OutFolderError, OutputError, OwnedFolder, atomic_path, find_open, make_dirs, output_error,
-)
+from spear_datasets.files import OutputError, atomic_path, make_dirs, output_error
+from spear_datasets.ownership import OutFolderError, OwnedFolder, find_open
 
 __all__ = ["AppendLog", "OutputError", "SampleResult", "bind_run", "claim_out", "claim_shard", "clean_value", "dumps", "one_line",
            "count_process_ends", "process_ends", "read_jsonl", "read_rank_logs", "valid_record", "write_json_atomic", "write_jsonl_atomic"]
@@ -237,11 +236,11 @@ def claim_out(out: str | os.PathLike, fingerprint: dict[str, Any], *, overwrite:
     of the ``with`` block (see the rule in :mod:`spear_datasets.files`).
 
     On the main process: ``out`` must be new, empty or this ``command``'s
-    (:func:`spear_datasets.files.check_out_folder`); its rank-0 lock is taken and no other live
+    (:func:`spear_datasets.ownership.check_out_folder`); its rank-0 lock is taken and no other live
     process may hold any of its locks; the same fingerprint (``out/.work/run.json``, secrets
     masked) resumes; another one (or work logs without a run record) raises ``conflict``, or with
     ``overwrite`` removes exactly what earlier runs recorded as written
-    (:meth:`~spear_datasets.files.OwnedFolder.remove_recorded`) before the new record is written,
+    (:meth:`~spear_datasets.ownership.OwnedFolder.remove_recorded`) before the new record is written,
     after checking every one of those paths: one that is now a link, a folder or a changed file
     stops it before anything is removed.
     ``adopt``: output names (relative) an earlier version of this tool wrote without a manifest;
@@ -251,7 +250,7 @@ def claim_out(out: str | os.PathLike, fingerprint: dict[str, Any], *, overwrite:
     meanwhile is recorded; the locks are held until the block ends.
 
     Raises:
-        ``conflict``; spear_datasets.files.OutFolderError: a folder holding what this tool did
+        ``conflict``; spear_datasets.ownership.OutFolderError: a folder holding what this tool did
             not write, another command's folder, an older version's folder to overwrite, a
             recorded path to overwrite that is no longer as this tool wrote it, or a live process
             writing it (raised on every process under ``accelerate``).
@@ -306,7 +305,7 @@ def claim_shard(out: str | os.PathLike, fingerprint: dict[str, Any], *, shard: i
     shards of the same run, which may be writing ``out`` at the same time from other processes or
     machines (the tasks of a job array): unlike :func:`claim_out`, other live ranks are not refused.
 
-    ``out`` must be new, empty or this ``command``'s (:func:`spear_datasets.files.check_out_folder`);
+    ``out`` must be new, empty or this ``command``'s (:func:`spear_datasets.ownership.check_out_folder`);
     the lock ``rank-<shard>.lock`` is taken (refused while a live process holds it: the same shard
     running twice); the run record ``work/run.json`` must hold ``fingerprint`` (secrets masked), and
     is written when absent (every shard writes the same). There is no overwrite: a folder of
@@ -314,7 +313,7 @@ def claim_shard(out: str | os.PathLike, fingerprint: dict[str, Any], *, shard: i
     ``.work`` without a record yet) looks again for up to ``settle_s`` s.
 
     Raises:
-        ``conflict``; spear_datasets.files.OutFolderError: a folder holding what this tool did not
+        ``conflict``; spear_datasets.ownership.OutFolderError: a folder holding what this tool did not
             write, another command's folder, or this shard's lock held by a live process.
     """
     import time
@@ -352,21 +351,21 @@ def bind_run(folder: OwnedFolder, work: str | os.PathLike, fingerprint: dict[str
 
     The same fingerprint resumes; another one (or work logs without a run record) raises
     ``conflict``, or with ``overwrite`` first removes what earlier runs recorded as written
-    (:meth:`~spear_datasets.files.OwnedFolder.remove_recorded`): everything when ``outputs`` is
+    (:meth:`~spear_datasets.ownership.OwnedFolder.remove_recorded`): everything when ``outputs`` is
     ``None`` (the folder holds one run: :func:`claim_out`), else only the recorded paths at or
     below each relative folder or file of ``outputs`` and the run record and work logs of
     ``work`` (a folder holding one run per part, e.g. SpeechRole's modes, ``work`` =
     ``.work/<mode>``), nothing else. Refused while another live process holds a lock of the
     folder, and, before anything is removed, when any of those paths is no longer as this tool
     wrote it (a link, a folder, a changed file:
-    :meth:`~spear_datasets.files.OwnedFolder.check_removable`).
+    :meth:`~spear_datasets.ownership.OwnedFolder.check_removable`).
 
     ``adopt``: output names (relative) an earlier version of this tool wrote without a manifest;
     adopted when the fingerprint matches (a resume). Such a folder is never overwritten (nothing
     of it was recorded, so nothing of it may be removed).
 
     Raises:
-        ``conflict``; spear_datasets.files.OutFolderError: a live process writes the folder, an
+        ``conflict``; spear_datasets.ownership.OutFolderError: a live process writes the folder, an
             older version's outputs to overwrite, or a path to remove that is no longer as this
             tool wrote it.
     """

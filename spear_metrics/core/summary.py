@@ -142,7 +142,8 @@ def interval_unit(summary: dict[str, Any]) -> str:
 def interval_text(value: Any, ci: Any = None, *, digits: int = 3) -> str:
     """A summary value with its 95 % interval for a table cell: ``"0.750 [0.500, 1.000]"``,
     ``"0.750"`` without an interval (``ci`` not a ``[lo, hi]`` pair), ``"-"`` when ``value`` is
-    null. The cells of the benchmarks' Space tables and results cards."""
+    null. THE formatter of a value with its interval in plain text: the Space's tables (the SPEAR
+    leaderboard and the benchmarks' tabs), the results cards and the console."""
     if value is None:
         return "-"
     text = f"{float(value):.{digits}f}"

@@ -44,7 +44,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from spear_datasets.files import WORK_DIR, OutFolderError, OwnedFolder, check_out_folder, open_folder
+from spear_datasets.ownership import WORK_DIR, OutFolderError, OwnedFolder, check_out_folder, open_folder
 from spear_metrics.agents.rows import (
     ProcessEnds, RowJournal, SyncCaller, failure_reason, join_adapter_threads, run_concurrently, run_row, run_row_async,
     session_time_limit, time_limited,
@@ -164,7 +164,7 @@ def run_dsuperb_inference(agent_name: str, instances: list[str], out_dir: str | 
         DSuperbInferError: an adapter that gives no text, a bad ``concurrency``, another run's
             answers for an instance (without ``overwrite``).
         ManifestError: an instance the manifest lacks.
-        spear_datasets.files.OutFolderError: ``out_dir`` holds files this tool did not write
+        spear_datasets.ownership.OutFolderError: ``out_dir`` holds files this tool did not write
             (upstream's or another system's prediction files), another command's output, a
             ``<instance>.json`` this command did not write or that changed since, or is being
             written by another live process.
@@ -229,7 +229,7 @@ def run_dsuperb_inference(agent_name: str, instances: list[str], out_dir: str | 
 
 def _foreign(folder: OwnedFolder, path: Path) -> bool:
     """A file at ``path`` that this command did not write there, or that changed since
-    (:meth:`~spear_datasets.files.OwnedFolder.is_recorded`)."""
+    (:meth:`~spear_datasets.ownership.OwnedFolder.is_recorded`)."""
     return (path.exists() or path.is_symlink()) and not folder.is_recorded(path)
 
 

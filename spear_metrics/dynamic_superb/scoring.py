@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from spear_datasets.files import WORK_DIR, check_out_folder
+from spear_datasets.ownership import WORK_DIR, check_out_folder
 from spear_metrics.core.records import SampleResult, claim_out, one_line, write_json_atomic, write_jsonl_atomic
 from spear_metrics.core.secrets import mask_secrets
 from spear_metrics.dynamic_superb.metrics import (
@@ -536,7 +536,7 @@ def score_predictions(pred_dir: str | os.PathLike, out_dir: str | os.PathLike, *
             results in ``out_dir`` (without ``overwrite``), a row without a result.
         ManifestError: an unusable ``--manifest``.
         spear_metrics.core.models.ModelUnavailableError: a local judge that cannot be loaded.
-        spear_datasets.files.OutFolderError: ``out_dir`` holds files this tool did not write,
+        spear_datasets.ownership.OutFolderError: ``out_dir`` holds files this tool did not write,
             another command's output (``PRED/`` itself), or is being scored by another live
             process (one line; see :func:`spear_metrics.core.records.claim_out`).
     """

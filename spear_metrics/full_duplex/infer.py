@@ -32,7 +32,7 @@ them), then the ASR of the new replies. Resumable: the work folder ``<task_dir>/
 missing.
 
 The task folders are the user's: the command writes only ``output.wav``/``output.json`` there, under
-the project's output-folder rule (:class:`spear_datasets.files.OwnedFolder` opened on the task folder
+the project's output-folder rule (:class:`spear_datasets.ownership.OwnedFolder` opened on the task folder
 with this work folder: every file it writes is recorded in the manifest
 ``.spearbench-fdb-infer/written-0.jsonl`` with its identity, and the folder's lock is held while it
 writes). A sample holding an ``output.wav`` or ``output.json`` this command did not write (another
@@ -59,7 +59,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from spear_datasets.sources.fdb import TASK_FILES, FDBSample, folder_task, read_interrupt
-from spear_datasets.files import OwnedFolder, open_folder
+from spear_datasets.ownership import OwnedFolder, open_folder
 from spear_metrics.agents.duplex import clamp_concurrency
 from spear_metrics.agents.processes import sessions_for
 from spear_metrics.agents.rows import (
@@ -258,7 +258,7 @@ def run_fdb_inference(agent_name: str, root: str | os.PathLike, *, tasks: Option
     Raises:
         FDBInferError: no task folders, a folder holding another run's outputs (without ``overwrite``),
             an adapter that is not a network adapter, a session process that ended (rerun to resume).
-        spear_datasets.files.OutFolderError: another live process writes a task folder, or
+        spear_datasets.ownership.OutFolderError: another live process writes a task folder, or
             ``overwrite`` over replies of an older version that kept no record of them.
         spear_metrics.core.models.ModelUnavailableError: the ASR model cannot be loaded.
     """

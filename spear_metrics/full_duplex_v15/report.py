@@ -352,10 +352,10 @@ def write_report(run: RunData, out_dir: str | Path) -> Path:
     report's files are replaced, nothing else is touched).
 
     Raises:
-        spear_datasets.files.OutFolderError: ``out_dir`` holds what this tool did not write.
+        spear_datasets.ownership.OutFolderError: ``out_dir`` holds what this tool did not write.
         spear_datasets.files.OutputError: a file cannot be written.
     """
-    from spear_datasets.files import open_folder
+    from spear_datasets.ownership import open_folder
 
     out = Path(out_dir)
     with open_folder(out, command="report") as folder:

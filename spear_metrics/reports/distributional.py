@@ -16,7 +16,7 @@ TOP = 15
 
 def distributional_section(page, run: RunData, labelled: Sequence[tuple[str, RunData]],
                            human: RunData | None = None) -> None:
-    """Add the section to ``page`` (a :class:`spear_metrics.reports.html.Page`).
+    """Add the section to ``page`` (a :class:`spear_metrics.reports.page.Page`).
 
     Shows, for every run of the report: ``human_likeness_auroc`` with its interval, folds and
     conversations (or why it is null) and ``average_naturalness_score``, as a table and a bar
@@ -32,7 +32,7 @@ def distributional_section(page, run: RunData, labelled: Sequence[tuple[str, Run
         human: the human answers' run among them (the reference, which has no score of its own).
     """
     from spear_metrics.reports import plots
-    from spear_metrics.reports.html import Notes, _e, fmt, value_cell
+    from spear_metrics.reports.page import Notes, _e, fmt, value_cell
 
     scored = [(label, r) for label, r in labelled if DIM in (r.summary.get("metrics") or [])]
     if not scored:

@@ -105,7 +105,7 @@ def _agent_of(results: Path) -> str | None:
     metadata CSV the run scored (written by ``spearbench infer``); ``None`` when the run's record,
     that file or the key is missing (the dataset's own human answers have none)."""
     from spear_metrics.commands import read_run_info
-    from spear_metrics.core.runner import scored_metadata
+    from spear_metrics.core.scoring import scored_metadata
 
     metadata = scored_metadata(results)
     agent = read_run_info(metadata.parent).get("agent") if metadata is not None else None

@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from spear_datasets.files import WORK_DIR
+from spear_datasets.ownership import WORK_DIR
 
 #: A Hub repository id: ``owner/name``, each starting with a letter or digit (so ``../..`` or
 #: ``.hidden/x`` never passes for one), no ``--`` or ``..`` inside.

@@ -20,7 +20,8 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from spear_datasets.files import WORK_DIR, atomic_path, open_folder
+from spear_datasets.files import atomic_path
+from spear_datasets.ownership import WORK_DIR, open_folder
 from spear_metrics.core.secrets import mask_secrets
 from spear_datasets.schema import subset_of
 from spear_metrics.results.paths import public_path, public_text, public_value
@@ -234,6 +235,7 @@ def card_text(summary: dict[str, Any], *, model_name: str, inference_mode: str |
     from spear_datasets.identity import data_label, is_spear_data
     from spear_metrics.core.columns import better_text, columns
     from spear_metrics.core.onset import onset_text
+    from spear_metrics.core.summary import interval_text
 
     data = summary.get("data") if isinstance(summary.get("data"), dict) else {}
     spear = is_spear_data(data)
@@ -272,9 +274,7 @@ def card_text(summary: dict[str, Any], *, model_name: str, inference_mode: str |
             v = summary[key]
             kind = "published" if c.published else "project"
             ci, n = summary.get(f"{key}_ci95"), summary.get(f"{key}_n")
-            cell = "-" if v is None else format(v, ".3f")
-            if v is not None and isinstance(ci, list) and len(ci) == 2:
-                cell += f" [{ci[0]:.3f}, {ci[1]:.3f}]"
+            cell = interval_text(v, ci)
             if n is not None:
                 cell += f" (n={n})"
             lines.append(f"| {c.group} | `{key}` | {kind} | {c.unit} | {better_text(c.better)} | {cell} |")
@@ -379,7 +379,7 @@ def write_results_dataset(
             scored ``ok`` in ``per_sample.jsonl`` whose answer file decodes as audio get bytes;
             every other row gets a null cell (see :func:`_audio_bytes`).
         with_inputs: embed each input clip (both speakers) as ``input_audio``, under the same rule.
-        own: claim ``out_dir`` under the output-folder rule (:func:`spear_datasets.files.open_folder`,
+        own: claim ``out_dir`` under the output-folder rule (:func:`spear_datasets.ownership.open_folder`,
             ``out_dir/.work/`` keeps the record); ``False`` for a fresh temporary folder of the
             caller's (the upload of :func:`~spear_metrics.results.push.push_results`).
 
@@ -398,7 +398,7 @@ def write_results_dataset(
         ResultsError: invalid run (:func:`~spear_metrics.results.validate.read_run`), a summary
             that its rows do not give (:func:`~spear_metrics.results.validate.check_summary_values`),
             bad options, or metadata not matching.
-        spear_datasets.files.OutFolderError: ``out_dir`` holds files this tool did not write.
+        spear_datasets.ownership.OutFolderError: ``out_dir`` holds files this tool did not write.
     """
     import pyarrow as pa
     import pyarrow.parquet as pq

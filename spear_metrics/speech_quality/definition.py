@@ -25,12 +25,12 @@ Published keys (SPEAR's rule, quirks included):
 Project keys (the project believes raw-text WER mostly measures punctuation and casing):
 
 - ``WER_norm_%_<asr>`` / ``CER_norm_%_<asr>``: jiwer on both texts passed through Whisper's
-  English normaliser (:func:`spear_metrics.core.asr.normalize_text`), the row's own speaker tags
+  English normaliser (:func:`spear_metrics.core.textnorm.normalize_text`), the row's own speaker tags
   removed; an empty hypothesis with a reference counts 100 % (every word deleted;
   ``empty_hypothesis=skip`` leaves such rows out as SPEAR does).
 - ``WER_norm_%`` / ``CER_norm_%``: mean over every (row, ASR) value of the ASR systems that ran.
 - ``WER_numnorm_%_<asr>`` / ``WER_numnorm_%``: as ``WER_norm_%`` with the project's number-aware
-  normaliser (:func:`spear_metrics.core.asr.normalize_text_numbers`): every number written out in
+  normaliser (:func:`spear_metrics.core.textnorm.normalize_text_numbers`): every number written out in
   words, so "$5" and "five dollars" are the same two words and "$5" and "5 euros" differ by one;
   Whisper's normaliser (``WER_norm_%``) drops the unit of quantities of 1 ("$1", "€1" and "1%"
   all become "one"), a detached "%" and the "¥" sign.
@@ -47,13 +47,14 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from spear_datasets.schema import SpearRow, strip_speaker_tags
-from spear_metrics.core.asr import ASR_BACKENDS, _auto_device, load_asr, normalize_text, normalize_text_numbers
+from spear_metrics.core.asr import ASR_BACKENDS, _auto_device, load_asr
 from spear_metrics.core.batching import one_torch_thread
 from spear_metrics.core.dimension import (Dimension, MetricKey, Option, Sample, mean_or_none, mean_resampler,
                                           percent_or_none, percent_resampler)
 from spear_metrics.core.models import ModelUnavailableError
 from spear_metrics.core.mos import MOS_BACKENDS, UTMOS_MAX_SECONDS, load_mos
 from spear_metrics.core.records import one_line
+from spear_metrics.core.textnorm import normalize_text, normalize_text_numbers
 
 #: ``--option profile=...`` presets; explicit ``asr=`` / ``mos=`` override them
 PROFILES: dict[str, dict[str, str]] = {
@@ -133,7 +134,7 @@ def error_rates(reference: str | None, hypothesis: str | None) -> tuple[float | 
 
 def numnorm_error_rate(reference: str | None, hypothesis: str | None) -> float | None:
     """WER fraction of ``WER_numnorm_%`` for one pair: both texts through
-    :func:`spear_metrics.core.asr.normalize_text_numbers` (``reference`` with its speaker tags
+    :func:`spear_metrics.core.textnorm.normalize_text_numbers` (``reference`` with its speaker tags
     removed first), then jiwer ``wer``. Empty reference -> ``None``; empty hypothesis with a
     reference -> ``1.0`` (every word deleted), as :func:`error_rates`."""
     import jiwer
@@ -602,5 +603,5 @@ class SpeechQuality(Dimension):
         for label, a in self.asrs:
             out[f"asr:{label}"] = a.describe()
         out["text_normalizer"] = ("WER_norm_%: Whisper EnglishTextNormalizer (transformers) + english.json spelling map; "
-                                  "WER_numnorm_%: the same with numbers in words (spear_metrics.core.asr.normalize_text_numbers)")
+                                  "WER_numnorm_%: the same with numbers in words (spear_metrics.core.textnorm.normalize_text_numbers)")
         return out

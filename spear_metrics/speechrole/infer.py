@@ -54,7 +54,7 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 
 from spear_datasets.schema import SpearRow
-from spear_datasets.files import open_folder
+from spear_datasets.ownership import open_folder
 from spear_metrics.core.records import AppendLog, bind_run, one_line, write_json_atomic, write_jsonl_atomic
 from spear_metrics.speechrole.data import EvalDialogue, read_test_data, reference_path_of, resolve_in
 
@@ -173,7 +173,7 @@ def run_speechrole_inference(agent_name: str, test_data: str | os.PathLike, mode
     Raises:
         InferRunError: ``out`` holds another run's answers (without ``overwrite``), ``concurrency`` < 1,
             or a session process ended (rerun to resume).
-        spear_datasets.files.OutFolderError: ``out`` holds files this tool did not write, another
+        spear_datasets.ownership.OutFolderError: ``out`` holds files this tool did not write, another
             command's output, or is being written by another live process.
         spear_metrics.agents.registry.UnknownAgentError, OptionError: the adapter cannot be built.
     """

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from spear_datasets.files import WORK_DIR, OwnedFolder, open_folder
+from spear_datasets.ownership import WORK_DIR, OwnedFolder, open_folder
 from spear_metrics.core.records import SampleResult, one_line, write_jsonl_atomic
 from spear_metrics.speechrole.aggregate import FAILED_FILE, NOT_JUDGED, SCORED, SWAPPED_DIR, UNPARSED
 from spear_metrics.speechrole.data import MODES, Case
@@ -275,7 +275,7 @@ def _mode_dirs(mode: str) -> list[str]:
 
 def foreign_results(folder: OwnedFolder, mode: str) -> list[str]:
     """Result files under ``RESULTS/<mode>/`` and ``RESULTS/swapped/<mode>/`` that this command did
-    not write, or that changed since (:meth:`~spear_datasets.files.OwnedFolder.is_recorded`): never
+    not write, or that changed since (:meth:`~spear_datasets.ownership.OwnedFolder.is_recorded`): never
     touched, and never read into this folder's summary."""
     found = [p for d in _mode_dirs(mode) if (folder.root / d).is_dir() for p in sorted((folder.root / d).glob("*.json"))]
     return [p.relative_to(folder.root).as_posix() for p in found if not folder.is_recorded(p)]
@@ -348,7 +348,7 @@ def judge_mode(cases: Sequence[Case], mode: str, out: str | os.PathLike, setting
         JudgeRunError: ``out`` holds this mode judged from other inputs or settings (use
             ``overwrite``), another mode of ``out`` was judged with other settings, result files
             this command did not write, or a whole-run judge error.
-        spear_datasets.files.OutFolderError: ``out`` holds files this tool did not write, another
+        spear_datasets.ownership.OutFolderError: ``out`` holds files this tool did not write, another
             command's output, or is being written by another live process.
     """
     with open_folder(out, command=COMMAND, activity="scored") as folder:
@@ -427,7 +427,7 @@ def summarize_folder(out: str | os.PathLike, *, n_resamples: int = 1000, seed: i
 
     Raises:
         spear_metrics.speechrole.aggregate.JudgeResultsError: no results to read.
-        spear_datasets.files.OutFolderError: ``out`` cannot be used (see :func:`judge_mode`).
+        spear_datasets.ownership.OutFolderError: ``out`` cannot be used (see :func:`judge_mode`).
     """
     with open_folder(out, command=command, activity="scored" if command == COMMAND else "written"):
         return _summarize(Path(out), n_resamples=n_resamples, seed=seed, provenance=provenance, extra=extra,
