@@ -235,6 +235,44 @@ def add_run_options(p, *, out: str | None = None, out_required: bool = True, ret
         add_bootstrap_arguments(p, bootstrap, units=bootstrap_units)
 
 
+def add_price_table_option(p, *, what: str = "the tokens the service reported",
+                           where: str = "run_info.json") -> None:
+    """``--price-table FILE``, THE option of every command that reports token usage (``infer``,
+    ``fdb infer``, ``speechrole infer``, ``dsuperb infer`` and the judge options of
+    :mod:`spear_metrics.commands.judge_options`): a JSON table of prices per million tokens per
+    model (format in docs/judges.md, read by :class:`spear_metrics.core.usage.PriceTable`);
+    ``what`` is priced, printed at the end and recorded in ``where``. Read it with
+    :func:`price_table_of`."""
+    p.add_argument("--price-table", default=None, metavar="FILE",
+                   help=f"JSON prices per million tokens per model (docs/judges.md): prints the cost of {what} "
+                        f"and records it in {where}")
+
+
+def price_table_of(args: argparse.Namespace) -> Any:
+    """The :class:`~spear_metrics.core.usage.PriceTable` of ``--price-table`` (``None`` without
+    one), read before any call is made.
+
+    Raises:
+        spear_metrics.core.usage.PriceTableError: an unusable table (one line: the file and what is wrong).
+    """
+    if not getattr(args, "price_table", None):
+        return None
+    from spear_metrics.core.usage import PriceTable
+
+    return PriceTable(args.price_table)
+
+
+def print_usage(summed: Mapping[str, Any] | None, *, prefix: str = "") -> None:
+    """The tokens billed and, priced with ``--price-table``, their cost: one line
+    (:func:`spear_metrics.core.usage.usage_line`) of a run's ``usage`` record
+    (:meth:`spear_metrics.core.usage.UsageTally.to_json`); nothing when no call reported usage."""
+    if not summed:
+        return
+    from spear_metrics.core.usage import usage_line
+
+    print(wrap(prefix + usage_line(dict(summed))))
+
+
 def overwrite_help(command_name: str) -> str:
     """``--overwrite``'s help for a command that owns its whole ``--out`` folder."""
     return (f"replace another run in --out: removes only the files runs of `{command_name}` recorded there "
