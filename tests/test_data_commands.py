@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from conftest import STEREO_DIALOGUE
-from helpers import LoopbackHTTP
+from helpers import FakeHub, LoopbackHTTP
 from spear_datasets.identity import DataCheckError
 from spear_datasets.sources.download import DownloadError, http_download, sha256_file
 from spear_datasets.sources.package import check_layout, inputs_dir, install_package
@@ -270,6 +270,51 @@ def test_seamless_cut_with_only_bad_conversations_exits_2_in_one_line(seamless, 
     last = err.strip().splitlines()[-1]
     assert rc == 2 and last.startswith("spearbench data: ") and "no sample kept" in last and "failures.jsonl" in last
     assert "unexpected" not in err and "naturalistic: " not in out
+
+
+def _hub_env(monkeypatch, tmp_path, url: str) -> None:
+    """The Hub client of the download's child process talks to ``url`` only, with a cache and no
+    token of this machine's."""
+    for k in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_OFFLINE"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("HF_ENDPOINT", url)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf_home"))
+    monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
+    monkeypatch.setenv("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+
+
+def test_seamless_from_hub_downloads_the_split_then_cuts(seamless, tmp_path, monkeypatch, capsys):
+    """--from-hub through the real Hub client (in the deadline's child process) against a loopback
+    Hub serving the miniature copy: only <subset>/test/ is fetched, then cut as from a local copy."""
+    from spear_metrics.cli import main
+
+    files = {p.relative_to(seamless).as_posix(): p.read_bytes() for p in sorted(seamless.rglob("*")) if p.is_file()}
+    files["improvised/dev/0000/V09_S0009_I00000009/V09_S0009_I00000009_P0009.json"] = b"[]"  # another split
+    with FakeHub("me/seamless-mini", files) as hub:
+        _hub_env(monkeypatch, tmp_path, hub.url)
+        local = tmp_path / "local"
+        assert main(["data", "seamless", "--from-hub", "me/seamless-mini", "--seamless", str(local), "--root",
+                     str(tmp_path / "root"), "--no-count-check", "--no-progress", "--deadline-s", "300"]) == 0
+    got = {p.relative_to(local).as_posix() for p in local.rglob("*") if p.is_file() and ".cache" not in p.parts}
+    assert got == {f for f in files if "/test/" in f}  # the test split only
+    assert check_layout(tmp_path / "root", counts=False) == {"test": {"improvised": 2, "naturalistic": 1}}
+    assert "improvised: 2 rows from 2 conversations" in capsys.readouterr().out
+
+
+def test_a_hub_download_that_never_ends_is_cut_at_its_total_deadline(tmp_path, monkeypatch, capsys):
+    """A Hub server that trickles a file one byte every 0.1 s until it is closed (every read in time,
+    so the client's own per-read limits never fire): --deadline-s ends the command, one line, exit 2."""
+    from spear_metrics.cli import main
+
+    with FakeHub("me/slow", {"improvised/test/x/V00_S0001_I00000001_P0001.wav": b"\0" * 1_000_000}, trickle=True) as hub:
+        _hub_env(monkeypatch, tmp_path, hub.url)
+        rc = main(["data", "seamless", "--from-hub", "me/slow", "--seamless", str(tmp_path / "local"), "--root",
+                   str(tmp_path / "root"), "--no-progress", "--deadline-s", "4"])
+        err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1, err
+    assert err[0].startswith("spearbench data: me/slow: the Hub download ran past its 4 s deadline")
+    assert "run again to resume" in err[0]
+    assert not (tmp_path / "root").exists()  # nothing was cut
 
 
 def test_a_range_answer_from_the_wrong_offset_restarts_the_file(package, tmp_path):

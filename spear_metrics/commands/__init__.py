@@ -273,6 +273,18 @@ def print_usage(summed: Mapping[str, Any] | None, *, prefix: str = "") -> None:
     print(wrap(prefix + usage_line(dict(summed))))
 
 
+def add_deadline_option(p, what: str) -> None:
+    """``--deadline-s S``, THE total time limit of a command's download (``data download``,
+    ``data seamless --from-hub``, ``fdb score --release HUB_ID``): ``what`` it bounds (default
+    :data:`spear_datasets.sources.download.DEFAULT_DEADLINE_S`); past it, one line and exit 2,
+    what was received kept for a rerun to resume."""
+    from spear_datasets.sources.download import DEFAULT_DEADLINE_S
+
+    p.add_argument("--deadline-s", type=number(above=0), default=DEFAULT_DEADLINE_S, metavar="S",
+                   help=f"total time limit of {what}, s (default {DEFAULT_DEADLINE_S:g}); past it the command stops "
+                        "(exit 2) and a rerun resumes")
+
+
 def overwrite_help(command_name: str) -> str:
     """``--overwrite``'s help for a command that owns its whole ``--out`` folder."""
     return (f"replace another run in --out: removes only the files runs of `{command_name}` recorded there "

@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from spear_metrics.commands import add_run_options, command, next_steps, number, print_failures, shown_path
+from spear_metrics.commands import add_deadline_option, add_run_options, command, next_steps, number, print_failures, shown_path
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -26,6 +26,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     d.add_argument("--sha256", default=None, help="expected sha256 of the file (refused when it differs)")
     d.add_argument("--timeout-s", type=number(above=0), default=60.0, help="one read's time limit, s")
     d.add_argument("--retries", type=number(integer=True, minimum=0), default=5, help="attempts after a failed one")
+    add_deadline_option(d, "the whole download, every attempt included")
     for name, help_ in (("install", "place SPEAR's dev/test package (archive or folder) in the upstream layout"),
                         ("check", "check the upstream layout: SPEAR's columns, clips present, rows per subset")):
         q = sub.add_parser(name, help=help_)
@@ -47,6 +48,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     s.add_argument("--from-hub", metavar="REPO_ID", default=None,
                    help="first download <subset>/<split>/ of this Hub dataset (e.g. facebook/seamless-interaction) "
                         "into --seamless (HF_TOKEN from the environment)")
+    add_deadline_option(s, "the --from-hub download")
     s.add_argument("--no-count-check", action="store_true", help="as for install")
     add_run_options(s, retry_failed="cut again the conversations that failed in an earlier run (a rerun skips the "
                                     "finished ones and, without this, the failed ones)")
@@ -74,7 +76,7 @@ def _download(args: argparse.Namespace) -> int:
     from spear_datasets.sources.download import http_download
 
     digest = http_download(args.url, args.out, sha256=args.sha256, retries=int(args.retries),
-                           timeout_s=float(args.timeout_s))
+                           timeout_s=float(args.timeout_s), deadline_s=float(args.deadline_s))
     print(f"wrote {shown_path(args.out)} (sha256 {digest})")
     next_steps(("place it in the upstream layout", command("spearbench", "data", "install", args.out, "--root", "ROOT")))
     return 0
@@ -115,7 +117,8 @@ def _seamless(args: argparse.Namespace) -> int:
     if args.from_hub:
         from spear_datasets.sources.download import hub_download
 
-        hub_download(args.from_hub, args.seamless, patterns=[f"{s}/{args.split}/*" for s in subsets])
+        hub_download(args.from_hub, args.seamless, patterns=[f"{s}/{args.split}/*" for s in subsets],
+                     deadline_s=float(args.deadline_s))
     members = None
     if args.package:
         try:
