@@ -133,11 +133,21 @@ def numbered_notes(reasons: Sequence[str], prefix: str = "note") -> tuple[list[s
     return refs, [f"{prefix} {i}: {r}" for i, r in enumerate(order, 1)]
 
 
+#: the programs of this environment a printed command may start with (:func:`runnable` names them)
+OWN_PROGRAMS = ("spearbench", "python")
+
+
 def command(*parts: Any) -> str:
     """A command line to print: the parts joined by spaces, each shell-quoted where it needs it
-    (a path with a space), so that it can be copied as it is."""
+    (a path with a space), so that it can be copied as it is and runs as printed: a first part
+    ``"spearbench"`` or ``"python"`` is this environment's program (:func:`runnable`, e.g.
+    ``.venv/bin/spearbench`` when the environment is not activated). THE way every ``next:``
+    step and printed suggestion writes a command."""
     import shlex
 
+    parts = tuple(parts)
+    if parts and parts[0] in OWN_PROGRAMS:
+        parts = (runnable(str(parts[0])), *parts[1:])
     return " ".join(shlex.quote(str(p)) for p in parts)
 
 

@@ -38,7 +38,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from spear_metrics.commands import (
-    add_run_options, command, next_steps, number, numbered_notes, read_run_info, runnable, shown_path, text_table,
+    add_run_options, command, next_steps, number, numbered_notes, read_run_info, shown_path, text_table,
     wrap,
 )
 
@@ -340,19 +340,17 @@ def _run_demo(args: argparse.Namespace, out: Path, call: Path, rttm: Path, stm: 
     print(f"demo took {time.perf_counter() - t0:.0f} s")
     print(f"report: {shown_path(report)}")
     datasets = [shown_path(out, "datasets", name) for name in systems if (out / "datasets" / name).is_dir()]
-    # the README's setup does not activate .venv: name the programs so that they run as printed
-    python, spearbench = runnable("python"), runnable("spearbench")
     next_steps(("open the report in a browser", shown_path(report)),
                ("browse the systems in the leaderboard Space (then open http://127.0.0.1:7860)",
-                command(python, "-m", "spear_metrics.space", "--results", *datasets)),
+                command("python", "-m", "spear_metrics.space", "--results", *datasets)),
                ("compare two systems sample by sample",
-                command(spearbench, "compare", shown_path(out, "results", subject_of(systems)), shown_path(out, "results", "human"))),
+                command("spearbench", "compare", shown_path(out, "results", subject_of(systems)), shown_path(out, "results", "human"))),
                ("make a Hub-layout dataset of the demo's samples (the layout of spearbench/seamless_2t_2s_questions)",
-                command(spearbench, "build-dataset", "--source", shown_path(spear_data), "--out",
+                command("spearbench", "build-dataset", "--source", shown_path(spear_data), "--out",
                         shown_path(out, "hub_dataset"), "--source-name", "pyannote.audio sample call (origin of the "
                         "recording not stated)", "--source-url", "https://github.com/pyannote/pyannote-audio")),
                ("run your own agent on the same samples (see --list-agents)",
-                command(spearbench, "infer", "--agent", "my_agents.py:EchoAgent", "--data", shown_path(human), "--out",
+                command("spearbench", "infer", "--agent", "my_agents.py:EchoAgent", "--data", shown_path(human), "--out",
                         shown_path(out, "my_agent"))))
     return 0
 

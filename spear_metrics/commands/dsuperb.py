@@ -114,8 +114,8 @@ def _run_tasks(args: argparse.Namespace) -> int:
     n_sup = sum(1 for s in specs.values() if s.metric in PROJECT_METRICS)
     n_cls = sum(1 for s in specs.values() if s.metric == "llm_classification")
     print(f"{len(specs)} instances; {n_sup} with a SPEARBench value (project keys); published key llm_classification "
-          f"computed by upstream's public rule ({n_cls} instances); other published keys: unsupported "
-          "(upstream's metric bodies are not public)", file=sys.stderr)
+          f"computed by upstream's public rule ({n_cls} instances); other published keys ({len(specs) - n_cls} "
+          "instances): unsupported (their function bodies are not in the upstream code read)", file=sys.stderr)
     return 0
 
 

@@ -170,7 +170,7 @@ def run_score(args: argparse.Namespace) -> int:
     from spear_metrics.full_duplex.runs import ScoringSetup
 
     if args.fdb_version == "2":  # routed to FDB v2's own parsers before this one (commands.fdb_v2.route_argv)
-        return _fail("--version 2 could not be routed to Full-Duplex-Bench v2 (spearbench fdb2 score --help)")
+        return _fail(f"--version 2 could not be routed to Full-Duplex-Bench v2 ({command('spearbench', 'fdb2', 'score', '--help')})")
 
     if args.fdb_version == "1.5" or (args.fdb_version is None and args.root and not args.release and _is_v15(args.root)):
         from spear_metrics.full_duplex_v15.cli import run_v15
