@@ -51,7 +51,7 @@ from spear_metrics.space.samples import (
 )
 from spear_metrics.space.tables import (
     ROW_COLUMNS, _table_css, all_rows, benchmark_table, benchmark_tabs, columns, display_frame, filter_sort,
-    legend_markdown, load_sources, published_rows, set_sources, split_sources, table_ids, write_csv,
+    legend_markdown, load_sources, marks_markdown, published_rows, set_sources, split_sources, table_ids, write_csv,
 )
 
 HERE = Path(__file__).resolve().parent
@@ -133,10 +133,14 @@ def build_app(sources: list[str] | None = None) -> gr.Blocks:
                                label="download the table (CSV; empty cell = missing)")
             with gr.Accordion("Columns: dimensions, units, direction of better", open=False):
                 gr.Markdown(legend_markdown())
+            with gr.Accordion("Marks: ★ best, ≈ tied, rank interval, few events, onset rule", open=False):
+                gr.Markdown(marks_markdown())
         tab_events = []  # (refresh, inputs, outputs) of each benchmark tab, rerun after a load
         for title, tab in benchmark_tabs():
             with gr.Tab(title):
                 gr.Markdown(tab.intro)
+                with gr.Accordion("Marks: ★ best, ≈ tied, rank interval, few events", open=False):
+                    gr.Markdown(marks_markdown())
                 controls = [gr.Radio(list(choices), value=default, label=label) for label, choices, default in tab.controls]
                 frame0 = benchmark_table(tab, start, *(default for _, _, default in tab.controls))
                 b_table = gr.Dataframe(value=frame0, interactive=False, wrap=True, elem_id=tab.elem_id,

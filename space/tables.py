@@ -21,7 +21,7 @@ from spear_datasets.identity import CUSTOM_LABEL, data_label, is_spear_data
 from spear_metrics.core.columns import Column, leaderboard_columns
 from spear_metrics.core.registry import DEFAULT_BENCHMARK, benchmark_of_summary
 from spear_metrics.core.summary import few_events, interval_text
-from spear_metrics.reports.runs import results_tie_cells
+from spear_metrics.reports.runs import ONSET_TIE_NOTE, results_tie_cells
 from spear_metrics.results import PROTOCOL, Results, SourcePolicy, leaderboard_row
 
 PUBLISHED_CSV = Path(__file__).resolve().parent / "data" / "spear_benchmark.csv"
@@ -310,6 +310,24 @@ def legend_markdown() -> str:
     for c in columns():
         lines.append(f"| {c.group} | `{c.name}` | {c.unit} | {ARROWS.get(c.better, c.better)} | {c.description} |")
     return "\n".join(lines)
+
+
+def marks_markdown() -> str:
+    """What the marks beside a leaderboard value mean (every tab's table): ★ / ≈ / rank interval
+    (:func:`spear_metrics.core.stats.tie_groups`, the rule as the rows were compared), the
+    few-events mark (:func:`spear_metrics.core.summary.few_events`) and an onset rule in
+    brackets (:data:`spear_metrics.reports.runs.ONSET_TIE_NOTE`)."""
+    from spear_metrics.core.stats import ALPHA, FEW_EVENTS, SMALL_SAMPLE, TIE_RULE
+
+    rule = TIE_RULE.format(unit="resampled unit", alpha=ALPHA, min_units=SMALL_SAMPLE)
+    return "\n".join([
+        "Marks beside a value (text, not colour; shown with two results datasets or more):",
+        f"- {rule}. The unit is each benchmark's sampled unit (SPEAR: conversation; Full-Duplex-Bench: "
+        "sample or conversation; SpeechRole: dialogue within its role; Dynamic-SUPERB: row within a task), "
+        "and only the rows every dataset scored are compared.",
+        f"- (few events: n = N): a rate or share computed from fewer than {FEW_EVENTS} events.",
+        f"- {ONSET_TIE_NOTE}.",
+    ])
 
 
 def set_sources(sources: list[str]) -> list[str]:

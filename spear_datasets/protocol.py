@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Container, Mapping, Sequence
 
 import numpy as np
 
@@ -140,6 +140,7 @@ def write_samples(
     sr: int = TARGET_SR,
     audio_dir: str = "audios",
     answer_dir: str = "answers",
+    only: Container[int] | None = None,
 ) -> list[SpearRow]:
     """Write the input clips and human answer clips of ``samples`` and return their rows.
 
@@ -149,6 +150,8 @@ def write_samples(
         out_dir: folder; clips go to ``out_dir/<audio_dir>/<stem>.wav`` and ``out_dir/<answer_dir>/<stem>.wav``,
             row paths are relative to ``out_dir``. Stem: ``<conversation_id>_<P1>_<P2>_<k>``.
         conversation_id: e.g. ``V00_S2017_I00001160``.
+        only: the indices ``k`` of the samples to write (the others are neither written nor
+            returned; their stems keep their place in the numbering); ``None``: all.
 
     Raises:
         ValueError: ``channels`` does not hold exactly the two speakers of the samples.
@@ -164,6 +167,8 @@ def write_samples(
         stereo[c, : len(x)] = x
     rows = []
     for k, smp in enumerate(samples):
+        if only is not None and k not in only:
+            continue
         stem = f"{conversation_id}_{speakers[0]}_{speakers[1]}_{k}"
         a, b = int(round(smp.clip_start * sr)), int(round(smp.question.end * sr))
         write_wav(out / audio_dir / f"{stem}.wav", stereo[:, a:b], sr)

@@ -6,6 +6,7 @@ MEO015 (channel 1) backchannels and then takes the floor at 15.46 s and speaks t
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 import time
@@ -92,6 +93,81 @@ class LoopbackHTTP:
     def __exit__(self, *exc):
         self.server.shutdown()
         self.server.server_close()
+
+
+class FakeHub(LoopbackHTTP):
+    """The Hugging Face Hub's file API on a free loopback port, for ``huggingface_hub``'s
+    ``snapshot_download`` (``HF_ENDPOINT`` or ``endpoint=``): one dataset at revision
+    :attr:`SHA` holding ``files`` (path -> bytes): its info (with ``siblings``, as older clients
+    read it), its tree (as newer ones list it), and each file by ``resolve/`` (HEAD and GET).
+    ``trickle``: file bodies are sent one byte every 0.1 s until the server is closed (a server
+    whose every read arrives in time and whose download never ends). ``refuse``: every request is
+    answered ``(status, X-Error-Code)``, e.g. ``(403, "GatedRepo")``, ``(404, "RepoNotFound")``,
+    as the Hub answers a gated or unknown repository. Records every request."""
+
+    SHA = "5" * 40
+
+    def __init__(self, repo_id: str, files: dict[str, bytes], *, trickle: bool = False,
+                 refuse: tuple[int, str] | None = None):
+        outer = self
+        self.requests: list[tuple[str, str]] = []
+        self.closed = threading.Event()
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a):
+                pass
+
+            def _send(self, code: int, body: bytes, headers=(), head: bool = False) -> None:
+                self.send_response(code)
+                for k, v in headers:
+                    self.send_header(k, v)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                if head:
+                    return
+                if not trickle or code != 200 or "/resolve/" not in self.path:
+                    self.wfile.write(body)
+                    return
+                for k in range(len(body)):
+                    if outer.closed.wait(0.1):
+                        return
+                    self.wfile.write(body[k : k + 1])
+                    self.wfile.flush()
+
+            def _answer(self, head: bool) -> None:
+                outer.requests.append((self.command, self.path))
+                if refuse is not None:
+                    body = json.dumps({"error": f"{refuse[1]}: {repo_id}"}).encode()
+                    return self._send(refuse[0], body, [("X-Error-Code", refuse[1]),
+                                                        ("Content-Type", "application/json")], head)
+                api = f"/api/datasets/{repo_id}"
+                listing = [{"type": "file", "path": f, "size": len(d), "oid": "b" * 40} for f, d in files.items()]
+                if self.path.startswith(api + "/tree/"):
+                    return self._send(200, json.dumps(listing).encode(), [("Content-Type", "application/json")], head)
+                if self.path.startswith(api):
+                    info = {"id": repo_id, "sha": outer.SHA, "siblings": [{"rfilename": f} for f in files]}
+                    return self._send(200, json.dumps(info).encode(), [("Content-Type", "application/json")], head)
+                prefix = f"/datasets/{repo_id}/resolve/"
+                if self.path.startswith(prefix):
+                    name = self.path[len(prefix):].split("/", 1)[1]
+                    if name in files:
+                        return self._send(200, files[name], [("X-Repo-Commit", outer.SHA), ("ETag", f'"{hashlib.sha1(files[name]).hexdigest()}"'),
+                                                             ("Content-Type", "application/octet-stream")], head)
+                self._send(404, b'{"error": "not found"}', [("X-Error-Code", "EntryNotFound")], head)
+
+            def do_GET(self):  # noqa: N802
+                self._answer(False)
+
+            def do_HEAD(self):  # noqa: N802
+                self._answer(True)
+
+        self._serve(Handler)
+
+    def __exit__(self, *exc):
+        self.closed.set()
+        super().__exit__(*exc)
 
 
 class FakeChatServer(LoopbackHTTP):

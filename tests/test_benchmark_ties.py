@@ -256,3 +256,16 @@ def test_dsuperb_table_marks_task_keys_and_overall_means():
     # one instance per key: the overall means are compared on 1 instance, too few to tell anyone apart
     assert all(TIE_MARK in by[n]["mean WER (1 tasks)"] or BEST_MARK in by[n]["mean WER (1 tasks)"] for n in "ABC")
     assert all("rank" not in by[n]["mean WER (1 tasks)"] for n in "ABC")  # 1 instance: no rank interval
+
+
+def test_space_marks_legend_states_the_rules_it_applies():
+    """Every Space tab explains its marks with the rules the tables use: the tie rule of
+    core.stats (its significance level), the few-events threshold and the onset note."""
+    from spear_metrics.core.stats import ALPHA, FEW_EVENTS
+    from spear_metrics.reports.runs import ONSET_TIE_NOTE
+    from spear_metrics.space.tables import marks_markdown
+
+    text = marks_markdown()
+    assert "★ best" in text and "≈ tied with the best" in text
+    assert f"p >= {ALPHA:g}" in text and f"fewer than {FEW_EVENTS} events" in text
+    assert ONSET_TIE_NOTE in text

@@ -204,3 +204,65 @@ def test_leaderboard_marks_in_console_and_csv(tmp_path):
     line = next(x for x in text.splitlines() if x.startswith("latency_ms"))
     assert BEST_MARK in line and TIE_MARK in line and "rank 3" in line
     assert "tied with the best" in text  # the rule, stated once
+
+
+def test_placed_onsets_are_not_ranked_on_onset_keys(tmp_path):
+    """A cascade placed at the question end (0 ms) would be 'best' on latency_ms; on the keys
+    computed from the onset, only systems whose onset is measured are ranked, each against its
+    own rule: the two first_audio systems get their marks, the placed ones (question_end,
+    fixed_delay) and the lone frame system show their rule; a key not computed from the onset
+    (UTMOS) ranks everybody. The same rule through results_tie_cells (the Space's marks), with
+    each dataset's onset rule read from its summary."""
+    import csv
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from spear_metrics.commands.demo import leaderboard_text, write_leaderboard
+    from spear_metrics.reports.runs import leaderboard_ties, results_tie_cells, tie_cell
+
+    effect = np.random.default_rng(0).normal(0, 50.0, 30)
+
+    def rows(latency: float, utmos: float, seed: int) -> list[dict]:
+        rng = np.random.default_rng(seed)
+        return [{"row": 3 * c + k, "audio_path": f"a/V00_S0001_I{c:08d}_P1_P2_{k}.wav", "status": "ok",
+                 "latency_ms": float(latency + effect[c] + rng.normal(0, 20)), "UTMOS": float(utmos + rng.normal(0, 0.1))}
+                for c in range(30) for k in range(3)]
+
+    runs = {"cascade": rows(0, 3.0, 1), "fixed": rows(700, 3.5, 2), "rt_a": rows(500, 4.0, 3),
+            "rt_b": rows(900, 2.5, 4), "moshi": rows(480, 2.0, 5)}
+    kinds = {"cascade": "question_end", "fixed": "fixed_delay", "rt_a": "first_audio", "rt_b": "first_audio",
+             "moshi": "frame"}
+    human = {"latency_ms": 450.0, "UTMOS": 4.2}
+    plain = leaderboard_ties(runs, ["latency_ms"], n_resamples=300, human=human)
+    assert plain["latency_ms"]["best"] == "moshi"  # without the rule, systems of other rules are ranked together
+    ties = leaderboard_ties(runs, ["latency_ms", "UTMOS"], n_resamples=300, human=human, onset_kinds=kinds)
+    lat = ties["latency_ms"]
+    assert lat["unranked"] == {"cascade": "question_end", "fixed": "fixed_delay", "moshi": "frame"}
+    assert set(lat["systems"]) == {"rt_a", "rt_b"} and lat["best"] == "rt_a"
+    assert lat["systems"]["rt_a"]["rank_ci95"] == [1, 1] and lat["systems"]["rt_b"]["rank_ci95"] == [2, 2]
+    assert tie_cell(ties, "latency_ms", "cascade") == "[question_end]" and BEST_MARK in tie_cell(ties, "latency_ms", "rt_a")
+    assert tie_cell(ties, "latency_ms", "moshi") == "[frame]"  # measured, but no other system shares its rule
+    assert "unranked" not in ties["UTMOS"] and ties["UTMOS"]["best"] == "rt_a"  # not onset-derived: all ranked
+    assert set(ties["UTMOS"]["systems"]) == set(runs)
+    # the demo's console table and CSV
+    summaries = {n: {"latency_ms": float(np.mean([r["latency_ms"] for r in rs])), "latency_ms_n": 90,
+                     "UTMOS": float(np.mean([r["UTMOS"] for r in rs]))} for n, rs in runs.items()}
+    cols = write_leaderboard(tmp_path / "leaderboard.csv", summaries, ties)
+    board = {r["model"]: r for r in csv.DictReader(open(tmp_path / "leaderboard.csv", encoding="utf-8"))}
+    assert board["cascade"]["latency_ms_tie"] == "not ranked: question_end onset"
+    assert board["cascade"]["latency_ms_rank_ci95"] == "" and board["rt_a"]["latency_ms_tie"] == "best"
+    text = leaderboard_text(cols, summaries, ties)
+    line = next(x for x in text.splitlines() if x.startswith("latency_ms"))
+    assert "[question_end]" in line and "[fixed_delay]" in line and line.count(BEST_MARK) == 1
+    assert "ranks only systems whose onset is measured" in text
+    # the Space's marks: the onset rule comes from each dataset's summary
+    loaded = [SimpleNamespace(source=n, summary={"onset_kind": kinds[n]},
+                              samples=pd.DataFrame(rs)) for n, rs in runs.items()]
+    cells = results_tie_cells(loaded, ["latency_ms", "UTMOS"], n_resamples=300, human=human)
+    assert cells["cascade"]["latency_ms"] == "[question_end]" and cells["fixed"]["latency_ms"] == "[fixed_delay]"
+    assert cells["rt_a"]["latency_ms"].startswith(BEST_MARK) and cells["cascade"]["UTMOS"] != "[question_end]"
+    # a dataset that states no rule is not ranked on latency either
+    loaded[2] = SimpleNamespace(source="rt_a", summary={}, samples=pd.DataFrame(runs["rt_a"]))
+    cells = results_tie_cells(loaded, ["latency_ms"], n_resamples=300, human=human)
+    assert cells["rt_a"]["latency_ms"] == "[unstated]" and cells["rt_b"]["latency_ms"] == "[first_audio]"

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from conftest import STEREO_DIALOGUE
-from helpers import LoopbackHTTP
+from helpers import FakeHub, LoopbackHTTP
 from spear_datasets.identity import DataCheckError
 from spear_datasets.sources.download import DownloadError, http_download, sha256_file
 from spear_datasets.sources.package import check_layout, inputs_dir, install_package
@@ -62,7 +62,7 @@ def package(seamless, tmp_path_factory):
     zipped, listing the first improvised conversation's clip and the naturalistic one."""
     tmp = tmp_path_factory.mktemp("pkg")
     n = build_from_seamless(seamless, tmp / "full", split="test")
-    assert n == {"improvised": 2, "naturalistic": 1}  # one question per conversation
+    assert {k: v["rows"] for k, v in n.items()} == {"improvised": 2, "naturalistic": 1}  # one question per conversation
     src = inputs_dir(tmp / "full") / "test"
     imp = src / "improvised" / "metadata.csv"
     lines = imp.read_text().splitlines()
@@ -158,10 +158,11 @@ def test_seamless_cut_keeps_the_package_members(seamless, package, tmp_path):
     install_package(package, pkg_root)
     members = {s: package_members(inputs_dir(pkg_root) / "test" / s / "metadata.csv") for s in CONVERSATIONS}
     n = build_from_seamless(seamless, tmp_path / "root", split="test", members=members)
-    assert n == {"improvised": 1, "naturalistic": 1}  # the unlisted improvised conversation is left out
+    assert {k: v["rows"] for k, v in n.items()} == {"improvised": 1, "naturalistic": 1}  # the unlisted one is left out
     got = check_layout(tmp_path / "root", counts=False)
     assert got == {"test": {"improvised": 1, "naturalistic": 1}}
     imp = inputs_dir(tmp_path / "root") / "test" / "improvised"
+    # only the listed clip is written (never written, then removed)
     assert sorted(p.name for p in (imp / "audios").iterdir()) == ["V00_S0001_I00000001_P0001A_P0002A_0.wav"]
     # the cut clip: the question runs from FEE016's turn start (0.78 s) to its end (15.48 s), 16 kHz stereo
     import soundfile as sf
@@ -172,20 +173,148 @@ def test_seamless_cut_keeps_the_package_members(seamless, package, tmp_path):
         build_from_seamless(seamless, tmp_path / "r2", split="dev")
 
 
-def test_seamless_cut_with_an_undecodable_wav_exits_2_in_one_line(seamless, tmp_path, capsys):
-    """A participant WAV that cannot be decoded is a one-line refusal (exit 2), not an unexpected error."""
+def _clone_conversation(subset_dir: Path, conv: str, new: str) -> dict[str, Path]:
+    """A copy of conversation ``conv`` under the id ``new`` (same participants): ``{pid: wav}``."""
+    import shutil
+
+    src = next(p for p in subset_dir.rglob(conv) if p.is_dir())
+    dst = src.parent / new
+    dst.mkdir()
+    out = {}
+    for f in src.iterdir():
+        g = dst / f.name.replace(conv, new)
+        shutil.copy(f, g)
+        if g.suffix == ".wav":
+            out[g.stem.rsplit("_", 1)[1]] = g
+    return out
+
+
+def test_seamless_cut_fails_bad_conversations_alone_and_resumes(seamless, tmp_path, capsys):
+    """Three bad conversations beside the two good improvised ones: an undecodable WAV, a missing
+    transcript, a WAV cut short before the turns the clip needs. Each fails alone with its reason;
+    the good ones are cut. A rerun cuts nothing (the failed ones stay failed without
+    --retry-failed); a clip removed since is cut again; --retry-failed retries the failed ones only."""
+    import shutil
+
+    import soundfile as sf
+
+    from spear_metrics.cli import main
+
+    copy = tmp_path / "seamless"
+    shutil.copytree(seamless, copy)
+    imp = copy / "improvised" / "test"
+    corrupt = _clone_conversation(imp, "V00_S0001_I00000002", "V00_S0001_I00000007")
+    corrupt["P0003"].write_bytes(b"RIFF0000WAVEnot a wav")
+    no_json = _clone_conversation(imp, "V00_S0001_I00000002", "V00_S0001_I00000008")
+    no_json["P0004"].with_suffix(".json").unlink()
+    short = _clone_conversation(imp, "V00_S0001_I00000002", "V00_S0001_I00000009")
+    x, sr = sf.read(short["P0003"], dtype="float32")
+    sf.write(short["P0003"], x[: 2 * sr], sr, subtype="PCM_16")  # 2 s of a 31 s recording
+    root = tmp_path / "root"
+    argv = ["data", "seamless", "--seamless", str(copy), "--root", str(root), "--no-count-check", "--no-progress"]
+    assert main(argv) == 0
+    out, err = capsys.readouterr()
+    assert "improvised: 2 rows from 5 conversations (5 cut this run), 3 failed" in out
+    assert "naturalistic: 1 rows from 1 conversations (1 cut this run), 0 failed" in out
+    failed = dict(line.split(": ", 1) for line in err.splitlines() if line.startswith("  failed conversation "))
+    assert sorted(failed) == [f"  failed conversation V00_S0001_I0000000{k}" for k in (7, 8, 9)]
+    assert failed["  failed conversation V00_S0001_I00000007"].startswith("audio file is truncated: no data chunk")
+    assert failed["  failed conversation V00_S0001_I00000008"].startswith("P0004: no transcript JSON beside its WAV")
+    assert "P0003's WAV ends at 2.00 s, before the turn" in failed["  failed conversation V00_S0001_I00000009"]
+    dest = inputs_dir(root) / "test" / "improvised"
+    logged = [json.loads(x) for x in (dest / ".work" / "failures.jsonl").read_text().splitlines()]
+    assert [f["conversation"] for f in logged] == [f"V00_S0001_I0000000{k}" for k in (7, 8, 9)]
+    assert check_layout(root, counts=False) == {"test": {"improvised": 2, "naturalistic": 1}}
+    assert not any("I00000007" in p.name or "I00000009" in p.name for p in dest.rglob("*.wav"))  # nothing half-cut
+    clips = {p: p.stat().st_mtime_ns for p in dest.rglob("*.wav")}
+    metadata = (dest / "metadata.csv").read_text()
+    # a rerun: every conversation has its record; nothing is cut again, the failed ones stay failed
+    assert main(argv) == 0
+    out, err = capsys.readouterr()
+    assert "improvised: 2 rows from 5 conversations (0 cut this run, 5 done before), 3 failed" in out
+    assert {p: p.stat().st_mtime_ns for p in dest.rglob("*.wav")} == clips
+    assert (dest / "metadata.csv").read_text() == metadata
+    # a clip removed since its conversation finished: that conversation (only) is cut again
+    gone = dest / "audios" / "V00_S0001_I00000002_P0003_P0004_0.wav"
+    gone.unlink()
+    assert main(argv) == 0
+    assert "(1 cut this run, 4 done before)" in capsys.readouterr().out
+    assert gone.is_file() and all(p.stat().st_mtime_ns == t for p, t in clips.items() if "I00000002" not in p.name)
+    # the corrupt WAV replaced by a good one: --retry-failed cuts it; the two others fail again
+    shutil.copy(next(imp.rglob("V00_S0001_I00000002_P0003.wav")), corrupt["P0003"])
+    assert main(argv + ["--retry-failed"]) == 0
+    out = capsys.readouterr().out
+    assert "improvised: 3 rows from 5 conversations (3 cut this run, 2 done before), 2 failed" in out
+    assert check_layout(root, counts=False) == {"test": {"improvised": 3, "naturalistic": 1}}
+    # a rerun with other package members is refused in one line (the folder holds another cut)
+    members = tmp_path / "pkg"
+    shutil.copytree(inputs_dir(root), inputs_dir(members))
+    assert main(argv + ["--package", str(members)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "with other settings" in err[0]
+
+
+def test_seamless_cut_with_only_bad_conversations_exits_2_in_one_line(seamless, tmp_path, capsys):
+    """A subset whose every conversation fails: nothing to write, one line naming the failures' file."""
     import shutil
 
     from spear_metrics.cli import main
 
     copy = tmp_path / "seamless"
     shutil.copytree(seamless, copy)
-    wav = sorted((copy / "improvised" / "test").rglob("*.wav"))[0]
-    wav.write_bytes(b"RIFF0000WAVEnot a wav")
+    for wav in (copy / "naturalistic" / "test").rglob("*.wav"):
+        wav.write_bytes(b"RIFF0000WAVEnot a wav")
     rc = main(["data", "seamless", "--seamless", str(copy), "--root", str(tmp_path / "root"), "--no-count-check",
                "--no-progress"])
-    err = capsys.readouterr().err.strip().splitlines()
-    assert rc == 2 and len(err) == 1 and err[0].startswith("spearbench data: ") and "unexpected" not in err[0]
+    out, err = capsys.readouterr()
+    last = err.strip().splitlines()[-1]
+    assert rc == 2 and last.startswith("spearbench data: ") and "no sample kept" in last and "failures.jsonl" in last
+    assert "unexpected" not in err and "naturalistic: " not in out
+
+
+def _hub_env(monkeypatch, tmp_path, url: str) -> None:
+    """The Hub client of the download's child process talks to ``url`` only, with a cache and no
+    token of this machine's."""
+    for k in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_OFFLINE"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("HF_ENDPOINT", url)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf_home"))
+    monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
+    monkeypatch.setenv("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+
+
+def test_seamless_from_hub_downloads_the_split_then_cuts(seamless, tmp_path, monkeypatch, capsys):
+    """--from-hub through the real Hub client (in the deadline's child process) against a loopback
+    Hub serving the miniature copy: only <subset>/test/ is fetched, then cut as from a local copy."""
+    from spear_metrics.cli import main
+
+    files = {p.relative_to(seamless).as_posix(): p.read_bytes() for p in sorted(seamless.rglob("*")) if p.is_file()}
+    files["improvised/dev/0000/V09_S0009_I00000009/V09_S0009_I00000009_P0009.json"] = b"[]"  # another split
+    with FakeHub("me/seamless-mini", files) as hub:
+        _hub_env(monkeypatch, tmp_path, hub.url)
+        local = tmp_path / "local"
+        assert main(["data", "seamless", "--from-hub", "me/seamless-mini", "--seamless", str(local), "--root",
+                     str(tmp_path / "root"), "--no-count-check", "--no-progress", "--deadline-s", "300"]) == 0
+    got = {p.relative_to(local).as_posix() for p in local.rglob("*") if p.is_file() and ".cache" not in p.parts}
+    assert got == {f for f in files if "/test/" in f}  # the test split only
+    assert check_layout(tmp_path / "root", counts=False) == {"test": {"improvised": 2, "naturalistic": 1}}
+    assert "improvised: 2 rows from 2 conversations" in capsys.readouterr().out
+
+
+def test_a_hub_download_that_never_ends_is_cut_at_its_total_deadline(tmp_path, monkeypatch, capsys):
+    """A Hub server that trickles a file one byte every 0.1 s until it is closed (every read in time,
+    so the client's own per-read limits never fire): --deadline-s ends the command, one line, exit 2."""
+    from spear_metrics.cli import main
+
+    with FakeHub("me/slow", {"improvised/test/x/V00_S0001_I00000001_P0001.wav": b"\0" * 1_000_000}, trickle=True) as hub:
+        _hub_env(monkeypatch, tmp_path, hub.url)
+        rc = main(["data", "seamless", "--from-hub", "me/slow", "--seamless", str(tmp_path / "local"), "--root",
+                   str(tmp_path / "root"), "--no-progress", "--deadline-s", "4"])
+        err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1, err
+    assert err[0].startswith("spearbench data: me/slow: the Hub download ran past its 4 s deadline")
+    assert "run again to resume" in err[0]
+    assert not (tmp_path / "root").exists()  # nothing was cut
 
 
 def test_a_range_answer_from_the_wrong_offset_restarts_the_file(package, tmp_path):

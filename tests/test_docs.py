@@ -38,7 +38,7 @@ def markdown_files() -> list[Path]:
     return sorted(out)
 
 
-_FENCE = re.compile(r"^(\s*)(```|~~~).*?^\1\2[ \t]*$", re.S | re.M)
+_FENCE = re.compile(r"^([ \t]*)(```|~~~).*?^\1\2[ \t]*$", re.S | re.M)
 _CODE_SPAN = re.compile(r"(`+)(?:(?!\1).)+?\1", re.S)
 _INLINE_LINK = re.compile(r"!?\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 _REF_DEF = re.compile(r"^\s{0,3}\[[^\]]+\]:\s*<?(\S+?)>?(?:\s|$)", re.M)

@@ -324,68 +324,80 @@ def test_whole_run_problems_exit_2_with_one_line(mini, tmp_path, capsys):
     assert "no such folder, and not a Hub dataset id" in capsys.readouterr().err
 
 
-# ------------------------------------------------------------------ Hub ids (no network: snapshot_download replaced)
+# ------------------------------------------------------------------ Hub ids (a loopback Hub: the real client)
 
 
+def _hub_env(monkeypatch, tmp_path, url: str, offline: str = "0") -> None:
+    for k in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("HF_ENDPOINT", url)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf_home"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", offline)
+    monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
+    monkeypatch.setenv("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+
+
+@pytest.mark.slow
 def test_hub_id_fetches_only_the_requested_runs(mini, tmp_path, monkeypatch):
-    import huggingface_hub
+    """The release by Hub id through the real Hub client (in the deadline's child process)
+    against a loopback Hub holding runs r1 and r9: only r1's files (and the card) are fetched; with
+    HF_HUB_OFFLINE=1 and the Hub gone, the cache serves it; a run the release lacks is refused."""
+    from helpers import FakeHub
 
     release, stimuli = mini
-    calls = []
-
-    def fake_snapshot_download(repo_id, **kw):
-        calls.append((repo_id, kw))
-        return str(release)  # as if these files were in the cache
-
-    monkeypatch.setattr(huggingface_hub, "snapshot_download", fake_snapshot_download)
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    out = tmp_path / "out"
-    assert cli_main(["fdb", "score", "--release", "MagicLuke/fdb-v1-outputs-v1", "--run", "r1", "--stimuli", str(stimuli),
-                     "--out", str(out), "--no-progress", "--bootstrap", "0"]) == 0
-    (repo_id, kw), = calls
-    assert repo_id == "MagicLuke/fdb-v1-outputs-v1" and kw["repo_type"] == "dataset"
-    assert kw["local_files_only"] is True  # HF_HUB_OFFLINE: the cache only
-    assert kw["allow_patterns"] == ["README.md", "metadata/r1.jsonl", "data/r1/**", "results/r1/**"]
+    files = {p.relative_to(release).as_posix(): p.read_bytes() for p in sorted(release.rglob("*")) if p.is_file()}
+    files.update({f.replace("/r1", "/r9", 1): b for f, b in files.items() if "/r1" in f})  # another run, not asked
+    files["README.md"] = b"# the release card\n"
+    with FakeHub("MagicLuke/fdb-v1-outputs-v1", files) as hub:
+        _hub_env(monkeypatch, tmp_path, hub.url)
+        out = tmp_path / "out"
+        assert cli_main(["fdb", "score", "--release", "MagicLuke/fdb-v1-outputs-v1", "--run", "r1", "--stimuli",
+                         str(stimuli), "--out", str(out), "--no-progress", "--bootstrap", "0", "--deadline-s", "300"]) == 0
+        asked = {path.split("/resolve/", 1)[1].split("/", 1)[1] for _, path in hub.requests if "/resolve/" in path}
+    want = {f for f in files if f == "README.md" or f.startswith(("data/r1/", "results/r1/", "metadata/r1."))}
+    assert asked == want  # r9's files never asked for
+    snap = tmp_path / "hf_home" / "hub" / "datasets--MagicLuke--fdb-v1-outputs-v1" / "snapshots" / FakeHub.SHA
+    assert {p.relative_to(snap).as_posix() for p in snap.rglob("*") if p.is_file()} == want
     assert json.loads((out / "r1" / "summary.json").read_text())["n_scored"] == 5
-
-    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
-    calls.clear()
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # the Hub is gone: the cache holds r1
+    assert cli_main(["fdb", "score", "--release", "MagicLuke/fdb-v1-outputs-v1", "--run", "r1", "--stimuli", str(stimuli),
+                     "--out", str(tmp_path / "o2"), "--no-progress", "--bootstrap", "0"]) == 0
     assert cli_main(["fdb", "score", "--release", "MagicLuke/fdb-v1-outputs-v1", "--run", "r1,r2", "--stimuli", str(stimuli),
-                     "--out", str(tmp_path / "o2"), "--no-progress"]) == 2  # r2 is not in this release
-    assert calls[0][1]["local_files_only"] is False
-    assert calls[0][1]["allow_patterns"] == ["README.md", "metadata/r1.jsonl", "data/r1/**", "results/r1/**",
-                                             "metadata/r2.jsonl", "data/r2/**", "results/r2/**"]
+                     "--out", str(tmp_path / "o3"), "--no-progress"]) == 2  # r2 is not in this release
 
 
-def _hub_error(cls, msg):
-    e = cls.__new__(cls)  # no HTTP response needed: only the class matters to the message
-    Exception.__init__(e, msg)
-    return e
-
-
-@pytest.mark.parametrize("offline,error,words", [
-    ("1", "LocalEntryNotFoundError", "HF_HUB_OFFLINE is set and it is not in the Hugging Face cache"),
-    ("0", "GatedRepoError", "is gated: accept its terms at https://huggingface.co/datasets/MagicLuke/fdb-v1-outputs-v1"),
-    ("0", "RepositoryNotFoundError", "no such Hub dataset"),
+@pytest.mark.parametrize("offline,refuse,words", [
+    ("1", None, "HF_HUB_OFFLINE is set and it is not in the Hugging Face cache"),
+    ("0", (403, "GatedRepo"), "is gated: accept its terms at https://huggingface.co/datasets/MagicLuke/fdb-v1-outputs-v1"),
+    ("0", (404, "RepoNotFound"), "no such Hub dataset"),
 ])
-def test_hub_errors_are_one_line(mini, tmp_path, monkeypatch, capsys, offline, error, words):
-    import huggingface_hub
-    from huggingface_hub import errors
+def test_hub_errors_are_one_line(mini, tmp_path, monkeypatch, capsys, offline, refuse, words):
+    from helpers import FakeHub
 
     _, stimuli = mini
-    exc = _hub_error(getattr(errors, error), "403 Client Error.\nCannot access gated repo for url https://...")
-
-    def fake_snapshot_download(repo_id, **kw):
-        raise exc
-
-    monkeypatch.setattr(huggingface_hub, "snapshot_download", fake_snapshot_download)
-    monkeypatch.setenv("HF_HUB_OFFLINE", offline)
-    capsys.readouterr()
-    assert cli_main(["fdb", "score", "--release", "MagicLuke/fdb-v1-outputs-v1", "--run", "r1", "--stimuli", str(stimuli),
-                     "--out", str(tmp_path / "o")]) == 2
+    with FakeHub("MagicLuke/fdb-v1-outputs-v1", {}, refuse=refuse) as hub:
+        _hub_env(monkeypatch, tmp_path, hub.url, offline)
+        capsys.readouterr()
+        assert cli_main(["fdb", "score", "--release", "MagicLuke/fdb-v1-outputs-v1", "--run", "r1", "--stimuli",
+                         str(stimuli), "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and words in err and "Traceback" not in err, err
     assert not (tmp_path / "o").exists()  # refused before anything was written
+
+
+def test_a_release_download_is_cut_at_its_total_deadline(mini, tmp_path, monkeypatch, capsys):
+    """A Hub that trickles the release's files (every read in time, no end): --deadline-s ends the
+    command in one line, exit 2, nothing scored."""
+    from helpers import FakeHub
+
+    _, stimuli = mini
+    with FakeHub("MagicLuke/fdb-v1-outputs-v1", {"metadata/r1.jsonl": b"{}\n" * 100_000}, trickle=True) as hub:
+        _hub_env(monkeypatch, tmp_path, hub.url)
+        assert cli_main(["fdb", "score", "--release", "MagicLuke/fdb-v1-outputs-v1", "--run", "r1", "--stimuli",
+                         str(stimuli), "--out", str(tmp_path / "o"), "--deadline-s", "4"]) == 2
+        err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "the Hub download ran past its 4 s deadline" in err, err
+    assert not (tmp_path / "o").exists()
 
 
 # ------------------------------------------------------------------ kill -9 and resume

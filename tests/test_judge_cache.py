@@ -538,3 +538,49 @@ def test_a_usage_count_of_400_digits_reads_as_no_count_and_an_overflowing_cost_i
     p.write_text(json.dumps({"models": {"m": {"input": 1e300, "output": 1.0}}}))
     cost, why = PriceTable(p).cost("m", Usage(input_tokens=10 ** 15, output_tokens=1))
     assert cost is None and "overflows" in why  # 1e15 tokens x 1e300 / 1e6 = 1e309 > float max
+
+
+def test_an_unusable_cache_folder_is_said_once_and_the_run_goes_on_without_it(tmp_path, monkeypatch, capsys):
+    """$SPEARBENCH_JUDGE_CACHE under a regular file (a folder that cannot be made): one line on
+    stderr before any call, every row still judged, nothing cached, the summary says why."""
+    from spear_metrics.cli import main
+
+    (tmp_path / "afile").write_text("not a folder")
+    monkeypatch.setenv("SPEARBENCH_JUDGE_CACHE", str(tmp_path / "afile" / "cache"))
+    pred = _predictions(tmp_path / "pred", 3)
+    with CountingJudge() as srv:
+        base = ["dsuperb", "score", "--pred", str(pred), "--judge-url", srv.url, "--judge-model",
+                "judge-model-2024-08-06", "--judge-key-env", "none", "--no-progress", "--bootstrap", "0"]
+        assert main(base + ["--out", str(tmp_path / "r1")]) == 0
+        assert srv.calls == 6  # 3 rows x 2 prompts, all asked
+        err = [x for x in capsys.readouterr().err.splitlines() if "judge cache" in x]
+        assert len(err) == 1 and "cannot be used (NotADirectoryError" in err[0]
+        assert err[0].endswith("this run goes on without caching")
+        # a rerun has no cache to answer from: it asks again (and says so again, once)
+        assert main(base + ["--out", str(tmp_path / "r2")]) == 0
+        assert srv.calls == 12
+        assert sum("judge cache" in x for x in capsys.readouterr().err.splitlines()) == 1
+    s = json.loads((tmp_path / "r2" / "summary.json").read_text())
+    assert s["n_scored"] == 3 and s["judge_calls"]["requests"] == 6
+    cache = s["judge_calls"]["cache"]
+    assert cache["writes"] == cache["hits"] == cache["corrupt_entries_ignored"] == 0
+    assert cache["unusable"].startswith("NotADirectoryError") and str(tmp_path) not in cache["unusable"]
+
+
+def test_a_cache_folder_that_stops_taking_entries_ends_caching_in_one_line(tmp_path):
+    lines = []
+    folder = tmp_path / "c"
+    with CountingJudge() as srv:
+        with make(srv.url, JudgeCache("readwrite", folder, warn=lines.append)) as j:
+            ask(j, "question 0")
+            assert len(list(folder.rglob("*.json"))) == 1 and lines == []
+            import shutil
+
+            shutil.rmtree(folder)
+            folder.write_text("a file now")  # the folder is gone: no entry can be written any more
+            for k in range(1, 4):
+                assert ask(j, f"question {k}").value == "yes"  # answered all the same
+            rep = j.report()
+    assert srv.calls == 4 and len(lines) == 1 and "cannot be used" in lines[0]
+    assert rep["cache"]["write_errors"] == 1  # no write tried after the first failure
+    assert rep["cache"]["unusable"].startswith("NotADirectoryError")

@@ -24,7 +24,7 @@ from model_fixtures import five_rows
 
 VENV_BIN = Path(sys.executable).parent
 METRICS = "interruptions,explainable_features"
-pytestmark = pytest.mark.slow
+NODE = REPO / "scripts" / "slurm" / "node_launch.sh"
 
 
 def _free_port() -> int:
@@ -37,6 +37,7 @@ def _score(md: Path, out: Path) -> list[str]:
     return ["score", "--metadata", str(md), "--metrics", METRICS, "--out", str(out), "--no-progress"]
 
 
+@pytest.mark.slow
 def test_two_machine_ranks_equal_one_process(tmp_path):
     (tmp_path / "data").mkdir()
     md = five_rows(STEREO_DIALOGUE, tmp_path / "data")
@@ -45,8 +46,7 @@ def test_two_machine_ranks_equal_one_process(tmp_path):
                PROCS_PER_NODE="1", SPEARBENCH=str(VENV_BIN / "spearbench"), ACCELERATE=str(VENV_BIN / "accelerate"),
                PATH=f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}")
     env.pop("SLURM_JOB_NODELIST", None)
-    node = REPO / "scripts" / "slurm" / "node_launch.sh"
-    procs = [subprocess.Popen(["bash", str(node), *_score(md, tmp_path / "two_nodes")], cwd=tmp_path,
+    procs = [subprocess.Popen(["bash", str(NODE), *_score(md, tmp_path / "two_nodes")], cwd=tmp_path,
                               env=dict(env, SLURM_NODEID=str(r)), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               text=True) for r in (0, 1)]
     outs = []
@@ -73,3 +73,22 @@ def test_two_machine_ranks_equal_one_process(tmp_path):
     assert sorted(logs) == ["rank-0.jsonl", "rank-1.jsonl"]
     assert sorted(r for v in logs.values() for r in v) == [0, 1, 2, 3, 4]
     assert sorted(len(v) for v in logs.values()) == [2, 3]
+
+
+@pytest.mark.parametrize("env,said", [
+    ({}, "missing spearbench (not on PATH) and accelerate (not on PATH)"),
+    ({"SPEARBENCH": "/no/such/spearbench"}, "missing spearbench (SPEARBENCH=/no/such/spearbench is no program) and "
+                                            "accelerate (not on PATH)"),
+    ({"SPEARBENCH": str(VENV_BIN / "spearbench")}, "missing accelerate (not on PATH)"),
+    ({"SPEARBENCH": str(VENV_BIN / "spearbench"), "ACCELERATE": str(VENV_BIN / "accelerate")},
+     "no rendezvous host: set MAIN_PROCESS_IP"),
+])
+def test_node_script_names_what_is_missing_in_one_line(tmp_path, env, said):
+    """Without spearbench or accelerate on PATH (nor SPEARBENCH/ACCELERATE), or without a rendezvous
+    host outside Slurm, the node script says what is missing in one line and exits 2, starting nothing."""
+    bare = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), **env}
+    done = subprocess.run(["bash", str(NODE), "score", "--help"], cwd=tmp_path, env=bare, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 2 and done.stdout == ""
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith("node_launch.sh: ") and said in line

@@ -17,8 +17,11 @@ from pathlib import Path
 import pytest
 
 from spear_metrics.cli import main
+from spear_metrics.commands import runnable
 
 WIDTH = 120
+#: how printed commands call spearbench here (its path when the environment is not activated)
+SPEARBENCH = runnable("spearbench")
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +46,7 @@ def test_infer_then_score_print_next_steps_and_resume(data, capsys):
     assert main(args) == 0
     printed = capsys.readouterr().out
     assert "//" not in printed and f"-> {out / 'metadata.csv'}" in printed and "resumed" not in printed
-    score_cmd = next(c for c in _commands(printed) if c.startswith("spearbench score"))
+    score_cmd = next(c for c in _commands(printed) if c.startswith(f"{SPEARBENCH} score"))
     assert f"--metadata {out / 'metadata.csv'}" in score_cmd
     assert main(args) == 0  # a rerun answers nothing again, and says so
     assert "resumed: 2 of 2 rows already done" in capsys.readouterr().out
@@ -55,15 +58,15 @@ def test_infer_then_score_print_next_steps_and_resume(data, capsys):
     printed = capsys.readouterr().out
     assert "//" not in printed and f"wrote {results / 'summary.json'} and per_sample.jsonl" in printed
     cmds = _commands(printed)
-    assert any(c.startswith(f"spearbench report {results} --human HUMAN_RESULTS --out {results / 'report'}") for c in cmds)
-    assert any(c.startswith(f"spearbench push-results {results} --local-dir") and f"--metadata {out / 'metadata.csv'}" in c
+    assert any(c.startswith(f"{SPEARBENCH} report {results} --human HUMAN_RESULTS --out {results / 'report'}") for c in cmds)
+    assert any(c.startswith(f"{SPEARBENCH} push-results {results} --local-dir") and f"--metadata {out / 'metadata.csv'}" in c
                for c in cmds)
     assert all(len(line) <= WIDTH for line in printed.splitlines() if line not in [f"  {c}" for c in cmds])
     # the dataset's own (human) answers: no report against themselves
     hres = root / "human_results"
     assert main(["score", "--metadata", str(human), "--metrics", "interruptions", "--out", str(hres), "--no-progress"]) == 0
     hcmds = _commands(capsys.readouterr().out)
-    assert f"spearbench report {hres} --out {hres / 'report'}" in hcmds and not any("--human" in c for c in hcmds)
+    assert f"{SPEARBENCH} report {hres} --out {hres / 'report'}" in hcmds and not any("--human" in c for c in hcmds)
     assert main(sargs) == 0
     resumed = capsys.readouterr().out
     assert re.search(r"resumed: 2 of 2 rows already done \(kept in \S+\.work", resumed)
@@ -71,7 +74,7 @@ def test_infer_then_score_print_next_steps_and_resume(data, capsys):
     # agent that answered it (infer's run_info.json beside that CSV) as the model name
     assert main(["report", str(results), "--out", str(results / "report"), "--bootstrap", "200"]) == 0
     rcmds = _commands(capsys.readouterr().out)
-    push = next(c for c in rcmds if c.startswith(f"spearbench push-results {results} "))
+    push = next(c for c in rcmds if c.startswith(f"{SPEARBENCH} push-results {results} "))
     assert f"--metadata {out / 'metadata.csv'}" in push and "METADATA.csv" not in push
     assert "--model-name fixed-delay" in push
     # every reason once: the fixed-delay replay has onsets, so nothing is null here; the
@@ -192,7 +195,7 @@ def test_demo_data_builds_a_dataset_and_publish_warns(data, capsys):
     assert main(["build-dataset", "--source", str(src), "--out", str(hub), "--no-progress"]) == 0
     out = capsys.readouterr().out
     assert "naturalistic  test  2 rows" in out and "licence unknown" in out
-    assert any(c.startswith(f"spearbench publish --dataset {hub}") for c in _commands(out))
+    assert any(c.startswith(f"{SPEARBENCH} publish --dataset {hub}") for c in _commands(out))
     warnings = dataset_warnings(hub, "spearbench/seamless_2t_2s_questions")
     assert len(warnings) == 2 and "license: unknown" in warnings[0]
     assert "official SPEAR dataset" in warnings[1] and "2 rows" in warnings[1]
@@ -208,7 +211,7 @@ def test_demo_data_builds_a_dataset_and_publish_warns(data, capsys):
     # the demo's clips are not SPEAR's split: published under the custom-data name, never the benchmark's
     assert "official SPEAR dataset" not in err
     assert (root / "dry" / "datasets" / "spearbench-custom-data").exists() or "spearbench-custom-data" in " ".join(cap.out.split())
-    assert any(c.startswith(f"spearbench publish --dataset {hub} --namespace spearbench") for c in _commands(cap.out))
+    assert any(c.startswith(f"{SPEARBENCH} publish --dataset {hub} --namespace spearbench") for c in _commands(cap.out))
 
 
 def test_space_expands_a_parent_folder_and_warns(data, tmp_path, monkeypatch, capsys):
@@ -265,6 +268,6 @@ def test_speechrole_summarize_names_a_and_b_and_ends_with_next(tmp_path, capsys)
     assert main(["speechrole", "summarize", "--results", str(src), "--out", out]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("A = the system's answers, B = the reference role speech")
-    assert lines[-2].startswith("next: ") and lines[-1].startswith("  spearbench speechrole score ")
+    assert lines[-2].startswith("next: ") and lines[-1].startswith(f"  {SPEARBENCH} speechrole score ")
     assert not any("//" in line for line in lines)
-    assert all(len(line) <= WIDTH for line in lines if not line.startswith("  spearbench"))
+    assert all(len(line) <= WIDTH for line in lines if not line.startswith(f"  {SPEARBENCH}"))

@@ -468,19 +468,26 @@ def test_leaderboard_tie_marks_of_results_datasets(built, app):
     """Two results datasets (the human answers and the toy model, the same few rows of one call):
     every key with a tie group marks one of them ★ and the other ≈ (too few shared conversations
     to tell them apart), as text in the cell; the rows are of one conversation, so no rank
-    interval; published rows carry no mark."""
+    interval; published rows carry no mark. Neither dataset states its onset rule (their answers
+    were not written by infer): on the keys computed from the onset (latency_ms...) neither is
+    ranked, each cell says [unstated] instead."""
+    from spear_metrics.core.onset import onset_derived
+
     labels = tables.set_sources([str(built["human_ds"]), str(built["model_ds"])])
     rows, errors = tables.all_rows(labels)
     assert not errors
     mine = [r for r in rows if r["source"] in labels]
     marked = sorted({k[: -len("_tie")] for r in mine for k, v in r.items() if k.endswith("_tie") and v})
-    assert "latency_ms" in marked  # closer to human: judged against the published human value
+    assert "latency_ms" in marked and "explainable_duration_s" in marked
     for key in marked:
         marks = sorted(r[f"{key}_tie"].split()[0] for r in mine)
-        assert marks == sorted(["★", "≈"]), (key, marks)
+        assert marks == (["[unstated]"] * 2 if onset_derived(key) else sorted(["★", "≈"])), (key, marks)
         assert not any("rank" in r[f"{key}_tie"] for r in mine)  # one call = one conversation: no rank interval
     df = tables.display_frame(rows, None)
     col = next(h for h in df.columns if " latency_ms " in h)
+    cells = df[df["source"].isin(labels)][col].tolist()
+    assert all("[unstated]" in c and "★" not in c and "≈" not in c for c in cells)
+    col = next(h for h in df.columns if " explainable_duration_s " in h)
     cells = df[df["source"].isin(labels)][col].tolist()
     assert any("★" in c for c in cells) and any("≈" in c for c in cells)
     assert not any(("★" in c or "≈" in c) for c in df[df["source"] == "published"][col])

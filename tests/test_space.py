@@ -21,8 +21,8 @@ from spear_metrics.space import samples, tables  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
-
-pytestmark = pytest.mark.browser
+# marks per test: `browser` for the tests that launch Chromium; `slow` for those over 10 s, which is
+# every test of the served app (its fixture scores the datasets and starts the server: ~45 s)
 
 
 def _free_port() -> int:
@@ -80,6 +80,8 @@ def leaderboard_page(served):
             browser.close()
 
 
+@pytest.mark.slow
+@pytest.mark.browser
 def test_browser_leaderboard_and_samples(served, tmp_path):
     """Leaderboard renders at once (human latency 742.055), a bad folder is reported, a row click
     opens the model in the sample browser, the three audio players load, next steps."""
@@ -129,6 +131,8 @@ def test_browser_leaderboard_and_samples(served, tmp_path):
     print("screenshots in", tmp_path)
 
 
+@pytest.mark.slow
+@pytest.mark.browser
 def test_browser_intervals_timeline_and_report(served, tmp_path):
     """A results dataset's values carry their n (and interval, which rows of a single conversation
     do not have), tie marks and few-event marks; a sample's timing evidence is drawn;
@@ -157,6 +161,7 @@ def test_browser_intervals_timeline_and_report(served, tmp_path):
     assert (tmp_path / "timeline.png").stat().st_size > 10_000
 
 
+@pytest.mark.slow
 def test_timeline_draws_the_evidence(served):
     """The timeline of the model's interrupting sample (answer 1 s before the question end) draws
     the input's and the answer's VAD segments and the overlap the evidence holds."""
@@ -175,6 +180,7 @@ def test_timeline_draws_the_evidence(served):
     assert "failed" in none.axes[0].texts[0].get_text()
 
 
+@pytest.mark.slow
 def test_gradio_client_table_and_sample(served):
     """The API: the table (strings, '-' for missing) and one sample with its audio files."""
     from gradio_client import Client
@@ -209,6 +215,7 @@ def test_gradio_client_table_and_sample(served):
     assert dict(scores["data"]) == vals and "row 1 ·" in info
 
 
+@pytest.mark.slow
 def test_sample_reads_a_results_dataset_without_the_huggingface_schema_metadata(served, tmp_path):
     """A results parquet rewritten without its ``huggingface`` schema metadata (the leaderboard
     accepts it) keeps its audio columns as plain {bytes, path} structs: the sample view reads them
@@ -237,6 +244,7 @@ def _no_server_path(text: str, served) -> None:
     assert str(served["root"]) not in text and "/tmp/" not in text and "/etc" not in text, text
 
 
+@pytest.mark.slow
 def test_api_reads_only_start_sources_and_hub_ids(served, tmp_path):
     """The API never reads a server folder it was not started with (an existing one, a missing
     one, a traversal, the real path of a start source): the same refusal for each, naming no
@@ -266,6 +274,8 @@ def test_api_reads_only_start_sources_and_hub_ids(served, tmp_path):
         _no_server_path(e, served)
 
 
+@pytest.mark.slow
+@pytest.mark.browser
 def test_browser_load_box_reports_whole_messages_that_stay(served):
     """A refused source typed in the Load box is reported whole (no cut mid-word) and stays after
     the table refresh that follows; a good Hub-looking id that cannot be fetched is reported too."""
@@ -281,6 +291,8 @@ def test_browser_load_box_reports_whole_messages_that_stay(served):
         assert status.count("rejected") == 2
 
 
+@pytest.mark.slow
+@pytest.mark.browser
 def test_browser_benchmark_tabs_say_none_loaded_and_wrap_headers_between_words(served, tmp_path):
     """With no Dynamic-SUPERB or SpeechRole-Eval results loaded, each tab shows one line saying so
     instead of an empty table (gradio's placeholder headers "1 | 2 | 3"); with a SpeechRole-Eval

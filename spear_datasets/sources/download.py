@@ -7,7 +7,9 @@
   is checked against ``sha256`` when given (a mismatch removes the partial file and fails), then
   renamed into place. The file's sha256 is returned (record it to pin the package).
 - :func:`hub_download`: ``huggingface_hub.snapshot_download`` of the files matching patterns of
-  a Hub dataset (the Hub client resumes and checks each file against the Hub's own hash).
+  a Hub dataset (the Hub client resumes and checks each file against the Hub's own hash), under
+  a total deadline (:func:`hub_snapshot`: the Hub client's own time limits are per read, so a
+  server that trickles bytes would hold it for ever).
 
 Tokens come from the environment only (``HF_TOKEN`` for the Hub); none is written or printed.
 """
@@ -143,22 +145,104 @@ def _total(r, offset: int) -> Optional[int]:
     return offset + int(cl) if cl and cl.isdigit() else None
 
 
+class HubError(DownloadError):
+    """``huggingface_hub.snapshot_download`` failed (one line); ``types``: the names of the
+    error's class and its bases (``GatedRepoError``, ``RepositoryNotFoundError``,
+    ``LocalEntryNotFoundError``...), for a caller that words each case."""
+
+    def __init__(self, message: str, types: Sequence[str] = ()):
+        super().__init__(message)
+        self.types = tuple(types)
+
+
+class HubDeadlineError(DownloadError):
+    """A Hub download ran past its total deadline (one line; what was received is kept)."""
+
+
+def hub_snapshot(repo_id: str, *, deadline_s: float = DEFAULT_DEADLINE_S, **kwargs) -> Path:
+    """``huggingface_hub.snapshot_download(repo_id, **kwargs)`` bounded by a total deadline.
+
+    The download runs in a child process of this interpreter (the token and ``HF_*`` settings
+    come from the environment it inherits; nothing secret is passed on its command line), killed
+    when ``deadline_s`` (s) has passed: the Hub client's own time limits are per read, so a
+    server that trickles bytes, or a run of slow files, would otherwise hold it without end, and a
+    download thread cannot be stopped. The files received whole stay in place and the client
+    resumes from them (and from its partial files) on the next call.
+
+    Args:
+        kwargs: ``snapshot_download``'s keyword arguments (JSON values: ``repo_type``,
+            ``revision``, ``local_dir``, ``allow_patterns``, ``endpoint``, ``local_files_only``...).
+
+    Returns:
+        the folder ``snapshot_download`` returned.
+
+    Raises:
+        HubDeadlineError: past ``deadline_s`` (the child is killed first).
+        HubError: the client's error, one line (``types``: its class names).
+    """
+    import json
+    import subprocess
+    import sys
+
+    import spear_datasets
+
+    env = dict(os.environ)  # the child imports this same package (PYTHONPATH first), whatever its install
+    here = str(Path(spear_datasets.__file__).resolve().parents[1])
+    env["PYTHONPATH"] = os.pathsep.join([here] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    proc = subprocess.Popen([sys.executable, "-c", "from spear_datasets.sources.download import _hub_child; _hub_child()"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True)
+    try:
+        out, _ = proc.communicate(json.dumps({"repo_id": repo_id, **kwargs}), timeout=float(deadline_s))
+    except subprocess.TimeoutExpired:
+        where = kwargs.get("local_dir")
+        raise HubDeadlineError(f"{repo_id}: the Hub download ran past its {deadline_s:g} s deadline"
+                               + (f" (what it received is kept in {where}; run again to resume)" if where else
+                                  " (run again to resume)")) from None
+    finally:
+        if proc.poll() is None:  # the deadline, Ctrl-C: the child goes too
+            proc.kill()
+            proc.wait()
+    lines = [ln for ln in (out or "").splitlines() if ln.startswith("{")]
+    try:
+        reply = json.loads(lines[-1])
+    except (IndexError, ValueError):
+        raise HubError(f"{repo_id}: the Hub download process ended without a result (exit {proc.returncode})") from None
+    if "path" in reply:
+        return Path(reply["path"])
+    raise HubError(f"{repo_id}: {reply.get('message') or 'download failed'}", reply.get("types") or ())
+
+
+def _hub_child() -> None:
+    """The child process of :func:`hub_snapshot`: its arguments as JSON on stdin, its result as
+    one JSON line on stdout (``{"path"}``, or ``{"message", "types"}``: one line of the error)."""
+    import json
+    import sys
+
+    kwargs = json.loads(sys.stdin.read())
+    try:
+        from huggingface_hub import snapshot_download
+
+        out = {"path": str(snapshot_download(kwargs.pop("repo_id"), **kwargs))}
+    except BaseException as e:  # noqa: BLE001 - reported to the parent, which words it
+        text = str(e).strip()
+        out = {"message": text.splitlines()[0] if text else type(e).__name__,
+               "types": [c.__name__ for c in type(e).__mro__]}
+    sys.stdout.write("\n" + json.dumps(out) + "\n")
+    sys.stdout.flush()
+
+
 def hub_download(repo_id: str, local_dir: str | os.PathLike, *, patterns: Sequence[str] = (),
-                 revision: Optional[str] = None, repo_type: str = "dataset", endpoint: Optional[str] = None) -> Path:
+                 revision: Optional[str] = None, repo_type: str = "dataset", endpoint: Optional[str] = None,
+                 deadline_s: float = DEFAULT_DEADLINE_S) -> Path:
     """Download the files of a Hub repository matching ``patterns`` (all when empty) into
     ``local_dir`` (``huggingface_hub.snapshot_download``: resumable, each file checked against
     the Hub's hash; ``HF_HUB_OFFLINE=1`` uses the cache only; a gated dataset needs
-    ``HF_TOKEN`` from an account that accepted its terms).
+    ``HF_TOKEN`` from an account that accepted its terms), within ``deadline_s`` s in all
+    (:func:`hub_snapshot`).
 
     Raises:
-        DownloadError: the repository, revision or files cannot be had (one line)."""
-    from huggingface_hub import snapshot_download
-    from huggingface_hub.utils import HfHubHTTPError
-
-    try:
-        path = snapshot_download(repo_id, repo_type=repo_type, revision=revision, local_dir=str(local_dir),
-                                 allow_patterns=list(patterns) or None, endpoint=endpoint)
-    except (HfHubHTTPError, OSError, ValueError) as e:
-        # one line; the CLI masks every secret in what it prints (spear_metrics.core.secrets.masked_output)
-        raise DownloadError(f"{repo_id}: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
-    return Path(path)
+        DownloadError: the repository, revision or files cannot be had, or the deadline passed
+            (one line; :class:`HubDeadlineError` for the deadline)."""
+    # one line; the CLI masks every secret in what it prints (spear_metrics.core.secrets.masked_output)
+    return hub_snapshot(repo_id, deadline_s=deadline_s, repo_type=repo_type, revision=revision,
+                        local_dir=str(local_dir), allow_patterns=list(patterns) or None, endpoint=endpoint)

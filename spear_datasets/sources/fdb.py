@@ -462,43 +462,47 @@ def release_patterns(runs: list[str]) -> list[str]:
     return pats
 
 
-def fetch_release(release: str, runs: list[str], *, revision: str | None = None) -> Path:
+def fetch_release(release: str, runs: list[str], *, revision: str | None = None,
+                  deadline_s: float | None = None) -> Path:
     """The local folder of a model-outputs release: a folder as is, or a Hub dataset id
     (``owner/name``, e.g. ``MagicLuke/fdb-v1-outputs-v1``) fetched with
     ``huggingface_hub.snapshot_download(repo_type="dataset", allow_patterns=...)`` for the
-    requested ``runs`` only (:func:`release_patterns`). ``HF_HUB_OFFLINE=1``: the cache only.
+    requested ``runs`` only (:func:`release_patterns`), within ``deadline_s`` s in all (default
+    :data:`spear_datasets.sources.download.DEFAULT_DEADLINE_S`;
+    :func:`spear_datasets.sources.download.hub_snapshot`). ``HF_HUB_OFFLINE=1``: the cache only.
 
     Raises:
         ReleaseUnavailableError: no such folder and not a Hub id; offline and not cached; the
-            dataset is gated and access was not granted (or no token); not found; or the
-            download failed. One line.
+            dataset is gated and access was not granted (or no token); not found; the download
+            failed or ran past its deadline. One line.
     """
     p = Path(os.path.expanduser(release))
     if p.is_dir():
         return p
     if p.exists() or not re.fullmatch(r"[\w.-]+/[\w.-]+", release):
         raise ReleaseUnavailableError(f"--release {release}: no such folder, and not a Hub dataset id owner/name")
-    from huggingface_hub import snapshot_download
-    from huggingface_hub.errors import GatedRepoError, LocalEntryNotFoundError, RepositoryNotFoundError
-
     from spear_datasets.hub import hub_offline
+    from spear_datasets.sources.download import DEFAULT_DEADLINE_S, HubDeadlineError, HubError, hub_snapshot
 
     offline = hub_offline()
     try:
-        return Path(snapshot_download(release, repo_type="dataset", revision=revision,
-                                      allow_patterns=release_patterns(runs), local_files_only=offline))
-    except GatedRepoError:
-        raise ReleaseUnavailableError(
-            f"--release {release} is gated: accept its terms at https://huggingface.co/datasets/{release} "
-            "and log in (hf auth login, or HF_TOKEN)") from None
-    except RepositoryNotFoundError:
-        raise ReleaseUnavailableError(f"--release {release}: no such Hub dataset (or it is private and no token "
-                                      "with access was given)") from None
-    except LocalEntryNotFoundError:
-        if offline:
-            raise ReleaseUnavailableError(f"--release {release}: HF_HUB_OFFLINE is set and it is not in the Hugging Face "
-                                          "cache; download it once online or pass a local folder") from None
-        raise ReleaseUnavailableError(f"--release {release}: cannot reach the Hub and it is not in the cache") from None
-    except Exception as e:
-        raise ReleaseUnavailableError(f"--release {release}: download failed ({type(e).__name__}: "
+        return hub_snapshot(release, deadline_s=DEFAULT_DEADLINE_S if deadline_s is None else float(deadline_s),
+                            repo_type="dataset", revision=revision, allow_patterns=release_patterns(runs),
+                            local_files_only=offline)
+    except HubDeadlineError as e:
+        raise ReleaseUnavailableError(f"--release {e}") from None
+    except HubError as e:
+        if "GatedRepoError" in e.types:
+            raise ReleaseUnavailableError(
+                f"--release {release} is gated: accept its terms at https://huggingface.co/datasets/{release} "
+                "and log in (hf auth login, or HF_TOKEN)") from None
+        if "RepositoryNotFoundError" in e.types:
+            raise ReleaseUnavailableError(f"--release {release}: no such Hub dataset (or it is private and no token "
+                                          "with access was given)") from None
+        if "LocalEntryNotFoundError" in e.types:
+            if offline:
+                raise ReleaseUnavailableError(f"--release {release}: HF_HUB_OFFLINE is set and it is not in the Hugging "
+                                              "Face cache; download it once online or pass a local folder") from None
+            raise ReleaseUnavailableError(f"--release {release}: cannot reach the Hub and it is not in the cache") from None
+        raise ReleaseUnavailableError(f"--release {release}: download failed ({e.types[0] if e.types else 'error'}: "
                                       f"{' '.join(str(e).split())[:200]})") from None

@@ -54,17 +54,6 @@ def read_transcript(path: str | os.PathLike, speaker: str) -> list[Turn]:
     return out
 
 
-def find_dyads(root: str | os.PathLike) -> dict[str, dict[str, Path]]:
-    """``conversation_id -> {participant: wav path}`` for every complete dyad under ``root``
-    (both WAVs and both transcript JSONs present)."""
-    dyads: dict[str, dict[str, Path]] = defaultdict(dict)
-    for wav in sorted(Path(root).rglob("*.wav")):
-        m = STEM_RE.match(wav.stem)
-        if m and wav.with_suffix(".json").is_file():
-            dyads[m["conv"]][m["pid"]] = wav
-    return {k: v for k, v in dyads.items() if len(v) == 2}
-
-
 def load_dyad(participants: dict[str, Path], sr: int = TARGET_SR) -> tuple[list[Turn], dict[str, np.ndarray]]:
     """Turns of both participants and their mono channels resampled to ``sr`` Hz.
 
@@ -106,68 +95,226 @@ def package_members(metadata_csv: str | os.PathLike) -> set[tuple[str, frozenset
     return keys
 
 
+#: the owner name of a subset folder this command cut (``<subset>/.work/owner.json``)
+COMMAND = "data seamless"
+#: one record per finished conversation, inside the subset folder's work folder
+UNITS_DIR = "units"
+#: every failed conversation of the last run with its reason (``{"conversation", "error"}``)
+FAILURES_FILE = "failures.jsonl"
+#: how far (s) a turn a clip needs may end past the end of its speaker's WAV (rounding, alignment)
+END_TOLERANCE_S = 0.1
+
+
+def find_conversations(root: str | os.PathLike) -> dict[str, dict[str, dict[str, Optional[Path]]]]:
+    """``conversation_id -> {participant: {"wav": path | None, "json": path | None}}`` for every
+    ``V_S_I_P`` WAV or transcript JSON under ``root``, complete or not (:func:`conversation_problem`
+    says what an incomplete one lacks)."""
+    convs: dict[str, dict[str, dict[str, Optional[Path]]]] = defaultdict(dict)
+    for f in sorted(Path(root).rglob("*")):
+        m = STEM_RE.match(f.stem) if f.suffix in (".wav", ".json") else None
+        if m and f.is_file():
+            convs[m["conv"]].setdefault(m["pid"], {"wav": None, "json": None})[f.suffix[1:]] = f
+    return dict(convs)
+
+
+def conversation_problem(parts: dict[str, dict[str, Optional[Path]]]) -> Optional[str]:
+    """Why a conversation of :func:`find_conversations` cannot be cut (one line), ``None`` when
+    it has two participants, each with a WAV and its transcript JSON."""
+    if len(parts) != 2:
+        return f"{len(parts)} participant(s) ({', '.join(sorted(parts))}); a conversation has two"
+    for pid, f in sorted(parts.items()):
+        if f["wav"] is None:
+            return f"{pid}: no WAV beside its transcript {f['json'].name}"
+        if f["json"] is None:
+            return f"{pid}: no transcript JSON beside its WAV {f['wav'].name}"
+    return None
+
+
+def cut_conversation(conv: str, participants: dict[str, Path], dest: str | os.PathLike, *,
+                     keep: Optional[set] = None, sr: int = TARGET_SR) -> list:
+    """Cut one conversation's SPEAR samples into ``dest`` (``audios/``, ``answers/``): its turns
+    and channels (:func:`load_dyad`), the selection protocol
+    (:func:`spear_datasets.protocol.select_samples`), then the clips of the samples kept
+    (``keep``: :func:`clip_key` values, ``None``: all).
+
+    Returns:
+        the :class:`~spear_datasets.schema.SpearRow` of each clip written.
+
+    Raises:
+        AudioError: a WAV that cannot be decoded.
+        ValueError: a transcript that is not JSON or not a list of segments, more than two
+            speakers, or a turn a kept clip needs that ends more than :data:`END_TOLERANCE_S`
+            past the end of its speaker's WAV (a short or truncated recording).
+        spear_datasets.files.OutputError: ``dest`` cannot be written.
+    """
+    from spear_datasets.protocol import select_samples, write_samples
+
+    turns, channels = load_dyad(participants, sr)
+    samples = select_samples(turns)
+    speakers = frozenset(channels)
+    wanted = [k for k in range(len(samples)) if keep is None or (conv, speakers, k) in keep]
+    for k in wanted:
+        smp = samples[k]
+        for t in (*smp.context, smp.question, *smp.answer):
+            have = channels[t.speaker].size / sr
+            if t.end > have + END_TOLERANCE_S:
+                raise ValueError(f"{t.speaker}'s WAV ends at {have:.2f} s, before the turn of clip {k} that ends at "
+                                 f"{t.end:.2f} s (a short or truncated recording)")
+    return write_samples(samples, channels, dest, conversation_id=conv, only=set(wanted))
+
+
+def _reason(e: BaseException) -> str:
+    """A failed conversation's one-line reason (the project's own errors as they are, others named)."""
+    msg = " ".join(str(e).split()) or type(e).__name__
+    own = type(e).__module__.split(".")[0] == "spear_datasets" or type(e) in (ValueError, OSError)
+    return msg if own or isinstance(e, FileNotFoundError) else f"{type(e).__name__}: {msg}"
+
+
 def build_from_seamless(seamless_dir: str | os.PathLike, root: str | os.PathLike, *, split: str = "test",
                         subsets: Sequence[str] = ("improvised", "naturalistic"),
-                        members: Optional[dict[str, set]] = None, progress: bool = False) -> dict[str, int]:
-    """Cut SPEAR's samples from a local copy of Seamless Interaction into the upstream layout.
+                        members: Optional[dict[str, set]] = None, retry_failed: bool = False,
+                        progress: bool = False) -> dict[str, dict]:
+    """Cut SPEAR's samples from a local copy of Seamless Interaction into the upstream layout,
+    one conversation at a time; resumable.
 
     Reads ``SEAMLESS/<subset>/<split>/`` (the Hub dataset ``facebook/seamless-interaction``'s
     layout: per-participant ``V.._S.._I.._P....wav`` with its transcript JSON beside it, any
-    folders below), pairs the participants of each conversation (:func:`find_dyads`), loads them
-    (:func:`load_dyad`: 16 kHz mono per participant), applies the selection protocol
-    (:func:`spear_datasets.protocol.select_samples`) and writes
+    folders below), pairs the participants of each conversation (:func:`find_conversations`)
+    and cuts each (:func:`cut_conversation`: 16 kHz, the selection protocol) into
     ``ROOT/data/seamless_2t_2s_questions/inputs/<split>/<subset>/`` (``audios/`` input clips,
     ``answers/`` human answers, ``metadata.csv``).
+
+    Each conversation is a unit. One that cannot be cut (a participant's WAV or transcript
+    missing, a WAV that does not decode or ends before the turns it must hold, a transcript that
+    is not JSON) fails alone with a one-line reason (``.work/failures.jsonl`` of the subset
+    folder); the others are cut. A finished conversation is logged as it finishes
+    (``.work/units/<conversation>.json``: its status, reason or rows); a rerun cuts only the
+    conversations without a record or whose clips are no longer all there as written, and the
+    failed ones again only with ``retry_failed``. ``metadata.csv`` is written at the end from
+    every finished conversation, in conversation order.
+
+    The subset folder follows the project's output-folder rule (docs/safety.md): new, empty or
+    this command's (every file it writes is recorded; a folder holding anything else is refused),
+    and its lock is held while it is written; a rerun must ask for the same source and members.
 
     Args:
         members: per subset, the clips to keep (:func:`package_members` of SPEAR's package lists);
             ``None``: every selected clip.
+        retry_failed: cut the conversations that failed before again.
 
     Returns:
-        rows written per subset.
+        per subset ``{"rows", "n_conversations", "n_cut" (this run), "n_resumed", "n_failed",
+        "failures": [(conversation, reason)], "where": the subset folder}``.
 
     Raises:
-        spear_datasets.identity.DataCheckError: a subset folder missing, no complete dyad in it,
-            or the output folder already there.
-        AudioError: a participant WAV that cannot be decoded.
+        spear_datasets.identity.DataCheckError: a subset folder missing, no conversation in it,
+            a subset folder cut from another source or with other members, or no sample kept.
+        spear_datasets.files.OutFolderError: the subset folder holds files this command did not
+            write, or another live process writes it.
+        spear_datasets.files.OutputError: it cannot be written.
     """
+    import hashlib
+    import json
+
+    from spear_datasets.files import atomic_path, open_folder
     from spear_datasets.identity import DataCheckError
-    from spear_datasets.protocol import select_samples, write_samples
     from spear_datasets.schema import write_metadata
     from spear_datasets.sources.package import inputs_dir
 
-    out: dict[str, int] = {}
+    out: dict[str, dict] = {}
     for subset in subsets:
         src = Path(seamless_dir) / subset / split
         if not src.is_dir():
             raise DataCheckError(f"{src}: missing (Seamless Interaction's layout is <subset>/<split>/...)")
-        dyads = find_dyads(src)
-        if not dyads:
-            raise DataCheckError(f"{src}: no complete conversation (two participants' WAV + transcript JSON)")
+        convs = find_conversations(src)
+        if not convs:
+            raise DataCheckError(f"{src}: no conversation (participants' V.._S.._I.._P....wav + transcript JSON)")
         dest = inputs_dir(root) / split / subset
-        if (dest / "metadata.csv").exists():
-            raise DataCheckError(f"{dest / 'metadata.csv'} already exists: build into another root")
         keep = None if members is None else members.get(subset, set())
-        rows = []
-        items = sorted(dyads.items())
-        if progress:
-            from tqdm.auto import tqdm
-
-            items = tqdm(items, desc=f"seamless {split}/{subset}", unit="conversation")
-        for conv, participants in items:
-            turns, channels = load_dyad(participants)
-            samples = select_samples(turns)
-            written = write_samples(samples, channels, dest, conversation_id=conv)
-            for r in written:
-                k = clip_key(Path(r.audio_path).stem)
-                if keep is None or k in keep:
-                    rows.append(r)
-                else:  # not one of SPEAR's clips of this split: its files go
-                    (dest / r.audio_path).unlink(missing_ok=True)
-                    if r.answer_audio_path:
-                        (dest / r.answer_audio_path).unlink(missing_ok=True)
-        if not rows:
-            raise DataCheckError(f"{src}: no sample kept ({'none of the listed clips' if keep is not None else 'no question'})")
-        write_metadata(dest / "metadata.csv", rows)
-        out[subset] = len(rows)
+        fingerprint = {"source": str(src.resolve()), "split": split, "subset": subset,
+                       "members": None if keep is None else hashlib.sha256(json.dumps(
+                           sorted(f"{c}_{'_'.join(sorted(p))}_{k}" for c, p, k in keep)).encode()).hexdigest()}
+        with open_folder(dest, command=COMMAND, flag="--root") as folder:
+            run = folder.work / "run.json"
+            try:
+                before = json.loads(run.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                before = None
+            if before is not None and before != fingerprint:
+                raise DataCheckError(f"{dest} holds clips cut from {before.get('source')} with other settings "
+                                     "(source, split or package members): build into another --root")
+            if before is None:
+                with atomic_path(run) as tmp:
+                    tmp.write_text(json.dumps(fingerprint, indent=2) + "\n", encoding="utf-8")
+            out[subset] = _cut_units(convs, dest, folder, keep=keep, retry_failed=retry_failed,
+                                     desc=f"seamless {split}/{subset}" if progress else None)
+            rows = out[subset].pop("rows_written")
+            fails = [{"conversation": c, "error": e} for c, e in out[subset]["failures"]]
+            with atomic_path(folder.work / FAILURES_FILE) as tmp:
+                tmp.write_text("".join(json.dumps(f, ensure_ascii=False) + "\n" for f in fails), encoding="utf-8")
+            if not rows:
+                why = "none of the listed clips" if keep is not None else "no question"
+                if fails:
+                    why += f"; {len(fails)} conversation(s) failed, see {folder.work / FAILURES_FILE}"
+                raise DataCheckError(f"{src}: no sample kept ({why})")
+            write_metadata(dest / "metadata.csv", rows)
+            out[subset].update(rows=len(rows), where=str(dest))
     return out
+
+
+def _cut_units(convs: dict[str, dict[str, dict[str, Optional[Path]]]], dest: Path, folder, *, keep: Optional[set],
+               retry_failed: bool, desc: Optional[str]) -> dict:
+    """:func:`build_from_seamless`'s loop over one subset's conversations (``folder``: the
+    subset folder, held)."""
+    import json
+
+    from spear_datasets.files import OutputError, atomic_path
+
+    units = folder.work / UNITS_DIR
+
+    def read_unit(conv: str) -> Optional[dict]:
+        try:
+            rec = json.loads((units / f"{conv}.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        if not isinstance(rec, dict) or rec.get("status") not in ("ok", "failed"):
+            return None
+        if rec["status"] == "ok":  # done only while every clip it wrote is there as written
+            files = [r.get(k) for r in rec.get("rows") or [] for k in ("audio_path", "answer_audio_path") if r.get(k)]
+            if not isinstance(rec.get("rows"), list) or not all((dest / f).is_file() and folder.is_recorded(dest / f)
+                                                                 for f in files):
+                return None
+        return rec
+
+    rows: list[dict] = []
+    failures: list[tuple[str, str]] = []
+    n_cut = n_resumed = 0
+    items = sorted(convs.items())
+    if desc is not None:
+        from tqdm.auto import tqdm
+
+        items = tqdm(items, desc=desc, unit="conversation")
+    for conv, parts in items:
+        rec = read_unit(conv)
+        if rec is not None and (rec["status"] == "ok" or not retry_failed):
+            n_resumed += 1
+        else:
+            try:
+                problem = conversation_problem(parts)
+                if problem:
+                    raise ValueError(problem)
+                written = cut_conversation(conv, {p: f["wav"] for p, f in parts.items()}, dest, keep=keep)
+                rec = {"conversation": conv, "status": "ok", "rows": [r.to_csv_dict() for r in written]}
+            except OutputError:
+                raise  # the folder cannot be written: the run stops, a rerun resumes
+            except Exception as e:  # this conversation's fault: it fails alone
+                rec = {"conversation": conv, "status": "failed", "error": _reason(e)}
+            with atomic_path(units / f"{conv}.json") as tmp:  # logged as it finishes
+                tmp.write_text(json.dumps(rec, ensure_ascii=False) + "\n", encoding="utf-8")
+            n_cut += 1
+        if rec["status"] == "ok":
+            rows += rec["rows"]
+        else:
+            failures.append((conv, rec["error"]))
+    return {"rows_written": rows, "n_conversations": len(convs), "n_cut": n_cut, "n_resumed": n_resumed,
+            "n_failed": len(failures), "failures": failures}

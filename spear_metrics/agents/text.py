@@ -56,11 +56,14 @@ def is_text_capable(agent: Any) -> bool:
 class TextAnswer:
     """A text answer: ``text`` (stripped, non-empty), ``elapsed_s`` (wall-clock seconds from the
     call to the complete answer: the adapter call, or the whole session with its paced input and
-    retries) and ``finish_reason``."""
+    retries), ``finish_reason`` and ``usage`` (what the service billed)."""
 
     text: str
     elapsed_s: Optional[float] = None
     finish_reason: str = "stop"
+    #: tokens the service billed for the answer, ``{model: usage fields}``
+    #: (:class:`spear_metrics.core.usage.Usage`); ``None`` when not reported
+    usage: Optional[dict] = None
 
 
 async def network_text_answer(agent: Any, request: AudioRequest, *, chunk_ms: float = 40.0) -> TextAnswer:
@@ -82,7 +85,8 @@ async def network_text_answer(agent: Any, request: AudioRequest, *, chunk_ms: fl
     text = (result.text or "").strip()
     if not text:
         raise NoTextAnswerError(f"the system sent no text ({result.finish_reason})")
-    return TextAnswer(text=text, elapsed_s=time.perf_counter() - t0, finish_reason=result.finish_reason)
+    return TextAnswer(text=text, elapsed_s=time.perf_counter() - t0, finish_reason=result.finish_reason,
+                      usage=dict(result.usage) or None)
 
 
 def local_text_answer(agent: Any, request: AudioRequest) -> TextAnswer:

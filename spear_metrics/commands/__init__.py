@@ -133,11 +133,21 @@ def numbered_notes(reasons: Sequence[str], prefix: str = "note") -> tuple[list[s
     return refs, [f"{prefix} {i}: {r}" for i, r in enumerate(order, 1)]
 
 
+#: the programs of this environment a printed command may start with (:func:`runnable` names them)
+OWN_PROGRAMS = ("spearbench", "python")
+
+
 def command(*parts: Any) -> str:
     """A command line to print: the parts joined by spaces, each shell-quoted where it needs it
-    (a path with a space), so that it can be copied as it is."""
+    (a path with a space), so that it can be copied as it is and runs as printed: a first part
+    ``"spearbench"`` or ``"python"`` is this environment's program (:func:`runnable`, e.g.
+    ``.venv/bin/spearbench`` when the environment is not activated). THE way every ``next:``
+    step and printed suggestion writes a command."""
     import shlex
 
+    parts = tuple(parts)
+    if parts and parts[0] in OWN_PROGRAMS:
+        parts = (runnable(str(parts[0])), *parts[1:])
     return " ".join(shlex.quote(str(p)) for p in parts)
 
 
@@ -254,6 +264,56 @@ def add_process_options(p) -> None:
     p.add_argument("--provider-limit", action="append", default=[], metavar="NAME=N",
                    help="at most N sessions of the adapter NAME (the --agent name) at once over every process "
                         "of this machine, other runs included (repeatable)")
+
+
+def add_price_table_option(p, *, what: str = "the tokens the service reported",
+                           where: str = "run_info.json") -> None:
+    """``--price-table FILE``, THE option of every command that reports token usage (``infer``,
+    ``fdb infer``, ``speechrole infer``, ``dsuperb infer`` and the judge options of
+    :mod:`spear_metrics.commands.judge_options`): a JSON table of prices per million tokens per
+    model (format in docs/judges.md, read by :class:`spear_metrics.core.usage.PriceTable`);
+    ``what`` is priced, printed at the end and recorded in ``where``. Read it with
+    :func:`price_table_of`."""
+    p.add_argument("--price-table", default=None, metavar="FILE",
+                   help=f"JSON prices per million tokens per model (docs/judges.md): prints the cost of {what} "
+                        f"and records it in {where}")
+
+
+def price_table_of(args: argparse.Namespace) -> Any:
+    """The :class:`~spear_metrics.core.usage.PriceTable` of ``--price-table`` (``None`` without
+    one), read before any call is made.
+
+    Raises:
+        spear_metrics.core.usage.PriceTableError: an unusable table (one line: the file and what is wrong).
+    """
+    if not getattr(args, "price_table", None):
+        return None
+    from spear_metrics.core.usage import PriceTable
+
+    return PriceTable(args.price_table)
+
+
+def print_usage(summed: Mapping[str, Any] | None, *, prefix: str = "") -> None:
+    """The tokens billed and, priced with ``--price-table``, their cost: one line
+    (:func:`spear_metrics.core.usage.usage_line`) of a run's ``usage`` record
+    (:meth:`spear_metrics.core.usage.UsageTally.to_json`); nothing when no call reported usage."""
+    if not summed:
+        return
+    from spear_metrics.core.usage import usage_line
+
+    print(wrap(prefix + usage_line(dict(summed))))
+
+
+def add_deadline_option(p, what: str) -> None:
+    """``--deadline-s S``, THE total time limit of a command's download (``data download``,
+    ``data seamless --from-hub``, ``fdb score --release HUB_ID``): ``what`` it bounds (default
+    :data:`spear_datasets.sources.download.DEFAULT_DEADLINE_S`); past it, one line and exit 2,
+    what was received kept for a rerun to resume."""
+    from spear_datasets.sources.download import DEFAULT_DEADLINE_S
+
+    p.add_argument("--deadline-s", type=number(above=0), default=DEFAULT_DEADLINE_S, metavar="S",
+                   help=f"total time limit of {what}, s (default {DEFAULT_DEADLINE_S:g}); past it the command stops "
+                        "(exit 2) and a rerun resumes")
 
 
 def overwrite_help(command_name: str) -> str:

@@ -47,8 +47,8 @@ def run(args: argparse.Namespace) -> int:
             # a flat folder (e.g. the demo's data/): say where its CSV and clips go
             print(wrap(f"spearbench build-dataset: {shown_path(args.source, 'metadata.csv')} is a metadata CSV, not the "
                        "SPEAR layout: put it with its clips under SRC/inputs/<split>/<subset>/ (split dev or test, "
-                       "subset improvised or naturalistic) and pass --source SRC; `spearbench demo` writes such a "
-                       "folder (DEMO_OUT/spear_data)"), file=sys.stderr)
+                       f"subset improvised or naturalistic) and pass --source SRC; `{command('spearbench', 'demo')}` "
+                       "writes such a folder (DEMO_OUT/spear_data)"), file=sys.stderr)
         return 2
     for subset, per in report.counts.items():
         for split, n in per.items():

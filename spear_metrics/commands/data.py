@@ -3,6 +3,7 @@
     spearbench data download --url URL [--sha256 HEX] --out FILE       resumable, checksummed HTTP download
     spearbench data install PACKAGE --root ROOT                         SPEAR's dev/test package -> ROOT/data/...
     spearbench data seamless --seamless DIR --root ROOT [--package P]   cut the clips from Seamless Interaction
+        [--retry-failed]                                                (resumable: one conversation a unit)
     spearbench data check ROOT [--split test]                           schema and count check
 
 ``ROOT`` then holds ``data/seamless_2t_2s_questions/inputs/<split>/<subset>/metadata.csv``: what
@@ -14,7 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from spear_metrics.commands import command, next_steps, number, shown_path
+from spear_metrics.commands import add_deadline_option, add_run_options, command, next_steps, number, print_failures, shown_path
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -25,6 +26,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     d.add_argument("--sha256", default=None, help="expected sha256 of the file (refused when it differs)")
     d.add_argument("--timeout-s", type=number(above=0), default=60.0, help="one read's time limit, s")
     d.add_argument("--retries", type=number(integer=True, minimum=0), default=5, help="attempts after a failed one")
+    add_deadline_option(d, "the whole download, every attempt included")
     for name, help_ in (("install", "place SPEAR's dev/test package (archive or folder) in the upstream layout"),
                         ("check", "check the upstream layout: SPEAR's columns, clips present, rows per subset")):
         q = sub.add_parser(name, help=help_)
@@ -46,8 +48,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     s.add_argument("--from-hub", metavar="REPO_ID", default=None,
                    help="first download <subset>/<split>/ of this Hub dataset (e.g. facebook/seamless-interaction) "
                         "into --seamless (HF_TOKEN from the environment)")
+    add_deadline_option(s, "the --from-hub download")
     s.add_argument("--no-count-check", action="store_true", help="as for install")
-    s.add_argument("--no-progress", action="store_true")
+    add_run_options(s, retry_failed="cut again the conversations that failed in an earlier run (a rerun skips the "
+                                    "finished ones and, without this, the failed ones)")
 
 
 def _err(msg: str) -> int:
@@ -72,7 +76,7 @@ def _download(args: argparse.Namespace) -> int:
     from spear_datasets.sources.download import http_download
 
     digest = http_download(args.url, args.out, sha256=args.sha256, retries=int(args.retries),
-                           timeout_s=float(args.timeout_s))
+                           timeout_s=float(args.timeout_s), deadline_s=float(args.deadline_s))
     print(f"wrote {shown_path(args.out)} (sha256 {digest})")
     next_steps(("place it in the upstream layout", command("spearbench", "data", "install", args.out, "--root", "ROOT")))
     return 0
@@ -113,14 +117,26 @@ def _seamless(args: argparse.Namespace) -> int:
     if args.from_hub:
         from spear_datasets.sources.download import hub_download
 
-        hub_download(args.from_hub, args.seamless, patterns=[f"{s}/{args.split}/*" for s in subsets])
+        hub_download(args.from_hub, args.seamless, patterns=[f"{s}/{args.split}/*" for s in subsets],
+                     deadline_s=float(args.deadline_s))
     members = None
     if args.package:
         try:
             members = {s: package_members(inputs_dir(args.package) / args.split / s / "metadata.csv") for s in subsets}
         except MetadataError as e:
             return _err(f"--package: {e}")
-    n = build_from_seamless(args.seamless, args.root, split=args.split, subsets=subsets, members=members,
-                            progress=not args.no_progress)
-    print(", ".join(f"{s} {k} rows" for s, k in n.items()) + f" -> {shown_path(str(inputs_dir(args.root) / args.split))}")
+    from spear_datasets.files import OutputError
+    from spear_datasets.sources.seamless import FAILURES_FILE
+
+    try:
+        got = build_from_seamless(args.seamless, args.root, split=args.split, subsets=subsets, members=members,
+                                  retry_failed=args.retry_failed, progress=not args.no_progress)
+    except OutputError as e:  # a folder that cannot be written or is not this command's: a rerun resumes
+        return _err(" ".join(str(e).split()))
+    for subset, st in got.items():
+        resumed = f", {st['n_resumed']} done before" if st["n_resumed"] else ""
+        print(f"{subset}: {st['rows']} rows from {st['n_conversations']} conversations ({st['n_cut']} cut this run"
+              f"{resumed}), {st['n_failed']} failed -> {shown_path(st['where'])}")
+        print_failures(st["failures"], f"{shown_path(st['where'], '.work', FAILURES_FILE)} (rerun with --retry-failed "
+                       "to try them again)", what="conversation")
     return _report(args.root, [args.split], not args.no_count_check)

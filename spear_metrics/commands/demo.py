@@ -38,7 +38,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from spear_metrics.commands import (
-    add_run_options, command, next_steps, number, numbered_notes, read_run_info, runnable, shown_path, text_table,
+    add_run_options, command, next_steps, number, numbered_notes, read_run_info, shown_path, text_table,
     wrap,
 )
 
@@ -106,8 +106,9 @@ def write_leaderboard(path: Path, summaries: dict[str, dict], ties: dict[str, di
     """``model`` + the benchmark keys present in any summary (published column order) + counts;
     with ``ties`` (:func:`spear_metrics.reports.runs.leaderboard_ties`), after the counts, for each
     key with a tie group ``<key>_tie`` (``best``, ``tied`` = not distinguishable from the best,
-    or empty) and ``<key>_rank_ci95`` (``lo-hi``). Returns the value columns (without the tie
-    columns)."""
+    ``not ranked: <rule> onset`` on a key computed from the onset of a system whose onset is
+    placed, or empty) and ``<key>_rank_ci95`` (``lo-hi``). Returns the value columns (without
+    the tie columns)."""
     from spear_metrics.core.summary import BENCHMARK_KEYS
 
     from spear_datasets.files import atomic_path
@@ -122,6 +123,9 @@ def write_leaderboard(path: Path, summaries: dict[str, dict], ties: dict[str, di
     tied = [k for k in cols[1:] if k in (ties or {})]
 
     def tie(k: str, model: str) -> list[str]:
+        unranked = ties[k].get("unranked") or {}
+        if model in unranked:  # an onset-derived key: a placed (or unshared) onset is not ranked
+            return [f"not ranked: {unranked[model]} onset", ""]
         s = ties[k]["systems"].get(model) or {}
         ci = s.get("rank_ci95")
         return ["best" if s.get("best") else "tied" if s.get("tied") else "", "" if ci is None else f"{ci[0]}-{ci[1]}"]
@@ -267,6 +271,9 @@ def _run_demo(args: argparse.Namespace, out: Path, call: Path, rttm: Path, stm: 
         f"fixed-delay-{args.delay:g}s": write_system_metadata(human, "fixed-delay", args.delay),
         f"barge-in-{args.lead:g}s": write_system_metadata(human, "barge-in", -args.lead),
     }
+    # the onset rule of each system (spear_metrics.core.onset): the references are placed by construction
+    # (a fixed delay, a fixed lead); the cascade's is what its infer run recorded
+    onsets = {"human": "reference", f"fixed-delay-{args.delay:g}s": "fixed_delay", f"barge-in-{args.lead:g}s": "fixed_delay"}
     notes: list[str] = []
     resumed: list[str] = []
     cascade_csv, why = _cascade(human, out / "cascade", resumed)
@@ -310,7 +317,9 @@ def _run_demo(args: argparse.Namespace, out: Path, call: Path, rttm: Path, stm: 
                                   with_inputs=(name == "human"))
         except ResultsError as e:
             notes.append(f"results dataset of {name} not written: {e}")
-    ties = _ties(out, [n for n in systems if n != "human"], summaries)
+    onsets.update({n: s["onset_kind"] for n, s in summaries.items()
+                   if n not in onsets and s.get("onset_kind") not in (None, "unstated")})
+    ties = _ties(out, [n for n in systems if n != "human"], summaries, onsets)
     cols = write_leaderboard(out / "leaderboard.csv", summaries, ties)
     spear_data = write_spear_layout(human, out / "spear_data")
     n = summaries["human"]["n_samples"]
@@ -332,19 +341,17 @@ def _run_demo(args: argparse.Namespace, out: Path, call: Path, rttm: Path, stm: 
     print(f"demo took {time.perf_counter() - t0:.0f} s")
     print(f"report: {shown_path(report)}")
     datasets = [shown_path(out, "datasets", name) for name in systems if (out / "datasets" / name).is_dir()]
-    # the README's setup does not activate .venv: name the programs so that they run as printed
-    python, spearbench = runnable("python"), runnable("spearbench")
     next_steps(("open the report in a browser", shown_path(report)),
                ("browse the systems in the leaderboard Space (then open http://127.0.0.1:7860)",
-                command(python, "-m", "spear_metrics.space", "--results", *datasets)),
+                command("python", "-m", "spear_metrics.space", "--results", *datasets)),
                ("compare two systems sample by sample",
-                command(spearbench, "compare", shown_path(out, "results", subject_of(systems)), shown_path(out, "results", "human"))),
+                command("spearbench", "compare", shown_path(out, "results", subject_of(systems)), shown_path(out, "results", "human"))),
                ("make a Hub-layout dataset of the demo's samples (the layout of spearbench/seamless_2t_2s_questions)",
-                command(spearbench, "build-dataset", "--source", shown_path(spear_data), "--out",
+                command("spearbench", "build-dataset", "--source", shown_path(spear_data), "--out",
                         shown_path(out, "hub_dataset"), "--source-name", "pyannote.audio sample call (origin of the "
                         "recording not stated)", "--source-url", "https://github.com/pyannote/pyannote-audio")),
                ("run your own agent on the same samples (see --list-agents)",
-                command(spearbench, "infer", "--agent", "my_agents.py:EchoAgent", "--data", shown_path(human), "--out",
+                command("spearbench", "infer", "--agent", "my_agents.py:EchoAgent", "--data", shown_path(human), "--out",
                         shown_path(out, "my_agent"))))
     return 0
 
@@ -355,17 +362,18 @@ def subject_of(systems: dict[str, Path]) -> str:
     return CASCADE if CASCADE in systems else names[0]
 
 
-def _ties(out: Path, names: list[str], summaries: dict[str, dict]) -> dict[str, dict]:
+def _ties(out: Path, names: list[str], summaries: dict[str, dict], onsets: dict[str, str]) -> dict[str, dict]:
     """Tie groups and rank intervals of the systems ``names`` (the human answers are the
     reference, not a contestant: "closer to human" keys are judged against its values) on every
     key of the leaderboard (:func:`spear_metrics.reports.runs.leaderboard_ties`), from their
-    ``per_sample.jsonl``."""
+    ``per_sample.jsonl``; ``onsets``: each system's onset rule (a placed onset is not ranked on
+    the keys computed from it, ``latency_ms``...)."""
     from spear_metrics.core.summary import BENCHMARK_KEYS
     from spear_metrics.reports.runs import _read_raw_folder, leaderboard_ties
 
     rows = {n: _read_raw_folder(out / "results" / n)[1] for n in names if (out / "results" / n / "per_sample.jsonl").is_file()}
     keys = [k for k in BENCHMARK_KEYS if any(k in summaries.get(n, {}) for n in rows)]
-    return leaderboard_ties(rows, keys, human=summaries.get("human")) if len(rows) >= 2 else {}
+    return leaderboard_ties(rows, keys, human=summaries.get("human"), onset_kinds=onsets) if len(rows) >= 2 else {}
 
 
 def leaderboard_text(cols: list[str], summaries: dict[str, dict], ties: dict[str, dict] | None = None) -> str:
@@ -373,10 +381,11 @@ def leaderboard_text(cols: list[str], summaries: dict[str, dict], ties: dict[str
     120 columns; more systems wrap into blocks, :func:`spear_metrics.commands.text_table`).
     With ``ties`` (:func:`spear_metrics.reports.runs.leaderboard_ties`), each value of a key with
     a tie group carries its mark and rank interval (:func:`spear_metrics.reports.runs.tie_cell`:
-    ★ best, ≈ tied with the best) and the rule is stated once under the table."""
+    ★ best, ≈ tied with the best; ``[rule]``: the onset rule of a system not ranked on a key
+    computed from its onset) and the rules are stated once under the table."""
     from spear_metrics.commands import null_reason, numbered_notes
     from spear_metrics.core.summary import few_events
-    from spear_metrics.reports.runs import tie_cell
+    from spear_metrics.reports.runs import onset_tie_note, tie_cell
 
     head = ["key", *summaries]
     nulls = [(c, name) for c in cols[1:] for name, s in summaries.items() if s.get(c) is None]
@@ -397,6 +406,7 @@ def leaderboard_text(cols: list[str], summaries: dict[str, dict], ties: dict[str
         rows.append([f"{c} {one}" if one else c] + cells)
     if ties:
         lines.append(next(iter(ties.values()))["rule"])
+        lines += [n for n in (onset_tie_note(ties),) if n]
     return text_table(head, rows) + "".join(f"\n{wrap(line)}" for line in lines)
 
 

@@ -23,7 +23,8 @@ import sys
 
 from spear_metrics.commands.judge_options import add_judge_options, judge_config_from_args
 from spear_metrics.commands import (
-    add_run_options, command, CONSOLE_WIDTH, next_steps, number, parse_options, print_failures, run_exit_status, shown_path, wrap,
+    add_price_table_option, add_run_options, command, CONSOLE_WIDTH, next_steps, number, parse_options, price_table_of,
+    print_failures, print_usage, run_exit_status, shown_path, wrap,
 )
 
 
@@ -52,6 +53,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     i.add_argument("--row-timeout-s", type=number(above=0), default=300.0, help="one row's time limit, s (default 300)")
     i.add_argument("--chunk-ms", type=number(above=0), default=40.0, help="paced network adapters: chunk length, ms")
     i.add_argument("--limit", type=number(integer=True, minimum=1), default=None, help="at most N rows per instance")
+    add_price_table_option(i, where="PRED/.work/run_info.json (and each instance's)")
     add_run_options(i, out="prediction folder PRED/ (a rerun resumes)", retry_failed="run again the rows that failed before",
                     overwrite="replace another run's answers to the instances given: removes only what that run "
                               "recorded and is unchanged (docs/safety.md); refused while a live process writes --out")
@@ -112,8 +114,8 @@ def _run_tasks(args: argparse.Namespace) -> int:
     n_sup = sum(1 for s in specs.values() if s.metric in PROJECT_METRICS)
     n_cls = sum(1 for s in specs.values() if s.metric == "llm_classification")
     print(f"{len(specs)} instances; {n_sup} with a SPEARBench value (project keys); published key llm_classification "
-          f"computed by upstream's public rule ({n_cls} instances); other published keys: unsupported "
-          "(upstream's metric bodies are not public)", file=sys.stderr)
+          f"computed by upstream's public rule ({n_cls} instances); other published keys ({len(specs) - n_cls} "
+          "instances): unsupported (their function bodies are not in the upstream code read)", file=sys.stderr)
     return 0
 
 
@@ -126,13 +128,14 @@ def _run_infer(args: argparse.Namespace) -> int:
     from spear_metrics.dynamic_superb.tasks import ManifestError
 
     try:
+        prices = price_table_of(args)  # refused before any call (a PriceTableError is a ValueError)
         info = run_dsuperb_inference(args.agent, _tasks_arg(args.tasks), args.out,
                                      agent_options=parse_options(args.agent_option), manifest=args.manifest,
                                      data_root=args.data, concurrency=int(args.concurrency),
                                      row_timeout_s=float(args.row_timeout_s), chunk_ms=float(args.chunk_ms),
                                      limit=None if args.limit is None else int(args.limit),
                                      retry_failed=args.retry_failed, overwrite=args.overwrite,
-                                     progress=not args.no_progress)
+                                     progress=not args.no_progress, prices=prices)
     except (DSuperbInferError, ManifestError, UnknownAgentError, OptionError, AgentError, OutputError, ValueError,
             TypeError) as e:
         return _err(str(e))
@@ -143,6 +146,7 @@ def _run_infer(args: argparse.Namespace) -> int:
             print_failures([(f"{f['row']} ({f['file']})", f["error"]) for f in st["failures"]],
                            f"{shown_path(args.out, WORK, name, 'failures.jsonl')} (rerun with --retry-failed)",
                            total=st["n_failed"])
+    print_usage(info.get("usage"))  # billed for the answers (run_info.json; priced with --price-table)
     for name, why in info["failed_instances"].items():
         print(f"spearbench dsuperb: {name}: not run: {why}", file=sys.stderr)
     if not info["instances"]:  # nothing was loaded: there is nothing to score

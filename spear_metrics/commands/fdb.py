@@ -30,7 +30,7 @@ from typing import Any
 from spear_datasets.sources.fdb import TASKS
 from spear_metrics.full_duplex_v15.data import SUBSETS as V15_SUBSETS
 from spear_metrics.commands import (
-    add_run_options, command, format_value, next_steps, number, overwrite_help, read_run_info, resumed_line, shown_path, wrap,
+    add_deadline_option, add_run_options, command, format_value, next_steps, number, overwrite_help, read_run_info, resumed_line, shown_path, wrap,
 )
 from spear_metrics.commands.judge_options import add_judge_options
 from spear_metrics.core.vad import BACKENDS, DEFAULT_BACKEND
@@ -78,6 +78,7 @@ def add_score_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--release", metavar="FOLDER_OR_HUB_ID",
                    help="FDB v1.0 model-outputs release: a folder or a Hub dataset id, e.g. MagicLuke/fdb-v1-outputs-v1 "
                         "(only the files of --run are downloaded; HF_HUB_OFFLINE=1 uses the cache)")
+    add_deadline_option(p, "the --release Hub download")
     p.add_argument("--run", help="release run(s) to score, comma-separated")
     p.add_argument("--stimuli", help="FDB v1.0 data root holding <category>/<id>/input.wav and the task files")
     p.add_argument("--reference", default=None,
@@ -169,7 +170,7 @@ def run_score(args: argparse.Namespace) -> int:
     from spear_metrics.full_duplex.runs import ScoringSetup
 
     if args.fdb_version == "2":  # routed to FDB v2's own parsers before this one (commands.fdb_v2.route_argv)
-        return _fail("--version 2 could not be routed to Full-Duplex-Bench v2 (spearbench fdb2 score --help)")
+        return _fail(f"--version 2 could not be routed to Full-Duplex-Bench v2 ({command('spearbench', 'fdb2', 'score', '--help')})")
 
     if args.fdb_version == "1.5" or (args.fdb_version is None and args.root and not args.release and _is_v15(args.root)):
         from spear_metrics.full_duplex_v15.cli import run_v15
@@ -284,7 +285,7 @@ def _release_inputs(args: argparse.Namespace) -> tuple[Path, list[str]]:
     if not Path(args.stimuli).is_dir():
         raise _Refused(f"--stimuli {args.stimuli}: not a folder")
     try:
-        release = fetch_release(args.release, runs)
+        release = fetch_release(args.release, runs, deadline_s=float(args.deadline_s))
     except ReleaseUnavailableError as e:
         raise _Refused(str(e)) from None
     missing = [r for r in runs if not (release / "metadata" / f"{r}.jsonl").is_file()]

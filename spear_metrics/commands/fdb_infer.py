@@ -18,7 +18,7 @@ import argparse
 import sys
 
 from spear_metrics.commands import (
-    add_process_options, add_run_options, number, parse_options, print_failures, run_exit_status, shown_path, SHOWN_FAILURES,
+    add_price_table_option, add_process_options, add_run_options, number, parse_options, price_table_of, print_failures, print_usage, run_exit_status, SHOWN_FAILURES, shown_path,
 )
 
 
@@ -43,6 +43,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "that cannot be loaded here")
     p.add_argument("--output-sr", type=number(integer=True, minimum=4000), default=None,
                    help="rate of output.wav in Hz (default: the input's; FDB's own scripts assume 16000)")
+    add_price_table_option(p, where="each task folder's .spearbench-fdb-infer/run_info.json")
     add_run_options(p, retry_failed="run again the samples that failed before",
                     overwrite="run other settings (agent, options, chunk size) in task folders an earlier fdb infer run "
                               "wrote: its recorded, unchanged output.wav/output.json are replaced; files fdb infer did "
@@ -71,18 +72,21 @@ def run(args: argparse.Namespace) -> int:
             return 2
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None
     try:
+        prices = price_table_of(args)  # refused before any call
         info = run_fdb_inference(args.agent, args.root, tasks=tasks, agent_options=parse_options(args.agent_option),
                                  chunk_ms=args.chunk_ms, concurrency=int(args.concurrency),
                                  row_timeout_s=float(args.row_timeout_s), asr=None if args.no_asr else args.asr,
                                  output_sr=None if args.output_sr is None else int(args.output_sr),
                                  overwrite=args.overwrite, retry_failed=args.retry_failed, progress=not args.no_progress,
-                                 processes=args.processes, provider_limits=parse_provider_limits(args.provider_limit))
+                                 processes=args.processes, provider_limits=parse_provider_limits(args.provider_limit),
+                                 prices=prices)
     except (FDBInferError, OutputError, UnknownAgentError, OptionError, ModelUnavailableError, AgentError, ValueError,
-            TypeError) as e:
+            TypeError) as e:  # PriceTableError is a ValueError
         print(f"spearbench fdb infer: {mask_secrets(' '.join(str(e).split()))}", file=sys.stderr)
         return 2
     print(f"{info['n_done']}/{info['n_samples']} replies written ({info['n_written']} this run), "
           f"{info['n_kept']} kept, {info['n_failed']} failed -> {args.root}")
+    print_usage(info.get("usage"))  # billed for the replies in these folders (run_info.json; priced with --price-table)
     if info.get("n_incomplete"):
         print(f"spearbench fdb infer: note: {info['n_incomplete']} reply channel(s) are missing output frames (the "
               "server fell behind or stopped early; see the note of each sample in "

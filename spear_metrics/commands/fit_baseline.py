@@ -39,6 +39,7 @@ def _run_rows(source: str, what: str):
     run scored with ``distributional``."""
     import hashlib
 
+    from spear_metrics.commands import command
     from spear_metrics.distributional.features import FEATURE_KEYS
     from spear_metrics.reports.runs import RunLoadError, load_run
 
@@ -52,7 +53,7 @@ def _run_rows(source: str, what: str):
     if "distributional" not in (run.summary.get("metrics") or []) and not any(
             k in r for r in run.ok_rows for k in FEATURE_KEYS):
         raise ValueError(f"--{what} {source}: not scored with the distributional dimension "
-                         "(spearbench score --metrics distributional ...)")
+                         f"({command('spearbench', 'score', '--metrics', 'distributional')} ...)")
     if not run.ok_rows:
         raise ValueError(f"--{what} {source}: no scored row")
     summary = d / "summary.json"

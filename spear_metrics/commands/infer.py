@@ -13,7 +13,7 @@ import argparse
 import sys
 
 from spear_metrics.commands import (
-    add_process_options, add_run_options, command, next_steps, number, overwrite_help, parse_options, print_failures, resumed_line, run_exit_status, SHOWN_FAILURES, shown_path, wrap,
+    add_price_table_option, add_process_options, add_run_options, command, next_steps, number, overwrite_help, parse_options, price_table_of, print_failures, print_usage, resumed_line, run_exit_status, SHOWN_FAILURES, shown_path, wrap,
 )
 
 
@@ -50,9 +50,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--row-timeout-s", type=number(above=0), default=300.0,
                    help="time limit of one row's adapter call in s (default 300; a paced network adapter gets the "
                         "input's duration and tail silence on top); a row past it fails with 'timed out after N s'")
-    p.add_argument("--price-table", default=None, metavar="FILE",
-                   help="JSON prices per million tokens per model (docs/judges.md): prints the cost of the tokens the "
-                        "service reported and records it in run_info.json")
+    add_price_table_option(p)
     add_run_options(p, out="output folder (metadata.csv, audio/, inputs/); a rerun resumes", out_required=False,
                     retry_failed="run again the rows that failed in an earlier run", overwrite=overwrite_help("infer"))
     p.add_argument("--list-agents", action="store_true",
@@ -114,15 +112,13 @@ def run(args: argparse.Namespace) -> int:
         print(f"spearbench infer: the following arguments are required: {', '.join(missing)} "
               "(or --list-agents alone)", file=sys.stderr)
         return 2
-    prices = None
-    if args.price_table:
-        from spear_metrics.core.usage import PriceTable, PriceTableError
+    from spear_metrics.core.usage import PriceTableError
 
-        try:
-            prices = PriceTable(args.price_table)  # refused before any call
-        except PriceTableError as e:
-            print(f"spearbench infer: {e}", file=sys.stderr)
-            return 2
+    try:
+        prices = price_table_of(args)  # refused before any call
+    except PriceTableError as e:
+        print(f"spearbench infer: {e}", file=sys.stderr)
+        return 2
     try:
         config = GenerationConfig(mode=args.mode, chunk_ms=args.chunk_ms, max_wait_s=args.max_wait_s,
                                   max_answer_s=args.max_answer_s, seed=args.seed)
@@ -170,10 +166,7 @@ def run(args: argparse.Namespace) -> int:
         if resumed:
             print(wrap(resumed))
         print(f"{info['n_answered']}/{info['n_inputs']} answered, {info['n_failed']} failed -> {metadata}")
-        if info.get("usage"):  # what the service billed for these answers (run_info.json: usage)
-            from spear_metrics.core.usage import usage_line
-
-            print(wrap(usage_line(info["usage"])))  # priced in run_info.json when --price-table was given
+        print_usage(info.get("usage"))  # what the service billed (run_info.json: usage; priced with --price-table)
         if info["n_failed"]:
             from spear_metrics.core.records import read_jsonl
 

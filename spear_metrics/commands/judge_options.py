@@ -17,7 +17,7 @@ import argparse
 import sys
 from typing import Any
 
-from spear_metrics.commands import number
+from spear_metrics.commands import add_price_table_option, number
 from spear_metrics.core.judge import JudgeConfig
 from spear_metrics.core.judge_cache import CACHE_ENV, CACHE_MODES
 
@@ -71,8 +71,7 @@ def add_judge_options(p: argparse.ArgumentParser, *, required: bool = False, **d
                         f"{d['cache']})")
     g.add_argument("--judge-require-pinned", action="store_true",
                    help="refuse a judge model id that is a moving alias (no dated snapshot, -latest, -preview)")
-    g.add_argument("--price-table", default=None, metavar="FILE",
-                   help="JSON prices per million tokens per model (docs/judges.md): prints and records the cost")
+    add_price_table_option(g, what="the judge's tokens", where="the summary")
     for old, (new, dest) in DEPRECATED.items():
         g.add_argument(old, dest=dest, action=_Deprecated, new=new, help=argparse.SUPPRESS,
                        type=next(a.type for a in g._group_actions if a.dest == dest))

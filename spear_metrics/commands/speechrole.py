@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from spear_metrics.commands import (
-    add_process_options, add_run_options, command, next_steps, number, parse_options, print_failures, run_exit_status, shown_path,
+    add_price_table_option, add_process_options, add_run_options, command, next_steps, number, parse_options, price_table_of, print_failures, print_usage, run_exit_status, shown_path,
 )
 from spear_metrics.commands.judge_options import add_judge_options
 
@@ -121,6 +121,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_process_options(i)
     i.add_argument("--chunk-ms", type=number(above=0), default=40.0, help="input chunk length of paced adapters (ms)")
     i.add_argument("--seed", type=number(integer=True), default=0)
+    add_price_table_option(i, where="<mode>_result/run_info.json")
     add_run_options(i, out="the model folder model_output/<model>: new, empty or this command's; a rerun resumes",
                     retry_failed="run again the dialogues that failed earlier",
                     overwrite="another agent, options or dialogues for a mode in this command's --out: the files its "
@@ -305,6 +306,7 @@ def _run_infer(args: argparse.Namespace) -> int:
 
     roles = _roles(args.roles)
     try:
+        prices = price_table_of(args)  # refused before any call (a PriceTableError is a ValueError)
         root = _test_data_root(args.test_data, args.mode, roles, args.reference_key, True)
         n_answered = n_failed = 0
         for mode in args.mode:
@@ -314,9 +316,11 @@ def _run_infer(args: argparse.Namespace) -> int:
                                             retry_failed=args.retry_failed, overwrite=args.overwrite,
                                             reference_key=args.reference_key, progress=not args.no_progress,
                                             processes=args.processes,
-                                            provider_limits=parse_provider_limits(args.provider_limit))
+                                            provider_limits=parse_provider_limits(args.provider_limit),
+                                            prices=prices)
             print(f"{mode}: {info['n_dialogues']} dialogues, {info['n_answered']} answered ({info['n_turns']} turns), "
                   f"{info['n_failed']} failed -> {shown_path(args.out, f'{mode}_result', 'json')}/")
+            print_usage(info.get("usage"), prefix=f"{mode}: ")
             print_failures(info["failures"], f"{shown_path(args.out, f'{mode}_result', 'failures.jsonl')} "
                            "(rerun with --retry-failed)", what="dialogue")
             n_answered, n_failed = n_answered + info["n_answered"], n_failed + info["n_failed"]

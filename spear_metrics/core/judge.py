@@ -814,7 +814,8 @@ def make_judge(config: JudgeConfig, *, warn: Callable[[str], None] | None = None
     from spear_metrics.core.judge_cache import JudgeCache
 
     key = judge_key(config.key_env)
-    cache = JudgeCache(config.cache)
+    cache = JudgeCache(config.cache, warn=warn)
+    cache.check()  # an unusable folder is said (one line) before any call; the run goes on without it
     return Judge(str(config.url), str(config.model), api_key=key, temperature=config.temperature,
                  seed=None if config.seed is None else int(config.seed), max_retries=int(config.retries),
                  timeout=float(config.timeout_s), backoff_s=float(config.backoff_s),

@@ -18,6 +18,11 @@ another benchmark is answered from the cache and costs nothing.
   checksum that does not match its reply) is ignored, never trusted, and rewritten by the next
   answer.
 - Only replies the caller's parser accepted are stored (a malformed reply is never cached).
+- A folder that cannot be used (``$SPEARBENCH_JUDGE_CACHE`` read-only, under a file, not
+  creatable; in ``readwrite`` mode: not writable) is said in one line on stderr, once per cache
+  (= once per run), and the run goes on without the cache (no entry read or written; recorded
+  as ``unusable`` in the summary's ``cache``). A write that fails later (disk full) is said the
+  same way and ends the caching for the run.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ import stat
 import tempfile
 import threading
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 __all__ = ["CACHE_ENV", "CACHE_MODES", "JudgeCache", "default_cache_dir", "request_key"]
 
@@ -106,15 +111,17 @@ class JudgeCache:
     Args:
         mode: ``readwrite``, ``read`` or ``off``.
         folder: where entries live (default :func:`default_cache_dir`).
+        warn: where the one line about an unusable folder goes (default: stderr).
 
     Raises:
         ValueError: an unknown ``mode``.
 
     Counters (thread-safe): ``hits``, ``misses``, ``writes``, ``corrupt`` (entries ignored),
-    ``write_errors``.
+    ``write_errors``. ``unusable``: why the folder is not used (``None`` while it is).
     """
 
-    def __init__(self, mode: str = "readwrite", folder: str | os.PathLike | None = None):
+    def __init__(self, mode: str = "readwrite", folder: str | os.PathLike | None = None,
+                 warn: Optional[Callable[[str], None]] = None):
         if mode not in CACHE_MODES:
             raise ValueError(f"--judge-cache must be one of {', '.join(CACHE_MODES)}, got {mode!r}")
         self.mode = mode
@@ -122,6 +129,46 @@ class JudgeCache:
         self._lock = threading.Lock()
         self.hits = self.misses = self.writes = self.corrupt = self.write_errors = 0
         self.last_write_error: Optional[str] = None
+        self.unusable: Optional[str] = None
+        self._checked = mode == "off"
+        self._warn = warn
+
+    def _give_up(self, why: str) -> None:
+        """No cache from now on, said in one line (once)."""
+        with self._lock:
+            if self.unusable is not None:
+                return
+            self.unusable = why
+        where = f"${CACHE_ENV} ({self.folder})" if os.environ.get(CACHE_ENV, "").strip() else str(self.folder)
+        line = f"warning: judge cache {where} cannot be used ({why}): this run goes on without caching"
+        if self._warn is not None:
+            self._warn(line)
+        else:
+            import sys
+
+            print(line, file=sys.stderr)
+
+    def check(self) -> bool:
+        """``True`` when the folder can be used in this mode: it is (or can be made) a folder and, in
+        ``readwrite`` mode, a file can be written in it. Else the one line is said and the cache
+        is off for the run (module docstring). Asked once (at the first :meth:`get` / :meth:`put`
+        or before, by :func:`spear_metrics.core.judge.make_judge`)."""
+        if self._checked:
+            return self.unusable is None and self.mode != "off"
+        self._checked = True
+        try:
+            if self.mode == "readwrite":
+                self.folder.mkdir(parents=True, exist_ok=True)
+                fd, probe = tempfile.mkstemp(prefix=".probe.", suffix=".tmp", dir=self.folder)
+                os.close(fd)
+                os.unlink(probe)
+            elif self.folder.exists():  # read: a folder not there yet has no entries (every ask a miss)
+                with os.scandir(self.folder):  # not a folder, or one that cannot be read
+                    pass
+        except OSError as e:
+            self._give_up(_reason(e))
+            return False
+        return True
 
     def _bump(self, name: str) -> None:
         with self._lock:
@@ -135,7 +182,7 @@ class JudgeCache:
         """The stored reply of ``key`` (``{"content", "model", "system_fingerprint", "usage"}``), or
         ``None``: mode ``off``, no entry, or an entry that does not read back whole (counted in
         ``corrupt``; it will be rewritten)."""
-        if self.mode == "off":
+        if self.mode == "off" or not self.check():
             return None
         p = self.path(key)
         try:
@@ -149,7 +196,7 @@ class JudgeCache:
             if obj.get("format") != FORMAT or obj.get("key") != key or not isinstance(reply, dict) \
                     or not isinstance(reply.get("content"), str) or obj.get("check") != _reply_check(reply):
                 raise ValueError("not a whole entry")
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):  # no entry (NotADirectory: a file where its folder would be)
             self._bump("misses")
             return None
         except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, RecursionError):
@@ -164,7 +211,7 @@ class JudgeCache:
         """Store ``reply`` under ``key`` atomically (mode ``readwrite`` only). A write that fails
         (disk full, read-only folder) is counted in ``write_errors``, never raised: the answer
         stands without its cache entry."""
-        if self.mode != "readwrite":
+        if self.mode != "readwrite" or not self.check():
             return
         entry = {"format": FORMAT, "key": key, "request": material, "reply": reply, "check": _reply_check(reply)}
         p = self.path(key)
@@ -181,7 +228,9 @@ class JudgeCache:
             self._bump("writes")
         except (OSError, ValueError, TypeError) as e:
             self._bump("write_errors")
-            self.last_write_error = f"{type(e).__name__}: {' '.join(str(e).split())[:200]}"
+            self.last_write_error = _reason(e)
+            if isinstance(e, OSError):  # the folder stopped taking entries (disk full, made read-only)
+                self._give_up(self.last_write_error)
         finally:
             if tmp is not None:
                 try:
@@ -198,4 +247,12 @@ class JudgeCache:
                    "writes": self.writes, "corrupt_entries_ignored": self.corrupt}
             if self.write_errors:
                 out.update(write_errors=self.write_errors, last_write_error=self.last_write_error)
+            if self.unusable is not None:
+                out["unusable"] = self.unusable.replace(str(self.folder), f"${CACHE_ENV}" if os.environ.get(
+                    CACHE_ENV, "").strip() else "<user cache folder>")
         return out
+
+
+def _reason(e: BaseException) -> str:
+    """One line of an error (at most 200 characters of its message)."""
+    return f"{type(e).__name__}: {' '.join(str(e).split())[:200]}"

@@ -23,6 +23,27 @@ ONSET_KINDS = {
 }
 
 
+#: The rules that MEASURE when a system answered (its own timing). Every other rule places the
+#: answer (``question_end``, ``fixed_delay``), replays a reference's timing (``reference``) or says
+#: nothing (``unstated``): such onsets are not the system's, so a leaderboard never ranks them on
+#: :func:`onset_derived` keys, and measured onsets are ranked only against the same rule.
+MEASURED_ONSET_KINDS = ("first_audio", "frame", "first_text_token")
+#: The dimensions whose keys are computed from where the answer is placed in time
+#: (``answer_start_time``): interruptions (``latency_ms``, ``interrupted_time_ms``,
+#: ``interruptions_%``, ``latency_ms_speech``) and turn-taking (the answer is laid on its own
+#: channel from its onset).
+ONSET_DIMENSIONS = ("interruptions", "turn_taking")
+
+
+def onset_derived(key: str) -> bool:
+    """Whether the value of ``key`` depends on the answer's onset (a key of the
+    :data:`ONSET_DIMENSIONS`, :func:`spear_metrics.core.columns.find_column`)."""
+    from spear_metrics.core.columns import find_column
+
+    col = find_column(key)
+    return col is not None and col.dimension in ONSET_DIMENSIONS
+
+
 def onset_kind(agent: Any) -> str:
     """``agent``'s onset rule, a key of :data:`ONSET_KINDS` (its ``onset_kind`` attribute;
     ``"unstated"`` when it has none or an unknown one)."""

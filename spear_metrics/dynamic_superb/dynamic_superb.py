@@ -17,11 +17,13 @@ except ModuleNotFoundError as e:
 _DESCRIPTION = """\
 Dynamic-SUPERB Phase-2 (arXiv 2411.05361) scored by SPEARBench: the text answers of an
 audio-language model to one task instance, scored by the metric upstream's evaluator maps the
-task to (taskname_to_metrics of cyhuang-tw/speechlm_eval). Upstream's metric bodies and judge
-prompt are not public, so upstream's keys are null with the reason and the values are
-SPEARBench's project keys: judge_accuracy (LLM judge, Result: YES/NO), WER, CER, PER, MER
-(corpus error rates), BLEU (sacrebleu corpus), pearson_r; each with a bootstrap 95 % interval
-over rows (_ci95), its row count (_n) and na_rate.
+task to (taskname_to_metrics of cyhuang-tw/speechlm_eval). The published key
+llm_classification is computed by upstream's public per-row rule (its judge prompt, temperature 0,
+result: yes -> 1.0); the bodies of the other upstream functions are not in the code read, so
+their keys are null with the reason and the values are SPEARBench's project keys:
+judge_accuracy (the project's LLM judge, Result: YES/NO), WER, CER, PER, MER (corpus error
+rates), BLEU (sacrebleu corpus), pearson_r; each with a bootstrap 95 % interval over rows
+(_ci95), its row count (_n) and na_rate.
 """
 
 _KWARGS_DESCRIPTION = """

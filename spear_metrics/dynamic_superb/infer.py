@@ -137,7 +137,8 @@ def run_dsuperb_inference(agent_name: str, instances: list[str], out_dir: str | 
                           manifest: Optional[str | os.PathLike] = None, data_root: Optional[str | os.PathLike] = None,
                           concurrency: int = 1, row_timeout_s: float = 300.0, chunk_ms: float = 40.0,
                           limit: Optional[int] = None, retry_failed: bool = False, overwrite: bool = False,
-                          progress: bool = True, on_row: Optional[Callable[[dict[str, Any]], None]] = None) -> dict[str, Any]:
+                          progress: bool = True, prices: Any = None,
+                          on_row: Optional[Callable[[dict[str, Any]], None]] = None) -> dict[str, Any]:
     """Run an adapter over task instances (see the module docstring).
 
     Args:
@@ -155,10 +156,14 @@ def run_dsuperb_inference(agent_name: str, instances: list[str], out_dir: str | 
         limit: at most this many rows per instance (the first ones), for quick checks.
         retry_failed: run the failed rows again.
         overwrite: replace another run's answers to an instance (only what that run recorded and is unchanged).
+        prices: a :class:`spear_metrics.core.usage.PriceTable` (``--price-table``) pricing ``usage``.
 
     Returns:
-        ``{"instances": {instance: counts...}, "n_rows", "n_answered", "n_failed", "failed_instances":
-        {instance: reason}, "elapsed_s"}``.
+        ``{"instances": {instance: counts..., "usage"}, "n_rows", "n_answered", "n_failed",
+        "failed_instances": {instance: reason}, "elapsed_s", "usage"}``; ``usage``: the tokens the
+        service billed for the rows logged (per instance and over all instances), per model
+        (:func:`spear_metrics.agents.harness.usage_of_records`, priced with ``prices``; ``None``
+        when no row reported usage), also in the ``run_info.json`` files.
 
     Raises:
         DSuperbInferError: an adapter that gives no text, a bad ``concurrency``, another run's
@@ -171,6 +176,7 @@ def run_dsuperb_inference(agent_name: str, instances: list[str], out_dir: str | 
         spear_datasets.files.OutputError: ``out_dir`` cannot be written.
     """
     from spear_metrics.agents.duplex import is_network_agent
+    from spear_metrics.agents.harness import usage_of_records
     from spear_metrics.agents.registry import load_agent
     from spear_metrics.agents.text import is_text_capable
 
@@ -195,6 +201,7 @@ def run_dsuperb_inference(agent_name: str, instances: list[str], out_dir: str | 
         t_run = time.perf_counter()
         result: dict[str, Any] = {"instances": {}, "failed_instances": {}, "n_rows": 0, "n_answered": 0, "n_failed": 0}
         opened: list[TaskInstance] = []
+        records: list[dict[str, Any]] = []
         for spec in specs:
             try:
                 opened.append(open_instance(spec, data_root))
@@ -211,19 +218,22 @@ def run_dsuperb_inference(agent_name: str, instances: list[str], out_dir: str | 
                          "data); use another --out folder or --overwrite"))
         for k, inst in enumerate(opened):
             stats = _infer_instance(agent, inst, out, network=network, agent_name=agent_name, concurrency=concurrency,
-                                    row_timeout_s=row_timeout_s, chunk_ms=chunk_ms, limit=limit,
+                                    row_timeout_s=row_timeout_s, chunk_ms=chunk_ms, limit=limit, prices=prices,
                                     retry_failed=retry_failed, progress=progress, on_row=on_row,
                                     note=f"spearbench dsuperb infer: note: {agent_name}" if k == 0 else None)
             result["instances"][inst.spec.instance] = stats
             result["n_rows"] += stats["n_rows"]
             result["n_answered"] += stats["n_answered"]
             result["n_failed"] += stats["n_failed"]
+            records += stats.pop("records")
         result["elapsed_s"] = time.perf_counter() - t_run
+        result["usage"] = usage_of_records(records, prices)
         write_json_atomic(out / WORK / "run_info.json", {
             "agent": agent_name, "instances": {k: {kk: vv for kk, vv in v.items() if kk != "failures"}
                                                for k, v in result["instances"].items()},
             "failed_instances": result["failed_instances"], "n_rows": result["n_rows"],
-            "n_answered": result["n_answered"], "n_failed": result["n_failed"], "elapsed_s": result["elapsed_s"]})
+            "n_answered": result["n_answered"], "n_failed": result["n_failed"], "elapsed_s": result["elapsed_s"],
+            "usage": result["usage"]})
     return result
 
 
@@ -235,11 +245,15 @@ def _foreign(folder: OwnedFolder, path: Path) -> bool:
 
 def _infer_instance(agent: Any, inst: TaskInstance, out: Path, *, network: bool, agent_name: str, concurrency: int,
                     row_timeout_s: float, chunk_ms: float, limit: Optional[int], retry_failed: bool, progress: bool,
-                    on_row: Optional[Callable[[dict[str, Any]], None]], note: Optional[str]) -> dict[str, Any]:
+                    on_row: Optional[Callable[[dict[str, Any]], None]], note: Optional[str],
+                    prices: Any = None) -> dict[str, Any]:
     """One bound instance: its rows without a record (and the failed ones with ``retry_failed``)
-    answered and logged, then its outputs written (:func:`_write_outputs`); ``note``: the prefix of
-    the line saying ``concurrency`` was lowered to the adapter's ``max_concurrency`` (``None``: no
-    line)."""
+    answered and logged, then its outputs written (:func:`_write_outputs`, with the instance's
+    ``usage`` priced with ``prices``); ``note``: the prefix of the line saying ``concurrency`` was
+    lowered to the adapter's ``max_concurrency`` (``None``: no line). The returned counts carry
+    the instance's row ``records`` (of its rows) for the run's total usage."""
+    from spear_metrics.agents.harness import usage_of_records
+
     rows = inst.rows[: limit] if limit is not None else inst.rows
     work = out / WORK / inst.spec.instance
     recs = read_log(work)
@@ -282,9 +296,12 @@ def _infer_instance(agent: Any, inst: TaskInstance, out: Path, *, network: bool,
         finally:
             if bar is not None:
                 bar.close()
-    return _write_outputs(out, inst, recs, rows, {
+    mine = [recs[r.index] for r in rows if r.index in recs]
+    stats = _write_outputs(out, inst, recs, rows, {
         "agent": agent_name, "elapsed_s": time.perf_counter() - t0, "n_new": len(todo),
-        "concurrency": concurrency if network else 1, "row_timeout_s": row_timeout_s})
+        "concurrency": concurrency if network else 1, "row_timeout_s": row_timeout_s,
+        "usage": usage_of_records(mine, prices)})
+    return {**stats, "records": mine}
 
 
 def _run_local(agent: Any, inst: TaskInstance, rows: list[TaskRow], record: Callable[[dict[str, Any]], None],
@@ -327,6 +344,8 @@ async def _run_network(agent: Any, inst: TaskInstance, rows: list[TaskRow], reco
             limit = session_time_limit(session_config(agent, chunk_ms=chunk_ms), request.duration_s, row_timeout_s)
             ans = await time_limited(network_text_answer(agent, request, chunk_ms=chunk_ms), limit)
             rec.update(status="ok", response=ans.text, finish_reason=ans.finish_reason)
+            if ans.usage:  # what the service billed for this row ({model: usage fields})
+                rec["usage"] = ans.usage
 
         await loop.run_in_executor(writer, started, r.index)
         rec = await run_row_async({"row": r.index, "file": r.file}, body)

@@ -191,8 +191,8 @@ def card_text(summary: dict[str, Any], *, model_name: str, inference_mode: str |
         f"judge: {judge.get('model') or 'none'} (prompt {judge.get('prompt_version')})",
         "- `llm_classification` (published key) is upstream's public per-row rule (its judge prompt, the row's label, "
         "temperature 0, 512 tokens, `result: yes` -> 1.0), averaged over the task's rows; the other values are "
-        "SPEARBench's project keys (`judge_accuracy`, `WER`, `CER`, `PER`, `MER`, `BLEU`, `pearson_r`): upstream's "
-        "other metric functions are not public, so their keys are null with the reason",
+        "SPEARBench's project keys (`judge_accuracy`, `WER`, `CER`, `PER`, `MER`, `BLEU`, `pearson_r`): the bodies "
+        "of upstream's other metric functions are not in the code read, so their keys are null with the reason",
         f"- per-row table: `data/{split}-*.parquet` ({n_rows} rows); summary: `summary.json`",
         "",
         "| instance | upstream metric | upstream value | project key | value [95 % CI] | rows | na_rate | note |",

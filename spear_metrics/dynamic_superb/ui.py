@@ -11,7 +11,8 @@ from spear_metrics.core.benchmark import SpaceTab
 SPACE_TAB = SpaceTab(
     intro="Dynamic-SUPERB Phase-2 results datasets (`spearbench dsuperb score` + `push-results`): one "
           "column per task (SPEARBench's project key: `judge_accuracy`, `WER`, `BLEU`, `pearson_r`...; "
-          "upstream's metric functions are not public), then each key's mean over tasks.",
+          "the bodies of upstream's functions other than `llm_classification` are not in the code read), then each "
+          "key's mean over tasks.",
     none_line="No Dynamic-SUPERB results dataset loaded: pass one to --results (spearbench dsuperb score, "
               "then push-results --local-dir).",
     elem_id="dsuperb",

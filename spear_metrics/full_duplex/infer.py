@@ -197,6 +197,8 @@ async def stream_stimulus(agent: Any, stim: Stimulus, *, chunk_ms: float, row_ti
     reply = await asyncio.to_thread(reply_timeline, agent, result, n, rate)
     timing = {"first_audio_s": result.first_audio_s, "first_audio_input_s": result.first_audio_input_s,
               "n_chunks": len(result.chunks), "text": result.text or None, **server_lag_record(agent, result)}
+    if result.usage:  # what the service billed for this session ({model: usage fields})
+        timing["usage"] = dict(result.usage)
     if result.frames_expected is not None and (result.frames_received or 0) < result.frames_expected:
         timing["note"] = (f"reply incomplete: {result.frames_received or 0} of {result.frames_expected} output frames "
                           "arrived; the rest of the reply channel is silence")
@@ -228,7 +230,7 @@ def run_fdb_inference(agent_name: str, root: str | os.PathLike, *, tasks: Option
                       agent_options: Optional[dict[str, Any]] = None, agent: Any = None, chunk_ms: Optional[float] = None,
                       concurrency: int = 1, row_timeout_s: float = 300.0, asr: Optional[str] = "embedded",
                       asr_backend: Any = None, output_sr: Optional[int] = None, overwrite: bool = False,
-                      retry_failed: bool = False, progress: bool = True,
+                      retry_failed: bool = False, progress: bool = True, prices: Any = None,
                       on_row: Optional[Callable[[dict[str, Any]], None]] = None, processes: int | str = 1,
                       provider_limits: Optional[dict[str, int]] = None) -> dict[str, Any]:
     """Run a network adapter over FDB stimuli (see the module docstring).
@@ -250,10 +252,14 @@ def run_fdb_inference(agent_name: str, root: str | os.PathLike, *, tasks: Option
         processes, provider_limits: ``--processes`` and ``--provider-limit``
             (:func:`spear_metrics.agents.processes.sessions_for`): the sessions in worker
             processes, this process the one writer of the task folders.
+        prices: a :class:`spear_metrics.core.usage.PriceTable` (``--price-table``) pricing ``usage``.
 
     Returns counts: ``n_samples``, ``n_written`` (this run), ``n_done`` (in total), ``n_kept``
     (samples holding outputs this command did not write, left alone), ``kept`` (their
-    ``<task>/<id>``, at most 20), ``n_failed``, ``failures`` (``[{"sample", "error"}]``), ``elapsed_s``.
+    ``<task>/<id>``, at most 20), ``n_failed``, ``failures`` (``[{"sample", "error"}]``), ``elapsed_s``,
+    ``usage``: the tokens the service billed for the replies logged in these task folders, per model
+    (:func:`spear_metrics.agents.harness.usage_of_records`, priced with ``prices``; ``None`` when no
+    session reported usage). Each task folder's ``run_info.json`` records the same.
 
     Raises:
         FDBInferError: no task folders, a folder holding another run's outputs (without ``overwrite``),
@@ -289,7 +295,7 @@ def run_fdb_inference(agent_name: str, root: str | os.PathLike, *, tasks: Option
             return _run_claimed(agent, agent_name, task_dirs, folders, fp, chunk_ms=chunk_ms, concurrency=concurrency,
                                 row_timeout_s=row_timeout_s, asr=asr, asr_backend=asr_backend, output_sr=output_sr,
                                 overwrite=overwrite, retry_failed=retry_failed, progress=progress, on_row=on_row,
-                                sessions=sessions)
+                                sessions=sessions, prices=prices)
         except ProcessLost as e:  # its samples resume (and count a process end), the others were logged stopped
             raise FDBInferError(str(e)) from None
 
@@ -310,8 +316,11 @@ def _logged_outputs(work: Path) -> list[str]:
 def _run_claimed(agent: Any, agent_name: str, task_dirs: list[Path], folders: dict[Path, OwnedFolder],
                  fp: dict[str, Any], *, chunk_ms: float, concurrency: int, row_timeout_s: float, asr: Optional[str],
                  asr_backend: Any, output_sr: Optional[int], overwrite: bool, retry_failed: bool, progress: bool,
-                 on_row: Optional[Callable[[dict[str, Any]], None]], sessions: Callable[..., Any]) -> dict[str, Any]:
+                 on_row: Optional[Callable[[dict[str, Any]], None]], sessions: Callable[..., Any],
+                 prices: Any = None) -> dict[str, Any]:
     """:func:`run_fdb_inference` once its task folders are held (locks taken, writes recorded)."""
+    from spear_metrics.agents.harness import usage_of_records
+
     state: dict[Path, dict[str, dict[str, Any]]] = {}
     ends: dict[Path, ProcessEnds] = {}
     stimuli: list[Stimulus] = []
@@ -464,7 +473,8 @@ def _run_claimed(agent: Any, agent_name: str, task_dirs: list[Path], folders: di
                                 if r.get("status") == "ok" and str(r.get("note", "")).startswith("reply incomplete")),
             "n_server_lag_flagged": sum(1 for td in task_dirs for r in state[td].values() if r.get("server_lag_flagged")),
             "timeline": getattr(agent, "timeline", "arrival"), "asr": None if (asr is None and asr_backend is None) else
-            str(getattr(asr_backend, "name", asr))}
+            str(getattr(asr_backend, "name", asr)),
+            "usage": usage_of_records([r for td in task_dirs for r in state[td].values()], prices)}
     for td in task_dirs:
         write_json_atomic(td / WORK / "run_info.json", {k: v for k, v in info.items() if k != "failures"})
     return info

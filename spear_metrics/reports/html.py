@@ -45,7 +45,7 @@ from spear_metrics.reports import plots
 from spear_metrics.reports.page import (  # noqa: F401  (the page primitives, also named from here by other reports)
     CSS, Figure, Notes, Page, _e, fmt, fmt_p, value_cell, why_missing, write_page,
 )
-from spear_metrics.reports.runs import RunData, compare, leaderboard_ties, tie_cell
+from spear_metrics.reports.runs import RunData, compare, leaderboard_ties, onset_tie_note, tie_cell
 
 #: the seven SPEAR dimensions in leaderboard order: (registry name, section title)
 DIMENSIONS: tuple[tuple[str, str], ...] = (
@@ -423,6 +423,9 @@ def dimension_section(dim: str, report: Report, page: Page) -> None:
     page.table(head, rows, "values")
     if any(k in report.ties for k in keys):
         page.add(f'<p class="small">{_e(TIE_MARKS_LEGEND)} {_e(next(iter(report.ties.values()))["rule"])}.</p>')
+        note = onset_tie_note({k: report.ties[k] for k in keys if k in report.ties})
+        if note:  # onset-derived keys: systems of a placed or unshared onset rule are not ranked
+            page.add(f'<p class="small">{_e(note)}.</p>')
     page.add(notes.html())
     bar_keys = [k for k in keys if any(_number(r, k, dim) is not None for _, r in labelled)][:6]
     if bar_keys:
@@ -782,8 +785,9 @@ def _build_report(run: RunData, out: Path, *, human: RunData | None, against: Se
     contestants = {label: r.rows for label, r in labelled if r is not human}
     if len(contestants) >= 2 and n_resamples >= 1:
         keys = list(dict.fromkeys(k for _, r in labelled if r is not human for k in r.summary if f"{k}_ci95" in r.summary))
+        onsets = {label: r.summary.get("onset_kind") or "unstated" for label, r in labelled if r is not human}
         ties = leaderboard_ties(contestants, keys, n_resamples=n_resamples, seed=seed, unit=bootstrap_unit,
-                                human=human.summary if human is not None else published_human_row())
+                                human=human.summary if human is not None else published_human_row(), onset_kinds=onsets)
     report = Report(run, human, list(against), labelled, comp, published_human_row(), list(notes), ties)
 
     page = Page()

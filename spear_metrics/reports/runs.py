@@ -328,7 +328,8 @@ def spear_tie_spec(unit: str = "conversation") -> TieSpec:
 
 def leaderboard_ties(rows_by_system: dict[str, Sequence[dict[str, Any]]], keys: Sequence[str], *,
                      n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0, unit: str = "conversation",
-                     human: dict[str, Any] | None = None, spec: TieSpec | None = None) -> dict[str, Any]:
+                     human: dict[str, Any] | None = None, spec: TieSpec | None = None,
+                     onset_kinds: dict[str, str] | None = None) -> dict[str, Any]:
     """Tie groups and rank intervals of a leaderboard, key by key
     (:func:`spear_metrics.core.stats.tie_groups`, ``common=True``: only the rows every system
     has a value for): systems' ``ok`` rows (``status`` absent counts as ok) paired by
@@ -340,9 +341,21 @@ def leaderboard_ties(rows_by_system: dict[str, Sequence[dict[str, Any]]], keys: 
     or the published human row) has a number for it, and at least two systems have per-row
     values for it (the tests run on those per-row values); other keys are left out.
 
+    With ``onset_kinds`` (system -> its onset rule, :data:`spear_metrics.core.onset.ONSET_KINDS`;
+    a system not named counts as ``unstated``), the keys computed from the answer's onset
+    (:func:`spear_metrics.core.onset.onset_derived`: ``latency_ms``...) rank only systems whose
+    onset is measured (:data:`~spear_metrics.core.onset.MEASURED_ONSET_KINDS`) and only against
+    systems measured by the same rule: a placed onset (``question_end``: a cascade at 0 ms,
+    ``fixed_delay``), a replayed reference, an unstated rule, or a measured rule no other system
+    shares is not ranked and is listed in the key's ``unranked`` (``{system: rule}``, shown by
+    :func:`tie_cell` as ``[rule]``) with the ``onset_note`` saying so; several measured rules are
+    ranked each within its own group (``groups``: ``{rule: tie_groups(...)}``).
+
     Returns:
-        ``{key: tie_groups(...)}`` for the keys that have one.
+        ``{key: tie_groups(...)}`` for the keys that have one (plus ``unranked``, ``onset_note``
+        and ``groups`` on onset-derived keys under ``onset_kinds``).
     """
+    from spear_metrics.core.onset import onset_derived
     from spear_metrics.core.stats import as_number, tie_groups, value_parts
 
     spec = spec or spear_tie_spec(unit)
@@ -367,15 +380,65 @@ def leaderboard_ties(rows_by_system: dict[str, Sequence[dict[str, Any]]], keys: 
         values = {n: v for n, v in values.items() if v}
         if len(values) < 2:
             continue
-        out[key] = tie_groups(values, better=better, target=target, cluster=cluster.get, unit=spec.unit,
+
+        def ties_of(vals: dict[str, dict]) -> dict[str, Any]:
+            return tie_groups(vals, better=better, target=target, cluster=cluster.get, unit=spec.unit,
                               stratum=stratum.get if spec.stratum is not None else None,
                               stratum_name=spec.stratum_name, common=True, n_resamples=n_resamples, seed=seed)
+
+        if onset_kinds is None or not onset_derived(key):
+            out[key] = ties_of(values)
+            continue
+        out[key] = _onset_ties(values, {n: onset_kinds.get(n) or "unstated" for n in values}, ties_of, spec.unit)
     return out
+
+
+def _onset_ties(values: dict[str, dict], kinds: dict[str, str], ties_of: Callable[[dict[str, dict]], dict[str, Any]],
+                unit: str) -> dict[str, Any]:
+    """:func:`leaderboard_ties` of one onset-derived key: each measured onset rule shared by two
+    systems or more ranked within itself, every other system ``unranked`` with its rule."""
+    from spear_metrics.core.onset import MEASURED_ONSET_KINDS
+    from spear_metrics.core.stats import ALPHA, SMALL_SAMPLE, TIE_RULE
+
+    groups: dict[str, dict[str, dict]] = {}
+    for name, vals in values.items():
+        groups.setdefault(kinds[name], {})[name] = vals
+    ranked = {k: g for k, g in groups.items() if k in MEASURED_ONSET_KINDS and len(g) >= 2}
+    result = {k: ties_of(g) for k, g in sorted(ranked.items())}
+    if len(result) == 1:
+        out = dict(next(iter(result.values())))
+    else:
+        unit_name = unit if unit == "conversation" else "row"
+        out = {"rule": TIE_RULE.format(unit=unit_name, alpha=ALPHA, min_units=SMALL_SAMPLE), "unit": unit_name,
+               "best": None, "note": None if result else "no onset rule measured for two systems: nobody ranked",
+               "systems": {n: e for r in result.values() for n, e in r["systems"].items()}}
+    out["groups"] = result
+    out["unranked"] = {n: k for n, k in kinds.items() if k not in ranked}
+    out["onset_note"] = ONSET_TIE_NOTE
+    return out
+
+
+#: what a leaderboard says under a table whose onset-derived keys left systems unranked
+ONSET_TIE_NOTE = ("[rule]: a key computed from the answer's onset (latency_ms, interrupted_time_ms, interruptions_%, "
+                  "turn_taking_naturalness...) ranks only systems whose onset is measured, each against the systems "
+                  "measured by the same rule; a system whose onset is placed (question_end: a cascade at 0 ms; "
+                  "fixed_delay), replayed (reference), unstated, or measured by a rule no other system shares is not "
+                  "ranked there and shows its onset rule instead (spear_metrics.core.onset)")
+
+
+def onset_tie_note(ties: dict[str, Any]) -> str | None:
+    """:data:`ONSET_TIE_NOTE` when a key of ``ties`` left a system unranked for its onset rule."""
+    return ONSET_TIE_NOTE if any((t or {}).get("unranked") for t in ties.values()) else None
 
 
 def tie_cell(ties: dict[str, Any], key: str, system: str) -> str:
     """What a leaderboard shows beside ``system``'s value of ``key``: its mark (★ best, ≈ tied
-    with the best) and rank interval, e.g. ``"≈ rank 1-2"``; ``""`` without a tie group."""
+    with the best) and rank interval, e.g. ``"≈ rank 1-2"``; ``""`` without a tie group;
+    ``"[question_end]"`` (its onset rule) on an onset-derived key it is not ranked on
+    (:func:`leaderboard_ties`)."""
+    unranked = (ties.get(key) or {}).get("unranked") or {}
+    if system in unranked:  # an onset-derived key this system is not ranked on: its onset rule instead
+        return f"[{unranked[system]}]"
     s = (ties.get(key) or {}).get("systems", {}).get(system)
     if not s:
         return ""
@@ -415,12 +478,14 @@ def results_rows(loaded: Sequence[Any], keys: Sequence[str], spec: TieSpec | Non
 
 def rows_tie_cells(rows_by_system: dict[str, Sequence[dict[str, Any]]], keys: Sequence[str], *,
                    spec: TieSpec | None = None, n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0,
-                   human: dict[str, Any] | None = None) -> dict[str, dict[str, str]]:
-    """``{system: {key: tie_cell}}`` of the systems' rows (:func:`leaderboard_ties` with ``spec``,
-    :func:`tie_cell`); empty with fewer than 2 systems."""
+                   human: dict[str, Any] | None = None, onset_kinds: dict[str, str] | None = None
+                   ) -> dict[str, dict[str, str]]:
+    """``{system: {key: tie_cell}}`` of the systems' rows (:func:`leaderboard_ties` with ``spec``
+    and ``onset_kinds``, :func:`tie_cell`); empty with fewer than 2 systems."""
     if len(rows_by_system) < 2:
         return {}
-    ties = leaderboard_ties(rows_by_system, keys, n_resamples=n_resamples, seed=seed, human=human, spec=spec)
+    ties = leaderboard_ties(rows_by_system, keys, n_resamples=n_resamples, seed=seed, human=human, spec=spec,
+                            onset_kinds=onset_kinds)
     return {name: {k: tie_cell(ties, k, name) for k in ties} for name in rows_by_system}
 
 
@@ -431,8 +496,13 @@ def results_tie_cells(loaded: Sequence[Any], keys: Sequence[str], *, n_resamples
     per-sample ``samples`` tables) on a leaderboard: ``{source: {key: tie_cell}}``
     (:func:`results_rows`, then :func:`rows_tie_cells` with ``spec``, default SPEAR's by
     conversation; ``human``: the human values "closer to human" keys are judged against); empty
-    with fewer than 2 datasets. Only the columns the tests need are read (no audio)."""
+    with fewer than 2 datasets. Only the columns the tests need are read (no audio).
+    On SPEAR's leaderboard (``spec`` ``None``) each dataset's onset rule (its summary's
+    ``onset_kind``) decides whether it is ranked on the onset-derived keys
+    (:func:`leaderboard_ties` ``onset_kinds``: a placed onset shows ``[rule]``)."""
     if len(loaded) < 2:
         return {}
+    kinds = None if spec is not None else {
+        res.source: (getattr(res, "summary", None) or {}).get("onset_kind") or "unstated" for res in loaded}
     return rows_tie_cells(results_rows(loaded, keys, spec), keys, spec=spec, n_resamples=n_resamples, seed=seed,
-                          human=human)
+                          human=human, onset_kinds=kinds)

@@ -145,7 +145,7 @@ def run_speechrole_inference(agent_name: str, test_data: str | os.PathLike, mode
                              roles: Optional[Sequence[str]] = None, concurrency: int = 1, chunk_ms: float = 40.0,
                              seed: int = 0, row_timeout_s: float = 300.0, retry_failed: bool = False,
                              reference_key: str = "role_speech_path1",
-                             overwrite: bool = False, progress: bool = True,
+                             overwrite: bool = False, progress: bool = True, prices: Any = None,
                              on_turn: Optional[Callable[[dict[str, Any]], None]] = None, processes: int | str = 1,
                              provider_limits: Optional[dict[str, int]] = None) -> dict[str, Any]:
     """Run an adapter over the dialogues of ``mode`` (see the module docstring).
@@ -160,6 +160,7 @@ def run_speechrole_inference(agent_name: str, test_data: str | os.PathLike, mode
             fails its dialogue with ``timed out after N s`` (a synchronous adapter's call runs on a
             worker thread, abandoned when stuck).
         reference_key: the reference speech set an oracle adapter (``uses_reference_answer``) replays.
+        prices: a :class:`spear_metrics.core.usage.PriceTable` (``--price-table``) pricing ``usage``.
         on_turn: called with each finished turn's record (tests).
         processes, provider_limits: ``--processes`` and ``--provider-limit`` of a network adapter
             (:func:`spear_metrics.agents.processes.sessions_for`): the sessions in worker
@@ -168,7 +169,10 @@ def run_speechrole_inference(agent_name: str, test_data: str | os.PathLike, mode
 
     Returns:
         ``{"n_dialogues", "n_answered" (dialogues with every turn), "n_turns" (turns written),
-        "n_failed", "failures": [(key, reason)], "elapsed_s"}``.
+        "n_failed", "failures": [(key, reason)], "elapsed_s", "usage"}``; ``usage``: the tokens the
+        service billed for every turn written in this mode, per model
+        (:func:`spear_metrics.agents.harness.usage_of_records`, priced with ``prices``; ``None``
+        when no turn reported usage), also in ``run_info.json``.
 
     Raises:
         InferRunError: ``out`` holds another run's answers (without ``overwrite``), ``concurrency`` < 1,
@@ -181,6 +185,7 @@ def run_speechrole_inference(agent_name: str, test_data: str | os.PathLike, mode
     from spear_metrics.agents.base import GenerationConfig, check_answer_limits, validate_answer
     from spear_metrics.agents.duplex import clamp_concurrency, is_network_agent
     from spear_metrics.agents.processes import sessions_for
+    from spear_metrics.agents.harness import usage_of_records
     from spear_metrics.agents.rows import (
         ProcessEnds, ProcessLost, RowJournal, RowTimeout, SyncCaller, failure_reason, fails_row, run_concurrently,
     )
@@ -246,6 +251,8 @@ def run_speechrole_inference(agent_name: str, test_data: str | os.PathLike, mode
             write_wav(path, wav, sr)
             rec = {"kind": "turn", "dialogue": d.key, "turn": t, "text": ans.text, "audio": benchmark_path(out, path),
                    "sample_rate": sr, "response_time_s": getattr(ans, "response_time_s", None)}
+            if getattr(ans, "usage", None):  # what the service billed for this turn ({model: usage fields})
+                rec["usage"] = ans.usage
             log.write([rec])
             turns_done.setdefault(d.key, {})[t] = rec
             n_new_turns += 1
@@ -377,6 +384,7 @@ def run_speechrole_inference(agent_name: str, test_data: str | os.PathLike, mode
                 "n_answered": sum(1 for d in dialogues if status.get(d.key, {}).get("status") == "ok"),
                 "n_turns": n_new_turns, "n_failed": len(failures), "elapsed_s": time.perf_counter() - t0,
                 "concurrency": concurrency if network else 1, **session_info,
+                "usage": usage_of_records([r for turns in turns_done.values() for r in turns.values()], prices),
                 "request": ("AudioRequest: user speech + instructions (system prompt) + history" if network else
                             "respond(audio, SpeechRoleRow): user speech (16 kHz, channel 0) + row.system_prompt/history")}
         write_json_atomic(result_dir / "run_info.json", info)
