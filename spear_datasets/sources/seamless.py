@@ -209,14 +209,15 @@ def build_from_seamless(seamless_dir: str | os.PathLike, root: str | os.PathLike
     Raises:
         spear_datasets.identity.DataCheckError: a subset folder missing, no conversation in it,
             a subset folder cut from another source or with other members, or no sample kept.
-        spear_datasets.files.OutFolderError: the subset folder holds files this command did not
+        spear_datasets.ownership.OutFolderError: the subset folder holds files this command did not
             write, or another live process writes it.
         spear_datasets.files.OutputError: it cannot be written.
     """
     import hashlib
     import json
 
-    from spear_datasets.files import atomic_path, open_folder
+    from spear_datasets.files import atomic_path
+    from spear_datasets.ownership import open_folder
     from spear_datasets.identity import DataCheckError
     from spear_datasets.schema import write_metadata
     from spear_datasets.sources.package import inputs_dir
