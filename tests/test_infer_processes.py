@@ -96,6 +96,28 @@ def test_sessions_for_starts_no_more_processes_than_sessions_or_rows():
         sessions_for(lambda: None, processes=2, concurrency=2, n_rows=2, name="x", options={}, built_by_name=False)
 
 
+def test_provider_slot_folder_refused_in_one_line_when_not_usable(tmp_path, monkeypatch):
+    """The default slot folder lies in the shared temporary folder: one made by another user is
+    refused (it could hold every slot), as is a folder that cannot be made; one line naming the
+    variable that chooses another, never a traceback."""
+    monkeypatch.delenv("SPEARBENCH_PROVIDER_SLOTS", raising=False)
+    monkeypatch.setattr("tempfile.gettempdir", lambda: str(tmp_path))
+    mine = ProviderSlots("openai-realtime", 2)  # made here, this user's: used
+    assert sorted(p.name for p in (tmp_path / f"spearbench-{os.getuid()}" / "provider-slots").iterdir()) == []
+    assert len(mine._locks) == 2
+    real_uid = os.getuid()
+    monkeypatch.setattr(os, "getuid", lambda: real_uid + 1)  # the same folders seen by another user
+    (tmp_path / f"spearbench-{real_uid + 1}").mkdir()
+    os.chown(tmp_path / f"spearbench-{real_uid + 1}", real_uid, -1)  # made first by user real_uid
+    with pytest.raises(ProcessesError, match=r"not a folder of this user.*SPEARBENCH_PROVIDER_SLOTS"):
+        ProviderSlots("openai-realtime", 2)
+    monkeypatch.setattr(os, "getuid", lambda: real_uid)
+    (tmp_path / "a-file").write_text("x")
+    with pytest.raises(ProcessesError, match="slot folder cannot be used"):
+        ProviderSlots("openai-realtime", 2, tmp_path / "a-file" / "slots")
+    assert ProviderSlots("openai-realtime", None, tmp_path / "a-file" / "slots")._locks == []  # no cap: no folder
+
+
 def test_provider_slots_admit_one_holder_at_a_time(tmp_path):
     """Two holders of a 1-slot provider: the second enters only once the first has left (the
     order of events, not their timing)."""

@@ -136,11 +136,40 @@ def slot_dir() -> Path:
     return Path(tempfile.gettempdir()) / f"spearbench-{uid}" / "provider-slots"
 
 
+def open_slot_dir(folder: Optional[Path] = None) -> Path:
+    """:func:`slot_dir` (or ``folder``), created (``0700``) when absent and checked: in the shared
+    temporary folder the default ``spearbench-<uid>`` must be this user's (another user who made
+    it first could hold every slot or refuse the lock files).
+
+    Raises:
+        ProcessesError: the folder cannot be made or used, or the default one is another user's
+            (one line naming ``$SPEARBENCH_PROVIDER_SLOTS``).
+    """
+    default = folder is None and not os.environ.get(SLOT_DIR_ENV)
+    folder = folder or slot_dir()
+    try:
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if default and hasattr(os, "getuid"):
+            for d in (folder.parent, folder):  # <tmp>/spearbench-<uid> and its provider-slots
+                st = os.lstat(d)
+                if st.st_uid != os.getuid() or not os.path.isdir(d) or os.path.islink(d):
+                    raise PermissionError(f"{d} is not a folder of this user (uid {os.getuid()})")
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise PermissionError(f"{folder} cannot be written")
+    except OSError as e:
+        raise ProcessesError(f"--provider-limit: the slot folder cannot be used ({failure_reason(e)}); "
+                             f"set {SLOT_DIR_ENV} to a folder of yours") from None
+    return folder
+
+
 class ProviderSlots:
     """At most ``limit`` holders at once of provider ``name`` over every process using the same
     :func:`slot_dir`: ``limit`` lock files (``<name>.<k>.lock``), one held per holder
     (``filelock``'s ``flock``: the kernel releases it when its process ends, also on ``kill -9``).
     ``limit`` ``None``: no cap (entering is free).
+
+    Raises:
+        ProcessesError: the slot folder cannot be used (:func:`open_slot_dir`).
 
     ``async with slots:`` waits for a free slot (a non-blocking try of each, every 50 ms) and holds
     it for the block.
@@ -156,8 +185,7 @@ class ProviderSlots:
         if limit is not None:
             from filelock import FileLock
 
-            folder = folder or slot_dir()
-            folder.mkdir(parents=True, exist_ok=True)
+            folder = open_slot_dir(folder)
             safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
             self._locks = [FileLock(str(folder / f"{safe}.{k}.lock"), timeout=0, thread_local=False)
                            for k in range(limit)]
