@@ -121,6 +121,7 @@ class OwnedFolder:
         self._entries: dict[str, tuple[str, list | None]] | None = None
         self._manifest = None
         self._lock = None
+        self._marks: list = []
         self._depth = 0
         self._mutex = threading.RLock()
 
@@ -197,17 +198,25 @@ class OwnedFolder:
                               "held): wait for it to finish or stop it, then rerun", errno.EBUSY)
 
     def _take_lock(self) -> None:
-        path = self._lock_path(self.rank)
+        self._lock = self._lock_file(self._lock_path(self.rank), lambda: self._busy(self.rank))
+
+    @staticmethod
+    def _lock_file(path: Path, busy) -> object:
+        """``path`` opened and locked (exclusive) for this process; ``busy()`` raised when another
+        live process holds it, OutputError when it cannot be opened."""
         try:
             f = open(path, "a+")
         except OSError as e:
             raise output_error(e, path) from None
         if not _try_lock(f):
             f.close()
-            raise self._busy(self.rank)
-        self._lock = f
+            raise busy()
+        return f
 
     def _release_lock(self) -> None:
+        for f in self._marks:  # the lock files held beside the rank's (hold_lock_file)
+            f.close()
+        self._marks = []
         if self._lock is not None:
             self._lock.close()  # releases the flock
             self._lock = None
@@ -220,15 +229,24 @@ class OwnedFolder:
                 r = int(p.stem.split("-", 1)[1])
             except ValueError:
                 continue
-            if r == self.rank:
-                continue
-            try:
-                with open(p, "a+") as f:
-                    if not _try_lock(f):  # released when closed
-                        live.append(r)
-            except OSError:
+            if r != self.rank and _held(p):
                 live.append(r)
         return live
+
+    def hold_lock_file(self, name: str) -> None:
+        """Hold the lock file ``.work/<name>`` (exclusive) until :meth:`close`: a mark other
+        processes test with :meth:`lock_file_held` (e.g. ``shard-<k>.lock``: the rank lock
+        ``k`` is a shard's, :func:`spear_metrics.core.records.claim_shard`).
+
+        Raises:
+            OutFolderError: another live process holds it. OutputError: it cannot be opened.
+        """
+        self._marks.append(self._lock_file(self.work / name, lambda: OutFolderError(
+            f"{self.root} is being {self.activity} by another live process ({name} is held)", errno.EBUSY)))
+
+    def lock_file_held(self, name: str) -> bool:
+        """Whether a live process holds the lock file ``.work/<name>`` now (:meth:`hold_lock_file`)."""
+        return _held(self.work / name)
 
     def refuse_if_live(self) -> None:
         """Raises :class:`OutFolderError` when another live process holds any lock of the folder."""
@@ -504,6 +522,16 @@ def _try_lock(f) -> bool:
         return True
     except OSError:
         return False
+
+
+def _held(path: Path) -> bool:
+    """Whether a live process holds the lock file ``path`` (a file that cannot be opened counts
+    as held: never taken for free)."""
+    try:
+        with open(path, "a+") as f:
+            return not _try_lock(f)  # released when closed
+    except OSError:
+        return True
 
 
 def _identity(path: Path) -> list | None:

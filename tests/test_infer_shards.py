@@ -85,6 +85,32 @@ def test_shard_refusals(data, tmp_path, capsys):
         run_inference("silence", str(data), tmp_path / "o", progress=False, shard=(1, 2))
 
 
+def test_a_shard_is_refused_beside_a_live_run_of_the_whole_folder_not_beside_a_shard(data, tmp_path):
+    """A run without --shard runs every row: a shard started while it lives (here from its first
+    row's callback, so it is live for certain) would run its rows a second time, so it is refused;
+    a shard started while another shard lives runs beside it."""
+    from spear_datasets.ownership import OutFolderError
+
+    seen: list[object] = []
+
+    def start_shard(out: Path, shard: tuple[int, int]):
+        def on_row(rec):
+            if not seen:
+                try:
+                    seen.append(run_inference("human", str(data), out, progress=False, shard=shard))
+                except OutFolderError as e:
+                    seen.append(e)
+        return on_row
+
+    run_inference("human", str(data), tmp_path / "whole", progress=False, on_row=start_shard(tmp_path / "whole", (1, 2)))
+    assert isinstance(seen[0], OutFolderError) and "whole folder" in str(seen[0])
+    assert not (tmp_path / "whole" / ".work" / "rank-1.jsonl").exists()  # the refused shard ran nothing
+    seen.clear()
+    run_inference("human", str(data), tmp_path / "sharded", progress=False, shard=(0, 2),
+                  on_row=start_shard(tmp_path / "sharded", (1, 2)))
+    assert isinstance(seen[0], dict) and (seen[0]["shard"], seen[0]["n_answered"]) == ("1/2", 2)
+
+
 @pytest.mark.slow
 def test_two_shards_at_once_then_the_merge(data, tmp_path):
     out = tmp_path / "out"

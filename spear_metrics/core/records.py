@@ -309,13 +309,17 @@ def claim_shard(out: str | os.PathLike, fingerprint: dict[str, Any], *, shard: i
     the lock ``rank-<shard>.lock`` is taken (refused while a live process holds it: the same shard
     running twice); the run record ``work/run.json`` must hold ``fingerprint`` (secrets masked), and
     is written when absent (every shard writes the same). There is no overwrite: a folder of
-    another run raises ``conflict``. A shard that finds the folder being set up by another (its
+    another run raises ``conflict``. A shard marks itself (``shard-<shard>.lock``, held beside its
+    rank lock); a live rank lock without that mark is a run of the whole folder (without shards,
+    or ``accelerate``'s ranks), which runs every row, so the shard is refused while it lives. A shard that finds the folder being set up by another (its
     ``.work`` without a record yet) looks again for up to ``settle_s`` s.
 
     Raises:
         ``conflict``; spear_datasets.ownership.OutFolderError: a folder holding what this tool did not
-            write, another command's folder, or this shard's lock held by a live process.
+            write, another command's folder, this shard's lock held by a live process, or a live
+            run of the whole folder.
     """
+    import errno
     import time
 
     folder = OwnedFolder(out, command=command, rank=int(shard), activity=activity)
@@ -330,6 +334,19 @@ def claim_shard(out: str | os.PathLike, fingerprint: dict[str, Any], *, shard: i
                 raise
             time.sleep(0.1)
     try:
+        # this rank lock is a shard's; a rank lock held without its mark is a run of the whole
+        # folder (infer without --shard, accelerate's ranks): it runs these rows too, so refused
+        folder.hold_lock_file(f"shard-{int(shard)}.lock")
+        deadline = time.monotonic() + settle_s
+        while True:
+            whole = [r for r in folder.live_ranks() if not folder.lock_file_held(f"shard-{r}.lock")]
+            if not whole:
+                break
+            if time.monotonic() > deadline:  # a shard marks itself just after taking its rank lock
+                raise OutFolderError(f"{out} is being {activity} by a live run of the whole folder (rank {whole[0]}'s "
+                                     "lock is held, not by a shard): wait for it to finish or stop it, then rerun",
+                                     errno.EBUSY)
+            time.sleep(0.1)
         fp = mask_value(json.loads(json.dumps(fingerprint, default=str)))  # as run.json holds it (no secret)
         path = folder.work / "run.json"
         if path.exists():
