@@ -31,7 +31,7 @@ from openai_fakes import Program, RealtimeFake
 from test_adapters_openai import KEY, answer_24k, answer_records, name, sources, write_csv
 from spear_metrics.agents.harness import InferError, run_inference
 from spear_metrics.agents.processes import (
-    SESSIONS_PER_PROCESS, LoopLag, ProcessesError, ProviderSlots, auto_processes, parse_processes,
+    SESSIONS_PER_PROCESS, AgentSpec, LoopLag, ProcessesError, ProviderSlots, auto_processes, parse_processes,
     parse_provider_limits, sessions_for,
 )
 
@@ -181,6 +181,49 @@ def test_auto_grows_one_process_at_a_time_when_a_loop_lags():
         assert started == [0, 1]
 
     asyncio.run(main())
+
+
+def test_a_session_process_that_does_not_answer_past_the_limit_is_killed_and_the_run_stops():
+    """A worker whose event loop is blocked (an adapter's synchronous call) cannot end its session
+    at the row's limit: the parent kills it once the limit and the grace have passed, and the row
+    stops the run as a lost process (it resumes), instead of the run waiting for ever. The
+    worker here takes the session and never answers; its "process" ends when killed."""
+    import multiprocessing
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from spear_metrics.agents.processes import SessionPool, _Worker
+    from spear_metrics.agents.rows import ProcessLost
+
+    parent, child = multiprocessing.Pipe()
+
+    class Blocked:
+        pid, exitcode, killed = 4242, None, False
+
+        def kill(self):
+            self.killed, self.exitcode = True, -9
+            child.close()  # the process is gone: its end of the pipe closes
+
+        def join(self, timeout=None):
+            pass
+
+    async def main():
+        pool = SessionPool(AgentSpec("openai-realtime"), 1)
+        pool.UNRESPONSIVE_GRACE_S = 0.2
+        pool._loop = asyncio.get_running_loop()
+        w = _Worker(Blocked(), parent, ThreadPoolExecutor(max_workers=1))
+        w.reader = threading.Thread(target=pool._reader, args=(w,), daemon=True)
+        pool.workers.append(w)
+        w.reader.start()
+        with pytest.raises(ProcessLost) as e:
+            await asyncio.wait_for(pool.run("a request", None, 0.1, tag=7), 120)  # without the kill: TimeoutError
+        w.sender.shutdown(wait=False)
+        return e.value, w
+
+    lost, w = asyncio.run(main())
+    parent.close()
+    assert w.proc.killed and not w.alive and not w.inflight
+    assert lost.tags == {7} and "did not answer past a session's time limit" in str(lost)
 
 
 def test_loop_lag_percentiles_from_the_histogram():

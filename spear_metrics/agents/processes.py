@@ -19,7 +19,9 @@ loop; the process that started them stays the ONE writer of the output folder:
 - a worker that ends while sessions are in flight (a crash, ``os._exit`` in an adapter, a kill)
   stops the run with :class:`~spear_metrics.agents.rows.ProcessLost`: its rows keep their
   ``started`` records (they count as process ends on resume), the other rows in flight are logged
-  ``stopped``; the parent ending (``kill -9``) ends the workers (their pipe closes).
+  ``stopped``; the parent ending (``kill -9``) ends the workers (their pipe closes). A worker
+  that has not answered a session :attr:`SessionPool.UNRESPONSIVE_GRACE_S` s past its limit (its
+  event loop blocked, so its own limit cannot fire) is killed by the parent, with the same effect;
 
 ``--processes auto`` (:func:`auto_processes`): ``ceil(concurrency / 32)`` processes
 (:data:`SESSIONS_PER_PROCESS`), at most the usable CPUs; one process (no worker) when that is 1.
@@ -358,6 +360,7 @@ class _Worker:
     bye: Optional[dict[str, Any]] = None
     window_p99: Optional[float] = None
     reader: Optional[threading.Thread] = None
+    unresponsive: bool = False  # killed by the parent: no answer past a session's limit
 
 
 class SessionPool:
@@ -369,6 +372,10 @@ class SessionPool:
 
     Raises (from ``async with``): ProcessesError: a worker could not build the adapter (its reason).
     """
+
+    #: s past a session's limit after which a worker that has not answered is killed (its loop is
+    #: blocked: its own limit could not fire)
+    UNRESPONSIVE_GRACE_S = 30.0
 
     def __init__(self, spec: AgentSpec, processes: int, slots: Optional[ProviderSlots] = None, *,
                  grow_to: Optional[int] = None, lag_budget_ms: float = LAG_BUDGET_MS):
@@ -473,7 +480,9 @@ class SessionPool:
         if not w.inflight:
             return
         w.proc.join(1)
-        lost = ProcessLost(f"a session process (pid {w.proc.pid}) ended (exit code {w.proc.exitcode}) with "
+        how = "was killed: it did not answer past a session's time limit (its event loop blocked)" if w.unresponsive \
+            else f"ended (exit code {w.proc.exitcode})"
+        lost = ProcessLost(f"a session process (pid {w.proc.pid}) {how} with "
                            f"{len(w.inflight)} session(s) in flight; rerun to resume (a row during which a process "
                            "ends twice is then failed)", tags=[tag for _, tag in w.inflight.values()])
         for fut, _ in w.inflight.values():
@@ -496,10 +505,13 @@ class SessionPool:
     async def run(self, request: Any, scfg: Any, limit_s: float, what: str = "", tag: Any = None) -> Any:
         """The session of one row (``tag``: its id, named by :class:`ProcessLost`) in the
         worker with the fewest sessions in flight; returns its
-        :class:`~spear_metrics.agents.duplex.SessionResult`.
+        :class:`~spear_metrics.agents.duplex.SessionResult`. The worker ends the session at
+        ``limit_s`` s; a worker that has not answered :attr:`UNRESPONSIVE_GRACE_S` s after that
+        (its event loop blocked) is killed.
 
         Raises:
-            _RemoteFailure (an ``Exception``: the row fails with the worker's reason); ProcessLost.
+            _RemoteFailure (an ``Exception``: the row fails with the worker's reason); ProcessLost
+            (also for a worker killed as unresponsive).
         """
         live = [w for w in self.workers if w.alive]
         if not live:
@@ -514,6 +526,14 @@ class SessionPool:
         except (OSError, ValueError):  # its pipe closed: the reader reports the process's end
             pass
         try:
+            return await asyncio.wait_for(asyncio.shield(fut), limit_s + self.UNRESPONSIVE_GRACE_S)
+        except asyncio.TimeoutError:
+            # the worker's own limit did not end the session: its event loop is blocked (an
+            # adapter's synchronous call). It is killed: its rows stop the run as a lost process
+            # (ProcessLost, set on ``fut`` by the reader) and resume.
+            if not fut.done():
+                w.unresponsive = True
+                w.proc.kill()
             return await fut
         except asyncio.CancelledError:
             w.inflight.pop(rid, None)
