@@ -156,6 +156,14 @@ def test_submitit_recipe_without_slurm(data, tmp_path, monkeypatch, capsys):
     assert sorted(_rows_in(out / ".work" / "rank-1.jsonl")) == [1, 3]
     info = json.loads((out / "run_info.json").read_text())
     assert (info["rows_run_this_time"], info["n_answered"]) == (0, 5)
+    # --no-wait prints the merge as this environment's spearbench runs it (the command() rule)
+    from spear_metrics.commands import runnable
+
+    capsys.readouterr()
+    assert mod.main(["--shards", "2", "--executor", "debug", "--logs", str(tmp_path / "logs2"), "--no-wait", "--",
+                     "infer", "--agent", "human", "--data", str(data), "--out", str(tmp_path / "o 2")]) == 0
+    line = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("when every task has ended")][0]
+    assert line.endswith(f"merge: {runnable('spearbench')} infer --agent human --data {data} --out '{tmp_path / 'o 2'}'")
 
 
 def test_an_answers_folder_with_copied_inputs_is_scored_on_another_machine(data, tmp_path):

@@ -128,11 +128,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     tasks = shard_tasks(command, args.shards)
     executor = make_executor(args.executor, Path(args.logs), args)
     jobs = executor.submit_array(tasks) if hasattr(executor, "submit_array") else [executor.submit(t) for t in tasks]
-    merge = ["spearbench", *command]
+    from spear_metrics.commands import command as printable
+
+    merge = printable("spearbench", *command)  # this environment's spearbench: runs as printed
     print(f"submitted {len(jobs)} shard task(s): {', '.join(str(j.job_id) for j in jobs[:4])}"
           f"{', ...' if len(jobs) > 4 else ''}; logs in {args.logs}")
     if not args.wait:
-        print(f"when every task has ended, merge: {shlex.join(merge)}")
+        print(f"when every task has ended, merge: {merge}")
         return 0
     failed = []
     for t, j in zip(tasks, jobs):
@@ -144,7 +146,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"submitit_shards: {f}", file=sys.stderr)
     from spear_metrics.cli import main as spearbench
 
-    print(f"merging: {shlex.join(merge)}")
+    print(f"merging: {merge}")
     return spearbench(command)
 
 
