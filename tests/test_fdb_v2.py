@@ -594,7 +594,7 @@ def test_a_second_run_while_one_writes_the_folder_is_refused(tmp_path, tasks_fil
     monkeypatch.setenv("FDB2_KEY", KEY)
     out = tmp_path / "out"
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys; from spear_datasets.files import OwnedFolder; "
+        [sys.executable, "-c", "import sys; from spear_datasets.ownership import OwnedFolder; "
          f"OwnedFolder({str(out)!r}, command='fdb2-infer').open(); print('held', flush=True); sys.stdin.read()"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
     try:
