@@ -111,15 +111,16 @@ def parse_provider_limits(items: list[str] | tuple[str, ...] | None) -> dict[str
     Raises:
         ProcessesError: an item without ``=``, an empty NAME or an N that is not an int >= 1.
     """
+    from spear_metrics.core.options import OptionError, parse_pairs
+
     out: dict[str, int] = {}
     for item in items or ():
-        name, sep, value = str(item).partition("=")
-        name = name.strip()
         try:
-            n = int(value.strip()) if sep else 0
-        except ValueError:
+            ((name, value),) = parse_pairs([item], names=True).items()
+            n = int(value)
+        except (OptionError, ValueError):
             n = 0
-        if not name or n < 1:
+        if n < 1:
             raise ProcessesError(f"--provider-limit takes NAME=N with N an integer >= 1 (e.g. openai-realtime=8), got {item!r}")
         out[name] = n
     return out

@@ -149,19 +149,24 @@ def options_in_effect(schema: Sequence[Option], given: Mapping[str, Any]) -> dic
     return out
 
 
-def parse_pairs(pairs: Iterable[str] | None) -> dict[str, str]:
+def parse_pairs(pairs: Iterable[str] | None, *, names: bool = False) -> dict[str, str]:
     """``["k=v", ...]`` (CLI ``-o`` / ``-a``) -> ``{k: v}``, values kept as strings (the
-    schema types them); ``-`` in keys read as ``_``.
+    schema types them); ``-`` in keys read as ``_`` (option names); with ``names`` the keys are
+    kept as written (names such as an adapter's ``openai-realtime``: ``--provider-limit``) and
+    the values stripped. A repeated key: the last wins. THE parser of ``NAME=VALUE`` arguments.
 
     Raises:
         OptionError: a pair without ``=`` or with an empty key.
     """
     out: dict[str, str] = {}
     for pair in pairs or []:
-        k, eq, v = pair.partition("=")
+        k, eq, v = str(pair).partition("=")
         if not eq or not k.strip():
             raise OptionError(f"option {pair!r} is not KEY=VALUE")
-        out[k.strip().replace("-", "_")] = v
+        if names:
+            out[k.strip()] = v.strip()
+        else:
+            out[k.strip().replace("-", "_")] = v
     return out
 
 
