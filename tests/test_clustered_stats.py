@@ -266,3 +266,25 @@ def test_placed_onsets_are_not_ranked_on_onset_keys(tmp_path):
     loaded[2] = SimpleNamespace(source="rt_a", summary={}, samples=pd.DataFrame(runs["rt_a"]))
     cells = results_tie_cells(loaded, ["latency_ms"], n_resamples=300, human=human)
     assert cells["rt_a"]["latency_ms"] == "[unstated]" and cells["rt_b"]["latency_ms"] == "[first_audio]"
+
+
+def test_two_measured_onset_rules_are_ranked_apart_and_the_mark_names_its_rule():
+    """Two systems per measured onset rule (first_audio, frame): each pair is ranked within its
+    rule, so the key has two best systems, and each mark says among which rule it is best
+    (never two bare ★ in one column)."""
+    from spear_metrics.reports.runs import leaderboard_ties, tie_cell
+
+    def rows(latency: float, seed: int) -> list[dict]:
+        rng = np.random.default_rng(seed)
+        return [{"audio_path": f"a/V00_S0001_I{c:08d}_P1_P2_{k}.wav", "status": "ok",
+                 "latency_ms": float(latency + rng.normal(0, 20))} for c in range(30) for k in range(3)]
+
+    runs = {"rt_a": rows(500, 1), "rt_b": rows(900, 2), "moshi_a": rows(480, 3), "moshi_b": rows(1000, 4)}
+    kinds = {"rt_a": "first_audio", "rt_b": "first_audio", "moshi_a": "frame", "moshi_b": "frame"}
+    ties = leaderboard_ties(runs, ["latency_ms"], n_resamples=300, human={"latency_ms": 450.0}, onset_kinds=kinds)
+    lat = ties["latency_ms"]
+    assert set(lat["groups"]) == {"first_audio", "frame"} and lat["unranked"] == {}
+    assert lat["groups"]["first_audio"]["best"] == "rt_a" and lat["groups"]["frame"]["best"] == "moshi_a"
+    assert tie_cell(ties, "latency_ms", "rt_a") == f"{BEST_MARK} rank 1 among first_audio"
+    assert tie_cell(ties, "latency_ms", "moshi_a") == f"{BEST_MARK} rank 1 among frame"
+    assert tie_cell(ties, "latency_ms", "moshi_b").endswith("among frame") and BEST_MARK not in tie_cell(ties, "latency_ms", "moshi_b")

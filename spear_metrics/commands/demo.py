@@ -107,7 +107,7 @@ def write_leaderboard(path: Path, summaries: dict[str, dict], ties: dict[str, di
     with ``ties`` (:func:`spear_metrics.reports.runs.leaderboard_ties`), after the counts, for each
     key with a tie group ``<key>_tie`` (``best``, ``tied`` = not distinguishable from the best,
     ``not ranked: <rule> onset`` on a key computed from the onset of a system whose onset is
-    placed, or empty) and ``<key>_rank_ci95`` (``lo-hi``). Returns the value columns (without
+    placed, or empty; ``best among <rule>`` when several measured onset rules are ranked apart) and ``<key>_rank_ci95`` (``lo-hi``). Returns the value columns (without
     the tie columns)."""
     from spear_metrics.core.summary import BENCHMARK_KEYS
 
@@ -128,7 +128,10 @@ def write_leaderboard(path: Path, summaries: dict[str, dict], ties: dict[str, di
             return [f"not ranked: {unranked[model]} onset", ""]
         s = ties[k]["systems"].get(model) or {}
         ci = s.get("rank_ci95")
-        return ["best" if s.get("best") else "tied" if s.get("tied") else "", "" if ci is None else f"{ci[0]}-{ci[1]}"]
+        mark = "best" if s.get("best") else "tied" if s.get("tied") else ""
+        if mark and s.get("onset_group"):  # several measured onset rules, each ranked apart
+            mark += f" among {s['onset_group']}"
+        return [mark, "" if ci is None else f"{ci[0]}-{ci[1]}"]
 
     with atomic_path(path) as tmp, open(tmp, "w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)

@@ -411,7 +411,7 @@ def _onset_ties(values: dict[str, dict], kinds: dict[str, str], ties_of: Callabl
         unit_name = unit if unit == "conversation" else "row"
         out = {"rule": TIE_RULE.format(unit=unit_name, alpha=ALPHA, min_units=SMALL_SAMPLE), "unit": unit_name,
                "best": None, "note": None if result else "no onset rule measured for two systems: nobody ranked",
-               "systems": {n: e for r in result.values() for n, e in r["systems"].items()}}
+               "systems": {n: {**e, "onset_group": k} for k, r in result.items() for n, e in r["systems"].items()}}
     out["groups"] = result
     out["unranked"] = {n: k for n, k in kinds.items() if k not in ranked}
     out["onset_note"] = ONSET_TIE_NOTE
@@ -435,7 +435,8 @@ def tie_cell(ties: dict[str, Any], key: str, system: str) -> str:
     """What a leaderboard shows beside ``system``'s value of ``key``: its mark (★ best, ≈ tied
     with the best) and rank interval, e.g. ``"≈ rank 1-2"``; ``""`` without a tie group;
     ``"[question_end]"`` (its onset rule) on an onset-derived key it is not ranked on
-    (:func:`leaderboard_ties`)."""
+    (:func:`leaderboard_ties`); ``"★ rank 1 among frame"`` when several measured onset rules are
+    each ranked apart on the key (one best per rule)."""
     unranked = (ties.get(key) or {}).get("unranked") or {}
     if system in unranked:  # an onset-derived key this system is not ranked on: its onset rule instead
         return f"[{unranked[system]}]"
@@ -444,7 +445,9 @@ def tie_cell(ties: dict[str, Any], key: str, system: str) -> str:
         return ""
     ci = s.get("rank_ci95")
     rank = "" if ci is None else (f"rank {ci[0]}" if ci[0] == ci[1] else f"rank {ci[0]}-{ci[1]}")
-    return " ".join(x for x in (s.get("mark") or "", rank) if x)
+    # several measured onset rules each ranked apart: the mark says within which (one ★ per rule)
+    group = f"among {s['onset_group']}" if s.get("onset_group") else ""
+    return " ".join(x for x in (s.get("mark") or "", rank, group) if x)
 
 
 def marked(text: str, tie: str = "", summary: dict[str, Any] | None = None, key: str | None = None, *,
