@@ -107,7 +107,8 @@ def write_leaderboard(path: Path, summaries: dict[str, dict], ties: dict[str, di
     with ``ties`` (:func:`spear_metrics.reports.runs.leaderboard_ties`), after the counts, for each
     key with a tie group ``<key>_tie`` (``best``, ``tied`` = not distinguishable from the best,
     ``not ranked: <rule> onset`` on a key computed from the onset of a system whose onset is
-    placed, or empty; ``best among <rule>`` when several measured onset rules are ranked apart) and ``<key>_rank_ci95`` (``lo-hi``). Returns the value columns (without
+    placed, or empty; ``best among <rule>`` when several measured onset rules are ranked apart)
+    and ``<key>_rank_ci95`` (``lo-hi``). Returns the value columns (without
     the tie columns)."""
     from spear_metrics.core.summary import BENCHMARK_KEYS
 
