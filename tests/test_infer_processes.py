@@ -471,3 +471,20 @@ def test_speechrole_infer_with_two_processes_writes_the_dialogues_of_one(real_di
         info = json.loads((outs["two"] / f"{mode}_result" / "run_info.json").read_text())
         assert info["session_processes"] == (2 if mode == "single" else 1)  # multi: one dialogue, one process
     assert set(fake.calls.values()) == {2}  # every turn asked once per run
+
+
+def test_process_options_on_an_in_process_adapter_are_said_to_do_nothing(capsys, monkeypatch):
+    """--processes / --provider-limit given for an adapter that is not a network adapter (it runs
+    in this process) are named in one stderr line; for a network adapter, or when not given,
+    nothing is said."""
+    from spear_metrics.agents.processes import unused_options_note
+    from spear_metrics.agents.registry import load_agent
+
+    fixed = load_agent("fixed-text")
+    unused_options_note(fixed, "fixed-text", 2, {"fixed-text": 1})
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--processes and --provider-limit act on network adapters only" in err
+    unused_options_note(fixed, "fixed-text", 1, None)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key-0000")
+    unused_options_note(load_agent("openai-realtime"), "openai-realtime", 2, None)
+    assert capsys.readouterr().err == ""

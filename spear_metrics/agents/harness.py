@@ -78,7 +78,7 @@ from spear_metrics.agents.base import (
     validate_answer,
 )
 from spear_metrics.agents.duplex import is_network_agent
-from spear_metrics.agents.processes import sessions_for
+from spear_metrics.agents.processes import sessions_for, unused_options_note
 from spear_metrics.agents.rows import (  # THE row executor; RowTimeout, SyncCaller, run_concurrently re-exported
     ProcessEnds,
     ProcessLost,
@@ -450,6 +450,7 @@ def run_inference(
     built_by_name = agent is None
     if agent is None:
         agent = load_agent(agent_name, **agent_options)
+    unused_options_note(agent, agent_name, processes, provider_limits)
     if config.chunk_ms is None:  # the adapter's own chunk (e.g. moshi's 80 ms frame), else 40 ms
         from spear_metrics.agents.duplex import resolve_chunk_ms
 

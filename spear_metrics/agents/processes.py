@@ -696,3 +696,18 @@ def sessions_for(agent: Any, *, name: str, options: dict[str, Any], built_by_nam
     if n <= 1:
         return LocalSessions(agent, slots)
     return SessionPool(agent_spec(name, options, agent, built_by_name), n, slots, grow_to=grow_to)
+
+
+def unused_options_note(agent: Any, name: str, processes: int | str, provider_limits: Optional[dict[str, int]]) -> None:
+    """Say on stderr, in one line, that ``--processes`` / ``--provider-limit`` do nothing for
+    ``agent`` when it is not a network adapter (an in-process model or a fixed answer runs in
+    this process, one row at a time): given for such an adapter they would otherwise be ignored
+    without a word."""
+    import sys
+
+    from spear_metrics.agents.duplex import is_network_agent
+
+    given = [flag for flag, on in (("--processes", processes != 1), ("--provider-limit", bool(provider_limits))) if on]
+    if given and not is_network_agent(agent):
+        print(f"note: {' and '.join(given)} act on network adapters only; {name} runs in this process",
+              file=sys.stderr)

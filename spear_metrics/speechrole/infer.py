@@ -184,7 +184,7 @@ def run_speechrole_inference(agent_name: str, test_data: str | os.PathLike, mode
     from spear_datasets.audio import AudioError, decode, write_wav
     from spear_metrics.agents.base import GenerationConfig, check_answer_limits, validate_answer
     from spear_metrics.agents.duplex import clamp_concurrency, is_network_agent
-    from spear_metrics.agents.processes import sessions_for
+    from spear_metrics.agents.processes import sessions_for, unused_options_note
     from spear_metrics.agents.harness import usage_of_records
     from spear_metrics.agents.rows import (
         ProcessEnds, ProcessLost, RowJournal, RowTimeout, SyncCaller, failure_reason, fails_row, run_concurrently,
@@ -199,6 +199,7 @@ def run_speechrole_inference(agent_name: str, test_data: str | os.PathLike, mode
     if agent is None:
         agent = load_agent(agent_name, **options)
     network = is_network_agent(agent)
+    unused_options_note(agent, agent_name, processes, provider_limits)
     out = Path(out)
     dialogues = read_test_data(test_data, mode, roles=roles)
     fp = {"agent": agent_name, "agent_options": {k: str(options[k]) for k in sorted(options)}, "mode": mode,
