@@ -87,18 +87,14 @@ def paired_compare(before: Sequence[float], after: Sequence[float], *, alpha: fl
 
 
 def holm(pvalues: Sequence[float]) -> list[float]:
-    """Holm's step-down adjusted p-values (same order as given): sorted ascending, the i-th
-    (0-based) of m is ``min(1, max over j <= i of (m - j) * p_(j))``. NaN p-values stay NaN and
-    do not count in m (as ``statsmodels.stats.multitest.multipletests(method="holm")`` requires none)."""
-    p = np.asarray(pvalues, dtype=float)
-    out = np.full(p.shape, np.nan)
-    idx = [i for i in np.argsort(p, kind="mergesort") if not np.isnan(p[i])]
-    m = len(idx)
-    running = 0.0
-    for rank, i in enumerate(idx):
-        running = max(running, min(1.0, (m - rank) * p[i]))
-        out[i] = running
-    return out.tolist()
+    """Holm's step-down adjusted p-values (same order as given;
+    :func:`spear_metrics.core.stats.holm`, the project's one implementation). NaN p-values stay
+    NaN and do not count in m (as ``statsmodels.stats.multitest.multipletests(method="holm")``,
+    upstream's call, requires none)."""
+    from spear_metrics.core.stats import holm as holm_adjusted
+
+    adj = holm_adjusted([None if math.isnan(float(p)) else float(p) for p in pvalues])
+    return [math.nan if a is None else a for a in adj]
 
 
 def _num(v: Any) -> float:
