@@ -254,5 +254,8 @@ class JudgeCache:
 
 
 def _reason(e: BaseException) -> str:
-    """One line of an error (at most 200 characters of its message)."""
-    return f"{type(e).__name__}: {' '.join(str(e).split())[:200]}"
+    """One line of an error: its type, then its message as a failed row carries it
+    (:func:`spear_metrics.core.records.one_line`: secrets masked, length capped)."""
+    from spear_metrics.core.records import one_line
+
+    return f"{type(e).__name__}: {one_line(e)}"
