@@ -351,3 +351,18 @@ def test_overwrite_removes_the_old_runs_timing_file_too(data, tmp_path):
         run_inference("fixed-delay", str(data["hub"]), out, agent_options={"delay": "0.2"}, split="test",
                       subset="improvised", overwrite=True, progress=False, on_row=kill)
     assert not (out / "response_times.csv").exists() and not (out / "metadata.csv").exists()
+
+
+def test_a_provider_limit_naming_another_adapter_is_refused_for_any_adapter(data, tmp_path, capsys):
+    """--provider-limit with a misspelt adapter name was refused only for network adapters (whose
+    sessions go through the provider slots); with a local adapter (fixed-delay) it was silently
+    ignored. It is refused for every adapter, in one line, before anything is written."""
+    out = tmp_path / "out"
+    assert main(["infer", "--agent", "fixed-delay", "--data", str(data["hub"]), "--split", "test", "--subset",
+                 "improvised", "--out", str(out), "--no-progress", "--provider-limit", "fixd-delay=1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["spearbench infer: --provider-limit names fixd-delay, not this run's adapter 'fixed-delay': "
+                   "give --provider-limit fixed-delay=N"]
+    assert not out.exists()
+    _infer(data, out, "fixed-delay", extra=("--provider-limit", "fixed-delay=1"))  # its own name: accepted
+    assert len(_rows(out)) == N
