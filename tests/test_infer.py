@@ -366,3 +366,22 @@ def test_a_provider_limit_naming_another_adapter_is_refused_for_any_adapter(data
     assert not out.exists()
     _infer(data, out, "fixed-delay", extra=("--provider-limit", "fixed-delay=1"))  # its own name: accepted
     assert len(_rows(out)) == N
+
+
+def test_score_records_the_onset_rule_given_or_the_one_infer_recorded(data, tmp_path):
+    """run_score's summary says the answers' onset rule: infer's record beside the metadata by
+    default, or the one the caller states (the demo's replayed references share a folder that
+    infer never wrote); a rule that does not exist is refused before anything is read."""
+    from spear_metrics.core.runner import RunError
+    from spear_metrics.core.scoring import run_score
+
+    out = tmp_path / "out"
+    _infer(data, out, "fixed-delay", "delay=0.7")
+    recorded = run_score(out / "metadata.csv", "interruptions", tmp_path / "a", progress=False, n_resamples=0)
+    assert recorded["onset_kind"] == "fixed_delay"
+    stated = run_score(out / "metadata.csv", "interruptions", tmp_path / "b", progress=False, n_resamples=0,
+                       onset_kind="reference")
+    assert stated["onset_kind"] == "reference"
+    with pytest.raises(RunError, match="onset_kind must be one of"):
+        run_score(out / "metadata.csv", "interruptions", tmp_path / "c", progress=False, onset_kind="fast")
+    assert not (tmp_path / "c").exists()
