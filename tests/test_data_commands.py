@@ -366,3 +366,37 @@ def test_a_url_no_attempt_can_fetch_is_refused_at_once(url, tmp_path):
     with pytest.raises(DownloadError, match="is not a URL this can download"):
         http_download(url, tmp_path / "pkg.zip", retries=5, backoff_s=3600.0, deadline_s=1.0)
     assert not (tmp_path / "pkg.zip").exists()
+
+
+def test_check_of_a_folder_without_the_layout_says_so(tmp_path, capsys):
+    """`data check` of a folder that holds no SPEAR layout named a metadata file deep inside a layout
+    it never found (`ROOT/inputs/test/improvised/metadata.csv: missing`), a path the documented
+    layout (`ROOT/data/seamless_2t_2s_questions/inputs/`) does not even have; it says what it
+    looked for, and a folder that does not exist is said to be missing."""
+    from spear_metrics.cli import main
+
+    (tmp_path / "empty").mkdir()
+    assert main(["data", "check", str(tmp_path / "empty")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (f"spearbench data: {tmp_path / 'empty'}: holds neither data/seamless_2t_2s_questions/inputs/ nor "
+                   "inputs/ (give the --root that 'data install' or 'data seamless' wrote)")
+    assert main(["data", "check", str(tmp_path / "nowhere")]) == 2
+    assert capsys.readouterr().err.strip().startswith(f"spearbench data: {tmp_path / 'nowhere'}: no such folder (")
+    (tmp_path / "empty" / "data" / "seamless_2t_2s_questions" / "inputs").mkdir(parents=True)  # the layout, no split
+    with pytest.raises(DataCheckError, match=r"inputs/test/improvised/metadata\.csv: missing"):
+        check_layout(tmp_path / "empty")
+
+
+def test_a_deadline_reached_between_attempts_says_what_failed(tmp_path):
+    """A server that refuses every connection ended in `the download ran past its N s deadline`
+    alone: the cause (a refused connection, not a slow transfer) was left out. The last attempt's
+    error is said."""
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on: every connection is refused
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(DownloadError, match=r"ran past its 1 s deadline \(last attempt: ConnectError: "):
+        http_download(f"http://127.0.0.1:{port}/pkg.zip", tmp_path / "pkg.zip", retries=5, backoff_s=3600.0,
+                      deadline_s=1.0)
+    assert not (tmp_path / "pkg.zip").exists()

@@ -48,6 +48,13 @@ def test_demo_on_the_packaged_real_call(tmp_path, capsys):
         c = board["cascade"]
         assert c["interruptions_%"] == "" and float(c["explainable_duration_s"]) > 1.0
     assert (tmp_path / "datasets" / "human" / "summary.json").is_file()
+    # each system's onset rule is recorded where compare, report and the Space read it (the reference
+    # systems' answers share one folder without an infer record: they said "unstated" there while the
+    # printed leaderboard said [fixed_delay])
+    for where in ("results", "datasets"):
+        kinds = {n: json.loads((tmp_path / where / n / "summary.json").read_text())["onset_kind"] for n in board}
+        assert kinds["human"] == "reference" and kinds["fixed-delay-0.7s"] == kinds["barge-in-1s"] == "fixed_delay"
+        assert kinds.get("cascade", "question_end") == "question_end"
     subject = "cascade" if "cascade" in board else "fixed-delay-0.7s"
     report = tmp_path / "results" / subject / "report" / "index.html"
     assert report.is_file() and f"report: {report}\n" in printed

@@ -313,6 +313,12 @@ def test_score_command_on_v15_samples(v15_root, tmp_path, capsys):
         assert len(srv.requests) == 4
     print(table)
     assert "C_RESPOND" in table and "user_interruption" in table and "stop_latency_s" in table
+    # it ends with the next command, the run's report, which runs as printed
+    from spear_metrics.commands import runnable
+
+    report = f"{runnable('spearbench')} report {out} --out {out / 'report'}"
+    assert table.rstrip().endswith(f"\n  {report}")
+    assert main(report.split()[1:]) == 0 and (out / "report" / "index.html").is_file()
     overall = json.loads((out / "summary.json").read_text())
     ui = json.loads((out / "user_interruption" / "summary.json").read_text())
     bc = json.loads((out / "user_backchannel" / "summary.json").read_text())

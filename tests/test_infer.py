@@ -351,3 +351,37 @@ def test_overwrite_removes_the_old_runs_timing_file_too(data, tmp_path):
         run_inference("fixed-delay", str(data["hub"]), out, agent_options={"delay": "0.2"}, split="test",
                       subset="improvised", overwrite=True, progress=False, on_row=kill)
     assert not (out / "response_times.csv").exists() and not (out / "metadata.csv").exists()
+
+
+def test_a_provider_limit_naming_another_adapter_is_refused_for_any_adapter(data, tmp_path, capsys):
+    """--provider-limit with a misspelt adapter name was refused only for network adapters (whose
+    sessions go through the provider slots); with a local adapter (fixed-delay) it was silently
+    ignored. It is refused for every adapter, in one line, before anything is written."""
+    out = tmp_path / "out"
+    assert main(["infer", "--agent", "fixed-delay", "--data", str(data["hub"]), "--split", "test", "--subset",
+                 "improvised", "--out", str(out), "--no-progress", "--provider-limit", "fixd-delay=1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["spearbench infer: --provider-limit names fixd-delay, not this run's adapter 'fixed-delay': "
+                   "give --provider-limit fixed-delay=N"]
+    assert not out.exists()
+    _infer(data, out, "fixed-delay", extra=("--provider-limit", "fixed-delay=1"))  # its own name: accepted
+    assert len(_rows(out)) == N
+
+
+def test_score_records_the_onset_rule_given_or_the_one_infer_recorded(data, tmp_path):
+    """run_score's summary says the answers' onset rule: infer's record beside the metadata by
+    default, or the one the caller states (the demo's replayed references share a folder that
+    infer never wrote); a rule that does not exist is refused before anything is read."""
+    from spear_metrics.core.runner import RunError
+    from spear_metrics.core.scoring import run_score
+
+    out = tmp_path / "out"
+    _infer(data, out, "fixed-delay", "delay=0.7")
+    recorded = run_score(out / "metadata.csv", "interruptions", tmp_path / "a", progress=False, n_resamples=0)
+    assert recorded["onset_kind"] == "fixed_delay"
+    stated = run_score(out / "metadata.csv", "interruptions", tmp_path / "b", progress=False, n_resamples=0,
+                       onset_kind="reference")
+    assert stated["onset_kind"] == "reference"
+    with pytest.raises(RunError, match="onset_kind must be one of"):
+        run_score(out / "metadata.csv", "interruptions", tmp_path / "c", progress=False, onset_kind="fast")
+    assert not (tmp_path / "c").exists()

@@ -114,7 +114,8 @@ def http_download(url: str, dest: str | os.PathLike, *, sha256: Optional[str] = 
                                     f" ({part.name} kept; run again to resume)") from None
             wait = backoff_s * 2 ** (attempt - 1)
             if time.monotonic() + wait > t_end:
-                raise DownloadError(f"the download ran past its {deadline_s:g} s deadline") from None
+                raise DownloadError(f"the download ran past its {deadline_s:g} s deadline (last attempt: "
+                                    f"{type(e).__name__}: {' '.join(str(e).split())[:200]})") from None
             time.sleep(wait)
     digest = sha256_file(part)
     if sha256 is not None and digest != sha256.lower():

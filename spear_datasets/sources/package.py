@@ -162,11 +162,14 @@ def check_layout(root: str | os.PathLike, *, splits: Sequence[str] = ("test",), 
         ``{split: {subset: rows}}``.
 
     Raises:
-        DataCheckError: a missing split/subset, a metadata file without SPEAR's columns, a clip
+        DataCheckError: ``root`` holding neither layout, a missing split/subset, a metadata file without SPEAR's columns, a clip
             that is not there, or (``counts``) rows per subset that differ from the published ones
             (the message gives both).
     """
     base = inputs_dir(root) if inputs_dir(root).is_dir() else Path(root) / "inputs"
+    if not base.is_dir():  # neither layout: say what was looked for, not a file deep inside one
+        what = "no such folder" if not Path(root).is_dir() else f"holds neither {PROTOCOL_DIR}/inputs/ nor inputs/"
+        raise DataCheckError(f"{root}: {what} (give the --root that 'data install' or 'data seamless' wrote)")
     out: dict[str, dict[str, int]] = {}
     for split in splits:
         out[split] = {}

@@ -78,7 +78,7 @@ from spear_metrics.agents.base import (
     validate_answer,
 )
 from spear_metrics.agents.duplex import is_network_agent
-from spear_metrics.agents.processes import sessions_for, unused_options_note
+from spear_metrics.agents.processes import check_provider_limits, sessions_for, unused_options_note
 from spear_metrics.agents.rows import (  # THE row executor; RowTimeout, SyncCaller, run_concurrently re-exported
     ProcessEnds,
     ProcessLost,
@@ -421,6 +421,8 @@ def run_inference(
         spear_datasets.ownership.OutFolderError: ``out_dir`` holds files this tool did not write, the
             output of another command, or is being written by a live process (one line).
         MetadataError: an unusable CSV. UnknownAgentError: no adapter of that name.
+        spear_metrics.agents.processes.ProcessesError: ``provider_limits`` that name only other
+            adapters (any adapter, checked before anything runs).
     """
     from spear_metrics.agents.registry import load_agent
 
@@ -435,6 +437,7 @@ def run_inference(
         raise InferError(f"--row-timeout-s must be > 0, got {row_timeout_s}")
     if processes != "auto" and (not isinstance(processes, int) or processes < 1):
         raise InferError(f"--processes must be 'auto' or >= 1, got {processes!r}")
+    check_provider_limits(agent_name, provider_limits)  # every adapter: a misspelt name is refused, not ignored
     if shard is not None:
         k, n = shard
         if not (isinstance(k, int) and isinstance(n, int) and 0 <= k < n):

@@ -666,6 +666,18 @@ async def run_one_session(agent: Any, request: Any, scfg: Any, limit_s: float, w
     return await sessions.run(request, scfg, limit_s, what, tag=tag)
 
 
+def check_provider_limits(name: str, provider_limits: Optional[dict[str, int]]) -> None:
+    """Refuse ``--provider-limit`` pairs that name only other adapters than the run's ``name``
+    (a misspelt name would cap nothing), whatever the adapter (``infer`` checks before it starts).
+
+    Raises:
+        ProcessesError: one line naming the limits given and the run's adapter.
+    """
+    if provider_limits and name not in provider_limits:
+        raise ProcessesError(f"--provider-limit names {', '.join(sorted(provider_limits))}, not this run's adapter "
+                             f"{name!r}: give --provider-limit {name}=N")
+
+
 def sessions_for(agent: Any, *, name: str, options: dict[str, Any], built_by_name: bool, processes: int | str,
                  concurrency: int, n_rows: int, provider_limits: Optional[dict[str, int]] = None) -> Any:
     """The sessions of a run (an ``async with`` object with ``run``, ``slots`` and ``stats``):
@@ -683,9 +695,7 @@ def sessions_for(agent: Any, *, name: str, options: dict[str, Any], built_by_nam
         ProcessesError: an adapter object that cannot be sent to a worker; ``provider_limits`` that
             name other adapters only (a misspelt name would cap nothing).
     """
-    if provider_limits and name not in provider_limits:
-        raise ProcessesError(f"--provider-limit names {', '.join(sorted(provider_limits))}, not this run's adapter "
-                             f"{name!r}: give --provider-limit {name}=N")
+    check_provider_limits(name, provider_limits)
     slots = ProviderSlots(name, (provider_limits or {}).get(name))
     if processes == "auto":
         n, grow_to = auto_processes(concurrency), usable_cpus()

@@ -293,7 +293,8 @@ def _run_demo(args: argparse.Namespace, out: Path, call: Path, rttm: Path, stm: 
             metrics = ",".join(d.name for d in dims)
             try:
                 summaries[name] = run_score(meta, metrics, out / "results" / name, progress=False, overwrite=True,
-                                            dimensions=_against_human(dims, out / "results" / "human", name))
+                                            dimensions=_against_human(dims, out / "results" / "human", name),
+                                            onset_kind=onsets.get(name))  # recorded: the Space and compare see it
                 done = read_run_info(out / "results" / name).get("rows_resumed", 0)
                 if done:
                     resumed.append(f"{name} scores {done} of {summaries[name]['n_samples']}")
@@ -354,7 +355,8 @@ def _run_demo(args: argparse.Namespace, out: Path, call: Path, rttm: Path, stm: 
                 command("spearbench", "build-dataset", "--source", shown_path(spear_data), "--out",
                         shown_path(out, "hub_dataset"), "--source-name", "pyannote.audio sample call (origin of the "
                         "recording not stated)", "--source-url", "https://github.com/pyannote/pyannote-audio")),
-               ("run your own agent on the same samples (see --list-agents)",
+               ("run your own agent on the same samples (my_agents.py: the README's EchoAgent, written first; "
+                "or a built-in name from infer --list-agents)",
                 command("spearbench", "infer", "--agent", "my_agents.py:EchoAgent", "--data", shown_path(human), "--out",
                         shown_path(out, "my_agent"))))
     return 0

@@ -378,6 +378,7 @@ def run_score(
     seed: int = 0,
     dimensions: Sequence[Dimension] | None = None,
     bootstrap_unit: str = "conversation",
+    onset_kind: str | None = None,
 ) -> dict[str, Any] | None:
     """Score a metadata CSV into ``out_dir`` (see module docstring) through
     :func:`run_resumable`; returns the summary on the main process (``None`` on the others).
@@ -387,7 +388,10 @@ def run_score(
     ``"conversation"`` (the default: every row of a drawn conversation comes along) or ``"row"``,
     recorded in the summary's ``bootstrap``. ``dimensions``: already-built instances of
     ``metrics`` (same names) to reuse their loaded models across runs (the demo); ``options``
-    are then ignored.
+    are then ignored. ``onset_kind``: the answers' onset rule
+    (:data:`spear_metrics.core.onset.ONSET_KINDS`) when the caller made the answers itself (the
+    demo's reference systems, which share one folder); ``None``: what ``infer``'s
+    ``run_info.json`` beside ``metadata`` says, else ``"unstated"``.
 
     Raises:
         MetadataError: the CSV is unusable as a whole.
@@ -409,6 +413,10 @@ def run_score(
         raise RunError(f"--bootstrap must be >= 0, got {n_resamples}")
     if bootstrap_unit not in BOOTSTRAP_UNITS:
         raise RunError(f"--bootstrap-unit must be one of {', '.join(BOOTSTRAP_UNITS)}, got {bootstrap_unit!r}")
+    from spear_metrics.core.onset import ONSET_KINDS
+
+    if onset_kind is not None and onset_kind not in ONSET_KINDS:
+        raise RunError(f"onset_kind must be one of {', '.join(ONSET_KINDS)}, got {onset_kind!r}")
     # options checked before anything is read
     dims = list(dimensions) if dimensions is not None else load_dimensions(names, options)
     if [d.name for d in dims] != names:
@@ -430,7 +438,8 @@ def run_score(
         return _score_claimed(out, dims, names, prep, state, batch_size=batch_size, retry_failed=retry_failed,
                               progress=progress, inputs_metadata=inputs_metadata, n_resamples=n_resamples, seed=seed,
                               bootstrap_unit=bootstrap_unit, data=data,
-                              answers_timing=_answers_timing(metadata))
+                              answers_timing=_answers_timing(metadata) if onset_kind is None
+                              else {"onset_kind": onset_kind})
 
 
 def _answers_timing(metadata: Path) -> dict[str, Any]:

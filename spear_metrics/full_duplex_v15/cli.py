@@ -76,4 +76,11 @@ def run_v15(args: argparse.Namespace) -> int:
         print(overall["behaviour_note"])
     print(f"wrote {out / 'summary.json'}" + (" and <subset>/summary.json" if len(per_subset) > 1 else "") +
           " and per_sample.jsonl")
+    from spear_metrics.commands import command, next_steps, shown_path
+
+    if any(not r.ok for r in results):
+        print("failed samples (reasons above and in per_sample.jsonl): the same command with --retry-failed "
+              "scores them again")
+    next_steps(("the run's HTML page (behaviour tags, latencies, before/after tests, samples with players)",
+                command("spearbench", "report", shown_path(out), "--out", shown_path(out, "report"))))
     return 0 if overall["n_scored"] or not overall["n_samples"] else 1

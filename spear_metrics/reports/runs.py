@@ -423,7 +423,7 @@ ONSET_TIE_NOTE = ("[rule]: a key computed from the answer's onset (latency_ms, i
                   "turn_taking_naturalness...) ranks only systems whose onset is measured, each against the systems "
                   "measured by the same rule; a system whose onset is placed (question_end: a cascade at 0 ms; "
                   "fixed_delay), replayed (reference), unstated, or measured by a rule no other system shares is not "
-                  "ranked there and shows its onset rule instead (spear_metrics.core.onset)")
+                  "ranked there and shows its onset rule instead (docs/statistics.md: onset rules)")
 
 
 def onset_tie_note(ties: dict[str, Any]) -> str | None:
