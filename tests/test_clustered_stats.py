@@ -288,3 +288,29 @@ def test_two_measured_onset_rules_are_ranked_apart_and_the_mark_names_its_rule()
     assert tie_cell(ties, "latency_ms", "rt_a") == f"{BEST_MARK} rank 1 among first_audio"
     assert tie_cell(ties, "latency_ms", "moshi_a") == f"{BEST_MARK} rank 1 among frame"
     assert tie_cell(ties, "latency_ms", "moshi_b").endswith("among frame") and BEST_MARK not in tie_cell(ties, "latency_ms", "moshi_b")
+
+
+def test_a_scored_folder_takes_its_conversations_from_the_metadata_it_scored(tmp_path):
+    """per_sample.jsonl keeps no conversation_id: a scored folder's rows take it from the metadata
+    CSV the run read (.work/run.json), row by row where the clip names agree, so a comparison
+    resamples the conversations summary.json resampled even for clip names without SPEAR's id;
+    a row whose metadata row names another clip keeps none (its clip name decides)."""
+    import json
+
+    from spear_metrics.reports.runs import load_run
+
+    meta = tmp_path / "metadata.csv"
+    meta.write_text("audio_path,context_end_time,question_end_time,conversation_id\n"
+                    "call_a1.wav,1,2,callA\ncall_a2.wav,1,2,callA\ncall_b1.wav,1,2,callB\nother.wav,1,2,callC\n",
+                    encoding="utf-8")
+    res = tmp_path / "res"
+    (res / ".work").mkdir(parents=True)
+    (res / ".work" / "run.json").write_text(json.dumps({"metadata": str(meta)}), encoding="utf-8")
+    (res / "summary.json").write_text("{}", encoding="utf-8")
+    names = ["call_a1.wav", "call_a2.wav", "call_b1.wav", "renamed.wav"]
+    (res / "per_sample.jsonl").write_text("".join(
+        json.dumps({"row": i, "audio_path": f"/data/{n}", "answer_audio_path": None, "latency_ms": 100.0 * i,
+                    "status": "ok", "error": None}) + "\n" for i, n in enumerate(names)), encoding="utf-8")
+    rows = {r["row"]: r for r in load_run(res).rows}
+    assert [conversation_of(rows[i]) for i in range(3)] == ["callA", "callA", "callB"]
+    assert "conversation_id" not in rows[3] and conversation_of(rows[3]) is None  # other clip: not matched

@@ -375,9 +375,9 @@ def _ties(out: Path, names: list[str], summaries: dict[str, dict], onsets: dict[
     ``per_sample.jsonl``; ``onsets``: each system's onset rule (a placed onset is not ranked on
     the keys computed from it, ``latency_ms``...)."""
     from spear_metrics.core.summary import BENCHMARK_KEYS
-    from spear_metrics.reports.runs import _read_raw_folder, leaderboard_ties
+    from spear_metrics.reports.runs import leaderboard_ties, scored_rows
 
-    rows = {n: _read_raw_folder(out / "results" / n)[1] for n in names if (out / "results" / n / "per_sample.jsonl").is_file()}
+    rows = {n: scored_rows(out / "results" / n) for n in names if (out / "results" / n / "per_sample.jsonl").is_file()}
     keys = [k for k in BENCHMARK_KEYS if any(k in summaries.get(n, {}) for n in rows)]
     return leaderboard_ties(rows, keys, human=summaries.get("human"), onset_kinds=onsets) if len(rows) >= 2 else {}
 

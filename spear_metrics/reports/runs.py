@@ -112,6 +112,44 @@ def _agent_of(results: Path) -> str | None:
     return agent.strip() or None if isinstance(agent, str) else None
 
 
+def _conversations_from_metadata(results: Path, rows: list[dict[str, Any]]) -> None:
+    """Give the rows of a scored folder their ``conversation_id`` from the metadata CSV the run
+    scored (:func:`spear_metrics.core.scoring.scored_metadata`; ``per_sample.jsonl`` keeps none),
+    so that paired comparisons and tie groups resample the conversations ``summary.json``
+    resampled, also on clips whose names do not carry SPEAR's ``V_S_I`` id. A row takes the id
+    only when the metadata row of its index names the same clip; nothing is changed when the CSV
+    is gone or unreadable (clip names then decide, :func:`spear_metrics.core.stats.conversation_of`)."""
+    if not rows or all(str(r.get("conversation_id") or "").strip() for r in rows):
+        return
+    from spear_datasets.schema import MetadataError, read_metadata
+    from spear_metrics.core.scoring import scored_metadata
+
+    path = scored_metadata(results)
+    if path is None:
+        return
+    try:
+        meta = read_metadata(path, required=("audio_path",))
+    except (MetadataError, OSError):
+        return
+    for r in rows:
+        i = r.get("row")
+        if str(r.get("conversation_id") or "").strip() or not isinstance(i, int) or not 0 <= i < len(meta):
+            continue
+        cells = meta[i]
+        same = Path(str(cells.get("audio_path") or "")).name == Path(str(r.get("audio_path") or "")).name
+        if same and str(cells.get("conversation_id") or "").strip():
+            r["conversation_id"] = str(cells["conversation_id"]).strip()
+
+
+def scored_rows(results: str | Path) -> list[dict[str, Any]]:
+    """The per-sample rows of a scored folder (``per_sample.jsonl``; unreadable lines left out)
+    with their ``conversation_id`` from the metadata the run scored
+    (:func:`_conversations_from_metadata`): what tie groups and comparisons pair and resample."""
+    rows = _read_raw_folder(Path(results))[1]
+    _conversations_from_metadata(Path(results), rows)
+    return rows
+
+
 def load_run(source: str | Path, *, name: str | None = None) -> RunData:
     """Read a run for a report or a comparison (see the module docstring).
 
@@ -131,6 +169,7 @@ def load_run(source: str | Path, *, name: str | None = None) -> RunData:
     if d.is_dir() and (d / "per_sample.jsonl").is_file():
         summary, rows, problems = _read_raw_folder(d)
         display = name or _agent_of(d) or d.name
+        _conversations_from_metadata(d, rows)
     else:
         try:
             res = load_results(src)
