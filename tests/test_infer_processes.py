@@ -123,6 +123,20 @@ def test_provider_slots_admit_one_holder_at_a_time(tmp_path):
     assert events == ["a in", "a out", "b in"]
 
 
+def test_a_huge_provider_limit_costs_the_slots_used_not_the_limit(tmp_path):
+    """``--provider-limit NAME=10**12`` is a valid (if loose) cap: holding slots makes locks for
+    the slots tried only (it once built one lock object per slot up front: memory and time
+    without bound), and a second holder takes the next slot while the first holds slot 0."""
+
+    async def main():
+        a, b = ProviderSlots("p", 10**12, tmp_path), ProviderSlots("p", 10**12, tmp_path)
+        async with a:
+            async with b:
+                return sorted(p.name for p in tmp_path.iterdir())
+
+    assert asyncio.run(main()) == ["p.0.lock", "p.1.lock"]
+
+
 def test_auto_grows_one_process_at_a_time_when_a_loop_lags():
     """The ``auto`` rule: a lag report over the budget starts one more worker (never two at once,
     never past ``grow_to``); a report within the budget starts none."""

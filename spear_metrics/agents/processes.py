@@ -150,24 +150,32 @@ class ProviderSlots:
 
     def __init__(self, name: str, limit: Optional[int], folder: Optional[Path] = None):
         self.name, self.limit = name, limit
-        self._locks: list[Any] = []
+        self._locks: dict[int, Any] = {}  # slot -> its lock, made when first tried (a limit of 10**9 costs nothing)
         self._held: set[int] = set()
         self._holder: dict[int, int] = {}  # id(task) -> slot held
+        self._folder: Optional[Path] = None
         if limit is not None:
+            self._folder = folder or slot_dir()
+            self._folder.mkdir(parents=True, exist_ok=True)
+            self._safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+
+    def _lock(self, k: int) -> Any:
+        if k not in self._locks:
             from filelock import FileLock
 
-            folder = folder or slot_dir()
-            folder.mkdir(parents=True, exist_ok=True)
-            safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
-            self._locks = [FileLock(str(folder / f"{safe}.{k}.lock"), timeout=0, thread_local=False)
-                           for k in range(limit)]
+            self._locks[k] = FileLock(str(self._folder / f"{self._safe}.{k}.lock"), timeout=0, thread_local=False)
+        return self._locks[k]
 
     def _try(self) -> Optional[int]:
+        """A free slot, lowest first (so runs with different limits share the first slots), or
+        ``None``. The slots are tried in order until one is free, so a try costs the slots held
+        (by any process) plus one, whatever the limit."""
         from filelock import Timeout
 
-        for k, lock in enumerate(self._locks):
+        for k in range(self.limit or 0):
             if k in self._held:
                 continue
+            lock = self._lock(k)
             try:
                 lock.acquire(timeout=0)
             except Timeout:
