@@ -254,6 +254,33 @@ def test_seamless_cut_fails_bad_conversations_alone_and_resumes(seamless, tmp_pa
     assert len(err) == 1 and "with other settings" in err[0]
 
 
+def test_seamless_turns_with_unusable_times_fail_their_conversation(seamless, tmp_path, capsys):
+    """A transcript segment with text whose start is not a number, or NaN, fails its conversation
+    with the segment named (it was skipped, and the question it held vanished without a word: the
+    conversation logged ok with no rows); the good conversations are still cut."""
+    import shutil
+
+    from spear_metrics.cli import main
+
+    copy = tmp_path / "seamless"
+    shutil.copytree(seamless, copy)
+    imp = copy / "improvised" / "test"
+    for new, bad in (("V00_S0001_I00000021", "x"), ("V00_S0001_I00000022", float("nan"))):
+        j = _clone_conversation(imp, "V00_S0001_I00000002", new)["P0003"].with_suffix(".json")
+        segments = json.loads(j.read_text())
+        segments[0]["start"] = bad
+        j.write_text(json.dumps(segments))
+    root = tmp_path / "root"
+    assert main(["data", "seamless", "--seamless", str(copy), "--root", str(root), "--no-count-check",
+                 "--no-progress"]) == 0
+    out, err = capsys.readouterr()
+    assert "improvised: 2 rows from 4 conversations (4 cut this run), 2 failed" in out
+    failed = dict(line.split(": ", 1) for line in err.splitlines() if line.startswith("  failed conversation "))
+    assert failed["  failed conversation V00_S0001_I00000021"] == \
+        "V00_S0001_I00000021_P0003.json: segment 0 ('Actually that just raises a point, I won'): start is not a number: 'x'"
+    assert failed["  failed conversation V00_S0001_I00000022"].endswith("start is not finite: nan")
+
+
 def test_seamless_cut_with_only_bad_conversations_exits_2_in_one_line(seamless, tmp_path, capsys):
     """A subset whose every conversation fails: nothing to write, one line naming the failures' file."""
     import shutil
