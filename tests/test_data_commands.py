@@ -9,7 +9,10 @@ RTTM-derived turns; FEE016's long turn given a closing "?" so that it is a quest
 
 from __future__ import annotations
 
+import contextlib
 import json
+import re
+import time
 import zipfile
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
@@ -353,6 +356,39 @@ def test_a_range_answer_from_the_wrong_offset_restarts_the_file(package, tmp_pat
         got = http_download(srv.url, tmp_path / "pkg.zip", backoff_s=0.0, timeout_s=30.0)
     assert (tmp_path / "pkg.zip").read_bytes() == data and got == sha256_file(package)
     assert srv.requests[0] is None and srv.requests[1].startswith("bytes=") and srv.requests[2] is None
+
+
+class _TrickleServer(LoopbackHTTP):
+    """Declares ``n`` bytes and sends them one 4 KiB block at a time, ``pause_s`` apart (never done
+    within a short deadline; each read comes well within a read's time limit)."""
+
+    def __init__(self, n: int = 10_000_000, pause_s: float = 0.2):
+        class H(BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def do_GET(self):
+                self.send_response(200)
+                self.send_header("Content-Length", str(n))
+                self.end_headers()
+                with contextlib.suppress(OSError):
+                    for _ in range(n // 4096):
+                        self.wfile.write(b"x" * 4096)
+                        self.wfile.flush()
+                        time.sleep(pause_s)
+
+        self._serve(H, "/spear_package.zip")
+
+
+def test_a_download_past_its_deadline_says_the_bytes_it_kept(tmp_path):
+    """A server trickling a file: past ``deadline_s`` the download stops in one line that counts the
+    bytes kept in the .part file, exactly (it counted the block received at the deadline that was
+    never written), and a rerun resumes from them."""
+    with _TrickleServer() as srv:
+        with pytest.raises(DownloadError, match="deadline") as e:
+            http_download(srv.url, tmp_path / "pkg.zip", timeout_s=30.0, deadline_s=1.0)
+    kept = int(re.search(r"\((\d+) bytes kept in pkg.zip.part", str(e.value)).group(1))
+    assert kept > 0 and kept == (tmp_path / "pkg.zip.part").stat().st_size
 
 
 @pytest.mark.parametrize("damage", ["bad_crc", "truncated_tar_gz"])
