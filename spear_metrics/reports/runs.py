@@ -100,6 +100,31 @@ def _read_raw_folder(d: Path) -> tuple[dict[str, Any], list[dict[str, Any]], lis
     return summary, rows, problems
 
 
+def _blank_bad_values(rows: list[dict[str, Any]], metrics: tuple[str, ...], problems: list[str]) -> None:
+    """Per-sample values a report cannot use as they are, made missing (``None``) in place, with one
+    problem line: under a numeric column (a metric's key, a metadata time) anything but a finite
+    number (text, NaN, inf, objects), under a VAD evidence column (``*_segments_s``) anything but
+    ``[start, end]`` pairs, and under any column a value of no kind (:func:`value_kind` ``"invalid"``).
+    The tables, tests and plots then see a missing value, never a string where a number goes."""
+    from spear_metrics.core.columns import find_column
+    from spear_metrics.results.validate import METADATA_FLOATS, value_kind
+
+    bad: list[str] = []
+    for r in rows:
+        for k, v in r.items():
+            if v is None or k == "row" or k.endswith("_audio"):
+                continue
+            kind = value_kind(v)
+            numeric = k in METADATA_FLOATS or find_column(k, metrics) is not None
+            if (kind == "invalid" or (numeric and kind != "number")
+                    or (k.endswith("_segments_s") and kind not in ("segments", "empty"))):
+                r[k] = None
+                bad.append(f"row {r['row']} {k!r}")
+    if bad:
+        problems.append(f"{len(bad)} per-sample value(s) of the wrong kind shown as missing: {', '.join(bad[:5])}"
+                        + (" ..." if len(bad) > 5 else ""))
+
+
 def _agent_of(results: Path) -> str | None:
     """The agent that answered a scored run's metadata: ``agent`` of ``run_info.json`` beside the
     metadata CSV the run scored (written by ``spearbench infer``); ``None`` when the run's record,
@@ -162,6 +187,7 @@ def load_run(source: str | Path, *, name: str | None = None) -> RunData:
                 problems.append(str(e))
     if not rows:
         problems.append("no per-sample rows: n = 0")
+    _blank_bad_values(rows, tuple(summary.get("metrics") or ()) if isinstance(summary, dict) else (), problems)
     for r in rows:
         r.setdefault("subset", subset_of(r.get("audio_path")))
     rows.sort(key=lambda r: r["row"])
