@@ -103,9 +103,9 @@ def _read_raw_folder(d: Path) -> tuple[dict[str, Any], list[dict[str, Any]], lis
 def _blank_bad_values(rows: list[dict[str, Any]], metrics: tuple[str, ...], problems: list[str]) -> None:
     """Per-sample values a report cannot use as they are, made missing (``None``) in place, with one
     problem line: under a numeric column (a metric's key, a metadata time) anything but a finite
-    number (text, NaN, inf, objects), under a VAD evidence column (``*_segments_s``) anything but
-    ``[start, end]`` pairs, and under any column a value of no kind (:func:`value_kind` ``"invalid"``).
-    The tables, tests and plots then see a missing value, never a string where a number goes."""
+    number (text, NaN, inf, objects), and under a VAD evidence column (``*_segments_s``) anything
+    but ``[start, end]`` pairs (other columns are left as they are: a benchmark's rows may hold
+    objects). The tables, tests and plots then see a missing value, never a string where a number goes."""
     from spear_metrics.core.columns import find_column
     from spear_metrics.results.validate import METADATA_FLOATS, value_kind
 
@@ -116,7 +116,7 @@ def _blank_bad_values(rows: list[dict[str, Any]], metrics: tuple[str, ...], prob
                 continue
             kind = value_kind(v)
             numeric = k in METADATA_FLOATS or find_column(k, metrics) is not None
-            if (kind == "invalid" or (numeric and kind != "number")
+            if ((numeric and kind != "number")
                     or (k.endswith("_segments_s") and kind not in ("segments", "empty"))):
                 r[k] = None
                 bad.append(f"row {r['row']} {k!r}")
