@@ -100,6 +100,25 @@ def _read_raw_folder(d: Path) -> tuple[dict[str, Any], list[dict[str, Any]], lis
     return summary, rows, problems
 
 
+#: summary.json fields the writers give as JSON objects (every benchmark's; the pages read them as such)
+SUMMARY_OBJECTS = frozenset({"metric_versions", "models", "options", "metric_keys", "bootstrap", "data", "judge_calls",
+                             "subsets", "significance", "behaviour_ratios_upstream", "cache"})
+
+
+def _drop_misshapen_fields(summary: dict[str, Any], problems: list[str]) -> None:
+    """Remove, in place, the summary fields that are not of the shape every writer gives them (an
+    object in :data:`SUMMARY_OBJECTS`, ``metrics`` a list of names), with one problem line: the
+    report then says the field is missing instead of failing on it."""
+    bad = [k for k in SUMMARY_OBJECTS if k in summary and summary[k] is not None and not isinstance(summary[k], dict)]
+    metrics = summary.get("metrics")
+    if metrics is not None and not (isinstance(metrics, list) and all(isinstance(m, str) for m in metrics)):
+        bad.append("metrics")
+    for k in sorted(bad):
+        del summary[k]
+    if bad:
+        problems.append(f"summary.json fields of the wrong shape left out: {', '.join(sorted(bad))}")
+
+
 def _blank_bad_values(rows: list[dict[str, Any]], metrics: tuple[str, ...], problems: list[str]) -> None:
     """Per-sample values a report cannot use as they are, made missing (``None``) in place, with one
     problem line: under a numeric column (a metric's key, a metadata time) anything but a finite
@@ -187,7 +206,9 @@ def load_run(source: str | Path, *, name: str | None = None) -> RunData:
                 problems.append(str(e))
     if not rows:
         problems.append("no per-sample rows: n = 0")
-    _blank_bad_values(rows, tuple(summary.get("metrics") or ()) if isinstance(summary, dict) else (), problems)
+    summary = summary if isinstance(summary, dict) else {}
+    _drop_misshapen_fields(summary, problems)
+    _blank_bad_values(rows, tuple(summary.get("metrics") or ()), problems)
     for r in rows:
         r.setdefault("subset", subset_of(r.get("audio_path")))
     rows.sort(key=lambda r: r["row"])
