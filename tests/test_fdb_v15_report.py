@@ -153,10 +153,11 @@ def test_report_of_a_results_dataset_recomputes_the_subsets_to_the_same_numbers(
 
 
 def test_a_summary_of_the_wrong_shape_gives_a_page_that_says_so(v15_run, tmp_path):
-    """summary.json's objects replaced by text (markup in it) and its numbers by text or NaN: the
-    report is written (it stopped with exit 1, "'str' object has no attribute 'get'"), each section
-    that cannot be built from such a summary says so in one line, the others are built, and the
-    markup is not in the page."""
+    """summary.json's objects replaced by text (markup in it) and its numbers by text or NaN, and a
+    subset summary whose significance tests are a number: the report is written (it stopped with
+    exit 1: "'str' object has no attribute 'get'", "'int' object is not iterable"), the run's
+    fields of the wrong shape are left out in one line, the section that cannot be built from the
+    subset's summary says so in one line, the others are built, and the markup is not in the page."""
     import shutil
 
     from spear_metrics.cli import main
@@ -164,6 +165,7 @@ def test_a_summary_of_the_wrong_shape_gives_a_page_that_says_so(v15_run, tmp_pat
     run = tmp_path / "run"
     shutil.copytree(v15_run, run, ignore=shutil.ignore_patterns(".work"))
     s = json.loads((run / "summary.json").read_text())
+    subsets = list(s["subsets"])
     for k, v in s.items():
         if isinstance(v, dict):
             s[k] = "<script>alert(1)</script>"
@@ -174,6 +176,15 @@ def test_a_summary_of_the_wrong_shape_gives_a_page_that_says_so(v15_run, tmp_pat
     assert main(["report", str(run), "--out", str(out)]) == 0
     page = (out / "index.html").read_text()
     assert "<script>alert" not in page and "<b>x</b>" not in page
-    assert "per-subset numbers: none (" in page
-    assert "This section could not be built from the run's files: " in page
-    assert '<section id="samples">' in page and page.count("<audio") >= 3  # the samples' section was built
+    assert "summary.json fields of the wrong shape left out: behaviour_ratios_upstream, bootstrap" in page
+    sub = run / "user_interruption" / "summary.json"
+    s = json.loads(sub.read_text())
+    s["significance"]["tests"] = 5
+    sub.write_text(json.dumps(s))
+    shutil.copy(v15_run / "summary.json", run / "summary.json")
+    assert main(["report", str(run), "--out", str(out)]) == 0
+    page = (out / "index.html").read_text()
+    assert page.count("This section could not be built from the run's files: ") == 1
+    assert "is not iterable" in _section(page, "features")
+    assert page.count("<audio") >= 3 and "<h3>Failed samples (0)</h3>" in page  # the samples section was built
+    assert subsets  # the run had its subsets
