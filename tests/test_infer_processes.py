@@ -137,6 +137,14 @@ def test_a_huge_provider_limit_costs_the_slots_used_not_the_limit(tmp_path):
     assert asyncio.run(main()) == ["p.0.lock", "p.1.lock"]
 
 
+def test_a_slot_folder_that_cannot_be_made_is_a_one_line_refusal(tmp_path):
+    """``$SPEARBENCH_PROVIDER_SLOTS`` naming a file: a ProcessesError that names the folder and the
+    variable (it was a bare "[Errno 17] File exists: ..." line)."""
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ProcessesError, match=r"--provider-limit: the lock files' folder .*file \(\$SPEARBENCH_PROVIDER_SLOTS"):
+        ProviderSlots("p", 1, tmp_path / "file")
+
+
 def test_auto_grows_one_process_at_a_time_when_a_loop_lags():
     """The ``auto`` rule: a lag report over the budget starts one more worker (never two at once,
     never past ``grow_to``); a report within the budget starts none."""

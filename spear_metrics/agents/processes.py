@@ -144,6 +144,9 @@ class ProviderSlots:
 
     ``async with slots:`` waits for a free slot (a non-blocking try of each, every 50 ms) and holds
     it for the block.
+
+    Raises:
+        ProcessesError: the lock files' folder cannot be made (one line naming it).
     """
 
     POLL_S = 0.05
@@ -156,7 +159,11 @@ class ProviderSlots:
         self._folder: Optional[Path] = None
         if limit is not None:
             self._folder = folder or slot_dir()
-            self._folder.mkdir(parents=True, exist_ok=True)
+            try:
+                self._folder.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise ProcessesError(f"--provider-limit: the lock files' folder {self._folder} (${SLOT_DIR_ENV}, else "
+                                     f"<tmp>/spearbench-<uid>/provider-slots) cannot be made: {failure_reason(e)}") from None
             self._safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
 
     def _lock(self, k: int) -> Any:
