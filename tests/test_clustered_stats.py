@@ -314,3 +314,20 @@ def test_a_scored_folder_takes_its_conversations_from_the_metadata_it_scored(tmp
     rows = {r["row"]: r for r in load_run(res).rows}
     assert [conversation_of(rows[i]) for i in range(3)] == ["callA", "callA", "callB"]
     assert "conversation_id" not in rows[3] and conversation_of(rows[3]) is None  # other clip: not matched
+
+
+def test_tie_groups_give_no_value_past_the_float_range_and_no_nan_target():
+    """Per-row values whose mean leaves the float range (each finite, their sum not) give the system
+    no value, not +-inf (which marked a 'best' and a 'tie' on infinities and made the result
+    non-JSON); a NaN human target is no target. The result is JSON without NaN or inf either way."""
+    import json
+
+    ids = range(40)
+    rows = {"A": {i: 1e308 for i in ids}, "B": {i: 1.0 + (i % 3) for i in ids}, "C": {i: 2.0 + (i % 5) for i in ids}}
+    r = tie_groups(rows, better="higher", n_resamples=50)
+    assert r["systems"]["A"]["value"] is None and r["systems"]["A"]["mark"] == ""
+    assert r["best"] == "C"
+    json.dumps(r, allow_nan=False)
+    r = tie_groups({"A": rows["B"], "B": rows["C"]}, better="closer_to_human", target=float("nan"), n_resamples=50)
+    assert r["target"] is None and r["best"] is None and "without a human value" in r["note"]
+    json.dumps(r, allow_nan=False)

@@ -9,7 +9,10 @@ RTTM-derived turns; FEE016's long turn given a closing "?" so that it is a quest
 
 from __future__ import annotations
 
+import contextlib
 import json
+import re
+import time
 import zipfile
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
@@ -254,6 +257,33 @@ def test_seamless_cut_fails_bad_conversations_alone_and_resumes(seamless, tmp_pa
     assert len(err) == 1 and "with other settings" in err[0]
 
 
+def test_seamless_turns_with_unusable_times_fail_their_conversation(seamless, tmp_path, capsys):
+    """A transcript segment with text whose start is not a number, or NaN, fails its conversation
+    with the segment named (it was skipped, and the question it held vanished without a word: the
+    conversation logged ok with no rows); the good conversations are still cut."""
+    import shutil
+
+    from spear_metrics.cli import main
+
+    copy = tmp_path / "seamless"
+    shutil.copytree(seamless, copy)
+    imp = copy / "improvised" / "test"
+    for new, bad in (("V00_S0001_I00000021", "x"), ("V00_S0001_I00000022", float("nan"))):
+        j = _clone_conversation(imp, "V00_S0001_I00000002", new)["P0003"].with_suffix(".json")
+        segments = json.loads(j.read_text())
+        segments[0]["start"] = bad
+        j.write_text(json.dumps(segments))
+    root = tmp_path / "root"
+    assert main(["data", "seamless", "--seamless", str(copy), "--root", str(root), "--no-count-check",
+                 "--no-progress"]) == 0
+    out, err = capsys.readouterr()
+    assert "improvised: 2 rows from 4 conversations (4 cut this run), 2 failed" in out
+    failed = dict(line.split(": ", 1) for line in err.splitlines() if line.startswith("  failed conversation "))
+    assert failed["  failed conversation V00_S0001_I00000021"] == \
+        "V00_S0001_I00000021_P0003.json: segment 0 ('Actually that just raises a point, I won'): start is not a number: 'x'"
+    assert failed["  failed conversation V00_S0001_I00000022"].endswith("start is not finite: nan")
+
+
 def test_seamless_cut_with_only_bad_conversations_exits_2_in_one_line(seamless, tmp_path, capsys):
     """A subset whose every conversation fails: nothing to write, one line naming the failures' file."""
     import shutil
@@ -326,6 +356,39 @@ def test_a_range_answer_from_the_wrong_offset_restarts_the_file(package, tmp_pat
         got = http_download(srv.url, tmp_path / "pkg.zip", backoff_s=0.0, timeout_s=30.0)
     assert (tmp_path / "pkg.zip").read_bytes() == data and got == sha256_file(package)
     assert srv.requests[0] is None and srv.requests[1].startswith("bytes=") and srv.requests[2] is None
+
+
+class _TrickleServer(LoopbackHTTP):
+    """Declares ``n`` bytes and sends them one 4 KiB block at a time, ``pause_s`` apart (never done
+    within a short deadline; each read comes well within a read's time limit)."""
+
+    def __init__(self, n: int = 10_000_000, pause_s: float = 0.2):
+        class H(BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def do_GET(self):
+                self.send_response(200)
+                self.send_header("Content-Length", str(n))
+                self.end_headers()
+                with contextlib.suppress(OSError):
+                    for _ in range(n // 4096):
+                        self.wfile.write(b"x" * 4096)
+                        self.wfile.flush()
+                        time.sleep(pause_s)
+
+        self._serve(H, "/spear_package.zip")
+
+
+def test_a_download_past_its_deadline_says_the_bytes_it_kept(tmp_path):
+    """A server trickling a file: past ``deadline_s`` the download stops in one line that counts the
+    bytes kept in the .part file, exactly (it counted the block received at the deadline that was
+    never written), and a rerun resumes from them."""
+    with _TrickleServer() as srv:
+        with pytest.raises(DownloadError, match="deadline") as e:
+            http_download(srv.url, tmp_path / "pkg.zip", timeout_s=30.0, deadline_s=1.0)
+    kept = int(re.search(r"\((\d+) bytes kept in pkg.zip.part", str(e.value)).group(1))
+    assert kept > 0 and kept == (tmp_path / "pkg.zip.part").stat().st_size
 
 
 @pytest.mark.parametrize("damage", ["bad_crc", "truncated_tar_gz"])

@@ -150,3 +150,41 @@ def test_report_of_a_results_dataset_recomputes_the_subsets_to_the_same_numbers(
     assert main(["report", str(ds), "--out", str(rep)]) == 0
     page = (rep / "index.html").read_text(encoding="utf-8")
     assert "recomputed here from the rows" in page and "<audio" not in page and "no players" in page
+
+
+def test_a_summary_of_the_wrong_shape_gives_a_page_that_says_so(v15_run, tmp_path):
+    """summary.json's objects replaced by text (markup in it) and its numbers by text or NaN, and a
+    subset summary whose significance tests are a number: the report is written (it stopped with
+    exit 1: "'str' object has no attribute 'get'", "'int' object is not iterable"), the run's
+    fields of the wrong shape are left out in one line, the section that cannot be built from the
+    subset's summary says so in one line, the others are built, and the markup is not in the page."""
+    import shutil
+
+    from spear_metrics.cli import main
+
+    run = tmp_path / "run"
+    shutil.copytree(v15_run, run, ignore=shutil.ignore_patterns(".work"))
+    s = json.loads((run / "summary.json").read_text())
+    subsets = list(s["subsets"])
+    for k, v in s.items():
+        if isinstance(v, dict):
+            s[k] = "<script>alert(1)</script>"
+        elif isinstance(v, (int, float)) and not isinstance(v, bool):
+            s[k] = float("nan") if len(k) % 2 else "<b>x</b>"
+    (run / "summary.json").write_text(json.dumps(s))
+    out = tmp_path / "report"
+    assert main(["report", str(run), "--out", str(out)]) == 0
+    page = (out / "index.html").read_text()
+    assert "<script>alert" not in page and "<b>x</b>" not in page
+    assert "summary.json fields of the wrong shape left out: behaviour_ratios_upstream, bootstrap" in page
+    sub = run / "user_interruption" / "summary.json"
+    s = json.loads(sub.read_text())
+    s["significance"]["tests"] = 5
+    sub.write_text(json.dumps(s))
+    shutil.copy(v15_run / "summary.json", run / "summary.json")
+    assert main(["report", str(run), "--out", str(out)]) == 0
+    page = (out / "index.html").read_text()
+    assert page.count("This section could not be built from the run's files: ") == 1
+    assert "is not iterable" in _section(page, "features")
+    assert page.count("<audio") >= 3 and "<h3>Failed samples (0)</h3>" in page  # the samples section was built
+    assert subsets  # the run had its subsets

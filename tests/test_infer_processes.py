@@ -104,7 +104,7 @@ def test_provider_slot_folder_refused_in_one_line_when_not_usable(tmp_path, monk
     monkeypatch.setattr("tempfile.gettempdir", lambda: str(tmp_path))
     mine = ProviderSlots("openai-realtime", 2)  # made here, this user's: used
     assert sorted(p.name for p in (tmp_path / f"spearbench-{os.getuid()}" / "provider-slots").iterdir()) == []
-    assert len(mine._locks) == 2
+    assert mine._folder == tmp_path / f"spearbench-{os.getuid()}" / "provider-slots" and mine._locks == {}  # made when tried
     real_uid = os.getuid()
     monkeypatch.setattr(os, "getuid", lambda: real_uid + 1)  # the same folders seen by another user
     (tmp_path / f"spearbench-{real_uid + 1}").mkdir()
@@ -113,9 +113,9 @@ def test_provider_slot_folder_refused_in_one_line_when_not_usable(tmp_path, monk
         ProviderSlots("openai-realtime", 2)
     monkeypatch.setattr(os, "getuid", lambda: real_uid)
     (tmp_path / "a-file").write_text("x")
-    with pytest.raises(ProcessesError, match="slot folder cannot be used"):
+    with pytest.raises(ProcessesError, match=r"slot folder .*slots cannot be used"):
         ProviderSlots("openai-realtime", 2, tmp_path / "a-file" / "slots")
-    assert ProviderSlots("openai-realtime", None, tmp_path / "a-file" / "slots")._locks == []  # no cap: no folder
+    assert ProviderSlots("openai-realtime", None, tmp_path / "a-file" / "slots")._folder is None  # no cap: no folder
 
 
 def test_provider_slots_admit_one_holder_at_a_time(tmp_path):
@@ -143,6 +143,28 @@ def test_provider_slots_admit_one_holder_at_a_time(tmp_path):
 
     asyncio.run(main())
     assert events == ["a in", "a out", "b in"]
+
+
+def test_a_huge_provider_limit_costs_the_slots_used_not_the_limit(tmp_path):
+    """``--provider-limit NAME=10**12`` is a valid (if loose) cap: holding slots makes locks for
+    the slots tried only (it once built one lock object per slot up front: memory and time
+    without bound), and a second holder takes the next slot while the first holds slot 0."""
+
+    async def main():
+        a, b = ProviderSlots("p", 10**12, tmp_path), ProviderSlots("p", 10**12, tmp_path)
+        async with a:
+            async with b:
+                return sorted(p.name for p in tmp_path.iterdir())
+
+    assert asyncio.run(main()) == ["p.0.lock", "p.1.lock"]
+
+
+def test_a_slot_folder_that_cannot_be_made_is_a_one_line_refusal(tmp_path):
+    """``$SPEARBENCH_PROVIDER_SLOTS`` naming a file: a ProcessesError that names the folder and the
+    variable (it was a bare "[Errno 17] File exists: ..." line)."""
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ProcessesError, match=r"--provider-limit: the slot folder .*file cannot be used .*\$SPEARBENCH_PROVIDER_SLOTS"):
+        ProviderSlots("p", 1, tmp_path / "file")
 
 
 def test_auto_grows_one_process_at_a_time_when_a_loop_lags():

@@ -584,3 +584,24 @@ def test_a_cache_folder_that_stops_taking_entries_ends_caching_in_one_line(tmp_p
     assert srv.calls == 4 and len(lines) == 1 and "cannot be used" in lines[0]
     assert rep["cache"]["write_errors"] == 1  # no write tried after the first failure
     assert rep["cache"]["unusable"].startswith("NotADirectoryError")
+
+
+def test_an_entry_that_cannot_be_written_fails_alone_and_its_error_names_no_path(tmp_path):
+    """A folder where one entry's file goes: that entry's write fails (counted), the cache stays on
+    and the next answers are stored (one such entry turned caching off for the whole run), and the
+    summary's ``last_write_error`` names the cache folder as ``$SPEARBENCH_JUDGE_CACHE`` (or
+    ``<user cache folder>``), not by its path (which names the user)."""
+    lines = []
+    folder = tmp_path / "c"
+    cache = JudgeCache("readwrite", folder, warn=lines.append)
+    key, material = request_key({"model": "m", "messages": [{"role": "user", "content": "q0"}]})
+    cache.path(key).mkdir(parents=True)
+    cache.put(key, material, {"content": "yes"})
+    for k in range(1, 4):
+        other, m = request_key({"model": "m", "messages": [{"role": "user", "content": f"q{k}"}]})
+        cache.put(other, m, {"content": "yes"})
+        assert cache.get(other) == {"content": "yes"}
+    rep = cache.to_json()
+    assert lines == [] and "unusable" not in rep and rep["writes"] == 3 and rep["write_errors"] == 1
+    assert rep["last_write_error"].startswith("IsADirectoryError") and str(tmp_path) not in rep["last_write_error"]
+    assert "$SPEARBENCH_JUDGE_CACHE/" in rep["last_write_error"] or "<user cache folder>/" in rep["last_write_error"]

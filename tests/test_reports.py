@@ -323,6 +323,39 @@ def test_segments_survive_a_results_dataset(runs, tmp_path):
 
 
 @pytest.mark.browser
+def test_per_sample_values_of_the_wrong_kind_are_shown_missing(runs, tmp_path, capsys):
+    """A per_sample.jsonl whose latency_ms is text (markup in it) in one row and NaN in another: the
+    report is written (it stopped with exit 1, 'Unknown format code' in the timeline plot), the
+    values are missing in it, the run's problems say which, and the markup is not in the page."""
+    hostile = tmp_path / "hostile"
+    shutil.copytree(runs["fixed"], hostile)
+    rows = _rows(hostile)
+    rows[0]["latency_ms"] = "<script>alert(1)</script>"
+    rows[1]["latency_ms"] = float("nan")
+    (hostile / "per_sample.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "report"
+    assert main(["report", str(hostile), "--human", str(runs["human"]), "--out", str(out), "--bootstrap", "0"]) == 0
+    html = (out / "index.html").read_text()
+    assert "<script>alert" not in html
+    assert "2 per-sample value(s) of the wrong kind shown as missing: row 0 &#x27;latency_ms&#x27;, row 1" in html
+
+
+def test_summary_fields_of_the_wrong_shape_are_left_out_in_one_line(runs, tmp_path):
+    """summary.json's ``data`` and ``bootstrap`` given as text, ``metrics`` as a number: the report
+    is written (it stopped with exit 1 on ``data``, "'str' object has no attribute 'get'"), the
+    fields are left out and the run's problems say which."""
+    hostile = tmp_path / "hostile"
+    shutil.copytree(runs["fixed"], hostile)
+    s = _summary(hostile)
+    s.update(data="<i>data</i>", bootstrap="1000", metrics=3)
+    (hostile / "summary.json").write_text(json.dumps(s))
+    out = tmp_path / "report"
+    assert main(["report", str(hostile), "--human", str(runs["human"]), "--out", str(out), "--bootstrap", "0"]) == 0
+    html = (out / "index.html").read_text()
+    assert "<i>data</i>" not in html
+    assert "summary.json fields of the wrong shape left out: bootstrap, data, metrics" in html
+
+
 def test_report_renders_in_chromium(runs, tmp_path):
     """Every section renders, every image loads, no "nan"; bad inputs are reported in words."""
     if not Path(CHROMIUM).exists():

@@ -96,10 +96,11 @@ def http_download(url: str, dest: str | os.PathLike, *, sha256: Optional[str] = 
                         got += len(block)
                         if got > max_bytes:
                             raise DownloadError(f"the file grew past the {max_bytes}-byte limit")
+                        f.write(block)  # before the deadline's check: the count it gives is the bytes kept
                         if time.monotonic() > t_end:
+                            f.flush()
                             raise DownloadError(f"the download ran past its {deadline_s:g} s deadline "
                                                 f"({got} bytes kept in {part.name}; run again to resume)")
-                        f.write(block)
                         if progress is not None:
                             progress(got, total)
                 if total is not None and got < total:

@@ -30,10 +30,12 @@ def read_transcript(path: str | os.PathLike, speaker: str) -> list[Turn]:
     the release's record holding it under ``transcript`` or ``metadata:transcript`` (as SPEAR's
     ``bin/prepare_data_from_seamless.py`` ``extract_turns`` reads it).
 
-    Entries without text, or whose times are not finite numbers >= 0 (:func:`parse_number`), are skipped.
+    Entries without text are skipped.
 
     Raises:
-        ValueError: the file is not a JSON list.
+        ValueError: the file is not a JSON list; an entry with text whose ``start``/``end`` are
+            missing, not finite numbers >= 0 (:func:`parse_number`) or out of order (a turn the
+            selection would otherwise lose silently: the conversation fails with this reason).
     """
     data = json.loads(Path(path).read_text(encoding="utf-8"))
     if isinstance(data, dict):  # the release's per-participant record: its "transcript" or "metadata:transcript"
@@ -42,15 +44,18 @@ def read_transcript(path: str | os.PathLike, speaker: str) -> list[Turn]:
         raise ValueError(f"{path}: a Seamless transcript is a JSON list of segments, or a record holding one "
                          "under 'transcript' / 'metadata:transcript'")
     out = []
-    for e in data:
-        try:
-            start = parse_number(e["start"], what="start", minimum=0)
-            end = parse_number(e["end"], what="end", minimum=0)
-        except (KeyError, TypeError, NumberError):
+    for k, e in enumerate(data):
+        text = str(e.get("transcript") or "").strip() if isinstance(e, dict) else ""
+        if not text:
             continue
-        text = str(e.get("transcript") or "").strip()
-        if text and end >= start:
-            out.append(Turn(speaker, start, end, text))
+        try:
+            start = parse_number(e.get("start"), what="start", minimum=0)
+            end = parse_number(e.get("end"), what="end", minimum=0)
+        except (TypeError, NumberError) as err:
+            raise ValueError(f"{Path(path).name}: segment {k} ({text[:40]!r}): {err}") from None
+        if end < start:
+            raise ValueError(f"{Path(path).name}: segment {k} ({text[:40]!r}) ends at {end} s, before its start {start} s")
+        out.append(Turn(speaker, start, end, text))
     return out
 
 

@@ -160,8 +160,8 @@ def open_slot_dir(folder: Optional[Path] = None) -> Path:
         if not os.access(folder, os.W_OK | os.X_OK):
             raise PermissionError(f"{folder} cannot be written")
     except OSError as e:
-        raise ProcessesError(f"--provider-limit: the slot folder cannot be used ({failure_reason(e)}); "
-                             f"set {SLOT_DIR_ENV} to a folder of yours") from None
+        raise ProcessesError(f"--provider-limit: the slot folder {folder} cannot be used ({failure_reason(e)}); "
+                             f"set ${SLOT_DIR_ENV} to a folder of yours") from None
     return folder
 
 
@@ -171,34 +171,43 @@ class ProviderSlots:
     (``filelock``'s ``flock``: the kernel releases it when its process ends, also on ``kill -9``).
     ``limit`` ``None``: no cap (entering is free).
 
-    Raises:
-        ProcessesError: the slot folder cannot be used (:func:`open_slot_dir`).
-
     ``async with slots:`` waits for a free slot (a non-blocking try of each, every 50 ms) and holds
     it for the block.
+
+    Raises:
+        ProcessesError: the lock files' folder cannot be made or used (:func:`open_slot_dir`: one
+            line naming it and ``$SPEARBENCH_PROVIDER_SLOTS``).
     """
 
     POLL_S = 0.05
 
     def __init__(self, name: str, limit: Optional[int], folder: Optional[Path] = None):
         self.name, self.limit = name, limit
-        self._locks: list[Any] = []
+        self._locks: dict[int, Any] = {}  # slot -> its lock, made when first tried (a limit of 10**9 costs nothing)
         self._held: set[int] = set()
         self._holder: dict[int, int] = {}  # id(task) -> slot held
+        self._folder: Optional[Path] = None
         if limit is not None:
+            self._folder = open_slot_dir(folder)  # made (0700), owner checked; ProcessesError naming it
+            self._safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+
+    def _lock(self, k: int) -> Any:
+        if k not in self._locks:
             from filelock import FileLock
 
-            folder = open_slot_dir(folder)
-            safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
-            self._locks = [FileLock(str(folder / f"{safe}.{k}.lock"), timeout=0, thread_local=False)
-                           for k in range(limit)]
+            self._locks[k] = FileLock(str(self._folder / f"{self._safe}.{k}.lock"), timeout=0, thread_local=False)
+        return self._locks[k]
 
     def _try(self) -> Optional[int]:
+        """A free slot, lowest first (so runs with different limits share the first slots), or
+        ``None``. The slots are tried in order until one is free, so a try costs the slots held
+        (by any process) plus one, whatever the limit."""
         from filelock import Timeout
 
-        for k, lock in enumerate(self._locks):
+        for k in range(self.limit or 0):
             if k in self._held:
                 continue
+            lock = self._lock(k)
             try:
                 lock.acquire(timeout=0)
             except Timeout:

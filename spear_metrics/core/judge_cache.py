@@ -22,12 +22,14 @@ another benchmark is answered from the cache and costs nothing.
   creatable; in ``readwrite`` mode: not writable) is said in one line on stderr, once per cache
   (= once per run), and the run goes on without the cache (no entry read or written; recorded
   as ``unusable`` in the summary's ``cache``). A write that fails later (disk full) is said the
-  same way and ends the caching for the run.
+  same way and ends the caching for the run; one that concerns its entry only (a folder where the
+  entry file goes) is counted in ``write_errors`` and the other entries are written.
 """
 
 from __future__ import annotations
 
 import base64
+import errno
 import hashlib
 import json
 import os
@@ -170,6 +172,19 @@ class JudgeCache:
             return False
         return True
 
+    def _entry_only(self, e: OSError) -> bool:
+        """Whether a failed write concerns its entry only: not an error of the whole device (disk or
+        quota full, read-only, no permission, I/O) and the folder still takes a file."""
+        if e.errno in _FOLDER_ERRNOS:
+            return False
+        try:
+            fd, probe = tempfile.mkstemp(prefix=".probe.", suffix=".tmp", dir=self.folder)
+            os.close(fd)
+            os.unlink(probe)
+        except OSError:
+            return False
+        return True
+
     def _bump(self, name: str) -> None:
         with self._lock:
             setattr(self, name, getattr(self, name) + 1)
@@ -229,8 +244,9 @@ class JudgeCache:
         except (OSError, ValueError, TypeError) as e:
             self._bump("write_errors")
             self.last_write_error = _reason(e)
-            if isinstance(e, OSError):  # the folder stopped taking entries (disk full, made read-only)
+            if isinstance(e, OSError) and not self._entry_only(e):  # the folder stopped taking entries
                 self._give_up(self.last_write_error)
+            # else: this entry only (a folder where its file goes): counted, the others are written
         finally:
             if tmp is not None:
                 try:
@@ -245,12 +261,18 @@ class JudgeCache:
             out = {"mode": self.mode, "folder": f"${CACHE_ENV}" if os.environ.get(CACHE_ENV, "").strip() else
                    "user cache folder", "hits": self.hits, "misses": self.misses,
                    "writes": self.writes, "corrupt_entries_ignored": self.corrupt}
+            public = (lambda text: text.replace(str(self.folder), f"${CACHE_ENV}" if os.environ.get(
+                CACHE_ENV, "").strip() else "<user cache folder>"))  # the path names the user
             if self.write_errors:
-                out.update(write_errors=self.write_errors, last_write_error=self.last_write_error)
+                out.update(write_errors=self.write_errors, last_write_error=public(self.last_write_error or ""))
             if self.unusable is not None:
-                out["unusable"] = self.unusable.replace(str(self.folder), f"${CACHE_ENV}" if os.environ.get(
-                    CACHE_ENV, "").strip() else "<user cache folder>")
+                out["unusable"] = public(self.unusable)
         return out
+
+
+#: write errors that say the whole folder takes no more entries (disk or quota full, read-only,
+#: no permission, an I/O error): the cache is off for the rest of the run (:meth:`JudgeCache._entry_only`)
+_FOLDER_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO})
 
 
 def _reason(e: BaseException) -> str:

@@ -889,6 +889,7 @@ def tie_groups(
         rows every system has, with ``common``, else ``None``).
     """
     unit_name = unit if cluster is not None else "row"
+    target = as_number(target)  # NaN / inf / not a number: no human value
     values = {name: {i: pv for i, v in vals.items() if (pv := value_parts(v)) is not None}
               for name, vals in values.items()}  # system -> row id -> (num, den)
     n_common = None
@@ -907,7 +908,8 @@ def tie_groups(
     for name, vals in values.items():
         parts = list(vals.values())
         den = sum(p[1] for p in parts)
-        means[name] = float(sum(p[0] for p in parts) / den) if parts and den > 0 else None
+        mean = float(sum(p[0] for p in parts) / den) if parts and den > 0 else None
+        means[name] = mean if mean is not None and math.isfinite(mean) else None  # a sum past the float range: none
         out["systems"][name] = {"value": means[name], "n": len(parts), "best": False, "tied": None, "p_holm": None,
                                 "n_shared": None, "rank_ci95": None, "mark": ""}
     if better not in ("higher", "lower") and not (better == "closer_to_human" and as_number(target) is not None):

@@ -66,7 +66,13 @@ class _Run:
         self.run = run
         self.out = out
         self.rows = sorted((flat_row(r) for r in run.rows), key=lambda r: r.get("row", 0))
-        self.subsets, self.origin = subset_summaries(run)
+        try:
+            self.subsets, self.origin = subset_summaries(run)
+        except Exception as e:  # noqa: BLE001 -- a summary of the wrong shape: no per-subset numbers, said
+            from spear_metrics.core.records import one_line
+
+            self.subsets, self.origin = {}, "unreadable"
+            run.problems.append(f"per-subset numbers: none ({one_line(e)})")
         self.labelled = [(s, RunData(run.source, s, summ, [])) for s, summ in self.subsets.items()]
         if len(self.subsets) > 1 or not self.subsets:
             self.labelled.append(("all", RunData(run.source, "all", run.summary, [])))
@@ -365,7 +371,7 @@ def write_report(run: RunData, out_dir: str | Path) -> Path:
         toc = []
         for sec in SECTIONS:
             page.add(f'<section id="{_e(sec.id)}"><h2>{_e(sec.title)}</h2>')
-            sec.build(ctx, page)
+            page.section(sec.build, ctx)
             page.add("</section>")
             toc.append(f'<li><a href="#{_e(sec.id)}">{_e(sec.title)}</a></li>')
         s = run.summary

@@ -797,7 +797,7 @@ def _build_report(run: RunData, out: Path, *, human: RunData | None, against: Se
             continue
         page.add(f'<section id="{_e(sec.id)}"><h2>{_e(sec.title)}</h2>')
         before = len(page.parts)
-        sec.build(report, page)
+        page.section(sec.build, report)
         off = sec.id.startswith("dim-") and not any(_scored(r, sec.id[4:]) for _, r in labelled)
         toc.append(f'<li><a href="#{_e(sec.id)}"{" class=off" if off else ""}>{_e(sec.title)}</a>'
                    + (' <span class="off">(not scored)</span>' if off else "") + "</li>")

@@ -12,7 +12,7 @@ import base64
 import html
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from spear_metrics.reports import plots
 from spear_metrics.reports.runs import RunData
@@ -150,6 +150,23 @@ class Page:
         b64 = base64.b64encode(data).decode("ascii")
         self.add(f'<figure><img src="data:image/png;base64,{b64}" alt="{_e(caption)}" data-file="{_e(name)}">'
                  f"<figcaption>{_e(caption)} <code>{_e(name)}</code></figcaption></figure>")
+
+    def section(self, build: Callable[..., Any], *args: Any) -> Optional[str]:
+        """``build(*args, self)``: one section's content. A section that fails on what the run's
+        files hold (a summary value of the wrong type...) is a unit that fails alone: what it added
+        is taken back, one line on the page says why, and the reason is returned (``None`` when
+        it was built); the other sections are built."""
+        n_parts, n_figs = len(self.parts), len(self.figures)
+        try:
+            build(*args, self)
+        except Exception as e:  # noqa: BLE001 -- the section's one-line reason, the page goes on
+            from spear_metrics.core.records import one_line
+
+            del self.parts[n_parts:], self.figures[n_figs:]
+            reason = one_line(e)
+            self.add(f'<p class="problem">This section could not be built from the run\'s files: {_e(reason)}</p>')
+            return reason
+        return None
 
     def table(self, head: Sequence[str], rows: Sequence[Sequence[str]], cls: str = "") -> None:
         """A table; cells are HTML already (escape text with :func:`_e`)."""

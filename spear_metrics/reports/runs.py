@@ -100,6 +100,50 @@ def _read_raw_folder(d: Path) -> tuple[dict[str, Any], list[dict[str, Any]], lis
     return summary, rows, problems
 
 
+#: summary.json fields the writers give as JSON objects (every benchmark's; the pages read them as such)
+SUMMARY_OBJECTS = frozenset({"metric_versions", "models", "options", "metric_keys", "bootstrap", "data", "judge_calls",
+                             "subsets", "significance", "behaviour_ratios_upstream", "cache"})
+
+
+def _drop_misshapen_fields(summary: dict[str, Any], problems: list[str]) -> None:
+    """Remove, in place, the summary fields that are not of the shape every writer gives them (an
+    object in :data:`SUMMARY_OBJECTS`, ``metrics`` a list of names), with one problem line: the
+    report then says the field is missing instead of failing on it."""
+    bad = [k for k in SUMMARY_OBJECTS if k in summary and summary[k] is not None and not isinstance(summary[k], dict)]
+    metrics = summary.get("metrics")
+    if metrics is not None and not (isinstance(metrics, list) and all(isinstance(m, str) for m in metrics)):
+        bad.append("metrics")
+    for k in sorted(bad):
+        del summary[k]
+    if bad:
+        problems.append(f"summary.json fields of the wrong shape left out: {', '.join(sorted(bad))}")
+
+
+def _blank_bad_values(rows: list[dict[str, Any]], metrics: tuple[str, ...], problems: list[str]) -> None:
+    """Per-sample values a report cannot use as they are, made missing (``None``) in place, with one
+    problem line: under a numeric column (a metric's key, a metadata time) anything but a finite
+    number (text, NaN, inf, objects), and under a VAD evidence column (``*_segments_s``) anything
+    but ``[start, end]`` pairs (other columns are left as they are: a benchmark's rows may hold
+    objects). The tables, tests and plots then see a missing value, never a string where a number goes."""
+    from spear_metrics.core.columns import find_column
+    from spear_metrics.results.validate import METADATA_FLOATS, value_kind
+
+    bad: list[str] = []
+    for r in rows:
+        for k, v in r.items():
+            if v is None or k == "row" or k.endswith("_audio"):
+                continue
+            kind = value_kind(v)
+            numeric = k in METADATA_FLOATS or find_column(k, metrics) is not None
+            if ((numeric and kind != "number")
+                    or (k.endswith("_segments_s") and kind not in ("segments", "empty"))):
+                r[k] = None
+                bad.append(f"row {r['row']} {k!r}")
+    if bad:
+        problems.append(f"{len(bad)} per-sample value(s) of the wrong kind shown as missing: {', '.join(bad[:5])}"
+                        + (" ..." if len(bad) > 5 else ""))
+
+
 def _agent_of(results: Path) -> str | None:
     """The agent that answered a scored run's metadata: ``agent`` of ``run_info.json`` beside the
     metadata CSV the run scored (written by ``spearbench infer``); ``None`` when the run's record,
@@ -201,6 +245,9 @@ def load_run(source: str | Path, *, name: str | None = None) -> RunData:
                 problems.append(str(e))
     if not rows:
         problems.append("no per-sample rows: n = 0")
+    summary = summary if isinstance(summary, dict) else {}
+    _drop_misshapen_fields(summary, problems)
+    _blank_bad_values(rows, tuple(summary.get("metrics") or ()), problems)
     for r in rows:
         r.setdefault("subset", subset_of(r.get("audio_path")))
     rows.sort(key=lambda r: r["row"])
