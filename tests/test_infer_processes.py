@@ -510,3 +510,33 @@ def test_process_options_on_an_in_process_adapter_are_said_to_do_nothing(capsys,
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key-0000")
     unused_options_note(load_agent("openai-realtime"), "openai-realtime", 2, None)
     assert capsys.readouterr().err == ""
+
+
+def test_a_wait_behind_other_runs_slots_is_said(tmp_path, monkeypatch, capsys):
+    """Every slot held by another run: the waiting run says so on stderr (it is queued, and its
+    rows' time limits have not started), once per WAIT_NOTE_S; a run that waits behind its own
+    sessions says nothing. Ordered by events: the holder leaves only after the line was printed."""
+    monkeypatch.setattr(ProviderSlots, "WAIT_NOTE_S", 0.0)
+
+    async def main():
+        other, mine = ProviderSlots("p", 1, tmp_path), ProviderSlots("p", 1, tmp_path)
+        held = asyncio.Event()
+
+        async def other_run():
+            async with other:
+                held.set()
+                while mine.notes == 0:  # until the waiting run has said it waits
+                    await asyncio.sleep(0.01)
+
+        async def my_run():
+            await held.wait()
+            async with mine:
+                pass
+
+        await asyncio.gather(other_run(), my_run())
+        return other.notes, mine.notes
+
+    other_notes, my_notes = asyncio.run(main())
+    err = capsys.readouterr().err
+    assert other_notes == 0 and my_notes >= 1
+    assert "for a --provider-limit slot of p: all 1 are held by other runs" in err

@@ -44,6 +44,7 @@ import contextlib
 import math
 import os
 import pickle
+import sys
 import tempfile
 import threading
 import time
@@ -186,6 +187,7 @@ class ProviderSlots:
         self._locks: dict[int, Any] = {}  # slot -> its lock, made when first tried (a limit of 10**9 costs nothing)
         self._held: set[int] = set()
         self._holder: dict[int, int] = {}  # id(task) -> slot held
+        self.notes = 0  # "waiting for a slot" lines printed
         self._folder: Optional[Path] = None
         if limit is not None:
             self._folder = open_slot_dir(folder)  # made (0700), owner checked; ProcessesError naming it
@@ -216,10 +218,23 @@ class ProviderSlots:
             return k
         return None
 
+    #: how long a wait behind other runs lasts before it is said (s), and between two such lines
+    WAIT_NOTE_S = 30.0
+
     async def __aenter__(self) -> "ProviderSlots":
         if self.limit is None:
             return self
+        t0 = last = time.monotonic()
         while (k := self._try()) is None:
+            now = time.monotonic()
+            # every slot held by other runs (none by this one): queued behind them, not timed
+            # (the row's time limit starts with its session), so said, once per WAIT_NOTE_S
+            if not self._held and now - last >= self.WAIT_NOTE_S:
+                last = now
+                self.notes += 1
+                print(f"waiting {now - t0:.0f} s for a --provider-limit slot of {self.name}: all {self.limit} "
+                      f"are held by other runs on this machine (queued; the row's time limit starts with its "
+                      f"session)", file=sys.stderr, flush=True)
             await asyncio.sleep(self.POLL_S)
         self._holder[id(asyncio.current_task())] = k
         return self
