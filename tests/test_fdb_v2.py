@@ -446,6 +446,19 @@ def test_score_run_through_a_loopback_judge(tmp_path, tasks_file):
     assert s["splits"]["Correction"]["avg_turn_taking"]["mean"] == 3.0 and s2["per_task"] == s["per_task"]
 
 
+def _one_transcribed_conversation(tmp_path: Path) -> Path:
+    """``tmp_path/conv/<the Correction task>/`` with its transcripts (``A.json``/``B.json``) and the
+    judge prompts file ``tmp_path/eval_prompts.json`` (returned)."""
+    folder = tmp_path / "conv" / "Correction.fix.902"
+    folder.mkdir(parents=True)
+    (folder / "manifest.json").write_text("{}")
+    for ch in "AB":
+        (folder / f"{ch}.json").write_text(json.dumps({"text": "hi", "chunks": [{"text": "hi", "timestamp": [0.1, 0.4]}]}))
+    prompts = tmp_path / "eval_prompts.json"
+    prompts.write_text(json.dumps(PROMPTS))
+    return prompts
+
+
 def test_score_command_pins_or_warns_about_the_judge_id(tmp_path, tasks_file, capsys, monkeypatch):
     """``spearbench fdb score --version 2``: upstream's judge id of ``v2/.env.example``
     (``gemini-2.5-flash``, an undated alias) is warned about and recorded; refused under
@@ -453,14 +466,7 @@ def test_score_command_pins_or_warns_about_the_judge_id(tmp_path, tasks_file, ca
     from spear_metrics.cli import main
 
     monkeypatch.setenv("SPEARBENCH_JUDGE_CACHE", str(tmp_path / "cache"))
-    tf = load_tasks(tasks_file, splits=["Correction"])
-    folder = tmp_path / "conv" / tf.tasks[0].id
-    folder.mkdir(parents=True)
-    (folder / "manifest.json").write_text("{}")
-    for ch in "AB":
-        (folder / f"{ch}.json").write_text(json.dumps({"text": "hi", "chunks": [{"text": "hi", "timestamp": [0.1, 0.4]}]}))
-    prompts = tmp_path / "eval_prompts.json"
-    prompts.write_text(json.dumps(PROMPTS))
+    prompts = _one_transcribed_conversation(tmp_path)
     reply = '{"Turn-taking event and score": [[[0.1, 0.4], 5, 4]], "Task-specific score": 4}'
     with FakeChatServer([(200, reply)]) as srv:
         base = ["fdb", "score", "--version", "2", "--tasks", str(tasks_file), "--split", "Correction", "--root",
@@ -626,3 +632,127 @@ def test_work_logs_are_read_bounded_and_only_for_the_tasks_asked(tmp_path, monke
     (tmp_path / LOG).write_text("\n".join(lines))
     assert read_log(tmp_path, {"t1", "t2", "t3"}) == {"t1": {"task_id": "t1", "status": "ok"}}
     assert set(read_log(tmp_path)) == {"t1", "other"}
+
+
+def _hold(folder: Path, command: str) -> subprocess.Popen:
+    """A live process holding ``folder`` (its rank-0 lock, as a running command does) until killed."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from spear_datasets.ownership import OwnedFolder; "
+         f"OwnedFolder({str(folder)!r}, command={command!r}).open(); print('held', flush=True); sys.stdin.read()"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert holder.stdout.readline().strip() == "held"
+    return holder
+
+
+def test_score_out_is_owned_other_settings_refused_same_resume_overwrite_removes_only_its_files(
+        tmp_path, tasks_file, capsys, monkeypatch):
+    """``fdb score --version 2 --out`` follows the output-folder rule: a second score with another
+    judge model is refused in one line (exit 2, nothing touched, no judge call); the same settings
+    resume with no judge call; ``--overwrite`` removes only the files earlier scores recorded (a
+    file of the user's in --out stays) and judges again; a live process writing --out is refused."""
+    from spear_metrics.cli import main
+
+    prompts = _one_transcribed_conversation(tmp_path)
+    out = tmp_path / "res"
+    reply = '{"Turn-taking event and score": [[[0.1, 0.4], 5, 4]], "Task-specific score": 4}'
+
+    def cmd(model: str, *extra: str) -> list[str]:
+        return ["fdb", "score", "--version", "2", "--tasks", str(tasks_file), "--split", "Correction", "--root",
+                str(tmp_path / "conv"), "--eval-prompts", str(prompts), "--judge-url", srv.url, "--judge-model", model,
+                "--judge-key-env", "none", "--judge-cache", "off", "--bootstrap", "0", "--out", str(out), *extra]
+
+    with FakeChatServer(lambda body: (200, reply)) as srv:
+        assert main(cmd("judge-2025-01-01")) == 0 and len(srv.requests) == 1
+        recorded = {json.loads(x)["path"] for x in (out / ".work" / "written-0.jsonl").read_text().splitlines()}
+        assert {"judgements.jsonl", "per_sample.jsonl", "summary.json"} <= recorded
+        assert json.loads((out / ".work" / "owner.json").read_text())["command"] == "fdb2-score"
+        (out / "notes.txt").write_text("mine")
+        # the same settings: every judgement resumed, the judge asked nothing
+        assert main(cmd("judge-2025-01-01")) == 0 and len(srv.requests) == 1
+        # another judge model: refused in one line, nothing touched, nothing asked
+        before = {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file()}
+        capsys.readouterr()
+        assert main(cmd("other-2025-02-02")) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "another scoring run" in err[0] and "--overwrite" in err[0], err
+        assert {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file()} == before and len(srv.requests) == 1
+        # --overwrite: the first score's files go, the user's file stays, the new judge is asked
+        assert main(cmd("other-2025-02-02", "--overwrite")) == 0 and len(srv.requests) == 2
+        assert srv.requests[1]["model"] == "other-2025-02-02"
+        assert (out / "notes.txt").read_text() == "mine"
+        assert len((out / "judgements.jsonl").read_text().splitlines()) == 1  # the first judge's record went
+        assert json.loads((out / "summary.json").read_text())["provenance"]["judge_model"] == "other-2025-02-02"
+        # a live process writing --out: refused in one line before the judge is asked
+        holder = _hold(out, "fdb2-score")
+        try:
+            capsys.readouterr()
+            assert main(cmd("other-2025-02-02", "--retry-failed")) == 2
+            err = capsys.readouterr().err.strip().splitlines()
+            assert len(err) == 1 and "live process" in err[0], err
+        finally:
+            holder.kill()
+            holder.wait(30)
+        assert len(srv.requests) == 2
+
+
+class _WordsASR:
+    """A stand-in ASR backend (the test is about where transcripts are written, not what they say):
+    the clip's known words at fixed times."""
+
+    def describe(self) -> str:
+        return "stand-in ASR"
+
+    def transcribe(self, waves, sr, word_timestamps=True):
+        from spear_metrics.core.asr import Transcript, Word
+
+        return [Transcript("ask her", [Word("ask", 0.2, 0.5), Word("her", 0.5, 0.7)], "stand-in") for _ in waves]
+
+
+def test_transcripts_are_recorded_in_the_infer_folder_and_its_overwrite_removes_them(tmp_path, tasks_file, real_dir):
+    """``A.json``/``B.json`` written by the score into a conversation folder of ``fdb infer --version
+    2`` are recorded in that run's ownership record: its ``--overwrite`` removes them with the rest
+    (a file of the user's stays). While a live infer writes the folder, the unit fails with one line
+    (its lock is not taken away, no transcript is written, the judge is not asked); rerun with
+    --retry-failed once it is gone, the unit is scored."""
+    from spear_datasets.files import atomic_path
+    from spear_metrics.core.judge import Judge
+    from spear_metrics.core.records import claim_out
+    from spear_metrics.full_duplex_v2.engine import RunConflict, log_unit, run_fingerprint, write_wav
+
+    tf = load_tasks(tasks_file, splits=["Correction"])
+    tid = tf.tasks[0].id
+    root, conv = tmp_path / "conv", tmp_path / "conv" / tid
+    sr = 16000
+    x = load_audio(real_dir / "speechbrain__p225_002.wav", sr=sr, channels="mix")[0]
+    with claim_out(root, run_fingerprint(None, [], {}), overwrite=False, conflict=RunConflict("x"), command="fdb2-infer"):
+        for name in ("A.wav", "B.wav"):  # as save_conversation writes them
+            with atomic_path(conv / name, tmp_suffix=".wav") as tmp:
+                write_wav(tmp, x, sr)
+        with atomic_path(conv / "manifest.json") as tmp:
+            tmp.write_text("{}")
+        log_unit(root, {"task_id": tid, "status": "ok"})
+    (conv / "notes.txt").write_text("mine")
+    prompts = tmp_path / "eval_prompts.json"
+    prompts.write_text(json.dumps(PROMPTS))
+    reply = '{"Turn-taking event and score": [[[0.2, 0.7], 4, 4]], "Task-specific score": 3}'
+    with FakeChatServer(lambda body: (200, reply)) as srv:
+        judge = Judge(srv.url, "judge-2025-01-01", api_key="", temperature=0.2, max_retries=0, backoff_s=0)
+        holder = _hold(root, "fdb2-infer")
+        try:
+            s = score_run(root, tf.tasks, prompts, judge, tmp_path / "res", asr=_WordsASR(), n_resamples=0)
+        finally:
+            holder.kill()
+            holder.wait(30)
+        assert [f["task_id"] for f in s["failed"]] == [tid] and "live process" in s["failed"][0]["reason"]
+        assert not (conv / "A.json").exists() and srv.requests == []
+        s = score_run(root, tf.tasks, prompts, judge, tmp_path / "res", asr=_WordsASR(), n_resamples=0, retry_failed=True)
+        assert s["failed"] == [] and s["per_task"][0]["avg_turn_taking"] == 4.0 and len(srv.requests) == 1
+    for ch in "AB":  # upstream's name and shape
+        assert json.loads((conv / f"{ch}.json").read_text())["chunks"][0] == {"text": "ask", "timestamp": [0.2, 0.5]}
+    recorded = {json.loads(x)["path"] for x in (root / ".work" / "written-0.jsonl").read_text().splitlines()}
+    assert {f"{tid}/A.json", f"{tid}/B.json", f"{tid}/A.wav"} <= recorded
+    # infer --overwrite (another run's settings): everything it and the score recorded goes, the user's file stays
+    counts = asyncio.run(run_conversations([], root, None, None, lambda t: None, overwrite=True,
+                                           describe={"examinee": "another"}))
+    assert counts["ok"] == 0
+    assert sorted(p.name for p in conv.iterdir()) == ["notes.txt"]

@@ -88,7 +88,8 @@ def add_score_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--eval-prompts", required=True,
                    help="upstream's v2/eval/eval_prompts.json (CC BY-NC 4.0, not shipped)")
     p.add_argument("--asr", default="embedded", help="ASR backend for channels without A.json/B.json")
-    add_run_options(p, out="results folder (a rerun resumes)", retry_failed="judge again the tasks that failed before",
+    add_run_options(p, out="results folder (a rerun with the same settings resumes)",
+                    retry_failed="judge again the tasks that failed before", overwrite=overwrite_help("fdb score --version 2"),
                     progress=False, bootstrap="the split means' 95%% intervals (over conversations)")
     add_judge_options(p, required=True, model_help="judge model id (upstream: gemini-2.5-flash in .env.example, an alias, or "
                                                    "gemini-2.5-flash-preview-09-2025; a dated id reproduces best)")
@@ -202,6 +203,7 @@ def run_infer(args: argparse.Namespace) -> int:
 
 
 def run_score(args: argparse.Namespace) -> int:
+    from spear_datasets.files import OutputError
     from spear_metrics.commands.judge_options import judge_config_from_args, warn_line
     from spear_metrics.core.asr import load_asr
     from spear_metrics.core.judge import make_judge
@@ -216,9 +218,12 @@ def run_score(args: argparse.Namespace) -> int:
         judge = make_judge(judge_config_from_args(args, temperature=UPSTREAM_JUDGE_TEMPERATURE), warn=warn_line)
         asr = load_asr(args.asr)
         summary = score_run(args.root, tf.tasks, args.eval_prompts, judge, args.out, asr=asr,
-                            retry_failed=args.retry_failed, n_resamples=int(args.bootstrap), seed=int(args.seed),
-                            judge_kw={"max_tokens": UPSTREAM_JUDGE_MAX_TOKENS}, concurrency=int(args.judge_concurrency))
-    except (TasksError, ScoreSetupError, ValueError, ModelUnavailableError) as e:  # the ASR model cannot be had...
+                            retry_failed=args.retry_failed, overwrite=args.overwrite, n_resamples=int(args.bootstrap),
+                            seed=int(args.seed), judge_kw={"max_tokens": UPSTREAM_JUDGE_MAX_TOKENS},
+                            concurrency=int(args.judge_concurrency), tasks_sha256=tf.sha256)
+    # the ASR model cannot be had, another run's --out (ScoreSetupError), a live process writing it or a folder of
+    # the user's (OutputError)...
+    except (TasksError, ScoreSetupError, ValueError, ModelUnavailableError, OutputError) as e:
         return _fail(e)
     finally:
         if judge is not None:

@@ -500,33 +500,61 @@ def transcript_json(t: Any) -> dict[str, Any]:
             "asr_model": t.model, "word_timestamps": True}
 
 
+def _conversations_folder(folder: Path):
+    """The ownership of the folder holding the conversation folder ``folder`` while transcripts are
+    written into it: ``fdb infer --version 2``'s output folder (``folder.parent``, recognised by its
+    ``.work/``) opened as that command's (:func:`spear_datasets.ownership.open_folder`: its rank-0
+    lock taken, so every write is recorded in its manifest and its ``--overwrite`` removes them);
+    nothing for a folder this tool did not write (upstream's own outputs: written as its
+    ``asr_batch.py`` does, nothing recorded).
+
+    Raises:
+        spear_datasets.ownership.OutFolderError: a live ``fdb infer --version 2`` holds the folder
+            (its lock is never taken away), or it is another command's.
+    """
+    import contextlib
+
+    from spear_datasets.ownership import is_recognised, open_folder
+
+    root = folder.parent
+    if not is_recognised(root):
+        return contextlib.nullcontext()
+    return open_folder(root, command=INFER_COMMAND, activity="written", flag="--root")
+
+
 def ensure_transcripts(folder: Path, asr: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """``folder/A.json`` and ``B.json`` (upstream's shape): read when present (as upstream's
     ``asr_batch.py``), else transcribed from ``A.wav``/``B.wav`` trimmed to :data:`TRIM_S` s,
-    with word timestamps, and written.
+    with word timestamps, and written atomically (:func:`spear_datasets.files.atomic_path`); in a
+    conversation folder of ``fdb infer --version 2`` each file is recorded in that run's
+    ownership record (:func:`_conversations_folder`), so its ``--overwrite`` removes them.
 
     Raises:
-        ValueError / OSError: a missing or unreadable channel, a transcript file of another shape.
+        ValueError / OSError: a missing or unreadable channel, a transcript file of another shape;
+        spear_datasets.files.OutputError: a live ``fdb infer --version 2`` writes the folder (one
+            line), or the file cannot be written.
     """
     from spear_datasets.audio import load_audio
+    from spear_datasets.files import atomic_path
     from spear_metrics.core.asr import ASR_SR
 
-    out = []
-    for ch in ("A", "B"):
-        p = folder / f"{ch}.json"
-        if p.exists():
-            out.append(read_transcript(p))  # a FIFO or a device is refused, not opened
-            continue
-        if asr is None:
-            raise ValueError(f"{p.name} missing and no ASR backend")
-        wav = load_audio(folder / f"{ch}.wav", sr=ASR_SR, channels="mix")[0][: int(TRIM_S * ASR_SR)]
-        d = transcript_json(asr.transcribe([wav], sr=ASR_SR, word_timestamps=True)[0])
-        d["asr_model"] = asr.describe() if callable(getattr(asr, "describe", None)) else d["asr_model"]
-        tmp = p.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(d, indent=1, ensure_ascii=False))
-        os.replace(tmp, p)
-        out.append(d)
-    return out[0], out[1]
+    paths = [folder / f"{ch}.json" for ch in ("A", "B")]
+    found = {p: read_transcript(p) for p in paths if p.exists()}  # a FIFO or a device is refused, not opened
+    if len(found) == len(paths):
+        return found[paths[0]], found[paths[1]]
+    if asr is None:
+        raise ValueError(f"{next(p.name for p in paths if p not in found)} missing and no ASR backend")
+    with _conversations_folder(folder):
+        for p in paths:
+            if p in found:
+                continue
+            wav = load_audio(p.with_suffix(".wav"), sr=ASR_SR, channels="mix")[0][: int(TRIM_S * ASR_SR)]
+            d = transcript_json(asr.transcribe([wav], sr=ASR_SR, word_timestamps=True)[0])
+            d["asr_model"] = asr.describe() if callable(getattr(asr, "describe", None)) else d["asr_model"]
+            with atomic_path(p) as tmp:
+                tmp.write_text(json.dumps(d, indent=1, ensure_ascii=False), encoding="utf-8")
+            found[p] = d
+    return found[paths[0]], found[paths[1]]
 
 
 def _whole_record(r: dict[str, Any]) -> bool:
@@ -544,9 +572,40 @@ def _whole_record(r: dict[str, Any]) -> bool:
     return True
 
 
+#: the command owning a scoring run's ``--out`` (``.work/owner.json``) and the one owning the
+#: conversation folders it reads (:mod:`spear_metrics.full_duplex_v2.engine`)
+SCORE_COMMAND = "fdb2-score"
+INFER_COMMAND = "fdb2-infer"
+#: what a scoring run writes in ``--out``: the judge's work log and the results
+JUDGEMENTS = "judgements.jsonl"
+OUTPUTS = (JUDGEMENTS, "per_sample.jsonl", "summary.json")
+
+
+def score_fingerprint(root: str | os.PathLike, tasks: Sequence[Any], prompts_sha256: str, judge: Any, *,
+                      asr: Any = None, judge_kw: Optional[dict[str, Any]] = None,
+                      tasks_sha256: Optional[str] = None) -> dict[str, Any]:
+    """What binds a scoring run to its ``--out`` (``.work/run.json``): the conversations folder,
+    the tasks file's sha256 (``tasks_sha256``; without it, that of the tasks' ids, splits and staged
+    reveals), the judge prompts' sha256, the judge (model @ URL, temperature, seed, request
+    parameters ``judge_kw``) and the ASR. The same fingerprint resumes (every logged judgement
+    kept); another one is refused unless ``overwrite`` (:func:`score_run`). The task selection
+    (``--split``, ``--limit``) is not part of it: each task's judgement is its own unit."""
+    if tasks_sha256 is None:
+        tasks_sha256 = hashlib.sha256(json.dumps([[t.id, t.split, t.staged_reveal] for t in tasks], sort_keys=True,
+                                                 default=str).encode("utf-8")).hexdigest()
+    return {"mode": "fdb v2 score", "root": str(Path(root).resolve()), "tasks_sha256": tasks_sha256,
+            "eval_prompts_sha256": prompts_sha256,
+            "judge": getattr(judge, "describe", lambda: str(judge))(), "judge_model": getattr(judge, "model", None),
+            "judge_temperature": getattr(judge, "temperature", None), "judge_seed": getattr(judge, "seed", None),
+            "judge_params": dict(judge_kw or {}),
+            "asr": (asr.describe() if callable(getattr(asr, "describe", None)) else getattr(asr, "name", str(asr)))
+                   if asr is not None else None}
+
+
 def score_run(root: str | os.PathLike, tasks: Sequence[Any], prompts_path: str | os.PathLike, judge: Any, out: str | os.PathLike,
-              *, asr: Any = None, retry_failed: bool = False, n_resamples: int = 1000, seed: int = 0,
-              judge_kw: Optional[dict[str, Any]] = None, concurrency: int = 1) -> dict[str, Any]:
+              *, asr: Any = None, retry_failed: bool = False, overwrite: bool = False, n_resamples: int = 1000,
+              seed: int = 0, judge_kw: Optional[dict[str, Any]] = None, concurrency: int = 1,
+              tasks_sha256: Optional[str] = None) -> dict[str, Any]:
     """Score the conversations under ``root`` (``root/<task id>/A.wav, B.wav``) of ``tasks``.
 
     Each task is a resumable unit logged in ``out/judgements.jsonl`` as it finishes (the reply
@@ -555,19 +614,45 @@ def score_run(root: str | os.PathLike, tasks: Sequence[Any], prompts_path: str |
     one-line reason. Writes ``out/summary.json`` (upstream's per-task rows, the binned rows,
     split means with intervals, provenance) and returns it.
 
+    ``out`` is owned by the run (:func:`spear_metrics.core.records.claim_out`, the rule of every
+    output folder): it must be new, empty or this command's; a live process writing it is
+    refused; a run with another fingerprint (:func:`score_fingerprint`) is refused unless
+    ``overwrite``, which first removes exactly what earlier runs recorded as written there.
+    Transcripts written into ``root`` are recorded there (:func:`ensure_transcripts`).
+
     Args:
         judge: a :class:`spear_metrics.core.judge.Judge` (its ``ask``); upstream samples at
             temperature 0.2 with up to 20000 output tokens.
         asr: an ASR backend for channels without ``A.json``/``B.json``.
         concurrency: judge calls in flight at once (the ASR runs in the calling thread).
+        tasks_sha256: the tasks file's sha256 (for the fingerprint).
 
     Raises:
-        ScoreSetupError: unreadable prompts file.
+        ScoreSetupError: unreadable prompts file; ``out`` holds another scoring run (without
+            ``overwrite``). spear_datasets.files.OutputError: ``out`` cannot be used (the user's
+            or another command's files, a live process writing it, unwritable).
     """
+    from spear_metrics.core.records import claim_out
+
     prompts, prompts_sha = load_eval_prompts(prompts_path)
+    fp = score_fingerprint(root, tasks, prompts_sha, judge, asr=asr, judge_kw=judge_kw, tasks_sha256=tasks_sha256)
+    conflict = ScoreSetupError(f"{out} holds judgements of another scoring run (other conversations, tasks file, judge "
+                               "prompts, judge or ASR); use a new --out folder or --overwrite")
+    with claim_out(out, fp, overwrite=overwrite, conflict=conflict, command=SCORE_COMMAND, activity="scored",
+                   adopt=OUTPUTS):
+        return _score_claimed(root, tasks, prompts, prompts_sha, judge, out, asr=asr, retry_failed=retry_failed,
+                              n_resamples=n_resamples, seed=seed, judge_kw=judge_kw, concurrency=concurrency)
+
+
+def _score_claimed(root: str | os.PathLike, tasks: Sequence[Any], prompts: dict[str, Any], prompts_sha: str, judge: Any,
+                   out: str | os.PathLike, *, asr: Any, retry_failed: bool, n_resamples: int, seed: int,
+                   judge_kw: Optional[dict[str, Any]], concurrency: int) -> dict[str, Any]:
+    """:func:`score_run` once ``out`` is claimed."""
+    from spear_datasets.files import atomic_path, record_write
+    from spear_metrics.core.records import AppendLog
+
     rootp, outp = Path(root), Path(out)
-    outp.mkdir(parents=True, exist_ok=True)
-    log = outp / "judgements.jsonl"
+    log = outp / JUDGEMENTS
     done: dict[str, dict[str, Any]] = {}
     wanted = {t.id for t in tasks}
     if log.is_file():
@@ -582,12 +667,12 @@ def score_run(root: str | os.PathLike, tasks: Sequence[Any], prompts_path: str |
     from concurrent.futures import ThreadPoolExecutor
 
     lock = threading.Lock()
+    record_write(log)  # recorded as this run's before it is first written
+    applog = AppendLog(log)
 
     def finish(task: Any, rec: dict[str, Any]) -> None:
-        with lock, open(log, "a", encoding="utf-8") as f:
-            f.write(json.dumps(rec, ensure_ascii=False) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
+        with lock:
+            applog.write([rec])
             done[task.id] = rec
 
     def fail(task: Any, e: BaseException) -> None:
@@ -605,21 +690,24 @@ def score_run(root: str | os.PathLike, tasks: Sequence[Any], prompts_path: str |
 
     # ASR in this thread (one model), each task's judge call handed to the pool as soon as its prompt exists
     futures = []
-    with ThreadPoolExecutor(max_workers=max(1, int(concurrency))) as pool:
-        for task in tasks:
-            r = done.get(task.id)
-            if r and (r.get("status") == "ok" or not retry_failed):
-                continue
-            try:
-                folder = rootp / task.id
-                if not (folder / "manifest.json").exists() and not (folder / "B.wav").exists():
-                    raise ValueError("no conversation folder (run `spearbench fdb infer --version 2` first)")
-                ta, tb = ensure_transcripts(folder, asr)
-                prompt = build_judge_prompt(prompts, task.split, task.staged_reveal, ta, tb)
-            except Exception as e:  # noqa: BLE001
-                fail(task, e)
-                continue
-            futures.append(pool.submit(judged, task, prompt, tb.get("asr_model", "transcript file")))
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, int(concurrency))) as pool:
+            for task in tasks:
+                r = done.get(task.id)
+                if r and (r.get("status") == "ok" or not retry_failed):
+                    continue
+                try:
+                    folder = rootp / task.id
+                    if not (folder / "manifest.json").exists() and not (folder / "B.wav").exists():
+                        raise ValueError("no conversation folder (run `spearbench fdb infer --version 2` first)")
+                    ta, tb = ensure_transcripts(folder, asr)
+                    prompt = build_judge_prompt(prompts, task.split, task.staged_reveal, ta, tb)
+                except Exception as e:  # noqa: BLE001
+                    fail(task, e)
+                    continue
+                futures.append(pool.submit(judged, task, prompt, tb.get("asr_model", "transcript file")))
+    finally:
+        applog.close()
     for fut in futures:  # a unit that could not be logged (a full disk...) is a whole-run problem, never a lost task
         if fut.exception() is not None:
             raise fut.exception()
@@ -668,10 +756,8 @@ def score_run(root: str | os.PathLike, tasks: Sequence[Any], prompts_path: str |
     }
     if callable(getattr(judge, "report", None)):
         summary["judge_calls"] = judge.report()
-    tmp = outp / "per_sample.jsonl.tmp"
-    tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in per_sample), encoding="utf-8")
-    os.replace(tmp, outp / "per_sample.jsonl")
-    tmp = outp / "summary.json.tmp"
-    tmp.write_text(json.dumps(summary, indent=1, ensure_ascii=False))
-    os.replace(tmp, outp / "summary.json")
+    with atomic_path(outp / "per_sample.jsonl") as tmp:
+        tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in per_sample), encoding="utf-8")
+    with atomic_path(outp / "summary.json") as tmp:
+        tmp.write_text(json.dumps(summary, indent=1, ensure_ascii=False), encoding="utf-8")
     return summary
