@@ -34,11 +34,13 @@ What it times, each in a fresh process:
   (2) "plain single-pass loop", a stricter baseline: each file loaded once, the same JIT VAD on the
   question, the answer and, only where ``answer_start_time`` < 0, the cut answer, the same Praat
   call.
+  Each loop is timed twice, before the runs of ours and after them (the machine's load moves on a
+  shared machine), and its figures are the mean of the two timings (both are printed).
 
 Reports wall time (command start to exit: imports, model loading, process start-up included) and
 the runner's scoring time (``run_info.json``), × real time (question + answer audio seconds per
 wall second), the real-time factor (wall seconds per audio second), rows/s, peak RSS of each
-process (``VmHWM`` polled from ``/proc``), the machine load (``/proc/loadavg``) before each run,
+process (``VmHWM`` polled from ``/proc``), the machine load (``/proc/loadavg``) before and after each run,
 CPU seconds (user + system of every process), and checks that the per-row values of the sample
 rows equal each loop's to 6 decimals (exit 1 otherwise); 1 and 2 processes must write the same
 ``per_sample.jsonl``.
@@ -257,7 +259,8 @@ def timed(cmd: list[str], env: dict, started: Path | None = None) -> dict:
         raise SystemExit(f"command failed ({p.returncode}): {' '.join(cmd)}\n{err[-3000:]}")
     procs = [{"pid": pid, "cmd": names[pid], "peak_rss_mb": round(v, 1)} for pid, v in peaks.items()
              if "python" in names[pid] or "spearbench" in names[pid] or "accelerate" in names[pid]]
-    return {"wall_s": wall, "cpu_s": cpu, "load_before": load, "processes": procs, "stdout": out, "startup_s": startup,
+    return {"wall_s": wall, "cpu_s": cpu, "load_before": load, "load_after": _loadavg(), "processes": procs, "stdout": out,
+            "startup_s": startup,
             "epoch0": epoch0}
 
 
@@ -378,6 +381,21 @@ def _write_loop(out_json: Path, out: dict, t0: float, c0: float) -> None:
                                     "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 
 
+def _time_loop(fn: str, meta: Path, rows: list[int], root: Path, env: dict, when: str) -> dict:
+    """One timing of the baseline loop ``fn`` (a function of this module) on ``rows``, in a fresh
+    process: its JSON (seconds, CPU seconds, values, peak RSS) plus the load before and after."""
+    res = root / f"{fn}_{when}.json"
+    code = (f"import sys; sys.path.insert(0, {str(REPO / 'scripts')!r}); import bench_full_split as b; "
+            f"from pathlib import Path; b.{fn}(Path({str(meta)!r}), {rows!r}, Path({str(res)!r}))")
+    load = _loadavg()
+    subprocess.run([sys.executable, "-c", code], env=env, check=True)
+    out = json.loads(res.read_text())
+    out.update(when=when, load_before=load, load_after=_loadavg())
+    print(json.dumps({"loop": fn, "when": when, "seconds": round(out["seconds"], 2), "cpu_s": round(out["cpu_s"], 2),
+                      "load_before": load, "load_after": out["load_after"]}), flush=True)
+    return out
+
+
 #: baselines timed on the sample rows: label -> function of this module
 LOOPS = {"SPEAR re-statement (upstream loop)": "spear_loop", "plain single-pass loop": "single_pass_loop"}
 
@@ -459,13 +477,9 @@ def _main(a: argparse.Namespace, root: Path) -> int:
         r = run_ours(small_meta, root / "out_small", 1, env)
         runs["ours, 1 process, small"] = {**r, "rows": sub["rows"], "audio_s": sub["audio_s"]}
         print(json.dumps({"run": "ours, 1 process, small", **runs["ours, 1 process, small"]}), flush=True)
-    for nproc in (1, 2):
-        if ("one" if nproc == 1 else "two") in skip:
-            continue
-        r = run_ours(meta, root / f"out_{nproc}", nproc, env)
-        runs[f"ours, {nproc} process{'es' if nproc > 1 else ''}"] = {**r, "rows": n, "audio_s": facts["audio_s"]}
-        print(json.dumps({"run": f"ours {nproc}", **r}), flush=True)
-    loops: dict[str, dict] = {}
+    loop_runs: dict[str, list[dict]] = {}
+    sample_rows: list[int] = []
+    sample_audio = 0.0
     if "plain" not in skip:
         from spear_datasets.schema import read_metadata
         import soundfile as sf
@@ -475,26 +489,42 @@ def _main(a: argparse.Namespace, root: Path) -> int:
         sample_rows = list(range(0, n, step))[: a.sample]
         sample_audio = sum(sf.info(str(meta.parent / raw[i]["audio_path"])).duration
                            + sf.info(str(meta.parent / raw[i]["answer_audio_path"])).duration for i in sample_rows)
+        for label, fn in LOOPS.items():  # before our runs; again after them (the load moves)
+            loop_runs.setdefault(label, []).append(_time_loop(fn, meta, sample_rows, root, env, "before"))
+    for nproc in (1, 2):
+        if ("one" if nproc == 1 else "two") in skip:
+            continue
+        r = run_ours(meta, root / f"out_{nproc}", nproc, env)
+        runs[f"ours, {nproc} process{'es' if nproc > 1 else ''}"] = {**r, "rows": n, "audio_s": facts["audio_s"]}
+        print(json.dumps({"run": f"ours {nproc}", **r}), flush=True)
+    loops: dict[str, dict] = {}
+    if "plain" not in skip:
         for label, fn in LOOPS.items():
-            res = root / f"{fn}.json"
-            code = (f"import sys; sys.path.insert(0, {str(REPO / 'scripts')!r}); import bench_full_split as b; "
-                    f"from pathlib import Path; b.{fn}(Path({str(meta)!r}), {sample_rows!r}, Path({str(res)!r}))")
-            load = _loadavg()
-            subprocess.run([sys.executable, "-c", code], env=env, check=True)
-            lp = json.loads(res.read_text())
+            loop_runs[label].append(_time_loop(fn, meta, sample_rows, root, env, "after"))
+            both = loop_runs[label]
+            lp = dict(both[-1], seconds=sum(x["seconds"] for x in both) / len(both),
+                      cpu_s=sum(x["cpu_s"] for x in both) / len(both))
+            for x in both[:-1]:
+                if x["values"] != both[-1]["values"]:
+                    raise SystemExit(f"{label}: the loop's values differ between its two timings")
             loops[label] = lp
             per_row, cpu_row = lp["seconds"] / len(sample_rows), lp["cpu_s"] / len(sample_rows)
             runs[label] = {"wall_s": per_row * n, "scoring_s": per_row * n, "cpu_s": cpu_row * n, "rows": n,
-                           "audio_s": facts["audio_s"], "load_before": load, "measured_rows": len(sample_rows),
+                           "audio_s": facts["audio_s"], "load_before": both[0]["load_before"],
+                           "load_after": both[-1]["load_after"], "measured_rows": len(sample_rows),
                            "measured_s": lp["seconds"], "measured_x_real_time": sample_audio / lp["seconds"],
-                           "processes": [{"cmd": label, "peak_rss_mb": round(lp["peak_rss_mb"], 1)}]}
+                           "timings": [{k: x[k] for k in ("when", "seconds", "cpu_s", "load_before", "load_after")}
+                                       for x in both],
+                           "processes": [{"cmd": label, "peak_rss_mb": round(max(x["peak_rss_mb"] for x in both), 1)}]}
             print(json.dumps({"run": label, **{k: v for k, v in runs[label].items() if k != "processes"}}), flush=True)
     print()
-    print(f"{'run':<34}{'rows':>6}{'wall s':>9}{'scoring s':>10}{'CPU s':>8}{'x RT':>8}{'RTF':>9}{'rows/s':>8}  peak RSS MB  load before")
+    print(f"{'run':<34}{'rows':>6}{'wall s':>9}{'scoring s':>10}{'CPU s':>8}{'x RT':>8}{'RTF':>9}{'rows/s':>8}  peak RSS MB  "
+          "load before -> after")
     for name, r in runs.items():
         rss = ", ".join(f"{p['peak_rss_mb']:.0f}" for p in r["processes"] if "accelerate launch" not in p["cmd"])
         print(f"{name:<34}{r['rows']:>6}{r['wall_s']:>9.1f}{r['scoring_s']:>10.1f}{r['cpu_s']:>8.1f}{r['audio_s'] / r['wall_s']:>7.0f}x"
-              f"{r['wall_s'] / r['audio_s']:>9.5f}{r['rows'] / r['wall_s']:>8.1f}  {rss:<12} {r['load_before']}")
+              f"{r['wall_s'] / r['audio_s']:>9.5f}{r['rows'] / r['wall_s']:>8.1f}  {rss:<12} {r['load_before']} -> "
+              f"{r.get('load_after')}")
     launcher = [p for r in runs.values() for p in r["processes"] if "accelerate launch" in p["cmd"]]
     if launcher:
         print(f"(the accelerate launcher process itself: peak RSS {launcher[0]['peak_rss_mb']:.0f} MB)")
@@ -508,7 +538,9 @@ def _main(a: argparse.Namespace, root: Path) -> int:
     for label, lp in loops.items():
         lr = runs[label]
         print(f"\n{label}: measured on {lr['measured_rows']} evenly spaced rows in {lr['measured_s']:.1f} s "
-              f"({lr['measured_x_real_time']:.0f}x real time), EXTRAPOLATED to {n} rows")
+              f"({lr['measured_x_real_time']:.0f}x real time; the mean of "
+              + ", ".join(f"{t['seconds']:.1f} s {t['when']} ours" for t in lr["timings"])
+              + f"), EXTRAPOLATED to {n} rows")
         for name in ("ours, 1 process", "ours, 2 processes"):
             if name not in runs:
                 continue

@@ -55,6 +55,23 @@ def test_16_bit_wav_decodes_to_libsndfiles_own_floats(real_dir):
         assert np.abs(wav).max() > 0.1  # real speech, not silence
 
 
+def test_stereo_mix_is_numpys_mean_bit_for_bit(real_dir):
+    """The two-channel mix (a + b, then * 0.5) is ``wav.mean(axis=0)``'s float32 bits, on real
+    stereo recordings (16-bit WAV, 44.1 kHz 24-bit FLAC) and on samples of every magnitude."""
+    from spear_datasets.audio import convert
+
+    for name in ("DERIVED__pyannote-audio__seriously_29-60s_stereo_L-FEE016_R-MEO015.wav",
+                 "faster-whisper__stereo_diarization.wav", "faster-whisper__jfk.flac"):
+        wav, sr = decode(real_dir / name)
+        assert wav.shape[0] == 2 and not np.array_equal(wav[0], wav[1])
+        mixed = convert(wav, sr, sr=None, channels="mix")
+        assert mixed.dtype == np.float32 and mixed.shape == (1, wav.shape[1])
+        np.testing.assert_array_equal(mixed, wav.mean(axis=0, keepdims=True))
+    rng = np.random.default_rng(0)  # subnormal, audio-scaled and overflowing sums: still numpy's bits
+    x = (rng.standard_normal((2, 100_000)) * rng.choice([1e-40, 1e-3, 1.0, 3e38], (2, 100_000))).astype(np.float32)
+    np.testing.assert_array_equal(convert(x, 16000, sr=None, channels="mix"), x.mean(axis=0, keepdims=True))
+
+
 def test_bad_audio_raises_one_line_reasons(tmp_path):
     with pytest.raises(AudioError, match="not found"):
         decode(tmp_path / "missing.wav")

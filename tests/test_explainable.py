@@ -104,6 +104,47 @@ def test_decoded_16_bit_wav_gives_praats_own_track(real_dir, tmp_path):
     assert np.median(pitch_track_file(str(dup))[0].voiced) > 165  # p225 is a female speaker
 
 
+def test_decoded_24_bit_flac_and_float_wav_give_praats_own_track(real_dir, tmp_path, monkeypatch):
+    """Praat gets the loader's samples for 24-bit FLAC (jfk, 44.1 kHz stereo), float WAV (dev00)
+    and the same speech written as 16/24-bit FLAC, 24-bit and float WAV (WAVEX too): the values
+    Praat reads from the file bit for bit, so the same F0 frames; a 32-bit integer WAV is not one
+    of those formats (float32 keeps 24 of its bits) and Praat reads that file itself."""
+    import parselmouth
+    import soundfile as sf
+
+    from spear_datasets.audio import decode
+    from spear_metrics.core import pitch
+
+    x, sr = sf.read(str(real_dir / "speechbrain__p226_002.wav"), dtype="float64")
+    paths = [real_dir / "faster-whisper__jfk.flac", real_dir / "pyannote-audio__dev00.wav"]
+    for fmt, sub in (("FLAC", "PCM_16"), ("FLAC", "PCM_24"), ("WAV", "PCM_24"), ("WAV", "FLOAT"), ("WAVEX", "FLOAT")):
+        paths.append(tmp_path / f"{fmt}_{sub}.{'flac' if fmt == 'FLAC' else 'wav'}")
+        sf.write(str(paths[-1]), np.stack([x, x]).T if fmt == "WAVEX" else x, sr, subtype=sub, format=fmt)
+    for path in paths:
+        info = sf.info(str(path))
+        assert (info.format, info.subtype) in pitch.PRAAT_EXACT_FORMATS, path
+        wav, rate = decode(path)
+        np.testing.assert_array_equal(parselmouth.Sound(str(path)).values, wav.astype(np.float64))
+        ref, ref_dur = pitch.pitch_track_file(str(path))
+        calls = []
+        real_sound = parselmouth.Sound
+
+        def no_file_read(*a, **k):
+            calls.append(a)
+            assert not isinstance(a[0], str), "Praat read the file again"
+            return real_sound(*a, **k)
+
+        with monkeypatch.context() as m:
+            m.setattr(parselmouth, "Sound", no_file_read)
+            got, dur = pitch.pitch_track_file(str(path), decoded=(wav, rate))
+        assert calls  # Praat got the decoded samples
+        np.testing.assert_array_equal(got.f0_hz, ref.f0_hz)
+        assert dur == ref_dur and (got.f0_hz > 0).mean() > 0.2, path
+    int32 = tmp_path / "int32.wav"
+    sf.write(str(int32), x * 0.9, sr, subtype="PCM_32")
+    assert not pitch._praat_reads_as_decoded(str(int32))
+
+
 def test_nan_answer_fails_its_row_with_explainable_features_alone(real_dir, tmp_path):
     """Praat would read a float WAV holding NaN; the loader's checks run first and fail the row."""
     import soundfile as sf

@@ -59,6 +59,59 @@ def test_batched_values_do_not_depend_on_threads_or_calls(real_dir):
     assert np.abs(p - vad.speech_probabilities(long, backend="jit")).max() < 5e-5
 
 
+def test_dense_encoder_is_the_convolutions_on_real_frames(real_dir):
+    """The batched pass's encoder (each Conv1d as one dense matrix over a frame's 4 STFT columns)
+    computes what ``F.conv1d`` computes, on real speech frames, up to the order of the sums; and
+    the matrices hold each weight where its tap lands and zeros where the tap reads padding."""
+    import torch
+
+    F = torch.nn.functional
+    model = vad._model("batched")
+    x = _channels()["mix"]
+    n = -(-len(x) // 512)
+    with torch.inference_mode():
+        mags = model._magnitudes(model._frames(model._signal(x, n), 0, n))  # (n, 4, 129)
+        ref, got = mags.transpose(1, 2), mags.reshape(n, -1)
+        for (w, b, stride), (m, bias) in zip(model.convs, model._dense):
+            ref = F.relu(F.conv1d(ref, w, b, stride, 1))  # the streaming model's layer
+            got = torch.addmm(bias, got, m).relu_()
+            assert torch.allclose(got, ref.transpose(1, 2).reshape(n, -1), rtol=1e-5, atol=1e-5)
+            assert float(ref.abs().max()) > 0.1  # real activations, not zeros
+        # first layer: input column 3 feeds output columns 2 and 3 only (taps 2 and 1); output 0 reads
+        # columns 0 and 1 (taps 1 and 2), its tap 0 falls on the padding
+        w = model.convs[0][0]
+        m = model._dense[0][0].reshape(4, 129, 4, 128)
+        assert torch.equal(m[3, :, 3], w[:, :, 1].t()) and torch.equal(m[3, :, 2], w[:, :, 2].t())
+        assert not m[3, :, :2].any() and torch.equal(m[0, :, 0], w[:, :, 1].t()) and torch.equal(m[1, :, 0], w[:, :, 2].t())
+    # the probabilities stay within the margin's reach of upstream's; the segments are upstream's
+    # (test_batched_segments_equal_upstream_call)
+    p = vad.speech_probabilities(x, backend="batched")
+    assert np.abs(p - vad.speech_probabilities(x, backend="jit")).max() < vad.EXACT_MARGIN / 4
+
+
+def test_paired_kernels_are_the_one_frame_kernel_bit_for_bit(real_dir):
+    """The guard's recompute reads real frames through the kernel the once-per-process check
+    picked: all pairs in one bmm, one mm per pair, or one frame per sgemm give the same bits
+    wherever the check picked the paired kernel."""
+    import torch
+
+    model = vad._model("batched")
+    x = _channels()["FEE016"][: 512 * 200]
+    with torch.inference_mode():
+        frames = model._frames(model._signal(x, 200), 0, 200)
+        z = model._conv_exact(frames, model.basis, None, 128, 0)  # fills the check for the STFT
+        key = (tuple(model.basis.shape), 128, 0, frames.shape[-1], True)
+        assert vad.BatchedSilero._PAIR_KERNEL[key] in ("bmm", "pairs", "native")
+        native = vad._native_conv1d(frames, model.basis, None, 128, 0)
+        assert torch.equal(z, native)
+        if vad.BatchedSilero._PAIR_KERNEL[key] == "bmm":
+            assert torch.equal(vad._paired_bmm_conv1d(frames, model.basis, None, 128, 0), native)
+        mag = torch.sqrt(torch.pow(native[:, :129], 2) + torch.pow(native[:, 129:], 2))
+        w, b, stride = model.convs[0]
+        assert torch.equal(model._conv_exact(mag, w, b, stride, 1), vad._native_conv1d(mag, w, b, stride, 1))
+        assert float(mag.abs().max()) > 0.1
+
+
 def test_short_and_empty_audio():
     assert vad.speech_probabilities(np.zeros(0, np.float32), backend="batched").shape == (0,)
     assert vad.speech_segments(np.zeros(0, np.float32)) == []
@@ -163,13 +216,19 @@ def test_exact_path_is_upstreams_call_bit_for_bit(real_dir, monkeypatch):
     finally:
         torch.set_num_threads(threads)
     # one pairing check per convolution (5: the STFT and four encoder layers). Here, MKL on
-    # AVX-512, the first three pass and the two m = 1 layers (its matrix-vector path) do not;
-    # another BLAS may decide otherwise, and the bits above hold either way
-    assert len(vad.BatchedSilero._PAIRS_EXACT) == 5
+    # AVX-512, the first three pass (all pairs in one bmm) and the two m = 1 layers (its
+    # matrix-vector path) do not; another BLAS may decide otherwise, and the bits above hold either way
+    assert len(vad.BatchedSilero._PAIR_KERNEL) == 5
     x = chans["jfk"][: 512 * 101]  # 101 frames: the odd last frame takes the one-frame kernel
     jit = vad.speech_probabilities(x, backend="jit")
     np.testing.assert_array_equal(model.exact_probabilities(x, 101).astype(np.float64), jit)
-    monkeypatch.setattr(vad.BatchedSilero, "_PAIRS_EXACT", {k: False for k in vad.BatchedSilero._PAIRS_EXACT})
+    checked = dict(vad.BatchedSilero._PAIR_KERNEL)
+    # each kernel the check can pick gives the same bits where it picked a paired one
+    for other in ("pairs", "native"):
+        monkeypatch.setattr(vad.BatchedSilero, "_PAIR_KERNEL",
+                            {k: other if v != "native" else v for k, v in checked.items()})
+        np.testing.assert_array_equal(model.exact_probabilities(x, 101).astype(np.float64), jit, err_msg=other)
+    monkeypatch.setattr(vad.BatchedSilero, "_PAIR_KERNEL", {k: "native" for k in checked})
     np.testing.assert_array_equal(model.exact_probabilities(x, 101).astype(np.float64), jit)
     # the once-per-process end-to-end check passed here; where it fails, frame-by-frame calls
     # take over, with the same bits

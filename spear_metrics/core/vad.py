@@ -10,15 +10,16 @@ speech probabilities (one per 512 samples) and hands them to the library's own s
 (``get_speech_timestamps_from_probs``, the one ``get_speech_timestamps`` ends with):
 
 - ``"batched"`` (default): upstream's TorchScript model (``silero_vad.jit``, the weights
-  ``load_silero_vad()`` loads), its stateless front end (STFT as an rfft, and the four convolutions) run on
-  every frame of a block at once and its LSTM over the block in one ``torch.lstm`` call
-  (:class:`BatchedSilero`). Batched kernels sum in another order, so a probability differs from
-  the streaming one (by at most 1.36e-5 on 118,477 frames, ``scripts/check_vad_backends.py``);
+  ``load_silero_vad()`` loads), its stateless front end (STFT as an rfft, and the four convolutions
+  as one dense matrix product each) run on every frame of a block at once and its LSTM over the
+  block in one ``torch.lstm`` call (:class:`BatchedSilero`). Batched kernels sum in another order,
+  so a probability differs from the streaming one (by at most 1.04e-5 on 118,477 frames,
+  ``scripts/check_vad_backends.py --audio`` with the pool of ``scripts/bench_full_split.py``);
   a frame within :data:`EXACT_MARGIN` (1e-4) of a threshold could then decide otherwise, so the
   frames up to the last such one are recomputed bit for bit as upstream computes them on the
   same machine (:func:`exact_near_thresholds`; the last bits of a probability depend on the
   CPU's kernels, so another machine's upstream call can differ from this one's). The segments are then upstream's whenever the batched error
-  stays below the margin (about 7x the largest seen, 1.36e-5 to 1.44e-5).
+  stays below the margin (about 10x the largest seen, 1.04e-5; 8.8e-6 on the fixtures peak-normalised).
 - ``"sequence"``: the library's batched ONNX front end (``load_silero_vad(sequence=True)``):
   the streaming ONNX model's probabilities, within 1.5e-5 of the TorchScript model's and no
   guard: a frame at a threshold can move a segment by a frame (``tests/test_vad_backends.py``).
@@ -85,6 +86,14 @@ class BatchedSilero:
         self.block_frames = int(block_frames)
         self._torch = torch
         self._jit = jit_model  # upstream's streaming model: the reference of _batched_exact_holds
+        # the batched pass's encoder: each convolution over a frame's 4 STFT columns as one dense
+        # matrix, a frame's activations flattened time-major (column, channel)
+        self._dense = []
+        length = 4
+        for w, b, stride in self.convs:
+            m, length = _dense_conv_matrix(w, stride, 1, length)
+            self._dense.append((m, b.repeat(length)))
+        self._out_vec = self.out_w.reshape(-1).clone()  # (128,)
 
     def _signal(self, wav: np.ndarray, n_frames: int):
         """The first ``n_frames`` frames' samples as one tensor: 64 zeros (the streaming model's
@@ -106,19 +115,20 @@ class BatchedSilero:
         return self._torch.cat([frames, frames[:, 511:575].flip(1)], 1).unsqueeze(1)
 
     def _magnitudes(self, frames):
-        """STFT magnitudes ``(k, 129, 4)`` of frames ``(k, 1, 640)``: the four 256-sample windows
-        (hop 128) of each frame times the model's window (row 0 of its basis: a periodic Hann
-        window), through ``torch.fft.rfft``. The model's basis is that window times the DFT's
-        cos / -sin rows (to 5.7e-8), so this is its convolution computed as an FFT: 4.5x less CPU
-        than the 258 x 256 convolution (``scripts/check_vad_backends.py`` bounds the result)."""
-        spec = self._torch.view_as_real(self._torch.fft.rfft(frames[:, 0].unfold(1, 256, 128) * self.window, dim=-1))
-        return self._torch.sqrt(spec[..., 0] ** 2 + spec[..., 1] ** 2).transpose(1, 2)
+        """STFT magnitudes ``(k, 4, 129)`` (column, frequency) of frames ``(k, 1, 640)``: the four
+        256-sample windows (hop 128) of each frame times the model's window (row 0 of its basis:
+        a periodic Hann window), through ``torch.fft.rfft``. The model's basis is that window times
+        the DFT's cos / -sin rows (to 5.7e-8), so this is its convolution computed as an FFT: 4.5x
+        less CPU than the 258 x 256 convolution (``scripts/check_vad_backends.py`` bounds the result)."""
+        torch = self._torch
+        spec = torch.view_as_real(torch.fft.rfft(frames[:, 0].unfold(1, 256, 128) * self.window, dim=-1))
+        power = spec * spec  # (k, 4, 129, 2): re^2, im^2
+        return torch.add(power[..., 0], power[..., 1]).sqrt_()
 
     def probabilities(self, wav: np.ndarray) -> np.ndarray:
         """Per-frame speech probabilities ``(ceil(n / 512),)`` float32 of 16 kHz mono ``(n,)``
         float32 samples; the last frame is zero-padded, as ``get_speech_timestamps`` pads it."""
         torch = self._torch
-        F = torch.nn.functional
         n_frames = -(-np.size(wav) // self.FRAME)
         if n_frames == 0:
             return np.zeros(0, dtype=np.float32)
@@ -128,13 +138,13 @@ class BatchedSilero:
         with torch.inference_mode():
             for first in range(0, n_frames, self.block_frames):
                 k = min(self.block_frames, n_frames - first)
-                h = self._magnitudes(self._frames(signal, first, k))  # (k, 129, 4)
-                for w, b, stride in self.convs:
-                    h = F.relu(F.conv1d(h, w, b, stride, 1))
+                h = self._magnitudes(self._frames(signal, first, k)).reshape(k, 4 * 129)
+                for m, b in self._dense:  # the four Conv1d + ReLU, each one sgemm over the block
+                    h = torch.addmm(b, h, m).relu_()
                 seq, hn, cn = torch.lstm(h.reshape(k, 1, 128), state, self.lstm, True, 1, 0.0, False, False, False)
                 state = (hn, cn)
-                logit = F.conv1d(F.relu(seq.reshape(k, 128, 1)), self.out_w, self.out_b)
-                out.append(torch.sigmoid(logit).reshape(k))
+                logit = torch.addmv(self.out_b, seq.reshape(k, 128).relu(), self._out_vec)  # the 1x1 convolution
+                out.append(torch.sigmoid(logit))
         return torch.cat(out).numpy()
 
     def exact_probabilities(self, wav: np.ndarray, n_frames: int) -> np.ndarray:
@@ -159,9 +169,9 @@ class BatchedSilero:
         blocks of ``block_frames`` (memory bounded by the block, not the file), the LSTM state
         carried across blocks.
 
-        Returns ``(n_frames,)`` float32. About 160-180 us of CPU per frame, half of upstream's
-        streaming call (``scripts/check_vad_backends.py`` counts the bit-identical frames
-        against that call on every fixture).
+        Returns ``(n_frames,)`` float32. About half the CPU of upstream's streaming call
+        (``scripts/check_vad_backends.py`` counts the bit-identical frames against that call on
+        every fixture).
         """
         from spear_metrics.core.batching import one_torch_thread
 
@@ -225,33 +235,59 @@ class BatchedSilero:
             BatchedSilero._EXACT_HOLDS = ok
         return BatchedSilero._EXACT_HOLDS
 
-    #: per convolution (weight shape, stride, padding, input length): whether :func:`_paired_conv1d`
-    #: gives the batch-1 bits on this machine (filled by :meth:`_conv_exact`)
-    _PAIRS_EXACT: dict[tuple, bool] = {}
+    #: per convolution (weight shape, stride, padding, input length, no bias): the kernel of
+    #: :meth:`_conv_exact` that gives the batch-1 bits on this machine, ``"bmm"``, ``"pairs"`` or
+    #: ``"native"`` (filled by :meth:`_conv_exact`)
+    _PAIR_KERNEL: dict[tuple, str] = {}
 
     def _conv_exact(self, x, weight, bias, stride: int, padding: int):
         """``conv1d`` of frames ``x`` ``(k, C, L)`` with the bits of upstream's batch-1 calls.
 
-        Two frames per sgemm (:func:`_paired_conv1d`) where this machine's BLAS gives the same
-        bits for that as for one frame, else one (:func:`_native_conv1d`). Which it is, is
-        checked once per process and convolution on 64 frames of seeded noise: which kernel
+        Two frames per sgemm where this machine's BLAS gives the same bits for that as for one
+        frame: all the pairs in one ``torch.bmm`` (:func:`_paired_bmm_conv1d`: torch runs each
+        batch entry as one sgemm) or, where that differs, one ``torch.mm`` per pair
+        (:func:`_paired_conv1d`); else one frame per sgemm (:func:`_native_conv1d`). Which it is,
+        is checked once per process and convolution on 64 frames of seeded noise: which kernel
         runs, and so its summation order, depends on the shapes, not on the data. MKL's
         small-``m`` kernel passes for the STFT and the first two encoder convolutions (``m`` =
         4 and 2 columns a frame) and fails for the last two (``m = 1``, its matrix-vector path).
         """
         torch = self._torch
         key = (tuple(weight.shape), stride, padding, x.shape[-1], bias is None)
-        ok = BatchedSilero._PAIRS_EXACT.get(key)
-        if ok is None:
+        kernel = BatchedSilero._PAIR_KERNEL.get(key)
+        if kernel is None:
             g = torch.Generator().manual_seed(0)
             probe = (torch.randn(64, *x.shape[1:], generator=g) * 0.3).clamp(-1, 1)
-            ok = BatchedSilero._PAIRS_EXACT[key] = bool(torch.equal(
-                _paired_conv1d(probe, weight, bias, stride, padding), _native_conv1d(probe, weight, bias, stride, padding)))
+            native = _native_conv1d(probe, weight, bias, stride, padding)
+            kernel = next((name for name, fn in (("bmm", _paired_bmm_conv1d), ("pairs", _paired_conv1d))
+                           if torch.equal(fn(probe, weight, bias, stride, padding), native)), "native")
+            BatchedSilero._PAIR_KERNEL[key] = kernel
         k = x.shape[0]
-        if not ok or k < 2:
+        if kernel == "native" or k < 2:
             return _native_conv1d(x, weight, bias, stride, padding)
-        even = _paired_conv1d(x[:k - k % 2], weight, bias, stride, padding)
+        paired = _paired_bmm_conv1d if kernel == "bmm" else _paired_conv1d
+        even = paired(x[:k - k % 2], weight, bias, stride, padding)
         return torch.cat([even, _native_conv1d(x[k - 1:], weight, bias, stride, padding)]) if k % 2 else even
+
+
+def _dense_conv_matrix(weight, stride: int, padding: int, length: int):
+    """A zero-padded ``conv1d`` over inputs of ``length`` columns as one dense matrix:
+    ``(length * C, length_out * O)``, rows and columns time-major (``column * C + channel``), so
+    that ``x.reshape(k, -1) @ matrix`` is the convolution of ``k`` inputs ``(k, length, C)``. Each
+    entry is a weight or 0 (a tap on the padding); returns ``(matrix, length_out)``. For Silero's
+    encoder (inputs of 4, 4, 2 and 1 columns) one sgemm per block is 2-3x faster than the
+    convolution kernels on such short inputs, with the same products summed in another order."""
+    import torch
+
+    o, c, taps = weight.shape
+    length_out = (length + 2 * padding - taps) // stride + 1
+    m = torch.zeros(length, c, length_out, o)
+    for j in range(length_out):
+        for tap in range(taps):
+            col = j * stride + tap - padding
+            if 0 <= col < length:
+                m[col, :, j, :] = weight[:, :, tap].t()
+    return m.reshape(length * c, length_out * o), length_out
 
 
 def _native_conv1d(x, weight, bias, stride: int, padding: int):
@@ -265,25 +301,45 @@ def _native_conv1d(x, weight, bias, stride: int, padding: int):
                                                [1, stride], [0, padding]).squeeze(2)
 
 
+def _im2col(x, taps: int, stride: int, padding: int):
+    """The native convolution's im2col columns of frames ``x`` ``(k, C, L)``: ``(k, C * taps,
+    L_out)``, rows ``c * taps + tap``, the frames zero-padded by ``padding`` on both sides."""
+    import torch
+
+    k, c, _ = x.shape
+    if padding:
+        x = torch.nn.functional.pad(x, (padding, padding))
+    return x.unfold(2, taps, stride).permute(0, 1, 3, 2).reshape(k, c * taps, -1)
+
+
 def _paired_conv1d(x, weight, bias, stride: int, padding: int):
     """``conv1d`` of an even number of frames ``x`` ``(k, C, L)``: the native convolution's
     im2col columns of two frames side by side, one ``torch.mm`` / ``torch.addmm`` (the same
     sgemm call with twice the columns) per pair. ``(k, O, L_out)``."""
     import torch
 
-    k, c, _ = x.shape
-    taps = weight.shape[-1]
-    if padding:
-        x = torch.nn.functional.pad(x, (padding, padding))
-    cols = x.unfold(2, taps, stride).permute(0, 1, 3, 2).reshape(k, c * taps, -1)  # rows c * taps + tap, as im2col
-    m = cols.shape[-1]
+    cols = _im2col(x, weight.shape[-1], stride, padding)
+    k, rows, m = cols.shape
     w2 = weight.reshape(weight.shape[0], -1)
     out = torch.empty(k, w2.shape[0], m)
     for i in range(0, k, 2):
-        pair = cols[i:i + 2].permute(1, 0, 2).reshape(c * taps, 2 * m)
+        pair = cols[i:i + 2].permute(1, 0, 2).reshape(rows, 2 * m)
         r = torch.mm(w2, pair) if bias is None else torch.addmm(bias[:, None], w2, pair)
         out[i:i + 2] = r.reshape(-1, 2, m).transpose(0, 1)
     return out
+
+
+def _paired_bmm_conv1d(x, weight, bias, stride: int, padding: int):
+    """:func:`_paired_conv1d` with every pair in one ``torch.bmm`` / ``torch.baddbmm`` call
+    (the sgemm of each pair run by torch's batch loop, without a Python loop). ``(k, O, L_out)``."""
+    import torch
+
+    cols = _im2col(x, weight.shape[-1], stride, padding)
+    k, rows, m = cols.shape
+    pairs = cols.reshape(k // 2, 2, rows, m).permute(0, 2, 1, 3).reshape(k // 2, rows, 2 * m)
+    w2 = weight.reshape(weight.shape[0], -1).expand(k // 2, -1, -1)
+    r = torch.bmm(w2, pairs) if bias is None else torch.baddbmm(bias[None, :, None], w2, pairs)
+    return r.reshape(k // 2, -1, 2, m).transpose(1, 2).reshape(k, -1, m)
 
 
 def check_backend(backend: str) -> None:
@@ -319,6 +375,15 @@ def _model(backend: Backend):
         return _MODELS[backend]
 
 
+def _peak(x: np.ndarray) -> float:
+    """``np.abs(x).max(initial=0.0)`` of float samples (NaN when a sample is NaN, inf when one is
+    infinite) from the largest and the smallest sample, without an array of absolute values."""
+    hi, lo = float(x.max(initial=0.0)), float(x.min(initial=0.0))
+    if not (np.isfinite(hi) and np.isfinite(lo)):
+        return float("nan") if np.isnan(hi) or np.isnan(lo) else float("inf")
+    return max(hi, -lo)
+
+
 def _mono(wav: np.ndarray) -> np.ndarray:
     """``wav`` as contiguous float32 ``(n,)``: ``(n,)`` or ``(1, n)`` in; anything else is refused
     (flattening a ``(2, n)`` stereo array would run the VAD on the channels end to end), as are
@@ -332,7 +397,7 @@ def _mono(wav: np.ndarray) -> np.ndarray:
         x = x[0]
     if x.ndim != 1:
         raise ValueError(f"VAD needs mono audio, got shape {x.shape}")
-    peak = float(np.abs(x).max(initial=0.0))
+    peak = _peak(x)
     if not np.isfinite(peak):
         raise ValueError("VAD input holds NaN or inf samples")
     if peak > MAX_PEAK:
@@ -445,8 +510,9 @@ def speech_timestamps(wav: np.ndarray, *, backend: Backend = DEFAULT_BACKEND, **
 
 
 #: a batched probability this close to a threshold (or closer) is recomputed as upstream computes
-#: it; the largest batched-vs-streaming difference seen is 1.36e-5 on the 289 signals of
-#: ``scripts/check_vad_backends.py`` (118,477 frames), 1.44e-5 on a peak-normalised fixture (about 7x)
+#: it; the largest batched-vs-streaming difference seen is 1.04e-5 on the 289 signals of
+#: ``scripts/check_vad_backends.py --audio`` with the full-split pool (118,477 frames), 8.8e-6 on the
+#: fixtures peak-normalised (about 10x below the margin)
 EXACT_MARGIN = 1e-4
 
 
@@ -473,7 +539,7 @@ def exact_near_thresholds(wav: np.ndarray, model: "BatchedSilero", thresholds: S
     Returns:
         ``(frames,)`` probabilities whose comparisons with both thresholds are upstream's.
     """
-    if float(np.abs(wav).max(initial=0.0)) > 1.0:
+    if _peak(wav) > 1.0:
         # the batched error grows with the amplitude (1.5e-3 at int16 scale written as floats,
         # found by the breaker pass): outside [-1, 1] no margin holds, so every frame is exact
         return model.exact_probabilities(wav, -(-np.size(wav) // model.FRAME))
