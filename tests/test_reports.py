@@ -209,8 +209,15 @@ def test_aggregate_intervals_recompute_whole_set_statistics():
 def test_fixed_delay_against_human_known_difference(runs, tmp_path):
     """On rows with answer_start_time >= 0 whose answer holds speech at its start, replaying the
     human answer DELAY s after the question end changes latency by exactly DELAY - answer_start_time
-    (same audio, same VAD, no cut); the interval of the mean difference lies above 0."""
-    assert main(["compare", str(runs["fixed"]), str(runs["human"]), "--out", str(tmp_path / "c")]) == 0
+    (same audio, same VAD, no cut); resampling rows, the interval of the mean difference lies above
+    0. The two rows are of one conversation (the metadata's conversation_id, which the scored
+    folders take from the metadata they scored): by default, conversations resampled, there is no
+    interval, and the comparison says why."""
+    assert main(["compare", str(runs["fixed"]), str(runs["human"]), "--out", str(tmp_path / "conv")]) == 0
+    by_conv = json.loads((tmp_path / "conv" / "comparison.json").read_text())["keys"]["latency_ms"]
+    assert by_conv["diff_ci95"] is None and "conversation" in by_conv["note"]
+    assert main(["compare", str(runs["fixed"]), str(runs["human"]), "--out", str(tmp_path / "c"),
+                 "--bootstrap-unit", "row"]) == 0
     comp = json.loads((tmp_path / "c" / "comparison.json").read_text())
     from spear_datasets.schema import parse_row, read_metadata
 
