@@ -19,22 +19,13 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from spear_metrics.results.validate import ResultsError, _same, is_number
+from spear_metrics.results.validate import ResultsError, _same, is_count, is_number, short_repr
 
 BENCHMARK = "dynamic_superb"
 #: metric-definition versions whose results this code reads
 KNOWN_VERSIONS = frozenset({"1", "2"})
 #: versions whose ``llm_classification`` value is upstream's per-row rule (version 2 on)
 UPSTREAM_CLASSIFICATION_VERSIONS = frozenset({"2"})
-
-
-def _short(v: Any) -> str:
-    s = repr(v)
-    return s if len(s) <= 60 else s[:57] + "..."
-
-
-def _count(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
 
 
 def validate_summary(summary: Any, *, where: str = "results") -> None:
@@ -51,8 +42,8 @@ def validate_summary(summary: Any, *, where: str = "results") -> None:
         raise ResultsError(f"{where}: unknown Dynamic-SUPERB metrics_version {summary.get('metrics_version')!r} "
                            f"(known: {', '.join(sorted(KNOWN_VERSIONS))})")
     for k in ("n_samples", "n_scored", "n_failed"):
-        if not _count(summary.get(k)):
-            raise ResultsError(f"{where}: summary.json {k!r} is not a count: {_short(summary.get(k))}")
+        if not is_count(summary.get(k)):
+            raise ResultsError(f"{where}: summary.json {k!r} is not a count: {short_repr(summary.get(k))}")
     if summary["n_scored"] + summary["n_failed"] != summary["n_samples"]:
         raise ResultsError(f"{where}: summary.json n_scored + n_failed != n_samples")
     tasks = summary.get("tasks")
@@ -62,11 +53,11 @@ def validate_summary(summary: Any, *, where: str = "results") -> None:
         if not isinstance(t, dict):
             raise ResultsError(f"{where}: task {inst} is not an object")
         for k in ("n_rows", "n_scored", "n_failed"):
-            if not _count(t.get(k)):
-                raise ResultsError(f"{where}: task {inst} {k!r} is not a count: {_short(t.get(k))}")
+            if not is_count(t.get(k)):
+                raise ResultsError(f"{where}: task {inst} {k!r} is not a count: {short_repr(t.get(k))}")
         na = t.get("na_rate")
         if na is not None and not (is_number(na) and 0 <= na <= 1):
-            raise ResultsError(f"{where}: task {inst} na_rate is not a share in [0, 1]: {_short(na)}")
+            raise ResultsError(f"{where}: task {inst} na_rate is not a share in [0, 1]: {short_repr(na)}")
         metric = t.get("metric")
         spec = PROJECT_METRICS.get(metric) if isinstance(metric, str) else None
         from spear_metrics.dynamic_superb.metrics import UPSTREAM_READABLE
@@ -77,16 +68,16 @@ def validate_summary(summary: Any, *, where: str = "results") -> None:
                 raise ResultsError(f"{where}: task {inst} has a value under upstream's key {metric!r}, which this code "
                                    "never computes (its definition is not public)")
             if not (is_number(t[metric]) and 0 <= t[metric] <= 1):
-                raise ResultsError(f"{where}: task {inst} {metric!r} is not a share in [0, 1]: {_short(t[metric])}")
+                raise ResultsError(f"{where}: task {inst} {metric!r} is not a share in [0, 1]: {short_repr(t[metric])}")
         if spec is None:
             continue
         v, ci, n = t.get(spec.key), t.get(f"{spec.key}_ci95"), t.get(f"{spec.key}_n")
         if v is not None and not is_number(v):
-            raise ResultsError(f"{where}: task {inst} {spec.key!r} is not numeric: {_short(v)}")
+            raise ResultsError(f"{where}: task {inst} {spec.key!r} is not numeric: {short_repr(v)}")
         if ci is not None and not (isinstance(ci, list) and len(ci) == 2 and all(is_number(x) for x in ci) and ci[0] <= ci[1]):
-            raise ResultsError(f"{where}: task {inst} {spec.key}_ci95 is not an interval [lo, hi] or null: {_short(ci)}")
-        if n is not None and not _count(n):
-            raise ResultsError(f"{where}: task {inst} {spec.key}_n is not a count: {_short(n)}")
+            raise ResultsError(f"{where}: task {inst} {spec.key}_ci95 is not an interval [lo, hi] or null: {short_repr(ci)}")
+        if n is not None and not is_count(n):
+            raise ResultsError(f"{where}: task {inst} {spec.key}_n is not a count: {short_repr(n)}")
 
 
 def validate_rows(summary: dict[str, Any], rows: Sequence[dict[str, Any]], *, where: str = "results") -> None:
@@ -106,13 +97,13 @@ def validate_rows(summary: dict[str, Any], rows: Sequence[dict[str, Any]], *, wh
             if c not in r:
                 raise ResultsError(f"{where}: per_sample line {i + 1} is missing column {c!r}")
         rid = r["row"]
-        if not _count(rid) or rid in seen:
-            raise ResultsError(f"{where}: per_sample line {i + 1}: row id {_short(rid)} is not a new integer >= 0")
+        if not is_count(rid) or rid in seen:
+            raise ResultsError(f"{where}: per_sample line {i + 1}: row id {short_repr(rid)} is not a new integer >= 0")
         seen.add(rid)
         if r["status"] not in ("ok", "failed"):
-            raise ResultsError(f"{where}: row {rid} status is not 'ok' or 'failed': {_short(r['status'])}")
+            raise ResultsError(f"{where}: row {rid} status is not 'ok' or 'failed': {short_repr(r['status'])}")
         if r["instance"] not in tasks:
-            raise ResultsError(f"{where}: row {rid} names instance {_short(r['instance'])}, which the summary lacks")
+            raise ResultsError(f"{where}: row {rid} names instance {short_repr(r['instance'])}, which the summary lacks")
         n_ok += r["status"] == "ok"
     n = len(rows)
     if summary.get("n_samples") != n or seen != set(range(n)):

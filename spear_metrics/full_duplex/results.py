@@ -24,21 +24,14 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from spear_metrics.full_duplex import BENCHMARK, VERSION
-from spear_metrics.results.validate import ResultsError, check_benchmark_rows, check_key_values, check_recomputed
+from spear_metrics.results.validate import (
+    ResultsError, check_benchmark_rows, check_key_values, check_recomputed, is_count, short_repr,
+)
 
 NAME = BENCHMARK.name
 #: metric versions whose results this code reads
 KNOWN_VERSIONS = frozenset({VERSION})
 REQUIRED_SUMMARY_KEYS = ("n_samples", "n_scored", "n_failed", "metrics", "metric_versions", "task")
-
-
-def _count(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
-
-
-def _short(v: Any) -> str:
-    s = repr(v)
-    return s if len(s) <= 60 else s[:57] + "..."
 
 
 def _task_keys(summary: dict[str, Any]) -> tuple[str, ...]:
@@ -62,15 +55,15 @@ def validate_summary(summary: Any, *, where: str = "results") -> None:
             what = " (a release run: publish its task runs, spearbench fdb score --task)" if k == "task" else ""
             raise ResultsError(f"{where}: summary.json is missing column {k!r}{what}")
     for k in ("n_samples", "n_scored", "n_failed"):
-        if not _count(summary[k]):
-            raise ResultsError(f"{where}: summary.json {k!r} is not a count (a non-negative integer): {_short(summary[k])}")
+        if not is_count(summary[k]):
+            raise ResultsError(f"{where}: summary.json {k!r} is not a count (a non-negative integer): {short_repr(summary[k])}")
     if summary["n_scored"] + summary["n_failed"] != summary["n_samples"]:
         raise ResultsError(f"{where}: summary.json n_scored + n_failed != n_samples")
     ver = (summary.get("metric_versions") or {}).get(NAME) if isinstance(summary.get("metric_versions"), dict) else None
     if str(ver) not in KNOWN_VERSIONS:
         raise ResultsError(f"{where}: unknown metric version {NAME}={ver!r} (known: {', '.join(sorted(KNOWN_VERSIONS))})")
     if summary["task"] not in TASK_KEYS:
-        raise ResultsError(f"{where}: summary.json task {_short(summary['task'])} is not one of {', '.join(TASK_KEYS)}")
+        raise ResultsError(f"{where}: summary.json task {short_repr(summary['task'])} is not one of {', '.join(TASK_KEYS)}")
     for k in _task_keys(summary):
         if k not in summary:
             raise ResultsError(f"{where}: summary.json is missing column {k!r} (task {summary['task']})")

@@ -29,7 +29,7 @@ from typing import Any, Sequence
 
 from spear_metrics.full_duplex_v15 import BENCHMARK, VERSION
 from spear_metrics.results.validate import (
-    ResultsError, check_benchmark_rows, check_key_values, check_recomputed,
+    ResultsError, check_benchmark_rows, check_key_values, check_recomputed, check_run_head, short_repr,
 )
 
 NAME = BENCHMARK.name
@@ -38,15 +38,6 @@ KNOWN_VERSIONS = frozenset({VERSION})
 REQUIRED_SUMMARY_KEYS = ("n_samples", "n_scored", "n_failed", "metrics", "metric_versions", "benchmark")
 #: the four transcripts of a sample (``transcripts`` of a per-sample record)
 TRANSCRIPTS = ("input", "clean_input", "output", "clean_output")
-
-
-def _count(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
-
-
-def _short(v: Any) -> str:
-    s = repr(v)
-    return s if len(s) <= 60 else s[:57] + "..."
 
 
 def declared_keys() -> tuple[str, ...]:
@@ -117,25 +108,14 @@ def _values(r: dict[str, Any], summary: dict[str, Any]) -> dict[str, Any]:
 
 
 def validate_summary(summary: Any, *, where: str = "results") -> None:
-    """Check a v1.5 run's ``summary.json`` alone.
+    """Check a v1.5 run's ``summary.json`` alone (:func:`~spear_metrics.results.validate.check_run_head`,
+    then its declared keys and their values).
 
     Raises:
         ResultsError: one line naming the first problem.
     """
-    if not isinstance(summary, dict) or summary.get("metrics") != [NAME] or summary.get("benchmark") != NAME:
-        raise ResultsError(f"{where}: not a Full-Duplex-Bench v1.5 summary (benchmark and metrics [{NAME!r}])")
-    for k in REQUIRED_SUMMARY_KEYS:
-        if k not in summary:
-            raise ResultsError(f"{where}: summary.json is missing column {k!r}")
-    for k in ("n_samples", "n_scored", "n_failed"):
-        if not _count(summary[k]):
-            raise ResultsError(f"{where}: summary.json {k!r} is not a count (a non-negative integer): {_short(summary[k])}")
-    if summary["n_scored"] + summary["n_failed"] != summary["n_samples"]:
-        raise ResultsError(f"{where}: summary.json n_scored + n_failed != n_samples")
-    vers = summary.get("metric_versions")
-    ver = vers.get(NAME) if isinstance(vers, dict) else None
-    if str(ver) not in KNOWN_VERSIONS:
-        raise ResultsError(f"{where}: unknown metric version {NAME}={ver!r} (known: {', '.join(sorted(KNOWN_VERSIONS))})")
+    check_run_head(summary, name=NAME, title=BENCHMARK.title, required=REQUIRED_SUMMARY_KEYS,
+                   known_versions=KNOWN_VERSIONS, where=where)
     keys = _value_keys(summary)
     for k in declared_keys():
         if k not in summary:
@@ -153,7 +133,7 @@ def validate_rows(summary: dict[str, Any], rows: Sequence[dict[str, Any]], *, wh
     """
     def tags(r: dict[str, Any], rid: int) -> None:
         if r.get("behaviour") is not None and not isinstance(r["behaviour"], str):
-            raise ResultsError(f"{where}: row {rid} value 'behaviour' is not a list of tags: {_short(r['behaviour'])}")
+            raise ResultsError(f"{where}: row {rid} value 'behaviour' is not a list of tags: {short_repr(r['behaviour'])}")
 
     check_benchmark_rows(summary, table_rows(rows), _value_keys(summary), where=where, row_check=tags)
 

@@ -33,7 +33,9 @@ import math
 from typing import Any, Sequence
 
 from spear_metrics.full_duplex_v2 import BENCHMARK, VERSION
-from spear_metrics.results.validate import ResultsError, check_benchmark_rows, check_run_head, is_number
+from spear_metrics.results.validate import (
+    ResultsError, check_benchmark_rows, check_run_head, is_count, is_number, short_repr,
+)
 
 NAME = BENCHMARK.name
 #: metric versions whose results this code reads
@@ -44,15 +46,6 @@ SPLIT_KEYS = ("avg_turn_taking", "avg_instruction_following", "avg_task_specific
 #: the columns of the ``events`` config
 EVENT_COLUMNS = ("id", "split", "event", "start_s", "end_s", "turn_taking_fluency", "instruction_following")
 REL_TOL, ABS_TOL = 1e-6, 1e-9
-
-
-def _count(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
-
-
-def _short(v: Any) -> str:
-    s = repr(v)
-    return s if len(s) <= 60 else s[:57] + "..."
 
 
 def value_keys() -> tuple[str, ...]:
@@ -118,16 +111,16 @@ def validate_summary(summary: Any, *, where: str = "results") -> None:
     if not isinstance(splits, dict):
         raise ResultsError(f"{where}: summary.json 'splits' is not an object")
     for name, g in splits.items():
-        if not isinstance(g, dict) or not _count(g.get("n_conversations")):
+        if not isinstance(g, dict) or not is_count(g.get("n_conversations")):
             raise ResultsError(f"{where}: summary.json splits[{name!r}] has no count 'n_conversations'")
         for k in SPLIT_KEYS:
             v = g.get(k)
-            if not isinstance(v, dict) or not _count(v.get("n")) or (v.get("mean") is not None and not is_number(v["mean"])):
-                raise ResultsError(f"{where}: summary.json splits[{name!r}][{k!r}] is not {{mean, n, ci95}}: {_short(v)}")
+            if not isinstance(v, dict) or not is_count(v.get("n")) or (v.get("mean") is not None and not is_number(v["mean"])):
+                raise ResultsError(f"{where}: summary.json splits[{name!r}][{k!r}] is not {{mean, n, ci95}}: {short_repr(v)}")
             ci = v.get("ci95")
             if ci is not None and not (isinstance(ci, list) and len(ci) == 2 and all(is_number(x) for x in ci)
                                        and ci[0] <= ci[1]):
-                raise ResultsError(f"{where}: summary.json splits[{name!r}][{k!r}] ci95 is not [lo, hi] or null: {_short(ci)}")
+                raise ResultsError(f"{where}: summary.json splits[{name!r}][{k!r}] ci95 is not [lo, hi] or null: {short_repr(ci)}")
 
 
 def validate_rows(summary: dict[str, Any], rows: Sequence[dict[str, Any]], *, where: str = "results") -> None:

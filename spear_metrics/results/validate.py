@@ -116,7 +116,13 @@ def value_kind(v: Any) -> str | None:
     return "invalid"
 
 
-def _short(v: Any) -> str:
+def is_count(v: Any) -> bool:
+    """Whether ``v`` is a count: a non-negative integer (not a bool)."""
+    return _is_int(v) and v >= 0
+
+
+def short_repr(v: Any) -> str:
+    """``repr(v)`` cut to 60 characters (``...`` at the end when cut), as refusals quote a value."""
     s = repr(v)
     return s if len(s) <= 60 else s[:57] + "..."
 
@@ -137,8 +143,8 @@ def check_run_head(summary: Any, *, name: str, title: str, required: Sequence[st
         if k not in summary:
             raise ResultsError(f"{where}: summary.json is missing column {k!r}")
     for k in ("n_samples", "n_scored", "n_failed"):
-        if not (_is_int(summary.get(k)) and summary[k] >= 0):
-            raise ResultsError(f"{where}: summary.json {k!r} is not a count (a non-negative integer): {_short(summary.get(k))}")
+        if not is_count(summary.get(k)):
+            raise ResultsError(f"{where}: summary.json {k!r} is not a count (a non-negative integer): {short_repr(summary.get(k))}")
     if summary["n_scored"] + summary["n_failed"] != summary["n_samples"]:
         raise ResultsError(f"{where}: summary.json n_scored + n_failed != n_samples")
     vers = summary.get("metric_versions")
@@ -169,11 +175,11 @@ def check_key_values(summary: dict[str, Any], keys: Sequence[str], *, where: str
         if base is not None and base in keys:
             if key.endswith("_ci95") and v is not None and not (
                     isinstance(v, list) and len(v) == 2 and all(is_number(x) for x in v) and v[0] <= v[1]):
-                raise ResultsError(f"{where}: summary.json {key!r} is not an interval [lo, hi] or null: {_short(v)}")
+                raise ResultsError(f"{where}: summary.json {key!r} is not an interval [lo, hi] or null: {short_repr(v)}")
             if key.endswith("_n") and not (_is_int(v) and v >= 0):
-                raise ResultsError(f"{where}: summary.json {key!r} is not a count (a non-negative integer): {_short(v)}")
+                raise ResultsError(f"{where}: summary.json {key!r} is not a count (a non-negative integer): {short_repr(v)}")
         elif key in keys and v is not None and not is_number(v):
-            raise ResultsError(f"{where}: summary.json {key!r} is not numeric: {_short(v)}")
+            raise ResultsError(f"{where}: summary.json {key!r} is not numeric: {short_repr(v)}")
 
 
 def check_benchmark_rows(summary: dict[str, Any], rows: Sequence[dict[str, Any]], keys: Sequence[str], *,
@@ -195,14 +201,14 @@ def check_benchmark_rows(summary: dict[str, Any], rows: Sequence[dict[str, Any]]
                 raise ResultsError(f"{where}: per_sample line {i + 1} is missing column {c!r}")
         rid = r["row"]
         if not (_is_int(rid) and rid >= 0) or rid in seen:
-            raise ResultsError(f"{where}: per_sample line {i + 1}: row id {_short(rid)} is not a new integer >= 0")
+            raise ResultsError(f"{where}: per_sample line {i + 1}: row id {short_repr(rid)} is not a new integer >= 0")
         seen.add(rid)
         if r["status"] not in STATUSES:
-            raise ResultsError(f"{where}: row {rid} status is not 'ok' or 'failed': {_short(r['status'])}")
+            raise ResultsError(f"{where}: row {rid} status is not 'ok' or 'failed': {short_repr(r['status'])}")
         for k in keys:
             v = r.get(k)
             if v is not None and not is_number(v):
-                raise ResultsError(f"{where}: row {rid} value {k!r} is not numeric: {_short(v)}")
+                raise ResultsError(f"{where}: row {rid} value {k!r} is not numeric: {short_repr(v)}")
         if row_check is not None:
             row_check(r, rid)
         n_ok += r["status"] == "ok"
@@ -250,13 +256,13 @@ def validate_summary(summary: Any, *, where: str = "results") -> None:
             raise ResultsError(f"{where}: summary.json is missing column {k!r}")
     for k in ("n_samples", "n_scored", "n_failed"):
         if not _is_int(summary[k]) or summary[k] < 0:
-            raise ResultsError(f"{where}: summary.json {k!r} is not a count (a non-negative integer): {_short(summary[k])}")
+            raise ResultsError(f"{where}: summary.json {k!r} is not a count (a non-negative integer): {short_repr(summary[k])}")
     metrics, versions = summary["metrics"], summary["metric_versions"]
     if not isinstance(metrics, list) or not isinstance(versions, dict):
         raise ResultsError(f"{where}: summary.json 'metrics' must be a list and 'metric_versions' an object")
     for name in metrics:
         if not isinstance(name, str) or name not in DIMENSIONS:
-            raise ResultsError(f"{where}: unknown metric {_short(name)} (known: {', '.join(sorted(DIMENSIONS))})")
+            raise ResultsError(f"{where}: unknown metric {short_repr(name)} (known: {', '.join(sorted(DIMENSIONS))})")
         if name not in versions:
             raise ResultsError(f"{where}: summary.json has no metric version for {name!r}")
         ok = known_versions(name)
@@ -271,9 +277,9 @@ def validate_summary(summary: Any, *, where: str = "results") -> None:
         if base is not None:  # <key>_ci95: [lo, hi] or null; <key>_n: a count
             if key.endswith("_ci95") and v is not None and not (
                     isinstance(v, list) and len(v) == 2 and all(is_number(x) for x in v) and v[0] <= v[1]):
-                raise ResultsError(f"{where}: summary.json {key!r} is not an interval [lo, hi] or null: {_short(v)}")
+                raise ResultsError(f"{where}: summary.json {key!r} is not an interval [lo, hi] or null: {short_repr(v)}")
             if key.endswith("_n") and not (_is_int(v) and v >= 0):
-                raise ResultsError(f"{where}: summary.json {key!r} is not a count (a non-negative integer): {_short(v)}")
+                raise ResultsError(f"{where}: summary.json {key!r} is not a count (a non-negative integer): {short_repr(v)}")
             continue
         col = next((c for c in columns() if c.key.matches(key)), None)
         if col is None:
@@ -281,7 +287,7 @@ def validate_summary(summary: Any, *, where: str = "results") -> None:
         if col.dimension not in metrics:
             raise ResultsError(f"{where}: summary.json has {key!r} but the run did not score metric {col.dimension!r}")
         if v is not None and not is_number(v):
-            raise ResultsError(f"{where}: summary.json {key!r} is not numeric: {_short(v)}")
+            raise ResultsError(f"{where}: summary.json {key!r} is not numeric: {short_repr(v)}")
 
 
 def _validate_options(options: Any, metrics: Sequence[str], where: str) -> None:
@@ -297,7 +303,7 @@ def _validate_options(options: Any, metrics: Sequence[str], where: str) -> None:
         raise ResultsError(f"{where}: summary.json 'options' must be an object of per-metric objects")
     for name, given in options.items():
         if name not in metrics:
-            raise ResultsError(f"{where}: summary.json has options for {_short(name)}, a metric the run did not score")
+            raise ResultsError(f"{where}: summary.json has options for {short_repr(name)}, a metric the run did not score")
         try:
             validate_options(dimension_class(name).option_schema, given, name)
         except OptionError as e:
@@ -331,12 +337,12 @@ def validate_rows(summary: dict[str, Any], rows: Sequence[dict[str, Any]], *, wh
                 raise ResultsError(f"{where}: {line} is missing column {c!r}")
         rid = r["row"]
         if not _is_int(rid) or rid < 0:
-            raise ResultsError(f"{where}: {line} 'row' is not a row id (an integer >= 0): {_short(rid)}")
+            raise ResultsError(f"{where}: {line} 'row' is not a row id (an integer >= 0): {short_repr(rid)}")
         if rid in seen:
             raise ResultsError(f"{where}: {line} repeats row {rid} (also line {seen[rid] + 1})")
         seen[rid] = i
         if r["status"] not in STATUSES:
-            raise ResultsError(f"{where}: row {rid} status is not 'ok' or 'failed': {_short(r['status'])}")
+            raise ResultsError(f"{where}: row {rid} status is not 'ok' or 'failed': {short_repr(r['status'])}")
         n_ok += r["status"] == "ok"
         for k, v in r.items():
             if k == "row" or k.endswith("_audio") or k == "timings":
@@ -348,15 +354,15 @@ def validate_rows(summary: dict[str, Any], rows: Sequence[dict[str, Any]], *, wh
                     and find_column(k, metrics) is None:
                 continue  # an empty list fits a column of lists of either kind
             if kind == "invalid":
-                raise ResultsError(f"{where}: row {rid} value {k!r} is not a number, text, boolean or list of numbers: {_short(v)}")
+                raise ResultsError(f"{where}: row {rid} value {k!r} is not a number, text, boolean or list of numbers: {short_repr(v)}")
             if k in TEXT_SAMPLE_COLUMNS and kind != "text":
-                raise ResultsError(f"{where}: row {rid} value {k!r} is not text: {_short(v)}")
+                raise ResultsError(f"{where}: row {rid} value {k!r} is not text: {short_repr(v)}")
             if (k in METADATA_FLOATS or find_column(k, metrics) is not None) and kind != "number":
-                raise ResultsError(f"{where}: row {rid} value {k!r} is not numeric: {_short(v)}")
+                raise ResultsError(f"{where}: row {rid} value {k!r} is not numeric: {short_repr(v)}")
             if k not in kinds:
                 kinds[k] = (kind, rid)
             elif kinds[k][0] != kind:
-                raise ResultsError(f"{where}: row {rid} value {k!r} is {kind} ({_short(v)}) where row "
+                raise ResultsError(f"{where}: row {rid} value {k!r} is {kind} ({short_repr(v)}) where row "
                                    f"{kinds[k][1]} holds {kinds[k][0]}")
     n = len(rows)
     if summary.get("n_samples") != n:

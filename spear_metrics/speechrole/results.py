@@ -25,6 +25,7 @@ from spear_metrics.speechrole.aggregate import ALL, NOT_JUDGED, OVERALL, SCORED,
 from spear_metrics.speechrole.data import MODES
 from spear_metrics.speechrole import BENCHMARK as DESCRIPTOR, VERSION
 from spear_metrics.speechrole.protocol import ASPECTS
+from spear_metrics.results.validate import short_repr
 
 GROUP = "SpeechRole-Eval"
 #: the ``"benchmark"`` value of a SpeechRole run's ``summary.json``
@@ -64,11 +65,6 @@ def _error(where: str, msg: str):
     return ResultsError(f"{where}: {msg}")
 
 
-def _short(v: Any) -> str:
-    s = repr(v)
-    return s if len(s) <= 60 else s[:57] + "..."
-
-
 def declared(key: str) -> MetricKey | None:
     """The :data:`KEYS` entry ``key`` is one of (``None``: not a declared key)."""
     scopes, aspects = (*MODES, OVERALL), (*ASPECTS, ALL)
@@ -96,25 +92,25 @@ def validate_summary(summary: dict[str, Any], *, where: str = "results") -> None
     for k in ("n_samples", "n_scored", "n_failed"):
         v = summary[k]
         if not (isinstance(v, int) and not isinstance(v, bool) and v >= 0):
-            raise _error(where, f"summary.json {k!r} is not a count: {_short(v)}")
+            raise _error(where, f"summary.json {k!r} is not a count: {short_repr(v)}")
     if summary["metrics"] != [BENCHMARK]:
-        raise _error(where, f"summary.json metrics must be ['{BENCHMARK}'], got {_short(summary['metrics'])}")
+        raise _error(where, f"summary.json metrics must be ['{BENCHMARK}'], got {short_repr(summary['metrics'])}")
     ver = (summary.get("metric_versions") or {}).get(BENCHMARK) if isinstance(summary.get("metric_versions"), dict) else None
     if str(ver) not in COMPATIBLE_VERSIONS:
         raise _error(where, f"unknown metric version {BENCHMARK}={ver!r} (known: {', '.join(sorted(COMPATIBLE_VERSIONS))})")
     if not isinstance(summary["modes"], list) or any(m not in MODES for m in summary["modes"]):
-        raise _error(where, f"summary.json modes must be a list of {', '.join(MODES)}: {_short(summary['modes'])}")
+        raise _error(where, f"summary.json modes must be a list of {', '.join(MODES)}: {short_repr(summary['modes'])}")
     for key, v in summary.items():
         base = interval_base(key, summary)
         if base is not None:
             if key.endswith("_ci95") and v is not None and not (
                     isinstance(v, list) and len(v) == 2 and all(is_number(x) for x in v) and v[0] <= v[1]):
-                raise _error(where, f"summary.json {key!r} is not an interval [lo, hi] or null: {_short(v)}")
+                raise _error(where, f"summary.json {key!r} is not an interval [lo, hi] or null: {short_repr(v)}")
             if key.endswith("_n") and not (isinstance(v, int) and not isinstance(v, bool) and v >= 0):
-                raise _error(where, f"summary.json {key!r} is not a count: {_short(v)}")
+                raise _error(where, f"summary.json {key!r} is not a count: {short_repr(v)}")
             continue
         if declared(key) is not None and v is not None and not is_number(v):
-            raise _error(where, f"summary.json {key!r} is not numeric: {_short(v)}")
+            raise _error(where, f"summary.json {key!r} is not numeric: {short_repr(v)}")
 
 
 def validate_rows(summary: dict[str, Any], rows: Sequence[dict[str, Any]], *, where: str = "results") -> None:
@@ -135,17 +131,17 @@ def validate_rows(summary: dict[str, Any], rows: Sequence[dict[str, Any]], *, wh
                 raise _error(where, f"per_sample.jsonl line {i + 1} is missing column {c!r}")
         rid = r["row"]
         if not (isinstance(rid, int) and not isinstance(rid, bool) and rid >= 0) or rid in seen:
-            raise _error(where, f"per_sample.jsonl line {i + 1}: 'row' {_short(rid)} is not a new row id")
+            raise _error(where, f"per_sample.jsonl line {i + 1}: 'row' {short_repr(rid)} is not a new row id")
         seen.add(rid)
         if r["status"] not in ("ok", "failed") or r["mode"] not in MODES:
-            raise _error(where, f"row {rid}: status {_short(r['status'])} / mode {_short(r['mode'])} not known")
+            raise _error(where, f"row {rid}: status {short_repr(r['status'])} / mode {short_repr(r['mode'])} not known")
         n_ok += r["status"] == "ok"
         for a in ASPECTS:
             for c in (f"{a}_A", f"{a}_B", f"{a}_A_second", f"{a}_B_first"):
                 v = r.get(c)
                 if v is not None and not (isinstance(v, (int, float)) and not isinstance(v, bool)
                                           and math.isfinite(v) and float(v).is_integer()):
-                    raise _error(where, f"row {rid} value {c!r} is not an integer score: {_short(v)}")
+                    raise _error(where, f"row {rid} value {c!r} is not an integer score: {short_repr(v)}")
             for c in (f"{a}_status", f"{a}_swapped_status"):
                 if r.get(c) is not None and r[c] not in PAIR_STATUSES:
                     raise _error(where, f"row {rid} value {c!r} is not one of {', '.join(PAIR_STATUSES)}")
