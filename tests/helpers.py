@@ -6,6 +6,7 @@ MEO015 (channel 1) backchannels and then takes the floor at 15.46 s and speaks t
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import threading
@@ -261,3 +262,29 @@ class OneSessionAtATime:
                 agent.open -= 1
 
         return Connection()
+
+
+@contextlib.contextmanager
+def served_page(demo, chromium: str, *, viewport: tuple[int, int] = (1400, 1000)):
+    """A gradio app ``demo`` served on a free port of 127.0.0.1 and a page of headless Chromium
+    (``chromium``: the system browser's path) opened on it (``domcontentloaded``); the browser
+    and the server are closed on exit, also when the block fails."""
+    import socket
+
+    from playwright.sync_api import sync_playwright
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=chromium, headless=True)
+            try:
+                page = browser.new_page(viewport={"width": viewport[0], "height": viewport[1]})
+                page.goto(f"http://127.0.0.1:{port}", wait_until="domcontentloaded")
+                yield page
+            finally:
+                browser.close()
+    finally:
+        demo.close()

@@ -10,7 +10,7 @@ import json
 import pytest
 
 import _fdb_v15_samples as S
-from helpers import FakeChatServer
+from helpers import FakeChatServer, served_page
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +79,6 @@ def test_space_tab_plays_each_sample_and_draws_the_overlap_window(v15_run, tmp_p
     sample browser plays input, output and clean output (durations as built) and draws the time
     line; the line under it gives the overlap window of the sample's metadata.json."""
     import os
-    import socket
     from pathlib import Path
 
     import spear_metrics.space.app as app
@@ -99,33 +98,18 @@ def test_space_tab_plays_each_sample_and_draws_the_overlap_window(v15_run, tmp_p
     start, end = meta["timestamps"]
     os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
     demo = app.build_app([str(ds_dir)])
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
-    try:
-        from playwright.sync_api import sync_playwright
-
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=chromium, headless=True)
-            try:
-                page = browser.new_page(viewport={"width": 1400, "height": 1000})
-                page.goto(f"http://127.0.0.1:{port}", wait_until="domcontentloaded")
-                page.locator("#leaderboard").first.wait_for(timeout=30000)
-                page.get_by_role("tab", name="Full-Duplex-Bench v1.5").click()
-                page.wait_for_function("() => { const t = document.querySelector('#fdb15'); "
-                                       "return t !== null && t.innerText.includes('example'); }", timeout=30000)
-                page.locator("#fdb15_sample input").click()
-                page.get_by_role("option", name="example · user_interruption/1 · ok").click()
-                page.wait_for_selector(f"#fdb15_info >> text=overlap window {start:.3f}–{end:.3f} s", timeout=30000)
-                # every player shows its file's duration once loaded (the built sample is 16 s long)
-                for el in ("fdb15_input", "fdb15_output", "fdb15_clean"):
-                    page.wait_for_selector(f"#{el} >> text=0:16", timeout=30000)
-                page.wait_for_selector("#fdb15_timeline img, #fdb15_timeline svg, #fdb15_timeline canvas",
-                                       timeout=30000)
-                page.screenshot(path=str(tmp_path / "fdb15.png"), full_page=True)
-            finally:
-                browser.close()
-    finally:
-        demo.close()
+    with served_page(demo, chromium) as page:
+        page.locator("#leaderboard").first.wait_for(timeout=30000)
+        page.get_by_role("tab", name="Full-Duplex-Bench v1.5").click()
+        page.wait_for_function("() => { const t = document.querySelector('#fdb15'); "
+                               "return t !== null && t.innerText.includes('example'); }", timeout=30000)
+        page.locator("#fdb15_sample input").click()
+        page.get_by_role("option", name="example · user_interruption/1 · ok").click()
+        page.wait_for_selector(f"#fdb15_info >> text=overlap window {start:.3f}–{end:.3f} s", timeout=30000)
+        # every player shows its file's duration once loaded (the built sample is 16 s long)
+        for el in ("fdb15_input", "fdb15_output", "fdb15_clean"):
+            page.wait_for_selector(f"#{el} >> text=0:16", timeout=30000)
+        page.wait_for_selector("#fdb15_timeline img, #fdb15_timeline svg, #fdb15_timeline canvas",
+                               timeout=30000)
+        page.screenshot(path=str(tmp_path / "fdb15.png"), full_page=True)
     assert (tmp_path / "fdb15.png").stat().st_size > 10_000

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import FakeChatServer
+from helpers import FakeChatServer, served_page
 
 TASKS = {
     "version": 6,
@@ -147,7 +147,6 @@ def test_browser_v2_tab_shows_split_means(v2_run, tmp_path):
     dataset's rows, the all-splits mean 4.000 with its interval."""
     import importlib.util
     import os
-    import socket
 
     from spear_metrics.cli import main
 
@@ -161,28 +160,13 @@ def test_browser_v2_tab_shows_split_means(v2_run, tmp_path):
     app = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(app)
     demo = app.build_app([str(tmp_path / "DS")])
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
-    try:
-        from playwright.sync_api import sync_playwright
-
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=chromium, headless=True)
-            try:
-                page = browser.new_page(viewport={"width": 1400, "height": 1000})
-                page.goto(f"http://127.0.0.1:{port}", wait_until="domcontentloaded")
-                page.get_by_role("tab", name="Full-Duplex-Bench v2").click()
-                page.wait_for_function("() => { const t = document.querySelector('#fdb2'); "
-                                       "return t !== null && t.innerText.includes('example-v2'); }", timeout=30000)
-                text = page.locator("#fdb2").inner_text()
-                assert "Correction" in text and "Daily" in text and "4.000 [" in text
-                assert not page.locator("#fdb2_none").is_visible()
-            finally:
-                browser.close()
-    finally:
-        demo.close()
+    with served_page(demo, chromium) as page:
+        page.get_by_role("tab", name="Full-Duplex-Bench v2").click()
+        page.wait_for_function("() => { const t = document.querySelector('#fdb2'); "
+                               "return t !== null && t.innerText.includes('example-v2'); }", timeout=30000)
+        text = page.locator("#fdb2").inner_text()
+        assert "Correction" in text and "Daily" in text and "4.000 [" in text
+        assert not page.locator("#fdb2_none").is_visible()
 
 
 #: the recorded conversation: the real stereo dialogue (AMI, tests/fixtures/real), FEE016 (left) as
