@@ -267,9 +267,10 @@ def test_paired_t_test_with_mad_trimming_hand_computed():
 def test_holm_hand_computed():
     assert sg.holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
     assert sg.holm([0.5, 0.9]) == pytest.approx([1.0, 1.0])
-    # a NaN p-value (a test that could not run) stays NaN and does not count in m: 2 tests, not 3
+    # a NaN p-value (all-zero differences) stays NaN and counts in m, as statsmodels' multipletests
+    # (upstream's call) sorts it last: m = 3, 3 * 0.01 = 0.03, max(0.03, 2 * 0.04) = 0.08
     adj = sg.holm([0.01, float("nan"), 0.04])
-    assert adj[0] == pytest.approx(0.02) and adj[2] == pytest.approx(0.04) and np.isnan(adj[1])
+    assert adj[0] == pytest.approx(0.03) and adj[2] == pytest.approx(0.08) and np.isnan(adj[1])
 
 
 def test_significance_keeps_c_respond_samples_and_masks_sentinels():

@@ -194,6 +194,8 @@ def features_section(ctx: _Run, page: Page) -> None:
                              f"{fmt(t.get('mean_diff'))} [{fmt(t.get('ci95_low'))}, {fmt(t.get('ci95_high'))}]",
                              f"{fmt(t.get('t'))} ({_e(t.get('df'))})", fmt_p(t.get("p_t")), fmt_p(t.get("p_adj")),
                              fmt(t.get("cohen_dz"))] for t in tests], "tests")
+                notes = [f"{t.get('pair')}:{t.get('metric')}: {t.get('note')}" for t in tests if t.get("note")]
+                page.add("".join(f'<p class="why">{_e(n)}</p>' for n in notes))
             skipped = [s for s in sig.get("skipped") or [] if isinstance(s, dict)]
             if skipped:
                 by_reason: dict[str, list[str]] = {}

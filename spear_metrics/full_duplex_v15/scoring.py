@@ -423,5 +423,5 @@ def format_table(per_subset: dict[str, dict[str, Any]]) -> list[str]:
                                              for s in subs))
     for s in subs:
         for t in (per_subset[s].get("significance") or {}).get("tests", []):
-            lines.append(f"[{s}] {sg.conclusion(t)} p_adj={t['p_adj']:.3f}")
+            lines.append(f"[{s}] {sg.conclusion(t)} p_adj={t['p_adj']:.3f}" + (f" ({t['note']})" if t.get("note") else ""))
     return lines

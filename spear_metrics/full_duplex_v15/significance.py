@@ -14,7 +14,8 @@ is ours (scipy for the t-test; Holm written out, as ``statsmodels``' ``multiplet
   trimming on the differences ``after - before``: kept when within median +- 3.5 x 1.4826 x MAD
   (MAD 0: all kept); fewer than 2 kept: skipped. Then ``scipy.stats.ttest_rel(after, before)``,
   mean difference with its t interval (alpha 0.05), ``d_z`` = mean difference / its sd (ddof 1).
-- Holm's step-down adjustment over every test that ran (``p_adj``).
+- Holm's step-down adjustment over every test that ran (``p_adj``; a NaN p-value counts in
+  ``m``, as in statsmodels).
 """
 
 from __future__ import annotations
@@ -53,7 +54,9 @@ def paired_compare(before: Sequence[float], after: Sequence[float], *, alpha: fl
 
     Returns:
         ``n_raw``, ``n_valid``, ``n_used``, ``n_dropped``, ``mean_before``, ``mean_after``,
-        ``mean_diff`` (after - before), ``ci95_low``, ``ci95_high``, ``t``, ``df``, ``p_t``, ``cohen_dz``.
+        ``mean_diff`` (after - before), ``ci95_low``, ``ci95_high``, ``t``, ``df``, ``p_t``, ``cohen_dz``
+        (upstream's keys and values); ``note``: the project's :func:`zero_variance_note` when the
+        differences have sd 0 (``None`` otherwise).
 
     Raises:
         SkippedTest: fewer than 2 valid pairs, or fewer than 2 left after trimming.
@@ -83,18 +86,33 @@ def paired_compare(before: Sequence[float], after: Sequence[float], *, alpha: fl
     return {"n_raw": int(b.size), "n_valid": int(b0.size), "n_used": int(n), "n_dropped": int(b0.size - n),
             "mean_before": float(b1.mean()), "mean_after": float(a1.mean()), "mean_diff": float(mean_d),
             "ci95_low": float(mean_d - tcrit * se), "ci95_high": float(mean_d + tcrit * se), "t": float(t),
-            "df": int(n - 1), "p_t": float(p), "cohen_dz": float(mean_d / sd_d) if sd_d > 0 else None}
+            "df": int(n - 1), "p_t": float(p), "cohen_dz": float(mean_d / sd_d) if sd_d > 0 else None,
+            "note": zero_variance_note(n, float(mean_d)) if not sd_d > 0 else None}
+
+
+def zero_variance_note(n_used: int, mean_diff: float) -> str:
+    """The project's note on a test whose ``n_used`` differences are all equal (sd 0). Upstream's
+    numbers stand as its code gives them (scipy's ``ttest_rel``: ``t`` = +-inf and ``p`` = 0 for
+    equal non-zero differences, NaN for all-zero ones; ``d_z`` NaN); the note says what they mean."""
+    if mean_diff == 0:
+        return f"project note: the {n_used} differences are all 0: no change and nothing to test (t and p undefined)"
+    return (f"project note: the {n_used} differences are all equal (sd 0): t is infinite and p = 0 by arithmetic, "
+            f"not evidence; the 'statistically reliable' wording is upstream's rule (p < .05) applied to it")
 
 
 def holm(pvalues: Sequence[float]) -> list[float]:
-    """Holm's step-down adjusted p-values (same order as given;
-    :func:`spear_metrics.core.stats.holm`, the project's one implementation). NaN p-values stay
-    NaN and do not count in m (as ``statsmodels.stats.multitest.multipletests(method="holm")``,
-    upstream's call, requires none)."""
+    """Holm's step-down adjusted p-values (same order as given), as upstream's
+    ``statsmodels.stats.multitest.multipletests(pvals, method="holm")`` computes them: a NaN
+    p-value (a test whose differences are all 0, so ``ttest_rel`` gives NaN) stays NaN but counts
+    in ``m`` (statsmodels sorts it last and multiplies by ``len(pvals)``); the arithmetic is
+    :func:`spear_metrics.core.stats.holm`, the project's one implementation, with NaN stood in
+    for by ``+inf`` (sorted last, so every other rank and ``m`` are statsmodels').
+    """
     from spear_metrics.core.stats import holm as holm_adjusted
 
-    adj = holm_adjusted([None if math.isnan(float(p)) else float(p) for p in pvalues])
-    return [math.nan if a is None else a for a in adj]
+    ps = [float(p) for p in pvalues]
+    adj = holm_adjusted([math.inf if math.isnan(p) else p for p in ps])
+    return [math.nan if math.isnan(p) else float(a) for p, a in zip(ps, adj)]
 
 
 def _num(v: Any) -> float:

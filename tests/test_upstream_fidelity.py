@@ -1,0 +1,98 @@
+"""Side-by-side checks of upstream-named keys: each test re-states an upstream rule as read in the
+benchmark's own code (file and function named in the test) and runs the project's code on the
+same inputs. Where upstream computes a quirk, the re-statement keeps it."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from spear_metrics.full_duplex_v15 import significance as sg
+
+
+# ----------------------------------------------------------------------------- FDB v1.5 significance_test.py
+
+
+def _upstream_holm(pvals):
+    """statsmodels.stats.multitest.multipletests(pvals, method="holm")[1] as upstream's
+    run_batch_tests calls it (read in statsmodels 0.14.4 multitest.py): argsort (NaN last), times
+    arange(m, 0, -1) with m = len(pvals), maximum.accumulate, clipped at 1, back in input order."""
+    p = np.asarray(pvals, dtype=float)
+    order = np.argsort(p)
+    ps = p[order]
+    adj = np.maximum.accumulate(ps * np.arange(len(p), 0, -1))
+    adj[adj > 1] = 1
+    out = np.empty_like(adj)
+    out[order] = adj
+    return out
+
+
+@pytest.mark.parametrize("pvals", [
+    [0.01, 0.04, 0.03],
+    [0.01, float("nan"), 0.04],                       # a test whose differences were all 0
+    [float("nan"), 0.002, float("nan"), 0.3, 0.02],
+    [0.5, 0.9],
+    [0.0, 0.01, 0.01, 0.2],
+])
+def test_holm_equals_upstreams_multipletests(pvals):
+    ours, theirs = sg.holm(pvals), _upstream_holm(pvals)
+    assert np.array_equal(np.isnan(ours), np.isnan(theirs))
+    assert np.asarray(ours)[~np.isnan(theirs)] == pytest.approx(theirs[~np.isnan(theirs)])
+
+
+def _upstream_paired_compare(before, after, k=3.5, alpha=0.05):
+    """significance_test.py ``paired_compare`` with its defaults (mad on diff), re-stated."""
+    from scipy import stats
+
+    b, a = np.asarray(before, float), np.asarray(after, float)
+    m = ~np.isnan(b) & ~np.isnan(a)
+    b0, a0 = b[m], a[m]
+    vals = a0 - b0
+    med = np.median(vals)
+    mad = np.median(np.abs(vals - med))
+    scale = 1.4826 * mad if mad > 0 else 0.0
+    keep = np.ones(b0.size, bool) if scale == 0 else (vals >= med - k * scale) & (vals <= med + k * scale)
+    b1, a1 = b0[keep], a0[keep]
+    d = a1 - b1
+    sd = d.std(ddof=1)
+    t, p = stats.ttest_rel(a1, b1)
+    return {"t": t, "p_t": p, "mean_diff": d.mean(), "cohen_dz": d.mean() / sd if sd > 0 else np.nan,
+            "n_used": b1.size}
+
+
+def _upstream_conclusion(name, r, mean_b, mean_a, ci):
+    """significance_test.py ``format_conclusion`` (no trimming), re-stated."""
+    md = r["mean_diff"]
+    dir_en = "increased" if md > 0 else "decreased" if md < 0 else "did not change"
+    p = r["p_t"]
+    fp = "--" if p is None or np.isnan(p) else ("<.001" if p < 0.001 else f"{p:.3f}")
+    sig = "a statistically reliable" if p < 0.05 else "no statistically reliable"
+    return (f"{name}: {sig} change was observed; After {dir_en} relative to Before (M_before={mean_b:.2f}, "
+            f"M_after={mean_a:.2f}, Δ={md:.2f}, 95% CI [{ci[0]:.2f}, {ci[1]:.2f}]; paired t({r['n_used'] - 1})="
+            f"{r['t']:.2f}, p={fp}, d_z={r['cohen_dz']:.2f}).")
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_two_identical_samples_give_upstreams_infinite_t_and_a_project_note():
+    """Two C_RESPOND samples with the same pre and post wpm: the differences are equal, sd 0.
+    Upstream's code (scipy ttest_rel) gives t = -inf, p = 0 and prints 'a statistically reliable
+    change'; the project keeps those numbers and that line and adds its own note beside them."""
+    pre, post = [150.0, 150.0], [120.0, 120.0]
+    up = _upstream_paired_compare(pre, post)
+    ours = sg.paired_compare(pre, post)
+    assert up["t"] == -math.inf and up["p_t"] == 0.0 and np.isnan(up["cohen_dz"])
+    assert ours["t"] == up["t"] and ours["p_t"] == up["p_t"] and ours["cohen_dz"] is None
+    line = sg.conclusion({"pair": "pre_vs_post", "metric": "wpm", **ours})
+    assert line == _upstream_conclusion("pre_vs_post:wpm", up, 150.0, 120.0, (ours["ci95_low"], ours["ci95_high"]))
+    assert "paired t(1)=-inf, p=<.001" in line and "a statistically reliable change" in line
+    assert ours["note"].startswith("project note: the 2 differences are all equal")
+    # all-zero differences: NaN t and p upstream ("no statistically reliable", p=--); the note says so
+    same = sg.paired_compare([150.0, 140.0], [150.0, 140.0])
+    up0 = _upstream_paired_compare([150.0, 140.0], [150.0, 140.0])
+    assert np.isnan(up0["p_t"]) and np.isnan(same["p_t"]) and np.isnan(same["t"])
+    assert "no statistically reliable" in sg.conclusion({"pair": "pre_vs_post", "metric": "wpm", **same})
+    assert "all 0" in same["note"]
+    # an ordinary test carries no note
+    assert sg.paired_compare([1, 2, 3, 4], [2, 4, 5, 9])["note"] is None
