@@ -438,12 +438,17 @@ def test_score_run_through_a_loopback_judge(tmp_path, tasks_file):
     assert srv.requests[0]["temperature"] == 0.2
     assert [f["task_id"] for f in s["failed"]] == [tf.tasks[0].id] and "malformed reply" in s["failed"][0]["reason"]
     row = s["per_task"][0]
-    assert row["n_events"] == 2 and row["n_failed_events"] == 1
-    assert row["avg_turn_taking"] == 3.0 and row["avg_instruction_following"] == 3.0 and row["avg_task_specific"] == 5.0
-    # bins: [10, 20] overlaps 0-15 by 5 s and 15-30 by 5 s; [14, 16] overlaps each by 1 s
+    # upstream's keys count the out-of-range event (scoring/score.py has no range check): (4 + 2 + 9) / 3
+    assert row["n_events"] == 3 and row["avg_turn_taking"] == 5.0 and row["avg_instruction_following"] == 5.0
+    assert row["avg_task_specific"] == 5.0 and row["n_files"] == 1
+    # the project's strict keys leave it out: (4 + 2) / 2
+    assert row["strict_n_events"] == 2 and row["n_failed_events"] == 1
+    assert row["strict_avg_turn_taking"] == 3.0 and row["strict_avg_instruction_following"] == 3.0
+    # bins: [10, 20] overlaps 0-15 by 5 s and 15-30 by 5 s; [14, 16] overlaps each by 1 s; [30, 31] is 30-45's only
     assert row["TT[0-15]"] == pytest.approx((4 * 5 + 2 * 1) / 6) and row["IF[15-30]"] == pytest.approx((2 * 5 + 4 * 1) / 6)
-    assert row["TT[30-45]"] is None and len(BINS) == 8
-    assert s["splits"]["Correction"]["avg_turn_taking"]["mean"] == 3.0 and s2["per_task"] == s["per_task"]
+    assert row["TT[30-45]"] == 9.0 and row["TT[45-60]"] is None and len(BINS) == 8
+    assert s["splits"]["Correction"]["avg_turn_taking"]["mean"] == 5.0 and s2["per_task"] == s["per_task"]
+    assert s["splits"]["Correction"]["strict_avg_turn_taking"]["mean"] == 3.0
 
 
 def _one_transcribed_conversation(tmp_path: Path) -> Path:

@@ -96,3 +96,82 @@ def test_two_identical_samples_give_upstreams_infinite_t_and_a_project_note():
     assert "all 0" in same["note"]
     # an ordinary test carries no note
     assert sg.paired_compare([1, 2, 3, 4], [2, 4, 5, 9])["note"] is None
+
+
+# ----------------------------------------------------------------------------- FDB v2 scoring/parse.py + score.py
+
+
+_V2_JSON_REPLY = """Here is my rating.
+```json
+{"Turn-taking event and score": [
+  [[0, 10], 9, 3.7],
+  [{"start": 12, "end": 14}, "4", "null"],
+  [[20, 22], [24, 26], 2, 5],
+  [{30, 33}, 0, 1],
+  [["1:00", "1:04"], 5, 5],
+  [[50, 40], 3, 3]
+], "Task-specific score": 4.5}
+```"""
+
+
+def test_v2_published_keys_follow_upstreams_parse_and_score():
+    """Upstream's rules, read in parse.py (flatten_turn_taking, normalize_intervals_text,
+    coerce_int) and score.py / score_time.py, applied by hand to a reply with every quirk:
+    9 and 0 count (no range check); 3.7 -> 3 (int(float(x))); "4" -> 4 but "null" -> None, so
+    that event is not counted (score.py wants two numbers); two intervals in one entry give two
+    events; {"start", "end"} and {30, 33} are read as [s, e]; "1:00" is 60 s; [50, 40] counts in
+    the means (score.py checks no time) but not in the bins (score_time.py skips end <= start);
+    the JSON task score 4.5 is taken as it is (not coerced)."""
+    from spear_metrics.full_duplex_v2.parse import parse_reply
+    from spear_metrics.full_duplex_v2.score import task_scores
+
+    counted = [(0.0, 10.0, 9, 3), (20.0, 22.0, 2, 5), (24.0, 26.0, 2, 5), (30.0, 33.0, 0, 1), (60.0, 64.0, 5, 5),
+               (50.0, 40.0, 3, 3)]
+    up = parse_reply(_V2_JSON_REPLY)
+    assert up["Turn-taking event and score"][1] == [[12.0, 14.0], 4, None] and up["Task-specific score"] == 4.5
+    row = task_scores(_V2_JSON_REPLY)
+    assert [tuple(e) for e in row["events"]] == counted
+    assert row["n_events"] == 6 and row["n_files"] == 1 and row["avg_task_specific"] == 4.5
+    assert row["avg_turn_taking"] == pytest.approx(21 / 6) and row["avg_instruction_following"] == pytest.approx(22 / 6)
+    # the project's strict reading: {30, 33} is not JSON, so no entry reads as a 1-5 event, and 4.5 is no integer
+    assert row["strict_n_events"] == 0 and row["strict_avg_turn_taking"] is None and row["strict_avg_task_specific"] is None
+    from spear_metrics.full_duplex_v2.score import binned_row, binned_sums
+
+    bins = binned_row(binned_sums([tuple(e) for e in row["events"]]))
+    # score_time.py: sum(score * overlap) / sum(overlap) per 15 s bin; [50, 40] skipped
+    assert (bins["TT[0-15]"], bins["IF[0-15]"]) == (9.0, 3.0)
+    assert (bins["TT[15-30]"], bins["IF[15-30]"]) == (2.0, 5.0)
+    assert (bins["TT[30-45]"], bins["IF[30-45]"]) == (0.0, 1.0)
+    assert bins["TT[45-60]"] is None and (bins["TT[60-75]"], bins["IF[60-75]"]) == (5.0, 5.0)
+    assert bins["TT[105-120]"] is None
+
+
+def test_v2_fenced_blocks_merge_and_the_colon_form_as_upstream():
+    """parse.py process_one_text: every fenced block holding the key is read and their events
+    merged; the task score is the last block's. In the second (not JSON) block the scanner reads
+    '[s, e]: tt, if' entries only: the JSON-shaped entry is skipped, '"3"' is 3, null is None (not
+    counted); the quoted task score "4" is coerced to 4."""
+    from spear_metrics.full_duplex_v2.score import task_scores
+
+    reply = ('First try:\n```json\n{"Turn-taking event and score": [[[1, 2], 4, 4]], "Task-specific score": 2}\n```\n'
+             'Revised:\n```\n{"Turn-taking event and score": [\n  [3, 4]: 5, 1,\n  [[5, 6], 2, 2],\n  [7, 8]: "3", null\n],\n'
+             '"Task-specific score": "4"}\n```')
+    row = task_scores(reply)
+    assert [tuple(e) for e in row["events"]] == [(1.0, 2.0, 4, 4), (3.0, 4.0, 5, 1)]
+    assert row["avg_turn_taking"] == 4.5 and row["avg_instruction_following"] == 2.5
+    assert row["avg_task_specific"] == 4.0 and row["n_files"] == 1
+
+
+def test_v2_reply_gate_accepts_what_upstream_reads_and_refuses_nothing_readable():
+    from spear_metrics.full_duplex_v2.score import judge_reply_gate, task_scores
+
+    only_task = task_scores('{"Task-specific score": 3}')      # upstream: a row with the task score only
+    assert only_task["n_files"] == 1 and only_task["n_events"] == 0 and only_task["avg_task_specific"] == 3.0
+    assert only_task["avg_turn_taking"] is None and only_task["strict_reason"]
+    empty = task_scores('{"Turn-taking event and score": []}')  # upstream: an empty row
+    assert empty["n_events"] == 0 and empty["n_files"] == 0 and empty["avg_task_specific"] is None
+    # a JSON task score that is a string is not a number for score.py: no n_files
+    assert task_scores('{"Turn-taking event and score": [], "Task-specific score": "4"}')["n_files"] == 0
+    for garbage in ("I cannot rate this.", '{"scores": []}', "[1, 2]", ""):
+        with pytest.raises(ValueError):
+            judge_reply_gate(garbage)

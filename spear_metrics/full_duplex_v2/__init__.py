@@ -7,8 +7,11 @@ conversations between an examiner and any network adapter (:mod:`.engine`), the 
 
 from spear_metrics.core.benchmark import Benchmark
 
-#: version of the scoring code (``summary.json``)
-VERSION = "2.0.0"
+#: version of the scoring code (``summary.json``). 2.1.0: the published per-task keys follow
+#: upstream's ``parse.py`` reading (any coerced score counts, as upstream), the strict 1-5 reading
+#: moved to the project's ``strict_*`` keys; 2.0.0 results (strict values under the published
+#: names) are not read as 2.1.0's.
+VERSION = "2.1.0"
 
 BENCHMARK = Benchmark(
     name="full_duplex_v2",

@@ -21,7 +21,7 @@ The published dataset has two configs: ``default`` (``data/<split>-*.parquet``: 
 conversation; ``events`` and ``failed_events`` as JSON text) and ``events``
 (``events/<split>-*.parquet``, :func:`extra_tables`: one row per judged turn-taking event:
 ``id``, ``split``, ``event`` (0-based), ``start_s``, ``end_s`` (s on the conversation's clock),
-``turn_taking_fluency``, ``instruction_following`` (1-5)). ``push-results --with-audio`` /
+``turn_taking_fluency``, ``instruction_following`` (the judge's integers, 1-5 asked)). ``push-results --with-audio`` /
 ``--with-inputs`` embed the conversation's channels (:func:`audio_files`), which the Space's
 conversation browser plays (:mod:`spear_metrics.full_duplex_v2.ui`). No torch, no model.
 """
@@ -87,7 +87,7 @@ def table_rows(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def extra_tables(rows: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     """The dataset's other configs: ``{"events": one row per judged event of each ``ok``
-    conversation}`` (columns :data:`EVENT_COLUMNS`; times in s, scores 1-5)."""
+    conversation}`` (columns :data:`EVENT_COLUMNS`; times in s, the judge's integer scores)."""
     out = []
     for r in rows:
         if r.get("status") != "ok":

@@ -12,20 +12,27 @@ Pipeline per conversation folder (``A.wav`` examiner, ``B.wav`` examinee):
    from ``eval_prompts.json`` (upstream's file, CC BY-NC 4.0, not shipped: ``--eval-prompts``),
    the task's staged reveal, both transcripts' text and the examinee's word segments
    (``[start, end]: word``, 2 decimals). One user message; upstream samples at temperature 0.2.
-3. The reply, parsed strictly (:func:`parse_judge_reply`): upstream's format is a JSON object
+3. The reply, read twice. As upstream's ``scoring/parse.py`` reads it
+   (:func:`spear_metrics.full_duplex_v2.parse.parse_reply`: every score coerced with
+   ``int(float(x))``, no range check, several fenced blocks merged): the published keys come from
+   this reading. Strictly (:func:`parse_judge_reply`): upstream's format is a JSON object
    ``{"Turn-taking event and score": [[[start, end], turn_taking_fluency, instruction_following], ...],
    "Task-specific score": n}``, or the literal shape of its output-format prompt
-   (``[start, end]: tt, if``) inside that key's list. Upstream's ``scoring/parse.py`` coerces
-   whatever it finds (``int(float(x))``, no range check); here every event must be two finite
-   times and two integer scores 1-5, else it is a failed event with its reason (left out of the
-   means); a reply with no events list is a failed judgement.
-4. Per task (``scoring/score.py``): ``n_events``, ``avg_turn_taking`` / ``avg_instruction_following``
-   = mean over the task's events (event-weighted), ``avg_task_specific`` = the task score
-   (``n_files`` = 1 when it is a number). The binned curve (``scoring/score_time.py``): 15 s bins
-   up to 120 s; each event with ``end > start`` adds ``score * overlap`` and ``overlap`` to every bin
-   it overlaps; a bin's value is ``sum(score * overlap) / sum(overlap)`` (``TT[0-15]``, ``IF[0-15]``...).
-   Split means (project keys; upstream's code stops at per-task rows): the mean of the per-task
-   values over the split's conversations, with a percentile bootstrap 95 % interval over conversations.
+   (``[start, end]: tt, if``) inside that key's list; every event must be two finite times and two
+   integer scores 1-5, else it is a failed event with its reason: the project's ``strict_*`` keys.
+   A reply from which neither reading gets anything (no event, no task score, no events list) is
+   malformed: the judge is asked again, then the unit fails (upstream would write an empty row,
+   which adds nothing to any mean).
+4. Per task (``scoring/score.py``): ``n_events`` = the events whose two scores are numbers (times
+   unchecked), ``avg_turn_taking`` / ``avg_instruction_following`` = mean over them
+   (event-weighted), ``avg_task_specific`` = the task score when it is a number (``n_files`` = 1),
+   unrounded (upstream's CSV rounds to 3 decimals). The binned curve (``scoring/score_time.py``):
+   15 s bins up to 120 s; each of those events with ``end > start`` adds ``score * overlap`` and
+   ``overlap`` to every bin it overlaps; a bin's value is ``sum(score * overlap) / sum(overlap)``
+   (``TT[0-15]``, ``IF[0-15]``...; null for a bin no event overlaps; times past 120 s fall in no
+   bin). Split means (project keys; upstream's code stops at per-task rows): the mean of the
+   per-task values over the split's conversations, with a percentile bootstrap 95 % interval over
+   conversations.
 """
 
 from __future__ import annotations
@@ -88,7 +95,15 @@ def _keys() -> tuple:
                   order=5),
         *per_bin,
         MetricKey("n_failed_events", "count", "lower", "events of the judge's reply that failed the strict check "
-                  "(times, integer scores 1-5); left out of the means", group=g),
+                  "(times, integer scores 1-5); left out of the strict_* means", group=g),
+        MetricKey("strict_n_events", "count", "higher", "project: events that pass the strict check (two finite "
+                  "times, end not before start, integer scores 1-5)", group=g),
+        MetricKey("strict_avg_turn_taking", "1-5", "higher", "project: avg_turn_taking over the strict events only "
+                  "(upstream counts any coerced score, 0 or 9 included)", group=g),
+        MetricKey("strict_avg_instruction_following", "1-5", "higher", "project: avg_instruction_following over the "
+                  "strict events only", group=g),
+        MetricKey("strict_avg_task_specific", "1-5", "higher", "project: the task score when it is an integer 1-5 "
+                  "(upstream counts any number)", group=g),
     )
 
 
@@ -340,16 +355,63 @@ def parse_judge_reply(text: Any) -> Judgement:
 # ----------------------------------------------------------------------------- aggregates
 
 
-def task_scores(j: Judgement) -> dict[str, Any]:
-    """Upstream's per-task row (``scoring/score.py``) from one judgement: ``n_files``,
-    ``n_events``, ``avg_turn_taking``, ``avg_instruction_following``, ``avg_task_specific``
-    (unrounded; ``None`` where undefined), plus ``n_failed_events``."""
-    n = len(j.events)
-    return {"n_files": 1 if j.task_score is not None else 0, "n_events": n,
-            "avg_turn_taking": sum(e[2] for e in j.events) / n if n else None,
-            "avg_instruction_following": sum(e[3] for e in j.events) / n if n else None,
-            "avg_task_specific": float(j.task_score) if j.task_score is not None else None,
-            "n_failed_events": len(j.failed_events)}
+def judge_reply_gate(text: Any) -> dict[str, Any]:
+    """The judge's reply check (what :meth:`spear_metrics.core.judge.Judge.ask` retries on): the
+    reply as upstream's ``parse.py`` reads it (:func:`spear_metrics.full_duplex_v2.parse.parse_reply`).
+
+    Raises:
+        ValueError: an empty reply, one over :data:`MAX_REPLY_CHARS`, or one from which neither
+            upstream's reading (no event, no task score) nor :func:`parse_judge_reply` gets anything.
+    """
+    from spear_metrics.full_duplex_v2.parse import parse_reply
+
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError("empty reply")
+    if len(text) > MAX_REPLY_CHARS:
+        raise ValueError(f"reply of {len(text)} characters is over the {MAX_REPLY_CHARS}-character limit")
+    up = parse_reply(text)
+    if not up[EVENTS_KEY] and TASK_KEY not in up:
+        parse_judge_reply(text)  # raises when the strict reading finds no events list either
+    return up
+
+
+def _mean(xs: Sequence[float]) -> Optional[float]:
+    return sum(xs) / len(xs) if xs else None
+
+
+def task_scores(reply: str) -> dict[str, Any]:
+    """The per-task row of one judge reply: upstream's (``scoring/score.py`` on ``parse.py``'s
+    reading: ``n_files``, ``n_events``, ``avg_turn_taking``, ``avg_instruction_following``,
+    ``avg_task_specific``, unrounded, ``None`` where undefined; ``events``: the events it counts,
+    ``[start_s, end_s, tt, if]``), and the project's strict reading beside it (``strict_*``,
+    ``n_failed_events``, ``failed_events``, ``task_score_reason``; ``strict_reason`` when the
+    strict reading refuses the whole reply).
+
+    Raises:
+        ValueError: :func:`judge_reply_gate` refuses the reply.
+    """
+    from spear_metrics.full_duplex_v2.parse import counted_events, task_value
+
+    up = judge_reply_gate(reply)
+    ev = counted_events(up)
+    task = task_value(up)
+    row: dict[str, Any] = {"n_files": 1 if task is not None else 0, "n_events": len(ev),
+                           "avg_turn_taking": _mean([e[2] for e in ev]),
+                           "avg_instruction_following": _mean([e[3] for e in ev]), "avg_task_specific": task}
+    try:
+        j = parse_judge_reply(reply)
+    except ValueError as e:
+        j, why = Judgement(task_score_reason="no strict reading"), str(e)
+    else:
+        why = None
+    row.update({"n_failed_events": len(j.failed_events), "strict_n_events": len(j.events),
+                "strict_avg_turn_taking": _mean([e[2] for e in j.events]),
+                "strict_avg_instruction_following": _mean([e[3] for e in j.events]),
+                "strict_avg_task_specific": float(j.task_score) if j.task_score is not None else None,
+                "failed_events": [{"entry": e, "reason": r} for e, r in j.failed_events],
+                "task_score_reason": j.task_score_reason, "strict_reason": why,
+                "events": [list(e) for e in ev]})
+    return row
 
 
 def bin_label(b: tuple[float, float]) -> str:
@@ -383,6 +445,11 @@ def binned_row(sums: dict[str, list[float]], bins: Sequence[tuple[float, float]]
     return row
 
 
+#: the per-task values averaged per split: upstream's three, then the project's strict ones
+SPLIT_MEAN_KEYS = ("avg_turn_taking", "avg_instruction_following", "avg_task_specific", "strict_avg_turn_taking",
+                   "strict_avg_instruction_following", "strict_avg_task_specific")
+
+
 def split_summary(rows: Sequence[dict[str, Any]], *, n_resamples: int = 1000, seed: int = 0) -> dict[str, Any]:
     """Per split and ``all``: the mean over conversations of each per-task value, with a
     percentile bootstrap 95 % interval over conversations (:func:`spear_metrics.core.stats.bootstrap_ci`),
@@ -397,7 +464,7 @@ def split_summary(rows: Sequence[dict[str, Any]], *, n_resamples: int = 1000, se
     out: dict[str, Any] = {}
     for name, rs in groups.items():
         g: dict[str, Any] = {"n_conversations": len(rs)}
-        for key in ("avg_turn_taking", "avg_instruction_following", "avg_task_specific"):
+        for key in SPLIT_MEAN_KEYS:
             vals = [r[key] for r in rs if r.get(key) is not None]
             g[key] = {"mean": float(np.mean(vals)) if vals else None, "n": len(vals),
                       "ci95": bootstrap_ci(vals, n_resamples=n_resamples, seed=seed)}
@@ -418,9 +485,10 @@ def per_sample_rows(tasks: Sequence[Any], done: dict[str, dict[str, Any]], root:
     """``per_sample.jsonl``: one row per conversation of ``tasks`` that has a logged judgement
     (``done``: task id -> ``judgements.jsonl`` record), in task order: ``row`` (0..n-1), ``id`` (the
     task id), ``split``, ``status`` (``ok``/``failed``), ``reason`` (failed), upstream's per-task
-    values (:func:`task_scores`, :func:`binned_row`) and ``events``: the judge's valid events,
-    each ``[start_s, end_s, turn_taking_fluency, instruction_following]`` (s on the conversation's
-    clock, scores 1-5) - what :mod:`spear_metrics.full_duplex_v2.results` recomputes the values from.
+    values and the project's strict ones (:func:`task_scores`, :func:`binned_row`) and ``events``:
+    the events upstream's ``score.py`` counts, each ``[start_s, end_s, turn_taking_fluency,
+    instruction_following]`` (s on the conversation's clock; integer scores as the judge gave them,
+    not range-checked) - what :mod:`spear_metrics.full_duplex_v2.results` recomputes the values from.
 
     With the conversations' folder ``root``, each row also names its channels, ``audio_path``
     (``root/<id>/A.wav``, the examiner: what the examinee heard) and ``answer_audio_path``
@@ -439,9 +507,8 @@ def per_sample_rows(tasks: Sequence[Any], done: dict[str, dict[str, Any]], root:
         if r.get("status") != "ok":
             row.update(status="failed", reason=r.get("reason"))
         else:
-            j = parse_judge_reply(r["reply"])
-            row.update(status="ok", reason=None, **task_scores(j), **binned_row(binned_sums(j.events)),
-                       events=[list(e) for e in j.events])
+            vals = task_scores(r["reply"])
+            row.update(status="ok", reason=None, **vals, **binned_row(binned_sums([tuple(e) for e in vals["events"]])))
             if root is not None:
                 row.update(a_speech=word_spans(Path(root) / t.id / "A.json"),
                            b_speech=word_spans(Path(root) / t.id / "B.json"))
@@ -566,7 +633,7 @@ def _whole_record(r: dict[str, Any]) -> bool:
     if r.get("status") != "ok" or not isinstance(r.get("reply"), str):
         return False
     try:
-        parse_judge_reply(r["reply"])
+        judge_reply_gate(r["reply"])
     except ValueError:
         return False
     return True
@@ -681,7 +748,7 @@ def _score_claimed(root: str | os.PathLike, tasks: Sequence[Any], prompts: dict[
 
     def judged(task: Any, prompt: str, asr_model: str) -> None:
         try:
-            ans = judge.ask([{"role": "user", "content": prompt}], parse_judge_reply, extra_body=judge_kw)
+            ans = judge.ask([{"role": "user", "content": prompt}], judge_reply_gate, extra_body=judge_kw)
         except Exception as e:  # noqa: BLE001 - one task's failure is its unit's failure
             return fail(task, e)
         finish(task, {"task_id": task.id, "split": task.split, "status": "ok", "reply": ans.reply,
@@ -718,12 +785,8 @@ def _score_claimed(root: str | os.PathLike, tasks: Sequence[Any], prompts: dict[
         if r.get("status") != "ok":
             failed.append({"task_id": tid, "split": r.get("split"), "reason": r.get("reason")})
             continue
-        j = parse_judge_reply(r["reply"])
-        row = {"task_id": tid, "split": r.get("split"), **task_scores(j),
-               "failed_events": [{"entry": e, "reason": why} for e, why in j.failed_events],
-               "task_score_reason": j.task_score_reason,
-               "events": [list(e) for e in j.events]}
-        sums = binned_sums(j.events)
+        row = {"task_id": tid, "split": r.get("split"), **task_scores(r["reply"])}
+        sums = binned_sums([tuple(e) for e in row["events"]])
         row.update(binned_row(sums))
         row["_bins"] = sums
         rows.append(row)
