@@ -175,3 +175,45 @@ def test_v2_reply_gate_accepts_what_upstream_reads_and_refuses_nothing_readable(
     for garbage in ("I cannot rate this.", '{"scores": []}', "[1, 2]", ""):
         with pytest.raises(ValueError):
             judge_reply_gate(garbage)
+
+
+# ----------------------------------------------------------------------------- Dynamic-SUPERB llm_classification
+
+
+def test_dsuperb_llm_classification_request_and_value_as_upstream(tmp_path):
+    """Dynamic-SUPERB Phase-2's llm_classification (OpenAI port: create_classification_prompt,
+    read_result; driver: label only): one user message = the prompt with the row's instruction,
+    label and sllm_response as the file holds them (str.format, nothing stripped), max_tokens 512,
+    temperature 0; result:\\s*(yes|no) on reply.lower().strip(), first match; yes -> 1.0 else 0.0."""
+    import json
+    from types import SimpleNamespace
+
+    from spear_metrics.dynamic_superb.metrics import UPSTREAM_CLASSIFICATION_PROMPT
+    from spear_metrics.dynamic_superb.scoring import read_predictions, upstream_classification
+
+    rows = {"a.wav": {"instruction": "Is the speaker happy? Answer yes or no. ", "label": " Yes ",
+                      "label2": "no", "sllm_response": "  yes, happy\n"},
+            "b.wav": {"instruction": "Which events?", "label": ["door", "door", "speech"], "sllm_response": "door"}}
+    f = tmp_path / "Task.json"
+    f.write_text(json.dumps(rows))
+    items, _ = read_predictions(f, "Task", "llm_classification", 0)
+    sent = []
+
+    def judge_reply(reply):
+        def ask(msgs, parse, extra_body=None):
+            sent.append((msgs, extra_body))
+            return SimpleNamespace(value=parse(reply), reply=reply, attempts=[1], meta=None)
+        return SimpleNamespace(ask=ask, temperature=0.0)
+
+    def upstream_text(row):  # create_classification_prompt, re-stated
+        return UPSTREAM_CLASSIFICATION_PROMPT.format(instruction=row["instruction"], label=row["label"],
+                                                     response=row["sllm_response"])
+
+    out = upstream_classification(items[0], judge_reply("The answer matches.\nRESULT: Yes\nresult: no"))
+    assert sent[-1] == ([{"role": "user", "content": upstream_text(rows["a.wav"])}], {"max_tokens": 512})
+    assert out["llm_classification_verdict"] == "yes" and out["llm_classification"] == 1.0  # first match wins
+    out = upstream_classification(items[1], judge_reply("It differs. Result:NO"))
+    assert sent[-1][0][0]["content"] == upstream_text(rows["b.wav"])  # a list label as str.format writes it
+    assert out["llm_classification"] == 0.0
+    out = upstream_classification(items[1], judge_reply("no verdict here"))
+    assert out["llm_classification_verdict"] is None and out["llm_classification"] == 0.0

@@ -184,8 +184,8 @@ def read_predictions(path: str | os.PathLike, instance: str, metric: str, start:
                 if t is not None and t.strip():
                     labels.append(t.strip())
             it.labels = tuple(labels)
-            if entry.get("label") is not None and not isinstance(entry.get("label"), str):
-                it.upstream_label = "{}".format(entry["label"])  # what upstream's prompt.format writes
+            if entry.get("label") is not None:  # what upstream's prompt.format writes: the cell as it is (not stripped)
+                it.upstream_label = "{}".format(entry["label"])
             it.instruction = _text(entry.get("instruction")) or ""
             resp = entry.get("sllm_response")
             if isinstance(resp, str):
