@@ -132,7 +132,8 @@ def pcm_rate(mime: Any) -> int:
 #: of ``thomasthebaud/SPEAR-benchmark-code``): this system instruction (the run's prompt, when
 #: given, appended after a blank line), temperature 0.7, input and output audio transcription,
 #: push-to-talk (automatic activity detection off) with ``START_OF_ACTIVITY_INTERRUPTS`` and
-#: ``TURN_INCLUDES_ONLY_ACTIVITY``.
+#: ``TURN_INCLUDES_ONLY_ACTIVITY``; ``activityEnd`` :data:`SPEAR_CHUNK_S` after the last chunk and
+#: the answer's end after :data:`SPEAR_QUIET_S` of quiet (:class:`LiveConnection`).
 SPEAR_INSTRUCTIONS = (
     "You are participating in a natural spoken conversation.\n"
     "The user audio is being streamed to you in real time from a file.\n"
@@ -140,6 +141,13 @@ SPEAR_INSTRUCTIONS = (
     "Keep responses conversational and concise."
 )
 SPEAR_TEMPERATURE = 0.7
+#: SPEAR's proxy sleeps one 40 ms chunk after every chunk it streams, the last one included,
+#: before ``activityEnd`` (``_stream_audio``: ``CHUNK_MS``): ``profile=spear`` sends it as late (s)
+SPEAR_CHUNK_S = 0.040
+#: after ``turnComplete`` SPEAR's proxy keeps what arrives until 1 s passes with no new audio or
+#: text (``QUIET_AFTER_TURN_COMPLETE_S``), and a ``turnComplete`` before any audio does not end
+#: its wait (s)
+SPEAR_QUIET_S = 1.0
 PROFILES = ("", "spear")
 
 
@@ -338,6 +346,13 @@ class LiveConnection(WebSocketConnection):
         self._ready = asyncio.Event()
         self.go_away: Optional[str] = None  # goAway's timeLeft, when the server sent one
         self.interrupted = 0  # serverContent.interrupted seen (automatic activity detection)
+        # profile=spear: SPEAR's proxy's end of input and end of answer (SPEAR_CHUNK_S, SPEAR_QUIET_S)
+        self._spear = agent.profile == "spear"
+        self._last_chunk_at: Optional[float] = None  # sink clock when the chunk holding the last sample went
+        self._turn_done = False
+        self._has_audio = False
+        self._last_activity: Optional[float] = None  # sink clock of the last audio or text received
+        self._quiet: Optional[asyncio.Task] = None
 
     def _setup_event(self) -> asyncio.Event:
         return self._ready  # set by setupComplete
@@ -414,15 +429,25 @@ class LiveConnection(WebSocketConnection):
             data = base64.b64encode(pcm16_bytes(seg)).decode("ascii")
             await self._send({"realtimeInput": {"audio": {"data": data, "mimeType": INPUT_MIME}}})
         if self._activity_open and self._out >= len(self._input):
+            if self._spear:  # SPEAR's proxy: activityEnd one chunk period later (end_input)
+                self._last_chunk_at = self.sink.now()
+                return
             await self._send({"realtimeInput": {"activityEnd": {}}})
             self._activity_open = False
 
     async def end_input(self) -> None:
-        """Push-to-talk: ``activityEnd`` if not sent yet; automatic detection: ``audioStreamEnd``."""
+        """Push-to-talk: ``activityEnd`` if not sent yet (``profile=spear``: :data:`SPEAR_CHUNK_S`
+        after the last chunk went, as SPEAR's proxy); automatic detection: ``audioStreamEnd``."""
         self.sink.check()
         if self._activity_open:
+            if self._spear and self._last_chunk_at is not None:
+                wait = self._last_chunk_at + SPEAR_CHUNK_S - self.sink.now()
+                if wait > 0:
+                    await asyncio.sleep(wait)
             await self._send({"realtimeInput": {"activityEnd": {}}})
             self._activity_open = False
+            if self._spear:  # SPEAR's quiet period counts from the end of its stream at the earliest
+                self._last_activity = max(self._last_activity or 0.0, self.sink.now())
         elif self.agent.vad == "auto":
             await self._send({"realtimeInput": {"audioStreamEnd": True}})
 
@@ -472,13 +497,40 @@ class LiveConnection(WebSocketConnection):
                 except (binascii.Error, ValueError):
                     raise ProtocolError("inlineData holds audio that is not valid base64") from None
                 self.sink.pcm16(data, rate)
+                if data:
+                    self._has_audio = True
+                    self._last_activity = self.sink.now()
+            for part in parts if self._spear else ():
+                if isinstance(part, dict) and isinstance(part.get("text"), str) and part["text"]:
+                    self._last_activity = self.sink.now()  # SPEAR counts a text part as activity too
         tr = content.get("outputTranscription")
         if isinstance(tr, dict) and isinstance(tr.get("text"), str):
             self.sink.text(tr["text"])
+            if tr["text"]:
+                self._last_activity = self.sink.now()
         if content.get("interrupted"):
             self.interrupted += 1
         if content.get("turnComplete"):
-            self.sink.done("stop")
+            if not self._spear:
+                self.sink.done("stop")
+            self._turn_done = True
+        if self._spear and self._turn_done and self._has_audio and self._quiet is None:
+            self._quiet = asyncio.get_running_loop().create_task(self._done_when_quiet())
+
+    async def _done_when_quiet(self) -> None:
+        """``profile=spear``: the answer is done once :data:`SPEAR_QUIET_S` pass with no new audio
+        or text after ``turnComplete`` (SPEAR's proxy's wait)."""
+        while True:
+            wait = (self._last_activity or 0.0) + SPEAR_QUIET_S - self.sink.now()
+            if wait <= 0:
+                break
+            await asyncio.sleep(wait)
+        self.sink.done("stop")
+
+    async def close(self) -> None:
+        if self._quiet is not None:
+            self._quiet.cancel()
+        await super().close()
 
 
 def _message(raw: Any) -> dict[str, Any]:

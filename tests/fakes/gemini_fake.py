@@ -29,7 +29,9 @@ Faults (``fault=``): ``refuse`` (HTTP 403 at the WebSocket handshake), ``mute`` 
 ``drop`` (TCP cut after a few answer chunks), ``malformed`` (a frame that is not JSON at answer
 time), ``bad_rate`` (the answer's mimeType changes rate mid-answer: 24000 then 16000 Hz),
 ``goaway`` (``goAway`` with ``timeLeft`` 0s at answer time, then the connection closes),
-``echo_key`` (closes with 1008 after ``setup``, the reason quoting the key it received).
+``echo_key`` (closes with 1008 after ``setup``, the reason quoting the key it received),
+``turn_first`` (a ``turnComplete`` before the answer's audio), ``late_audio`` (one more audio chunk
+right after the final ``turnComplete``).
 """
 
 from __future__ import annotations
@@ -149,6 +151,8 @@ class FakeGeminiLive(ScenarioServer):
             return
         step = max(1, int(sc.chunk_s * 24_000))
         pcm = np.round(np.clip(sc.answer, -1, 1) * 32767).astype("<i2")
+        if sc.fault == "turn_first":  # a turnComplete before any audio (the audio follows at once)
+            await self._send(ws, {"serverContent": {"turnComplete": True}})
         for k, s in enumerate(range(0, len(pcm), step)):
             rate = 16_000 if sc.fault == "bad_rate" and k >= 1 else 24_000
             part = {"inlineData": {"mimeType": f"audio/pcm;rate={rate}",
@@ -162,6 +166,10 @@ class FakeGeminiLive(ScenarioServer):
                 return
         await self._send(ws, {"serverContent": {"generationComplete": True}})
         await self._send(ws, {"serverContent": {"turnComplete": True}, "usageMetadata": USAGE})
+        if sc.fault == "late_audio":  # one more chunk right after turnComplete (its first chunk again)
+            part = {"inlineData": {"mimeType": "audio/pcm;rate=24000",
+                                   "data": base64.b64encode(pcm[:step].tobytes()).decode("ascii")}}
+            await self._send(ws, {"serverContent": {"modelTurn": {"parts": [part]}}})
 
     async def _handle(self, ws: Any) -> None:
         sc = self.program(ws.request.headers)
