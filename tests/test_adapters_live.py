@@ -638,3 +638,28 @@ def test_gemini_spear_profile_ends_the_answer_as_spears_proxy(keys, real_dir, fa
     (log,) = fake.sessions
     assert log.events[0] == "activityStart" and log.events[-1] == "activityEnd" and log.events.count("activityEnd") == 1
     assert log.samples_in == len(clip)
+
+
+@pytest.mark.parametrize("name", ["speechbrain__p225_002.wav", "faster-whisper__stereo_diarization.wav"])
+def test_gemini_spear_profile_sends_the_pcm_of_spears_proxy(real_dir, name):
+    """-a profile=spear turns the input into the bytes SPEAR's Gemini proxies stream
+    (``_read_audio_as_pcm16``, re-stated here from reading it): soundfile float32, channels
+    averaged, linear interpolation to 16 kHz (48 kHz VCTK), clipped, x 32767 truncated to int16
+    (a 16 kHz stereo clip: no resampling, only the mix and the truncation)."""
+    import soundfile as sf
+
+    from spear_metrics.agents.gemini_live import spear_input, spear_pcm16_bytes
+
+    audio, sr = sf.read(real_dir / name, dtype="float32", always_2d=True)
+
+    def upstream_pcm16(samples: np.ndarray, rate: int) -> bytes:
+        x = np.mean(samples, axis=1).astype(np.float32, copy=False)
+        if x.size and rate != 16_000:
+            n = max(1, round(x.shape[0] * 16_000 / rate))
+            x = np.interp(np.linspace(0, x.shape[0] - 1, num=n), np.arange(x.shape[0]), x).astype(np.float32)
+        return (np.clip(x, -1.0, 1.0) * 32767.0).astype("<i2").tobytes()
+
+    req = AudioRequest(audio=np.ascontiguousarray(audio.T), sample_rate=sr)
+    ours = spear_pcm16_bytes(spear_input(req.mono(), sr))
+    assert ours == upstream_pcm16(audio, sr)
+    assert len(ours) == 2 * round(audio.shape[0] * 16_000 / sr)

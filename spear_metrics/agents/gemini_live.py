@@ -151,6 +151,23 @@ SPEAR_QUIET_S = 1.0
 PROFILES = ("", "spear")
 
 
+def spear_input(mono: np.ndarray, sample_rate: int) -> np.ndarray:
+    """``profile=spear``: the input as SPEAR's Gemini proxies resample it (``_resample_mono_audio``):
+    linear interpolation (``numpy.interp``) at ``round(n * 16000 / rate)`` evenly spaced positions
+    from the first to the last sample, float32; unchanged at 16 kHz. ``mono``: ``(n,)`` float32."""
+    x = np.asarray(mono, dtype=np.float32)
+    if x.size == 0 or int(sample_rate) == INPUT_RATE:
+        return x
+    n_out = max(1, round(x.shape[0] * INPUT_RATE / int(sample_rate)))
+    return np.interp(np.linspace(0, x.shape[0] - 1, num=n_out), np.arange(x.shape[0]), x).astype(np.float32)
+
+
+def spear_pcm16_bytes(x: np.ndarray) -> bytes:
+    """``profile=spear``: 16-bit PCM as SPEAR's Gemini proxies write it (``_read_audio_as_pcm16``):
+    clipped to [-1, 1], times 32767, truncated toward zero (``astype("<i2")``), little-endian."""
+    return (np.clip(np.asarray(x, dtype=np.float32), -1.0, 1.0) * 32767.0).astype("<i2").tobytes()
+
+
 def _check_profile(profile: str, vad: str) -> str:
     """``profile`` checked (``""`` or ``spear``; ``spear`` is push-to-talk, as SPEAR's proxy).
 
@@ -339,7 +356,10 @@ class LiveConnection(WebSocketConnection):
         from spear_datasets.audio import resample
 
         super().__init__(agent, request, sink)
-        self._input = resample(request.mono()[None, :], request.sample_rate, INPUT_RATE)[0]
+        if agent.profile == "spear":  # SPEAR's proxies' linear resampler
+            self._input = spear_input(request.mono(), request.sample_rate)
+        else:
+            self._input = resample(request.mono()[None, :], request.sample_rate, INPUT_RATE)[0]
         self._in = 0  # input samples taken (request rate)
         self._out = 0  # 16 kHz samples taken
         self._activity_open = False
@@ -426,7 +446,7 @@ class LiveConnection(WebSocketConnection):
             seg = np.concatenate([seg, np.zeros(end - self._out - len(seg), np.float32)])
         self._out = end
         if len(seg):
-            data = base64.b64encode(pcm16_bytes(seg)).decode("ascii")
+            data = base64.b64encode((spear_pcm16_bytes if self._spear else pcm16_bytes)(seg)).decode("ascii")
             await self._send({"realtimeInput": {"audio": {"data": data, "mimeType": INPUT_MIME}}})
         if self._activity_open and self._out >= len(self._input):
             if self._spear:  # SPEAR's proxy: activityEnd one chunk period later (end_input)
