@@ -619,13 +619,14 @@ def test_gemini_spear_profile_ends_the_answer_as_spears_proxy(keys, real_dir, fa
     """-a profile=spear ends the answer as SPEAR's Gemini proxy (``get_reply_with_audio``): a
     ``turnComplete`` before any audio does not end the wait, and after ``turnComplete`` what
     arrives until 1 s of quiet belongs to the answer (turn_first: the whole answer, not nothing;
-    late_audio: the answer plus the chunk sent after turnComplete). ``activityEnd`` comes after
-    the last audio chunk, once (SPEAR's proxy: one 40 ms chunk period after it)."""
+    late_audio: the answer plus the chunk sent after turnComplete); a model turn's text part joins
+    the answer's text after that message's transcription. ``activityEnd`` comes after the last
+    audio chunk, once (SPEAR's proxy: one 40 ms chunk period after it)."""
     from fakes.gemini_fake import FakeGeminiLive, GeminiScenario
     from spear_metrics.agents.duplex import run_session
 
     answer = p225_24k(real_dir)[: 24_000]  # 1 s of real speech
-    sc = GeminiScenario(answer, KEY, delay_s=0.0, chunk_s=0.1, fault=fault)
+    sc = GeminiScenario(answer, KEY, delay_s=0.0, chunk_s=0.1, fault=fault, text_part="(thinking) ")
     clip = load_audio(real_dir / "speechbrain__p225_002.wav", sr=16_000, channels="mix")[0][: 8_000]
     with FakeGeminiLive({}, sc) as fake:
         agent = GeminiLiveAgent(base_url=fake.url(""), profile="spear", max_tries=1, connect_timeout_s=60)
@@ -635,6 +636,8 @@ def test_gemini_spear_profile_ends_the_answer_as_spears_proxy(keys, real_dir, fa
     got = sum(c.audio.shape[-1] for c in res.chunks)
     extra = 2_400 if fault == "late_audio" else 0  # the late chunk: 0.1 s at 24 kHz
     assert got == len(answer) + extra and res.finish_reason == "stop"
+    # the answer's text as SPEAR's proxy joins it: each message's transcription, then its text parts
+    assert res.text == "Sure, (thinking) I think so."
     (log,) = fake.sessions
     assert log.events[0] == "activityStart" and log.events[-1] == "activityEnd" and log.events.count("activityEnd") == 1
     assert log.samples_in == len(clip)

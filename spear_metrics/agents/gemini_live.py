@@ -520,13 +520,16 @@ class LiveConnection(WebSocketConnection):
                 if data:
                     self._has_audio = True
                     self._last_activity = self.sink.now()
-            for part in parts if self._spear else ():
-                if isinstance(part, dict) and isinstance(part.get("text"), str) and part["text"]:
-                    self._last_activity = self.sink.now()  # SPEAR counts a text part as activity too
         tr = content.get("outputTranscription")
         if isinstance(tr, dict) and isinstance(tr.get("text"), str):
             self.sink.text(tr["text"])
             if tr["text"]:
+                self._last_activity = self.sink.now()
+        for part in (turn.get("parts") or []) if self._spear and isinstance(turn, dict) else ():
+            # SPEAR's proxies append a model turn's text parts to the answer's text after its
+            # transcription, and count them as activity
+            if isinstance(part, dict) and isinstance(part.get("text"), str) and part["text"]:
+                self.sink.text(part["text"])
                 self._last_activity = self.sink.now()
         if content.get("interrupted"):
             self.interrupted += 1

@@ -84,6 +84,8 @@ class GeminiScenario:
     transcript: tuple[str, ...] = ("Sure, ", "I think ", "so.")
     fault: Optional[str] = None
     fault_after_chunks: int = 2
+    #: a text part sent with the first audio chunk (what a native-audio model's thought part looks like)
+    text_part: str = ""
 
 
 @dataclass
@@ -157,7 +159,8 @@ class FakeGeminiLive(ScenarioServer):
             rate = 16_000 if sc.fault == "bad_rate" and k >= 1 else 24_000
             part = {"inlineData": {"mimeType": f"audio/pcm;rate={rate}",
                                    "data": base64.b64encode(pcm[s:s + step].tobytes()).decode("ascii")}}
-            msg: dict[str, Any] = {"serverContent": {"modelTurn": {"parts": [part]}}}
+            parts = [part, {"text": sc.text_part}] if sc.text_part and k == 0 else [part]
+            msg: dict[str, Any] = {"serverContent": {"modelTurn": {"parts": parts}}}
             if k < len(sc.transcript):
                 msg["serverContent"]["outputTranscription"] = {"text": sc.transcript[k]}
             await self._send(ws, msg)
