@@ -20,7 +20,9 @@ aggregates them no further. The project's per-sample numbers (:func:`overlap_lat
 them at the overlap window of ``metadata.json``:
 
 - ``stop_latency_s``: length of the first stop interval that intersects the overlap window
-  ``[t0, t1]`` (``start < t1`` and ``end > t0``); ``None`` when the model was silent throughout it;
+  ``[t0, t1]`` (``start < t1`` and ``end > t0``); ``None`` when the model was silent throughout it.
+  An interval ends where the first of its two segments ends: when the model talks on past the end
+  of the user's merged segment, the value is the overlap's length, not a time to stop;
 - ``response_latency_s``: ``model_start - user_end`` of the first response interval whose user end
   is at or after ``t0`` (the user segment holding the overlap, or a later one); ``None`` when the
   model never spoke again.
