@@ -266,6 +266,25 @@ def add_process_options(p) -> None:
                         "of this machine, other runs included (repeatable)")
 
 
+def add_shard_option(p, *, units: str = "rows", merge: str = "writes the outputs") -> None:
+    """``--shard K/N`` of the inference commands (:func:`spear_metrics.core.records.parse_shard`;
+    which units a shard runs: :func:`spear_metrics.core.records.in_shard`; docs/multiprocess.md):
+    ``units`` names the command's units, ``merge`` what the run without ``--shard`` does after."""
+
+    def shard(text: str) -> tuple[int, int]:
+        from spear_metrics.core.records import parse_shard
+
+        try:
+            return parse_shard(text)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+
+    p.add_argument("--shard", type=shard, default=None, metavar="K/N",
+                   help=f"run only shard K of N of the {units} (each {units[:-1]} in exactly one shard, by its id), beside "
+                        "the other shards of the same output folder (they may run at the same time, e.g. the tasks of "
+                        f"a job array); when every shard has ended, the same command without --shard {merge}")
+
+
 def add_price_table_option(p, *, what: str = "the tokens the service reported",
                            where: str = "run_info.json") -> None:
     """``--price-table FILE``, THE option of every command that reports token usage (``infer``,

@@ -1,0 +1,193 @@
+"""``--processes``, ``--provider-limit`` and ``--shard`` of ``dsuperb infer``, ``fdb infer``
+(v1.0/v1.5 and ``--version 2``) and ``speechrole infer`` (docs/multiprocess.md), on loopback
+servers and real recordings.
+
+Two session processes give the rows of one (keyed by row: same answers, same failures, every row
+asked once); a ``kill -9`` of the parent mid-run, then the same command, loses and duplicates
+nothing; shards ``0/2`` and ``1/2`` run every unit exactly once and the run without ``--shard``
+merges them into the files of a one-process run; a ``--provider-limit`` naming another adapter
+(a misspelt name) is refused in one line, exit 2. No assertion depends on the machine's speed:
+servers answer from what they are sent, and every wait has a generous bound.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+from dsuperb_fixtures import CLS, REG, build_instances
+from helpers import FakeChatServer
+from test_infer_processes import kill_9_mid_run
+from spear_metrics.cli import main
+from spear_metrics.dynamic_superb.infer import WORK, DSuperbInferError, run_dsuperb_inference
+
+HOLD = "Which speaker sexes are heard in this meeting? List them."  # CLS row 4's instruction
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory, real_dir):
+    return build_instances(real_dir, tmp_path_factory.mktemp("scaleout") / "data")
+
+
+@pytest.fixture
+def slots(monkeypatch, tmp_path):
+    monkeypatch.setenv("SPEARBENCH_PROVIDER_SLOTS", str(tmp_path / "slots"))  # no other run's slots
+
+
+def _by_input(body: dict) -> tuple[int, str]:
+    """The fake's answer: a text that depends only on what the row sent (its instruction and
+    audio), so two runs must give each row the same answer; REG's rows are refused (HTTP 400)."""
+    parts = body["messages"][-1]["content"]
+    if parts[0]["text"].startswith("Rate the fluency"):
+        return 400, "refused by the test server"
+    return 200, "heard " + hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def _opts(url: str) -> dict[str, str]:
+    return {"base_url": url, "model": "omni", "api_key_env": "none", "system_prompt": "none", "max_tries": "1"}
+
+
+def _cli_opts(url: str) -> list[str]:
+    return [x for k, v in _opts(url).items() for x in ("-a", f"{k}={v}")]
+
+
+def _log(out: Path, instance: str) -> list[dict]:
+    return [json.loads(x) for p in sorted((out / WORK / instance).glob("rank-*.jsonl"))
+            for x in p.read_text().splitlines() if x.strip()]
+
+
+def _finished(out: Path, instance: str) -> list[int]:
+    """The rows with an ok or failed record, each as often as it has one."""
+    return [r["row"] for r in _log(out, instance) if r.get("status") in ("ok", "failed")]
+
+
+# --------------------------------------------------------------------------- dsuperb infer --processes
+
+
+@pytest.mark.slow
+def test_dsuperb_two_processes_give_the_rows_of_one(data, tmp_path, slots):
+    with FakeChatServer(_by_input) as srv:
+        runs = {n: run_dsuperb_inference("openai-audio", [CLS, REG], tmp_path / n, data_root=data, progress=False,
+                                         agent_options=_opts(srv.url), concurrency=4, processes=p,
+                                         provider_limits={"openai-audio": 3})
+                for n, p in (("one", 1), ("two", 2))}
+        asked = [_header(h) for h in srv.headers]
+    for inst in (CLS, REG):
+        one, two = runs["one"]["instances"][inst], runs["two"]["instances"][inst]
+        assert (one["session_processes"], two["session_processes"]) == (1, 2)
+        assert sum(p["sessions"] for p in two["session_process_stats"]) == 5
+        # the same rows, keyed by row: answers (CLS: 5 answered) and failures (REG: 5 refused)
+        for name in (f"{inst}.json", f"{WORK}/{inst}/failures.jsonl"):
+            assert (tmp_path / "one" / name).read_text() == (tmp_path / "two" / name).read_text()
+        assert sorted(_finished(tmp_path / "two", inst)) == list(range(5))
+    assert (runs["two"]["n_answered"], runs["two"]["n_failed"]) == (runs["one"]["n_answered"], runs["one"]["n_failed"]) \
+        == (5, 5)
+    assert len(asked) == 20 and len(set(asked)) == 10  # every row asked once per run
+
+
+def _header(headers: dict) -> str:
+    return next(v for k, v in headers.items() if k.lower() == "x-client-request-id")
+
+
+@pytest.mark.slow
+def test_dsuperb_kill_9_of_the_parent_then_resume_loses_and_duplicates_nothing(data, tmp_path, slots):
+    """CLS row 4's request is held by the server: the parent is killed while its four other rows
+    are logged and row 4 is in flight in a session process; the rerun asks row 4 only."""
+    release, held = threading.Event(), threading.Event()
+
+    def reply(body):
+        if body["messages"][-1]["content"][0]["text"] == HOLD and not release.is_set():
+            held.set()
+            release.wait(120)
+            return 500, "the run was killed"
+        return _by_input(body)
+
+    out = tmp_path / "pred"
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    with FakeChatServer(reply) as srv:
+        cmd = [sys.executable, "-m", "spear_metrics.cli", "dsuperb", "infer", "--agent", "openai-audio", "--tasks", CLS,
+               "--data", str(data), "--out", str(out), "--no-progress", "--concurrency", "2", "--processes", "2",
+               *_cli_opts(srv.url)]
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            kill_9_mid_run(proc, lambda: held.is_set() and len(_finished(out, CLS)) == 4,
+                           "four rows logged and row 4 in flight")
+        finally:
+            release.set()
+        first = sorted(_finished(out, CLS))
+        assert first == [0, 1, 2, 3] and not (out / f"{CLS}.json").exists()
+        again = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+        asked = [_header(h) for h in srv.headers]
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert sorted(_finished(out, CLS)) == [0, 1, 2, 3, 4]  # nothing lost, nothing logged twice
+    assert len(json.loads((out / f"{CLS}.json").read_text())) == 5
+    assert len(asked) == 6 and sorted(set(asked)) == sorted(asked[:5])  # only the held row asked again
+    assert asked.count(f"{CLS}/ami_dialogue") == 2
+
+
+# --------------------------------------------------------------------------- shards
+
+
+def test_shard_partition_is_by_unit_id():
+    from spear_metrics.core.records import in_shard, parse_shard
+
+    assert parse_shard("1/2") == (1, 2)
+    for bad in ("2/2", "-1/2", "1", "a/b", "0/0"):
+        with pytest.raises(ValueError, match="--shard takes K/N"):
+            parse_shard(bad)
+    assert [i for i in range(7) if in_shard(i, (1, 3))] == [1, 4]  # a row id: id % N
+    keys = [f"pause_handling/{i}" for i in range(50)] + [f"Thor_single_{i}" for i in range(50)]
+    for n in (2, 3):
+        owners = [[k for k in range(n) if in_shard(key, (k, n))] for key in keys]
+        assert all(len(o) == 1 for o in owners)  # every unit in exactly one shard
+    assert in_shard("pause_handling/1", None)
+
+
+def test_dsuperb_shards_run_every_row_once_and_merge_into_the_one_process_files(data, tmp_path):
+    from test_dsuperb import Scripted
+
+    run_dsuperb_inference("scripted", [CLS, REG], tmp_path / "one", agent=Scripted(), data_root=data, progress=False)
+    out = tmp_path / "sharded"
+    agents = [Scripted(), Scripted()]
+    for k in (0, 1):
+        info = run_dsuperb_inference("scripted", [CLS, REG], out, agent=agents[k], data_root=data, progress=False,
+                                     shard=(k, 2))
+        assert info["shard"] == f"{k}/2" and info["n_rows"] == (6 if k == 0 else 4)  # rows 0,2,4 / 1,3 of each
+        assert info["rows_left"] == (4 if k == 0 else 0)
+        assert not (out / f"{CLS}.json").exists()  # a shard writes no prediction file
+    for inst in (CLS, REG):
+        assert sorted(_finished(out, inst)) == list(range(5))  # every row once over the two shards
+        for k in (0, 1):
+            rows = [json.loads(x)["row"] for x in (out / WORK / inst / f"rank-{k}.jsonl").read_text().splitlines()
+                    if json.loads(x)["status"] != "started"]
+            assert rows and all(r % 2 == k for r in rows)
+    asked = [r.row_id for a in agents for r in a.requests]
+    assert len(asked) == len(set(asked)) == 10
+    merger = Scripted()
+    merged = run_dsuperb_inference("scripted", [CLS, REG], out, agent=merger, data_root=data, progress=False)
+    assert merger.requests == [] and merged["n_answered"] == 10  # the merge runs nothing: every row has its record
+    for inst in (CLS, REG):
+        assert (out / f"{inst}.json").read_text() == (tmp_path / "one" / f"{inst}.json").read_text()
+    with pytest.raises(DSuperbInferError, match="--shard does not take --overwrite"):
+        run_dsuperb_inference("scripted", [CLS], out, agent=Scripted(), data_root=data, progress=False, shard=(0, 2),
+                              overwrite=True)
+
+
+# --------------------------------------------------------------------------- refusals
+
+
+def test_a_misspelt_provider_limit_is_refused_in_one_line(data, tmp_path, capsys):
+    code = main(["dsuperb", "infer", "--agent", "fixed-text", "-a", "text=x", "--tasks", CLS, "--data", str(data),
+                 "--out", str(tmp_path / "pred"), "--no-progress", "--provider-limit", "fixed-txt=2"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1
+    assert "--provider-limit names fixed-txt, not this run's adapter 'fixed-text'" in err[0]
+    assert not (tmp_path / "pred").exists()  # refused before anything was written
