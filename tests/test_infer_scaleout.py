@@ -191,3 +191,75 @@ def test_a_misspelt_provider_limit_is_refused_in_one_line(data, tmp_path, capsys
     assert code == 2 and len(err) == 1
     assert "--provider-limit names fixed-txt, not this run's adapter 'fixed-text'" in err[0]
     assert not (tmp_path / "pred").exists()  # refused before anything was written
+
+
+def test_speechrole_shards_run_every_dialogue_once_and_merge_into_the_one_process_files(tmp_path, real_dir):
+    from speechrole_fixtures import make_eval_root
+    from test_speechrole_infer import CountingAgent
+    from spear_metrics.core.records import in_shard
+    from spear_metrics.speechrole.infer import run_speechrole_inference
+
+    eval_root = make_eval_root(tmp_path, real_dir)
+    one, out = tmp_path / "a" / "model_output" / "sys", tmp_path / "b" / "model_output" / "sys"
+    for mode in ("single", "multi"):
+        run_speechrole_inference("counting", eval_root, mode, one, agent=CountingAgent(), progress=False)
+        agents = [CountingAgent(), CountingAgent()]
+        for k in (0, 1):
+            info = run_speechrole_inference("counting", eval_root, mode, out, agent=agents[k], progress=False,
+                                            shard=(k, 2))
+            assert info["shard"] == f"{k}/2" and info["n_failed"] == 0
+            # the agent sees <role>_<mode>_<d>; the dialogue's id (its unit) is <mode>/<role>/<d>
+            assert all(in_shard("{1}/{0}/{2}".format(*key.split("_")), (k, 2)) for key, *_ in agents[k].calls)
+            assert not (out / f"{mode}_result" / "json").exists()  # a shard writes no role file
+        keys = [key for a in agents for key, turn, *_ in a.calls if turn == 0]
+        assert len(keys) == len(set(keys)) == (3 if mode == "single" else 1)  # every dialogue once
+        assert info["dialogues_left"] == 0
+        merger = CountingAgent()
+        merged = run_speechrole_inference("counting", eval_root, mode, out, agent=merger, progress=False)
+        assert merger.calls == [] and merged["n_answered"] == len(keys)
+        for rel in sorted(p.relative_to(one).as_posix() for p in (one / f"{mode}_result").rglob("*")
+                          if p.is_file() and p.name != "run_info.json"):
+            assert (out / rel).read_bytes() == (one / rel).read_bytes(), rel
+
+
+@pytest.mark.slow
+def test_fdb_shards_run_every_sample_once_and_the_merge_writes_the_task_files(fdb_dir, real_dir, tmp_path, slots,
+                                                                               monkeypatch, capsys):
+    from openai_fakes import Program, RealtimeFake
+    from test_adapters_openai import KEY, answer_24k
+
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    ex = fdb_dir / "example_data"
+    root = tmp_path / "fdb"
+    samples = []
+    for task, src, task_file in (("pause_handling", "pause_handling_example", "pause.json"),
+                                 ("smooth_turn_taking", "smooth_turn_taking_example", "turn_taking.json")):
+        for sid in ("1", "2", "3"):
+            (root / task / sid).mkdir(parents=True)
+            for f in ("input.wav", task_file):
+                (root / task / sid / f).write_bytes((ex / src / "1" / f).read_bytes())
+            samples.append(f"{task}/{sid}")
+    progs = {s.replace("/", "_"): Program("reply", at_s=1.0, speech_end_s=0.5) for s in samples}
+    fake = RealtimeFake(progs, answer_24k(real_dir)[:12000], KEY)
+    base = ["fdb", "infer", "--agent", "openai-realtime", "--root", str(root), "--concurrency", "2", "--no-asr",
+            "--no-progress", "-a", f"base_url={fake.url}"]
+    try:
+        codes = [main([*base, "--shard", f"{k}/2"]) for k in (0, 1)]
+        by_shard = {k: sorted(f"{t}/{json.loads(x)['sample']}" for t in ("pause_handling", "smooth_turn_taking")
+                              if (root / t / ".spearbench-fdb-infer" / f"rank-{k}.jsonl").is_file()
+                              for x in (root / t / ".spearbench-fdb-infer" / f"rank-{k}.jsonl").read_text().splitlines()
+                              if json.loads(x)["status"] == "ok") for k in (0, 1)}
+        assert not (root / "pause_handling" / ".spearbench-fdb-infer" / "run_info.json").exists()
+        assert main(base) == 0  # the merge: nothing left to run, the task folders' files written
+    finally:
+        fake.close()
+    assert codes == [0, 0]
+    assert sorted(by_shard[0] + by_shard[1]) == sorted(samples)  # every sample in exactly one shard
+    assert dict(fake.connections) == {s.replace("/", "_"): 1 for s in samples}  # each asked once, the merge none
+    for t in ("pause_handling", "smooth_turn_taking"):
+        info = json.loads((root / t / ".spearbench-fdb-infer" / "run_info.json").read_text())
+        assert (info["n_samples"], info["n_done"], info["n_written"], info["n_failed"]) == (6, 6, 0, 0)
+        assert (root / t / ".spearbench-fdb-infer" / "failures.jsonl").read_text() == ""
+        for sid in ("1", "2", "3"):
+            assert (root / t / sid / "output.wav").is_file()
+    assert "shard 1/2:" in capsys.readouterr().out

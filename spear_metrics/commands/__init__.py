@@ -281,7 +281,7 @@ def add_shard_option(p, *, units: str = "rows", merge: str = "writes the outputs
 
     p.add_argument("--shard", type=shard, default=None, metavar="K/N",
                    help=f"run only shard K of N of the {units} (each {units[:-1]} in exactly one shard, by its id), beside "
-                        "the other shards of the same output folder (they may run at the same time, e.g. the tasks of "
+                        "the other shards of the same run, writing the same folders (they may run at the same time, e.g. the tasks of "
                         f"a job array); when every shard has ended, the same command without --shard {merge}")
 
 

@@ -19,7 +19,7 @@ from spear_datasets.files import OutputError, atomic_path, make_dirs, output_err
 from spear_datasets.ownership import OutFolderError, OwnedFolder, find_open
 
 __all__ = ["AppendLog", "OutputError", "SampleResult", "bind_run", "bind_shard", "claim_out", "claim_shard", "hold_shard", "in_shard", "parse_shard", "clean_value", "dumps", "one_line",
-           "count_process_ends", "process_ends", "read_jsonl", "read_rank_logs", "valid_record", "write_json_atomic", "write_jsonl_atomic"]
+           "count_process_ends", "process_ends", "read_jsonl", "read_rank_logs", "read_work_logs", "valid_record", "write_json_atomic", "write_jsonl_atomic"]
 
 OK = "ok"
 FAILED = "failed"
@@ -559,6 +559,17 @@ def process_ends(work: str | os.PathLike) -> dict[int, int]:
     records = (obj for log in sorted(Path(work).glob("rank-*.jsonl")) for obj in read_jsonl(log)
                if isinstance(obj.get("row"), int))
     return count_process_ends(records)
+
+
+def read_work_logs(work: str | os.PathLike) -> Iterator[dict[str, Any]]:
+    """Every record of the work logs ``work/rank-<r>.jsonl`` (:func:`read_jsonl`: torn lines
+    skipped), log by log: the shards' logs (``--shard K/N`` logs to ``rank-K.jsonl``) first and
+    ``rank-0.jsonl``, the log of a run without ``--shard``, last, so that a reader keeping the
+    latest record of a unit takes what the run without ``--shard`` did after the shards (a failed
+    unit it ran again) over what a shard logged before."""
+    logs = sorted(Path(work).glob("rank-*.jsonl"), key=lambda p: (p.name == "rank-0.jsonl", p.name))
+    for log in logs:
+        yield from read_jsonl(log)
 
 
 def read_rank_logs(work: str | os.PathLike) -> Iterator[dict[str, Any]]:

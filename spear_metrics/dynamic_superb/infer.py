@@ -62,7 +62,8 @@ from spear_metrics.agents.rows import (
     run_row_async, session_time_limit,
 )
 from spear_metrics.core.records import (
-    AppendLog, bind_run, bind_shard, hold_shard, in_shard, read_jsonl, write_json_atomic, write_jsonl_atomic,
+    AppendLog, bind_run, bind_shard, hold_shard, in_shard, read_jsonl, read_work_logs, write_json_atomic,
+    write_jsonl_atomic,
 )
 from spear_metrics.dynamic_superb.tasks import (
     InstanceError,
@@ -86,18 +87,11 @@ class DSuperbInferError(RuntimeError):
     """The run cannot proceed as a whole (one line; the CLI exits 2)."""
 
 
-def _log_records(work: Path) -> Any:
-    """Every line of the work logs ``work/rank-<r>.jsonl`` (one per shard; ``rank-0.jsonl``
-    without shards), file by file."""
-    for log in sorted(work.glob("rank-*.jsonl")):
-        yield from read_jsonl(log)
-
-
 def read_log(work: Path) -> dict[int, dict[str, Any]]:
     """Records of the work logs ``work/rank-<r>.jsonl`` by row: the latest wins, but an answer is
     never replaced by a later failure; torn or malformed lines are skipped (their rows are redone)."""
     out: dict[int, dict[str, Any]] = {}
-    for obj in _log_records(work):
+    for obj in read_work_logs(work):
         row = obj.get("row")
         if not isinstance(row, int) or isinstance(row, bool) or row < 0 or obj.get("status") not in ("ok", "failed"):
             continue
@@ -319,7 +313,7 @@ def _infer_instance(agent: Any, inst: TaskInstance, out: Path, *, network: bool,
 
         bar = tqdm(total=len(todo), desc=f"dsuperb infer {inst.spec.instance}", unit="row")
     t0 = time.perf_counter()
-    ends = ProcessEnds(_log_records(work))
+    ends = ProcessEnds(read_work_logs(work))
     session_info: dict[str, Any] = {}
     with AppendLog(work / f"rank-{0 if shard is None else shard[0]}.jsonl") as log:
         journal = RowJournal(log, ends)
