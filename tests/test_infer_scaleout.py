@@ -263,3 +263,94 @@ def test_fdb_shards_run_every_sample_once_and_the_merge_writes_the_task_files(fd
         for sid in ("1", "2", "3"):
             assert (root / t / sid / "output.wav").is_file()
     assert "shard 1/2:" in capsys.readouterr().out
+
+
+# --------------------------------------------------------------------------- fdb infer --version 2
+
+
+def _v2_cmd(tasks_file: Path, url: str, out: Path, *extra: str) -> list[str]:
+    return ["fdb", "infer", "--version", "2", "--tasks", str(tasks_file), "--agent", "openai-realtime",
+            "-a", f"base_url={url}", "-a", "api_key_env=FDB2_KEY", "-e", f"base_url={url}", "-e", "api_key_env=FDB2_KEY",
+            "--out", str(out), "--max-duration-s", "3", *extra]
+
+
+@pytest.fixture
+def v2_tasks(tmp_path, monkeypatch):
+    from test_fdb_v2 import KEY, TASKS
+
+    monkeypatch.setenv("FDB2_KEY", KEY)
+    p = tmp_path / "tasks.json"
+    p.write_text(json.dumps(TASKS))  # two conversations and one unreadable entry ("../escape")
+    return p
+
+
+def test_fdb_v2_refuses_processes_and_a_cap_that_can_cap_nothing_or_never_be_met(v2_tasks, tmp_path, capsys):
+    for extra, said in ((["--processes", "2"], "--processes 2: not taken by fdb infer --version 2: a conversation "
+                                               "relays two live sessions"),
+                        (["--provider-limit", "openai-realtim=2"], "--provider-limit names openai-realtim, not this "
+                                                                   "run's adapter 'openai-realtime'"),
+                        (["--provider-limit", "openai-realtime=1"], "a conversation holds two sessions of openai-realtime")):
+        assert main(_v2_cmd(v2_tasks, "ws://127.0.0.1:9/v1", tmp_path / "out", *extra)) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and said in err[0], err
+    assert not (tmp_path / "out").exists()  # refused before anything was written
+
+
+@pytest.mark.slow
+def test_fdb_v2_provider_limit_counts_the_examiner_and_the_examinee(v2_tasks, tmp_path, slots):
+    """Both sides are openai-realtime: a cap of 2 lets one conversation (two sessions) run at a
+    time although --concurrency is 2; without it the two conversations overlap (4 sessions)."""
+    from openai_fakes import Program, RealtimeFake
+    from test_fdb_v2 import KEY
+    from spear_datasets.audio import load_audio
+
+    speech = load_audio(REPO / "tests" / "fixtures" / "real" / "speechbrain__p225_002.wav", sr=24_000,
+                        channels="mix")[0][24_000: 72_000]
+    ids = ("Daily.ordering.901", "Correction.fix.902")
+    fake = RealtimeFake({f"{t}.{s}": Program("converse", replies=6) for t in ids for s in "AB"}, speech, KEY)
+    try:
+        assert main(_v2_cmd(v2_tasks, fake.url, tmp_path / "capped", "--concurrency", "2",
+                            "--provider-limit", "openai-realtime=2")) == 0
+        capped = fake.max_open
+        fake.max_open = 0
+        assert main(_v2_cmd(v2_tasks, fake.url, tmp_path / "free", "--concurrency", "2")) == 0
+    finally:
+        fake.close()
+    assert capped == 2 and fake.max_open == 4
+
+
+@pytest.mark.slow
+def test_fdb_v2_shards_run_every_conversation_once_and_the_merge_logs_them_all(v2_tasks, tmp_path, capsys):
+    from openai_fakes import Program, RealtimeFake
+    from test_fdb_v2 import KEY
+    from spear_datasets.audio import load_audio
+
+    speech = load_audio(REPO / "tests" / "fixtures" / "real" / "speechbrain__p225_002.wav", sr=24_000,
+                        channels="mix")[0][24_000: 72_000]
+    ids = ("Daily.ordering.901", "Correction.fix.902")
+    fake = RealtimeFake({f"{t}.{s}": Program("converse", replies=6) for t in ids for s in "AB"}, speech, KEY)
+    out = tmp_path / "out"
+    try:
+        codes = [main(_v2_cmd(v2_tasks, fake.url, out, "--shard", f"{k}/2")) for k in (0, 1)]
+        logs = {k: [json.loads(x)["task_id"] for x in (out / ".work" / f"rank-{k}.jsonl").read_text().splitlines()]
+                for k in (0, 1) if (out / ".work" / f"rank-{k}.jsonl").is_file()}
+        assert not (out / "conversations.jsonl").exists()
+        assert main(_v2_cmd(v2_tasks, fake.url, out)) == 0  # the merge: nothing left to run
+    finally:
+        fake.close()
+    assert codes == [0, 0]
+    units = [t for k in logs for t in logs[k]]
+    assert sorted(units) == sorted([*ids, "Correction[1]"])  # every unit (the unreadable entry too) in one shard, once
+    assert dict(fake.connections) == {f"{t}.{s}": 1 for t in ids for s in "AB"}  # each conversation once
+    merged = [json.loads(x) for x in (out / "conversations.jsonl").read_text().splitlines()]
+    assert sorted(r["task_id"] for r in merged) == sorted(units)  # the shards' records, copied once
+    for t in ids:
+        assert (out / t / "manifest.json").is_file()
+
+
+def test_a_limit_naming_either_adapter_of_two_is_taken():
+    from spear_metrics.agents.processes import ProcessesError, check_provider_limits
+
+    check_provider_limits(["openai-realtime", "moshi"], {"moshi": 1})  # the examinee's cap alone: taken
+    with pytest.raises(ProcessesError, match="not this run's adapters 'openai-realtime' and 'moshi'"):
+        check_provider_limits(["openai-realtime", "moshi"], {"mosh": 1})

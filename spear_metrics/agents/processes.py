@@ -50,7 +50,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 import numpy as np
 
@@ -242,9 +242,46 @@ class ProviderSlots:
     async def __aexit__(self, *exc: Any) -> None:
         if self.limit is None:
             return
-        k = self._holder.pop(id(asyncio.current_task()))
+        self._release(self._holder.pop(id(asyncio.current_task())))
+
+    def _release(self, k: int) -> None:
         self._held.discard(k)
         self._locks[k].release()
+
+
+@contextlib.asynccontextmanager
+async def hold_together(slots: Sequence[ProviderSlots]) -> Any:
+    """One slot of each of ``slots`` (:class:`ProviderSlots`; the same one twice: two of its
+    slots) held at once for the block: a unit with several sessions (an FDB v2 conversation: its
+    examiner and its examinee). All are taken together or none: a partial take is released and
+    tried again every :attr:`ProviderSlots.POLL_S` s, so units needing two slots of one cap never
+    hold one each while waiting for the other. A cap smaller than the slots a unit needs of it
+    would never be met: the caller refuses it first.
+    """
+    capped = [s for s in slots if s.limit is not None]
+    t0 = last = time.monotonic()
+    while True:
+        got: list[tuple[ProviderSlots, int]] = []
+        for s in capped:
+            k = s._try()
+            if k is None:
+                break
+            got.append((s, k))
+        if len(got) == len(capped):
+            break
+        for s, k in got:
+            s._release(k)
+        now = time.monotonic()
+        if now - last >= ProviderSlots.WAIT_NOTE_S:
+            last = now
+            print(f"waiting {now - t0:.0f} s for --provider-limit slots of {', '.join(s.name for s in capped)} "
+                  "(queued; the unit's time limit starts with its sessions)", file=sys.stderr, flush=True)
+        await asyncio.sleep(ProviderSlots.POLL_S)
+    try:
+        yield
+    finally:
+        for s, k in got:
+            s._release(k)
 
 
 # --------------------------------------------------------------------------- loop lag
@@ -690,16 +727,21 @@ async def run_one_session(agent: Any, request: Any, scfg: Any, limit_s: float, w
     return await sessions.run(request, scfg, limit_s, what, tag=tag)
 
 
-def check_provider_limits(name: str, provider_limits: Optional[dict[str, int]]) -> None:
+def check_provider_limits(name: str | Sequence[str], provider_limits: Optional[dict[str, int]]) -> None:
     """Refuse ``--provider-limit`` pairs that name only other adapters than the run's ``name``
     (a misspelt name would cap nothing), whatever the adapter (``infer`` checks before it starts).
+    ``name``: the run's adapter, or its adapters (FDB v2: examiner and examinee; one of them
+    named suffices).
 
     Raises:
-        ProcessesError: one line naming the limits given and the run's adapter.
+        ProcessesError: one line naming the limits given and the run's adapter(s).
     """
-    if provider_limits and name not in provider_limits:
-        raise ProcessesError(f"--provider-limit names {', '.join(sorted(provider_limits))}, not this run's adapter "
-                             f"{name!r}: give --provider-limit {name}=N")
+    names = [name] if isinstance(name, str) else list(dict.fromkeys(name))
+    if provider_limits and not any(n in provider_limits for n in names):
+        which = f"adapter {names[0]!r}" if len(names) == 1 else \
+            "adapters " + " and ".join(repr(n) for n in names)
+        raise ProcessesError(f"--provider-limit names {', '.join(sorted(provider_limits))}, not this run's {which}: "
+                             f"give --provider-limit {names[0]}=N")
 
 
 def sessions_for(agent: Any, *, name: str, options: dict[str, Any], built_by_name: bool, processes: int | str,

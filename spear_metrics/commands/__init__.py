@@ -245,9 +245,10 @@ def add_run_options(p, *, out: str | None = None, out_required: bool = True, ret
         add_bootstrap_arguments(p, bootstrap, units=bootstrap_units)
 
 
-def add_process_options(p) -> None:
+def add_process_options(p, *, processes_help: str | None = None, limit_help: str | None = None) -> None:
     """``--processes N|auto`` and ``--provider-limit NAME=N`` (repeatable) of the commands whose
-    network sessions run through :mod:`spear_metrics.agents.processes` (docs/multiprocess.md)."""
+    network sessions run through :mod:`spear_metrics.agents.processes` (docs/multiprocess.md);
+    ``processes_help`` / ``limit_help``: a command's own help text for them."""
 
     def processes(text: str) -> int | str:
         from spear_metrics.agents.processes import ProcessesError, parse_processes
@@ -258,12 +259,12 @@ def add_process_options(p) -> None:
             raise argparse.ArgumentTypeError(str(e)) from None
 
     p.add_argument("--processes", type=processes, default=1, metavar="N|auto",
-                   help="network adapters: processes running the sessions, each with its own event loop "
-                        "(default 1; this process stays the one writer of --out); auto: ceil(concurrency / 32), "
+                   help=processes_help or "network adapters: processes running the sessions, each with its own event "
+                        "loop (default 1; this process stays the one writer of --out); auto: ceil(concurrency / 32), "
                         "at most the CPUs, one more while a process's loop lags (docs/multiprocess.md)")
     p.add_argument("--provider-limit", action="append", default=[], metavar="NAME=N",
-                   help="at most N sessions of the adapter NAME (the --agent name) at once over every process "
-                        "of this machine, other runs included (repeatable)")
+                   help=limit_help or "at most N sessions of the adapter NAME (the --agent name) at once over every "
+                        "process of this machine, other runs included (repeatable)")
 
 
 def add_shard_option(p, *, units: str = "rows", merge: str = "writes the outputs") -> None:

@@ -22,7 +22,13 @@ import json
 import sys
 from typing import Any
 
-from spear_metrics.commands import add_run_options, number, overwrite_help, parse_options, run_exit_status
+from spear_metrics.commands import (
+    add_process_options, add_run_options, add_shard_option, number, overwrite_help, parse_options, run_exit_status,
+)
+
+#: why ``fdb infer --version 2`` takes no ``--processes`` other than 1 (said in one line, exit 2)
+NO_PROCESSES = ("a conversation relays two live sessions on one clock in this process and the session processes run "
+                "single sessions; spread conversations over processes or machines with --shard K/N")
 
 
 def wanted(argv: list[str]) -> tuple[str, list[str]] | None:
@@ -72,6 +78,13 @@ def add_infer_arguments(p: argparse.ArgumentParser) -> None:
                     retry_failed="run again the conversations that failed before",
                     overwrite=overwrite_help("fdb infer --version 2"), progress=False)
     p.add_argument("--concurrency", type=number(integer=True, minimum=1), default=1, help="conversations at once")
+    add_process_options(p, processes_help=f"only 1 (the default): {NO_PROCESSES} (docs/multiprocess.md)",
+                        limit_help="at most N sessions of the adapter NAME at once over every process of this machine, "
+                                   "other runs included (repeatable); the examiner (--examiner) and the examinee "
+                                   "(--agent) each count against their adapter's cap: a conversation holds one slot of "
+                                   "each (two of one cap when both are the same adapter) for its whole length")
+    add_shard_option(p, units="conversations", merge="copies the shards' records into conversations.jsonl (and runs "
+                                                     "any conversation no shard finished)")
     p.add_argument("--max-duration-s", type=number(above=0, maximum=3600), default=None,
                    help="duration cap, s (default: the tasks file's max_duration_sec; upstream's runner: 120)")
     p.add_argument("--wire-rate", type=number(integer=True, minimum=8000, maximum=96000), default=24000,
@@ -138,8 +151,22 @@ def run_infer(args: argparse.Namespace) -> int:
     from spear_metrics.agents.registry import load_agent
     from spear_metrics.core.options import OptionError
     from spear_metrics.full_duplex_v2.engine import ExaminerRealtimeAgent, Rules, adapter_description, run_conversations
+    from spear_metrics.agents.processes import ProviderSlots, check_provider_limits, parse_provider_limits
     from spear_metrics.full_duplex_v2.tasks import EXAMINEE_SYSTEM_PROMPT, TasksError, load_tasks
 
+    if args.processes != 1:
+        return _fail(f"--processes {args.processes}: not taken by fdb infer --version 2: {NO_PROCESSES}")
+    try:
+        limits = parse_provider_limits(args.provider_limit)
+        check_provider_limits([args.examiner, args.agent], limits)  # a misspelt name would cap nothing
+        if args.examiner == args.agent and limits.get(args.agent, 2) < 2:
+            raise ValueError(f"--provider-limit {args.agent}={limits[args.agent]}: a conversation holds two sessions of "
+                             f"{args.agent} (examiner and examinee); give {args.agent}=2 or more")
+        slots = [ProviderSlots(args.examiner, limits.get(args.examiner)), ProviderSlots(args.agent, limits.get(args.agent))]
+        if args.examiner == args.agent:
+            slots = [slots[0], slots[0]]  # two slots of the one cap
+    except ValueError as e:  # ProcessesError: a bad pair, a misspelt name, an unusable slot folder
+        return _fail(e)
     try:
         tf = load_tasks(args.tasks, splits=args.split, limit=args.limit)
         ex_opts, ee_opts = parse_options(args.examiner_option), parse_options(args.agent_option)
@@ -189,7 +216,8 @@ def run_infer(args: argparse.Namespace) -> int:
             tf.tasks, args.out, make_examiner, make_examinee,
             lambda t: Rules.from_settings(tf.settings, max_duration_s=args.max_duration_s),
             concurrency=concurrency, retry_failed=args.retry_failed, overwrite=args.overwrite, describe=describe,
-            on_done=on_done, bad=tf.bad, wire_rate=int(args.wire_rate), tick_ms=float(args.tick_ms),
+            on_done=on_done, bad=tf.bad, shard=args.shard, slots=slots, wire_rate=int(args.wire_rate),
+            tick_ms=float(args.tick_ms),
             examinee_instructions=args.examinee_prompt or EXAMINEE_SYSTEM_PROMPT))
     except (RunConflict, OutputError) as e:  # another run's folder, a live process writing it, an unwritable --out
         return _fail(e)
@@ -197,7 +225,17 @@ def run_infer(args: argparse.Namespace) -> int:
         print(f"  failed task {pos}: {why}", file=sys.stderr)
     print(json.dumps(counts))
     # as every inference command: 1 only when nothing was recorded (failures are listed above, and logged)
-    final = read_log(Path(args.out), {t.id for t in tf.tasks})  # this run's and earlier runs' units
+    final = read_log(Path(args.out), {t.id for t in tf.tasks})  # this run's and earlier runs' units (every shard's)
+    if args.shard is not None:
+        from spear_metrics.core.records import in_shard
+
+        mine = [t for t in tf.tasks if in_shard(t.id, args.shard)]
+        n_ok = sum(1 for t in mine if (final.get(t.id) or {}).get("status") == "ok")
+        left = sum(1 for t in tf.tasks if t.id not in final)
+        print(f"shard {args.shard[0]}/{args.shard[1]}: {n_ok}/{len(mine)} of its conversations ok; {left} conversation(s) "
+              "of the run have no record yet; when every shard has ended, the same command without --shard copies the "
+              "shards' records into conversations.jsonl (and runs any conversation no shard finished)", file=sys.stderr)
+        return run_exit_status(n_ok, len(mine) - n_ok) if mine else 0
     n_ok = sum(1 for t in tf.tasks if (final.get(t.id) or {}).get("status") == "ok")
     return run_exit_status(n_ok, len(tf.tasks) - n_ok + len(tf.bad))
 
