@@ -284,10 +284,8 @@ def v2_tasks(tmp_path, monkeypatch):
     return p
 
 
-def test_fdb_v2_refuses_processes_and_a_cap_that_can_cap_nothing_or_never_be_met(v2_tasks, tmp_path, capsys):
-    for extra, said in ((["--processes", "2"], "--processes 2: not taken by fdb infer --version 2: a conversation "
-                                               "relays two live sessions"),
-                        (["--provider-limit", "openai-realtim=2"], "--provider-limit names openai-realtim, not this "
+def test_fdb_v2_refuses_a_cap_that_can_cap_nothing_or_never_be_met(v2_tasks, tmp_path, capsys):
+    for extra, said in ((["--provider-limit", "openai-realtim=2"], "--provider-limit names openai-realtim, not this "
                                                                    "run's adapter 'openai-realtime'"),
                         (["--provider-limit", "openai-realtime=1"], "a conversation holds two sessions of openai-realtime")):
         assert main(_v2_cmd(v2_tasks, "ws://127.0.0.1:9/v1", tmp_path / "out", *extra)) == 2
@@ -302,11 +300,8 @@ def test_fdb_v2_provider_limit_counts_the_examiner_and_the_examinee(v2_tasks, tm
     time although --concurrency is 2; without it the two conversations overlap (4 sessions)."""
     from openai_fakes import Program, RealtimeFake
     from test_fdb_v2 import KEY
-    from spear_datasets.audio import load_audio
 
-    speech = load_audio(REPO / "tests" / "fixtures" / "real" / "speechbrain__p225_002.wav", sr=24_000,
-                        channels="mix")[0][24_000: 72_000]
-    ids = ("Daily.ordering.901", "Correction.fix.902")
+    speech, ids = _speech_24k(), V2_IDS
     fake = RealtimeFake({f"{t}.{s}": Program("converse", replies=6) for t in ids for s in "AB"}, speech, KEY)
     try:
         assert main(_v2_cmd(v2_tasks, fake.url, tmp_path / "capped", "--concurrency", "2",
@@ -323,11 +318,8 @@ def test_fdb_v2_provider_limit_counts_the_examiner_and_the_examinee(v2_tasks, tm
 def test_fdb_v2_shards_run_every_conversation_once_and_the_merge_logs_them_all(v2_tasks, tmp_path, capsys):
     from openai_fakes import Program, RealtimeFake
     from test_fdb_v2 import KEY
-    from spear_datasets.audio import load_audio
 
-    speech = load_audio(REPO / "tests" / "fixtures" / "real" / "speechbrain__p225_002.wav", sr=24_000,
-                        channels="mix")[0][24_000: 72_000]
-    ids = ("Daily.ordering.901", "Correction.fix.902")
+    speech, ids = _speech_24k(), V2_IDS
     fake = RealtimeFake({f"{t}.{s}": Program("converse", replies=6) for t in ids for s in "AB"}, speech, KEY)
     out = tmp_path / "out"
     try:
@@ -354,3 +346,74 @@ def test_a_limit_naming_either_adapter_of_two_is_taken():
     check_provider_limits(["openai-realtime", "moshi"], {"moshi": 1})  # the examinee's cap alone: taken
     with pytest.raises(ProcessesError, match="not this run's adapters 'openai-realtime' and 'moshi'"):
         check_provider_limits(["openai-realtime", "moshi"], {"mosh": 1})
+
+
+def _speech_24k():
+    from spear_datasets.audio import load_audio
+
+    return load_audio(REPO / "tests" / "fixtures" / "real" / "speechbrain__p225_002.wav",
+                      sr=24_000, channels="mix")[0][24_000: 72_000]
+
+
+V2_IDS = ("Daily.ordering.901", "Correction.fix.902")
+
+
+def _v2_log(out: Path) -> list[dict]:
+    p = out / "conversations.jsonl"
+    return [json.loads(x) for x in p.read_text().splitlines()] if p.is_file() else []
+
+
+@pytest.mark.slow
+def test_fdb_v2_two_processes_give_the_conversations_of_one(v2_tasks, tmp_path, slots, capsys):
+    """Each conversation runs whole in one of two session processes; the parent writes the same
+    units (status, end reason, capped duration, the unreadable entry failed) and folders."""
+    from openai_fakes import Program, RealtimeFake
+    from test_fdb_v2 import KEY
+
+    fake = RealtimeFake({f"{t}.{s}": Program("converse", replies=6) for t in V2_IDS for s in "AB"}, _speech_24k(), KEY)
+    try:
+        for name, n in (("one", "1"), ("two", "2")):
+            assert main(_v2_cmd(v2_tasks, fake.url, tmp_path / name, "--concurrency", "2", "--processes", n)) == 0
+            counts = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+            assert counts["session_processes"] == int(n) and counts["ok"] == 2
+            if n == "2":
+                assert sorted(p["sessions"] for p in counts["session_process_stats"]) == [1, 1]
+    finally:
+        fake.close()
+
+    def units(out: Path) -> dict:
+        return {r["task_id"]: (r["status"], r.get("end_reason"), r.get("duration_s"), r.get("reason")) for r in _v2_log(out)}
+
+    assert units(tmp_path / "two") == units(tmp_path / "one")
+    assert sorted(units(tmp_path / "one")) == sorted([*V2_IDS, "Correction[1]"])
+    assert units(tmp_path / "one")["Daily.ordering.901"][:3] == ("ok", "max_duration", 3.0)
+    assert dict(fake.connections) == {f"{t}.{s}": 2 for t in V2_IDS for s in "AB"}  # once per run
+    for t in V2_IDS:
+        for f in ("A.wav", "B.wav", "combined.wav", "manifest.json"):
+            assert (tmp_path / "two" / t / f).is_file()
+
+
+@pytest.mark.slow
+def test_fdb_v2_kill_9_of_the_parent_with_two_processes_then_resume(v2_tasks, tmp_path, slots):
+    """Both conversations in flight, one in each session process: kill -9 of the parent ends
+    both processes; the rerun runs them again and logs each unit once."""
+    from openai_fakes import Program, RealtimeFake
+    from test_fdb_v2 import KEY
+
+    fake = RealtimeFake({f"{t}.{s}": Program("converse", replies=6) for t in V2_IDS for s in "AB"}, _speech_24k(), KEY)
+    out = tmp_path / "out"
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    cmd = [sys.executable, "-m", "spear_metrics.cli", *_v2_cmd(v2_tasks, fake.url, out, "--concurrency", "2",
+                                                              "--processes", "2")]
+    try:
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        kill_9_mid_run(proc, lambda: fake.open_now >= 4, "both conversations in flight")
+        assert [r["task_id"] for r in _v2_log(out)] == ["Correction[1]"]  # the unreadable entry only
+        again = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    finally:
+        fake.close()
+    assert again.returncode == 0, again.stderr[-3000:]
+    log = _v2_log(out)
+    assert sorted(r["task_id"] for r in log) == sorted([*V2_IDS, "Correction[1]"])  # each unit once
+    assert all(r["status"] == "ok" for r in log if r["task_id"] in V2_IDS)
+    assert dict(fake.connections) == {f"{t}.{s}": 2 for t in V2_IDS for s in "AB"}  # killed once, run once more

@@ -15,7 +15,8 @@ loop; the process that started them stays the ONE writer of the output folder:
 - each row goes to exactly one worker (the one with the fewest sessions in flight when the row
   starts: disjoint shards, balanced as rows end); a worker runs the session under the row's time
   limit (:func:`spear_metrics.agents.rows.time_limited`) and returns the result or the failure's
-  one-line reason;
+  one-line reason; what a worker runs is a unit of work (:class:`SessionJob`: a row's session;
+  an FDB v2 conversation, :meth:`SessionPool.run_job`);
 - a worker that ends while sessions are in flight (a crash, ``os._exit`` in an adapter, a kill)
   stops the run with :class:`~spear_metrics.agents.rows.ProcessLost`: its rows keep their
   ``started`` records (they count as process ends on resume), the other rows in flight are logged
@@ -378,6 +379,20 @@ def agent_spec(name: str, options: dict[str, Any], agent: Any, built_by_name: bo
                              "use --processes 1") from None
 
 
+@dataclass
+class SessionJob:
+    """A row's session as a unit of work (:meth:`run`: :func:`spear_metrics.agents.duplex.run_session`
+    of ``request`` with ``scfg`` on the run's adapter), sent to a session process as it is."""
+
+    request: Any
+    scfg: Any
+
+    async def run(self, agent: Any) -> Any:
+        from spear_metrics.agents.duplex import run_session
+
+        return await run_session(agent, self.request, self.scfg)
+
+
 class LocalSessions:
     """Sessions on this process's event loop (one process: today's path). :meth:`run` is the
     one session call of a row; ``slots`` the provider cap; :meth:`stats` the loop's lag."""
@@ -402,6 +417,11 @@ class LocalSessions:
     async def run(self, request: Any, scfg: Any, limit_s: float, what: str = "", tag: Any = None) -> Any:
         """One session of ``request`` under ``limit_s`` s (:func:`time_limited`)."""
         return await run_one_session(self.agent, request, scfg, limit_s, what)
+
+    async def run_job(self, job: Any, limit_s: float, what: str = "", tag: Any = None) -> Any:
+        """``await job.run(agent)`` (a unit of work of the run: :class:`SessionJob`, an FDB v2
+        conversation) under ``limit_s`` s (:func:`time_limited`)."""
+        return await time_limited(job.run(self.agent), limit_s, what)
 
     def stats(self) -> dict[str, Any]:
         return {"session_processes": 1, "loop_lag_ms": LoopLag.stats([self._lag.hist], [self._lag.max_ms])}
@@ -575,6 +595,16 @@ class SessionPool:
             _RemoteFailure (an ``Exception``: the row fails with the worker's reason); ProcessLost
             (also for a worker killed as unresponsive).
         """
+        return await self.run_job(SessionJob(request, scfg), limit_s, what, tag)
+
+    async def run_job(self, job: Any, limit_s: float, what: str = "", tag: Any = None) -> Any:
+        """:meth:`run` for any unit of work ``job`` (picklable, ``async job.run(agent)``: a
+        :class:`SessionJob`, an FDB v2 conversation), run in a worker under ``limit_s`` s; what
+        ``job.run`` returns comes back pickled.
+
+        Raises:
+            as :meth:`run`.
+        """
         live = [w for w in self.workers if w.alive]
         if not live:
             raise ProcessLost("every session process has ended; rerun to resume", tags=[tag])
@@ -584,7 +614,7 @@ class SessionPool:
         w.inflight[rid] = (fut, tag)
         w.sessions += 1
         try:
-            await self._loop.run_in_executor(w.sender, w.conn.send, (rid, request, scfg, limit_s, what))
+            await self._loop.run_in_executor(w.sender, w.conn.send, (rid, job, limit_s, what))
         except (OSError, ValueError):  # its pipe closed: the reader reports the process's end
             pass
         try:
@@ -657,8 +687,6 @@ def _worker_main(conn: Any, spec: AgentSpec) -> None:
 async def _serve(conn: Any, agent: Any, startup_cpu_s: float) -> None:
     import queue
 
-    from spear_metrics.agents.duplex import run_session
-
     loop = asyncio.get_running_loop()
     inbox: asyncio.Queue = asyncio.Queue()
     outbox: queue.Queue = queue.Queue()
@@ -691,9 +719,9 @@ async def _serve(conn: Any, agent: Any, startup_cpu_s: float) -> None:
             await asyncio.sleep(1.0)
             outbox.put(("lag", lag.window_p99()))
 
-    async def one(rid: int, request: Any, scfg: Any, limit_s: float, what: str) -> None:
+    async def one(rid: int, job: Any, limit_s: float, what: str) -> None:
         try:
-            out = ("ok", rid, await time_limited(run_session(agent, request, scfg), limit_s, what))
+            out = ("ok", rid, await time_limited(job.run(agent), limit_s, what))
         except asyncio.CancelledError:
             raise
         except BaseException as e:  # noqa: BLE001 -- the row fails with the reason, this process goes on

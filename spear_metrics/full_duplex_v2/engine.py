@@ -529,6 +529,25 @@ def _cpu_s() -> float:
     return r.ru_utime + r.ru_stime
 
 
+@dataclass
+class ConversationJob:
+    """One conversation as a unit of work (:meth:`run`): fresh adapters from ``make_examiner`` /
+    ``make_examinee``, then :func:`run_conversation` with ``rules`` and ``kw``; run on this event
+    loop or, whole, in a session process (:meth:`spear_metrics.agents.processes.SessionPool.run_job`:
+    the job and the :class:`Conversation` it returns travel pickled)."""
+
+    task: Task
+    make_examiner: Callable[[], Any]
+    make_examinee: Callable[[], Any]
+    rules: Rules
+    kw: dict[str, Any]
+
+    async def run(self, agent: Any = None) -> Conversation:
+        """The conversation (``agent``, the session process's adapter, is not used: each
+        conversation builds its own two)."""
+        return await run_conversation(self.task, self.make_examiner(), self.make_examinee(), self.rules, **self.kw)
+
+
 class RunConflict(ValueError):
     """``out`` holds conversations of another run (other tasks file, adapters, rules or relay
     settings): one line; ``overwrite`` replaces them."""
@@ -555,7 +574,8 @@ async def run_conversations(tasks: list[Task], out: str | os.PathLike, make_exam
                             deadline_grace_s: float = 30.0, describe: Optional[dict[str, Any]] = None,
                             on_done: Optional[Callable[[dict], None]] = None,
                             bad: Sequence[tuple[str, str]] = (), shard: Optional[tuple[int, int]] = None,
-                            slots: Sequence[Any] = (), **conversation_kw: Any) -> dict[str, Any]:
+                            slots: Sequence[Any] = (), sessions: Optional[Callable[..., Any]] = None,
+                            **conversation_kw: Any) -> dict[str, Any]:
     """Run the conversations of ``tasks`` into ``out/<task id>/``, ``concurrency`` at a time, each a
     resumable unit logged in ``out/conversations.jsonl`` as it finishes (``ok`` or ``failed`` with a
     one-line ``reason``). A task already ``ok`` (log line and folder) is skipped; one ``failed`` is
@@ -582,12 +602,22 @@ async def run_conversations(tasks: list[Task], out: str | os.PathLike, make_exam
         slots: :class:`~spear_metrics.agents.processes.ProviderSlots` a conversation holds, one
             slot of each at once (its examiner's and examinee's caps, ``--provider-limit``;
             :func:`~spear_metrics.agents.processes.hold_together`) before its time limit starts.
+        sessions: ``sessions(concurrency=, n_rows=)`` makes where the conversations run
+            (:func:`spear_metrics.agents.processes.sessions_for`, ``--processes``): each
+            conversation whole (:class:`ConversationJob`: both of its sessions and the relay
+            between them) in one session process, this process the one writer of ``out``
+            (``make_examiner``/``make_examinee`` must then be picklable, e.g.
+            :func:`functools.partial` of a class); default: this event loop.
 
     Returns:
-        ``{"ok", "failed", "skipped", "wall_s", "cpu_s", "conversation_s"}`` of this call.
+        ``{"ok", "failed", "skipped", "wall_s", "cpu_s", "conversation_s"}`` of this call (``cpu_s``:
+        this process's), with ``session_processes``, ``loop_lag_ms`` and ``session_process_stats``
+        (:meth:`~spear_metrics.agents.processes.SessionPool.stats`) when a conversation ran.
 
     Raises:
         RunConflict: ``out`` holds another run's conversations (without ``overwrite``).
+        spear_metrics.agents.rows.ProcessLost: a session process ended with conversations in
+            flight (the run stops; those not logged run again on resume).
         spear_datasets.files.OutputError: ``out`` cannot be used (another command's or the user's
             files, a live process writing it, unwritable) or the log cannot be written.
     """
@@ -618,17 +648,18 @@ async def run_conversations(tasks: list[Task], out: str | os.PathLike, make_exam
                 log_unit(outp, {"task_id": pos, "status": "failed", "reason": f"unreadable task entry: {why}"}, log)
         return await _run_claimed(tasks, outp, done, make_examiner, make_examinee, rules_for, concurrency=concurrency,
                                   retry_failed=retry_failed, deadline_grace_s=deadline_grace_s, describe=describe,
-                                  on_done=on_done, log=log, slots=slots, **conversation_kw)
+                                  on_done=on_done, log=log, slots=slots, sessions=sessions, **conversation_kw)
 
 
 async def _run_claimed(tasks: list[Task], outp: Path, done: dict[str, dict[str, Any]], make_examiner: Callable[[], Any],
                        make_examinee: Callable[[], Any], rules_for: Callable[[Task], Rules], *, concurrency: int,
                        retry_failed: bool, deadline_grace_s: float, describe: Optional[dict[str, Any]],
                        on_done: Optional[Callable[[dict], None]], log: str = LOG, slots: Sequence[Any] = (),
-                       **conversation_kw: Any) -> dict[str, Any]:
+                       sessions: Optional[Callable[..., Any]] = None, **conversation_kw: Any) -> dict[str, Any]:
     """:func:`run_conversations` once ``outp`` is claimed (``done``: the logged units; ``log``:
     where this run logs them)."""
-    from spear_metrics.agents.processes import hold_together
+    from spear_metrics.agents.processes import LocalSessions, hold_together
+    from spear_metrics.agents.rows import ProcessLost, RowTimeout
 
     todo = []
     skipped = 0
@@ -645,15 +676,17 @@ async def _run_claimed(tasks: list[Task], outp: Path, done: dict[str, dict[str, 
     cpu0, wall0 = _cpu_s(), time.monotonic()
     connect_s = float(conversation_kw.get("connect_timeout_s", 60.0))
 
+    pool = sessions(concurrency=int(concurrency), n_rows=len(todo)) if sessions is not None and todo \
+        else LocalSessions(None)
+
     async def one(task: Task) -> None:
         async with sem, hold_together(slots):  # --provider-limit: both sides' slots, before the deadline starts
             rules = rules_for(task)
             started = time.monotonic()
             rec: dict[str, Any] = {"task_id": task.id, "split": task.split}
             try:
-                conv = await asyncio.wait_for(
-                    run_conversation(task, make_examiner(), make_examinee(), rules, **conversation_kw),
-                    rules.max_duration_s + connect_s + deadline_grace_s)
+                job = ConversationJob(task, make_examiner, make_examinee, rules, dict(conversation_kw))
+                conv = await pool.run_job(job, rules.max_duration_s + connect_s + deadline_grace_s, tag=task.id)
                 for k, v in (describe or {}).items():  # adapter settings join what each side did
                     if isinstance(v, dict) and isinstance(conv.manifest.get(k), dict):
                         conv.manifest[k] = {**v, **conv.manifest[k]}
@@ -666,7 +699,9 @@ async def _run_claimed(tasks: list[Task], outp: Path, done: dict[str, dict[str, 
                            wall_s=conv.manifest["wall_s"])
                 counts["ok"] += 1
                 counts["conversation_s"] += conv.manifest["duration_s"]
-            except asyncio.TimeoutError:
+            except ProcessLost:  # the run stops: this conversation is not logged, a rerun runs it again
+                raise
+            except RowTimeout:
                 rec.update(status="failed", reason=f"timed out after {time.monotonic() - started:.1f} s "
                                                    f"(deadline {rules.max_duration_s + connect_s + deadline_grace_s:g} s)")
                 counts["failed"] += 1
@@ -679,7 +714,15 @@ async def _run_claimed(tasks: list[Task], outp: Path, done: dict[str, dict[str, 
             if on_done:
                 on_done(rec)
 
-    await asyncio.gather(*(one(t) for t in todo))
+    async with pool:
+        try:  # a session process that ends stops every conversation (ProcessLost, raised as it is)
+            async with asyncio.TaskGroup() as tg:
+                for t in todo:
+                    tg.create_task(one(t))
+        except BaseExceptionGroup as eg:
+            raise eg.exceptions[0] from None
+    if todo:
+        counts.update(pool.stats())  # session_processes, loop_lag_ms (docs/multiprocess.md)
     counts["wall_s"] = round(time.monotonic() - wall0, 3)
     counts["cpu_s"] = round(_cpu_s() - cpu0, 3)
     return counts
