@@ -338,6 +338,24 @@ def _ok_rows(out: Path) -> list[int]:
     return [r["row"] for r in recs if r.get("status") == "ok"]
 
 
+def kill_9_mid_run(proc: subprocess.Popen, ready, what: str) -> None:
+    """Wait until ``ready()`` (the run of ``proc`` mid-way, ``what`` it waits for), ``kill -9`` the
+    parent ``proc`` (which runs two session processes), then wait until those processes have
+    ended: they see their pipe close (nothing else ends them)."""
+    try:
+        _wait(lambda: ready() or proc.poll() is not None, what)
+        assert proc.poll() is None, proc.communicate()[0][-3000:]
+        workers = _session_processes(psutil.Process(proc.pid))
+        assert len(workers) == 2
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    _wait(lambda: not any(w.is_running() and w.status() != psutil.STATUS_ZOMBIE for w in workers),
+          "the session processes to end")
+
+
 @pytest.mark.slow
 def test_kill_9_of_the_parent_then_resume_loses_and_duplicates_nothing(real_dir, tmp_path, env):
     n = 6
@@ -348,20 +366,8 @@ def test_kill_9_of_the_parent_then_resume_loses_and_duplicates_nothing(real_dir,
     try:
         proc = subprocess.Popen(_cli(csv_path, out, fake), env=run_env, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True)
-        try:
-            # a row answered and another in flight (open at the fake: it cannot have its record yet)
-            _wait(lambda: (_ok_rows(out) and fake.open_now >= 1) or proc.poll() is not None, "a row in flight")
-            assert proc.poll() is None, proc.communicate()[0][-3000:]
-            workers = _session_processes(psutil.Process(proc.pid))
-            assert len(workers) == 2
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.wait(30)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-        # the workers see their pipe close and end: their sessions close at the fake
-        _wait(lambda: not any(w.is_running() and w.status() != psutil.STATUS_ZOMBIE for w in workers),
-              "the session processes to end")
+        # a row answered and another in flight (open at the fake: it cannot have its record yet)
+        kill_9_mid_run(proc, lambda: _ok_rows(out) and fake.open_now >= 1, "a row in flight")
         _wait(lambda: fake.open_now == 0, "the fake's sessions to close")
         first = sorted(_ok_rows(out))
         assert 1 <= len(first) < n

@@ -132,7 +132,8 @@ def test_submitit_recipe_without_slurm(data, tmp_path, monkeypatch, capsys):
     # the shard tasks of a command, each its own --shard; commands without --shard refused
     tasks = mod.shard_tasks(["infer", "--agent", "human"], 3)
     assert [t.command()[-2:] for t in tasks] == [["--shard", "0/3"], ["--shard", "1/3"], ["--shard", "2/3"]]
-    for bad in (["score", "--metadata", "m.csv"], ["infer", "--shard", "0/2"]):
+    assert len(mod.shard_tasks(["dsuperb", "infer", "--agent", "openai-audio"], 2)) == 2  # the other infer commands
+    for bad in (["score", "--metadata", "m.csv"], ["infer", "--shard", "0/2"], ["dsuperb", "score"]):
         with pytest.raises(SystemExit) as e:
             mod.shard_tasks(bad, 2)
         assert e.value.code == 2

@@ -5,7 +5,8 @@
         --concurrency 64 --processes auto
 
 Task ``K`` of the array runs ``spearbench <args> --shard K/N``: the rows whose id ``% N == K``,
-logged to ``OUT/.work/rank-K.jsonl`` as each ends (the shards may run at the same time, on any
+logged to ``OUT/.work/rank-K.jsonl`` as each ends (``dsuperb infer``, ``fdb infer`` and
+``speechrole infer`` shard their units the same way, docs/multiprocess.md) (the shards may run at the same time, on any
 nodes; ``OUT`` must be on storage every node sees). A task that Slurm preempts or that reaches its
 time limit is requeued by submitit (its ``checkpoint``) and resumes from that log: nothing is run
 twice, nothing is lost beyond the sessions in flight. With ``--wait`` (the default) this script
@@ -28,8 +29,8 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
-#: the commands that take ``--shard K/N``
-SHARDED_COMMANDS = ("infer",)
+#: the commands that take ``--shard K/N`` (docs/multiprocess.md), as their first words
+SHARDED_COMMANDS = (("infer",), ("dsuperb", "infer"), ("fdb", "infer"), ("speechrole", "infer"))
 
 
 def require_submitit() -> Any:
@@ -75,8 +76,9 @@ def shard_tasks(argv: Sequence[str], shards: int) -> list[ShardTask]:
     Raises:
         SystemExit(2): a command that does not take ``--shard``, a ``--shard`` of its own, or ``shards`` < 1.
     """
-    if not argv or argv[0] not in SHARDED_COMMANDS:
-        _fail(f"the command must be one of {', '.join(SHARDED_COMMANDS)} (got {argv[0] if argv else 'none'}): "
+    if not any(tuple(argv[: len(c)]) == c for c in SHARDED_COMMANDS):
+        _fail(f"the command must be one of {', '.join(' '.join(c) for c in SHARDED_COMMANDS)} "
+              f"(got {' '.join(argv[:2]) if argv else 'none'}): "
               "score runs on several machines with scripts/slurm/spearbench.sbatch")
     if any(a == "--shard" or a.startswith("--shard=") for a in argv):
         _fail("give the command without --shard: each task adds its own")

@@ -96,6 +96,7 @@ from spear_metrics.core.records import (
     AppendLog,
     claim_out,
     claim_shard,
+    in_shard,
     read_jsonl,
     read_rank_logs,
     write_json_atomic,
@@ -499,7 +500,7 @@ def _infer_claimed(agent: Any, agent_name: str, source: Source, out: Path, confi
     pending = [i for i in runnable if not is_done(i)]
     # accelerate's ranks run at once: the pending rows dealt round-robin; shards (a job array) may
     # start at different times, so theirs are fixed by row id, whatever is pending when each starts
-    mine = [i for i in pending if i % world == rank] if shard is not None else pending[rank::world]
+    mine = [i for i in pending if in_shard(i, shard)] if shard is not None else pending[rank::world]
     # rows during which the process ended MAX_PROCESS_ENDS times (os._exit in the adapter, a crash,
     # kills): failed with the reason instead of run again (a rerun would end the same way forever)
     ends = ProcessEnds(obj for log in sorted(work.glob("rank-*.jsonl")) for obj in read_jsonl(log))

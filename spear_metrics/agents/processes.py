@@ -15,7 +15,8 @@ loop; the process that started them stays the ONE writer of the output folder:
 - each row goes to exactly one worker (the one with the fewest sessions in flight when the row
   starts: disjoint shards, balanced as rows end); a worker runs the session under the row's time
   limit (:func:`spear_metrics.agents.rows.time_limited`) and returns the result or the failure's
-  one-line reason;
+  one-line reason; what a worker runs is a unit of work (:class:`SessionJob`: a row's session;
+  an FDB v2 conversation, :meth:`SessionPool.run_job`);
 - a worker that ends while sessions are in flight (a crash, ``os._exit`` in an adapter, a kill)
   stops the run with :class:`~spear_metrics.agents.rows.ProcessLost`: its rows keep their
   ``started`` records (they count as process ends on resume), the other rows in flight are logged
@@ -50,7 +51,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 import numpy as np
 
@@ -242,9 +243,46 @@ class ProviderSlots:
     async def __aexit__(self, *exc: Any) -> None:
         if self.limit is None:
             return
-        k = self._holder.pop(id(asyncio.current_task()))
+        self._release(self._holder.pop(id(asyncio.current_task())))
+
+    def _release(self, k: int) -> None:
         self._held.discard(k)
         self._locks[k].release()
+
+
+@contextlib.asynccontextmanager
+async def hold_together(slots: Sequence[ProviderSlots]) -> Any:
+    """One slot of each of ``slots`` (:class:`ProviderSlots`; the same one twice: two of its
+    slots) held at once for the block: a unit with several sessions (an FDB v2 conversation: its
+    examiner and its examinee). All are taken together or none: a partial take is released and
+    tried again every :attr:`ProviderSlots.POLL_S` s, so units needing two slots of one cap never
+    hold one each while waiting for the other. A cap smaller than the slots a unit needs of it
+    would never be met: the caller refuses it first.
+    """
+    capped = [s for s in slots if s.limit is not None]
+    t0 = last = time.monotonic()
+    while True:
+        got: list[tuple[ProviderSlots, int]] = []
+        for s in capped:
+            k = s._try()
+            if k is None:
+                break
+            got.append((s, k))
+        if len(got) == len(capped):
+            break
+        for s, k in got:
+            s._release(k)
+        now = time.monotonic()
+        if now - last >= ProviderSlots.WAIT_NOTE_S:
+            last = now
+            print(f"waiting {now - t0:.0f} s for --provider-limit slots of {', '.join(s.name for s in capped)} "
+                  "(queued; the unit's time limit starts with its sessions)", file=sys.stderr, flush=True)
+        await asyncio.sleep(ProviderSlots.POLL_S)
+    try:
+        yield
+    finally:
+        for s, k in got:
+            s._release(k)
 
 
 # --------------------------------------------------------------------------- loop lag
@@ -341,6 +379,20 @@ def agent_spec(name: str, options: dict[str, Any], agent: Any, built_by_name: bo
                              "use --processes 1") from None
 
 
+@dataclass
+class SessionJob:
+    """A row's session as a unit of work (:meth:`run`: :func:`spear_metrics.agents.duplex.run_session`
+    of ``request`` with ``scfg`` on the run's adapter), sent to a session process as it is."""
+
+    request: Any
+    scfg: Any
+
+    async def run(self, agent: Any) -> Any:
+        from spear_metrics.agents.duplex import run_session
+
+        return await run_session(agent, self.request, self.scfg)
+
+
 class LocalSessions:
     """Sessions on this process's event loop (one process: today's path). :meth:`run` is the
     one session call of a row; ``slots`` the provider cap; :meth:`stats` the loop's lag."""
@@ -365,6 +417,11 @@ class LocalSessions:
     async def run(self, request: Any, scfg: Any, limit_s: float, what: str = "", tag: Any = None) -> Any:
         """One session of ``request`` under ``limit_s`` s (:func:`time_limited`)."""
         return await run_one_session(self.agent, request, scfg, limit_s, what)
+
+    async def run_job(self, job: Any, limit_s: float, what: str = "", tag: Any = None) -> Any:
+        """``await job.run(agent)`` (a unit of work of the run: :class:`SessionJob`, an FDB v2
+        conversation) under ``limit_s`` s (:func:`time_limited`)."""
+        return await time_limited(job.run(self.agent), limit_s, what)
 
     def stats(self) -> dict[str, Any]:
         return {"session_processes": 1, "loop_lag_ms": LoopLag.stats([self._lag.hist], [self._lag.max_ms])}
@@ -538,6 +595,16 @@ class SessionPool:
             _RemoteFailure (an ``Exception``: the row fails with the worker's reason); ProcessLost
             (also for a worker killed as unresponsive).
         """
+        return await self.run_job(SessionJob(request, scfg), limit_s, what, tag)
+
+    async def run_job(self, job: Any, limit_s: float, what: str = "", tag: Any = None) -> Any:
+        """:meth:`run` for any unit of work ``job`` (picklable, ``async job.run(agent)``: a
+        :class:`SessionJob`, an FDB v2 conversation), run in a worker under ``limit_s`` s; what
+        ``job.run`` returns comes back pickled.
+
+        Raises:
+            as :meth:`run`.
+        """
         live = [w for w in self.workers if w.alive]
         if not live:
             raise ProcessLost("every session process has ended; rerun to resume", tags=[tag])
@@ -547,7 +614,7 @@ class SessionPool:
         w.inflight[rid] = (fut, tag)
         w.sessions += 1
         try:
-            await self._loop.run_in_executor(w.sender, w.conn.send, (rid, request, scfg, limit_s, what))
+            await self._loop.run_in_executor(w.sender, w.conn.send, (rid, job, limit_s, what))
         except (OSError, ValueError):  # its pipe closed: the reader reports the process's end
             pass
         try:
@@ -620,8 +687,6 @@ def _worker_main(conn: Any, spec: AgentSpec) -> None:
 async def _serve(conn: Any, agent: Any, startup_cpu_s: float) -> None:
     import queue
 
-    from spear_metrics.agents.duplex import run_session
-
     loop = asyncio.get_running_loop()
     inbox: asyncio.Queue = asyncio.Queue()
     outbox: queue.Queue = queue.Queue()
@@ -654,9 +719,9 @@ async def _serve(conn: Any, agent: Any, startup_cpu_s: float) -> None:
             await asyncio.sleep(1.0)
             outbox.put(("lag", lag.window_p99()))
 
-    async def one(rid: int, request: Any, scfg: Any, limit_s: float, what: str) -> None:
+    async def one(rid: int, job: Any, limit_s: float, what: str) -> None:
         try:
-            out = ("ok", rid, await time_limited(run_session(agent, request, scfg), limit_s, what))
+            out = ("ok", rid, await time_limited(job.run(agent), limit_s, what))
         except asyncio.CancelledError:
             raise
         except BaseException as e:  # noqa: BLE001 -- the row fails with the reason, this process goes on
@@ -690,16 +755,21 @@ async def run_one_session(agent: Any, request: Any, scfg: Any, limit_s: float, w
     return await sessions.run(request, scfg, limit_s, what, tag=tag)
 
 
-def check_provider_limits(name: str, provider_limits: Optional[dict[str, int]]) -> None:
+def check_provider_limits(name: str | Sequence[str], provider_limits: Optional[dict[str, int]]) -> None:
     """Refuse ``--provider-limit`` pairs that name only other adapters than the run's ``name``
     (a misspelt name would cap nothing), whatever the adapter (``infer`` checks before it starts).
+    ``name``: the run's adapter, or its adapters (FDB v2: examiner and examinee; one of them
+    named suffices).
 
     Raises:
-        ProcessesError: one line naming the limits given and the run's adapter.
+        ProcessesError: one line naming the limits given and the run's adapter(s).
     """
-    if provider_limits and name not in provider_limits:
-        raise ProcessesError(f"--provider-limit names {', '.join(sorted(provider_limits))}, not this run's adapter "
-                             f"{name!r}: give --provider-limit {name}=N")
+    names = [name] if isinstance(name, str) else list(dict.fromkeys(name))
+    if provider_limits and not any(n in provider_limits for n in names):
+        which = f"adapter {names[0]!r}" if len(names) == 1 else \
+            "adapters " + " and ".join(repr(n) for n in names)
+        raise ProcessesError(f"--provider-limit names {', '.join(sorted(provider_limits))}, not this run's {which}: "
+                             f"give --provider-limit {names[0]}=N")
 
 
 def sessions_for(agent: Any, *, name: str, options: dict[str, Any], built_by_name: bool, processes: int | str,

@@ -66,12 +66,17 @@ class TextAnswer:
     usage: Optional[dict] = None
 
 
-async def network_text_answer(agent: Any, request: AudioRequest, *, chunk_ms: float = 40.0) -> TextAnswer:
-    """One session of network adapter ``agent`` asking for text only.
+async def network_text_answer(agent: Any, request: AudioRequest, *, chunk_ms: float = 40.0,
+                              limit_s: Optional[float] = None, sessions: Any = None, tag: Any = None) -> TextAnswer:
+    """One session of network adapter ``agent`` asking for text only; with ``limit_s``, under
+    that time limit (s) and run where ``sessions`` runs it
+    (:func:`spear_metrics.agents.processes.run_one_session`: this event loop, or a session
+    process of ``--processes``; ``tag``: the row's id there).
 
     Raises:
         ValueError: ``request.modalities`` is not ``("text",)``.
         NoTextAnswerError: the session ended without text.
+        RowTimeout: past ``limit_s``.
         Whatever :func:`spear_metrics.agents.duplex.run_session` raises (the adapter's errors).
     """
     import time
@@ -81,7 +86,13 @@ async def network_text_answer(agent: Any, request: AudioRequest, *, chunk_ms: fl
     if tuple(request.modalities) != ("text",):
         raise ValueError(f"a text answer is asked with modalities=('text',), got {request.modalities!r}")
     t0 = time.perf_counter()
-    result = await run_session(agent, request, session_config(agent, chunk_ms=chunk_ms))
+    scfg = session_config(agent, chunk_ms=chunk_ms)
+    if limit_s is None:
+        result = await run_session(agent, request, scfg)
+    else:
+        from spear_metrics.agents.processes import run_one_session
+
+        result = await run_one_session(agent, request, scfg, limit_s, sessions=sessions, tag=tag)
     text = (result.text or "").strip()
     if not text:
         raise NoTextAnswerError(f"the system sent no text ({result.finish_reason})")

@@ -245,9 +245,10 @@ def add_run_options(p, *, out: str | None = None, out_required: bool = True, ret
         add_bootstrap_arguments(p, bootstrap, units=bootstrap_units)
 
 
-def add_process_options(p) -> None:
+def add_process_options(p, *, processes_help: str | None = None, limit_help: str | None = None) -> None:
     """``--processes N|auto`` and ``--provider-limit NAME=N`` (repeatable) of the commands whose
-    network sessions run through :mod:`spear_metrics.agents.processes` (docs/multiprocess.md)."""
+    network sessions run through :mod:`spear_metrics.agents.processes` (docs/multiprocess.md);
+    ``processes_help`` / ``limit_help``: a command's own help text for them."""
 
     def processes(text: str) -> int | str:
         from spear_metrics.agents.processes import ProcessesError, parse_processes
@@ -258,12 +259,31 @@ def add_process_options(p) -> None:
             raise argparse.ArgumentTypeError(str(e)) from None
 
     p.add_argument("--processes", type=processes, default=1, metavar="N|auto",
-                   help="network adapters: processes running the sessions, each with its own event loop "
-                        "(default 1; this process stays the one writer of --out); auto: ceil(concurrency / 32), "
+                   help=processes_help or "network adapters: processes running the sessions, each with its own event "
+                        "loop (default 1; this process stays the one writer of --out); auto: ceil(concurrency / 32), "
                         "at most the CPUs, one more while a process's loop lags (docs/multiprocess.md)")
     p.add_argument("--provider-limit", action="append", default=[], metavar="NAME=N",
-                   help="at most N sessions of the adapter NAME (the --agent name) at once over every process "
-                        "of this machine, other runs included (repeatable)")
+                   help=limit_help or "at most N sessions of the adapter NAME (the --agent name) at once over every "
+                        "process of this machine, other runs included (repeatable)")
+
+
+def add_shard_option(p, *, units: str = "rows", merge: str = "writes the outputs") -> None:
+    """``--shard K/N`` of the inference commands (:func:`spear_metrics.core.records.parse_shard`;
+    which units a shard runs: :func:`spear_metrics.core.records.in_shard`; docs/multiprocess.md):
+    ``units`` names the command's units, ``merge`` what the run without ``--shard`` does after."""
+
+    def shard(text: str) -> tuple[int, int]:
+        from spear_metrics.core.records import parse_shard
+
+        try:
+            return parse_shard(text)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+
+    p.add_argument("--shard", type=shard, default=None, metavar="K/N",
+                   help=f"run only shard K of N of the {units} (each {units[:-1]} in exactly one shard, by its id), beside "
+                        "the other shards of the same run, writing the same folders (they may run at the same time, e.g. the tasks of "
+                        f"a job array); when every shard has ended, the same command without --shard {merge}")
 
 
 def add_price_table_option(p, *, what: str = "the tokens the service reported",

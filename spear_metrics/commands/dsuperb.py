@@ -23,7 +23,7 @@ import sys
 
 from spear_metrics.commands.judge_options import add_judge_options, judge_config_from_args
 from spear_metrics.commands import (
-    add_price_table_option, add_run_options, command, CONSOLE_WIDTH, next_steps, number, parse_options, price_table_of,
+    add_price_table_option, add_process_options, add_run_options, add_shard_option, command, CONSOLE_WIDTH, next_steps, number, parse_options, price_table_of,
     print_failures, print_usage, run_exit_status, shown_path, wrap,
 )
 
@@ -50,6 +50,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     i.add_argument("--manifest", default=None, help="CSV adding or overriding instances")
     i.add_argument("--concurrency", type=number(integer=True, minimum=1), default=1,
                    help="network adapters: rows answered at once (default 1)")
+    add_process_options(i)
+    add_shard_option(i, units="rows", merge="writes PRED/<instance>.json (and runs any row no shard finished)")
     i.add_argument("--row-timeout-s", type=number(above=0), default=300.0, help="one row's time limit, s (default 300)")
     i.add_argument("--chunk-ms", type=number(above=0), default=40.0, help="paced network adapters: chunk length, ms")
     i.add_argument("--limit", type=number(integer=True, minimum=1), default=None, help="at most N rows per instance")
@@ -123,6 +125,7 @@ def _run_infer(args: argparse.Namespace) -> int:
     from spear_datasets.files import OutputError
     from spear_metrics.agents.base import AgentError
     from spear_metrics.agents.registry import UnknownAgentError
+    from spear_metrics.agents.processes import parse_provider_limits
     from spear_metrics.core.options import OptionError
     from spear_metrics.dynamic_superb.infer import WORK, DSuperbInferError, run_dsuperb_inference
     from spear_metrics.dynamic_superb.tasks import ManifestError
@@ -135,10 +138,19 @@ def _run_infer(args: argparse.Namespace) -> int:
                                      row_timeout_s=float(args.row_timeout_s), chunk_ms=float(args.chunk_ms),
                                      limit=None if args.limit is None else int(args.limit),
                                      retry_failed=args.retry_failed, overwrite=args.overwrite,
-                                     progress=not args.no_progress, prices=prices)
+                                     progress=not args.no_progress, prices=prices, processes=args.processes,
+                                     provider_limits=parse_provider_limits(args.provider_limit), shard=args.shard)
     except (DSuperbInferError, ManifestError, UnknownAgentError, OptionError, AgentError, OutputError, ValueError,
             TypeError) as e:
         return _err(str(e))
+    if "shard" in info:
+        for name, why in info["failed_instances"].items():
+            print(f"spearbench dsuperb: {name}: not run: {why}", file=sys.stderr)
+        print(f"shard {info['shard']}: {info['n_answered']}/{info['n_rows']} of its rows answered, {info['n_failed']} "
+              f"failed; {info['rows_left']} row(s) of the run have no record yet")
+        print(wrap("when every shard has ended: the same command without --shard writes PRED/<instance>.json (and runs "
+                   "any row no shard finished)"))
+        return 2 if info["failed_instances"] else run_exit_status(info["n_answered"], info["n_failed"])
     for name, st in info["instances"].items():
         print(f"{name}: {st['n_answered']}/{st['n_rows']} answered, {st['n_failed']} failed -> "
               f"{shown_path(args.out, name + '.json')}")

@@ -18,7 +18,7 @@ import argparse
 import sys
 
 from spear_metrics.commands import (
-    add_price_table_option, add_process_options, add_run_options, number, parse_options, price_table_of, print_failures, print_usage, run_exit_status, SHOWN_FAILURES, shown_path,
+    add_price_table_option, add_process_options, add_run_options, add_shard_option, number, parse_options, price_table_of, print_failures, print_usage, run_exit_status, SHOWN_FAILURES, shown_path,
 )
 
 
@@ -34,6 +34,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--concurrency", type=number(integer=True, minimum=1), default=1,
                    help="sessions at once, each paced in real time on its own schedule (default 1)")
     add_process_options(p)
+    add_shard_option(p, units="samples", merge="writes each task folder's failures.jsonl and run_info.json (and runs "
+                     "any sample no shard finished)")
     p.add_argument("--row-timeout-s", type=number(above=0), default=300.0,
                    help="a sample's time limit beyond its input's duration, s (default 300)")
     p.add_argument("--asr", default="embedded",
@@ -79,11 +81,18 @@ def run(args: argparse.Namespace) -> int:
                                  output_sr=None if args.output_sr is None else int(args.output_sr),
                                  overwrite=args.overwrite, retry_failed=args.retry_failed, progress=not args.no_progress,
                                  processes=args.processes, provider_limits=parse_provider_limits(args.provider_limit),
-                                 prices=prices)
+                                 prices=prices, shard=args.shard)
     except (FDBInferError, OutputError, UnknownAgentError, OptionError, ModelUnavailableError, AgentError, ValueError,
             TypeError) as e:  # PriceTableError is a ValueError
         print(f"spearbench fdb infer: {mask_secrets(' '.join(str(e).split()))}", file=sys.stderr)
         return 2
+    if "shard" in info:
+        print(f"shard {info['shard']}: {info['n_done']}/{info['n_samples']} of its samples have a reply "
+              f"({info['n_written']} this run), {info['n_kept']} kept, {info['n_failed']} failed; "
+              f"{info['samples_left']} sample(s) of the task folders have no reply yet")
+        print("when every shard has ended: the same command without --shard writes each task folder's failures.jsonl "
+              "and run_info.json (and runs any sample no shard finished)")
+        return run_exit_status(info["n_done"], info["n_failed"])
     print(f"{info['n_done']}/{info['n_samples']} replies written ({info['n_written']} this run), "
           f"{info['n_kept']} kept, {info['n_failed']} failed -> {args.root}")
     print_usage(info.get("usage"))  # billed for the replies in these folders (run_info.json; priced with --price-table)

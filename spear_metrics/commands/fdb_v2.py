@@ -5,7 +5,9 @@
   -e K=V...] --out DIR [--concurrency N] [--examiner-mode slow|fast] [--max-duration-s S]``: one
   live conversation per task into ``DIR/<task id>/`` (``A.wav``, ``B.wav``, ``combined.wav``,
   ``manifest.json``), logged in ``DIR/conversations.jsonl``; resumable
-  (:mod:`spear_metrics.full_duplex_v2.engine`).
+  (:mod:`spear_metrics.full_duplex_v2.engine`); ``--processes N|auto`` runs each conversation
+  whole in a session process, ``--provider-limit NAME=N`` caps the examiner's and the examinee's
+  sessions by adapter name, ``--shard K/N`` runs one shard of the tasks (docs/multiprocess.md).
 - ``fdb2 score --tasks TASKS.json --root DIR --eval-prompts eval_prompts.json --out RESULTS
   --judge-url URL --judge-model ID``: ASR, the judge, upstream's aggregates
   (:mod:`spear_metrics.full_duplex_v2.score`), ``RESULTS/summary.json``.
@@ -18,11 +20,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import sys
 from typing import Any
 
-from spear_metrics.commands import add_run_options, number, overwrite_help, parse_options, run_exit_status
+from spear_metrics.commands import (
+    add_process_options, add_run_options, add_shard_option, number, overwrite_help, parse_options, run_exit_status,
+)
+
 
 
 def wanted(argv: list[str]) -> tuple[str, list[str]] | None:
@@ -72,6 +78,16 @@ def add_infer_arguments(p: argparse.ArgumentParser) -> None:
                     retry_failed="run again the conversations that failed before",
                     overwrite=overwrite_help("fdb infer --version 2"), progress=False)
     p.add_argument("--concurrency", type=number(integer=True, minimum=1), default=1, help="conversations at once")
+    add_process_options(p, processes_help="processes running the conversations, each conversation whole (both of its "
+                                          "sessions and the relay between them) in one, each process with its own "
+                                          "event loop (default 1; this process stays the one writer of --out); auto: "
+                                          "ceil(concurrency / 32), at most the CPUs (docs/multiprocess.md)",
+                        limit_help="at most N sessions of the adapter NAME at once over every process of this machine, "
+                                   "other runs included (repeatable); the examiner (--examiner) and the examinee "
+                                   "(--agent) each count against their adapter's cap: a conversation holds one slot of "
+                                   "each (two of one cap when both are the same adapter) for its whole length")
+    add_shard_option(p, units="conversations", merge="copies the shards' records into conversations.jsonl (and runs "
+                                                     "any conversation no shard finished)")
     p.add_argument("--max-duration-s", type=number(above=0, maximum=3600), default=None,
                    help="duration cap, s (default: the tasks file's max_duration_sec; upstream's runner: 120)")
     p.add_argument("--wire-rate", type=number(integer=True, minimum=8000, maximum=96000), default=24000,
@@ -138,22 +154,31 @@ def run_infer(args: argparse.Namespace) -> int:
     from spear_metrics.agents.registry import load_agent
     from spear_metrics.core.options import OptionError
     from spear_metrics.full_duplex_v2.engine import ExaminerRealtimeAgent, Rules, adapter_description, run_conversations
+    from spear_metrics.agents.processes import ProviderSlots, check_provider_limits, parse_provider_limits
     from spear_metrics.full_duplex_v2.tasks import EXAMINEE_SYSTEM_PROMPT, TasksError, load_tasks
 
+    try:
+        limits = parse_provider_limits(args.provider_limit)
+        check_provider_limits([args.examiner, args.agent], limits)  # a misspelt name would cap nothing
+        if args.examiner == args.agent and limits.get(args.agent, 2) < 2:
+            raise ValueError(f"--provider-limit {args.agent}={limits[args.agent]}: a conversation holds two sessions of "
+                             f"{args.agent} (examiner and examinee); give {args.agent}=2 or more")
+        slots = [ProviderSlots(args.examiner, limits.get(args.examiner)), ProviderSlots(args.agent, limits.get(args.agent))]
+        if args.examiner == args.agent:
+            slots = [slots[0], slots[0]]  # two slots of the one cap
+    except ValueError as e:  # ProcessesError: a bad pair, a misspelt name, an unusable slot folder
+        return _fail(e)
     try:
         tf = load_tasks(args.tasks, splits=args.split, limit=args.limit)
         ex_opts, ee_opts = parse_options(args.examiner_option), parse_options(args.agent_option)
 
+        # fresh adapters per conversation; partials, so that a session process can be sent them (--processes)
         if args.examiner == "openai-realtime":
             ex_opts = examiner_options(ex_opts)
-
-        def make_examiner() -> Any:
-            if args.examiner == "openai-realtime":
-                return ExaminerRealtimeAgent(vad_mode=args.examiner_mode, **ex_opts)
-            return load_agent(args.examiner, **ex_opts)
-
-        def make_examinee() -> Any:
-            return load_agent(args.agent, **ee_opts)
+            make_examiner = functools.partial(ExaminerRealtimeAgent, vad_mode=args.examiner_mode, **ex_opts)
+        else:
+            make_examiner = functools.partial(load_agent, args.examiner, **ex_opts)
+        make_examinee = functools.partial(load_agent, args.agent, **ee_opts)
 
         ex, ee = make_examiner(), make_examinee()  # options refused here: a whole-run problem
         for who, a in (("examiner", ex), ("agent", ee)):
@@ -184,20 +209,39 @@ def run_infer(args: argparse.Namespace) -> int:
         line += f" ({rec.get('end_reason')}, {rec.get('duration_s')} s)" if rec["status"] == "ok" else f": {rec.get('reason')}"
         print(line, file=sys.stderr)
 
+    from spear_metrics.agents.processes import sessions_for
+    from spear_metrics.agents.rows import ProcessLost
+
+    # the conversations in session processes (--processes): each whole in one, built there from the partials above
+    sessions = functools.partial(sessions_for, ee, name=args.agent, options=ee_opts, built_by_name=True,
+                                 processes=args.processes)
     try:
         counts = asyncio.run(run_conversations(
             tf.tasks, args.out, make_examiner, make_examinee,
             lambda t: Rules.from_settings(tf.settings, max_duration_s=args.max_duration_s),
             concurrency=concurrency, retry_failed=args.retry_failed, overwrite=args.overwrite, describe=describe,
-            on_done=on_done, bad=tf.bad, wire_rate=int(args.wire_rate), tick_ms=float(args.tick_ms),
+            on_done=on_done, bad=tf.bad, shard=args.shard, slots=slots, sessions=sessions, wire_rate=int(args.wire_rate),
+            tick_ms=float(args.tick_ms),
             examinee_instructions=args.examinee_prompt or EXAMINEE_SYSTEM_PROMPT))
-    except (RunConflict, OutputError) as e:  # another run's folder, a live process writing it, an unwritable --out
+    # another run's folder, a live process writing it, an unwritable --out; a session process that ended (rerun to
+    # resume: the conversations it was running were not logged), or that could not build the adapter
+    except (RunConflict, OutputError, ProcessLost, ValueError) as e:
         return _fail(e)
     for pos, why in tf.bad:  # an unreadable task entry is a failed unit (logged once by the run)
         print(f"  failed task {pos}: {why}", file=sys.stderr)
     print(json.dumps(counts))
     # as every inference command: 1 only when nothing was recorded (failures are listed above, and logged)
-    final = read_log(Path(args.out), {t.id for t in tf.tasks})  # this run's and earlier runs' units
+    final = read_log(Path(args.out), {t.id for t in tf.tasks})  # this run's and earlier runs' units (every shard's)
+    if args.shard is not None:
+        from spear_metrics.core.records import in_shard
+
+        mine = [t for t in tf.tasks if in_shard(t.id, args.shard)]
+        n_ok = sum(1 for t in mine if (final.get(t.id) or {}).get("status") == "ok")
+        left = sum(1 for t in tf.tasks if t.id not in final)
+        print(f"shard {args.shard[0]}/{args.shard[1]}: {n_ok}/{len(mine)} of its conversations ok; {left} conversation(s) "
+              "of the run have no record yet; when every shard has ended, the same command without --shard copies the "
+              "shards' records into conversations.jsonl (and runs any conversation no shard finished)", file=sys.stderr)
+        return run_exit_status(n_ok, len(mine) - n_ok) if mine else 0
     n_ok = sum(1 for t in tf.tasks if (final.get(t.id) or {}).get("status") == "ok")
     return run_exit_status(n_ok, len(tf.tasks) - n_ok + len(tf.bad))
 

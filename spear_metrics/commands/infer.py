@@ -13,7 +13,7 @@ import argparse
 import sys
 
 from spear_metrics.commands import (
-    add_price_table_option, add_process_options, add_run_options, command, next_steps, number, overwrite_help, parse_options, price_table_of, print_failures, print_usage, resumed_line, run_exit_status, SHOWN_FAILURES, shown_path, wrap,
+    add_price_table_option, add_process_options, add_run_options, add_shard_option, command, next_steps, number, overwrite_help, parse_options, price_table_of, print_failures, print_usage, resumed_line, run_exit_status, SHOWN_FAILURES, shown_path, wrap,
 )
 
 
@@ -43,10 +43,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--copy-inputs", action="store_true",
                    help="a CSV source: copy its input clips into OUT/inputs (a dataset source's always are), so that "
                         "OUT holds everything `score` reads and can be scored on another machine")
-    p.add_argument("--shard", type=_shard, default=None, metavar="K/N",
-                   help="run only the rows whose id %% N == K (0 <= K < N), beside the other shards of the same "
-                        "--out (they may run at the same time, e.g. the tasks of a job array: "
-                        "scripts/slurm/submitit_shards.py); a run without --shard afterwards writes metadata.csv")
+    add_shard_option(p, units="rows", merge="writes metadata.csv (and runs any row no shard finished)")
     p.add_argument("--row-timeout-s", type=number(above=0), default=300.0,
                    help="time limit of one row's adapter call in s (default 300; a paced network adapter gets the "
                         "input's duration and tail silence on top); a row past it fails with 'timed out after N s'")
@@ -56,18 +53,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--list-agents", action="store_true",
                    help="print the available agents with their description and options, and exit "
                         "(with --agent: that agent only)")
-
-
-def _shard(text: str) -> tuple[int, int]:
-    """``--shard K/N`` -> ``(K, N)`` with ``0 <= K < N``."""
-    k, sep, n = str(text).partition("/")
-    try:
-        pair = (int(k), int(n)) if sep else None
-    except ValueError:
-        pair = None
-    if pair is None or not 0 <= pair[0] < pair[1]:
-        raise argparse.ArgumentTypeError(f"--shard takes K/N with 0 <= K < N (e.g. 0/8), got {text!r}")
-    return pair
 
 
 def list_agents(name: str | None = None) -> int:

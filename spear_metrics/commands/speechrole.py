@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from spear_metrics.commands import (
-    add_price_table_option, add_process_options, add_run_options, command, next_steps, number, parse_options, price_table_of, print_failures, print_usage, run_exit_status, shown_path,
+    add_price_table_option, add_process_options, add_run_options, add_shard_option, command, next_steps, number, parse_options, price_table_of, print_failures, print_usage, run_exit_status, shown_path, wrap,
 )
 from spear_metrics.commands.judge_options import add_judge_options
 
@@ -119,6 +119,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     i.add_argument("--concurrency", type=number(integer=True, minimum=1, maximum=256), default=1, metavar="N",
                    help="dialogues in flight at once (network adapters; default 1)")
     add_process_options(i)
+    add_shard_option(i, units="dialogues", merge="writes <mode>_result/ (and runs any dialogue no shard finished)")
     i.add_argument("--chunk-ms", type=number(above=0), default=40.0, help="input chunk length of paced adapters (ms)")
     i.add_argument("--seed", type=number(integer=True), default=0)
     add_price_table_option(i, where="<mode>_result/run_info.json")
@@ -317,7 +318,13 @@ def _run_infer(args: argparse.Namespace) -> int:
                                             reference_key=args.reference_key, progress=not args.no_progress,
                                             processes=args.processes,
                                             provider_limits=parse_provider_limits(args.provider_limit),
-                                            prices=prices)
+                                            prices=prices, shard=args.shard)
+            if "shard" in info:
+                print(f"{mode}: shard {info['shard']}: {info['n_dialogues']} dialogues, {info['n_answered']} answered "
+                      f"({info['n_turns']} turns), {info['n_failed']} failed; {info['dialogues_left']} dialogue(s) of "
+                      "the mode have no record yet")
+                n_answered, n_failed = n_answered + info["n_answered"], n_failed + info["n_failed"]
+                continue
             print(f"{mode}: {info['n_dialogues']} dialogues, {info['n_answered']} answered ({info['n_turns']} turns), "
                   f"{info['n_failed']} failed -> {shown_path(args.out, f'{mode}_result', 'json')}/")
             print_usage(info.get("usage"), prefix=f"{mode}: ")
@@ -326,6 +333,10 @@ def _run_infer(args: argparse.Namespace) -> int:
             n_answered, n_failed = n_answered + info["n_answered"], n_failed + info["n_failed"]
     except (SpeechRoleDataError, InferRunError, UnknownAgentError, OptionError, OutputError, ValueError, TypeError) as e:
         return _fail("infer", str(e))
+    if args.shard is not None:
+        print(wrap("when every shard has ended: the same command without --shard writes <mode>_result/ (and runs any "
+                   "dialogue no shard finished)"))
+        return run_exit_status(n_answered, n_failed) if n_answered + n_failed else 0
     modes = "all" if set(args.mode) >= {"single", "multi"} else ",".join(args.mode)
     next_steps(("judge these answers against the reference role speech (the benchmark's judge: gemini-2.5-pro)",
                 command("spearbench", "speechrole", "score", "--outputs", shown_path(args.out), "--test-data",

@@ -18,8 +18,8 @@ from spear_metrics.core.secrets import mask_secrets, mask_value
 from spear_datasets.files import OutputError, atomic_path, make_dirs, output_error
 from spear_datasets.ownership import OutFolderError, OwnedFolder, find_open
 
-__all__ = ["AppendLog", "OutputError", "SampleResult", "bind_run", "claim_out", "claim_shard", "clean_value", "dumps", "one_line",
-           "count_process_ends", "process_ends", "read_jsonl", "read_rank_logs", "valid_record", "write_json_atomic", "write_jsonl_atomic"]
+__all__ = ["AppendLog", "OutputError", "SampleResult", "bind_run", "bind_shard", "claim_out", "claim_shard", "hold_shard", "in_shard", "parse_shard", "clean_value", "dumps", "one_line",
+           "count_process_ends", "process_ends", "read_jsonl", "read_rank_logs", "read_work_logs", "valid_record", "write_json_atomic", "write_jsonl_atomic"]
 
 OK = "ok"
 FAILED = "failed"
@@ -298,39 +298,76 @@ def claim_out(out: str | os.PathLike, fingerprint: dict[str, Any], *, overwrite:
             folder.close()
 
 
-@contextlib.contextmanager
-def claim_shard(out: str | os.PathLike, fingerprint: dict[str, Any], *, shard: int, conflict: Exception,
-                command: str, activity: str = "written", settle_s: float = 2.0) -> Iterator[OwnedFolder]:
-    """Own shard ``shard`` of a resumable run in ``out`` for the ``with`` block, beside the other
-    shards of the same run, which may be writing ``out`` at the same time from other processes or
-    machines (the tasks of a job array): unlike :func:`claim_out`, other live ranks are not refused.
-
-    ``out`` must be new, empty or this ``command``'s (:func:`spear_datasets.ownership.check_out_folder`);
-    the lock ``rank-<shard>.lock`` is taken (refused while a live process holds it: the same shard
-    running twice); the run record ``work/run.json`` must hold ``fingerprint`` (secrets masked), and
-    is written when absent (every shard writes the same). There is no overwrite: a folder of
-    another run raises ``conflict``. A shard marks itself (``shard-<shard>.lock``, held beside its
-    rank lock); a live rank lock without that mark is a run of the whole folder (without shards,
-    or ``accelerate``'s ranks), which runs every row, so the shard is refused while it lives. A shard that finds the folder being set up by another (its
-    ``.work`` without a record yet) looks again for up to ``settle_s`` s.
+def parse_shard(text: str) -> tuple[int, int]:
+    """``--shard K/N`` -> ``(K, N)`` with ``0 <= K < N`` (THE parser of every inference command's
+    ``--shard``).
 
     Raises:
-        ``conflict``; spear_datasets.ownership.OutFolderError: a folder holding what this tool did not
-            write, another command's folder, this shard's lock held by a live process, or a live
-            run of the whole folder.
+        ValueError: anything else (one line).
+    """
+    k, sep, n = str(text).strip().partition("/")
+    try:
+        pair = (int(k), int(n)) if sep else None
+    except ValueError:
+        pair = None
+    if pair is None or not 0 <= pair[0] < pair[1]:
+        raise ValueError(f"--shard takes K/N with 0 <= K < N (e.g. 0/8), got {text!r}")
+    return pair
+
+
+def in_shard(unit: int | str, shard: tuple[int, int] | None) -> bool:
+    """Whether the unit of id ``unit`` belongs to shard ``(k, n)`` (``None``: no shards, every
+    unit does): an int id (a row's position) when ``unit % n == k``, a string id (a sample, a
+    dialogue, a task) when ``crc32(utf-8 bytes) % n == k``. Deterministic (no process's hash
+    seed), so the shards of one run, started anywhere at any time, partition its units: each
+    unit is in exactly one shard."""
+    if shard is None:
+        return True
+    k, n = shard
+    if isinstance(unit, bool) or not isinstance(unit, (int, str)):
+        raise TypeError(f"a unit id is an int or a str, got {type(unit).__name__}")
+    if isinstance(unit, int):
+        return unit % n == k
+    import zlib
+
+    return zlib.crc32(unit.encode("utf-8")) % n == k
+
+
+@contextlib.contextmanager
+def hold_shard(out: str | os.PathLike, *, shard: int, command: str, activity: str = "written",
+               settle_s: float = 2.0, check: bool = True, **folder_kw: Any) -> Iterator[OwnedFolder]:
+    """Hold shard ``shard``'s place in the output folder ``out`` for the ``with`` block, beside the
+    other shards of the same run, which may be writing ``out`` at the same time from other
+    processes or machines (the tasks of a job array): unlike a run of the whole folder, other
+    live ranks are not refused.
+
+    ``out`` must be new, empty or this ``command``'s (:func:`spear_datasets.ownership.check_out_folder`;
+    not checked with ``check=False``: a folder of the user's, e.g. FDB's task folders); the lock
+    ``rank-<shard>.lock`` is taken (refused while a live process holds it: the same shard running
+    twice) and the folder's writes are recorded in ``written-<shard>.jsonl``. A shard marks itself
+    (``shard-<shard>.lock``, held beside its rank lock); a live rank lock without that mark is a
+    run of the whole folder (without shards, or ``accelerate``'s ranks), which runs every unit, so
+    the shard is refused while it lives. A shard that finds the folder being set up by another (its
+    work folder without a record yet) looks again for up to ``settle_s`` s. ``folder_kw``: the
+    :class:`~spear_datasets.ownership.OwnedFolder` options (``flag``, ``work_name``...).
+
+    Raises:
+        spear_datasets.ownership.OutFolderError: a folder holding what this tool did not write,
+            another command's folder, this shard's lock held by a live process, or a live run of
+            the whole folder.
     """
     import errno
     import time
 
-    folder = OwnedFolder(out, command=command, rank=int(shard), activity=activity)
+    folder = OwnedFolder(out, command=command, rank=int(shard), activity=activity, **folder_kw)
     deadline = time.monotonic() + settle_s
     while True:
         try:
-            folder.open()
+            folder.open(check=check)
             break
         except OutFolderError:
             # another shard may have created OUT/.work a moment ago, its run record not yet written
-            if not (Path(out) / folder.work.name).is_dir() or time.monotonic() > deadline:
+            if not folder.work.is_dir() or time.monotonic() > deadline:
                 raise
             time.sleep(0.1)
     try:
@@ -347,18 +384,44 @@ def claim_shard(out: str | os.PathLike, fingerprint: dict[str, Any], *, shard: i
                                      "lock is held, not by a shard): wait for it to finish or stop it, then rerun",
                                      errno.EBUSY)
             time.sleep(0.1)
-        fp = mask_value(json.loads(json.dumps(fingerprint, default=str)))  # as run.json holds it (no secret)
-        path = folder.work / "run.json"
-        if path.exists():
-            if _read_json(path) != fp:
-                raise conflict
-        elif any(folder.work.glob("rank-*.jsonl")):  # logs without their run record: something else's
-            raise conflict
-        else:
-            write_json_atomic(path, fp)
         yield folder
     finally:
         folder.close()
+
+
+def bind_shard(work: str | os.PathLike, fingerprint: dict[str, Any], *, conflict: Exception) -> None:
+    """Bind a shard (:func:`hold_shard`) to the run of ``fingerprint`` whose records live in
+    ``work``: its run record ``work/run.json`` must hold ``fingerprint`` (secrets masked), and is
+    written when absent (every shard writes the same). There is no overwrite.
+
+    Raises:
+        ``conflict``: a run record of another run, or work logs without a run record.
+    """
+    fp = mask_value(json.loads(json.dumps(fingerprint, default=str)))  # as run.json holds it (no secret)
+    work = Path(work)
+    path = work / "run.json"
+    if path.exists():
+        if _read_json(path) != fp:
+            raise conflict
+    elif work.is_dir() and any(work.glob("rank-*.jsonl")):  # logs without their run record: something else's
+        raise conflict
+    else:
+        write_json_atomic(path, fp)
+
+
+@contextlib.contextmanager
+def claim_shard(out: str | os.PathLike, fingerprint: dict[str, Any], *, shard: int, conflict: Exception,
+                command: str, activity: str = "written", settle_s: float = 2.0) -> Iterator[OwnedFolder]:
+    """Own shard ``shard`` of a resumable run in ``out`` for the ``with`` block
+    (:func:`hold_shard`), the run bound to ``fingerprint`` in ``out/.work/run.json``
+    (:func:`bind_shard`): a folder of another run raises ``conflict``.
+
+    Raises:
+        ``conflict``; spear_datasets.ownership.OutFolderError: see :func:`hold_shard`.
+    """
+    with hold_shard(out, shard=shard, command=command, activity=activity, settle_s=settle_s) as folder:
+        bind_shard(folder.work, fingerprint, conflict=conflict)
+        yield folder
 
 
 def bind_run(folder: OwnedFolder, work: str | os.PathLike, fingerprint: dict[str, Any], *, overwrite: bool,
@@ -496,6 +559,17 @@ def process_ends(work: str | os.PathLike) -> dict[int, int]:
     records = (obj for log in sorted(Path(work).glob("rank-*.jsonl")) for obj in read_jsonl(log)
                if isinstance(obj.get("row"), int))
     return count_process_ends(records)
+
+
+def read_work_logs(work: str | os.PathLike) -> Iterator[dict[str, Any]]:
+    """Every record of the work logs ``work/rank-<r>.jsonl`` (:func:`read_jsonl`: torn lines
+    skipped), log by log: the shards' logs (``--shard K/N`` logs to ``rank-K.jsonl``) first and
+    ``rank-0.jsonl``, the log of a run without ``--shard``, last, so that a reader keeping the
+    latest record of a unit takes what the run without ``--shard`` did after the shards (a failed
+    unit it ran again) over what a shard logged before."""
+    logs = sorted(Path(work).glob("rank-*.jsonl"), key=lambda p: (p.name == "rank-0.jsonl", p.name))
+    for log in logs:
+        yield from read_jsonl(log)
 
 
 def read_rank_logs(work: str | os.PathLike) -> Iterator[dict[str, Any]]:

@@ -10,7 +10,7 @@ Output (``PRED/``)::
                                   cyhuang-tw/speechlm_eval keys by ``file`` too)
     PRED/.work/<instance>/
         run.json                  what the answers depend on (adapter, options, data source)
-        rank-0.jsonl              one record per row as it ends (the resume log)
+        rank-0.jsonl              one record per row as it ends (the resume log; rank-K.jsonl: shard K's)
         failures.jsonl            {"row", "file", "error"} per row that got no answer
         run_info.json             counts, source, revision, agent, timings
     PRED/.work/run_info.json      every instance of the last run
@@ -31,25 +31,40 @@ this command did not write, or that changed since, is never replaced or removed.
 
 Network adapters (``openai-audio``...) answer ``concurrency`` rows at once on one event loop
 (:func:`spear_metrics.agents.rows.run_concurrently`; lowered, with a note, to the adapter's
-``max_concurrency``), each with the row's time limit; local text adapters
+``max_concurrency``), each with the row's time limit; with ``processes`` their text-only
+sessions run in worker processes and ``provider_limits`` caps the sessions of an adapter name
+at once over every process (:mod:`spear_metrics.agents.processes`: this process stays the one
+writer of ``PRED/``; one pool of processes per instance); local text adapters
 (:class:`spear_metrics.agents.text.TextAgent`) answer one row at a time on a worker thread with
 the same limit.
+
+``shard`` ``(K, N)`` (``--shard K/N``) runs only the rows whose index ``% N == K``
+(:func:`spear_metrics.core.records.in_shard`) of every instance, beside the other shards, which
+may write ``PRED/`` at the same time (:func:`spear_metrics.core.records.hold_shard`): shard ``K``
+logs to ``.work/<instance>/rank-K.jsonl`` and writes no ``<instance>.json``; a run without
+``shard`` afterwards runs any row no shard finished and writes the prediction files from every
+shard's log.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import time
 from pathlib import Path
 from typing import Any, Callable, Optional
 
 from spear_datasets.ownership import WORK_DIR, OutFolderError, OwnedFolder, check_out_folder, open_folder
+from spear_metrics.agents.processes import sessions_for
 from spear_metrics.agents.rows import (
-    ProcessEnds, RowJournal, SyncCaller, failure_reason, join_adapter_threads, run_concurrently, run_row, run_row_async,
-    session_time_limit, time_limited,
+    ProcessEnds, ProcessLost, RowJournal, SyncCaller, failure_reason, join_adapter_threads, run_concurrently, run_row,
+    run_row_async, session_time_limit,
 )
-from spear_metrics.core.records import AppendLog, bind_run, read_jsonl, write_json_atomic, write_jsonl_atomic
+from spear_metrics.core.records import (
+    AppendLog, bind_run, bind_shard, hold_shard, in_shard, read_jsonl, read_work_logs, write_json_atomic,
+    write_jsonl_atomic,
+)
 from spear_metrics.dynamic_superb.tasks import (
     InstanceError,
     TaskInstance,
@@ -73,10 +88,10 @@ class DSuperbInferError(RuntimeError):
 
 
 def read_log(work: Path) -> dict[int, dict[str, Any]]:
-    """Records of ``work/rank-0.jsonl`` by row: the latest wins, but an answer is never replaced
-    by a later failure; torn or malformed lines are skipped (their rows are redone)."""
+    """Records of the work logs ``work/rank-<r>.jsonl`` by row: the latest wins, but an answer is
+    never replaced by a later failure; torn or malformed lines are skipped (their rows are redone)."""
     out: dict[int, dict[str, Any]] = {}
-    for obj in read_jsonl(work / "rank-0.jsonl"):
+    for obj in read_work_logs(work):
         row = obj.get("row")
         if not isinstance(row, int) or isinstance(row, bool) or row < 0 or obj.get("status") not in ("ok", "failed"):
             continue
@@ -138,7 +153,9 @@ def run_dsuperb_inference(agent_name: str, instances: list[str], out_dir: str | 
                           concurrency: int = 1, row_timeout_s: float = 300.0, chunk_ms: float = 40.0,
                           limit: Optional[int] = None, retry_failed: bool = False, overwrite: bool = False,
                           progress: bool = True, prices: Any = None,
-                          on_row: Optional[Callable[[dict[str, Any]], None]] = None) -> dict[str, Any]:
+                          on_row: Optional[Callable[[dict[str, Any]], None]] = None, processes: int | str = 1,
+                          provider_limits: Optional[dict[str, int]] = None,
+                          shard: Optional[tuple[int, int]] = None) -> dict[str, Any]:
     """Run an adapter over task instances (see the module docstring).
 
     Args:
@@ -157,6 +174,13 @@ def run_dsuperb_inference(agent_name: str, instances: list[str], out_dir: str | 
         retry_failed: run the failed rows again.
         overwrite: replace another run's answers to an instance (only what that run recorded and is unchanged).
         prices: a :class:`spear_metrics.core.usage.PriceTable` (``--price-table``) pricing ``usage``.
+        processes, provider_limits: ``--processes`` and ``--provider-limit`` of a network adapter
+            (:func:`spear_metrics.agents.processes.sessions_for`): the sessions in worker processes,
+            this process the one writer of ``PRED/``; a row holds its provider slot from its start
+            record to its answer. A local text adapter runs here (one line on stderr says so).
+        shard: ``(k, n)`` (``--shard k/n``): only the rows of shard ``k`` (module docstring); the
+            counts are then the shard's (``n_rows``: its rows) and ``rows_left`` is added: the rows
+            of the instances no shard has finished.
 
     Returns:
         ``{"instances": {instance: counts..., "usage"}, "n_rows", "n_answered", "n_failed",
@@ -167,7 +191,9 @@ def run_dsuperb_inference(agent_name: str, instances: list[str], out_dir: str | 
 
     Raises:
         DSuperbInferError: an adapter that gives no text, a bad ``concurrency``, another run's
-            answers for an instance (without ``overwrite``).
+            answers for an instance (without ``overwrite``), ``shard`` with ``overwrite``, a
+            session process that ended (rerun to resume).
+        ProcessesError (a ``ValueError``): ``provider_limits`` naming only other adapters.
         ManifestError: an instance the manifest lacks.
         spear_datasets.ownership.OutFolderError: ``out_dir`` holds files this tool did not write
             (upstream's or another system's prediction files), another command's output, a
@@ -178,22 +204,33 @@ def run_dsuperb_inference(agent_name: str, instances: list[str], out_dir: str | 
     from spear_metrics.agents.duplex import is_network_agent
     from spear_metrics.agents.harness import usage_of_records
     from spear_metrics.agents.registry import load_agent
+    from spear_metrics.agents.processes import check_provider_limits, unused_options_note
     from spear_metrics.agents.text import is_text_capable
 
     agent_options = dict(agent_options or {})
     if concurrency < 1:
         raise DSuperbInferError(f"--concurrency must be >= 1, got {concurrency}")
+    if shard is not None and overwrite:
+        raise DSuperbInferError("--shard does not take --overwrite (other shards may be writing the folder): give a "
+                                "new --out folder, or --overwrite without --shard first")
+    check_provider_limits(agent_name, provider_limits)  # a misspelt name would cap nothing
     specs = select_specs(load_manifest(manifest), list(instances))
     out = Path(out_dir)
     check_out_folder(out)  # the rule first (cheap): a folder that cannot be used costs no adapter
+    built_by_name = agent is None
     if agent is None:
         agent = load_agent(agent_name, **agent_options)
     if not is_text_capable(agent):
         raise DSuperbInferError(f"agent {agent_name!r} gives no text answers: Dynamic-SUPERB needs a network adapter "
                                 "(e.g. openai-audio) or a local adapter with respond_text(request)")
     network = is_network_agent(agent)
-    # PRED/: new, empty or this command's; each instance is one run bound to its settings (.work/<instance>/)
-    with open_folder(out, command=COMMAND) as folder:
+    unused_options_note(agent, agent_name, processes, provider_limits)
+    sessions = functools.partial(sessions_for, agent, name=agent_name, options=agent_options,
+                                 built_by_name=built_by_name, processes=processes, provider_limits=provider_limits)
+    # PRED/: new, empty or this command's; each instance is one run bound to its settings (.work/<instance>/);
+    # a shard holds its own lock beside the other shards' (hold_shard)
+    held = hold_shard(out, shard=shard[0], command=COMMAND) if shard is not None else open_folder(out, command=COMMAND)
+    with held as folder:
         foreign = [_prediction_file(out, s.instance) for s in specs if _foreign(folder, _prediction_file(out, s.instance))]
         if foreign:  # never replaced or removed, --overwrite included: refused before anything runs
             raise OutFolderError(f"{foreign[0]} exists and was not written by this tool in --out {out}: move it away "
@@ -211,16 +248,19 @@ def run_dsuperb_inference(agent_name: str, instances: list[str], out_dir: str | 
             fp = {"agent": agent_name, "agent_options": {k: agent_options[k] for k in sorted(agent_options)},
                   "instance": inst.spec.instance, "source": inst.source, "revision": inst.revision,
                   "chunk_ms": float(chunk_ms)}
-            bind_run(folder, folder.work / inst.spec.instance, fp, overwrite=overwrite,
-                     outputs=[_prediction_file(out, inst.spec.instance).name, f"{WORK}/{inst.spec.instance}"],
-                     conflict=DSuperbInferError(
-                         f"{out} holds {inst.spec.instance} answers of another infer run (other adapter, options or "
-                         "data); use another --out folder or --overwrite"))
+            conflict = DSuperbInferError(f"{out} holds {inst.spec.instance} answers of another infer run (other "
+                                         "adapter, options or data); use another --out folder or --overwrite")
+            if shard is not None:
+                bind_shard(folder.work / inst.spec.instance, fp, conflict=conflict)
+            else:
+                bind_run(folder, folder.work / inst.spec.instance, fp, overwrite=overwrite, conflict=conflict,
+                         outputs=[_prediction_file(out, inst.spec.instance).name, f"{WORK}/{inst.spec.instance}"])
         for k, inst in enumerate(opened):
             stats = _infer_instance(agent, inst, out, network=network, agent_name=agent_name, concurrency=concurrency,
                                     row_timeout_s=row_timeout_s, chunk_ms=chunk_ms, limit=limit, prices=prices,
                                     retry_failed=retry_failed, progress=progress, on_row=on_row,
-                                    note=f"spearbench dsuperb infer: note: {agent_name}" if k == 0 else None)
+                                    note=f"spearbench dsuperb infer: note: {agent_name}" if k == 0 else None,
+                                    sessions=sessions, shard=shard)
             result["instances"][inst.spec.instance] = stats
             result["n_rows"] += stats["n_rows"]
             result["n_answered"] += stats["n_answered"]
@@ -228,6 +268,10 @@ def run_dsuperb_inference(agent_name: str, instances: list[str], out_dir: str | 
             records += stats.pop("records")
         result["elapsed_s"] = time.perf_counter() - t_run
         result["usage"] = usage_of_records(records, prices)
+        if shard is not None:  # the run without --shard writes the run's files from every shard's log
+            result["shard"] = f"{shard[0]}/{shard[1]}"
+            result["rows_left"] = sum(st["rows_left"] for st in result["instances"].values())
+            return result
         write_json_atomic(out / WORK / "run_info.json", {
             "agent": agent_name, "instances": {k: {kk: vv for kk, vv in v.items() if kk != "failures"}
                                                for k, v in result["instances"].items()},
@@ -246,26 +290,32 @@ def _foreign(folder: OwnedFolder, path: Path) -> bool:
 def _infer_instance(agent: Any, inst: TaskInstance, out: Path, *, network: bool, agent_name: str, concurrency: int,
                     row_timeout_s: float, chunk_ms: float, limit: Optional[int], retry_failed: bool, progress: bool,
                     on_row: Optional[Callable[[dict[str, Any]], None]], note: Optional[str],
-                    prices: Any = None) -> dict[str, Any]:
+                    prices: Any = None, sessions: Optional[Callable[..., Any]] = None,
+                    shard: Optional[tuple[int, int]] = None) -> dict[str, Any]:
     """One bound instance: its rows without a record (and the failed ones with ``retry_failed``)
     answered and logged, then its outputs written (:func:`_write_outputs`, with the instance's
     ``usage`` priced with ``prices``); ``note``: the prefix of the line saying ``concurrency`` was
     lowered to the adapter's ``max_concurrency`` (``None``: no line). The returned counts carry
-    the instance's row ``records`` (of its rows) for the run's total usage."""
+    the instance's row ``records`` (of its rows) for the run's total usage. ``sessions``: where a
+    network adapter's sessions run (:func:`spear_metrics.agents.processes.sessions_for`);
+    ``shard``: only its rows, logged to ``rank-K.jsonl``, no outputs written (counts of its rows,
+    and ``rows_left``: the instance's rows without a record in any log)."""
     from spear_metrics.agents.harness import usage_of_records
 
     rows = inst.rows[: limit] if limit is not None else inst.rows
     work = out / WORK / inst.spec.instance
     recs = read_log(work)
-    todo = [r for r in rows if r.index not in recs or (retry_failed and recs[r.index]["status"] == "failed")]
+    mine = [r for r in rows if in_shard(r.index, shard)]
+    todo = [r for r in mine if r.index not in recs or (retry_failed and recs[r.index]["status"] == "failed")]
     bar = None
     if progress and todo:
         from tqdm.auto import tqdm
 
         bar = tqdm(total=len(todo), desc=f"dsuperb infer {inst.spec.instance}", unit="row")
     t0 = time.perf_counter()
-    ends = ProcessEnds(read_jsonl(work / "rank-0.jsonl"))
-    with AppendLog(work / "rank-0.jsonl") as log:
+    ends = ProcessEnds(read_work_logs(work))
+    session_info: dict[str, Any] = {}
+    with AppendLog(work / f"rank-{0 if shard is None else shard[0]}.jsonl") as log:
         journal = RowJournal(log, ends)
 
         def record(rec: dict[str, Any]) -> None:
@@ -288,20 +338,33 @@ def _infer_instance(agent: Any, inst: TaskInstance, out: Path, *, network: bool,
                     pending.append(r)
             with journal.stopping():
                 if network:
-                    concurrency = asyncio.run(_run_network(agent, inst, pending, record, journal.start,
-                                                           concurrency=concurrency, row_timeout_s=row_timeout_s,
-                                                           chunk_ms=chunk_ms, note=note))
+                    try:
+                        concurrency = asyncio.run(_run_network(agent, inst, pending, record, journal.start,
+                                                               concurrency=concurrency, row_timeout_s=row_timeout_s,
+                                                               chunk_ms=chunk_ms, note=note, sessions=sessions,
+                                                               info=session_info))
+                    except ProcessLost as e:  # its rows resume (one process end each), the others: stopped
+                        raise DSuperbInferError(str(e)) from None
                 else:
                     _run_local(agent, inst, pending, record, journal.start, row_timeout_s=row_timeout_s)
         finally:
             if bar is not None:
                 bar.close()
-    mine = [recs[r.index] for r in rows if r.index in recs]
+    if shard is not None:  # its rows' counts; the run without --shard writes the outputs
+        recs = read_log(work)  # every shard's records so far
+        done = [recs[r.index] for r in mine if r.index in recs]
+        failed = [{"row": r.index, "file": r.file, "error": recs[r.index].get("error")} for r in mine
+                  if r.index in recs and recs[r.index]["status"] == "failed"]
+        return {"instance": inst.spec.instance, "n_rows": len(mine), "n_answered": len(done) - len(failed),
+                "n_failed": len(failed), "failures": failed, "n_new": len(todo), **session_info,
+                "rows_left": sum(1 for r in rows if r.index not in recs), "usage": usage_of_records(done, prices),
+                "records": done}
+    done = [recs[r.index] for r in rows if r.index in recs]
     stats = _write_outputs(out, inst, recs, rows, {
         "agent": agent_name, "elapsed_s": time.perf_counter() - t0, "n_new": len(todo),
-        "concurrency": concurrency if network else 1, "row_timeout_s": row_timeout_s,
-        "usage": usage_of_records(mine, prices)})
-    return {**stats, "records": mine}
+        "concurrency": concurrency if network else 1, "row_timeout_s": row_timeout_s, **session_info,
+        "usage": usage_of_records(done, prices)})
+    return {**stats, "records": done}
 
 
 def _run_local(agent: Any, inst: TaskInstance, rows: list[TaskRow], record: Callable[[dict[str, Any]], None],
@@ -327,31 +390,43 @@ def _run_local(agent: Any, inst: TaskInstance, rows: list[TaskRow], record: Call
 
 async def _run_network(agent: Any, inst: TaskInstance, rows: list[TaskRow], record: Callable[[dict[str, Any]], None],
                        started: Callable[[int], None], *, concurrency: int, row_timeout_s: float, chunk_ms: float,
-                       note: Optional[str]) -> int:
+                       note: Optional[str], sessions: Optional[Callable[..., Any]] = None,
+                       info: Optional[dict[str, Any]] = None) -> int:
     """Network adapter: ``concurrency`` sessions at once
     (:func:`spear_metrics.agents.rows.run_concurrently`: lowered to the adapter's
     ``max_concurrency`` with a ``note`` line; returns the sessions run at once); decoding on worker
     threads, every log write on the run's one writer thread (nothing slow on the loop that paces
-    the sessions)."""
-    from spear_metrics.agents.duplex import session_config
+    the sessions). ``sessions(concurrency=, n_rows=)`` makes where the sessions run
+    (:func:`spear_metrics.agents.processes.sessions_for`; default this loop); a row holds its
+    provider slot from its start record to its answer; ``info`` receives the session processes
+    and their loop lag (``session_processes``, ``loop_lag_ms``)."""
+    from spear_metrics.agents.duplex import clamp_concurrency, session_config
+    from spear_metrics.agents.processes import LocalSessions
     from spear_metrics.agents.text import network_text_answer
 
     loop = asyncio.get_running_loop()
+    pool = sessions(concurrency=clamp_concurrency(agent, int(concurrency))[0], n_rows=len(rows)) \
+        if sessions is not None and rows else LocalSessions(agent)
 
     async def one(r: TaskRow, writer: Any) -> None:
         async def body(rec: dict[str, Any]) -> None:
             request = await asyncio.to_thread(_request, inst, r)
             limit = session_time_limit(session_config(agent, chunk_ms=chunk_ms), request.duration_s, row_timeout_s)
-            ans = await time_limited(network_text_answer(agent, request, chunk_ms=chunk_ms), limit)
+            ans = await network_text_answer(agent, request, chunk_ms=chunk_ms, limit_s=limit, sessions=pool, tag=r.index)
             rec.update(status="ok", response=ans.text, finish_reason=ans.finish_reason)
             if ans.usage:  # what the service billed for this row ({model: usage fields})
                 rec["usage"] = ans.usage
 
-        await loop.run_in_executor(writer, started, r.index)
-        rec = await run_row_async({"row": r.index, "file": r.file}, body)
+        async with pool.slots:  # --provider-limit: from the row's start record to its answer
+            await loop.run_in_executor(writer, started, r.index)
+            rec = await run_row_async({"row": r.index, "file": r.file}, body)
         await loop.run_in_executor(writer, record, rec)
 
-    return await run_concurrently(agent, rows, concurrency, one, note=note)
+    async with pool:
+        n = await run_concurrently(agent, rows, concurrency, one, note=note)
+    if info is not None and rows:
+        info.update(pool.stats())  # session_processes, loop_lag_ms (docs/multiprocess.md)
+    return n
 
 
 def _instance_work(pred_dir: str | os.PathLike, instance: str) -> Path:

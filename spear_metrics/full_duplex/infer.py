@@ -61,11 +61,14 @@ import numpy as np
 from spear_datasets.sources.fdb import TASK_FILES, FDBSample, folder_task, read_interrupt
 from spear_datasets.ownership import OwnedFolder, open_folder
 from spear_metrics.agents.duplex import clamp_concurrency
-from spear_metrics.agents.processes import sessions_for
+from spear_metrics.agents.processes import check_provider_limits, sessions_for
 from spear_metrics.agents.rows import (
     ProcessEnds, ProcessLost, RowJournal, failure_reason, run_concurrently, run_row_async, session_time_limit,
 )
-from spear_metrics.core.records import AppendLog, bind_run, read_jsonl, write_json_atomic, write_jsonl_atomic
+from spear_metrics.core.records import (
+    AppendLog, bind_run, bind_shard, hold_shard, in_shard, read_work_logs, write_json_atomic,
+    write_jsonl_atomic,
+)
 
 WORK = ".spearbench-fdb-infer"
 #: The files fdb-infer writes into a sample folder (nothing else there is touched).
@@ -161,12 +164,9 @@ def list_stimuli(task_dir: Path) -> list[Stimulus]:
 
 
 def read_log(work: Path) -> list[dict[str, Any]]:
-    """The valid records of ``work/rank-0.jsonl`` (a ``sample`` id and an ok/failed ``status``);
-    torn lines are skipped (their samples are redone)."""
-    p = work / "rank-0.jsonl"
-    if not p.is_file():
-        return []
-    return [o for o in read_jsonl(p) if isinstance(o.get("sample"), str) and o.get("status") in ("ok", "failed")]
+    """The valid records of the work logs ``work/rank-<r>.jsonl`` (a ``sample`` id and an
+    ok/failed ``status``); torn lines are skipped (their samples are redone)."""
+    return [o for o in read_work_logs(work) if isinstance(o.get("sample"), str) and o.get("status") in ("ok", "failed")]
 
 
 async def stream_stimulus(agent: Any, stim: Stimulus, *, chunk_ms: float, row_timeout_s: float,
@@ -232,7 +232,8 @@ def run_fdb_inference(agent_name: str, root: str | os.PathLike, *, tasks: Option
                       asr_backend: Any = None, output_sr: Optional[int] = None, overwrite: bool = False,
                       retry_failed: bool = False, progress: bool = True, prices: Any = None,
                       on_row: Optional[Callable[[dict[str, Any]], None]] = None, processes: int | str = 1,
-                      provider_limits: Optional[dict[str, int]] = None) -> dict[str, Any]:
+                      provider_limits: Optional[dict[str, int]] = None,
+                      shard: Optional[tuple[int, int]] = None) -> dict[str, Any]:
     """Run a network adapter over FDB stimuli (see the module docstring).
 
     Args:
@@ -253,6 +254,14 @@ def run_fdb_inference(agent_name: str, root: str | os.PathLike, *, tasks: Option
             (:func:`spear_metrics.agents.processes.sessions_for`): the sessions in worker
             processes, this process the one writer of the task folders.
         prices: a :class:`spear_metrics.core.usage.PriceTable` (``--price-table``) pricing ``usage``.
+        shard: ``(k, n)`` (``--shard k/n``): only the stimuli of shard ``k``
+            (:func:`spear_metrics.core.records.in_shard` of ``<task>/<unit>``), beside the other
+            shards, which may write the same task folders at the same time
+            (:func:`spear_metrics.core.records.hold_shard`: each its own lock and manifest);
+            logged to ``.spearbench-fdb-infer/rank-k.jsonl``, no ``failures.jsonl`` nor
+            ``run_info.json`` written (a run without ``shard`` afterwards runs what no shard
+            finished and writes them). The counts are then the shard's, with ``samples_left`` (the
+            stimuli without a reply in any log) and ``shard``.
 
     Returns counts: ``n_samples``, ``n_written`` (this run), ``n_done`` (in total), ``n_kept``
     (samples holding outputs this command did not write, left alone), ``kept`` (their
@@ -272,6 +281,10 @@ def run_fdb_inference(agent_name: str, root: str | os.PathLike, *, tasks: Option
     from spear_metrics.agents.registry import load_agent
 
     agent_options = dict(agent_options or {})
+    if shard is not None and overwrite:
+        raise FDBInferError("--shard does not take --overwrite (other shards may be writing the task folders): run "
+                            "--overwrite without --shard first")
+    check_provider_limits(agent_name, provider_limits)  # a misspelt name would cap nothing
     built_by_name = agent is None
     if agent is None:
         agent = load_agent(agent_name, **agent_options)
@@ -286,16 +299,17 @@ def run_fdb_inference(agent_name: str, root: str | os.PathLike, *, tasks: Option
     task_dirs = find_task_dirs(root, tasks)
     with contextlib.ExitStack() as held:
         folders: dict[Path, OwnedFolder] = {}
-        for td in task_dirs:  # each task folder: its lock held, every write recorded, until the end
-            folders[td] = held.enter_context(open_folder(td, command="fdb-infer", work_name=WORK, check=False,
-                                                         flag="--root", keep_changed=True))
+        kw = dict(command="fdb-infer", work_name=WORK, check=False, flag="--root", keep_changed=True)
+        for td in task_dirs:  # each task folder: its lock held (a shard's beside the others'), every write recorded
+            folders[td] = held.enter_context(open_folder(td, **kw) if shard is None else
+                                             hold_shard(td, shard=shard[0], **kw))
         sessions = functools.partial(sessions_for, agent, name=agent_name, options=agent_options,
                                      built_by_name=built_by_name, processes=processes, provider_limits=provider_limits)
         try:
             return _run_claimed(agent, agent_name, task_dirs, folders, fp, chunk_ms=chunk_ms, concurrency=concurrency,
                                 row_timeout_s=row_timeout_s, asr=asr, asr_backend=asr_backend, output_sr=output_sr,
                                 overwrite=overwrite, retry_failed=retry_failed, progress=progress, on_row=on_row,
-                                sessions=sessions, prices=prices)
+                                sessions=sessions, prices=prices, shard=shard)
         except ProcessLost as e:  # its samples resume (and count a process end), the others were logged stopped
             raise FDBInferError(str(e)) from None
 
@@ -317,7 +331,7 @@ def _run_claimed(agent: Any, agent_name: str, task_dirs: list[Path], folders: di
                  fp: dict[str, Any], *, chunk_ms: float, concurrency: int, row_timeout_s: float, asr: Optional[str],
                  asr_backend: Any, output_sr: Optional[int], overwrite: bool, retry_failed: bool, progress: bool,
                  on_row: Optional[Callable[[dict[str, Any]], None]], sessions: Callable[..., Any],
-                 prices: Any = None) -> dict[str, Any]:
+                 prices: Any = None, shard: Optional[tuple[int, int]] = None) -> dict[str, Any]:
     """:func:`run_fdb_inference` once its task folders are held (locks taken, writes recorded)."""
     from spear_metrics.agents.harness import usage_of_records
 
@@ -326,17 +340,20 @@ def _run_claimed(agent: Any, agent_name: str, task_dirs: list[Path], folders: di
     stimuli: list[Stimulus] = []
     for td in task_dirs:
         work = td / WORK
-        bind_run(folders[td], work, fp, overwrite=overwrite, adopt=_logged_outputs(work), conflict=FDBInferError(
-            f"{td} holds replies of another fdb-infer run (other agent, options or chunk size); pass --overwrite "
-            "to replace the output.wav/output.json that run wrote (nothing else)"))
+        conflict = FDBInferError(f"{td} holds replies of another fdb-infer run (other agent, options or chunk size); "
+                                 "pass --overwrite to replace the output.wav/output.json that run wrote (nothing else)")
+        if shard is not None:
+            bind_shard(work, fp, conflict=conflict)
+        else:
+            bind_run(folders[td], work, fp, overwrite=overwrite, adopt=_logged_outputs(work), conflict=conflict)
         recs: dict[str, dict[str, Any]] = {}
         for obj in read_log(work):  # the latest record of a sample wins (an ok ASR record completes its ok reply)
             sid = str(obj["sample"])
             prev = recs.get(sid)
             recs[sid] = {**prev, **obj} if prev and prev.get("status") == "ok" and obj.get("status") == "ok" else obj
         state[td] = recs
-        ends[td] = ProcessEnds(read_jsonl(work / "rank-0.jsonl"), key="sample")
-        stimuli += list_stimuli(td)
+        ends[td] = ProcessEnds(read_work_logs(work), key="sample")
+        stimuli += [s for s in list_stimuli(td) if in_shard(s.key, shard)]
 
     def ours(s: Stimulus, name: str) -> bool:
         """``name`` in ``s``'s folder was written by this command and is unchanged since."""
@@ -370,7 +387,8 @@ def _run_claimed(agent: Any, agent_name: str, task_dirs: list[Path], folders: di
         from tqdm.auto import tqdm
 
         bar = tqdm(total=len(todo), desc=f"fdb infer {agent_name}", unit="sample")
-    logs = {td: AppendLog(td / WORK / "rank-0.jsonl") for td in task_dirs}
+    rank = 0 if shard is None else shard[0]
+    logs = {td: AppendLog(td / WORK / f"rank-{rank}.jsonl") for td in task_dirs}
     journals = {td: RowJournal(logs[td], ends[td]) for td in task_dirs}
     t0 = time.perf_counter()
     written = 0
@@ -461,9 +479,13 @@ def _run_claimed(agent: Any, agent_name: str, task_dirs: list[Path], folders: di
             log.close()
     failures = []
     done = 0
+    units = {td: {s.unit for s in stimuli if s.task_dir == td} for td in task_dirs}  # a shard's: its own
     for td in task_dirs:
+        if shard is not None:
+            state[td] = {sid: r for sid, r in state[td].items() if sid in units[td]}
         fails = [{"sample": sid, "error": r.get("error")} for sid, r in sorted(state[td].items()) if r.get("status") == "failed"]
-        write_jsonl_atomic(td / WORK / "failures.jsonl", fails)
+        if shard is None:  # the run without --shard writes the task folders' files from every shard's log
+            write_jsonl_atomic(td / WORK / "failures.jsonl", fails)
         failures += [{"sample": f"{td.name}/{f['sample']}", "error": f["error"]} for f in fails]
         done += sum(1 for r in state[td].values() if r.get("status") == "ok")
     info = {"agent": agent_name, "n_samples": len(stimuli), "n_written": written, "n_done": done, "n_kept": len(kept),
@@ -475,6 +497,10 @@ def _run_claimed(agent: Any, agent_name: str, task_dirs: list[Path], folders: di
             "timeline": getattr(agent, "timeline", "arrival"), "asr": None if (asr is None and asr_backend is None) else
             str(getattr(asr_backend, "name", asr)),
             "usage": usage_of_records([r for td in task_dirs for r in state[td].values()], prices)}
+    if shard is not None:
+        ok = {td: {o["sample"] for o in read_log(td / WORK) if o["status"] == "ok"} for td in task_dirs}
+        left = sum(1 for td in task_dirs for s in list_stimuli(td) if s.unit not in ok[td])
+        return {**info, "shard": f"{shard[0]}/{shard[1]}", "samples_left": left}
     for td in task_dirs:
         write_json_atomic(td / WORK / "run_info.json", {k: v for k, v in info.items() if k != "failures"})
     return info

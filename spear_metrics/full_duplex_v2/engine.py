@@ -477,28 +477,38 @@ def save_conversation(conv: Conversation, folder: Path) -> None:
 LOG = RUN_LOG
 
 
-def read_log(out: Path, wanted: Optional[set[str]] = None) -> dict[str, dict[str, Any]]:
-    """Last record per task id of ``out/conversations.jsonl``, read by the project's bounded
+def shard_log(shard: int) -> str:
+    """The log of shard ``K`` (``--shard K/N``) in the output folder: ``.work/rank-K.jsonl``."""
+    from spear_datasets.ownership import WORK_DIR
+
+    return f"{WORK_DIR}/rank-{int(shard)}.jsonl"
+
+
+def read_log(out: Path, wanted: Optional[set[str]] = None, *, shards: bool = True) -> dict[str, dict[str, Any]]:
+    """Last record per task id of the shards' logs (:func:`shard_log`, with ``shards``) and then
+    ``out/conversations.jsonl`` (the run without ``--shard``), read by the project's bounded
     work-log reader (:func:`spear_metrics.core.records.read_jsonl`: one line at a time, a torn,
     non-object or over-long line skipped); with ``wanted``, only those task ids (what is kept in
-    memory is bounded by the tasks asked for, whatever the file holds)."""
-    from spear_metrics.core.records import read_jsonl
+    memory is bounded by the tasks asked for, whatever the files hold)."""
+    from spear_metrics.core.records import read_jsonl, read_work_logs
 
     recs: dict[str, dict[str, Any]] = {}
     p = out / LOG
-    if not p.is_file():
-        return recs
-    for r in read_jsonl(p):
-        tid = r.get("task_id")
-        if isinstance(tid, str) and (wanted is None or tid in wanted):
-            recs[tid] = r
+    logs = [read_work_logs(out / Path(shard_log(0)).parent)] if shards else []
+    if p.is_file():
+        logs.append(read_jsonl(p))
+    for log in logs:
+        for r in log:
+            tid = r.get("task_id")
+            if isinstance(tid, str) and (wanted is None or tid in wanted):
+                recs[tid] = r
     return recs
 
 
-def log_unit(out: Path, rec: dict[str, Any]) -> None:
-    """Append one finished unit's record to ``out/conversations.jsonl`` (flushed and fsynced;
-    secrets masked; the file recorded as this tool's in the open output folder, before it is
-    first written).
+def log_unit(out: Path, rec: dict[str, Any], name: str = LOG) -> None:
+    """Append one finished unit's record to ``out/conversations.jsonl`` (or ``out/<name>``: a
+    shard's log, :func:`shard_log`; flushed and fsynced; secrets masked; the file recorded as
+    this tool's in the open output folder, before it is first written).
 
     Raises:
         spear_datasets.files.OutputError: the log cannot be written (a whole-run problem).
@@ -506,8 +516,8 @@ def log_unit(out: Path, rec: dict[str, Any]) -> None:
     from spear_datasets.files import record_write
     from spear_metrics.core.records import AppendLog
 
-    record_write(out / LOG)
-    log = AppendLog(out / LOG)
+    record_write(out / name)
+    log = AppendLog(out / name)
     try:
         log.write([rec])
     finally:
@@ -517,6 +527,25 @@ def log_unit(out: Path, rec: dict[str, Any]) -> None:
 def _cpu_s() -> float:
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime
+
+
+@dataclass
+class ConversationJob:
+    """One conversation as a unit of work (:meth:`run`): fresh adapters from ``make_examiner`` /
+    ``make_examinee``, then :func:`run_conversation` with ``rules`` and ``kw``; run on this event
+    loop or, whole, in a session process (:meth:`spear_metrics.agents.processes.SessionPool.run_job`:
+    the job and the :class:`Conversation` it returns travel pickled)."""
+
+    task: Task
+    make_examiner: Callable[[], Any]
+    make_examinee: Callable[[], Any]
+    rules: Rules
+    kw: dict[str, Any]
+
+    async def run(self, agent: Any = None) -> Conversation:
+        """The conversation (``agent``, the session process's adapter, is not used: each
+        conversation builds its own two)."""
+        return await run_conversation(self.task, self.make_examiner(), self.make_examinee(), self.rules, **self.kw)
 
 
 class RunConflict(ValueError):
@@ -544,7 +573,9 @@ async def run_conversations(tasks: list[Task], out: str | os.PathLike, make_exam
                             concurrency: int = 1, retry_failed: bool = False, overwrite: bool = False,
                             deadline_grace_s: float = 30.0, describe: Optional[dict[str, Any]] = None,
                             on_done: Optional[Callable[[dict], None]] = None,
-                            bad: Sequence[tuple[str, str]] = (), **conversation_kw: Any) -> dict[str, Any]:
+                            bad: Sequence[tuple[str, str]] = (), shard: Optional[tuple[int, int]] = None,
+                            slots: Sequence[Any] = (), sessions: Optional[Callable[..., Any]] = None,
+                            **conversation_kw: Any) -> dict[str, Any]:
     """Run the conversations of ``tasks`` into ``out/<task id>/``, ``concurrency`` at a time, each a
     resumable unit logged in ``out/conversations.jsonl`` as it finishes (``ok`` or ``failed`` with a
     one-line ``reason``). A task already ``ok`` (log line and folder) is skipped; one ``failed`` is
@@ -562,37 +593,74 @@ async def run_conversations(tasks: list[Task], out: str | os.PathLike, make_exam
         rules_for: the :class:`Rules` of a task.
         describe: adapter descriptions for the manifests (``examiner``/``examinee`` keys).
         bad: ``(position, reason)`` of unreadable task entries: each logged once as a failed unit.
+        shard: ``(k, n)`` (``--shard k/n``): only the tasks of shard ``k``
+            (:func:`spear_metrics.core.records.in_shard` of the task id), beside the other shards,
+            which may write ``out`` at the same time (:func:`spear_metrics.core.records.claim_shard`),
+            logged to ``.work/rank-k.jsonl`` (:func:`shard_log`). The run without ``shard`` reads
+            every shard's log, runs what no shard finished and copies the shards' records that
+            ``conversations.jsonl`` lacks into it.
+        slots: :class:`~spear_metrics.agents.processes.ProviderSlots` a conversation holds, one
+            slot of each at once (its examiner's and examinee's caps, ``--provider-limit``;
+            :func:`~spear_metrics.agents.processes.hold_together`) before its time limit starts.
+        sessions: ``sessions(concurrency=, n_rows=)`` makes where the conversations run
+            (:func:`spear_metrics.agents.processes.sessions_for`, ``--processes``): each
+            conversation whole (:class:`ConversationJob`: both of its sessions and the relay
+            between them) in one session process, this process the one writer of ``out``
+            (``make_examiner``/``make_examinee`` must then be picklable, e.g.
+            :func:`functools.partial` of a class); default: this event loop.
 
     Returns:
-        ``{"ok", "failed", "skipped", "wall_s", "cpu_s", "conversation_s"}`` of this call.
+        ``{"ok", "failed", "skipped", "wall_s", "cpu_s", "conversation_s"}`` of this call (``cpu_s``:
+        this process's), with ``session_processes``, ``loop_lag_ms`` and ``session_process_stats``
+        (:meth:`~spear_metrics.agents.processes.SessionPool.stats`) when a conversation ran.
 
     Raises:
         RunConflict: ``out`` holds another run's conversations (without ``overwrite``).
+        spear_metrics.agents.rows.ProcessLost: a session process ended with conversations in
+            flight (the run stops; those not logged run again on resume).
         spear_datasets.files.OutputError: ``out`` cannot be used (another command's or the user's
             files, a live process writing it, unwritable) or the log cannot be written.
     """
-    from spear_metrics.core.records import claim_out
+    from spear_metrics.core.records import claim_out, claim_shard, in_shard
 
     outp = Path(out)
     fp = run_fingerprint(describe, [rules_for(t) for t in tasks], conversation_kw)
     conflict = RunConflict(f"{outp} holds conversations of another run (other tasks file, adapters, rules or relay "
                            "settings); use a new --out folder or --overwrite")
-    with claim_out(outp, fp, overwrite=overwrite, conflict=conflict, command="fdb2-infer", activity="written"):
+    if shard is not None and overwrite:
+        raise RunConflict("--shard does not take --overwrite (other shards may be writing the folder): give a new "
+                          "--out folder, or --overwrite without --shard first")
+    claim = claim_shard(outp, fp, shard=shard[0], conflict=conflict, command="fdb2-infer") if shard is not None else \
+        claim_out(outp, fp, overwrite=overwrite, conflict=conflict, command="fdb2-infer", activity="written")
+    log = LOG if shard is None else shard_log(shard[0])
+    with claim:
+        tasks = [t for t in tasks if in_shard(t.id, shard)]
+        bad = [(pos, why) for pos, why in bad if in_shard(pos, shard)]
         wanted = {t.id for t in tasks} | {pos for pos, _ in bad}
         done = read_log(outp, wanted)
+        if shard is None:  # the shards' records this log lacks: copied, so that it lists every unit
+            mine = read_log(outp, wanted, shards=False)
+            for tid, rec in done.items():
+                if tid not in mine:
+                    log_unit(outp, rec)
         for pos, why in bad:  # an unreadable task entry is a failed unit, logged once
             if pos not in done:
-                log_unit(outp, {"task_id": pos, "status": "failed", "reason": f"unreadable task entry: {why}"})
+                log_unit(outp, {"task_id": pos, "status": "failed", "reason": f"unreadable task entry: {why}"}, log)
         return await _run_claimed(tasks, outp, done, make_examiner, make_examinee, rules_for, concurrency=concurrency,
                                   retry_failed=retry_failed, deadline_grace_s=deadline_grace_s, describe=describe,
-                                  on_done=on_done, **conversation_kw)
+                                  on_done=on_done, log=log, slots=slots, sessions=sessions, **conversation_kw)
 
 
 async def _run_claimed(tasks: list[Task], outp: Path, done: dict[str, dict[str, Any]], make_examiner: Callable[[], Any],
                        make_examinee: Callable[[], Any], rules_for: Callable[[Task], Rules], *, concurrency: int,
                        retry_failed: bool, deadline_grace_s: float, describe: Optional[dict[str, Any]],
-                       on_done: Optional[Callable[[dict], None]], **conversation_kw: Any) -> dict[str, Any]:
-    """:func:`run_conversations` once ``outp`` is claimed (``done``: the logged units)."""
+                       on_done: Optional[Callable[[dict], None]], log: str = LOG, slots: Sequence[Any] = (),
+                       sessions: Optional[Callable[..., Any]] = None, **conversation_kw: Any) -> dict[str, Any]:
+    """:func:`run_conversations` once ``outp`` is claimed (``done``: the logged units; ``log``:
+    where this run logs them)."""
+    from spear_metrics.agents.processes import LocalSessions, hold_together
+    from spear_metrics.agents.rows import ProcessLost, RowTimeout
+
     todo = []
     skipped = 0
     for t in tasks:
@@ -608,15 +676,17 @@ async def _run_claimed(tasks: list[Task], outp: Path, done: dict[str, dict[str, 
     cpu0, wall0 = _cpu_s(), time.monotonic()
     connect_s = float(conversation_kw.get("connect_timeout_s", 60.0))
 
+    pool = sessions(concurrency=int(concurrency), n_rows=len(todo)) if sessions is not None and todo \
+        else LocalSessions(None)
+
     async def one(task: Task) -> None:
-        async with sem:
+        async with sem, hold_together(slots):  # --provider-limit: both sides' slots, before the deadline starts
             rules = rules_for(task)
             started = time.monotonic()
             rec: dict[str, Any] = {"task_id": task.id, "split": task.split}
             try:
-                conv = await asyncio.wait_for(
-                    run_conversation(task, make_examiner(), make_examinee(), rules, **conversation_kw),
-                    rules.max_duration_s + connect_s + deadline_grace_s)
+                job = ConversationJob(task, make_examiner, make_examinee, rules, dict(conversation_kw))
+                conv = await pool.run_job(job, rules.max_duration_s + connect_s + deadline_grace_s, tag=task.id)
                 for k, v in (describe or {}).items():  # adapter settings join what each side did
                     if isinstance(v, dict) and isinstance(conv.manifest.get(k), dict):
                         conv.manifest[k] = {**v, **conv.manifest[k]}
@@ -629,7 +699,9 @@ async def _run_claimed(tasks: list[Task], outp: Path, done: dict[str, dict[str, 
                            wall_s=conv.manifest["wall_s"])
                 counts["ok"] += 1
                 counts["conversation_s"] += conv.manifest["duration_s"]
-            except asyncio.TimeoutError:
+            except ProcessLost:  # the run stops: this conversation is not logged, a rerun runs it again
+                raise
+            except RowTimeout:
                 rec.update(status="failed", reason=f"timed out after {time.monotonic() - started:.1f} s "
                                                    f"(deadline {rules.max_duration_s + connect_s + deadline_grace_s:g} s)")
                 counts["failed"] += 1
@@ -638,11 +710,19 @@ async def _run_claimed(tasks: list[Task], outp: Path, done: dict[str, dict[str, 
 
                 rec.update(status="failed", reason=mask_secrets(" ".join(str(e).split()))[:300] or type(e).__name__)
                 counts["failed"] += 1
-            log_unit(outp, rec)
+            log_unit(outp, rec, log)
             if on_done:
                 on_done(rec)
 
-    await asyncio.gather(*(one(t) for t in todo))
+    async with pool:
+        try:  # a session process that ends stops every conversation (ProcessLost, raised as it is)
+            async with asyncio.TaskGroup() as tg:
+                for t in todo:
+                    tg.create_task(one(t))
+        except BaseExceptionGroup as eg:
+            raise eg.exceptions[0] from None
+    if todo:
+        counts.update(pool.stats())  # session_processes, loop_lag_ms (docs/multiprocess.md)
     counts["wall_s"] = round(time.monotonic() - wall0, 3)
     counts["cpu_s"] = round(_cpu_s() - cpu0, 3)
     return counts

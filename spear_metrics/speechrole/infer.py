@@ -55,7 +55,10 @@ import numpy as np
 
 from spear_datasets.schema import SpearRow
 from spear_datasets.ownership import open_folder
-from spear_metrics.core.records import AppendLog, bind_run, one_line, write_json_atomic, write_jsonl_atomic
+from spear_metrics.core.records import (
+    AppendLog, bind_run, bind_shard, hold_shard, in_shard, one_line, read_work_logs, write_json_atomic,
+    write_jsonl_atomic,
+)
 from spear_metrics.speechrole.data import EvalDialogue, read_test_data, reference_path_of, resolve_in
 
 #: The owner name of an infer output folder (``OUT/.work/owner.json``).
@@ -147,7 +150,8 @@ def run_speechrole_inference(agent_name: str, test_data: str | os.PathLike, mode
                              reference_key: str = "role_speech_path1",
                              overwrite: bool = False, progress: bool = True, prices: Any = None,
                              on_turn: Optional[Callable[[dict[str, Any]], None]] = None, processes: int | str = 1,
-                             provider_limits: Optional[dict[str, int]] = None) -> dict[str, Any]:
+                             provider_limits: Optional[dict[str, int]] = None,
+                             shard: Optional[tuple[int, int]] = None) -> dict[str, Any]:
     """Run an adapter over the dialogues of ``mode`` (see the module docstring).
 
     Args:
@@ -166,6 +170,14 @@ def run_speechrole_inference(agent_name: str, test_data: str | os.PathLike, mode
             (:func:`spear_metrics.agents.processes.sessions_for`): the sessions in worker
             processes, this process the one writer of ``out``; a dialogue holds its provider slot
             from its start record to its last turn.
+        shard: ``(k, n)`` (``--shard k/n``): only the dialogues of shard ``k``
+            (:func:`spear_metrics.core.records.in_shard` of the dialogue's key), beside the other
+            shards, which may write ``out`` at the same time
+            (:func:`spear_metrics.core.records.hold_shard`); logged to ``.work/<mode>/rank-k.jsonl``,
+            no role files written: a run without ``shard`` afterwards runs any dialogue no shard
+            finished and writes them from every shard's log. The counts are then the shard's
+            (``n_dialogues``: its dialogues), with ``dialogues_left`` (the mode's dialogues no
+            shard has finished) and ``shard``.
 
     Returns:
         ``{"n_dialogues", "n_answered" (dialogues with every turn), "n_turns" (turns written),
@@ -176,7 +188,7 @@ def run_speechrole_inference(agent_name: str, test_data: str | os.PathLike, mode
 
     Raises:
         InferRunError: ``out`` holds another run's answers (without ``overwrite``), ``concurrency`` < 1,
-            or a session process ended (rerun to resume).
+            ``shard`` with ``overwrite``, or a session process ended (rerun to resume).
         spear_datasets.ownership.OutFolderError: ``out`` holds files this tool did not write, another
             command's output, or is being written by another live process.
         spear_metrics.agents.registry.UnknownAgentError, OptionError: the adapter cannot be built.
@@ -190,10 +202,12 @@ def run_speechrole_inference(agent_name: str, test_data: str | os.PathLike, mode
         ProcessEnds, ProcessLost, RowJournal, RowTimeout, SyncCaller, failure_reason, fails_row, run_concurrently,
     )
     from spear_metrics.agents.registry import load_agent
-    from spear_metrics.core.records import read_jsonl
 
     if concurrency < 1:
         raise InferRunError(f"--concurrency must be >= 1, got {concurrency}")
+    if shard is not None and overwrite:
+        raise InferRunError("--shard does not take --overwrite (other shards may be writing the folder): give a new "
+                            "--out folder, or --overwrite without --shard first")
     options = dict(agent_options or {})
     built_by_name = agent is None
     if agent is None:
@@ -206,15 +220,21 @@ def run_speechrole_inference(agent_name: str, test_data: str | os.PathLike, mode
           "reference_key": reference_key if getattr(agent, "uses_reference_answer", False) else None,
           "chunk_ms": float(chunk_ms), "seed": int(seed), "test_data": str(Path(test_data).resolve()),
           "dialogues": [d.key for d in dialogues]}
-    # OUT: new, empty or this command's; each mode is one run bound to its settings (.work/<mode>/)
-    with open_folder(out, command=COMMAND) as folder:
+    # OUT: new, empty or this command's; each mode is one run bound to its settings (.work/<mode>/);
+    # a shard holds its own lock beside the other shards' (hold_shard)
+    held = hold_shard(out, shard=shard[0], command=COMMAND) if shard is not None else open_folder(out, command=COMMAND)
+    with held as folder:
         work = folder.work / mode
-        bind_run(folder, work, fp, overwrite=overwrite, outputs=[f"{mode}_result"], conflict=InferRunError(
-            f"{out} holds {mode} answers of another infer run (other agent, options or dialogues); use another --out "
-            "folder or --overwrite"))
+        conflict = InferRunError(f"{out} holds {mode} answers of another infer run (other agent, options or "
+                                 "dialogues); use another --out folder or --overwrite")
+        if shard is not None:
+            bind_shard(work, fp, conflict=conflict)
+        else:
+            bind_run(folder, work, fp, overwrite=overwrite, outputs=[f"{mode}_result"], conflict=conflict)
+
         turns_done: dict[str, dict[int, dict[str, Any]]] = {}
         status: dict[str, dict[str, Any]] = {}
-        for obj in read_jsonl(work / "rank-0.jsonl"):
+        for obj in read_work_logs(work):
             key = obj.get("dialogue")
             if not isinstance(key, str):
                 continue
@@ -223,10 +243,11 @@ def run_speechrole_inference(agent_name: str, test_data: str | os.PathLike, mode
             elif obj.get("kind") == "dialogue" and obj.get("status") in ("ok", "failed"):
                 status[key] = obj
         config = GenerationConfig(mode="offline", chunk_ms=float(chunk_ms), seed=int(seed))
-        ends = ProcessEnds((o for o in read_jsonl(work / "rank-0.jsonl") if o.get("kind") == "dialogue"), key="dialogue")
+        ends = ProcessEnds((o for o in read_work_logs(work) if o.get("kind") == "dialogue"), key="dialogue")
 
-        todo = [d for d in dialogues if not (d.key in status and (status[d.key]["status"] == "ok" or not retry_failed))]
-        log = AppendLog(work / "rank-0.jsonl")
+        mine = [d for d in dialogues if in_shard(d.key, shard)]
+        todo = [d for d in mine if not (d.key in status and (status[d.key]["status"] == "ok" or not retry_failed))]
+        log = AppendLog(work / f"rank-{0 if shard is None else shard[0]}.jsonl")
         journal = RowJournal(log, ends, kind="dialogue")
         bar = None
         if progress and todo:
@@ -363,6 +384,15 @@ def run_speechrole_inference(agent_name: str, test_data: str | os.PathLike, mode
             if bar is not None:
                 bar.close()
 
+        if shard is not None:  # its dialogues' counts; the run without --shard writes the role files
+            fails = [(d.key, status[d.key].get("error")) for d in mine
+                     if status.get(d.key, {}).get("status") == "failed"]
+            return {"shard": f"{shard[0]}/{shard[1]}", "agent": agent_name, "mode": mode, "n_dialogues": len(mine),
+                    "n_answered": sum(1 for d in mine if status.get(d.key, {}).get("status") == "ok"),
+                    "n_turns": n_new_turns, "n_failed": len(fails), "failures": fails,
+                    "dialogues_left": sum(1 for d in dialogues if d.key not in status),
+                    "elapsed_s": time.perf_counter() - t0, **session_info,
+                    "usage": usage_of_records([r for d in mine for r in turns_done.get(d.key, {}).values()], prices)}
         # the role files, from every finished dialogue (this run's and earlier ones')
         by_role: dict[str, dict[str, Any]] = {}
         failures = []
