@@ -339,16 +339,28 @@ def table_ids() -> tuple[str, ...]:
     return ("leaderboard", *(tab.elem_id for _, tab in benchmark_tabs()))
 
 
+#: the first column's cells of a gradio table, header and body (gradio draws the body's cells as
+#: ``div[role=gridcell]``; both carry ``aria-colindex``, 1-based)
+FIRST_COLUMN = ('th[aria-colindex="1"]', '[role="gridcell"][aria-colindex="1"]')
+
+
 def _table_css(ids: tuple[str, ...]) -> str:
     """Headers wrap between words, never inside one ("open weig hts"), and the value columns stay
-    narrow enough for more of them to fit (values wrap at their spaces), in each table of ``ids``."""
+    narrow enough for more of them to fit (values wrap at their spaces), in each table of ``ids``.
+    The first column (``model``) stays in place when the table is scrolled sideways, so a value far
+    to the right still shows whose it is (gradio's own ``pinned_columns`` pins nothing in the
+    gradio this Space runs on)."""
     def sel(*parts: str) -> str:
         return ", ".join(f"#{i} {p}" for i in ids for p in parts)
 
     return (f"{sel('th', 'th *', 'td', 'td *')} {{\n"
             "  word-break: normal !important; overflow-wrap: normal !important; hyphens: none !important;\n}\n"
             f"{sel('th', 'th *')} {{ white-space: normal !important; }}\n"
-            f"{sel('td')} {{ max-width: 14em; }}\n")
+            f"{sel('td')} {{ max-width: 14em; }}\n"
+            f"{sel(*FIRST_COLUMN)} {{ position: sticky !important; left: 0; z-index: 3; }}\n"
+            # a body cell is transparent: it takes its row's (odd/even) colour to hide what scrolls under it
+            f"{sel(FIRST_COLUMN[1])} {{ background: inherit; box-shadow: 1px 0 0 var(--border-color-primary); }}\n"
+            f"{sel(FIRST_COLUMN[0])} {{ box-shadow: 1px 0 0 var(--border-color-primary); }}\n")
 
 
 
