@@ -253,14 +253,35 @@ def benchmark_table(tab: Any, sources: list[str], *controls: str) -> pd.DataFram
 
 
 def benchmark_frame(tab: Any, loaded: Sequence[Any], *controls: str, cached: bool = True) -> pd.DataFrame:
-    """A benchmark tab's table over loaded results datasets: ``tab.table(loaded, *controls)``
-    (:class:`spear_metrics.core.benchmark.SpaceTab`; its tie marks included), numbers as the
-    leaderboard shows them. ``cached``: computed once per set of datasets and control values
-    (:data:`MARKS`; the table is a function of those alone); a copy is returned."""
+    """A benchmark tab's table over loaded results datasets: ``tab.table(own, *controls)``
+    (:class:`spear_metrics.core.benchmark.SpaceTab`; its tie marks included) over the datasets of
+    the tab's benchmark (:func:`tab_results`: those its table keeps), numbers as the leaderboard
+    shows them. ``cached``: computed once per set of those datasets and control values
+    (:data:`MARKS`; the table is a function of those alone, so loading another benchmark's
+    dataset computes nothing here); a copy is returned."""
+    own = tab_results(tab, loaded)
     if not cached:
-        return _benchmark_frame(tab, list(loaded), *controls)
-    return MARKS.get(f"table {tab.table}", loaded, tuple(controls),
-                     lambda: _benchmark_frame(tab, list(loaded), *controls)).copy()
+        return _benchmark_frame(tab, own, *controls)
+    return MARKS.get(f"table {tab.table}", own, tuple(controls), lambda: _benchmark_frame(tab, own, *controls)).copy()
+
+
+def tab_results(tab: Any, loaded: Sequence[Any]) -> list[Any]:
+    """The loaded results datasets of the benchmark whose Space tab ``tab`` is
+    (:func:`spear_metrics.core.registry.benchmark_of_summary` of each summary: the datasets each
+    tab's table keeps), in their order; all of them for a tab no registered benchmark has."""
+    from spear_metrics.core.registry import UnknownBenchmarkError, benchmarks
+
+    name = next((b.name for b in benchmarks() if b.space_tab and b.hook("space_tab") is tab), None)
+    if name is None:
+        return list(loaded)
+    out = []
+    for r in loaded:
+        try:
+            if benchmark_of_summary(r.summary).name == name:
+                out.append(r)
+        except UnknownBenchmarkError:
+            continue
+    return out
 
 
 def _benchmark_frame(tab: Any, loaded: list[Any], *controls: str) -> pd.DataFrame:

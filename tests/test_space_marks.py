@@ -86,6 +86,13 @@ def test_cached_benchmark_table_is_the_uncached_one_and_computed_once(marks_cach
     # the caller's copy is its own: changing it leaves the kept table as it was
     again.loc[0, "model"] = "changed"
     pd.testing.assert_frame_equal(tables.benchmark_frame(tab, data), uncached)
+    # another benchmark's dataset loaded beside them (a SPEAR run): the tab's table is the same
+    # table, not computed again; the table function given every dataset keeps these three too
+    spear = _spear("A")
+    assert tables.tab_results(tab, [spear, *data]) == data
+    pd.testing.assert_frame_equal(tables.benchmark_frame(tab, [data[0], spear, *data[1:]]), uncached)
+    assert marks_cache.computed == 1
+    pd.testing.assert_frame_equal(tables._benchmark_frame(tab, [spear, *data]), uncached)
 
 
 def test_cached_spear_marks_are_the_uncached_ones(marks_cache):
