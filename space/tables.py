@@ -3,6 +3,11 @@ datasets (:func:`all_rows`), its filters and order (:func:`filter_sort`), the ta
 (:func:`display_frame`) and as downloaded (:func:`csv_frame`, :func:`write_csv`), and each
 registered benchmark's tab table (:func:`benchmark_table`). What this process may read is
 :data:`POLICY` (:func:`set_sources`). Wired into the page by :mod:`spear_metrics.space.app`.
+
+The tie marks (★ best, ≈ tied, rank intervals: paired bootstraps over every dataset's per-sample
+rows) are computed once per loaded set of results datasets and table options and kept in
+:data:`MARKS` (:class:`MarksCache`), so that re-rendering a table, switching tabs, filtering or
+sorting reuses them; loading another dataset is another set, computed once in its turn.
 """
 
 from __future__ import annotations
@@ -11,8 +16,10 @@ import hashlib
 import math
 import os
 import tempfile
+import threading
+from collections import OrderedDict
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Hashable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -30,6 +37,89 @@ CACHE = Path(tempfile.gettempdir()) / "spearbench-space-audio"
 #: What this process may read (set by :func:`set_sources`, which :func:`spear_metrics.space.app.build_app`
 #: calls; a module-level default for helpers).
 POLICY = SourcePolicy()
+
+
+#: Most entries :data:`MARKS` keeps (one per loaded set of results datasets and table options; the
+#: least recently used goes first beyond it).
+MAX_CACHED_MARKS = 32
+
+
+class MarksCache:
+    """Values computed from a loaded set of results datasets (the tie marks of a table, a
+    benchmark tab's whole table), kept per set and per table options, least recently used out
+    beyond ``size`` entries.
+
+    An entry's key is ``(name, identity of each loaded dataset, options)``: a dataset's identity is
+    its label and the identity of its loaded :class:`~spear_metrics.results.Results` object
+    (:data:`POLICY` keeps one object per label while it stays loaded: a dataset loaded again, or a
+    new policy, is a new object and so a new set). The entry holds the datasets themselves, so no
+    other object can take their identity while it lives. One computation per key at a time: a
+    second request for a key being computed waits for it instead of computing it again. The
+    values are shared: callers must not change them (copy first).
+
+    Attributes:
+        size: most entries kept (>= 1).
+        computed: how many times a value was computed (not found in the cache), for tests and
+            ``scripts/bench_space_render.py``.
+    """
+
+    def __init__(self, size: int = MAX_CACHED_MARKS):
+        if size < 1:
+            raise ValueError(f"size must be >= 1, got {size}")
+        self.size = size
+        self.computed = 0
+        self._entries: OrderedDict[tuple, tuple[list[Any], Any]] = OrderedDict()
+        self._computing: dict[tuple, threading.Lock] = {}
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def identity(loaded: Sequence[Any]) -> tuple[tuple[str, int], ...]:
+        """``((label, id(dataset)), ...)`` of loaded results datasets, in their order."""
+        return tuple((str(getattr(r, "source", "")), id(r)) for r in loaded)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def clear(self) -> None:
+        """Forget every entry."""
+        with self._lock:
+            self._entries.clear()
+
+    def get(self, name: str, loaded: Sequence[Any], options: Hashable, compute: Callable[[], Any]) -> Any:
+        """The value of ``(name, loaded, options)``: the kept one, else ``compute()`` (kept).
+
+        Args:
+            name: what is computed (e.g. ``"spear marks"`` or a tab's table function).
+            loaded: the loaded results datasets the value is computed from.
+            options: everything else the value depends on (hashable: the table's controls, keys...).
+            compute: the computation (no arguments); an exception it raises is raised and nothing kept.
+        """
+        key = (name, self.identity(loaded), options)
+        with self._lock:
+            if key in self._entries:
+                self._entries.move_to_end(key)
+                return self._entries[key][1]
+            gate = self._computing.setdefault(key, threading.Lock())
+        with gate:
+            with self._lock:
+                if key in self._entries:  # computed by the request this one waited for
+                    self._entries.move_to_end(key)
+                    return self._entries[key][1]
+            try:
+                value = compute()
+            finally:
+                with self._lock:
+                    self._computing.pop(key, None)
+            with self._lock:
+                self.computed += 1
+                self._entries[key] = (list(loaded), value)
+                while len(self._entries) > self.size:
+                    self._entries.popitem(last=False)
+        return value
+
+
+#: The Space's tie marks and benchmark tables, per loaded set of results (:class:`MarksCache`).
+MARKS = MarksCache()
 
 
 #: SPEARBench's own overall score, shown after the published columns (never in the published rows)
@@ -115,9 +205,7 @@ def all_rows(sources: list[str]) -> tuple[list[dict[str, Any]], list[str]]:
     loaded, errors = load_sources(sources)
     rows = published_rows()
     spear = [r for r in loaded if benchmark_of_summary(r.summary).name == DEFAULT_BENCHMARK]  # others: their own tabs
-    # tie marks (★ best, ≈ tied, rank interval) among the results datasets, from their per-sample rows
-    marks = results_tie_cells(spear, [c.name for c in columns()], human=next(
-        (r for r in rows if r["model"] == "human" and r["source"] == "published"), None))
+    marks = spear_marks(spear, next((r for r in rows if r["model"] == "human" and r["source"] == "published"), None))
     for r in spear:
         row = leaderboard_row(r)
         row.update(project_cells(r.summary))
@@ -132,6 +220,24 @@ def all_rows(sources: list[str]) -> tuple[list[dict[str, Any]], list[str]]:
     return rows, errors
 
 
+def spear_marks(spear: Sequence[Any], human: dict[str, Any] | None, *, cached: bool = True
+                ) -> dict[str, dict[str, str]]:
+    """The tie marks (★ best, ≈ tied, rank interval) of SPEAR results datasets on the leaderboard,
+    ``{source: {key: mark}}`` (:func:`spear_metrics.reports.runs.results_tie_cells` over their
+    per-sample rows, every key of :func:`columns`; ``human``: the published human row, what
+    "closer to human" keys are judged against). ``cached``: computed once per set of datasets and
+    human values (:data:`MARKS`); the value is shared, never to be changed."""
+    keys = tuple(c.name for c in columns())
+
+    def compute() -> dict[str, dict[str, str]]:
+        return results_tie_cells(list(spear), list(keys), human=human)
+
+    if not cached:
+        return compute()
+    target = tuple((k, (human or {}).get(k)) for k in keys)
+    return MARKS.get("spear marks", spear, (keys, target), compute)
+
+
 def benchmark_tabs() -> list[tuple[str, Any]]:
     """``(title, SpaceTab)`` of every registered benchmark that has a Space tab
     (:attr:`spear_metrics.core.benchmark.Benchmark.space_tab`), in registry order."""
@@ -142,10 +248,46 @@ def benchmark_tabs() -> list[tuple[str, Any]]:
 
 def benchmark_table(tab: Any, sources: list[str], *controls: str) -> pd.DataFrame:
     """A benchmark tab's table: its ``table`` function over the loaded results datasets (it keeps
-    its own benchmark's)."""
+    its own benchmark's), :func:`benchmark_frame`."""
+    return benchmark_frame(tab, load_sources(sources)[0], *controls)
+
+
+def benchmark_frame(tab: Any, loaded: Sequence[Any], *controls: str, cached: bool = True) -> pd.DataFrame:
+    """A benchmark tab's table over loaded results datasets: ``tab.table(own, *controls)``
+    (:class:`spear_metrics.core.benchmark.SpaceTab`; its tie marks included) over the datasets of
+    the tab's benchmark (:func:`tab_results`: those its table keeps), numbers as the leaderboard
+    shows them. ``cached``: computed once per set of those datasets and control values
+    (:data:`MARKS`; the table is a function of those alone, so loading another benchmark's
+    dataset computes nothing here); a copy is returned."""
+    own = tab_results(tab, loaded)
+    if not cached:
+        return _benchmark_frame(tab, own, *controls)
+    return MARKS.get(f"table {tab.table}", own, tuple(controls), lambda: _benchmark_frame(tab, own, *controls)).copy()
+
+
+def tab_results(tab: Any, loaded: Sequence[Any]) -> list[Any]:
+    """The loaded results datasets of the benchmark whose Space tab ``tab`` is
+    (:func:`spear_metrics.core.registry.benchmark_of_summary` of each summary: the datasets each
+    tab's table keeps), in their order; all of them for a tab no registered benchmark has."""
+    from spear_metrics.core.registry import UnknownBenchmarkError, benchmarks
+
+    name = next((b.name for b in benchmarks() if b.space_tab and b.hook("space_tab") is tab), None)
+    if name is None:
+        return list(loaded)
+    out = []
+    for r in loaded:
+        try:
+            if benchmark_of_summary(r.summary).name == name:
+                out.append(r)
+        except UnknownBenchmarkError:
+            continue
+    return out
+
+
+def _benchmark_frame(tab: Any, loaded: list[Any], *controls: str) -> pd.DataFrame:
     from spear_metrics.core.benchmark import resolve
 
-    frame = resolve(tab.table)(load_sources(sources)[0], *controls)
+    frame = resolve(tab.table)(loaded, *controls)
     for c in frame.columns:  # numbers as the leaderboard shows them: 3 decimals, "-" = missing; labels as they are
         vals = list(frame[c])
         if any(isinstance(v, (int, float, np.number)) and not isinstance(v, bool) for v in vals):
@@ -218,16 +360,28 @@ def table_ids() -> tuple[str, ...]:
     return ("leaderboard", *(tab.elem_id for _, tab in benchmark_tabs()))
 
 
+#: the first column's cells of a gradio table, header and body (gradio draws the body's cells as
+#: ``div[role=gridcell]``; both carry ``aria-colindex``, 1-based)
+FIRST_COLUMN = ('th[aria-colindex="1"]', '[role="gridcell"][aria-colindex="1"]')
+
+
 def _table_css(ids: tuple[str, ...]) -> str:
     """Headers wrap between words, never inside one ("open weig hts"), and the value columns stay
-    narrow enough for more of them to fit (values wrap at their spaces), in each table of ``ids``."""
+    narrow enough for more of them to fit (values wrap at their spaces), in each table of ``ids``.
+    The first column (``model``) stays in place when the table is scrolled sideways, so a value far
+    to the right still shows whose it is (gradio's own ``pinned_columns`` pins nothing in the
+    gradio this Space runs on)."""
     def sel(*parts: str) -> str:
         return ", ".join(f"#{i} {p}" for i in ids for p in parts)
 
     return (f"{sel('th', 'th *', 'td', 'td *')} {{\n"
             "  word-break: normal !important; overflow-wrap: normal !important; hyphens: none !important;\n}\n"
             f"{sel('th', 'th *')} {{ white-space: normal !important; }}\n"
-            f"{sel('td')} {{ max-width: 14em; }}\n")
+            f"{sel('td')} {{ max-width: 14em; }}\n"
+            f"{sel(*FIRST_COLUMN)} {{ position: sticky !important; left: 0; z-index: 3; }}\n"
+            # a body cell is transparent: it takes its row's (odd/even) colour to hide what scrolls under it
+            f"{sel(FIRST_COLUMN[1])} {{ background: inherit; box-shadow: 1px 0 0 var(--border-color-primary); }}\n"
+            f"{sel(FIRST_COLUMN[0])} {{ box-shadow: 1px 0 0 var(--border-color-primary); }}\n")
 
 
 

@@ -265,26 +265,41 @@ class OneSessionAtATime:
 
 
 @contextlib.contextmanager
-def served_page(demo, chromium: str, *, viewport: tuple[int, int] = (1400, 1000)):
-    """A gradio app ``demo`` served on a free port of 127.0.0.1 and a page of headless Chromium
-    (``chromium``: the system browser's path) opened on it (``domcontentloaded``); the browser
-    and the server are closed on exit, also when the block fails."""
+def serve(demo):
+    """A gradio app ``demo`` served on a free port of 127.0.0.1; yields its URL; the server is
+    closed on exit, also when the block fails."""
     import socket
-
-    from playwright.sync_api import sync_playwright
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
     try:
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=chromium, headless=True)
-            try:
-                page = browser.new_page(viewport={"width": viewport[0], "height": viewport[1]})
-                page.goto(f"http://127.0.0.1:{port}", wait_until="domcontentloaded")
-                yield page
-            finally:
-                browser.close()
+        yield f"http://127.0.0.1:{port}"
     finally:
         demo.close()
+
+
+@contextlib.contextmanager
+def open_page(url: str, chromium: str, *, viewport: tuple[int, int] = (1400, 1000)):
+    """A page of headless Chromium (``chromium``: the system browser's path) opened on ``url``
+    (``domcontentloaded``); the browser is closed on exit, also when the block fails."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, headless=True)
+        try:
+            page = browser.new_page(viewport={"width": viewport[0], "height": viewport[1]})
+            page.goto(url, wait_until="domcontentloaded")
+            yield page
+        finally:
+            browser.close()
+
+
+@contextlib.contextmanager
+def served_page(demo, chromium: str, *, viewport: tuple[int, int] = (1400, 1000)):
+    """A gradio app ``demo`` served on a free port of 127.0.0.1 (:func:`serve`) and a page of
+    headless Chromium opened on it (:func:`open_page`); the browser and the server are closed on
+    exit, also when the block fails."""
+    with serve(demo) as url, open_page(url, chromium, viewport=viewport) as page:
+        yield page

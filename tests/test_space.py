@@ -8,7 +8,6 @@ import importlib.util
 import json
 import os
 import shutil
-import socket
 import sys
 from pathlib import Path
 
@@ -16,6 +15,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _spear_samples import score_and_write  # noqa: E402
+from helpers import open_page, serve, served_page  # noqa: E402
 from spear_metrics.results import SourcePolicy  # noqa: E402
 from spear_metrics.space import samples, tables  # noqa: E402
 
@@ -23,12 +23,6 @@ REPO = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
 # marks per test: `browser` for the tests that launch Chromium; `slow` for those over 10 s, which is
 # every test of the served app (its fixture scores the datasets and starts the server: ~45 s)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -51,14 +45,10 @@ def served(tmp_path_factory, real_dir):
     app = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(app)
     sources = [str(built["human_ds"]), str(built["model_ds"]), str(bad), str(built["model_run"])]
-    demo = app.build_app(sources)
-    port = _free_port()
-    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
     try:
-        yield {"url": f"http://127.0.0.1:{port}", "built": built, "bad": bad, "sources": sources, "root": root,
-               "app": app}
+        with serve(app.build_app(sources)) as url:
+            yield {"url": url, "built": built, "bad": bad, "sources": sources, "root": root, "app": app}
     finally:
-        demo.close()
         hf_constants.HF_HUB_OFFLINE = offline_before
 
 
@@ -67,17 +57,9 @@ def leaderboard_page(served):
     """A headless Chromium page on the served app, its leaderboard rendered (skips without chromium)."""
     if not Path(CHROMIUM).exists():
         pytest.skip("system chromium not installed")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True)
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.goto(served["url"], wait_until="domcontentloaded")
-            page.wait_for_selector("#leaderboard >> text=742.055", timeout=30000)
-            yield page
-        finally:
-            browser.close()
+    with open_page(served["url"], CHROMIUM) as page:
+        page.wait_for_selector("#leaderboard >> text=742.055", timeout=30000)
+        yield page
 
 
 @pytest.mark.slow
@@ -162,6 +144,59 @@ def test_browser_intervals_timeline_and_report(served, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.browser
+def test_browser_model_column_stays_every_tab_loads_and_no_error(served, capfd):
+    """As a user: the leaderboard (28 columns, wider than the 1400 px window) scrolled to its last
+    column still shows the model column where it was, header and rows (the model a value belongs
+    to); every tab opens, the marks legend reads whole, sorting by a column works, and the server
+    prints no Python error (gradio prints a traceback for any event that raises) nor the page a
+    script error."""
+    with leaderboard_page(served) as page:
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        model_th = page.locator('#leaderboard th[aria-colindex="1"]')
+        model_cell = page.locator('#leaderboard [role="gridcell"][aria-colindex="1"]').first
+        source_th = page.locator('#leaderboard th[aria-colindex="2"]')
+        x0 = model_th.bounding_box()["x"]
+        assert model_th.inner_text() == "model" and model_cell.bounding_box()["x"] == pytest.approx(x0, abs=1)
+        viewport = page.locator("#leaderboard .virtual-table-viewport")
+        assert viewport.evaluate("e => e.scrollWidth > e.clientWidth")  # the table is wider than its frame
+        viewport.evaluate("e => { e.scrollLeft = e.scrollWidth; }")
+        page.wait_for_function("() => document.querySelector('#leaderboard .virtual-table-viewport').scrollLeft > 500")
+        page.wait_for_timeout(300)  # the frame after the scroll
+        assert source_th.bounding_box()["x"] < x0  # the other columns went left, out of sight
+        assert model_th.bounding_box()["x"] == pytest.approx(x0, abs=1)
+        assert model_cell.bounding_box()["x"] == pytest.approx(x0, abs=1)
+        last = page.locator("#leaderboard th").last.bounding_box()
+        assert last["x"] > x0 + model_th.bounding_box()["width"] - 1  # not hidden under the model column
+        # the marks legend, opened: its rules as text
+        page.get_by_text("Marks: ★ best, ≈ tied, rank interval, few events, onset rule").click()
+        legend = page.locator("text=★ best; ≈ tied with the best").first
+        legend.wait_for(timeout=20000)
+        assert legend.is_visible() and "rank lo-hi" in legend.inner_text()
+        # sorting by a column (best first) keeps every row
+        n_rows = page.locator('#leaderboard [role="gridcell"][aria-colindex="1"]').count()
+        page.locator("#leaderboard").scroll_into_view_if_needed()
+        page.get_by_label("sort by").click()
+        page.get_by_role("option", name="latency_ms", exact=True).click()
+        page.get_by_text("best first").click()
+        page.wait_for_function("() => document.querySelector('#leaderboard [role=gridcell][aria-colindex=\"1\"]')"
+                               ".innerText.trim() === 'human'", timeout=20000)  # the human row: closest to human
+        assert page.locator('#leaderboard [role="gridcell"][aria-colindex="1"]').count() == n_rows
+        tabs = [t.inner_text() for t in page.get_by_role("tab").all()]
+        assert tabs[0] == "Leaderboard" and tabs[-3:] == ["Samples", "Plots", "Report"]
+        for name in tabs[1:]:
+            page.get_by_role("tab", name=name, exact=True).click()
+            page.get_by_role("tabpanel").filter(has=page.locator(":visible")).first.wait_for(timeout=20000)
+        page.get_by_role("tab", name="Plots", exact=True).click()
+        page.get_by_role("button", name="Refresh plots").click()
+        page.wait_for_timeout(3000)  # the plots' event has run
+        assert not errors, errors
+    err = capfd.readouterr().err
+    assert "Traceback" not in err, err[-3000:]
+
+
+@pytest.mark.slow
 def test_timeline_draws_the_evidence(served):
     """The timeline of the model's interrupting sample (answer 1 s before the question end) draws
     the input's and the answer's VAD segments and the overlap the evidence holds."""
@@ -200,6 +235,13 @@ def test_gradio_client_table_and_sample(served):
     assert any("unknown metric version" in e for e in table["errors"])
     half = client.predict(inference_modes="Half-duplex", api_name="/leaderboard")
     assert sorted(r[0] for r in half["data"]) == ["Qwen2.5-Omni-7B", "mini-omni"]
+    # the tie marks of the two start datasets were computed when the app was built: the tables
+    # asked since, filtered and sorted otherwise, reuse them (the same marks, nothing recomputed)
+    computed = tables.MARKS.computed
+    by_latency = client.predict(sort="latency_ms", sort_order="best first", api_name="/leaderboard")
+    assert tables.MARKS.computed == computed
+    assert sorted(by_latency["data"]) == sorted(table["data"])
+    assert any("★" in cell for r in by_latency["data"] if r[1].startswith("local:ds_") for cell in r)
 
     inp, human, model, tq, th, tm, scores, info = client.predict("local:ds_model", 1, api_name="/sample")
     for f in (inp, human, model):
@@ -320,33 +362,19 @@ def test_browser_benchmark_tabs_say_none_loaded_and_wrap_headers_between_words(s
         pytest.fail("SpeechRole judge outputs not found (tests/fixtures is incomplete)")
     assert main(["speechrole", "summarize", "--results", str(rel), "--out", str(tmp_path / "S"), "--bootstrap", "50"]) == 0
     assert main(["push-results", str(tmp_path / "S"), "--local-dir", str(tmp_path / "DS"), "--model-name", "ali_cloud"]) == 0
-    demo = app.build_app([str(tmp_path / "DS")])
-    port = _free_port()
-    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
-    try:
-        from playwright.sync_api import sync_playwright
-
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True)
-            try:
-                page = browser.new_page(viewport={"width": 1400, "height": 1000})
-                page.goto(f"http://127.0.0.1:{port}", wait_until="domcontentloaded")
-                page.locator("#leaderboard th").first.wait_for(timeout=30000)  # the app has rendered
-                page.get_by_role("tab", name="SpeechRole-Eval").click()
-                page.wait_for_function("() => { const t = document.querySelector('#speechrole'); "
-                                       "return t !== null && t.innerText.includes('ali_cloud'); }", timeout=30000)
-                assert not page.locator("#speechrole_none").is_visible()
-                ths = page.locator("#speechrole th")
-                assert ths.count() > 3
-                # the header cells and everything inside them (gradio's own cell styles break anywhere)
-                styles = page.locator("#speechrole th, #speechrole th *").evaluate_all(
-                    "es => es.map(e => [getComputedStyle(e).wordBreak, getComputedStyle(e).overflowWrap])")
-                assert len(styles) > 3 and all(s == ["normal", "normal"] for s in styles), set(map(tuple, styles))
-                page.screenshot(path=str(tmp_path / "speechrole.png"), full_page=True)
-            finally:
-                browser.close()
-    finally:
-        demo.close()
+    with served_page(app.build_app([str(tmp_path / "DS")]), CHROMIUM) as page:
+        page.locator("#leaderboard th").first.wait_for(timeout=30000)  # the app has rendered
+        page.get_by_role("tab", name="SpeechRole-Eval").click()
+        page.wait_for_function("() => { const t = document.querySelector('#speechrole'); "
+                               "return t !== null && t.innerText.includes('ali_cloud'); }", timeout=30000)
+        assert not page.locator("#speechrole_none").is_visible()
+        ths = page.locator("#speechrole th")
+        assert ths.count() > 3
+        # the header cells and everything inside them (gradio's own cell styles break anywhere)
+        styles = page.locator("#speechrole th, #speechrole th *").evaluate_all(
+            "es => es.map(e => [getComputedStyle(e).wordBreak, getComputedStyle(e).overflowWrap])")
+        assert len(styles) > 3 and all(s == ["normal", "normal"] for s in styles), set(map(tuple, styles))
+        page.screenshot(path=str(tmp_path / "speechrole.png"), full_page=True)
 
 
 def test_leaderboard_marks_rows_of_different_onset_rules():
