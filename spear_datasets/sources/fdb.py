@@ -173,13 +173,20 @@ MAX_JSON_BYTES = 64 * 1024 * 1024
 
 
 def _load_json(path: Path) -> Any:
+    """The JSON of an FDB file, at most :data:`MAX_JSON_BYTES` read
+    (:func:`spear_datasets.files.read_limited`).
+
+    Raises:
+        FDBFormatError: missing, not a regular file, over the limit, or not JSON (one line)."""
+    from spear_datasets.files import read_limited
+
     if not path.is_file():
         raise FDBFormatError(f"missing file: {path}")
     try:
-        with open(path, "rb") as f:  # never more than the limit in memory
-            raw = f.read(MAX_JSON_BYTES + 1)
-        if len(raw) > MAX_JSON_BYTES:
-            raise FDBFormatError(f"{path}: larger than {MAX_JSON_BYTES} bytes")
+        raw = read_limited(path, MAX_JSON_BYTES)  # never more than the limit in memory
+    except ValueError as e:
+        raise FDBFormatError(f"{path}: {e}") from None
+    try:
         return json.loads(raw.decode("utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:  # RecursionError: nested too deeply
         raise FDBFormatError(f"not valid JSON: {path} ({' '.join(str(e).split())[:200]})") from None
