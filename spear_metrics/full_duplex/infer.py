@@ -68,8 +68,6 @@ from spear_metrics.agents.rows import (
 from spear_metrics.core.records import AppendLog, bind_run, read_jsonl, write_json_atomic, write_jsonl_atomic
 
 WORK = ".spearbench-fdb-infer"
-#: The files fdb-infer writes into a sample folder (nothing else there is touched).
-OUTPUT_FILES = ("output.wav", "output.json")
 
 
 class FDBInferError(RuntimeError):
