@@ -89,6 +89,7 @@ class FDBSample:
 
     @property
     def input_wav(self) -> Path:
+        """The stimulus played to the model (``input.wav`` of the sample folder)."""
         return self.dir / "input.wav"
 
     @property
@@ -98,10 +99,13 @@ class FDBSample:
 
     @property
     def output_json(self) -> Path:
+        """The reply's word-timed transcript (``output.json`` of the folder unless ``output_asr`` is set)."""
         return self.output_asr if self.output_asr is not None else self.dir / "output.json"
 
     @property
     def task_json(self) -> Path | None:
+        """The task's own timing file (:data:`TASK_FILES`: e.g. ``pause.json``), ``None`` for a task
+        that has none."""
         name = TASK_FILES[self.task]
         return None if name is None else self.dir / name
 

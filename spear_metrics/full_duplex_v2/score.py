@@ -352,6 +352,7 @@ def task_scores(j: Judgement) -> dict[str, Any]:
 
 
 def bin_label(b: tuple[float, float]) -> str:
+    """A time bin ``(start_s, end_s)`` as upstream's column label, e.g. ``"0-15"`` (whole seconds)."""
     return f"{int(b[0])}-{int(b[1])}"
 
 
