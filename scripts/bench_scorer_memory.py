@@ -46,12 +46,6 @@ GIB = 1024 ** 3
 # --------------------------------------------------------------------------- child side
 
 
-def _rss() -> int:
-    import psutil
-
-    return psutil.Process().memory_info().rss
-
-
 def _wave(seconds: float):
     import numpy as np
 

@@ -7,12 +7,18 @@ through :func:`atomic_path` / :func:`make_dirs` / :func:`output_error`, so that 
 filesystem, a full disk, an ``--out`` under a regular file or a permission problem end the
 command with one line naming the path (:class:`OutputError`, exit 2), never a traceback, and
 never leave a ``.<name>.tmp`` file behind.
+
+Reading an input file within a size limit is here too (:func:`read_limited`, :func:`read_json`):
+every JSON file a command reads (tasks, prompts, transcripts, price tables, run records, model
+outputs) goes through them, so a huge file, a pipe or a device never hangs a run or fills memory.
 """
 
 from __future__ import annotations
 
 import errno
+import json
 import os
+import stat
 import threading
 from contextlib import contextmanager
 from pathlib import Path
@@ -41,6 +47,39 @@ def output_error(e: OSError, path: str | os.PathLike, what: str = "write") -> Ou
         if blocker is not None:
             cause = f"{blocker} is a file, not a folder"
     return OutputError(f"cannot {what} {p}: {cause}", e.errno)
+
+
+def read_limited(path: str | os.PathLike, max_bytes: int) -> bytes:
+    """The bytes of the regular file ``path``, refused when it holds more than ``max_bytes``
+    (never more than ``max_bytes + 1`` bytes are read: a huge file never fills memory).
+
+    Raises:
+        ValueError: not a regular file (a FIFO would block the open, a device would never end;
+            ``<name> is not a regular file``) or over the limit (``<name> is over the N-byte
+            limit``). OSError: missing or unreadable.
+    """
+    p = Path(path)
+    if not stat.S_ISREG(p.stat().st_mode):
+        raise ValueError(f"{p.name} is not a regular file (a pipe, socket, device or folder)")
+    with open(p, "rb") as f:
+        raw = f.read(int(max_bytes) + 1)
+    if len(raw) > max_bytes:
+        raise ValueError(f"{p.name} is over the {int(max_bytes)}-byte limit")
+    return raw
+
+
+def read_json(path: str | os.PathLike, max_bytes: int) -> Any:
+    """The JSON value of the UTF-8 file ``path`` (:func:`read_limited`: at most ``max_bytes``).
+
+    Raises:
+        ValueError: as :func:`read_limited`, or not UTF-8 JSON (one line; nested past the
+            parser's depth included). OSError: missing or unreadable.
+    """
+    raw = read_limited(path, max_bytes)
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except (ValueError, RecursionError) as e:  # ValueError: bad UTF-8 or JSON; RecursionError: nested too deeply
+        raise ValueError(f"{Path(path).name} is not JSON ({' '.join(str(e).split())[:200]})") from None
 
 
 def make_dirs(path: str | os.PathLike) -> Path:

@@ -122,6 +122,7 @@ class BuildReport:
 
     @property
     def n_rows(self) -> int:
+        """Rows written over every split and subset (the sum of :attr:`counts`)."""
         return sum(n for per in self.counts.values() for n in per.values())
 
 

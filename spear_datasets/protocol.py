@@ -61,6 +61,7 @@ class QASample:
 
     @property
     def answer_start(self) -> float:
+        """Start (s) of the answer's first turn, on the conversation's clock."""
         return self.answer[0].start
 
     @property
@@ -72,6 +73,7 @@ class QASample:
 
     @property
     def answer_duration(self) -> float:
+        """:attr:`answer_end` minus :attr:`answer_start` (s)."""
         return self.answer_end - self.answer_start
 
     @property

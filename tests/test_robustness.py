@@ -380,6 +380,25 @@ def test_single_process_accelerate_launch_is_warned(monkeypatch, capsys):
     assert "ACCELERATE_USE_CPU=true accelerate launch --multi_gpu" in err
 
 
+
+def test_model_backends_take_the_process_device_unless_one_is_asked(monkeypatch):
+    """ASR, MOS and the speech-quality lanes pick their device through the one rule of
+    :func:`process_device` (accelerate's state, ``ACCELERATE_USE_CPU`` honoured), not a second
+    ``PartialState()`` of their own: a process whose state says ``cuda:1`` runs them there."""
+    import types
+
+    import spear_metrics.core.batching as batching
+
+    monkeypatch.setattr(batching, "distributed_state", lambda: types.SimpleNamespace(device="cuda:1"))
+    assert batching.device_or_default(None) == "cuda:1"
+    assert batching.device_or_default("") == "cuda:1"
+    assert batching.device_or_default("cpu") == "cpu"  # asked for: kept
+    import spear_metrics.core.asr as asr
+    import spear_metrics.core.mos as mos
+
+    assert asr.device_or_default is batching.device_or_default and mos.device_or_default is batching.device_or_default
+
+
 # --------------------------------------------------------------------------- output faults (item 15)
 
 

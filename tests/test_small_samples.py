@@ -111,6 +111,36 @@ def test_compare_runs_names_the_runs_and_warns_once():
     assert comp["bootstrap"]["min_pairs_for_p"] == SMALL_SAMPLE
 
 
+
+def test_rows_that_repeat_a_pairing_id_are_counted_never_dropped_silently():
+    """Three rows of A share one id (only the first can pair), one row of B repeats another's:
+    the pairs are the 2 distinct ids both have, and a note counts the left-out rows of each run."""
+    rows_a = [{"row": i, "status": "ok", "x": float(i), "id": k} for i, k in enumerate(["a", "a", "a", "b"])]
+    rows_b = [{"row": i, "status": "ok", "x": float(i), "id": k} for i, k in enumerate(["a", "b", "b"])]
+    comp = compare_runs(rows_a, rows_b, match=lambda r: r["id"], names=("A run", "B run"))
+    assert comp["keys"]["x"]["n"] == 2
+    assert "2 scored row(s) of A run repeat the pairing id of an earlier row and are left out of the pairs " \
+           "(the id does not name one sample)" in comp["notes"]
+    assert any(n.startswith("1 scored row(s) of B run repeat") for n in comp["notes"])
+
+
+def test_compare_refuses_runs_of_another_benchmark(tmp_path, capsys):
+    """An FDB v2 run's rows all have an input named A.wav: paired by clip name they would pair as
+    one conversation; compare refuses the run in one line instead (exit 2)."""
+    runs = []
+    for name in ("x", "y"):
+        d = tmp_path / name
+        d.mkdir()
+        (d / "summary.json").write_text(json.dumps({"benchmark": "full_duplex_v2"}))
+        (d / "per_sample.jsonl").write_text("".join(json.dumps(
+            {"row": i, "id": f"t{i}", "status": "ok", "audio_path": f"/conv/t{i}/A.wav", "avg_turn_taking": 1.0})
+            + "\n" for i in range(3)))
+        runs.append(str(d))
+    assert main(["compare", *runs]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "is a Full-Duplex-Bench v2 run: compare pairs SPEAR runs by input clip name" in err
+
+
 def _run_folder(root: Path, name: str, latencies: list[float]) -> Path:
     """A scored folder as `compare` reads it (per_sample.jsonl; no summary needed)."""
     d = root / name

@@ -89,6 +89,7 @@ class FDBSample:
 
     @property
     def input_wav(self) -> Path:
+        """The stimulus played to the model (``input.wav`` of the sample folder)."""
         return self.dir / "input.wav"
 
     @property
@@ -98,10 +99,13 @@ class FDBSample:
 
     @property
     def output_json(self) -> Path:
+        """The reply's word-timed transcript (``output.json`` of the folder unless ``output_asr`` is set)."""
         return self.output_asr if self.output_asr is not None else self.dir / "output.json"
 
     @property
     def task_json(self) -> Path | None:
+        """The task's own timing file (:data:`TASK_FILES`: e.g. ``pause.json``), ``None`` for a task
+        that has none."""
         name = TASK_FILES[self.task]
         return None if name is None else self.dir / name
 
@@ -173,13 +177,20 @@ MAX_JSON_BYTES = 64 * 1024 * 1024
 
 
 def _load_json(path: Path) -> Any:
+    """The JSON of an FDB file, at most :data:`MAX_JSON_BYTES` read
+    (:func:`spear_datasets.files.read_limited`).
+
+    Raises:
+        FDBFormatError: missing, not a regular file, over the limit, or not JSON (one line)."""
+    from spear_datasets.files import read_limited
+
     if not path.is_file():
         raise FDBFormatError(f"missing file: {path}")
     try:
-        with open(path, "rb") as f:  # never more than the limit in memory
-            raw = f.read(MAX_JSON_BYTES + 1)
-        if len(raw) > MAX_JSON_BYTES:
-            raise FDBFormatError(f"{path}: larger than {MAX_JSON_BYTES} bytes")
+        raw = read_limited(path, MAX_JSON_BYTES)  # never more than the limit in memory
+    except ValueError as e:
+        raise FDBFormatError(f"{path}: {e}") from None
+    try:
         return json.loads(raw.decode("utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:  # RecursionError: nested too deeply
         raise FDBFormatError(f"not valid JSON: {path} ({' '.join(str(e).split())[:200]})") from None

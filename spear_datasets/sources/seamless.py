@@ -9,7 +9,6 @@ dyad is the two participants sharing ``V_S_I``. Data licence: CC BY-NC 4.0.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections import defaultdict
@@ -22,6 +21,9 @@ from spear_datasets.audio import TARGET_SR, load_audio
 from spear_datasets.protocol import Turn
 from spear_datasets.schema import NumberError, parse_number
 
+#: the largest transcript JSON read (bytes; one participant's is well under 1 MB)
+MAX_TRANSCRIPT_BYTES = 64 * 2 ** 20
+
 STEM_RE = re.compile(r"^(?P<conv>V\d+_S\d+_I\d+)_(?P<pid>P\d{4}A?)$")
 
 
@@ -30,14 +32,16 @@ def read_transcript(path: str | os.PathLike, speaker: str) -> list[Turn]:
     the release's record holding it under ``transcript`` or ``metadata:transcript`` (as SPEAR's
     ``bin/prepare_data_from_seamless.py`` ``extract_turns`` reads it).
 
-    Entries without text are skipped.
+    Entries without text are skipped. At most :data:`MAX_TRANSCRIPT_BYTES` are read.
 
     Raises:
-        ValueError: the file is not a JSON list; an entry with text whose ``start``/``end`` are
+        ValueError: the file is not a regular file, over the limit, not JSON, or not a JSON list; an entry with text whose ``start``/``end`` are
             missing, not finite numbers >= 0 (:func:`parse_number`) or out of order (a turn the
             selection would otherwise lose silently: the conversation fails with this reason).
     """
-    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    from spear_datasets.files import read_json
+
+    data = read_json(path, MAX_TRANSCRIPT_BYTES)
     if isinstance(data, dict):  # the release's per-participant record: its "transcript" or "metadata:transcript"
         data = data.get("transcript") if data.get("transcript") is not None else data.get("metadata:transcript", [])
     if not isinstance(data, list):

@@ -107,9 +107,6 @@ FRAME_S = FRAME_SAMPLES / MOSHI_SAMPLE_RATE
 KIND_HANDSHAKE, KIND_AUDIO, KIND_TEXT, KIND_CONTROL, KIND_METADATA, KIND_ERROR, KIND_PING = range(7)
 KIND_NAMES = {KIND_HANDSHAKE: "handshake", KIND_AUDIO: "audio", KIND_TEXT: "text", KIND_CONTROL: "control",
               KIND_METADATA: "metadata", KIND_ERROR: "error", KIND_PING: "ping"}
-#: query parameters Kyutai's Rust backend reads (SessionConfigReq in rust/moshi-backend/src/stream_both.rs)
-SESSION_QUERY_KEYS = ("text_temperature", "text_topk", "audio_temperature", "audio_topk", "text_seed", "audio_seed",
-                      "pad_mult", "repetition_penalty", "repetition_penalty_context")
 
 
 def encode_message(kind: int, payload: bytes = b"") -> bytes:

@@ -216,11 +216,14 @@ def add_bootstrap_arguments(p, what: str, *, units: bool = False) -> None:
     """``--bootstrap N`` (resamples, >= 0, default 1000) and ``--seed`` (THE number parser); with
     ``units``, ``--bootstrap-unit conversation|row`` (SPEAR: what the intervals resample,
     :data:`spear_metrics.core.stats.BOOTSTRAP_UNITS`; docs/statistics.md)."""
-    p.add_argument("--bootstrap", type=number(integer=True, minimum=0, maximum=MAX_RESAMPLES), default=1000, metavar="N",
-                   help=f"bootstrap resamples of {what} (default 1000; 0 = none; at most {MAX_RESAMPLES})")
+    from spear_metrics.core.stats import BOOTSTRAP_UNITS, DEFAULT_BOOTSTRAP_UNIT, DEFAULT_RESAMPLES
+
+    p.add_argument("--bootstrap", type=number(integer=True, minimum=0, maximum=MAX_RESAMPLES), default=DEFAULT_RESAMPLES,
+                   metavar="N", help=f"bootstrap resamples of {what} (default {DEFAULT_RESAMPLES}; 0 = none; at most "
+                                     f"{MAX_RESAMPLES})")
     p.add_argument("--seed", type=number(integer=True), default=0, help="bootstrap seed (same seed, same output)")
     if units:
-        p.add_argument("--bootstrap-unit", choices=("conversation", "row"), default="conversation",
+        p.add_argument("--bootstrap-unit", choices=BOOTSTRAP_UNITS, default=DEFAULT_BOOTSTRAP_UNIT,
                        help="what the bootstrap resamples: conversation (default: every row of a drawn conversation "
                             "comes along, as SPEAR's rows are several questions of one conversation) or row")
 

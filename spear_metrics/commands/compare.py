@@ -28,6 +28,25 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "(comparison.json always holds every field)")
 
 
+def _not_spear(source: str, run_) -> str | None:
+    """Why a run cannot be compared here (one line), or ``None`` for a SPEAR run: rows are paired by
+    input clip name (:func:`spear_metrics.reports.runs.input_id`), which names no sample of the other
+    benchmarks (every FDB sample's input is ``<id>/input.wav``, every v2 conversation's ``<id>/A.wav``:
+    all their rows would pair as one)."""
+    from spear_metrics.core.registry import DEFAULT_BENCHMARK, UnknownBenchmarkError, benchmark_of_summary
+
+    try:
+        bench = benchmark_of_summary(run_.summary)
+    except UnknownBenchmarkError as e:
+        return str(e)
+    if bench.name == DEFAULT_BENCHMARK:
+        return None
+    other = " (Full-Duplex-Bench v1.0 runs: spearbench fdb score --compare OTHER_RESULTS/, samples paired by id)" \
+        if bench.name == "full_duplex" else ""
+    return (f"{source} is a {bench.title} run: compare pairs SPEAR runs by input clip name, which does not name "
+            f"that benchmark's samples{other}")
+
+
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -60,6 +79,11 @@ def run(args: argparse.Namespace) -> int:
     except RunLoadError as e:
         print(f"spearbench compare: {e}", file=sys.stderr)
         return 2
+    for src, r in ((args.results_a, a), (args.results_b, b)):
+        refusal = _not_spear(src, r)
+        if refusal:
+            print(f"spearbench compare: {refusal}", file=sys.stderr)
+            return 2
     comp = compare(a, b, n_resamples=args.bootstrap, seed=args.seed, unit=args.bootstrap_unit)
     print(comparison_table(comp, columns))
     if out is not None:

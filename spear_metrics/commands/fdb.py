@@ -36,10 +36,6 @@ from spear_metrics.commands.judge_options import add_judge_options
 from spear_metrics.core.vad import BACKENDS, DEFAULT_BACKEND
 
 
-#: the subcommands of ``spearbench fdb``
-SUBCOMMANDS = ("score", "infer")
-
-
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """``fdb score`` and ``fdb infer``."""
     from spear_metrics.commands import fdb_infer

@@ -99,11 +99,11 @@ def _read_judged(folder: str | os.PathLike) -> tuple[dict[str, str], dict[str, d
     text...)}``."""
     p = Path(folder)
     f = p / "per_sample.jsonl" if p.is_dir() else p
+    from spear_datasets.files import read_limited
+
     try:
-        if f.stat().st_size > MAX_BYTES:
-            raise AgreementError(f"{f}: larger than {MAX_BYTES} bytes")
-        lines = f.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as e:
+        lines = read_limited(f, MAX_BYTES).decode("utf-8").splitlines()  # a device or a pipe refused, never read whole
+    except (OSError, ValueError) as e:
         raise AgreementError(f"{f}: cannot be read ({' '.join(str(e).split())[:200]}); give a results folder "
                              "holding per_sample.jsonl") from None
     kinds: dict[str, str] = {}

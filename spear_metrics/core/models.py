@@ -102,7 +102,7 @@ def resolve_model(model: str | os.PathLike, *, revision: str | None = None, cach
     return found
 
 
-def _package_file(package: str, *parts: str) -> Path | None:
+def package_file(package: str, *parts: str) -> Path | None:
     """Path of a data file or folder inside an installed package, found without importing the package."""
     try:
         spec = importlib.util.find_spec(package)

@@ -42,8 +42,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from spear_metrics.core.asr import _auto_device
-from spear_metrics.core.models import ModelUnavailableError, _package_file, resolve_model
+from spear_metrics.core.batching import device_or_default
+from spear_metrics.core.models import ModelUnavailableError, package_file, resolve_model
 
 MOS_SR = 16000
 #: longest answer (s) UTMOS22 scores by default: whole-answer memory (quadratic in the length) stays
@@ -132,8 +132,8 @@ class DNSMOS(MOSBackend):
     def load(self) -> None:
         if self._model is not None:
             return
-        folder = _package_file("speechmos", "pdnsmos_models" if self.personalized else "dnsmos_models")
-        p808 = _package_file("speechmos", "dnsmos_models", "model_v8.onnx")
+        folder = package_file("speechmos", "pdnsmos_models" if self.personalized else "dnsmos_models")
+        p808 = package_file("speechmos", "dnsmos_models", "model_v8.onnx")
         if folder is None or p808 is None:
             raise ModelUnavailableError("DNSMOS model is unavailable: pip install speechmos==0.0.1.1 (ships the ONNX files)")
         import onnxruntime as ort
@@ -205,7 +205,7 @@ class DistillMOS(MOSBackend):
     def load(self) -> None:
         if self._model is not None:
             return
-        ckpt = _package_file("distillmos", "weights", "distill_mos_v7.pt")
+        ckpt = package_file("distillmos", "weights", "distill_mos_v7.pt")
         if ckpt is None:
             raise ModelUnavailableError("DistillMOS model is unavailable: pip install distillmos==0.9.1 (ships the weights)")
         import torch
@@ -219,7 +219,7 @@ class DistillMOS(MOSBackend):
             # nothing else: the same values without a copy of every feature map (~8% less CPU)
             if isinstance(layer, torch.nn.LeakyReLU):
                 layer.inplace = True
-        self._device = torch.device(_auto_device(self.device))
+        self._device = torch.device(device_or_default(self.device))
         self._model = model.to(self._device).eval()
 
     def _one(self, wave: np.ndarray) -> dict[str, float]:
@@ -285,7 +285,7 @@ class UTMOS22(MOSBackend):
             raise ModelUnavailableError("UTMOS needs the model code: pip install utmos-pytorch==0.1.0") from None
         import torch
 
-        device = _auto_device(self.device)
+        device = device_or_default(self.device)
         model = UTMOSScoreTorch(ckpt_path=str(path), device=device)
         self._device = torch.device(device)
         self._model = model.eval()

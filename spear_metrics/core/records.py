@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Optional
 
 from spear_metrics.core.secrets import mask_secrets, mask_value
-from spear_datasets.files import OutputError, atomic_path, make_dirs, output_error
+from spear_datasets.files import OutputError, atomic_path, make_dirs, output_error, read_json
 from spear_datasets.ownership import OutFolderError, OwnedFolder, find_open
 
 __all__ = ["AppendLog", "OutputError", "SampleResult", "bind_run", "bind_shard", "claim_out", "claim_shard", "hold_shard", "in_shard", "parse_shard", "clean_value", "dumps", "one_line",
@@ -493,27 +493,23 @@ def _claim(folder: OwnedFolder, fingerprint: dict[str, Any], *, overwrite: bool,
     bind_run(folder, folder.work, fingerprint, overwrite=overwrite, conflict=conflict, adopt=adopt)
 
 
-def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return None
-
-
-#: ``run_info.json`` files larger than this are not read (a run's record is a few KB)
+#: ``run_info.json`` / ``run.json`` files larger than this are not read (a run's record is a few KB)
 MAX_RUN_INFO_BYTES = 16 * 2 ** 20
+
+
+def _read_json(path: Path) -> Any:
+    """The JSON of a run record (:func:`spear_datasets.files.read_json`, at most
+    :data:`MAX_RUN_INFO_BYTES`); ``None`` when missing, unreadable, too large or not JSON."""
+    try:
+        return read_json(path, MAX_RUN_INFO_BYTES)
+    except (OSError, ValueError):
+        return None
 
 
 def read_run_info(folder: Any) -> dict[str, Any]:
     """``FOLDER/run_info.json`` (timings, ``rows_resumed``, the onset rule...) as written by the last
     run; ``{}`` when it is missing, unreadable, not an object or over :data:`MAX_RUN_INFO_BYTES`."""
-    path = Path(str(folder)) / "run_info.json"
-    try:
-        if path.stat().st_size > MAX_RUN_INFO_BYTES:
-            return {}
-    except OSError:
-        return {}
-    obj = _read_json(path)
+    obj = _read_json(Path(str(folder)) / "run_info.json")
     return obj if isinstance(obj, dict) else {}
 
 

@@ -32,7 +32,7 @@ class RunError(RuntimeError):
     """The run cannot proceed as a whole (one-line reason; the CLI exits non-zero)."""
 
 
-def _distributed_state():
+def run_distributed_state():
     """accelerate's process state (one process when not launched through ``accelerate``);
     honours ``ACCELERATE_USE_CPU`` (see :func:`spear_metrics.core.batching.distributed_state`)."""
     from spear_metrics.core.batching import distributed_state
@@ -121,7 +121,7 @@ def run_resumable(
         whatever ``score_batch`` raised, on every process.
     """
     failed = dict(failed or {})
-    state = state if state is not None else _distributed_state()
+    state = state if state is not None else run_distributed_state()
     rank, world = state.process_index, state.num_processes
     work = Path(work)
 

@@ -40,7 +40,7 @@ from spear_metrics.core.dimension import Dimension, Sample
 from spear_metrics.core.models import ModelUnavailableError
 from spear_metrics.core.records import SampleResult, claim_out, one_line, read_jsonl, write_json_atomic, write_jsonl_atomic
 from spear_metrics.core.registry import load_dimensions, parse_metrics
-from spear_metrics.core.runner import WORK_DIR, RunError, _distributed_state, run_resumable
+from spear_metrics.core.runner import WORK_DIR, RunError, run_distributed_state, run_resumable
 from spear_metrics.core.stats import BOOTSTRAP_UNITS, CONFIDENCE, DEFAULT_RESAMPLES
 from spear_metrics.core.summary import build_summary, write_summary
 
@@ -423,7 +423,7 @@ def run_score(
         raise RunError(f"dimensions {[d.name for d in dims]} do not match metrics {names}")
     batch_size = _batch_size(batch_size)
     raw = read_metadata(metadata)
-    state = _distributed_state()
+    state = run_distributed_state()
 
     prep = prepare_rows(raw, metadata.parent)
     _explain_infer_failures(prep, metadata.parent / "failures.jsonl")

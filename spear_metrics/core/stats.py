@@ -672,7 +672,8 @@ def compare_runs(
     """Compare two runs' per-sample rows (``per_sample.jsonl`` objects), A minus B.
 
     Only rows with ``status == "ok"`` count. Rows are paired by ``match(row)`` (SPEAR: the input
-    clip's file name; FDB: the sample id); an id repeated within a run keeps its first row.
+    clip's file name; FDB: the sample id); an id repeated within a run keeps its first row, and
+    ``notes`` say how many rows each run left out so.
 
     Args:
         match: row -> pairing id.
@@ -699,13 +700,18 @@ def compare_runs(
     ok_a = [r for r in rows_a if r.get("status", "ok") == "ok"]
     ok_b = [r for r in rows_b if r.get("status", "ok") == "ok"]
     by_b: dict[Any, dict[str, Any]] = {}
+    repeated_b = 0
     for r in ok_b:
-        by_b.setdefault(match(r), r)
+        m = match(r)
+        repeated_b += m in by_b
+        by_b.setdefault(m, r)
     seen_a: set = set()
     pairs = []
+    repeated_a = 0
     for r in ok_a:
         m = match(r)
         if m in seen_a:
+            repeated_a += 1
             continue
         seen_a.add(m)
         if m in by_b:
@@ -720,6 +726,10 @@ def compare_runs(
     notes = []
     if len(ok_a) < len(rows_a) or len(ok_b) < len(rows_b):
         notes.append(f"failed rows left out: {len(rows_a) - len(ok_a)} in {name_a}, {len(rows_b) - len(ok_b)} in {name_b}")
+    for k, name in ((repeated_a, name_a), (repeated_b, name_b)):
+        if k:  # never silently: the first row of an id is paired, the others are not
+            notes.append(f"{k} scored row(s) of {name} repeat the pairing id of an earlier row and are left out of "
+                         "the pairs (the id does not name one sample)")
     if not pairs:
         notes.append("not comparable: no scored sample is shared by both runs (n = 0 pairs); "
                      "only the unpaired tests below exist")

@@ -27,6 +27,8 @@ def __getattr__(name: str):
 
 
 def spearbench_version() -> str:
+    """The installed ``spearbench`` distribution's version (what every ``summary.json`` records),
+    ``"0+unknown"`` when the package is not installed (a bare checkout on ``PYTHONPATH``)."""
     from importlib.metadata import PackageNotFoundError, version
 
     try:

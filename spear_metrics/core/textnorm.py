@@ -19,7 +19,7 @@ import re
 from functools import lru_cache
 from pathlib import Path
 
-from spear_metrics.core.models import ModelUnavailableError, _package_file
+from spear_metrics.core.models import ModelUnavailableError, package_file
 
 #: sha256 of Whisper's ``english.json`` spelling map as shipped by ``whisper-normalizer==0.1.15``
 SPELLING_JSON_SHA256 = "6607f948be9824d2e1b2fa2223cd94c06c45afa4e05ea0e3d5e1f2bdffde2465"
@@ -46,7 +46,7 @@ def spelling_mapping_path() -> Path:
     if env and Path(env).is_file():
         return Path(env)
     for pkg, parts in (("whisper_normalizer", ("normalizers", "english.json")), ("whisper", ("normalizers", "english.json"))):
-        p = _package_file(pkg, *parts)
+        p = package_file(pkg, *parts)
         if p is not None:
             if _sha256(p) != SPELLING_JSON_SHA256:  # another spelling map would change every WER
                 raise ModelUnavailableError(

@@ -26,7 +26,6 @@ was billed, summed per run, and turned into money by a price table the user give
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import threading
@@ -215,13 +214,11 @@ class PriceTable:
     def __init__(self, path: str | os.PathLike):
         p = Path(path)
         self.source = p.name
+        from spear_datasets.files import read_json
+
         try:
-            with open(p, "rb") as f:  # never more than the limit in memory (a huge or endless file)
-                raw = f.read(MAX_PRICE_TABLE_BYTES + 1)
-            if len(raw) > MAX_PRICE_TABLE_BYTES:
-                raise ValueError(f"larger than {MAX_PRICE_TABLE_BYTES} bytes")
-            obj = json.loads(raw.decode("utf-8"))
-        except (OSError, UnicodeDecodeError, ValueError, RecursionError) as e:
+            obj = read_json(p, MAX_PRICE_TABLE_BYTES)  # never more than the limit in memory (a huge or endless file)
+        except (OSError, ValueError) as e:
             raise PriceTableError(f"--price-table {p}: not readable JSON: {' '.join(str(e).split())[:200]}") from None
         if not isinstance(obj, dict) or not isinstance(obj.get("models"), dict):
             raise PriceTableError(f"--price-table {p}: needs a \"models\" object {{model: {{input, output, ...}}}}")

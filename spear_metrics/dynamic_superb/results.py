@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from spear_metrics.results.validate import ResultsError, _same, is_count, is_number, short_repr
+from spear_metrics.results.validate import ResultsError, is_count, is_number, same_value, short_repr
 
 BENCHMARK = "dynamic_superb"
 #: metric-definition versions whose results this code reads
@@ -134,7 +134,7 @@ def check_summary_values(summary: dict[str, Any], rows: Sequence[dict[str, Any]]
         if t["metric"] in UPSTREAM_READABLE and t.get(t["metric"]) is not None:
             keys += [t["metric"], f"{t['metric']}_n"]
         for k in keys:
-            if not _same(t.get(k), got.get(k)):
+            if not same_value(t.get(k), got.get(k)):
                 raise ResultsError(f"{where}: task {inst} {k!r} is {t.get(k)!r} but its rows give {got.get(k)!r} "
                                    "(edited results? a summary must be the one its rows were scored into)")
 

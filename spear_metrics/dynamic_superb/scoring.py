@@ -542,7 +542,7 @@ def score_predictions(pred_dir: str | os.PathLike, out_dir: str | os.PathLike, *
     """
     from concurrent.futures import ThreadPoolExecutor
 
-    from spear_metrics.core.runner import RunError, _distributed_state, run_resumable
+    from spear_metrics.core.runner import RunError, run_distributed_state, run_resumable
     from spear_metrics.dynamic_superb.infer import read_failures, read_instance_info
     from spear_metrics.dynamic_superb.tasks import load_manifest
 
@@ -620,7 +620,7 @@ def score_predictions(pred_dir: str | os.PathLike, out_dir: str | os.PathLike, *
         return [res[it.row] for it in batch]
 
     try:
-        state = state if state is not None else _distributed_state()
+        state = state if state is not None else run_distributed_state()
     except RunError as e:
         raise DSuperbScoreError(str(e)) from None
     conflict = DSuperbScoreError(f"{out} holds results of another run (other predictions, manifest rows or judge); "

@@ -71,8 +71,6 @@ from spear_metrics.core.records import (
 )
 
 WORK = ".spearbench-fdb-infer"
-#: The files fdb-infer writes into a sample folder (nothing else there is touched).
-OUTPUT_FILES = ("output.wav", "output.json")
 
 
 class FDBInferError(RuntimeError):

@@ -132,9 +132,9 @@ def _scorer_batch(scorers: dict[str, FullDuplexScorer]):
 
 def _state():
     """accelerate's process state (:func:`spear_metrics.core.batching.distributed_state`)."""
-    from spear_metrics.core.runner import _distributed_state
+    from spear_metrics.core.runner import run_distributed_state
 
-    return _distributed_state()
+    return run_distributed_state()
 
 
 def _run_info(out: Path, outcome, setup: ScoringSetup) -> None:

@@ -366,7 +366,7 @@ def score_v15(root: str | os.PathLike, out: str | os.PathLike, setup: V15Setup, 
     Raises:
         RunError: not a v1.5 folder; ``out`` holds another run (use ``overwrite``).
     """
-    from spear_metrics.core.runner import _distributed_state
+    from spear_metrics.core.runner import run_distributed_state
 
     out = Path(out)
     layout, samples = collect(root, task)
@@ -377,7 +377,7 @@ def score_v15(root: str | os.PathLike, out: str | os.PathLike, setup: V15Setup, 
     conflict = RunError(f"{out} holds results of another run (other samples or options); use a new --out folder "
                         "or --overwrite")
     adopt = ("summary.json", "per_sample.jsonl", "run_info.json", *(f"{s}/summary.json" for s in subsets))
-    with claim_out(out, fp, overwrite=setup.overwrite, conflict=conflict, command="fdb", state=_distributed_state(),
+    with claim_out(out, fp, overwrite=setup.overwrite, conflict=conflict, command="fdb", state=run_distributed_state(),
                    activity="scored", adopt=adopt):
         outcome = run_resumable(items, lambda batch: [setup.scorer.score_one(it.sample, it.row) for it in batch],
                                 out / WORK_DIR, n_rows=len(items), batch_size=setup.batch_size,

@@ -29,12 +29,11 @@ conversation browser plays (:mod:`spear_metrics.full_duplex_v2.ui`). No torch, n
 from __future__ import annotations
 
 import json
-import math
 from typing import Any, Sequence
 
 from spear_metrics.full_duplex_v2 import BENCHMARK, VERSION
 from spear_metrics.results.validate import (
-    ResultsError, check_benchmark_rows, check_run_head, is_count, is_number, short_repr,
+    ResultsError, check_benchmark_rows, check_run_head, is_count, is_number, same_value, short_repr,
 )
 
 NAME = BENCHMARK.name
@@ -45,7 +44,6 @@ REQUIRED_SUMMARY_KEYS = ("n_samples", "n_scored", "n_failed", "metrics", "metric
 SPLIT_KEYS = ("avg_turn_taking", "avg_instruction_following", "avg_task_specific")
 #: the columns of the ``events`` config
 EVENT_COLUMNS = ("id", "split", "event", "start_s", "end_s", "turn_taking_fluency", "instruction_following")
-REL_TOL, ABS_TOL = 1e-6, 1e-9
 
 
 def value_keys() -> tuple[str, ...]:
@@ -140,12 +138,6 @@ def validate_rows(summary: dict[str, Any], rows: Sequence[dict[str, Any]], *, wh
     check_benchmark_rows(summary, rows, value_keys(), where=where, row_check=row_check)
 
 
-def _same(a: Any, b: Any) -> bool:
-    if a is None or b is None or (isinstance(a, float) and math.isnan(a)) or (isinstance(b, float) and math.isnan(b)):
-        return (a is None or a != a) and (b is None or b != b)
-    return math.isclose(float(a), float(b), rel_tol=REL_TOL, abs_tol=ABS_TOL)
-
-
 def check_summary_values(summary: dict[str, Any], rows: Sequence[dict[str, Any]], *, where: str = "results",
                          use_options: bool = False) -> None:
     """Recompute each ``ok`` row's values from its events (upstream's per-task row and bins) and
@@ -168,7 +160,7 @@ def check_summary_values(summary: dict[str, Any], rows: Sequence[dict[str, Any]]
                "avg_instruction_following": sum(e[3] for e in ev) / n if n else None,
                "n_files": 1 if r.get("avg_task_specific") is not None else 0, **binned_row(binned_sums(ev))}
         for k, v in got.items():
-            if not _same(r.get(k), v):
+            if not same_value(r.get(k), v):
                 raise ResultsError(f"{where}: row {r['row']} {k!r} is {r.get(k)!r} but its events give {v!r} "
                                    "(edited results?)")
     groups: dict[str, list[dict[str, Any]]] = {"all": ok}
@@ -180,7 +172,7 @@ def check_summary_values(summary: dict[str, Any], rows: Sequence[dict[str, Any]]
             vals = [r[k] for r in rs if r.get(k) is not None and r.get(k) == r.get(k)]
             want = float(np.mean(vals)) if vals else None
             have = summary["splits"][name][k]
-            if not _same(have.get("mean"), want) or have.get("n") != len(vals):
+            if not same_value(have.get("mean"), want) or have.get("n") != len(vals):
                 raise ResultsError(f"{where}: summary.json splits[{name!r}][{k!r}] is {have.get('mean')!r} (n "
                                    f"{have.get('n')}) but its rows give {want!r} (n {len(vals)}) (edited results? a "
                                    "summary must be the one its rows were scored into)")

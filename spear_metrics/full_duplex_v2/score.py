@@ -122,12 +122,11 @@ def load_eval_prompts(path: str | os.PathLike) -> tuple[dict[str, Any], str]:
     Raises:
         ScoreSetupError: unreadable, not JSON, or a required key missing (upstream's check).
     """
+    from spear_datasets.files import read_limited
+
     p = Path(path)
     try:
-        with open(p, "rb") as f:  # never more than the limit in memory
-            data = f.read(MAX_PROMPTS_BYTES + 1)
-        if len(data) > MAX_PROMPTS_BYTES:
-            raise ValueError(f"over the {MAX_PROMPTS_BYTES}-byte limit of a prompts file")
+        data = read_limited(p, MAX_PROMPTS_BYTES)  # never more than the limit in memory
         obj = json.loads(data.decode("utf-8"))
     except (OSError, ValueError, RecursionError) as e:  # ValueError: bad UTF-8 or JSON; RecursionError: too deep
         raise ScoreSetupError(f"cannot read the judge prompts {p}: {' '.join(str(e).split())[:200]}") from None
@@ -415,6 +414,7 @@ def task_scores(reply: str) -> dict[str, Any]:
 
 
 def bin_label(b: tuple[float, float]) -> str:
+    """A time bin ``(start_s, end_s)`` as upstream's column label, e.g. ``"0-15"`` (whole seconds)."""
     return f"{int(b[0])}-{int(b[1])}"
 
 
@@ -524,14 +524,10 @@ def read_transcript(path: str | os.PathLike) -> dict[str, Any]:
         ValueError: not a regular file (a FIFO would block the open), over the limit, not JSON or
             not that shape; OSError: unreadable.
     """
+    from spear_datasets.files import read_json
+
     p = Path(path)
-    if not p.is_file():
-        raise ValueError(f"{p.name} is not a regular file")
-    with open(p, "rb") as f:  # read up to the limit only
-        raw = f.read(MAX_TRANSCRIPT_BYTES + 1)
-    if len(raw) > MAX_TRANSCRIPT_BYTES:
-        raise ValueError(f"{p.name} is over the {MAX_TRANSCRIPT_BYTES}-byte limit of a transcript")
-    d = json.loads(raw.decode("utf-8"))
+    d = read_json(p, MAX_TRANSCRIPT_BYTES)  # a FIFO or a device refused, never more than the limit read
     if not isinstance(d, dict) or not isinstance(d.get("chunks", []), list):
         raise ValueError(f"{p.name} is not upstream's transcript shape")
     return d

@@ -158,14 +158,15 @@ def load_tasks(path: str | os.PathLike, *, splits: list[str] | None = None, limi
     """
     import hashlib
 
+    from spear_datasets.files import read_limited
+
     p = Path(path)
     try:
-        size = p.stat().st_size
-        if size > MAX_TASKS_BYTES:
-            raise TasksError(f"{p} is {size} bytes, over the {MAX_TASKS_BYTES}-byte limit of a tasks file")
-        data = p.read_bytes()
+        data = read_limited(p, MAX_TASKS_BYTES)  # a device or a pipe is refused, never read for ever
     except OSError as e:
         raise TasksError(f"cannot read tasks file {p}: {e.strerror or e}") from None
+    except ValueError as e:
+        raise TasksError(f"tasks file {p}: {e}") from None
     try:
         raw = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:  # RecursionError: nested too deeply

@@ -230,7 +230,7 @@ def check_recomputed(summary: dict[str, Any], got: dict[str, Any], keys: Sequenc
     """
     for k in keys:
         for name in (k, f"{k}_n"):
-            if name in summary and not _same(summary.get(name), got.get(name)):
+            if name in summary and not same_value(summary.get(name), got.get(name)):
                 raise ResultsError(f"{where}: summary.json {name!r} is {summary.get(name)!r} but its rows give "
                                    f"{got.get(name)!r} (edited results? a summary must be the one its rows were "
                                    "scored into)")
@@ -422,10 +422,15 @@ def _dimension_for_check(name: str, summary: dict[str, Any], use_options: bool):
     return cls()
 
 
-def _same(a: Any, b: Any) -> bool:
-    """Equal values: both null, equal numbers within the tolerance, or equal otherwise."""
-    if a is None or b is None:
-        return a is None and b is None
+def same_value(a: Any, b: Any) -> bool:
+    """Whether a recorded value and its recomputation agree, as every results check compares
+    them: both missing (``None`` or NaN), numbers equal within :data:`REL_TOL` / :data:`ABS_TOL`,
+    anything else equal (``==``)."""
+    def missing(v: Any) -> bool:
+        return v is None or (isinstance(v, float) and math.isnan(v))
+
+    if missing(a) or missing(b):
+        return missing(a) and missing(b)
     if is_number(a) and is_number(b):
         return math.isclose(float(a), float(b), rel_tol=REL_TOL, abs_tol=ABS_TOL)
     return a == b
@@ -463,7 +468,7 @@ def check_summary_values(summary: dict[str, Any], rows: Sequence[dict[str, Any]]
             else:
                 got = dim.aggregate(_spear_rows(ok, "a"), ok)
                 other = dim.aggregate(_spear_rows(ok, "b"), ok)
-                unsure = {k for k in got if find_column(k, (name,)) and not _same(got[k], other.get(k))}
+                unsure = {k for k in got if find_column(k, (name,)) and not same_value(got[k], other.get(k))}
         except Exception as e:  # values of a kind the aggregate cannot use
             raise ResultsError(f"{where}: the per-sample values of metric {name!r} cannot be aggregated: "
                                f"{' '.join(str(e).split()) or type(e).__name__}") from None
@@ -473,7 +478,7 @@ def check_summary_values(summary: dict[str, Any], rows: Sequence[dict[str, Any]]
             if k in unsure:
                 raise ResultsError(f"{where}: summary.json {k!r} cannot be checked against the rows without the "
                                    "metadata it is computed from: give --metadata (the CSV the run scored)")
-            if not _same(summary[k], v):
+            if not same_value(summary[k], v):
                 raise ResultsError(f"{where}: summary.json {k!r} is {summary[k]!r} but its rows give {v!r} "
                                    "(edited results? a summary must be the one its rows were scored into)")
 

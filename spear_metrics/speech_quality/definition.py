@@ -47,8 +47,8 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from spear_datasets.schema import SpearRow, strip_speaker_tags
-from spear_metrics.core.asr import ASR_BACKENDS, _auto_device, load_asr
-from spear_metrics.core.batching import one_torch_thread
+from spear_metrics.core.asr import ASR_BACKENDS, load_asr
+from spear_metrics.core.batching import device_or_default, one_torch_thread
 from spear_metrics.core.dimension import (Dimension, MetricKey, Option, Sample, mean_or_none, mean_resampler,
                                           percent_or_none, percent_resampler)
 from spear_metrics.core.models import ModelUnavailableError
@@ -344,7 +344,7 @@ class SpeechQuality(Dimension):
         # CPU thread split: with several lanes every model computes on one thread and the models
         # (and the waves of a MOS model) run side by side, one lane per core; on two shared cores
         # that is faster than each library's own threads one model after the other (docs/performance.md)
-        self.lanes = cpu_lanes(int(options.get("cpu_lanes") or 0)) if _auto_device(options.get("device")) == "cpu" else 1
+        self.lanes = cpu_lanes(int(options.get("cpu_lanes") or 0)) if device_or_default(options.get("device")) == "cpu" else 1
         one_thread = {"cpu_threads": 1} if self.lanes > 1 else {}
         batch = int(options.get("asr_batch_size", 8))
         self.asrs = []  # (label used in keys, backend)

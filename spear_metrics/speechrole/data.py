@@ -24,7 +24,6 @@ a relative path escaping its root): bad input never stops the others.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -159,10 +158,18 @@ def fetch_test_data(repo_id: str, modes: Sequence[str], *, roles: Sequence[str] 
     return root
 
 
+#: the largest test-data or model-output JSON file read (bytes; a role's file is a few MB)
+MAX_JSON_BYTES = 256 * 2 ** 20
+
+
 def _load_json(path: Path) -> Any:
+    """The JSON of a test-data or model-output file (:func:`spear_datasets.files.read_json`, at
+    most :data:`MAX_JSON_BYTES`); ``None`` when it cannot be read, is too large or is not JSON."""
+    from spear_datasets.files import read_json
+
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return read_json(path, MAX_JSON_BYTES)
+    except (OSError, ValueError):
         return None
 
 

@@ -161,7 +161,7 @@ def check_summary_values(summary: dict[str, Any], rows: Sequence[dict[str, Any]]
     Raises:
         ResultsError: a value that differs from its recomputation.
     """
-    from spear_metrics.results.validate import ABS_TOL, REL_TOL, is_number
+    from spear_metrics.results.validate import same_value
     from spear_metrics.speechrole.aggregate import aggregate_rows
 
     got = aggregate_rows(sorted(rows, key=lambda r: r["row"]), n_resamples=0)
@@ -170,9 +170,7 @@ def check_summary_values(summary: dict[str, Any], rows: Sequence[dict[str, Any]]
                                                       and "_n_" not in k):
             continue
         s = summary[k]
-        same = (s is None and v is None) or (is_number(s) and is_number(v) and math.isclose(
-            float(s), float(v), rel_tol=REL_TOL, abs_tol=ABS_TOL))
-        if not same:
+        if not same_value(s, v):
             raise _error(where, f"summary.json {k!r} is {s!r} but its rows give {v!r} (edited results?)")
 
 
