@@ -11,7 +11,7 @@
 #   bash scripts/gpu_qwen_omni.sh [SPEAR_METADATA.csv]      # from the repository root
 #
 # Without a CSV it cuts 3 clips (13.48, 15.48 and 20 s) from the real stereo AMI dialogue of
-# ../shared/fixtures (or shared/fixtures, or FIXTURES=folder with the .wav). It runs
+# tests/fixtures/real (or FIXTURES=folder with the .wav). It runs
 # `spearbench infer --agent qwen-omni` (bf16 on the GPU, SPEAR's prompts, seed 0) and prints per
 # row: onset, clip duration, time to first text (= response_time_s), answer_start_time, answer
 # duration, the whole generate time of the row, and the transcript; writes $OUT/qwen_omni_gpu.json.
@@ -54,7 +54,7 @@ from pathlib import Path
 from spear_datasets.audio import load_audio, write_wav
 from spear_datasets.schema import SpearRow, write_metadata
 name = "DERIVED__pyannote-audio__seriously_29-60s_stereo_L-FEE016_R-MEO015.wav"
-places = [os.environ.get("FIXTURES", ""), "../shared/fixtures/real", "shared/fixtures/real"]
+places = [os.environ.get("FIXTURES", ""), "tests/fixtures/real"]
 src = next((Path(p) / name for p in places if p and (Path(p) / name).is_file()), None)
 if src is None:
     sys.exit(f"gpu_qwen_omni.sh: {name} not found in {places}: pass a SPEAR metadata CSV")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+import shlex
 import time
 import zipfile
 from http.server import BaseHTTPRequestHandler
@@ -140,12 +141,19 @@ def test_install_and_count_check(package, tmp_path, capsys):
     assert main(["data", "check", str(tmp_path / "root")]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("spearbench data: ") and "SPEAR's test split has" in err and "\n" not in err
-    assert main(["data", "check", str(tmp_path / "root"), "--no-count-check"]) == 0
+    # the files are all there, only the counts differ: the line ends with the command that accepts them,
+    # which runs as printed
+    head, hint = err.split("; to use these rows as custom data: ")
+    assert head.endswith("(2725)") and hint.endswith(" --no-count-check")
+    assert main(shlex.split(hint)[1:]) == 0
     assert "labelled custom data" in capsys.readouterr().out
     # a clip the metadata names but the package lacks is a schema failure
     (target / "test" / "naturalistic" / "audios").rename(target / "test" / "naturalistic" / "gone")
     with pytest.raises(DataCheckError, match="is not there"):
         check_layout(tmp_path / "root", counts=False)
+    assert main(["data", "check", str(tmp_path / "root")]) == 2  # a missing clip: no custom-data hint
+    err = capsys.readouterr().err
+    assert "is not there" in err and "--no-count-check" not in err
     with pytest.raises(DataCheckError, match="already exists"):
         install_package(package, tmp_path / "root")
     evil = tmp_path / "evil.zip"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from pathlib import Path
 
 import pytest
@@ -195,6 +196,12 @@ def test_demo_data_builds_a_dataset_and_publish_warns(data, capsys):
     assert main(["build-dataset", "--source", str(src), "--out", str(hub), "--no-progress"]) == 0
     out = capsys.readouterr().out
     assert "naturalistic  test  2 rows" in out and "licence unknown" in out
+    # "load it" calls this environment's python (the bare `python` of an unactivated .venv may be
+    # another one, or none), and its code loads the dataset
+    load = shlex.split(next(c for c in _commands(out) if " -c " in c))
+    assert load[:2] == [runnable("python"), "-c"]
+    exec(load[2], {})
+    assert "num_rows: 2" in capsys.readouterr().out
     assert any(c.startswith(f"{SPEARBENCH} publish --dataset {hub}") for c in _commands(out))
     warnings = dataset_warnings(hub, "spearbench/seamless_2t_2s_questions")
     assert len(warnings) == 2 and "license: unknown" in warnings[0]
@@ -232,6 +239,17 @@ def test_space_expands_a_parent_folder_and_warns(data, tmp_path, monkeypatch, ca
     assert messages[0].startswith(f"--results {parent} is a folder of 2 results datasets, not one: loading each")
     assert f"--results {parent / 'human'} {parent / 'other'}" in messages[0]
     assert "holds scored RESULTS folders (human, other)" in messages[1] and "push-results" in messages[1]
+    # what the page alone would say (it is opened later, if at all) is said on the console at start: a scored
+    # RESULTS folder, a folder that is not there, a name that is not a folder here (read as a Hub id)
+    gone = tmp_path / "gone"
+    with monkeypatch.context() as m:
+        m.chdir(tmp_path)  # where no demo_out/ is
+        sources, messages = expand_results_folders([str(raw / "human"), str(gone), "demo_out/datasets"])
+    assert sources == [str(raw / "human"), str(gone), "demo_out/datasets"]
+    assert messages == [f"--results {raw / 'human'} is a scored RESULTS folder, not a results dataset: write one with "
+                        f"`spearbench push-results {raw / 'human'} --local-dir DIR --model-name NAME` and pass DIR",
+                        f"--results {gone}: no such folder",
+                        "--results demo_out/datasets is not a folder here: reading it as the Hub dataset demo_out/datasets"]
 
     spec = importlib.util.spec_from_file_location("space_app_next", Path(__file__).parents[1] / "space" / "app.py")
     app = importlib.util.module_from_spec(spec)

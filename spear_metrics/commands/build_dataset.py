@@ -71,7 +71,8 @@ def run(args: argparse.Namespace) -> int:
             return 3
         print(f"pushed to {url}")
     out = shown_path(args.out)
-    next_steps(("load it", f"python -c \"import datasets; print(datasets.load_dataset({out!r}, 'all', split='test'))\""),
+    load = f"import datasets; print(datasets.load_dataset({out!r}, 'all', split='test'))"
+    next_steps(("load it", f"{command('python')} -c \"{load}\""),
                ("run an agent on it", command("spearbench", "infer", "--agent", "cascade", "--data", out, "--out",
                                              shown_path(Path(out).parent, f"{Path(out).name}_cascade"))),
                ("see what `spearbench publish` would upload", command("spearbench", "publish", "--dataset", out,

@@ -83,10 +83,21 @@ def _download(args: argparse.Namespace) -> int:
 
 
 def _report(root: str, splits: list[str], counts: bool) -> int:
-    from spear_datasets.identity import SPEAR_SPLIT_SIZES
+    from spear_datasets.identity import SPEAR_SPLIT_SIZES, DataCheckError
     from spear_datasets.sources.package import check_layout
 
-    got = check_layout(root, splits=splits, counts=counts)
+    try:
+        got = check_layout(root, splits=splits, counts=counts)
+    except DataCheckError as e:
+        if not counts:
+            raise
+        try:  # the files are in place and only the counts differ: say how to use them as they are
+            check_layout(root, splits=splits, counts=False)
+        except DataCheckError:
+            raise e from None
+        split_args = [a for s in splits for a in ("--split", s)] if list(splits) != ["test"] else []
+        raise DataCheckError(f"{e}; to use these rows as custom data: "
+                             f"{command('spearbench', 'data', 'check', root, *split_args, '--no-count-check')}") from None
     for split, per in got.items():
         for subset, n in per.items():
             print(f"{split:<5} {subset:<13} {n} rows (SPEAR: {SPEAR_SPLIT_SIZES[split][subset]})")

@@ -355,8 +355,8 @@ def _run_demo(args: argparse.Namespace, out: Path, call: Path, rttm: Path, stm: 
                 command("spearbench", "build-dataset", "--source", shown_path(spear_data), "--out",
                         shown_path(out, "hub_dataset"), "--source-name", "pyannote.audio sample call (origin of the "
                         "recording not stated)", "--source-url", "https://github.com/pyannote/pyannote-audio")),
-               ("run your own agent on the same samples (my_agents.py: the README's EchoAgent, written first; "
-                "or a built-in name from infer --list-agents)",
+               ("run your own agent on the same samples: first save the README's EchoAgent example as my_agents.py "
+                "(or give a built-in name from `spearbench infer --list-agents`)",
                 command("spearbench", "infer", "--agent", "my_agents.py:EchoAgent", "--data", shown_path(human), "--out",
                         shown_path(out, "my_agent"))))
     return 0

@@ -34,6 +34,7 @@ from spear_metrics.commands import (
 )
 from spear_metrics.commands.judge_options import add_judge_options
 from spear_metrics.core.vad import BACKENDS, DEFAULT_BACKEND
+from spear_metrics.core.summary import few_events
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -301,7 +302,8 @@ def _run_task(args: argparse.Namespace, setup, samples: list, other: list | None
     summary, results = done
     out = Path(args.out)
     for k in TASK_KEYS[args.task]:
-        print(f"{k:<22} {_value(summary, k)}  95% CI {_fmt(summary.get(k + '_ci95'))}  (n={summary.get(k + '_n')})")
+        print(f"{k:<22} {_value(summary, k)}  95% CI {_fmt(summary.get(k + '_ci95'))}  (n={summary.get(k + '_n')}) "
+              f"{few_events(summary, k)}".rstrip())
     print(f"{'samples':<22} {summary['n_samples']} ({summary['n_scored']} scored, {summary['n_failed']} failed)")
     if summary.get("judge_calls"):
         from spear_metrics.core.judge import judge_calls_line
@@ -370,7 +372,8 @@ def _report_release_run(out: Path, release: Path, run: str, summary: dict, resul
     if resumed:
         print(wrap(f"  {resumed}"))
     for k in RELEASE_COLUMNS:
-        print(f"  {k:<24} {_value(summary, k)}  95% CI {_fmt(summary.get(k + '_ci95'))}  (n={summary.get(k + '_n')})")
+        print(f"  {k:<24} {_value(summary, k)}  95% CI {_fmt(summary.get(k + '_ci95'))}  (n={summary.get(k + '_n')}) "
+              f"{few_events(summary, k, rate=RELEASE_COLUMNS[k][1] == 'tor')}".rstrip())
     for r in results:
         if not r.ok:
             print(f"  failed {r.values.get('stimulus') or r.row}: {r.error}", file=sys.stderr)

@@ -136,7 +136,9 @@ def expand_results_folders(sources: Sequence[str]) -> tuple[list[str], list[str]
     (:func:`looks_like_results_dataset`) nor a scored ``RESULTS/`` folder (``per_sample.jsonl``)
     and whose sub-folders include results datasets, e.g. ``DEMO_OUT/datasets`` (one per system);
     its sub-folders are taken in name order. Anything else is returned unchanged (it is loaded,
-    or refused with its reason, as before).
+    or refused with its reason, as before); a scored ``RESULTS/`` folder and a path that does not
+    exist (read as a Hub id when it has that form) also get a message, so that the console says
+    at start what the page would say only when opened.
     """
     out: list[str] = []
     messages: list[str] = []
@@ -157,6 +159,12 @@ def expand_results_folders(sources: Sequence[str]) -> tuple[list[str], list[str]
                 messages.append(f"--results {src} holds scored RESULTS folders ({', '.join(raw)}), not results datasets: "
                                 "write one per run with `spearbench push-results RESULTS --local-dir DIR` (the demo "
                                 "writes them to DEMO_OUT/datasets) and pass those")
+        elif (p / "per_sample.jsonl").is_file() and not looks_like_results_dataset(p):  # a scored RESULTS folder
+            messages.append(f"--results {src} is a scored RESULTS folder, not a results dataset: write one with "
+                            f"`spearbench push-results {src} --local-dir DIR --model-name NAME` and pass DIR")
+        elif not p.exists():
+            messages.append(f"--results {src} is not a folder here: reading it as the Hub dataset {src}"
+                            if is_repo_id(str(src)) else f"--results {src}: no such folder")
         out.append(str(src))
     return out, messages
 
