@@ -122,7 +122,7 @@ def build_app(sources: list[str] | None = None) -> gr.Blocks:
             table = gr.Dataframe(value=display_frame(filter_sort(rows0, modes0, "all", "model", "ascending"), group_labels,
                                                      page=True),
                                  interactive=False, wrap=True, label="SPEAR leaderboard", elem_id="leaderboard",
-                                 max_height=600, pinned_columns=2)
+                                 max_height=600, pinned_columns=1)  # pinned by _table_css
             status = gr.Markdown(status_text(len(start), errors0), elem_id="status")
             with gr.Row():
                 src_box = gr.Textbox(label="add results datasets (Hub dataset ids OWNER/NAME, comma separated; "

@@ -17,6 +17,7 @@ import math
 import os
 import tempfile
 import threading
+import weakref
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Callable, Hashable, Sequence
@@ -52,8 +53,9 @@ class MarksCache:
     An entry's key is ``(name, identity of each loaded dataset, options)``: a dataset's identity is
     its label and the identity of its loaded :class:`~spear_metrics.results.Results` object
     (:data:`POLICY` keeps one object per label while it stays loaded: a dataset loaded again, or a
-    new policy, is a new object and so a new set). The entry holds the datasets themselves, so no
-    other object can take their identity while it lives. One computation per key at a time: a
+    new policy, is a new object and so a new set). The cache holds no dataset: when a dataset is
+    freed (e.g. a Hub dataset the policy no longer keeps), every entry computed from it is
+    dropped before any other object can take its identity. One computation per key at a time: a
     second request for a key being computed waits for it instead of computing it again. The
     values are shared: callers must not change them (copy first).
 
@@ -68,8 +70,10 @@ class MarksCache:
             raise ValueError(f"size must be >= 1, got {size}")
         self.size = size
         self.computed = 0
-        self._entries: OrderedDict[tuple, tuple[list[Any], Any]] = OrderedDict()
+        self._entries: OrderedDict[tuple, Any] = OrderedDict()
         self._computing: dict[tuple, threading.Lock] = {}
+        self._watched: set[int] = set()  # ids of the datasets whose freeing is watched
+        self._freed: list[int] = []  # ids of freed datasets, appended by their finalizers
         self._lock = threading.Lock()
 
     @staticmethod
@@ -78,12 +82,37 @@ class MarksCache:
         return tuple((str(getattr(r, "source", "")), id(r)) for r in loaded)
 
     def __len__(self) -> int:
-        return len(self._entries)
+        with self._lock:
+            self._purge()
+            return len(self._entries)
 
     def clear(self) -> None:
         """Forget every entry."""
         with self._lock:
             self._entries.clear()
+
+    def _purge(self) -> None:
+        """Drop the entries of freed datasets (under the lock). A finalizer only appends to
+        ``_freed`` (it may run in any thread, even while this one holds the lock); the ids are
+        read here, before any lookup, so a new object that takes a freed one's id never meets
+        its entries."""
+        while self._freed:
+            oid = self._freed.pop()
+            self._watched.discard(oid)
+            for key in [k for k in self._entries if any(i == oid for _, i in k[1])]:
+                del self._entries[key]
+
+    def _watch(self, loaded: Sequence[Any]) -> bool:
+        """Watch the freeing of each dataset; ``False`` when one cannot be watched (an object
+        without weak references: its id could be taken by another object, so nothing is kept)."""
+        for r in loaded:
+            if id(r) not in self._watched:
+                try:
+                    weakref.finalize(r, self._freed.append, id(r))
+                except TypeError:
+                    return False
+                self._watched.add(id(r))
+        return True
 
     def get(self, name: str, loaded: Sequence[Any], options: Hashable, compute: Callable[[], Any]) -> Any:
         """The value of ``(name, loaded, options)``: the kept one, else ``compute()`` (kept).
@@ -96,23 +125,28 @@ class MarksCache:
         """
         key = (name, self.identity(loaded), options)
         with self._lock:
+            self._purge()
             if key in self._entries:
                 self._entries.move_to_end(key)
-                return self._entries[key][1]
+                return self._entries[key]
             gate = self._computing.setdefault(key, threading.Lock())
         with gate:
             with self._lock:
+                self._purge()
                 if key in self._entries:  # computed by the request this one waited for
                     self._entries.move_to_end(key)
-                    return self._entries[key][1]
+                    return self._entries[key]
             try:
                 value = compute()
             finally:
                 with self._lock:
                     self._computing.pop(key, None)
             with self._lock:
+                self._purge()
                 self.computed += 1
-                self._entries[key] = (list(loaded), value)
+                if not self._watch(loaded):
+                    return value
+                self._entries[key] = value
                 while len(self._entries) > self.size:
                     self._entries.popitem(last=False)
         return value
@@ -390,8 +424,9 @@ def _ow(v: bool | None) -> str:
     return "-" if v is None else ("yes" if v else "no")
 
 
-#: the columns before the values: ``model`` and ``source`` first (pinned on the page: the source
-#: tells a published row from a results dataset's row of the same model, e.g. two "human" rows)
+#: the columns before the values: ``model`` first (pinned on the page, :func:`_table_css`), then
+#: ``source`` (it tells a published row from a results dataset's row of the same model, e.g. two
+#: "human" rows)
 ROW_COLUMNS = ("model", "source", "data", "inference mode", "open weights")
 #: the data of the published table's rows
 PUBLISHED_DATA = "SPEAR test split"

@@ -137,3 +137,23 @@ def test_a_failed_computation_keeps_nothing(marks_cache):
     assert len(marks_cache) == 0 and marks_cache.get("t", data, (), lambda: "ok") == "ok"
     with pytest.raises(ValueError):
         tables.MarksCache(size=0)
+
+
+def test_entries_of_a_freed_dataset_are_dropped(marks_cache):
+    """The cache holds no dataset: once one is freed (a Hub dataset the policy no longer keeps),
+    the entries computed from it go, and nothing of it stays in memory through the cache."""
+    import gc
+    import weakref
+
+    kept, freed = _dsuperb("A"), _dsuperb("B")
+    marks_cache.get("t", [kept], (), lambda: "kept")
+    marks_cache.get("t", [kept, freed], (), lambda: "both")
+    marks_cache.get("u", [freed], (), lambda: "freed")
+    assert len(marks_cache) == 3
+    ref = weakref.ref(freed)
+    del freed
+    gc.collect()
+    assert ref() is None  # the cache did not keep it alive
+    assert len(marks_cache) == 1 and marks_cache.get("t", [kept], (), lambda: "again") == "kept"
+    # an object that cannot be watched is computed every time, never kept (its id could be reused)
+    assert marks_cache.get("t", [("no", "weakref")], (), lambda: 1) == 1 and len(marks_cache) == 1
