@@ -582,6 +582,18 @@ def test_upstream_row_rate_tasks_and_their_checks():
     check_summary_values(summary, pos["per_sample"])
     with pytest.raises(ResultsError, match="under upstream's key 'pos_estimation'"):  # version 2 never computed it
         validate_summary({**summary, "metrics_version": "2"})
+    # the card and the Space's table show it (a task without a project key)
+    import pandas as pd
+
+    from spear_metrics.dynamic_superb.results import card_text, leaderboard_frame
+    from spear_metrics.results.load import Results
+
+    card = card_text(summary, model_name="m", inference_mode=None, open_weights=None, split="test", n_rows=3)
+    assert "| PoS_Estimation_LibriTTS_PoS | pos_estimation | 0.7500 | - | - | 3 | 0.333 |" in card
+    res = Results(source="local:m", model="m", inference_mode=None, open_weights=None, summary=summary,
+                  samples=pd.DataFrame(pos["per_sample"]))
+    frame = leaderboard_frame([res])
+    assert frame["PoS_Estimation_LibriTTS_PoS (pos_estimation)"].tolist() == [pytest.approx(0.75)]
     tasks["PoS_Estimation_LibriTTS_PoS"]["pos_estimation"] = 0.9
     with pytest.raises(ResultsError, match="'pos_estimation' is 0.9 but its rows give 0.75"):
         check_summary_values(summary, pos["per_sample"])
