@@ -502,6 +502,103 @@ def test_llm_classification_label_only_and_non_text_label(tmp_path):
     assert [o["llm_classification"] for o in out] == [1.0, 1.0]
 
 
+def _upstream_row_rate_restated(fn, model_response_text, text_reference):
+    """Upstream's word_error_rate / phoneme_error_rate / pos_estimation re-stated from reading them
+    (the OpenAI port of the Phase-2 evaluation: ``normalization`` = ASCII punctuation deleted, lower
+    case; ``pos_estimation``'s ``preprocess_text`` = punctuation only; then speech_metrics 0.2.2
+    ``wer``/``per``: ``upper().split(" ")``, ``editdistance.eval`` / reference length), with a plain
+    dynamic-programming edit distance: the row's score ``max(0, 1 - rate)`` and the rate."""
+    import string
+
+    def norm(t):
+        t = t.translate(str.maketrans("", "", string.punctuation))
+        return t if fn == "pos_estimation" else t.lower()
+
+    h, r = norm(model_response_text).upper().split(" "), norm(text_reference).upper().split(" ")
+    d = list(range(len(r) + 1))
+    for i, hw in enumerate(h, 1):
+        prev, d[0] = d[0], i
+        for j, rw in enumerate(r, 1):
+            prev, d[j] = d[j], min(d[j] + 1, d[j - 1] + 1, prev + (hw != rw))
+    rate = d[len(r)] / len(r)
+    return max(0.0, 1.0 - rate), rate
+
+
+ROW_RATE_CASES = [  # (response, label): the fixtures' transcripts and the rule's corners
+    (ANSWERS[f"{ASR}/jfk"], JFK_TEXT), (ANSWERS[f"{ASR}/p225_002"], VCTK_TEXT),
+    (ANSWERS[f"{ASR}/ES2011a_40_46"], AMI_TEXT),
+    ("don't  stop", "Don't stop."),            # apostrophe deleted (dont); two spaces make an empty word
+    ("one\ntwo three", "one two three"),        # a newline does not separate words
+    ("", "a b"), ("", ""), ("a b c d e f", "x"),  # empty response; empty label (one empty word); rate > 1 -> 0
+    ("«Hello» — world’s", "hello worlds"),      # non-ASCII punctuation is kept
+    ("STRASSE İstanbul", "straße istanbul"),    # case rules: lower() then upper() vs upper() alone
+    ("HH AH0 L OW1", "HH AH0 L OW1 ."),         # phone symbols; a lone '.' becomes an empty trailing word
+]
+
+
+@pytest.mark.parametrize("fn", ["word_error_rate", "phoneme_error_rate", "pos_estimation"])
+@pytest.mark.parametrize("response,label", ROW_RATE_CASES)
+def test_upstream_row_rates_side_by_side(fn, response, label):
+    want_score, want_rate = _upstream_row_rate_restated(fn, response, label)
+    got = M.upstream_row_rate(fn, response, label)
+    assert got[fn] == pytest.approx(want_score) and got[f"{fn}_rate"] == pytest.approx(want_rate)
+    assert got[f"{fn}_edits"] / got[f"{fn}_ref_tokens"] == pytest.approx(want_rate)
+
+
+def test_upstream_row_rates_by_hand():
+    # AMI: "I'M ABIGAIL CLAFLIN YOU CAN CALL ME ABBIE" -> 8 words (IM one word); the answer: IM->I, +AM, ABBIE->ABBY
+    got = M.upstream_row_rate("word_error_rate", ANSWERS[f"{ASR}/ES2011a_40_46"], AMI_TEXT)
+    assert (got["word_error_rate_edits"], got["word_error_rate_ref_tokens"], got["word_error_rate"]) == (3, 8, 5 / 8)
+    # two spaces: ['DONT', '', 'STOP'] against ['DONT', 'STOP']: one insertion over 2 words
+    assert M.upstream_row_rate("word_error_rate", "don't  stop", "Don't stop.")["word_error_rate"] == 0.5
+    assert M.upstream_row_rate("word_error_rate", "a b c", "x")["word_error_rate"] == 0.0  # 3 edits / 1: bounded at 0
+    # "İ".lower().upper() is 'I' + combining dot (two characters), "İ".upper() stays one: word_error_rate
+    # (lower case first) matches the decomposed spelling, pos_estimation (upper() alone) does not
+    assert M.upstream_row_rate("word_error_rate", "İ", "I\u0307")["word_error_rate"] == 1.0
+    assert M.upstream_row_rate("pos_estimation", "İ", "I\u0307")["pos_estimation"] == 0.0
+    assert M.upstream_row_rate("pos_estimation", "NOUN, VERB", "noun verb")["pos_estimation"] == 1.0
+    assert M.upstream_row_rate("word_error_rate", "x", 2.0) == {
+        "word_error_rate": None, "word_error_rate_error": "label is float, not text: upstream's word_error_rate normalises text"}
+
+
+def test_upstream_row_rate_tasks_and_their_checks():
+    """pos_estimation (no project key) and phoneme_error_rate tasks get the published key as the mean of
+    upstream's rows; the results checks recompute it and refuse an edited one."""
+    from spear_metrics.dynamic_superb.results import check_summary_values, validate_summary
+    from spear_metrics.results.validate import ResultsError
+
+    pos = score_texts(["DET NOUN VERB", "DET, ADJ NOUN", None], ["DET NOUN VERB", "DET NOUN", "X"], ["q"] * 3,
+                      task="PoS_Estimation_LibriTTS_PoS", n_resamples=0)
+    assert pos["pos_estimation"] == pytest.approx((1 + 0.5) / 2) and pos["pos_estimation_n"] == 2  # +ADJ over 2 words
+    assert pos["na_rate"] == pytest.approx(1 / 3) and pos["value_note"].startswith("no project key")
+    assert pos["per_sample"][2]["status"] == "failed"
+    pr = score_texts(["HH AH0 L OW1", "K AE1 T"], ["HH AH0 L OW1", "K AE1 T S"], ["q"] * 2,
+                     task="SuperbPR_LibriSpeech-TestClean", n_resamples=0)
+    assert pr["phoneme_error_rate"] == pytest.approx((1 + 0.75) / 2) and pr["PER"] == pytest.approx(1 / 8)
+    tasks = {"PoS_Estimation_LibriTTS_PoS": {k: v for k, v in pos.items() if k != "per_sample"}}
+    summary = {"benchmark": "dynamic_superb", "metrics_version": M.METRICS_VERSION, "n_samples": 3, "n_scored": 2,
+               "n_failed": 1, "tasks": tasks}
+    validate_summary(summary)
+    check_summary_values(summary, pos["per_sample"])
+    with pytest.raises(ResultsError, match="under upstream's key 'pos_estimation'"):  # version 2 never computed it
+        validate_summary({**summary, "metrics_version": "2"})
+    # the card and the Space's table show it (a task without a project key)
+    import pandas as pd
+
+    from spear_metrics.dynamic_superb.results import card_text, leaderboard_frame
+    from spear_metrics.results.load import Results
+
+    card = card_text(summary, model_name="m", inference_mode=None, open_weights=None, split="test", n_rows=3)
+    assert "| PoS_Estimation_LibriTTS_PoS | pos_estimation | 0.7500 | - | - | 3 | 0.333 |" in card
+    res = Results(source="local:m", model="m", inference_mode=None, open_weights=None, summary=summary,
+                  samples=pd.DataFrame(pos["per_sample"]))
+    frame = leaderboard_frame([res])
+    assert frame["PoS_Estimation_LibriTTS_PoS (pos_estimation)"].tolist() == [pytest.approx(0.75)]
+    tasks["PoS_Estimation_LibriTTS_PoS"]["pos_estimation"] = 0.9
+    with pytest.raises(ResultsError, match="'pos_estimation' is 0.9 but its rows give 0.75"):
+        check_summary_values(summary, pos["per_sample"])
+
+
 # --------------------------------------------------------------------------- scoring
 
 
@@ -511,8 +608,11 @@ def test_score_values_judge_and_na(scored):
     asr, cls, reg = t[ASR], t[CLS], t[REG]
     # WER: (8 + 0 + 2) edits over (22 + 11 + 9) reference words; two rows infer failed
     assert asr["WER"] == pytest.approx(10 / 42) and asr["WER_n"] == 3 and asr["n_rows"] == 5 and asr["n_failed"] == 2
-    assert asr["na_rate"] == pytest.approx(2 / 5) and asr["word_error_rate"] is None
-    assert asr["word_error_rate_note"].startswith("unsupported:")
+    assert asr["na_rate"] == pytest.approx(2 / 5)
+    # the published key, upstream's rule per row: punctuation deleted (I'M -> IM, one word), max(0, 1 - WER):
+    # jfk 8 of 22 words deleted -> 14/22; p225 exact -> 1; AMI IM->I, +AM, ABBIE->ABBY over 8 words -> 5/8
+    assert asr["word_error_rate"] == pytest.approx((14 / 22 + 1 + 5 / 8) / 3) and asr["word_error_rate_n"] == 3
+    assert asr["word_error_rate_note"] == M.upstream_row_rate_note("word_error_rate")
     lo, hi = asr["WER_ci95"]
     assert lo <= 10 / 42 <= hi
     # judge: yes 1, no 0, garbage 0 (flagged), 429 -> retried -> yes 1, 500 -> failed row (never a 0)
@@ -641,15 +741,17 @@ def test_judge_timeout_fails_row_and_no_judge_is_said(tmp_path):
     with FakeChatServer(script) as srv:
         # the hanging row alone under a short limit (the server sleeps 20 s: any load still times out);
         # the others under a limit no loaded machine reaches
-        short = Judge(srv.url, "slow", api_key="", seed=None, max_retries=1, timeout=0.5, backoff_s=0.0)
+        short = Judge(srv.url, "slow", api_key="", seed=None, max_retries=1, timeout=2.0, backoff_s=0.0)
         hung = score_texts(["x [hang]"], ["male"], ["q"], task=CLS, judge=short, n_resamples=0)
         short.close()
         judge = Judge(srv.url, "slow", api_key="", seed=None, max_retries=1, timeout=60.0, backoff_s=0.0)
         r = score_texts(["y [yes]", "z [refuse]"], ["male"] * 2, ["q"] * 2, task=CLS, judge=judge, n_resamples=0)
         judge.close()
     assert hung["per_sample"][0]["status"] == "failed" and "total time limit" in hung["per_sample"][0]["error"]
-    assert hung["per_sample"][0]["judge_attempts"] == 2  # 1 + max_retries, each cut at the 0.5 s limit
-    assert len(script.times["hang"]) == 2 and hung["judge_accuracy"] is None and hung["na_rate"] == 1.0
+    assert hung["per_sample"][0]["judge_attempts"] == 2  # 1 + max_retries, each cut at the 2 s limit
+    # the server saw the first request (it hangs there) and at most the retry: a retry that a loaded
+    # machine keeps from reaching the server within its limit is cut before the server sees it
+    assert 1 <= len(script.times["hang"]) <= 2 and hung["judge_accuracy"] is None and hung["na_rate"] == 1.0
     refused = r["per_sample"][1]
     assert refused["status"] == "failed" and "HTTP 403" in refused["error"] and refused["judge_attempts"] == 1
     assert len(script.times["refuse"]) == 1  # a refusal is not retried, and never counted as a NO
@@ -791,7 +893,8 @@ def test_evaluate_module():
     m = evaluate.load(str(REPO / "spear_metrics" / "dynamic_superb" / "dynamic_superb.py"))
     r = m.compute(predictions=[ANSWERS[f"{ASR}/jfk"], "I am Abigail Claflin, you can call me Abby"],
                   references=[JFK_TEXT, AMI_TEXT], instructions=["Transcribe."] * 2, task=ASR, bootstrap=200)
-    assert r["WER"] == pytest.approx(10 / 31) and r["WER_n"] == 2 and r["word_error_rate"] is None
+    assert r["WER"] == pytest.approx(10 / 31) and r["WER_n"] == 2
+    assert r["word_error_rate"] == pytest.approx((14 / 22 + 5 / 8) / 2)  # upstream's rows (test_score_values_judge_and_na)
     b = m.compute(predictions=["the cat sat on the mat"], references=["the cat sat on a mat"], instructions=["Translate."],
                   metric="sacre_bleu", bootstrap=0)
     assert b["BLEU"] == pytest.approx(100 * (5 / 6 * 3 / 5 * 2 / 4 * 1 / 3) ** 0.25)

@@ -113,11 +113,15 @@ def _run_tasks(args: argparse.Namespace) -> int:
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    from spear_metrics.dynamic_superb.metrics import UPSTREAM_READABLE
+
     n_sup = sum(1 for s in specs.values() if s.metric in PROJECT_METRICS)
-    n_cls = sum(1 for s in specs.values() if s.metric == "llm_classification")
-    print(f"{len(specs)} instances; {n_sup} with a SPEARBench value (project keys); published key llm_classification "
-          f"computed by upstream's public rule ({n_cls} instances); other published keys ({len(specs) - n_cls} "
-          "instances): unsupported (their function bodies are not in the upstream code read)", file=sys.stderr)
+    n_pub = {m: sum(1 for s in specs.values() if s.metric == m) for m in sorted(UPSTREAM_READABLE)}
+    n_pub = {m: n for m, n in n_pub.items() if n}
+    print(f"{len(specs)} instances; {n_sup} with a SPEARBench value (project keys); published keys computed by "
+          f"upstream's public per-row rules: {', '.join(f'{m} ({n})' for m, n in n_pub.items())}; other published keys "
+          f"({len(specs) - sum(n_pub.values())} instances): unsupported (their function bodies are not public)",
+          file=sys.stderr)
     return 0
 
 

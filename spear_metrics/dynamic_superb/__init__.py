@@ -9,7 +9,7 @@ upstream's prediction files (:mod:`.infer`), scoring with intervals and N/A rate
 from spear_metrics.core.benchmark import Benchmark
 
 #: version of the project's metric definitions (bumped when a definition changes)
-METRICS_VERSION = "2"
+METRICS_VERSION = "3"
 
 BENCHMARK = Benchmark(
     name="dynamic_superb",

@@ -19,8 +19,10 @@ Dynamic-SUPERB Phase-2 (arXiv 2411.05361) scored by SPEARBench: the text answers
 audio-language model to one task instance, scored by the metric upstream's evaluator maps the
 task to (taskname_to_metrics of cyhuang-tw/speechlm_eval). The published key
 llm_classification is computed by upstream's public per-row rule (its judge prompt, temperature 0,
-result: yes -> 1.0); the bodies of the other upstream functions are not in the code read, so
-their keys are null with the reason and the values are SPEARBench's project keys:
+result: yes -> 1.0), and so are word_error_rate, phoneme_error_rate and pos_estimation (the row's
+max(0, 1 - WER) after upstream's normalisation: higher is better), each the mean of the rows; the
+bodies of the other upstream functions are not public, so their keys are null with the reason and
+the values are SPEARBench's project keys:
 judge_accuracy (the project's LLM judge, Result: YES/NO), WER, CER, PER, MER (corpus error
 rates), BLEU (sacrebleu corpus), pearson_r; each with a bootstrap 95 % interval over rows
 (_ci95), its row count (_n) and na_rate.

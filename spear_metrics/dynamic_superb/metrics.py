@@ -5,8 +5,10 @@ definitions of the values SPEARBench computes. Pure functions (no model, no netw
 function in ``dynamic_superb/evaluation/task_metrics.py`` (``taskname_to_metrics``) of
 ``cyhuang-tw/speechlm_eval``: that mapping is read and shipped in ``manifest.csv``. The bodies of
 those functions (``from metrics import *``: their text normalisation, corpus- or sentence-level
-averaging, number parsing, N/A handling) are not in the public code that could be read for this
-module, with one exception: ``llm_classification``. Its judge prompt
+averaging, number parsing, N/A handling) are not in that repository's public tree. One public
+file, an "OpenAI port" of the Phase-2 evaluation, holds four of them: ``llm_classification``,
+``word_error_rate``, ``phoneme_error_rate`` and ``pos_estimation`` (the last three through the
+``speech_metrics`` package, PyPI speech-metrics 0.2.2). ``llm_classification``'s judge prompt
 (``INSTRUCTION_REFINE_COT_SINGLE_AND_MULTI_CHOICE`` of the Phase-2 evaluation code), the driver
 that uses it (one user message through the chat template, greedy, 512 new tokens, the row's
 ``label`` only) and the OpenAI port of the same function (``temperature=0``, ``max_tokens=512``,
@@ -17,8 +19,12 @@ that uses it (one user message through the chat template, greedy, 512 new tokens
   (:data:`UPSTREAM_CLASSIFICATION_PROMPT`, :func:`upstream_classification_messages`,
   :func:`upstream_classification_value`); the task value is the mean of the rows' values (the one
   assumption: the code read scores rows, the averaging over a task is not in it);
-- every other **published key** (named exactly as the upstream function, e.g. ``word_error_rate``) is
-  ``null`` with ``<key>_note = "unsupported: <reason>"`` (:data:`UPSTREAM_UNREADABLE`);
+- the published keys ``word_error_rate``, ``phoneme_error_rate`` and ``pos_estimation`` likewise
+  (:func:`upstream_row_rate`: ASCII punctuation deleted, lower case except for
+  ``pos_estimation``, ``speech_metrics``' single-space split and token edit distance, the row's
+  ``max(0, 1 - rate)``: a score, higher is better), task value = mean of the rows (same assumption);
+- every other **published key** (named exactly as the upstream function, e.g. ``sacre_bleu``) is
+  ``null`` with ``<key>_note = "unsupported: <reason>"`` (:func:`unreadable_note`);
 - the numbers SPEARBench computes go under **project keys** of its own (:data:`PROJECT_KEYS`),
   each defined here and in ``docs/dynamic_superb.md``. They follow what is known of the protocol
   (paper arXiv 2411.05361; the judge's ``Result: YES``/``Result: NO`` verdict parsed as
@@ -70,10 +76,20 @@ PROJECT_METRICS: dict[str, ProjectMetric] = {
     "pearson_correlation_coefficient": ProjectMetric("pearson_r", "pearson"),
 }
 
-#: why no published key can be computed faithfully (the same for every upstream function)
-UPSTREAM_UNREADABLE = ("unsupported: the body of upstream's {fn} (speechlm_eval dynamic_superb/metrics, imported by "
-                       "evaluation/task_metrics.py) is not in the public code read for this project, so its exact "
-                       "definition (text normalisation, averaging, parsing, judge prompt) is unknown")
+#: why a published key cannot be computed faithfully: where its body would be and is not
+UPSTREAM_UNREADABLE = ("unsupported: the body of upstream's {fn} is not public: cyhuang-tw/speechlm_eval "
+                       "dynamic_superb/evaluation/task_metrics.py (7181c58) imports it with `from metrics import *` "
+                       "from a metrics module that is not in the public tree, and the OpenAI port of the Phase-2 "
+                       "evaluation (the one public file with metric bodies) defines only llm_classification, "
+                       "word_error_rate, phoneme_error_rate and pos_estimation{hint}")
+#: upstream functions for which the library the OpenAI port imports (``speech_metrics``, PyPI
+#: speech-metrics 0.2.2) has a function of that kind; which one upstream calls, and how, is not public
+UPSTREAM_LIBRARY_HINTS = {
+    "character_error_rate": "cer",
+    "sacre_bleu": "sacre_bleu (sacrebleu.corpus_bleu, tokenize 13a)",
+    "speaker_diarization": "der_for_dynamic_superb",
+    "slot_filling": "slot_type_f1 and slot_value_cer",
+}
 #: why a task-specific upstream function has no project value either
 NO_PROJECT_DEFINITION = ("unsupported: upstream scores this task with its own function {fn}, whose definition is not "
                          "in the public code read; SPEARBench has no definition of its own for it")
@@ -88,7 +104,7 @@ PROJECT_KEYS: tuple[MetricKey, ...] = (
               "one and only one answer; multiple labels: exactly the full set), version in summary.json",
               group=GROUP),
     MetricKey("WER", "fraction", "lower",
-              "corpus word error rate (upstream function word_error_rate): sum of word edits (jiwer) over the sum of "
+              "corpus word error rate (upstream function word_error_rate): sum of word edits (token edit distance) over the sum of "
               "reference words, after NFKC, lower case, Unicode punctuation -> space, whitespace collapsed",
               group=GROUP),
     MetricKey("CER", "fraction", "lower",
@@ -160,18 +176,23 @@ def tokens(text: str, kind: str) -> list[str]:
     raise ValueError(f"unknown token kind {kind!r}")
 
 
-def edit_counts(reference: Sequence[str], hypothesis: Sequence[str]) -> tuple[int, int]:
-    """``(edits, reference length)``: the minimum number of substitutions, deletions and
-    insertions turning ``reference`` into ``hypothesis`` (token lists), by ``jiwer`` (tokens are
-    joined by spaces and split back; none holds a space). An empty reference gives
-    ``(len(hypothesis), 0)``."""
-    import jiwer
+def token_edit_distance(reference: Sequence[str], hypothesis: Sequence[str]) -> int:
+    """The Levenshtein distance between two token lists: the minimum number of substitutions,
+    deletions and insertions (each costing 1) turning ``reference`` into ``hypothesis``; tokens
+    compare equal as strings, an empty string being a token like any other
+    (``rapidfuzz.distance.Levenshtein``, the distance ``editdistance.eval`` gives on lists)."""
+    from rapidfuzz.distance import Levenshtein
 
+    return int(Levenshtein.distance(list(reference), list(hypothesis)))
+
+
+def edit_counts(reference: Sequence[str], hypothesis: Sequence[str]) -> tuple[int, int]:
+    """``(edits, reference length)``: :func:`token_edit_distance` of two token lists and the
+    number of reference tokens. An empty reference gives ``(len(hypothesis), 0)``."""
     ref, hyp = list(reference), list(hypothesis)
     if not ref:
         return len(hyp), 0
-    out = jiwer.process_words(" ".join(ref), " ".join(hyp))
-    return int(out.substitutions + out.deletions + out.insertions), len(ref)
+    return token_edit_distance(ref, hyp), len(ref)
 
 
 def corpus_rate(edits: Sequence[int], lengths: Sequence[int]) -> Optional[float]:
@@ -296,9 +317,23 @@ def verdict_value(verdict: Optional[str]) -> int:
     return 1 if verdict == "yes" else 0
 
 
+def unreadable_note(upstream: str) -> str:
+    """The ``<key>_note`` of a published key whose body is not public (:data:`UPSTREAM_UNREADABLE`),
+    naming the ``speech_metrics`` function of that kind where there is one."""
+    hint = UPSTREAM_LIBRARY_HINTS.get(upstream)
+    return UPSTREAM_UNREADABLE.format(
+        fn=upstream, hint=f"; the speech_metrics package the port imports has {hint}, but no public code shows "
+                          f"upstream's {upstream} calling it (normalisation, per row or per corpus, score)" if hint else "")
+
+
 def metric_plan(upstream: str) -> tuple[Optional[ProjectMetric], str]:
     """``(project definition or None, note of the published key)`` for upstream function ``upstream``."""
-    note = UPSTREAM_CLASSIFICATION_NOTE if upstream in UPSTREAM_READABLE else UPSTREAM_UNREADABLE.format(fn=upstream)
+    if upstream == "llm_classification":
+        note = UPSTREAM_CLASSIFICATION_NOTE
+    elif upstream in UPSTREAM_ROW_RATES:
+        note = upstream_row_rate_note(upstream)
+    else:
+        note = unreadable_note(upstream)
     return PROJECT_METRICS.get(upstream), note
 
 
@@ -306,7 +341,8 @@ def metric_plan(upstream: str) -> tuple[Optional[ProjectMetric], str]:
 
 
 #: the upstream metric functions whose per-row definition is public and computed under their own name
-UPSTREAM_READABLE = frozenset({"llm_classification"})
+#: (``llm_classification`` and :data:`UPSTREAM_ROW_RATES`)
+UPSTREAM_READABLE = frozenset({"llm_classification", "word_error_rate", "phoneme_error_rate", "pos_estimation"})
 
 #: upstream's judge prompt of ``llm_classification``, verbatim (Dynamic-SUPERB Phase-2 evaluation
 #: code, ``INSTRUCTION_REFINE_COT_SINGLE_AND_MULTI_CHOICE``; its OpenAI port names the last field
@@ -372,3 +408,73 @@ def upstream_classification_prompt_sha256() -> str:
     """sha256 of :data:`UPSTREAM_CLASSIFICATION_PROMPT` (UTF-8)."""
     return hashlib.sha256(UPSTREAM_CLASSIFICATION_PROMPT.encode("utf-8")).hexdigest()
 
+
+
+# --------------------------------------------------------------------------- upstream's error-rate rows
+
+
+#: the upstream functions scored per row by an error rate whose body is public (the OpenAI port of
+#: the Phase-2 evaluation): name -> whether its text normalisation lower-cases (``normalization``
+#: of ``word_error_rate`` and ``phoneme_error_rate``) or only removes punctuation
+#: (``preprocess_text`` of ``pos_estimation``)
+UPSTREAM_ROW_RATES: dict[str, bool] = {"word_error_rate": True, "phoneme_error_rate": True, "pos_estimation": False}
+
+
+def upstream_row_rate_note(fn: str) -> str:
+    """The ``<fn>_note`` of a published key of :data:`UPSTREAM_ROW_RATES`."""
+    lower = UPSTREAM_ROW_RATES[fn]
+    lib = "per (= wer)" if fn == "phoneme_error_rate" else "wer"
+    return (f"upstream's {fn} per row (the OpenAI port of the Phase-2 evaluation): response and label with ASCII "
+            f"punctuation removed{' and lower-cased' if lower else ''}, then speech_metrics {lib}: upper case, split "
+            "on single spaces, token edit distance / reference tokens; the row's value is max(0, 1 - that rate) "
+            "(higher is better; a label that is not text gives none); task value = mean of the rows (assumption: "
+            "the averaging over a task is not in the public code)")
+
+
+def upstream_normalization(text: str, *, lower: bool = True) -> str:
+    """The port's text normalisation: every ASCII punctuation character (``string.punctuation``)
+    deleted (not replaced: ``don't`` -> ``dont``), then lower case when ``lower``
+    (``normalization``; ``pos_estimation``'s ``preprocess_text`` keeps the case)."""
+    import string
+
+    out = text.translate(str.maketrans("", "", string.punctuation))
+    return out.lower() if lower else out
+
+
+def speech_metrics_tokens(text: str) -> list[str]:
+    """The tokens ``speech_metrics.wer`` compares (PyPI speech-metrics 0.2.2, ``common.py``):
+    ``text.upper().split(" ")``: single spaces separate tokens, so two spaces in a row, or a
+    leading or trailing one, make an empty token, and a newline or tab does not separate."""
+    return text.upper().split(" ")
+
+
+def upstream_row_rate(fn: str, response: str, reference: Any) -> dict[str, Any]:
+    """One row of upstream's ``fn`` (a key of :data:`UPSTREAM_ROW_RATES`) as the port computes it.
+
+    Args:
+        response: the model's text (``sllm_response``), as given.
+        reference: the row's ``label`` cell, as held (text; anything else gives no value: the
+            port's normalisation calls ``str.translate`` on it and stops).
+
+    Returns:
+        ``{fn: max(0, 1 - rate) or None, f"{fn}_rate", f"{fn}_edits", f"{fn}_ref_tokens"}``
+        (``rate`` = edits / reference tokens, always >= 1 token: ``"".split(" ") == [""]``), or
+        ``{fn: None, f"{fn}_error": why}``.
+
+    Raises:
+        KeyError: ``fn`` is not one of :data:`UPSTREAM_ROW_RATES`.
+
+    Source: the OpenAI port's ``word_error_rate`` / ``phoneme_error_rate`` (``normalization``) and
+    ``pos_estimation`` (``preprocess_text``), each ``wer([response], [reference])`` /
+    ``per(...)`` of speech_metrics (``ter``: ``editdistance.eval`` summed over summed reference lengths).
+    """
+    lower = UPSTREAM_ROW_RATES[fn]
+    if not isinstance(reference, str) or not isinstance(response, str):
+        bad = reference if not isinstance(reference, str) else response
+        return {fn: None, f"{fn}_error": f"{'label' if bad is reference else 'response'} is "
+                                         f"{type(bad).__name__}, not text: upstream's {fn} normalises text"}
+    ref = speech_metrics_tokens(upstream_normalization(reference, lower=lower))
+    hyp = speech_metrics_tokens(upstream_normalization(response, lower=lower))
+    edits = token_edit_distance(hyp, ref)
+    rate = edits / len(ref)
+    return {fn: max(0.0, 1.0 - rate), f"{fn}_rate": rate, f"{fn}_edits": edits, f"{fn}_ref_tokens": len(ref)}

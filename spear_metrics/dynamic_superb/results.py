@@ -23,9 +23,21 @@ from spear_metrics.results.validate import ResultsError, is_count, is_number, sa
 
 BENCHMARK = "dynamic_superb"
 #: metric-definition versions whose results this code reads
-KNOWN_VERSIONS = frozenset({"1", "2"})
+KNOWN_VERSIONS = frozenset({"1", "2", "3"})
 #: versions whose ``llm_classification`` value is upstream's per-row rule (version 2 on)
-UPSTREAM_CLASSIFICATION_VERSIONS = frozenset({"2"})
+UPSTREAM_CLASSIFICATION_VERSIONS = frozenset({"2", "3"})
+#: versions whose ``word_error_rate``, ``phoneme_error_rate`` and ``pos_estimation`` values are
+#: upstream's per-row rule (version 3 on; null before)
+UPSTREAM_ROW_RATE_VERSIONS = frozenset({"3"})
+
+
+def computes_published(metric: Any, version: Any) -> bool:
+    """Whether results of metrics ``version`` hold a value under the published key ``metric``."""
+    from spear_metrics.dynamic_superb.metrics import UPSTREAM_ROW_RATES
+
+    if metric == "llm_classification":
+        return str(version) in UPSTREAM_CLASSIFICATION_VERSIONS
+    return metric in UPSTREAM_ROW_RATES and str(version) in UPSTREAM_ROW_RATE_VERSIONS
 
 
 def validate_summary(summary: Any, *, where: str = "results") -> None:
@@ -60,9 +72,7 @@ def validate_summary(summary: Any, *, where: str = "results") -> None:
             raise ResultsError(f"{where}: task {inst} na_rate is not a share in [0, 1]: {short_repr(na)}")
         metric = t.get("metric")
         spec = PROJECT_METRICS.get(metric) if isinstance(metric, str) else None
-        from spear_metrics.dynamic_superb.metrics import UPSTREAM_READABLE
-
-        computed = metric in UPSTREAM_READABLE and str(summary.get("metrics_version")) in UPSTREAM_CLASSIFICATION_VERSIONS
+        computed = computes_published(metric, summary.get("metrics_version"))
         if isinstance(metric, str) and t.get(metric) is not None:
             if not computed:
                 raise ResultsError(f"{where}: task {inst} has a value under upstream's key {metric!r}, which this code "
@@ -119,7 +129,7 @@ def check_summary_values(summary: dict[str, Any], rows: Sequence[dict[str, Any]]
     Raises:
         ResultsError: a value that differs from its recomputation (rel 1e-6).
     """
-    from spear_metrics.dynamic_superb.metrics import PROJECT_METRICS, UPSTREAM_READABLE
+    from spear_metrics.dynamic_superb.metrics import PROJECT_METRICS, UPSTREAM_READABLE, UPSTREAM_ROW_RATES
     from spear_metrics.dynamic_superb.scoring import aggregate_task
 
     by_task: dict[str, list[dict[str, Any]]] = {}
@@ -127,10 +137,10 @@ def check_summary_values(summary: dict[str, Any], rows: Sequence[dict[str, Any]]
         by_task.setdefault(r["instance"], []).append(r)
     for inst, t in (summary.get("tasks") or {}).items():
         spec = PROJECT_METRICS.get(t.get("metric") or "")
-        if spec is None:
+        if spec is None and (t.get("metric") not in UPSTREAM_ROW_RATES or t.get(t["metric"]) is None):
             continue
         got = aggregate_task(t["metric"], by_task.get(inst, []), int(t.get("n_rows") or 0), n_resamples=0)
-        keys = [spec.key, f"{spec.key}_n", "na_rate"]
+        keys = [spec.key, f"{spec.key}_n", "na_rate"] if spec is not None else ["na_rate"]
         if t["metric"] in UPSTREAM_READABLE and t.get(t["metric"]) is not None:
             keys += [t["metric"], f"{t['metric']}_n"]
         for k in keys:
@@ -162,7 +172,10 @@ def card_text(summary: dict[str, Any], *, model_name: str, inference_mode: str |
     for inst, t in sorted((summary.get("tasks") or {}).items()):
         spec = PROJECT_METRICS.get(t.get("metric") or "")
         if spec is None:
-            lines.append(f"| {inst} | {t.get('metric') or '-'} | - | - | - | {t.get('n_rows')} | - | "
+            up = t.get(t.get("metric") or "")
+            na = t.get("na_rate")
+            lines.append(f"| {inst} | {t.get('metric') or '-'} | {'-' if up is None else f'{up:.4f}'} | - | - | "
+                         f"{t.get('n_rows')} | {'-' if na is None else f'{na:.3f}'} | "
                          f"{(t.get('value_note') or '').replace('|', '/')} |")
             continue
         v, ci = t.get(spec.key), t.get(f"{spec.key}_ci95")
@@ -181,9 +194,12 @@ def card_text(summary: dict[str, Any], *, model_name: str, inference_mode: str |
         f"- rows: {summary.get('n_samples')} (scored {summary.get('n_scored')}, failed {summary.get('n_failed')}); "
         f"judge: {judge.get('model') or 'none'} (prompt {judge.get('prompt_version')})",
         "- `llm_classification` (published key) is upstream's public per-row rule (its judge prompt, the row's label, "
-        "temperature 0, 512 tokens, `result: yes` -> 1.0), averaged over the task's rows; the other values are "
-        "SPEARBench's project keys (`judge_accuracy`, `WER`, `CER`, `PER`, `MER`, `BLEU`, `pearson_r`): the bodies "
-        "of upstream's other metric functions are not in the code read, so their keys are null with the reason",
+        "temperature 0, 512 tokens, `result: yes` -> 1.0), averaged over the task's rows; `word_error_rate`, "
+        "`phoneme_error_rate` and `pos_estimation` (published keys) are upstream's public per-row rule (punctuation "
+        "removed, speech_metrics' WER, the row's max(0, 1 - WER): higher is better), averaged over the task's rows; "
+        "the other values are SPEARBench's project keys (`judge_accuracy`, `WER`, `CER`, `PER`, `MER`, `BLEU`, "
+        "`pearson_r`): the bodies of upstream's other metric functions are not public, so their keys are null with "
+        "the reason",
         f"- per-row table: `data/{split}-*.parquet` ({n_rows} rows); summary: `summary.json`",
         "",
         "| instance | upstream metric | upstream value | project key | value [95 % CI] | rows | na_rate | note |",
@@ -196,13 +212,13 @@ def card_text(summary: dict[str, Any], *, model_name: str, inference_mode: str |
 
 #: the task keys whose value is the mean of the per-row column of the same name (the error rates
 #: are ratios of sums; BLEU and Pearson's r are whole-set statistics: no tie group)
-_ROW_MEAN_KEYS = ("judge_accuracy", "llm_classification")
+_ROW_MEAN_KEYS = ("judge_accuracy", "llm_classification", "word_error_rate", "phoneme_error_rate", "pos_estimation")
 
 
 def _better(key: str) -> str | None:
-    from spear_metrics.dynamic_superb.metrics import KEY_INFO
+    from spear_metrics.dynamic_superb.metrics import KEY_INFO, UPSTREAM_READABLE
 
-    return "higher" if key == "llm_classification" else (KEY_INFO[key].better if key in KEY_INFO else None)
+    return "higher" if key in UPSTREAM_READABLE else (KEY_INFO[key].better if key in KEY_INFO else None)
 
 
 def tie_specs():
@@ -259,8 +275,9 @@ def leaderboard_frame(results: Sequence[Any]):
         keys: list[str] = []  # the instance's upstream key and project key, as the datasets name them
         for r in mine:
             t = (r.summary.get("tasks") or {}).get(inst) or {}
-            if PROJECT_METRICS.get(t.get("metric") or "") is not None:
-                keys += [k for k in (t["metric"], PROJECT_METRICS[t["metric"]].key) if k not in keys]
+            spec = PROJECT_METRICS.get(t.get("metric") or "")
+            if spec is not None or t.get(t.get("metric") or "") is not None:
+                keys += [k for k in (t["metric"], *((spec.key,) if spec else ())) if k not in keys]
         cells = rows_tie_cells(by_instance.get(inst, {}), keys, spec=task_spec)
         for src, by_key in cells.items():
             marks[src].update({f"{inst} ({k})": m for k, m in by_key.items()})
@@ -273,11 +290,11 @@ def leaderboard_frame(results: Sequence[Any]):
         row: dict[str, Any] = {"model": r.model, "source": r.source, "judge": (s.get("judge") or {}).get("model")}
         for inst, t in sorted((s.get("tasks") or {}).items()):
             spec = PROJECT_METRICS.get(t.get("metric") or "")
-            if spec is not None:
-                for k in ((t["metric"],) if t.get(t["metric"]) is not None else ()) + (spec.key,):
-                    col = f"{inst} ({k})"
-                    row[col] = (t.get(k), marked("", marks[r.source].get(col, ""), t, k,
-                                                 rate=True if k == "llm_classification" else None))
+            metric = t.get("metric") or ""
+            for k in ((metric,) if t.get(metric) is not None else ()) + ((spec.key,) if spec is not None else ()):
+                col = f"{inst} ({k})"
+                row[col] = (t.get(k), marked("", marks[r.source].get(col, ""), t, k,
+                                             rate=True if k == "llm_classification" else None))
         for key, m in (s.get("overall") or {}).items():
             row[f"mean {key} ({m.get('n_tasks')} tasks)"] = (m.get("mean"), overall.get(r.source, {}).get(key, ""))
         text_cols |= {c for c, v in row.items() if isinstance(v, tuple) and v[1]}

@@ -54,9 +54,11 @@ from spear_metrics.dynamic_superb.metrics import (
     upstream_classification_prompt_sha256,
     upstream_classification_value,
     upstream_classification_verdict,
+    upstream_row_rate,
     METRICS_VERSION,
     NO_PROJECT_DEFINITION,
     PROJECT_METRICS,
+    UPSTREAM_ROW_RATES,
     bleu_from_stats,
     bleu_stats,
     corpus_rate,
@@ -127,6 +129,8 @@ class Item:
     error: Optional[str] = None
     #: the ``label`` cell as upstream's ``str.format`` writes it into its judge prompt (``None``: as ``labels[0]``)
     upstream_label: Optional[str] = None
+    #: whether the ``label`` cell is text (upstream's error-rate functions read text only)
+    label_is_text: bool = True
 
     def base_values(self) -> dict[str, Any]:
         out: dict[str, Any] = {"instance": self.instance, "metric": self.metric, "file": self.file,
@@ -186,6 +190,7 @@ def read_predictions(path: str | os.PathLike, instance: str, metric: str, start:
             it.labels = tuple(labels)
             if entry.get("label") is not None:  # what upstream's prompt.format writes: the cell as it is (not stripped)
                 it.upstream_label = "{}".format(entry["label"])
+            it.label_is_text = entry.get("label") is None or isinstance(entry.get("label"), str)
             it.instruction = _text(entry.get("instruction")) or ""
             resp = entry.get("sllm_response")
             if isinstance(resp, str):
@@ -215,7 +220,10 @@ def score_item(item: Item, judge: Any = None, *, judge_prompts: Sequence[str] = 
     ``llm_classification_verdict``, ``llm_classification`` (1.0/0.0), ``llm_classification_attempts``
     (``judge_prompts`` says which of ``project``/``upstream`` are asked);
     error rates: ``<KEY>_edits``, ``<KEY>_ref_tokens``, ``<KEY>`` (the row's own rate, null for an
-    empty reference); BLEU: ``BLEU_stats`` (sacrebleu's 10 sufficient statistics); Pearson:
+    empty reference); upstream's ``word_error_rate``, ``phoneme_error_rate``, ``pos_estimation``
+    (published keys, :func:`spear_metrics.dynamic_superb.metrics.upstream_row_rate`): ``<fn>`` (the
+    row's ``max(0, 1 - rate)``), ``<fn>_rate``, ``<fn>_edits``, ``<fn>_ref_tokens`` (or
+    ``<fn>_error``); BLEU: ``BLEU_stats`` (sacrebleu's 10 sufficient statistics); Pearson:
     ``pearson_label``, ``pearson_prediction`` (null: no number in the response, N/A).
 
     Every metric but the judge's reads the first label (``label``) as the reference. A judge
@@ -231,10 +239,17 @@ def score_item(item: Item, judge: Any = None, *, judge_prompts: Sequence[str] = 
     if item.error:
         return res.fail(item.error)
     spec = PROJECT_METRICS.get(item.metric)
-    if spec is None:
-        return res.fail(NO_PROJECT_DEFINITION.format(fn=item.metric))
     v = res.values
     resp = item.response or ""
+    if item.metric in UPSTREAM_ROW_RATES:  # the published key, by upstream's public per-row rule
+        if item.label_is_text:
+            ref = item.upstream_label if item.upstream_label is not None else item.labels[0]
+            v.update(upstream_row_rate(item.metric, resp, ref))
+        else:  # the port's normalisation calls str.translate on the label: no value
+            v.update({item.metric: None, f"{item.metric}_error": f"label is not text: upstream's {item.metric} "
+                                                                 "normalises text"})
+    if spec is None:
+        return res if item.metric in UPSTREAM_ROW_RATES else res.fail(NO_PROJECT_DEFINITION.format(fn=item.metric))
     if spec.kind == "judge":
         if judge is None:
             return res.fail(NO_JUDGE)
@@ -327,7 +342,10 @@ def aggregate_task(metric: str, rows: Sequence[dict[str, Any]], n_rows: int, *, 
     bootstrap interval over rows (``spear_metrics.core.stats``; a corpus value is recomputed on
     each resample) and its number of rows; ``na_rate`` = rows without a value (failed rows, judge
     replies without a verdict, responses without a number) / ``n_rows``. A metric without a
-    project definition gives ``value_note`` instead.
+    project definition gives ``value_note`` instead. The published key of ``llm_classification``
+    and of :data:`~spear_metrics.dynamic_superb.metrics.UPSTREAM_ROW_RATES` is the mean of the
+    rows' upstream values (``<fn>``, ``<fn>_ci95``, ``<fn>_n``); for a task without a project key
+    (``pos_estimation``) ``na_rate`` counts the rows without that value.
     """
     import numpy as np
 
@@ -338,12 +356,22 @@ def aggregate_task(metric: str, rows: Sequence[dict[str, Any]], n_rows: int, *, 
     spec, note = metric_plan(metric)
     out: dict[str, Any] = {"metric": metric, metric: None, f"{metric}_note": note, "n_rows": int(n_rows),
                            "n_scored": len(ok), "n_failed": n_failed}
+    n_na = n_failed + (n_rows - len(rows))
+    if metric in UPSTREAM_ROW_RATES:  # the published key: upstream's row values, their mean (the one assumption)
+        up = [float(r[metric]) for r in ok if r.get(metric) is not None]
+        out.update({metric: float(np.mean(up)) if up else None, f"{metric}_n": len(up),
+                    f"{metric}_ci95": bootstrap_ci(up, n_resamples=n_resamples, seed=seed) if up else None})
+        if not up:
+            out[f"{metric}_note"] = "no row gives a value; " + note
     if spec is None:
         out["value_note"] = NO_PROJECT_DEFINITION.format(fn=metric)
         out["na_rate"] = None
+        if metric in UPSTREAM_ROW_RATES:  # rows without the published key's value
+            out["value_note"] = (f"no project key: SPEARBench has no definition of its own for {metric}; the published "
+                                 f"key {metric} is upstream's public per-row rule")
+            out["na_rate"] = (n_na + sum(1 for r in ok if r.get(metric) is None)) / n_rows if n_rows else None
         return out
     key = spec.key
-    n_na = n_failed + (n_rows - len(rows))
     value: Optional[float] = None
     ci = None
     n_used = 0
@@ -591,7 +619,7 @@ def score_predictions(pred_dir: str | os.PathLike, out_dir: str | os.PathLike, *
         n_rows_of[inst] = len(its)
         task_rows[inst] = [it.row for it in its]
         for it in its:
-            if it.error or metric not in PROJECT_METRICS:
+            if it.error or (metric not in PROJECT_METRICS and metric not in UPSTREAM_ROW_RATES):
                 failed[it.row] = score_item(it, None)
             else:  # a judged row without a judge fails NO_JUDGE when scored, and is judged once one is given
                 items.append(it)
@@ -605,8 +633,8 @@ def score_predictions(pred_dir: str | os.PathLike, out_dir: str | os.PathLike, *
                    "metrics": {i: specs[i].metric for i in fp_files}}
 
     def score_batch(batch: list[Item]) -> list[SampleResult]:
-        judged = [it for it in batch if PROJECT_METRICS[it.metric].kind == "judge"]
-        rest = [it for it in batch if PROJECT_METRICS[it.metric].kind != "judge"]
+        judged = [it for it in batch if getattr(PROJECT_METRICS.get(it.metric), "kind", None) == "judge"]
+        rest = [it for it in batch if getattr(PROJECT_METRICS.get(it.metric), "kind", None) != "judge"]
         res = {it.row: score_item(it) for it in rest}
         if judged:
             if judge_concurrency > 1 and len(judged) > 1:
@@ -820,7 +848,9 @@ def score_texts(predictions: Sequence[str], references: Sequence[str], instructi
         labels = [x for x in labels if x]
         it = Item(row=i, instance=task or str(metric), metric=str(metric), file=str(i),
                   instruction=str(instructions[i] or ""), labels=tuple(labels),
-                  response=None if predictions[i] is None else str(predictions[i]))
+                  response=None if predictions[i] is None else str(predictions[i]),
+                  upstream_label=None if references[i] is None else "{}".format(references[i]),
+                  label_is_text=references[i] is None or isinstance(references[i], str))
         if not labels:
             it.error = f"row {i} has no label"
         elif it.response is None:

@@ -11,7 +11,8 @@ from spear_metrics.core.benchmark import SpaceTab
 SPACE_TAB = SpaceTab(
     intro="Dynamic-SUPERB Phase-2 results datasets (`spearbench dsuperb score` + `push-results`): one "
           "column per task (SPEARBench's project key: `judge_accuracy`, `WER`, `BLEU`, `pearson_r`...; "
-          "the bodies of upstream's functions other than `llm_classification` are not in the code read), then each "
+          "upstream's `llm_classification`, `word_error_rate`, `phoneme_error_rate` and `pos_estimation` beside them, "
+          "by their public per-row rules; the other upstream bodies are not public), then each "
           "key's mean over tasks.",
     none_line="No Dynamic-SUPERB results dataset loaded: pass one to --results (spearbench dsuperb score, "
               "then push-results --local-dir).",
