@@ -502,8 +502,8 @@ def test_fdb_v2_a_conversation_that_ends_the_process_is_failed_on_the_second_rer
 @pytest.mark.slow
 def test_fdb_v2_ctrl_c_logs_the_conversations_in_flight_stopped_not_counted(v2_tasks, tmp_path, slots):
     """Ctrl-C (SIGINT: asyncio.run cancels the run's coroutine) with both conversations in flight:
-    each has its ``started`` and ``stopped`` record, so neither counts as a process end (three
-    such stops would otherwise fail them); the rerun runs both once and logs each once."""
+    each has its ``started`` and ``stopped`` record, so neither counts as a process end (two such
+    stops would otherwise fail it); the rerun runs what was not logged and logs each once."""
     import signal
     import time
 
@@ -536,9 +536,11 @@ def test_fdb_v2_ctrl_c_logs_the_conversations_in_flight_stopped_not_counted(v2_t
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
         journal = [(r["task_id"], r["status"]) for r in read_jsonl(out / ".work" / "rank-0.jsonl")]
-        assert sorted(journal) == sorted((t, s) for t in V2_IDS for s in ("started", "stopped")), (journal, _v2_log(out),
-                                                                                                     printed)
-        assert process_ends(out).counts == {} and [r["task_id"] for r in _v2_log(out)] == ["Correction[1]"]
+        finished = {r["task_id"] for r in _v2_log(out)} - {"Correction[1]"}
+        for t in V2_IDS:  # stopped; or, on a loaded machine, the Ctrl-C came as its stream had ended: logged ok
+            want = ["started"] if t in finished else ["started", "stopped"]
+            assert [s for i, s in journal if i == t] == want, (journal, _v2_log(out), printed)
+        assert process_ends(out).counts == {}  # a stop is no process end
         again = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     finally:
         fake.close()
