@@ -548,3 +548,51 @@ def test_fdb_v2_ctrl_c_logs_the_conversations_in_flight_stopped_not_counted(v2_t
     assert sorted((r["task_id"], r["status"]) for r in _v2_log(out)) == sorted(
         [("Correction[1]", "failed")] + [(t, "ok") for t in V2_IDS])
     assert process_ends(out).counts == {}
+
+
+@pytest.mark.slow
+def test_fdb_v2_a_shard_fails_a_conversation_that_ended_its_process_twice_and_the_merge_keeps_it_failed(
+        v2_tasks, tmp_path, slots):
+    """``--shard K/2`` (K: Daily's shard) logs its ``started`` records beside its units in
+    ``.work/rank-K.jsonl``: its third run fails Daily with the reason; the run without ``--shard``
+    copies that record (ending no start twice) and runs only what no shard ran; ``--retry-failed``
+    runs Daily again."""
+    from openai_fakes import Program, RealtimeFake
+    from spear_metrics.core.records import in_shard, read_jsonl
+    from spear_metrics.full_duplex_v2.engine import process_ends
+    from test_fdb_v2 import KEY
+
+    exits = tmp_path / "exits.py"
+    exits.write_text(EXITING_EXAMINER)
+    fake = RealtimeFake({f"{t}.{s}": Program("converse", replies=6) for t in V2_IDS for s in "AB"}, _speech_24k(), KEY)
+    out = tmp_path / "out"
+    daily, corr = V2_IDS
+    k = 0 if in_shard(daily, (0, 2)) else 1
+    assert not in_shard(corr, (k, 2))  # the tasks' ids fall in different shards (crc32)
+
+    def run(*extra: str, **env: str) -> subprocess.CompletedProcess:
+        cmd = _v2_cmd(v2_tasks, fake.url, out, "--examiner", f"{exits}:ExitingExaminer", *extra)
+        return subprocess.run([sys.executable, "-m", "spear_metrics.cli", *cmd], capture_output=True, text=True,
+                              timeout=300, env=dict(os.environ, PYTHONPATH=str(REPO), **env))
+
+    def shard_units() -> list[tuple[str, str]]:
+        return [(r["task_id"], r["status"]) for r in read_jsonl(out / ".work" / f"rank-{k}.jsonl")]
+
+    try:
+        assert [run("--shard", f"{k}/2").returncode for _ in range(2)] == [-9, -9]
+        assert [u for u in shard_units() if u[0] == daily] == [(daily, "started")] * 2
+        third = run("--shard", f"{k}/2")
+        merge = run()
+        merged = _v2_log(out)
+        fixed = run("--retry-failed", FDB2_FIXED="1")
+    finally:
+        fake.close()
+    # exit 1: the shard's one conversation failed, none ok (as every inference command)
+    assert third.returncode == 1 and [u for u in shard_units() if u[0] == daily][-1] == (daily, "failed")
+    assert merge.returncode == 0, merge.stderr[-3000:]
+    last = {r["task_id"]: r for r in merged}
+    assert (last[daily]["status"], last[daily]["reason"], last[daily]["ends_starts"]) == ("failed", ENDED_TWICE, 0)
+    assert last[corr]["status"] == "ok" and f"{daily}: " not in merge.stderr  # Daily not run by the merge
+    assert fixed.returncode == 0, fixed.stderr[-3000:]
+    assert [(r["task_id"], r["status"]) for r in _v2_log(out)[len(merged):]] == [(daily, "ok")]
+    assert process_ends(out).counts == {} and fake.connections[f"{daily}.A"] == 1 and fake.connections[f"{corr}.A"] == 1
