@@ -325,6 +325,14 @@ def test_kill_9_then_resume_redoes_only_the_unfinished_conversation(tmp_path, ta
     recs = [json.loads(x) for x in log.read_text().splitlines()]
     assert [x["task_id"] for x in recs] == ["Correction[1]"] + [t.id for t in tf.tasks]
     assert [x["status"] for x in recs] == ["failed", "ok", "ok"]
+    # each conversation was logged started before it ran; the second twice when the kill came after its start,
+    # which then counts as one end of the process (the rule of every inference loop), else none is left open
+    from spear_metrics.full_duplex_v2.engine import process_ends
+
+    starts = [r["task_id"] for r in map(json.loads, (out / ".work" / "rank-0.jsonl").read_text().splitlines())
+              if r["status"] == "started"]
+    assert starts.count(tf.tasks[0].id) == 1 and starts.count(tf.tasks[1].id) in (1, 2)
+    assert process_ends(out).counts == ({tf.tasks[1].id: 1} if starts.count(tf.tasks[1].id) == 2 else {})
     # the finished conversation was not run again; the killed one (maybe begun) ran to its end once more
     assert fake.connections[f"{tf.tasks[0].id}.A"] == 1 and fake.connections[f"{tf.tasks[1].id}.A"] >= 1
     assert [p.name for p in out.iterdir() if p.name.startswith(".")] == [".work"]  # the run's records; no partial folder

@@ -324,7 +324,8 @@ def test_fdb_v2_shards_run_every_conversation_once_and_the_merge_logs_them_all(v
     out = tmp_path / "out"
     try:
         codes = [main(_v2_cmd(v2_tasks, fake.url, out, "--shard", f"{k}/2")) for k in (0, 1)]
-        logs = {k: [json.loads(x)["task_id"] for x in (out / ".work" / f"rank-{k}.jsonl").read_text().splitlines()]
+        logs = {k: [r["task_id"] for r in map(json.loads, (out / ".work" / f"rank-{k}.jsonl").read_text().splitlines())
+                    if r["status"] in ("ok", "failed")]  # beside each conversation's started record
                 for k in (0, 1) if (out / ".work" / f"rank-{k}.jsonl").is_file()}
         assert not (out / "conversations.jsonl").exists()
         assert main(_v2_cmd(v2_tasks, fake.url, out)) == 0  # the merge: nothing left to run
@@ -336,6 +337,8 @@ def test_fdb_v2_shards_run_every_conversation_once_and_the_merge_logs_them_all(v
     assert dict(fake.connections) == {f"{t}.{s}": 1 for t in ids for s in "AB"}  # each conversation once
     merged = [json.loads(x) for x in (out / "conversations.jsonl").read_text().splitlines()]
     assert sorted(r["task_id"] for r in merged) == sorted(units)  # the shards' records, copied once
+    # a copy ends no start a second time (the shard's own record did): a later start still counts
+    assert all(r["ends_starts"] == 0 for r in merged)
     for t in ids:
         assert (out / t / "manifest.json").is_file()
 
@@ -417,3 +420,179 @@ def test_fdb_v2_kill_9_of_the_parent_with_two_processes_then_resume(v2_tasks, tm
     assert sorted(r["task_id"] for r in log) == sorted([*V2_IDS, "Correction[1]"])  # each unit once
     assert all(r["status"] == "ok" for r in log if r["task_id"] in V2_IDS)
     assert dict(fake.connections) == {f"{t}.{s}": 2 for t in V2_IDS for s in "AB"}  # killed once, run once more
+
+
+#: an examiner whose conversation ends its process: SIGKILL (no exception, no cleanup, as a segfault
+#: or an OOM kill) as it connects for Daily.ordering.901, unless FDB2_FIXED is set
+EXITING_EXAMINER = '''
+import os
+import signal
+
+from spear_metrics.full_duplex_v2.engine import ExaminerRealtimeAgent
+
+
+class ExitingExaminer(ExaminerRealtimeAgent):
+    async def connect(self, request, sink, config):
+        if request.row_id == "Daily.ordering.901.A" and not os.environ.get("FDB2_FIXED"):
+            os.kill(os.getpid(), signal.SIGKILL)
+        return await super().connect(request, sink, config)
+'''
+
+ENDED_TWICE = "the process ended during this row twice (os._exit, a crash or a kill); --retry-failed runs it again"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("processes", ["1", "2"])
+def test_fdb_v2_a_conversation_that_ends_the_process_is_failed_on_the_second_rerun(v2_tasks, tmp_path, slots,
+                                                                                    processes):
+    """The rule of every inference loop (rows.ProcessEnds): Daily's examiner kills its process (the
+    ``fdb infer`` process itself with one process, its session process with two); each of the first
+    two runs ends there (counted from its ``started`` record), the third logs it failed with the
+    reason and runs the other conversation, the fourth runs nothing, ``--retry-failed`` runs it
+    again. The conversation in flight beside it in another session process is logged ``stopped``:
+    it never counts, so it is never failed."""
+    from openai_fakes import Program, RealtimeFake
+    from spear_metrics.full_duplex_v2.engine import process_ends
+    from test_fdb_v2 import KEY
+
+    exits = tmp_path / "exits.py"
+    exits.write_text(EXITING_EXAMINER)
+    fake = RealtimeFake({f"{t}.{s}": Program("converse", replies=6) for t in V2_IDS for s in "AB"}, _speech_24k(), KEY)
+    out = tmp_path / "out"
+    daily, corr = V2_IDS
+
+    def run(*extra: str, **env: str) -> subprocess.CompletedProcess:
+        cmd = _v2_cmd(v2_tasks, fake.url, out, "--examiner", f"{exits}:ExitingExaminer", "--concurrency", processes,
+                      "--processes", processes, *extra)
+        return subprocess.run([sys.executable, "-m", "spear_metrics.cli", *cmd], capture_output=True, text=True,
+                              timeout=300, env=dict(os.environ, PYTHONPATH=str(REPO), **env))
+
+    try:
+        for n in (1, 2):
+            r = run()
+            if processes == "1":  # the fdb infer process itself was killed
+                assert r.returncode == -9, r.stderr[-3000:]
+            else:  # its session process: the run stops in one line, exit 2
+                assert r.returncode == 2 and "ended (exit code -9) with 1 session(s) in flight" in r.stderr, r.stderr[-3000:]
+            assert daily not in {x["task_id"] for x in _v2_log(out)}
+            ends = process_ends(out)
+            assert (ends.ends(daily), ends.ends(corr)) == (n, 0)  # the one beside it: stopped or finished, not counted
+        third = run()
+        log3 = _v2_log(out)
+        fourth = run()
+        log4 = _v2_log(out)
+        fixed = run("--retry-failed", FDB2_FIXED="1")
+    finally:
+        fake.close()
+    assert third.returncode == 0, third.stderr[-3000:]
+    last = {x["task_id"]: x for x in log3}
+    assert (last[daily]["status"], last[daily]["reason"], last[daily]["ends_starts"]) == ("failed", ENDED_TWICE, 2)
+    assert f"{daily}: failed: {ENDED_TWICE}" in third.stderr
+    assert last[corr]["status"] == "ok" and [x["task_id"] for x in log3].count(corr) == 1  # the other, run and logged once
+    assert fourth.returncode == 0 and log4 == log3  # a plain rerun: nothing run, nothing logged
+    assert fixed.returncode == 0, fixed.stderr[-3000:]
+    final = _v2_log(out)
+    assert final[:len(log3)] == log3 and [(x["task_id"], x["status"]) for x in final[len(log3):]] == [(daily, "ok")]
+    assert (out / daily / "manifest.json").is_file() and process_ends(out).counts == {}
+    assert fake.connections[f"{daily}.A"] == 1  # the examiner reached the server only in the --retry-failed run
+    if processes == "1":
+        assert fake.connections[f"{corr}.A"] == 1  # never started before Daily's ends (one at a time)
+
+
+@pytest.mark.slow
+def test_fdb_v2_ctrl_c_logs_the_conversations_in_flight_stopped_not_counted(v2_tasks, tmp_path, slots):
+    """Ctrl-C (SIGINT: asyncio.run cancels the run's coroutine) with both conversations in flight:
+    each has its ``started`` and ``stopped`` record, so neither counts as a process end (two such
+    stops would otherwise fail it); the rerun runs what was not logged and logs each once."""
+    import signal
+    import time
+
+    from openai_fakes import Program, RealtimeFake
+    from spear_metrics.core.records import read_jsonl
+    from spear_metrics.full_duplex_v2.engine import process_ends
+    from test_fdb_v2 import KEY
+
+    fake = RealtimeFake({f"{t}.{s}": Program("converse", replies=6) for t in V2_IDS for s in "AB"}, _speech_24k(), KEY)
+    out = tmp_path / "out"
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    cmd = [sys.executable, "-m", "spear_metrics.cli", *_v2_cmd(v2_tasks, fake.url, out, "--concurrency", "2")]
+
+    def own_group() -> None:  # SIGINT at its default (Python then raises KeyboardInterrupt)
+        os.setsid()
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+    try:
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                preexec_fn=own_group)
+        try:
+            deadline = time.monotonic() + 120
+            while fake.open_now < 4:  # both conversations' two sessions open
+                assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+                time.sleep(0.05)
+            os.killpg(proc.pid, signal.SIGINT)
+            printed = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        journal = [(r["task_id"], r["status"]) for r in read_jsonl(out / ".work" / "rank-0.jsonl")]
+        finished = {r["task_id"] for r in _v2_log(out)} - {"Correction[1]"}
+        for t in V2_IDS:  # stopped; or, on a loaded machine, the Ctrl-C came as its stream had ended: logged ok
+            want = ["started"] if t in finished else ["started", "stopped"]
+            assert [s for i, s in journal if i == t] == want, (journal, _v2_log(out), printed)
+        assert process_ends(out).counts == {}  # a stop is no process end
+        again = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    finally:
+        fake.close()
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert sorted((r["task_id"], r["status"]) for r in _v2_log(out)) == sorted(
+        [("Correction[1]", "failed")] + [(t, "ok") for t in V2_IDS])
+    assert process_ends(out).counts == {}
+
+
+@pytest.mark.slow
+def test_fdb_v2_a_shard_fails_a_conversation_that_ended_its_process_twice_and_the_merge_keeps_it_failed(
+        v2_tasks, tmp_path, slots):
+    """``--shard K/2`` (K: Daily's shard) logs its ``started`` records beside its units in
+    ``.work/rank-K.jsonl``: its third run fails Daily with the reason; the run without ``--shard``
+    copies that record (ending no start twice) and runs only what no shard ran; ``--retry-failed``
+    runs Daily again."""
+    from openai_fakes import Program, RealtimeFake
+    from spear_metrics.core.records import in_shard, read_jsonl
+    from spear_metrics.full_duplex_v2.engine import process_ends
+    from test_fdb_v2 import KEY
+
+    exits = tmp_path / "exits.py"
+    exits.write_text(EXITING_EXAMINER)
+    fake = RealtimeFake({f"{t}.{s}": Program("converse", replies=6) for t in V2_IDS for s in "AB"}, _speech_24k(), KEY)
+    out = tmp_path / "out"
+    daily, corr = V2_IDS
+    k = 0 if in_shard(daily, (0, 2)) else 1
+    assert not in_shard(corr, (k, 2))  # the tasks' ids fall in different shards (crc32)
+
+    def run(*extra: str, **env: str) -> subprocess.CompletedProcess:
+        cmd = _v2_cmd(v2_tasks, fake.url, out, "--examiner", f"{exits}:ExitingExaminer", *extra)
+        return subprocess.run([sys.executable, "-m", "spear_metrics.cli", *cmd], capture_output=True, text=True,
+                              timeout=300, env=dict(os.environ, PYTHONPATH=str(REPO), **env))
+
+    def shard_units() -> list[tuple[str, str]]:
+        return [(r["task_id"], r["status"]) for r in read_jsonl(out / ".work" / f"rank-{k}.jsonl")]
+
+    try:
+        assert [run("--shard", f"{k}/2").returncode for _ in range(2)] == [-9, -9]
+        assert [u for u in shard_units() if u[0] == daily] == [(daily, "started")] * 2
+        third = run("--shard", f"{k}/2")
+        merge = run()
+        merged = _v2_log(out)
+        fixed = run("--retry-failed", FDB2_FIXED="1")
+    finally:
+        fake.close()
+    # exit 1: the shard's one conversation failed, none ok (as every inference command)
+    assert third.returncode == 1 and [u for u in shard_units() if u[0] == daily][-1] == (daily, "failed")
+    assert merge.returncode == 0, merge.stderr[-3000:]
+    last = {r["task_id"]: r for r in merged}
+    assert (last[daily]["status"], last[daily]["reason"], last[daily]["ends_starts"]) == ("failed", ENDED_TWICE, 0)
+    assert last[corr]["status"] == "ok" and f"{daily}: " not in merge.stderr  # Daily not run by the merge
+    assert fixed.returncode == 0, fixed.stderr[-3000:]
+    assert [(r["task_id"], r["status"]) for r in _v2_log(out)[len(merged):]] == [(daily, "ok")]
+    assert process_ends(out).counts == {} and fake.connections[f"{daily}.A"] == 1 and fake.connections[f"{corr}.A"] == 1

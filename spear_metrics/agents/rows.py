@@ -297,10 +297,12 @@ class RowJournal:
     def stopping(self):
         """Around the loop: on ``KeyboardInterrupt``, :class:`OutputError` or
         :class:`ProcessLost`, the rows in flight are logged ``stopped`` (when the log can still be
-        written; not the rows of the process that ended), and the error raised."""
+        written; not the rows of the process that ended), and the error raised. Inside a
+        coroutine, the cancellation of the run (Ctrl-C under ``asyncio.run`` cancels its main
+        task) is such a stop too."""
         try:
             yield self
-        except (KeyboardInterrupt, OutputError, ProcessLost) as e:
+        except (KeyboardInterrupt, OutputError, ProcessLost, asyncio.CancelledError) as e:
             lost = e.tags if isinstance(e, ProcessLost) else set()
             try:
                 self.log.write([{self.ends.key: k, **self.extra, "status": STOPPED}

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import json
 import math
 import os
@@ -500,9 +501,26 @@ def read_log(out: Path, wanted: Optional[set[str]] = None, *, shards: bool = Tru
     for log in logs:
         for r in log:
             tid = r.get("task_id")
-            if isinstance(tid, str) and (wanted is None or tid in wanted):
-                recs[tid] = r
+            if isinstance(tid, str) and r.get("status") in ("ok", "failed") and (wanted is None or tid in wanted):
+                recs[tid] = r  # a started/stopped record (:func:`process_ends`) finishes nothing
     return recs
+
+
+def process_ends(out: Path) -> Any:
+    """The "process ended twice on this conversation" rule of every inference loop
+    (:class:`spear_metrics.agents.rows.ProcessEnds`, keyed by ``task_id``) over the run's records:
+    the ``started``/``stopped`` records of the work logs ``out/.work/rank-<r>.jsonl`` (the run
+    without ``--shard`` writes its own to ``rank-0.jsonl``, a shard ``K`` beside its units in
+    ``rank-K.jsonl``, :func:`shard_log`) and the finished units of ``out/conversations.jsonl``."""
+    from spear_metrics.agents.rows import ProcessEnds
+    from spear_metrics.core.records import read_jsonl, read_work_logs
+
+    def records() -> Any:
+        yield from read_work_logs(out / Path(shard_log(0)).parent)
+        if (out / LOG).is_file():
+            yield from read_jsonl(out / LOG)
+
+    return ProcessEnds(records(), key="task_id")
 
 
 def log_unit(out: Path, rec: dict[str, Any], name: str = LOG) -> None:
@@ -582,6 +600,12 @@ async def run_conversations(tasks: list[Task], out: str | os.PathLike, make_exam
     skipped unless ``retry_failed``. Each conversation has a total deadline: its duration cap +
     the connect timeout + ``deadline_grace_s``; past it the unit fails ("timed out").
 
+    Each conversation is logged ``started`` (flushed) before it runs or is handed to a session
+    process; one whose starts ended the process twice (``os._exit`` or a crash in an adapter, an
+    OOM kill, kill -9: :func:`process_ends`, the rule of every inference loop) is logged failed with
+    that reason instead of being run again (``retry_failed`` runs it again). A conversation
+    stopped by Ctrl-C or by another session process's end is logged ``stopped``: not counted.
+
     ``out`` is owned by the run for its duration (:func:`spear_metrics.core.records.claim_out`,
     the rule of every output folder): it must be new, empty or this command's; a live process
     already writing it is refused; a run with another fingerprint (:func:`run_fingerprint`) is
@@ -641,8 +665,8 @@ async def run_conversations(tasks: list[Task], out: str | os.PathLike, make_exam
         if shard is None:  # the shards' records this log lacks: copied, so that it lists every unit
             mine = read_log(outp, wanted, shards=False)
             for tid, rec in done.items():
-                if tid not in mine:
-                    log_unit(outp, rec)
+                if tid not in mine:  # a copy: the starts its shard's record ended are not ended twice
+                    log_unit(outp, {**rec, "ends_starts": 0})
         for pos, why in bad:  # an unreadable task entry is a failed unit, logged once
             if pos not in done:
                 log_unit(outp, {"task_id": pos, "status": "failed", "reason": f"unreadable task entry: {why}"}, log)
@@ -658,8 +682,10 @@ async def _run_claimed(tasks: list[Task], outp: Path, done: dict[str, dict[str, 
                        sessions: Optional[Callable[..., Any]] = None, **conversation_kw: Any) -> dict[str, Any]:
     """:func:`run_conversations` once ``outp`` is claimed (``done``: the logged units; ``log``:
     where this run logs them)."""
+    from spear_datasets.files import record_write
     from spear_metrics.agents.processes import LocalSessions, hold_together
-    from spear_metrics.agents.rows import ProcessLost, RowTimeout
+    from spear_metrics.agents.rows import ProcessLost, RowJournal, RowTimeout
+    from spear_metrics.core.records import AppendLog
 
     todo = []
     skipped = 0
@@ -671,8 +697,17 @@ async def _run_claimed(tasks: list[Task], outp: Path, done: dict[str, dict[str, 
             skipped += 1
         else:
             todo.append(t)
-    sem = asyncio.Semaphore(max(1, int(concurrency)))
     counts = {"ok": 0, "failed": 0, "skipped": skipped, "conversation_s": 0.0}
+    ends = process_ends(outp)
+    for t in [t for t in todo if ends.blocked(t.id)]:  # ended the process twice: failed, not run again
+        rec = ends.ended_record(t.id, split=t.split)
+        rec["reason"] = rec.pop("error")  # this log's name of a unit's one-line reason
+        log_unit(outp, rec, log)
+        counts["failed"] += 1
+        if on_done:
+            on_done(rec)
+    todo = [t for t in todo if not ends.blocked(t.id)]
+    sem = asyncio.Semaphore(max(1, int(concurrency)))
     cpu0, wall0 = _cpu_s(), time.monotonic()
     connect_s = float(conversation_kw.get("connect_timeout_s", 60.0))
 
@@ -682,6 +717,7 @@ async def _run_claimed(tasks: list[Task], outp: Path, done: dict[str, dict[str, 
     async def one(task: Task) -> None:
         async with sem, hold_together(slots):  # --provider-limit: both sides' slots, before the deadline starts
             rules = rules_for(task)
+            journal.start(task.id)  # flushed before the conversation is run or handed to a session process
             started = time.monotonic()
             rec: dict[str, Any] = {"task_id": task.id, "split": task.split}
             try:
@@ -711,16 +747,27 @@ async def _run_claimed(tasks: list[Task], outp: Path, done: dict[str, dict[str, 
                 rec.update(status="failed", reason=mask_secrets(" ".join(str(e).split()))[:300] or type(e).__name__)
                 counts["failed"] += 1
             log_unit(outp, rec, log)
+            journal.finish(task.id)
             if on_done:
                 on_done(rec)
 
-    async with pool:
-        try:  # a session process that ends stops every conversation (ProcessLost, raised as it is)
-            async with asyncio.TaskGroup() as tg:
-                for t in todo:
-                    tg.create_task(one(t))
-        except BaseExceptionGroup as eg:
-            raise eg.exceptions[0] from None
+    # this run's started/stopped records: a shard's beside its units, the run without --shard's in .work/rank-0.jsonl
+    # (conversations.jsonl lists finished units only)
+    jpath = outp / (log if log != LOG else shard_log(0))
+    if todo:
+        record_write(jpath)
+    with contextlib.ExitStack() as stack:
+        journal = RowJournal(stack.enter_context(AppendLog(jpath)), ends) if todo else None
+        async with pool:
+            # a session process that ends stops every conversation (ProcessLost, raised as it is; the
+            # conversations it ran keep their open start, the others in flight are logged stopped), as Ctrl-C does
+            with journal.stopping() if journal is not None else contextlib.nullcontext():
+                try:
+                    async with asyncio.TaskGroup() as tg:
+                        for t in todo:
+                            tg.create_task(one(t))
+                except BaseExceptionGroup as eg:
+                    raise eg.exceptions[0] from None
     if todo:
         counts.update(pool.stats())  # session_processes, loop_lag_ms (docs/multiprocess.md)
     counts["wall_s"] = round(time.monotonic() - wall0, 3)
