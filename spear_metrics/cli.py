@@ -15,7 +15,9 @@ Exit status of :func:`main` (one line on stderr for every status but 0):
   output folder that cannot be written, a model that cannot be had), or argparse's usage error;
 - ``130``: interrupted (Ctrl-C / SIGINT): ``interrupted; rerun the same command to resume``;
   every command's work is resumable, so the rerun picks up where this one stopped;
-- ``1``: an unexpected error (a bug, not a diagnosed refusal): its type and message on one line.
+- ``1``: an unexpected error (a bug, not a diagnosed refusal): its type and message on one line;
+- ``141``: the reader of standard output went away (``spearbench infer --list-agents | head``):
+  nothing is said, as for any program a closed pipe stops (128 + SIGPIPE).
 
 With ``SPEARBENCH_DEBUG=1`` in the environment the traceback is printed before that line.
 """
@@ -86,6 +88,29 @@ DEBUG_ENV = "SPEARBENCH_DEBUG"
 EXIT_INTERRUPTED = 130
 #: exit status of an unexpected error (Python's own status for an uncaught exception)
 EXIT_UNEXPECTED = 1
+#: exit status when the reader of stdout went away (128 + SIGPIPE, what a shell reports for a piped tool)
+EXIT_BROKEN_PIPE = 141
+
+
+def _stdout_gone() -> bool:
+    """Whether standard output is a pipe whose reader has gone (``| head`` after its lines): the
+    kernel reports an error condition on a pipe without readers (``poll``: ``POLLERR``). Then
+    stdout is pointed at the null device, so that the interpreter's own flush at exit says
+    nothing either."""
+    import select
+
+    try:
+        fd = sys.__stdout__.fileno()
+        poller = select.poll()
+        poller.register(fd, select.POLLOUT)
+        if not any(ev & select.POLLERR for _, ev in poller.poll(0)):
+            return False
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, fd)
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # no real stdout descriptor (an embedding, a test's capture)
+        return False
+    return True
 
 
 def _debug() -> bool:
@@ -150,6 +175,12 @@ def _main(argv: list[str] | None) -> int:
             traceback.print_exc()
         print(f"{who}: interrupted; rerun the same command to resume", file=sys.stderr)
         rc = EXIT_INTERRUPTED
+    except BrokenPipeError as e:
+        if _stdout_gone():  # the reader of our output left (`| head`): not a problem of the run
+            rc = EXIT_BROKEN_PIPE
+        else:  # a socket's or a child's pipe, not stdout: as any OSError
+            print(f"{who}: {_one_line(e) or type(e).__name__}", file=sys.stderr)
+            rc = 2
     except OSError as e:  # e.g. an output folder that cannot be written (read-only, full, a file in the way):
         # spear_datasets.files.OutputError, whose message names the path; never a traceback
         if _debug():

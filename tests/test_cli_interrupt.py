@@ -111,3 +111,33 @@ def test_unexpected_error_is_one_line_with_its_type_and_the_traceback_on_demand(
     with pytest.raises(SystemExit) as e:
         cli.main(["compare"])
     assert e.value.code == 2
+
+
+def test_a_reader_that_leaves_early_is_no_error(tmp_path):
+    """``spearbench infer --list-agents | head -1``: once the reader of stdout has gone, the command
+    stops with the shell's status for it (141) and says nothing; before, every such pipe ended with
+    "spearbench infer: [Errno 32] Broken pipe" and status 2. The pipe's read end is closed before
+    the command starts, so its first output meets no reader (no race)."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONWARNINGS="ignore", HF_HUB_OFFLINE="1")
+    env.pop(cli.DEBUG_ENV, None)
+    try:
+        done = subprocess.run([sys.executable, "-m", "spear_metrics.cli", "infer", "--list-agents"], cwd=REPO, env=env,
+                              stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=300)
+    finally:
+        os.close(write_end)
+    assert done.returncode == cli.EXIT_BROKEN_PIPE == 141 and done.stderr == ""
+
+
+def test_a_broken_pipe_elsewhere_is_still_one_line(monkeypatch, capsys, tmp_path):
+    """A ``BrokenPipeError`` that is not stdout's (a server's socket closed under a write) is a
+    whole-run problem like any OSError: one line, status 2."""
+    from spear_metrics.commands import compare
+
+    def closed(args):
+        raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(compare, "run", closed)
+    assert cli.main(["compare", str(tmp_path / "a"), str(tmp_path / "b")]) == 2
+    assert capsys.readouterr().err.splitlines() == ["spearbench compare: [Errno 32] Broken pipe"]

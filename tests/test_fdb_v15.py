@@ -314,6 +314,11 @@ def test_score_command_on_v15_samples(v15_root, tmp_path, capsys):
         assert len(srv.requests) == 4
     print(table)
     assert "C_RESPOND" in table and "user_interruption" in table and "stop_latency_s" in table
+    # a tag share from 2 samples is marked as resting on few events (docs/statistics.md); a latency is no rate
+    line = {ln.split()[0]: ln for ln in table.splitlines() if ln.strip()}
+    assert "(few events: n = 2)" in line["C_RESPOND"] and "few events" not in line["stop_latency_s"]
+    # the judge's calls are said at the end, as every judged command says them: 4 requests (one retried)
+    assert line["judge"].startswith("judge gpt-4o-2024-08-06: ") and "4 request(s) sent" in line["judge"]
     # it ends with the next command, the run's report, which runs as printed
     from spear_metrics.commands import runnable
 

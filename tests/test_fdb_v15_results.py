@@ -45,6 +45,9 @@ def test_push_results_load_dataset_round_trip(v15_run, tmp_path, capsys):
     assert summary["benchmark"] == "full_duplex_v15" and summary["C_RESPOND"] == summary["C_RESUME"] == 0.5
     ds_dir = tmp_path / "DS"
     assert main(["push-results", str(v15_run), "--local-dir", str(ds_dir), "--model-name", "example"]) == 0
+    # the next step points at the run's own tab (no human answers' dataset exists for FDB v1.5)
+    printed = " ".join(capsys.readouterr().out.split())
+    assert "Space, here (its Full-Duplex-Bench v1.5 tab):" in printed and "human answers" not in printed
     ds = datasets.load_dataset(str(ds_dir), split="test", cache_dir=str(tmp_path / "hf_cache"))
     by_row = sorted(ds.to_list(), key=lambda r: r["row"])
     assert ds.num_rows == 2 and [r["id"] for r in by_row] == [r["id"] for r in rows]

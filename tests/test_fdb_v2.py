@@ -9,6 +9,7 @@ import hashlib
 import json
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -487,9 +488,20 @@ def test_score_command_pins_or_warns_about_the_judge_id(tmp_path, tasks_file, ca
                 "gemini-2.5-flash", "--judge-key-env", "none", "--judge-cache", "off", "--bootstrap", "0"]
         assert main(base + ["--out", str(tmp_path / "pinned"), "--judge-require-pinned"]) == 2
         assert srv.requests == []
+        assert "--judge-require-pinned" in capsys.readouterr().err
         assert main(base + ["--out", str(tmp_path / "res")]) == 0
-    err = capsys.readouterr().err
-    assert "--judge-require-pinned" in err and "warning: judge model" in err
+    cap = capsys.readouterr()
+    assert "warning: judge model" in cap.err
+    # the console: each split's means with their n, the judge's calls, what was written, and a next step that runs
+    lines = cap.out.splitlines()
+    assert lines[0].split() == ["split", "conversations", "avg_turn_taking", "avg_instruction_following",
+                                "avg_task_specific"]
+    assert lines[1].split() == ["Correction", "1", "5.000", "(n=1)", "4.000", "(n=1)", "4.000", "(n=1)"]
+    assert any(ln.startswith("judge gemini-2.5-flash: 1 answer(s), 0 from the cache, 1 request(s) sent") for ln in lines)
+    assert f"wrote {tmp_path / 'res' / 'summary.json'} and per_sample.jsonl (each judge reply: judgements.jsonl)" in lines
+    push = shlex.split(lines[-1])
+    assert push[1:4] == ["push-results", str(tmp_path / "res"), "--local-dir"] and main(push[1:]) == 0
+    assert "Full-Duplex-Bench v2 tab" in capsys.readouterr().out
     s = json.loads((tmp_path / "res" / "summary.json").read_text())
     assert s["benchmark"] == "full_duplex_v2" and s["per_task"][0]["avg_turn_taking"] == 5.0
     assert s["provenance"]["judge_moving_alias"] and s["provenance"]["judge_temperature"] == 0.2

@@ -21,7 +21,9 @@ def test_kappa_and_agreement_by_hand():
     lo, hi = st["cohen_kappa_ci95"]
     assert lo <= st["cohen_kappa"] <= hi
     # one label everywhere on both sides: p_e = 1, kappa does not exist
-    assert categorical_stats(["yes"] * 4, ["yes"] * 4, n_resamples=0)["cohen_kappa"] is None
+    one = categorical_stats(["yes"] * 4, ["yes"] * 4, n_resamples=0)
+    assert one["cohen_kappa"] is None and one["cohen_kappa_note"].startswith("both judges gave every item the one label 'yes'")
+    assert "cohen_kappa_note" not in st
 
 
 def test_correlations_by_hand():
@@ -31,7 +33,10 @@ def test_correlations_by_hand():
     assert st["exact_agreement_%"] == pytest.approx(100 / 3)
     rev = score_stats([1, 2, 3, 4], [8, 6, 4, 2], n_resamples=0)
     assert rev["spearman"] == pytest.approx(-1.0) and rev["pearson"] == pytest.approx(-1.0)
-    assert score_stats([5, 5, 5], [1, 2, 3], n_resamples=0)["pearson"] is None  # a constant side
+    flat = score_stats([5, 5, 5], [1, 2, 3], n_resamples=0)  # a constant side
+    assert flat["pearson"] is None and flat["pearson_note"] == "one judge gave every item the same score: a correlation does not exist"
+    assert score_stats([4], [2], n_resamples=0)["spearman_note"].startswith("fewer than 2 items")
+    assert "pearson_note" not in st
 
 
 def _run(folder: Path, verdicts, relevance=None) -> Path:
@@ -62,6 +67,13 @@ def test_cli_on_two_runs(tmp_path, capsys):
     with pytest.raises(AgreementError, match="not judged in both"):
         agreement(a, b, fields=["relevance"])
     assert main(["judge-agreement", str(a), str(tmp_path / "nowhere")]) == 2
+    # a '-' says why on the console: both judges said "yes" to every item
+    same = _run(tmp_path / "same", ["yes"] * 3)
+    same_b = _run(tmp_path / "same_b", ["yes"] * 3)
+    capsys.readouterr()
+    assert main(["judge-agreement", str(same), str(same_b), "--bootstrap", "0"]) == 0
+    kappa = next(ln for ln in capsys.readouterr().out.splitlines() if "cohen_kappa" in ln)
+    assert kappa.split()[:2] == ["cohen_kappa", "-"] and "the one label 'yes'" in kappa
 
 
 def test_fdb_v15_behaviour_tags_by_subset_and_id(tmp_path):

@@ -236,6 +236,27 @@ def test_usage_of_the_three_services():
     assert j["total"]["input_tokens"] == 140 and j["by_model"]["a"]["n_replies_without_usage"] == 1
 
 
+def test_a_reply_without_usage_makes_the_cost_unknown_never_zero(tmp_path):
+    """A service that states no usage (a loopback judge, some local servers) billed tokens nobody
+    counted: the cost of its model is null with the reason, and the console line says how many
+    replies stated none, never "0 in / 0 out; cost 0"."""
+    from spear_metrics.core.usage import usage_line
+
+    table = tmp_path / "prices.json"
+    table.write_text(json.dumps({"currency": "USD", "models": {"a": {"input": 2.0, "output": 8.0},
+                                                               "b": {"input": 1.0, "output": 1.0}}}))
+    prices = PriceTable(table)
+    t = UsageTally()
+    t.add("b", Usage(1_000_000, 0, 0, 0, 0))  # 1 M input tokens at 1.0: cost 1.0
+    assert t.to_json(prices)["cost"] == pytest.approx(1.0)
+    t.add("a", None)
+    j = t.to_json(prices)
+    assert j["by_model"]["b"]["cost"] == pytest.approx(1.0) and j["by_model"]["a"]["cost"] is None
+    assert j["cost"] is None and j["cost_note"] == "1 reply of 'a' stated no usage: their tokens, and so the cost, are unknown"
+    line = usage_line(j)
+    assert "a: 0 in / 0 out + 1 reply stating no usage" in line and "cost unknown (1 reply of 'a'" in line
+
+
 def test_moving_aliases_and_require_pinned(monkeypatch):
     for alias in ("gpt-4o", "gpt-4-turbo", "chatgpt-4o-latest", "gemini-2.5-pro-preview", "gemini-2.0-flash-exp",
                   "gpt-4o-audio-preview"):

@@ -272,12 +272,37 @@ def run_score(args: argparse.Namespace) -> int:
     finally:
         if judge is not None:
             judge.close()
-    for name, g in summary["splits"].items():
-        tt = g["avg_turn_taking"]["mean"]
-        print(f"{name}: n={g['n_conversations']} turn_taking={tt if tt is None else round(tt, 3)}", file=sys.stderr)
+    _print_score(summary, args.out)
+    return run_exit_status(len(summary["per_task"]), len(summary["failed"]))
+
+
+#: the split means the console shows (each over conversations, with its 95 % interval)
+SCORE_KEYS = ("avg_turn_taking", "avg_instruction_following", "avg_task_specific")
+
+
+def _print_score(summary: dict[str, Any], out: str) -> None:
+    """The end of ``fdb score --version 2``, as every scoring command ends: one row per split with
+    each mean, its interval and ``n``; the failed tasks; the judge's calls; what was written;
+    the next step (a results dataset for the Space's Full-Duplex-Bench v2 tab)."""
+    from spear_metrics.commands import command, next_steps, shown_path, text_table, wrap
+    from spear_metrics.core.judge import judge_calls_line
+    from spear_metrics.core.summary import interval_text
+
+    rows = [[name, str(g["n_conversations"]),
+             *(f"{interval_text(g[k]['mean'], g[k].get('ci95'))} (n={g[k].get('n')})" for k in SCORE_KEYS)]
+            for name, g in summary["splits"].items()]
+    print(text_table(["split", "conversations", *SCORE_KEYS], rows))
     for f in summary["failed"][:5]:
         print(f"  failed task {f['task_id']}: {f['reason']}", file=sys.stderr)
-    return run_exit_status(len(summary["per_task"]), len(summary["failed"]))
+    if len(summary["failed"]) > 5:
+        print(f"  ... {len(summary['failed']) - 5} more failed tasks in {shown_path(out, 'per_sample.jsonl')}",
+              file=sys.stderr)
+    if summary.get("judge_calls"):
+        print(wrap(judge_calls_line(summary["judge_calls"])))
+    print(f"wrote {shown_path(out, 'summary.json')} and per_sample.jsonl (each judge reply: judgements.jsonl)")
+    next_steps(("a results dataset for the leaderboard Space's Full-Duplex-Bench v2 tab (add --repo-id USER/NAME to "
+                "upload it)", command("spearbench", "push-results", shown_path(out), "--local-dir",
+                                      shown_path(f"{shown_path(out)}_dataset"), "--model-name", "MODEL")))
 
 
 def main(mode: str, argv: list[str]) -> int:

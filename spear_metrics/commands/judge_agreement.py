@@ -38,7 +38,8 @@ def run(args: argparse.Namespace) -> int:
         keys = ("agreement_%", "cohen_kappa") if st["kind"] == "categorical" else \
             ("spearman", "pearson", "exact_agreement_%")
         for k in keys:
-            print(f"  {k:<18} {interval_text(st[k], st.get(k + '_ci95'))}")
+            why = f" ({st[k + '_note']})" if st[k] is None and st.get(k + "_note") else ""
+            print(f"  {k:<18} {interval_text(st[k], st.get(k + '_ci95'))}{why}")
         dis = st["disagreements"]
         print(f"  {len(dis)} item(s) disagree" + (":" if dis and args.show > 0 else ""))
         for d in dis[: max(0, args.show)]:

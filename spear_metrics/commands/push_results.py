@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
             url = push_results(args.results, args.repo_id, private=args.private, **opts)
             print(f"pushed {args.repo_id}: {url}")
             shown.append(args.repo_id)
-        next_steps(("see it on the leaderboard Space, here (add the human answers' results dataset for the plots)",
+        next_steps((f"see it on the leaderboard Space, here ({_space_hint(args.results)})",
                     command("python", "-m", "spear_metrics.space", "--results", *shown)))
     except ResultsError as e:
         print(f"spearbench push-results: {e}", file=sys.stderr)
@@ -74,3 +74,20 @@ def run(args: argparse.Namespace) -> int:
         print(f"spearbench push-results: {what}: {safe_error(e)}", file=sys.stderr)
         return 2  # one line, exit 2: a whole-run problem
     return 0
+
+
+def _space_hint(results: str) -> str:
+    """Where the Space shows the run: a SPEAR run in the leaderboard, whose plots compare it with
+    the human answers' results dataset; another benchmark's run in that benchmark's own tab."""
+    import json
+    from pathlib import Path
+
+    from spear_metrics.core.registry import DEFAULT_BENCHMARK, UnknownBenchmarkError, benchmark_of_summary
+
+    try:
+        bench = benchmark_of_summary(json.loads((Path(results) / "summary.json").read_text(encoding="utf-8")))
+    except (OSError, ValueError, UnknownBenchmarkError):
+        bench = None
+    if bench is None or bench.name == DEFAULT_BENCHMARK:
+        return "add the human answers' results dataset for the plots"
+    return f"its {bench.title} tab"

@@ -134,7 +134,7 @@ def _read_judged(folder: str | os.PathLike) -> tuple[dict[str, str], dict[str, d
 def categorical_stats(a: list[Any], b: list[Any], *, n_resamples: int = 1000, seed: int = 0) -> dict[str, Any]:
     """Percent agreement and Cohen's kappa of paired labels ``a``, ``b`` (same length), each with
     a bootstrap interval over items. Kappa is ``None`` where it does not exist (both judges gave
-    one and the same label to every item: p_e = 1)."""
+    one and the same label to every item: p_e = 1), with ``cohen_kappa_note`` saying so."""
     import numpy as np
     from sklearn.metrics import cohen_kappa_score
 
@@ -154,12 +154,18 @@ def categorical_stats(a: list[Any], b: list[Any], *, n_resamples: int = 1000, se
 
     point = stats(np.arange(len(A)))
     ci = aggregate_intervals(stats, len(A), list(point), n_resamples=n_resamples, seed=seed)
-    return {k: v for key, val in point.items() for k, v in ((key, val), (f"{key}_ci95", ci[key]))}
+    out = {k: v for key, val in point.items() for k, v in ((key, val), (f"{key}_ci95", ci[key]))}
+    labels = sorted({str(v) for v in (*a, *b)})
+    if point["cohen_kappa"] is None and len(labels) == 1:
+        out["cohen_kappa_note"] = (f"both judges gave every item the one label {labels[0]!r}: chance agreement is 1, "
+                                   "so kappa does not exist")
+    return out
 
 
 def score_stats(a: list[float], b: list[float], *, n_resamples: int = 1000, seed: int = 0) -> dict[str, Any]:
     """Spearman's rho, Pearson's r and the exact-agreement share of paired scores, each with a
-    bootstrap interval over items. A correlation of a constant side is ``None``."""
+    bootstrap interval over items. A correlation of a constant side (or of fewer than 2 items) is
+    ``None``, with ``<key>_note`` saying why."""
     import numpy as np
     from scipy.stats import pearsonr, spearmanr
 
@@ -178,7 +184,13 @@ def score_stats(a: list[float], b: list[float], *, n_resamples: int = 1000, seed
 
     point = stats(np.arange(len(A)))
     ci = aggregate_intervals(stats, len(A), list(point), n_resamples=n_resamples, seed=seed)
-    return {k: v for key, val in point.items() for k, v in ((key, val), (f"{key}_ci95", ci[key]))}
+    out = {k: v for key, val in point.items() for k, v in ((key, val), (f"{key}_ci95", ci[key]))}
+    why = ("fewer than 2 items" if len(A) < 2 else
+           "one judge gave every item the same score" if np.ptp(A) == 0 or np.ptp(B) == 0 else None)
+    for key in ("spearman", "pearson"):
+        if point[key] is None and why:
+            out[f"{key}_note"] = f"{why}: a correlation does not exist"
+    return out
 
 
 def agreement(run_a: str | os.PathLike, run_b: str | os.PathLike, *, fields: Optional[list[str]] = None,

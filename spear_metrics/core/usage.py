@@ -164,8 +164,8 @@ class UsageTally:
     def to_json(self, prices: Optional["PriceTable"] = None) -> dict[str, Any]:
         """``{"by_model": {model: {<Usage fields>, "n_replies", "n_replies_without_usage"[, "cost",
         "cost_note"]}}, "total": {<Usage fields>}[, "cost", "currency", "cost_note"]}``; the cost
-        keys only with a price table (a model the table lacks, or an audio count without an audio
-        price, gives ``cost: null`` with the reason)."""
+        keys only with a price table (a model the table lacks, an audio count without an audio
+        price, or replies that stated no usage give ``cost: null`` with the reason)."""
         with self._lock:
             models = sorted(set(self._by_model) | set(self._unreported))
             by = {m: {**self._by_model.get(m, Usage()).to_json(), "n_replies": self._replies.get(m, 0),
@@ -178,6 +178,10 @@ class UsageTally:
             costs, notes = [], []
             for m in models:
                 cost, note = prices.cost(m, self._by_model.get(m, Usage()))
+                unreported = self._unreported.get(m, 0)
+                if unreported and cost is not None:  # tokens the service never stated: the cost is not known
+                    cost, note = None, (f"{unreported} repl{'y' if unreported == 1 else 'ies'} of {m!r} stated no "
+                                        "usage: their tokens, and so the cost, are unknown")
                 by[m]["cost"] = cost
                 if note:
                     by[m]["cost_note"] = note
@@ -266,7 +270,9 @@ def usage_line(summed: dict[str, Any]) -> str:
     the cost when priced."""
     parts = [f"{m}: {u.get('input_tokens', 0)} in / {u.get('output_tokens', 0)} out" +
              (f" ({u['audio_input_tokens']} / {u['audio_output_tokens']} audio)"
-              if u.get("audio_input_tokens") or u.get("audio_output_tokens") else "")
+              if u.get("audio_input_tokens") or u.get("audio_output_tokens") else "") +
+             (f" + {u['n_replies_without_usage']} repl{'y' if u['n_replies_without_usage'] == 1 else 'ies'} "
+              "stating no usage" if u.get("n_replies_without_usage") else "")
              for m, u in (summed.get("by_model") or {}).items()]
     line = "tokens billed: " + ("; ".join(parts) or "none reported")
     if "cost" in summed:

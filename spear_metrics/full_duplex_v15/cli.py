@@ -74,6 +74,11 @@ def run_v15(args: argparse.Namespace) -> int:
             print(f"  failed {r.values.get('subset')}/{r.values.get('id')}: {r.error}", file=sys.stderr)
     if overall.get("behaviour_note"):
         print(overall["behaviour_note"])
+    if overall.get("judge_calls"):  # answers, cache, requests, returned ids, tokens: as every judged command ends
+        from spear_metrics.commands import wrap
+        from spear_metrics.core.judge import judge_calls_line
+
+        print(wrap(judge_calls_line(overall["judge_calls"])))
     print(f"wrote {out / 'summary.json'}" + (" and <subset>/summary.json" if len(per_subset) > 1 else "") +
           " and per_sample.jsonl")
     from spear_metrics.commands import command, next_steps, shown_path

@@ -408,19 +408,24 @@ def score_v15(root: str | os.PathLike, out: str | os.PathLike, setup: V15Setup, 
 
 
 def format_table(per_subset: dict[str, dict[str, Any]]) -> list[str]:
-    """The console table: one line per headline key, one column per subset (``value [lo, hi]``)."""
+    """The console table: one line per headline key, one column per subset (``value [lo, hi]``,
+    and ``(few events: n = N)`` after a tag share from fewer than 10 units,
+    :func:`spear_metrics.core.summary.few_events`)."""
     subs = list(per_subset)
 
-    from spear_metrics.core.summary import interval_text
+    from spear_metrics.core.summary import few_events, interval_text
 
     def cell(s: dict[str, Any], k: str) -> str:
-        return interval_text(s.get(k), s.get(f"{k}_ci95"))
+        if k.startswith("n_"):
+            return str(s.get(k))
+        return " ".join(x for x in (interval_text(s.get(k), s.get(f"{k}_ci95")), few_events(s, k)) if x)
 
-    w = max(24, *(len(c) for c in subs))
-    lines = [f"{'key':<22} " + " ".join(f"{s:<{w}}" for s in subs)]
-    for k in (*HEADLINE, "n_scored", "n_failed"):
-        lines.append(f"{k:<22} " + " ".join(f"{cell(per_subset[s], k) if not k.startswith('n_') else str(per_subset[s].get(k)):<{w}}"
-                                             for s in subs))
+    keys = (*HEADLINE, "n_scored", "n_failed")
+    cells = {k: [cell(per_subset[s], k) for s in subs] for k in keys}
+    w = max(24, *(len(c) for c in subs), *(len(c) for row in cells.values() for c in row))
+    lines = [f"{'key':<22} " + " ".join(f"{s:<{w}}" for s in subs).rstrip()]
+    for k in keys:
+        lines.append(f"{k:<22} " + " ".join(f"{c:<{w}}" for c in cells[k]).rstrip())
     for s in subs:
         for t in (per_subset[s].get("significance") or {}).get("tests", []):
             lines.append(f"[{s}] {sg.conclusion(t)} p_adj={t['p_adj']:.3f}" + (f" ({t['note']})" if t.get("note") else ""))
