@@ -68,7 +68,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                                  "meta-llama/Llama-3.1-8B-Instruct)")
     s.add_argument("--judge-local", default=None, metavar="MODEL",
                    help="a transformers causal LM as judge (local folder or Hub id), greedy, 512 new tokens")
-    s.add_argument("--judge-device", default=None, help="--judge-local: torch device (default cuda if available)")
+    s.add_argument("--judge-device", default=None, help="--judge-local: torch device (default: this process's, "
+                   "cuda:<local rank> under accelerate on GPUs, else cpu)")
     s.add_argument("--judge-prompts", default="project,upstream",
                    help="prompts a judged row is asked with: upstream (published key llm_classification, upstream's "
                         "prompt) and/or project (judge_accuracy); default both (two judge calls a row)")
