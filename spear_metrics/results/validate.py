@@ -121,6 +121,20 @@ def is_count(v: Any) -> bool:
     return _is_int(v) and v >= 0
 
 
+def check_counts(summary: dict[str, Any], *, where: str = "results", total: bool = True) -> None:
+    """The row counts of a ``summary.json``: ``n_samples``, ``n_scored``, ``n_failed`` each a count
+    (:func:`is_count`) and, with ``total``, ``n_scored + n_failed == n_samples``.
+
+    Raises:
+        ResultsError: one line naming the first count that is not one (or the sum that differs)."""
+    for k in ("n_samples", "n_scored", "n_failed"):
+        if not is_count(summary.get(k)):
+            raise ResultsError(f"{where}: summary.json {k!r} is not a count (a non-negative integer): "
+                               f"{short_repr(summary.get(k))}")
+    if total and summary["n_scored"] + summary["n_failed"] != summary["n_samples"]:
+        raise ResultsError(f"{where}: summary.json n_scored + n_failed != n_samples")
+
+
 def short_repr(v: Any) -> str:
     """``repr(v)`` cut to 60 characters (``...`` at the end when cut), as refusals quote a value."""
     s = repr(v)
@@ -142,11 +156,7 @@ def check_run_head(summary: Any, *, name: str, title: str, required: Sequence[st
     for k in required:
         if k not in summary:
             raise ResultsError(f"{where}: summary.json is missing column {k!r}")
-    for k in ("n_samples", "n_scored", "n_failed"):
-        if not is_count(summary.get(k)):
-            raise ResultsError(f"{where}: summary.json {k!r} is not a count (a non-negative integer): {short_repr(summary.get(k))}")
-    if summary["n_scored"] + summary["n_failed"] != summary["n_samples"]:
-        raise ResultsError(f"{where}: summary.json n_scored + n_failed != n_samples")
+    check_counts(summary, where=where)
     vers = summary.get("metric_versions")
     ver = vers.get(name) if isinstance(vers, dict) else None
     known = sorted(set(known_versions))
@@ -254,9 +264,7 @@ def validate_summary(summary: Any, *, where: str = "results") -> None:
     for k in REQUIRED_SUMMARY_KEYS:
         if k not in summary:
             raise ResultsError(f"{where}: summary.json is missing column {k!r}")
-    for k in ("n_samples", "n_scored", "n_failed"):
-        if not _is_int(summary[k]) or summary[k] < 0:
-            raise ResultsError(f"{where}: summary.json {k!r} is not a count (a non-negative integer): {short_repr(summary[k])}")
+    check_counts(summary, where=where, total=False)
     metrics, versions = summary["metrics"], summary["metric_versions"]
     if not isinstance(metrics, list) or not isinstance(versions, dict):
         raise ResultsError(f"{where}: summary.json 'metrics' must be a list and 'metric_versions' an object")
