@@ -23,7 +23,7 @@ import sys
 
 from spear_metrics.commands.judge_options import add_judge_options, judge_config_from_args
 from spear_metrics.commands import (
-    add_price_table_option, add_run_options, command, CONSOLE_WIDTH, next_steps, number, parse_options, price_table_of,
+    add_price_table_option, add_run_options, command, CONSOLE_WIDTH, next_steps, number, number_text, parse_options, price_table_of,
     print_failures, print_usage, run_exit_status, shown_path, wrap,
 )
 
@@ -175,7 +175,8 @@ def _make_judge(args: argparse.Namespace):
 
 
 def _fmt(v) -> str:
-    return "-" if v is None else (f"{v:.4f}" if isinstance(v, float) else str(v))
+    """A value of the task table: 4 decimals (:func:`spear_metrics.commands.number_text`)."""
+    return number_text(v, 4)
 
 
 def _run_score(args: argparse.Namespace) -> int:
