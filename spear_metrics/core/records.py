@@ -307,7 +307,7 @@ def claim_shard(out: str | os.PathLike, fingerprint: dict[str, Any], *, shard: i
 
     ``out`` must be new, empty or this ``command``'s (:func:`spear_datasets.ownership.check_out_folder`);
     the lock ``rank-<shard>.lock`` is taken (refused while a live process holds it: the same shard
-    running twice); the run record ``work/run.json`` must hold ``fingerprint`` (secrets masked), and
+    running twice); the run record ``.work/run.json`` must hold ``fingerprint`` (secrets masked), and
     is written when absent (every shard writes the same). There is no overwrite: a folder of
     another run raises ``conflict``. A shard marks itself (``shard-<shard>.lock``, held beside its
     rank lock); a live rank lock without that mark is a run of the whole folder (without shards,
