@@ -58,3 +58,41 @@ def test_commands_refuse_a_pipe_given_as_their_json_file(fifo):
         judged_values(fifo)
     with pytest.raises(PriceTableError, match="is not a regular file"):
         PriceTable(fifo)
+
+
+def test_a_summary_nested_past_the_parser_or_over_the_limit_is_one_line(tmp_path, monkeypatch):
+    """A results folder whose summary.json (or a per_sample.jsonl line) is JSON nested 100,000 deep
+    (json raises RecursionError, which the readers did not catch: a crash) or larger than the limit:
+    one ResultsError line from the results loader and the run files' reader, a problem line from
+    the report's reader."""
+    import spear_metrics.results.validate as validate
+    from spear_metrics.reports.runs import load_run
+    from spear_metrics.results.load import load_results_folder
+    from spear_metrics.results.validate import ResultsError, read_run_files
+
+    d = tmp_path / "results"
+    (d / "data").mkdir(parents=True)
+    (d / "data" / "train-00000.parquet").write_bytes(b"PAR1")
+    (d / "summary.json").write_text("[" * 100_000)
+    with pytest.raises(ResultsError, match="summary.json is not valid JSON: summary.json is not JSON"):
+        load_results_folder(d, where="hub/x")
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    (raw / "summary.json").write_text("[" * 100_000)
+    (raw / "per_sample.jsonl").write_text(json.dumps({"row": 0, "status": "ok", "audio_path": "a.wav"}) + "\n")
+    with pytest.raises(ResultsError, match="summary.json is not valid JSON"):
+        read_run_files(raw)
+    run = load_run(raw)
+    assert any(p.startswith("summary.json is not valid JSON") for p in run.problems) and run.summary == {}
+    monkeypatch.setattr(validate, "MAX_SUMMARY_BYTES", 10)
+    (raw / "summary.json").write_text(json.dumps({"benchmark": "spear"}))
+    with pytest.raises(ResultsError, match="is over the 10-byte limit"):
+        read_run_files(raw)
+    monkeypatch.setattr(validate, "MAX_SUMMARY_BYTES", 1000)
+    # a per-sample line nested past the parser's depth: one line from the checker, left out by the report
+    (raw / "per_sample.jsonl").write_text(json.dumps({"row": 0, "status": "ok", "audio_path": "a.wav"}) + "\n"
+                                          + "[" * 100_000 + "\n")
+    with pytest.raises(ResultsError, match="per_sample.jsonl line 2 is not valid JSON"):
+        read_run_files(raw)
+    run = load_run(raw)
+    assert "per_sample.jsonl line 2 is not valid JSON (left out)" in run.problems and len(run.rows) == 1

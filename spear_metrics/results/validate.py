@@ -121,6 +121,26 @@ def is_count(v: Any) -> bool:
     return _is_int(v) and v >= 0
 
 
+#: the largest ``summary.json`` read (bytes; a benchmark's is well under 1 MB)
+MAX_SUMMARY_BYTES = 64 * 2 ** 20
+
+
+def read_summary_file(path: str | os.PathLike, *, where: str = "results") -> Any:
+    """The parsed ``summary.json`` at ``path``, at most :data:`MAX_SUMMARY_BYTES` read
+    (:func:`spear_datasets.files.read_json`): a huge file, a pipe or JSON nested past the parser's
+    depth is refused in one line, never a crash or a full memory.
+
+    Raises:
+        ResultsError: ``<where>: summary.json is not valid JSON: <why>`` (unreadable, too large,
+            not UTF-8 JSON)."""
+    from spear_datasets.files import read_json
+
+    try:
+        return read_json(path, MAX_SUMMARY_BYTES)
+    except (OSError, ValueError) as e:
+        raise ResultsError(f"{where}: summary.json is not valid JSON: {' '.join(str(e).split())[:300]}") from None
+
+
 def check_counts(summary: dict[str, Any], *, where: str = "results", total: bool = True) -> None:
     """The row counts of a ``summary.json``: ``n_samples``, ``n_scored``, ``n_failed`` each a count
     (:func:`is_count`) and, with ``total``, ``n_scored + n_failed == n_samples``.
@@ -517,10 +537,7 @@ def read_run_files(results_dir: str | os.PathLike, *, where: str | None = None) 
     for p in (sp, pp):
         if not p.is_file():
             raise ResultsError(f"{where}: {p.name} not found (is this a scored RESULTS folder?)")
-    try:
-        summary = json.loads(sp.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ResultsError(f"{where}: summary.json is not valid JSON: {' '.join(str(e).split())}") from None
+    summary = read_summary_file(sp, where=where)
     rows = []
     try:
         text = pp.read_text(encoding="utf-8")
@@ -531,8 +548,9 @@ def read_run_files(results_dir: str | os.PathLike, *, where: str | None = None) 
             continue
         try:
             obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise ResultsError(f"{where}: per_sample.jsonl line {n} is not valid JSON: {e}") from None
+        except (ValueError, RecursionError) as e:  # RecursionError: a line nested past the parser's depth
+            raise ResultsError(f"{where}: per_sample.jsonl line {n} is not valid JSON: "
+                               f"{' '.join(str(e).split())[:200] or type(e).__name__}") from None
         if not isinstance(obj, dict):
             raise ResultsError(f"{where}: per_sample.jsonl line {n} is not a JSON object")
         obj.pop("timings", None)
