@@ -96,3 +96,17 @@ def test_a_summary_nested_past_the_parser_or_over_the_limit_is_one_line(tmp_path
         read_run_files(raw)
     run = load_run(raw)
     assert "per_sample.jsonl line 2 is not valid JSON (left out)" in run.problems and len(run.rows) == 1
+
+
+def test_dynamic_superb_prediction_and_submission_files_nested_or_piped_are_one_line(tmp_path, fifo):
+    from spear_metrics.dynamic_superb.scoring import DSuperbScoreError, read_predictions, read_submission
+
+    deep = tmp_path / "Deep.json"
+    deep.write_text("{" + '"a": [' * 100_000)  # json raises RecursionError before it sees the end
+    with pytest.raises(DSuperbScoreError, match="Deep.json: not a readable JSON prediction file"):
+        read_predictions(deep, "Deep", "accuracy", start=0)
+    with pytest.raises(DSuperbScoreError, match="not a readable JSON prediction file: .*not a regular file"):
+        read_predictions(fifo, "Fifo", "accuracy", start=0)
+    deep.write_text("[" * 100_000)
+    with pytest.raises(DSuperbScoreError, match="not readable JSON"):
+        read_submission(deep)
