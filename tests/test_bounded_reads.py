@@ -110,3 +110,23 @@ def test_dynamic_superb_prediction_and_submission_files_nested_or_piped_are_one_
     deep.write_text("[" * 100_000)
     with pytest.raises(DSuperbScoreError, match="not readable JSON"):
         read_submission(deep)
+
+
+def test_judge_replies_nested_past_the_parser_are_refused_replies_not_crashes():
+    """A judge (a server) that answers JSON nested 100,000 deep: the reply parsers refuse it as
+    they refuse any reply that is not JSON (ValueError), and the client's response reader as a
+    response that is not a chat completion (JudgeError), never a RecursionError."""
+    from judge_fakes import CountingJudge
+
+    from spear_metrics.core.judge import Judge, JudgeError, parse_json_reply
+    from spear_metrics.full_duplex_v2.score import parse_judge_reply
+
+    deep = "[" * 100_000
+    with pytest.raises(ValueError, match="reply is not JSON"):
+        parse_json_reply(deep)
+    with pytest.raises(ValueError):
+        parse_judge_reply('{"Turn-taking event and score": ' + "[" * 10_000)
+
+    with CountingJudge(lambda body: (200, deep.encode())) as srv:
+        with pytest.raises(JudgeError, match="response is not a chat completion"):
+            Judge(srv.url, "m", max_retries=0, backoff_s=0.0, timeout=10.0).request([{"role": "user", "content": "q"}])

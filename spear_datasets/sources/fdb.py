@@ -423,8 +423,9 @@ def read_release_metadata(release: str | os.PathLike, run: str) -> list[ReleaseR
             continue
         try:
             obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            out.append(ReleaseRow(len(out), None, f"{p.name} line {n} is not valid JSON ({e.msg})"))
+        except (ValueError, RecursionError) as e:  # RecursionError: a line nested past the parser's depth
+            out.append(ReleaseRow(len(out), None, f"{p.name} line {n} is not valid JSON "
+                                                  f"({getattr(e, 'msg', None) or type(e).__name__})"))
             continue
         if not isinstance(obj, dict):
             out.append(ReleaseRow(len(out), None, f"{p.name} line {n} is not a JSON object"))
