@@ -96,6 +96,17 @@ class LoopbackHTTP:
         self.server.server_close()
 
 
+def hub_env(monkeypatch, tmp_path, url: str) -> None:
+    """The Hub client of the download's child process talks to ``url`` only, with a cache and no
+    token of this machine's."""
+    for k in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_OFFLINE"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("HF_ENDPOINT", url)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf_home"))
+    monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
+    monkeypatch.setenv("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+
+
 class FakeHub(LoopbackHTTP):
     """The Hugging Face Hub's file API on a free loopback port, for ``huggingface_hub``'s
     ``snapshot_download`` (``HF_ENDPOINT`` or ``endpoint=``): one dataset at revision

@@ -58,3 +58,75 @@ def test_commands_refuse_a_pipe_given_as_their_json_file(fifo):
         judged_values(fifo)
     with pytest.raises(PriceTableError, match="is not a regular file"):
         PriceTable(fifo)
+
+
+def test_a_summary_nested_past_the_parser_or_over_the_limit_is_one_line(tmp_path, monkeypatch):
+    """A results folder whose summary.json (or a per_sample.jsonl line) is JSON nested 100,000 deep
+    (json raises RecursionError, which the readers did not catch: a crash) or larger than the limit:
+    one ResultsError line from the results loader and the run files' reader, a problem line from
+    the report's reader."""
+    import spear_metrics.results.validate as validate
+    from spear_metrics.reports.runs import load_run
+    from spear_metrics.results.load import load_results_folder
+    from spear_metrics.results.validate import ResultsError, read_run_files
+
+    d = tmp_path / "results"
+    (d / "data").mkdir(parents=True)
+    (d / "data" / "train-00000.parquet").write_bytes(b"PAR1")
+    (d / "summary.json").write_text("[" * 100_000)
+    with pytest.raises(ResultsError, match="summary.json is not valid JSON: summary.json is not JSON"):
+        load_results_folder(d, where="hub/x")
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    (raw / "summary.json").write_text("[" * 100_000)
+    (raw / "per_sample.jsonl").write_text(json.dumps({"row": 0, "status": "ok", "audio_path": "a.wav"}) + "\n")
+    with pytest.raises(ResultsError, match="summary.json is not valid JSON"):
+        read_run_files(raw)
+    run = load_run(raw)
+    assert any(p.startswith("summary.json is not valid JSON") for p in run.problems) and run.summary == {}
+    monkeypatch.setattr(validate, "MAX_SUMMARY_BYTES", 10)
+    (raw / "summary.json").write_text(json.dumps({"benchmark": "spear"}))
+    with pytest.raises(ResultsError, match="is over the 10-byte limit"):
+        read_run_files(raw)
+    monkeypatch.setattr(validate, "MAX_SUMMARY_BYTES", 1000)
+    # a per-sample line nested past the parser's depth: one line from the checker, left out by the report
+    (raw / "per_sample.jsonl").write_text(json.dumps({"row": 0, "status": "ok", "audio_path": "a.wav"}) + "\n"
+                                          + "[" * 100_000 + "\n")
+    with pytest.raises(ResultsError, match="per_sample.jsonl line 2 is not valid JSON"):
+        read_run_files(raw)
+    run = load_run(raw)
+    assert "per_sample.jsonl line 2 is not valid JSON (left out)" in run.problems and len(run.rows) == 1
+
+
+def test_dynamic_superb_prediction_and_submission_files_nested_or_piped_are_one_line(tmp_path, fifo):
+    from spear_metrics.dynamic_superb.scoring import DSuperbScoreError, read_predictions, read_submission
+
+    deep = tmp_path / "Deep.json"
+    deep.write_text("{" + '"a": [' * 100_000)  # json raises RecursionError before it sees the end
+    with pytest.raises(DSuperbScoreError, match="Deep.json: not a readable JSON prediction file"):
+        read_predictions(deep, "Deep", "accuracy", start=0)
+    with pytest.raises(DSuperbScoreError, match="not a readable JSON prediction file: .*not a regular file"):
+        read_predictions(fifo, "Fifo", "accuracy", start=0)
+    deep.write_text("[" * 100_000)
+    with pytest.raises(DSuperbScoreError, match="not readable JSON"):
+        read_submission(deep)
+
+
+def test_judge_replies_nested_past_the_parser_are_refused_replies_not_crashes():
+    """A judge (a server) that answers JSON nested 100,000 deep: the reply parsers refuse it as
+    they refuse any reply that is not JSON (ValueError), and the client's response reader as a
+    response that is not a chat completion (JudgeError), never a RecursionError."""
+    from judge_fakes import CountingJudge
+
+    from spear_metrics.core.judge import Judge, JudgeError, parse_json_reply
+    from spear_metrics.full_duplex_v2.score import parse_judge_reply
+
+    deep = "[" * 100_000
+    with pytest.raises(ValueError, match="reply is not JSON"):
+        parse_json_reply(deep)
+    with pytest.raises(ValueError):
+        parse_judge_reply('{"Turn-taking event and score": ' + "[" * 10_000)
+
+    with CountingJudge(lambda body: (200, deep.encode())) as srv:
+        with pytest.raises(JudgeError, match="response is not a chat completion"):
+            Judge(srv.url, "m", max_retries=0, backoff_s=0.0, timeout=10.0).request([{"role": "user", "content": "q"}])

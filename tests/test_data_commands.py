@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from conftest import STEREO_DIALOGUE
-from helpers import FakeHub, LoopbackHTTP
+from helpers import FakeHub, LoopbackHTTP, hub_env
 from spear_datasets.identity import DataCheckError
 from spear_datasets.sources.download import DownloadError, http_download, sha256_file
 from spear_datasets.sources.package import check_layout, inputs_dir, install_package
@@ -310,17 +310,6 @@ def test_seamless_cut_with_only_bad_conversations_exits_2_in_one_line(seamless, 
     assert "unexpected" not in err and "naturalistic: " not in out
 
 
-def _hub_env(monkeypatch, tmp_path, url: str) -> None:
-    """The Hub client of the download's child process talks to ``url`` only, with a cache and no
-    token of this machine's."""
-    for k in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_OFFLINE"):
-        monkeypatch.delenv(k, raising=False)
-    monkeypatch.setenv("HF_ENDPOINT", url)
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf_home"))
-    monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
-    monkeypatch.setenv("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-
-
 def test_seamless_from_hub_downloads_the_split_then_cuts(seamless, tmp_path, monkeypatch, capsys):
     """--from-hub through the real Hub client (in the deadline's child process) against a loopback
     Hub serving the miniature copy: only <subset>/test/ is fetched, then cut as from a local copy."""
@@ -329,7 +318,7 @@ def test_seamless_from_hub_downloads_the_split_then_cuts(seamless, tmp_path, mon
     files = {p.relative_to(seamless).as_posix(): p.read_bytes() for p in sorted(seamless.rglob("*")) if p.is_file()}
     files["improvised/dev/0000/V09_S0009_I00000009/V09_S0009_I00000009_P0009.json"] = b"[]"  # another split
     with FakeHub("me/seamless-mini", files) as hub:
-        _hub_env(monkeypatch, tmp_path, hub.url)
+        hub_env(monkeypatch, tmp_path, hub.url)
         local = tmp_path / "local"
         assert main(["data", "seamless", "--from-hub", "me/seamless-mini", "--seamless", str(local), "--root",
                      str(tmp_path / "root"), "--no-count-check", "--no-progress", "--deadline-s", "300"]) == 0
@@ -345,7 +334,7 @@ def test_a_hub_download_that_never_ends_is_cut_at_its_total_deadline(tmp_path, m
     from spear_metrics.cli import main
 
     with FakeHub("me/slow", {"improvised/test/x/V00_S0001_I00000001_P0001.wav": b"\0" * 1_000_000}, trickle=True) as hub:
-        _hub_env(monkeypatch, tmp_path, hub.url)
+        hub_env(monkeypatch, tmp_path, hub.url)
         rc = main(["data", "seamless", "--from-hub", "me/slow", "--seamless", str(tmp_path / "local"), "--root",
                    str(tmp_path / "root"), "--no-progress", "--deadline-s", "4"])
         err = capsys.readouterr().err.strip().splitlines()

@@ -188,7 +188,7 @@ def test_usage_is_summed_across_retries_and_priced(tmp_path):
     assert srv.calls == 3
     tot = rep["usage"]["total"]
     assert tot == {"input_tokens": 220, "output_tokens": 18, "audio_input_tokens": 20, "audio_output_tokens": 0,
-                   "cached_input_tokens": 30}
+                   "cached_input_tokens": 30, "cached_audio_input_tokens": 0}
     # by hand: text in (220 - 20 - 30) * 2.5 + cached 30 * 1.25 + audio 20 * 40 + out 18 * 10, per million
     assert rep["usage"]["cost"] == pytest.approx((170 * 2.5 + 30 * 1.25 + 20 * 40 + 18 * 10) / 1e6)
     assert rep["returned_models"] == {"judge-model-2024-08-06": 1} and rep["system_fingerprints"] == {"fp_loopback": 1}
@@ -201,6 +201,17 @@ def test_price_table_by_hand_and_its_refusals(tmp_path):
     assert t.cost("m", Usage(input_tokens=2_000_000, output_tokens=500_000)) == (pytest.approx(12.0), None)
     cost, why = t.cost("m", Usage(input_tokens=10, audio_input_tokens=5))
     assert cost is None and "no audio_input price" in why
+    # every input token priced once (1000 = 150 + 150 + 250 + 450), by hand, prices per million:
+    # text (not cached) 1000 - 700 - 150 = 150 at 1, cached text 600 - 450 = 150 at 0.5,
+    # audio (not cached) 700 - 450 = 250 at 40, cached audio 450 at 2.5, text out 10 at 4
+    p.write_text(json.dumps({"models": {"rt": {"input": 1.0, "output": 4.0, "audio_input": 40.0, "cached_input": 0.5,
+                                               "cached_audio_input": 2.5}}}))
+    u = Usage(1000, 10, 700, 0, 600, 450)
+    assert PriceTable(p).cost("rt", u) == (pytest.approx((150 * 1 + 150 * 0.5 + 250 * 40 + 450 * 2.5 + 10 * 4) / 1e6), None)
+    p.write_text(json.dumps({"models": {"rt": {"input": 1.0, "output": 4.0, "audio_input": 40.0}}}))
+    # no cached prices: cached text at the input price, cached audio at the audio price
+    assert PriceTable(p).cost("rt", u) == (pytest.approx((300 * 1 + 700 * 40 + 10 * 4) / 1e6), None)
+    p.write_text(json.dumps({"models": {"m": {"input": 3.0, "output": 12.0}}}))
     assert t.cost("other", Usage(1, 1))[0] is None
     p.write_text(json.dumps({"models": {"m": {"input": -1}}}))
     with pytest.raises(PriceTableError, match="non-negative"):
@@ -227,6 +238,15 @@ def test_usage_of_the_three_services():
                                                       {"modality": "TEXT", "tokenCount": 30}],
                               "responseTokensDetails": [{"modality": "AUDIO", "tokenCount": 35}]})
     assert gemini == Usage(90, 40, 60, 35, 0)
+    # a Realtime session's later turns: part of the cached input is its earlier audio
+    cached = normalize_usage({"input_tokens": 1000, "output_tokens": 10,
+                              "input_token_details": {"audio_tokens": 700, "text_tokens": 300, "cached_tokens": 600,
+                                                      "cached_tokens_details": {"audio_tokens": 450, "text_tokens": 150}},
+                              "output_token_details": {"audio_tokens": 0}})
+    assert cached == Usage(1000, 10, 700, 0, 600, 450)
+    gemini_cached = normalize_usage({"promptTokenCount": 90, "cachedContentTokenCount": 50,
+                                     "cacheTokensDetails": [{"modality": "AUDIO", "tokenCount": 40}]})
+    assert gemini_cached.cached_audio_input_tokens == 40
     assert normalize_usage(None) is None and normalize_usage({"x": 1}) is None
     t = UsageTally()
     t.add("a", chat)

@@ -400,3 +400,25 @@ def test_encoded_audio_v1_bytes_v2_cut_at_60_s(real_dir, tmp_path):
     cut = sf.info(io.BytesIO(encoded_wav(str(long), "v2")))
     assert cut.frames == 60 * 16000 and cut.samplerate == 16000
     assert sf.info(io.BytesIO(encoded_wav(str(long), "v1"))).frames == 66 * 16000
+
+
+def test_test_data_fetch_goes_through_the_bounded_hub_download(tmp_path, monkeypatch):
+    """fetch_test_data through the real Hub client in hub_snapshot's child process, against a
+    loopback Hub: the role's JSON, then only the reference audio it names (not the other file);
+    a Hub that trickles its bytes is cut at the deadline, one line."""
+    from helpers import FakeHub, hub_env
+
+    from spear_metrics.speechrole.data import SpeechRoleDataError, fetch_test_data
+
+    role = [{"system_prompt": "You are Shrek.", "dialogue": [{"role_speech_path1": "audio/ref1.wav"}]}]
+    files = {"test_data/single_turn/Shrek.json": json.dumps(role).encode(), "audio/ref1.wav": b"RIFF-1",
+             "audio/unused.wav": b"RIFF-2"}
+    with FakeHub("me/speechrole-mini", files) as hub:
+        hub_env(monkeypatch, tmp_path, hub.url)
+        root = fetch_test_data("me/speechrole-mini", ["single"], deadline_s=300)
+    assert (root / "test_data/single_turn/Shrek.json").is_file() and (root / "audio/ref1.wav").read_bytes() == b"RIFF-1"
+    assert not (root / "audio/unused.wav").exists()
+    with FakeHub("me/slow", {"test_data/single_turn/A.json": b"[]" * 500_000}, trickle=True) as hub:
+        hub_env(monkeypatch, tmp_path / "slow", hub.url)
+        with pytest.raises(SpeechRoleDataError, match="HubDeadlineError"):
+            fetch_test_data("me/slow", ["single"], deadline_s=3)

@@ -69,7 +69,8 @@ def test_realtime_response_done_usage_in_run_info(real_dir, tmp_path, monkeypatc
     usage = json.loads((out / "run_info.json").read_text())["usage"]
     assert usage["by_model"]["gpt-realtime-test"]["n_replies"] == 1
     assert usage["total"] == {"input_tokens": REALTIME_USAGE["input_tokens"], "output_tokens": REALTIME_USAGE["output_tokens"],
-                              "audio_input_tokens": 150, "audio_output_tokens": 80, "cached_input_tokens": 0}
+                              "audio_input_tokens": 150, "audio_output_tokens": 80, "cached_input_tokens": 0,
+                              "cached_audio_input_tokens": 0}
 
 
 def test_gemini_live_usage_metadata_in_run_info(real_dir, tmp_path, monkeypatch):
@@ -87,7 +88,8 @@ def test_gemini_live_usage_metadata_in_run_info(real_dir, tmp_path, monkeypatch)
     usage = json.loads((out / "run_info.json").read_text())["usage"]
     assert usage["by_model"]["gemini-live-test"]["n_replies"] == 1
     assert usage["total"] == {"input_tokens": USAGE["promptTokenCount"], "output_tokens": USAGE["responseTokenCount"],
-                              "audio_input_tokens": 60, "audio_output_tokens": 35, "cached_input_tokens": 0}
+                              "audio_input_tokens": 60, "audio_output_tokens": 35, "cached_input_tokens": 0,
+                              "cached_audio_input_tokens": 0}
 
 
 # --------------------------------------------------------------------------- --price-table on every infer command

@@ -176,7 +176,7 @@ def check_task_folder(samples: list[FDBSample], task: str, root: Path) -> None:
 MAX_JSON_BYTES = 64 * 1024 * 1024
 
 
-def _load_json(path: Path) -> Any:
+def load_json(path: Path) -> Any:
     """The JSON of an FDB file, at most :data:`MAX_JSON_BYTES` read
     (:func:`spear_datasets.files.read_limited`).
 
@@ -243,20 +243,25 @@ def read_output_json(path: str | os.PathLike) -> OutputTranscript:
             time (see :func:`parse_chunks`).
     """
     p = Path(path)
-    data = _load_json(p)
+    data = load_json(p)
     if not isinstance(data, dict) or "chunks" not in data:
         raise FDBFormatError(f"{p}: no 'chunks' list")
     return OutputTranscript(text=str(data.get("text") or ""), chunks=parse_chunks(data["chunks"], p))
 
 
 def _first_entry(path: Path) -> dict:
-    data = _load_json(path)
+    data = load_json(path)
     if not isinstance(data, list) or not data or not isinstance(data[0], dict):
         raise FDBFormatError(f"{path}: expected a non-empty list of objects")
     return data[0]
 
 
-def _timestamp(entry: dict, path: Path) -> tuple[float, float]:
+def timestamp_pair(entry: dict, path: Path) -> tuple[float, float]:
+    """``entry["timestamp"]`` as ``(start_s, end_s)``: two finite numbers >= 0, end not before start.
+
+    Raises:
+        FDBFormatError: not a ``[start, end]`` pair, a null or bad time, or end before start
+            (``path`` names the file in the one line)."""
     ts = entry.get("timestamp")
     if not isinstance(ts, (list, tuple)) or len(ts) != 2:
         raise FDBFormatError(f"{path}: first entry has no [start, end] timestamp")
@@ -278,7 +283,7 @@ def read_turn_taking(path: str | os.PathLike) -> tuple[float, float]:
             that is not a finite number >= 0, an end before the start.
     """
     p = Path(path)
-    return _timestamp(_first_entry(p), p)
+    return timestamp_pair(_first_entry(p), p)
 
 
 @dataclass(frozen=True)
@@ -301,7 +306,7 @@ def read_interrupt(path: str | os.PathLike) -> Interrupt:
     """
     p = Path(path)
     entry = _first_entry(p)
-    s, e = _timestamp(entry, p)
+    s, e = timestamp_pair(entry, p)
     return Interrupt(context=str(entry.get("context") or ""), interrupt=str(entry.get("interrupt") or ""), start_s=s, end_s=e)
 
 
@@ -318,7 +323,7 @@ def read_reference_distribution(path: str | os.PathLike) -> dict[str, Any]:
         FDBFormatError: missing/invalid file, or not a JSON object.
     """
     p = Path(path)
-    data = _load_json(p)
+    data = load_json(p)
     if not isinstance(data, dict):
         raise FDBFormatError(f"{p}: expected an object id -> list of numbers")
     out: dict[str, Any] = {}
@@ -337,7 +342,7 @@ def read_rating_json(path: str | os.PathLike) -> int:
             from 0 to 5 (``4.0`` is accepted as 4).
     """
     p = Path(path)
-    data = _load_json(p)
+    data = load_json(p)
     if not isinstance(data, dict) or "rating" not in data:
         raise FDBFormatError(f"{p}: no 'rating'")
     r = data["rating"]
@@ -418,8 +423,9 @@ def read_release_metadata(release: str | os.PathLike, run: str) -> list[ReleaseR
             continue
         try:
             obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            out.append(ReleaseRow(len(out), None, f"{p.name} line {n} is not valid JSON ({e.msg})"))
+        except (ValueError, RecursionError) as e:  # RecursionError: a line nested past the parser's depth
+            out.append(ReleaseRow(len(out), None, f"{p.name} line {n} is not valid JSON "
+                                                  f"({getattr(e, 'msg', None) or type(e).__name__})"))
             continue
         if not isinstance(obj, dict):
             out.append(ReleaseRow(len(out), None, f"{p.name} line {n} is not a JSON object"))

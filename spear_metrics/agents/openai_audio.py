@@ -138,9 +138,9 @@ class OpenAIAudioAgent(NetworkAgentBase):
         self.audio_format = "pcm16" if self.stream else audio_format
         self.pcm_rate = int(pcm_rate)
         self.temperature = temperature
-        self.system_prompt = _optional(system_prompt)
-        self.instructions = _optional(instructions)
-        self.api_key_env = _optional(api_key_env)
+        self.system_prompt = optional_text(system_prompt)
+        self.instructions = optional_text(instructions)
+        self.api_key_env = optional_text(api_key_env)
         self.timeout_s = float(timeout_s)
         self.max_wait_s = float(max_wait_s)
         self.retry = RetryPolicy(max_tries=int(max_tries))
@@ -292,7 +292,7 @@ class OpenAIAudioAgent(NetworkAgentBase):
         sink.done(choice.finish_reason or "stop")
 
 
-def _optional(value: Optional[str]) -> Optional[str]:
+def optional_text(value: Optional[str]) -> Optional[str]:
     """A string option where ``none``/empty means "not set"."""
     if value is None or str(value).strip().lower() in ("", "none", "null"):
         return None

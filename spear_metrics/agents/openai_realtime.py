@@ -44,7 +44,7 @@ import numpy as np
 from spear_metrics.agents.base import AgentError
 from spear_metrics.agents.duplex import AudioRequest, NetworkAgentBase, OutputSink, ProtocolError, SessionConfig, SessionResult
 from spear_metrics.agents.duplex import LiveInput, pcm16_bytes
-from spear_metrics.agents.openai_audio import _optional
+from spear_metrics.agents.openai_audio import optional_text
 from spear_metrics.agents.websocket import MAX_FRAME_BYTES, WebSocketConnection
 from spear_metrics.agents.net import (
     REQUEST_ID_HEADER,
@@ -135,7 +135,7 @@ class OpenAIRealtimeAgent(NetworkAgentBase):
         self.model = model
         self.base_url = base_url
         self.voice = voice
-        self.instructions = _optional(instructions)
+        self.instructions = optional_text(instructions)
         self.vad = {"type": "server_vad", "threshold": float(vad_threshold), "prefix_padding_ms": int(prefix_padding_ms),
                     "silence_duration_ms": int(silence_duration_ms), "create_response": True, "interrupt_response": True}
         self.tail_silence_s = float(tail_silence_s)
@@ -146,7 +146,7 @@ class OpenAIRealtimeAgent(NetworkAgentBase):
         self.onset_rule = ("wall clock: monotonic time at the first output-audio delta minus the time just before the "
                            "first input chunk (SPEAR's GPT-realtime proxy)" if onset_clock == "wall" else
                            "stream clock: seconds of input sent when the first output-audio delta arrived")
-        self.api_key_env = _optional(api_key_env)
+        self.api_key_env = optional_text(api_key_env)
         self.connect_timeout_s = float(connect_timeout_s)
         self.retry = RetryPolicy(max_tries=int(max_tries))
         self.send_row_id = bool(send_row_id)

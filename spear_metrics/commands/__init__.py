@@ -204,12 +204,26 @@ def null_reason(summary: Mapping[str, Any], key: str, dimension: str | None = No
     return reason(dict(summary), key, dimension)
 
 
+def number_text(v: Any, digits: int = 3, *, missing: str = "-") -> str:
+    """A value for the console: a float with ``digits`` decimals, a list item by item
+    (``[0.1250, 0.5000]``), ``missing`` for ``None``, anything else as ``str`` (an int as is).
+    THE console formatter of a bare value; with the reason a summary value is null:
+    :func:`format_value`; with its interval: :func:`spear_metrics.core.summary.interval_text`."""
+    if v is None:
+        return missing
+    if isinstance(v, float):
+        return f"{v:.{digits}f}"
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(number_text(x, digits, missing=missing) for x in v) + "]"
+    return str(v)
+
+
 def format_value(summary: Mapping[str, Any], key: str, dimension: str | None = None, *, digits: int = 3) -> str:
     """A summary value for the console: ``-`` plus the reason in parentheses when it is null."""
     v = summary.get(key)
     if v is None:
         return f"- ({null_reason(summary, key, dimension)})"
-    return f"{v:.{digits}f}" if isinstance(v, float) else str(v)
+    return number_text(v, digits)
 
 
 def add_bootstrap_arguments(p, what: str, *, units: bool = False) -> None:

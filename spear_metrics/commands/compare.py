@@ -1,6 +1,7 @@
 """``spearbench compare RESULTS_A/ RESULTS_B/ [--out DIR]``: two runs on the same inputs, A minus B.
 
-Rows are paired by input clip file name (as SPEAR's reports pair them); for every numeric
+Two SPEAR runs (a run of another benchmark is refused in one line, exit 2: its input file names do
+not name its samples). Rows are paired by input clip file name (as SPEAR's reports pair them); for every numeric
 per-sample key both runs share: n pairs, both means, the mean difference with a paired
 bootstrap 95 % interval and p-value (conversations resampled by default, ``--bootstrap-unit``;
 Holm-adjusted over the keys), the Wilcoxon signed-rank p-value, d_z, and the unpaired

@@ -38,7 +38,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from spear_metrics.commands import (
-    add_run_options, command, next_steps, number, numbered_notes, read_run_info, shown_path, text_table,
+    add_run_options, command, next_steps, number, number_text, numbered_notes, read_run_info, shown_path, text_table,
     wrap,
 )
 
@@ -183,9 +183,8 @@ def write_spear_layout(human_csv: Path, root: Path) -> Path:
 
 
 def _fmt(v) -> str:
-    if v is None:
-        return ""
-    return f"{v:.3f}" if isinstance(v, float) else str(v)
+    """A leaderboard cell: 3 decimals, empty when missing (:func:`spear_metrics.commands.number_text`)."""
+    return number_text(v, 3, missing="")
 
 
 def _dimensions(metrics: str) -> tuple[list, list[str]]:

@@ -23,7 +23,7 @@ import sys
 
 from spear_metrics.commands.judge_options import add_judge_options, judge_config_from_args
 from spear_metrics.commands import (
-    add_price_table_option, add_process_options, add_run_options, add_shard_option, command, CONSOLE_WIDTH, next_steps, number, parse_options, price_table_of,
+    add_price_table_option, add_process_options, add_run_options, add_shard_option, command, CONSOLE_WIDTH, next_steps, number, number_text, parse_options, price_table_of,
     print_failures, print_usage, run_exit_status, shown_path, wrap,
 )
 
@@ -70,7 +70,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                                  "meta-llama/Llama-3.1-8B-Instruct)")
     s.add_argument("--judge-local", default=None, metavar="MODEL",
                    help="a transformers causal LM as judge (local folder or Hub id), greedy, 512 new tokens")
-    s.add_argument("--judge-device", default=None, help="--judge-local: torch device (default cuda if available)")
+    s.add_argument("--judge-device", default=None, help="--judge-local: torch device (default: this process's, "
+                   "cuda:<local rank> under accelerate on GPUs, else cpu)")
     s.add_argument("--judge-prompts", default="project,upstream",
                    help="prompts a judged row is asked with: upstream (published key llm_classification, upstream's "
                         "prompt) and/or project (judge_accuracy); default both (two judge calls a row)")
@@ -190,7 +191,8 @@ def _make_judge(args: argparse.Namespace):
 
 
 def _fmt(v) -> str:
-    return "-" if v is None else (f"{v:.4f}" if isinstance(v, float) else str(v))
+    """A value of the task table: 4 decimals (:func:`spear_metrics.commands.number_text`)."""
+    return number_text(v, 4)
 
 
 def _run_score(args: argparse.Namespace) -> int:

@@ -30,7 +30,7 @@ from typing import Any
 from spear_datasets.sources.fdb import TASKS
 from spear_metrics.full_duplex_v15.data import SUBSETS as V15_SUBSETS
 from spear_metrics.commands import (
-    add_deadline_option, add_run_options, command, format_value, next_steps, number, overwrite_help, read_run_info, resumed_line, shown_path, wrap,
+    add_deadline_option, add_run_options, command, format_value, next_steps, number, number_text, overwrite_help, read_run_info, resumed_line, shown_path, wrap,
 )
 from spear_metrics.commands.judge_options import add_judge_options
 from spear_metrics.core.vad import BACKENDS, DEFAULT_BACKEND
@@ -132,13 +132,8 @@ def _value(summary: dict, key: str) -> str:
 
 
 def _fmt(v: Any) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, float):
-        return f"{v:.4f}"
-    if isinstance(v, list):
-        return "[" + ", ".join(_fmt(x) for x in v) + "]"
-    return str(v)
+    """A value of the FDB printout: 4 decimals (:func:`spear_metrics.commands.number_text`)."""
+    return number_text(v, 4)
 
 
 def _is_v15(root: str) -> bool:

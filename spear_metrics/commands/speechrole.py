@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from spear_metrics.commands import (
-    add_price_table_option, add_process_options, add_run_options, add_shard_option, command, next_steps, number, parse_options, price_table_of, print_failures, print_usage, run_exit_status, shown_path, wrap,
+    add_price_table_option, add_process_options, add_run_options, add_shard_option, command, next_steps, number, number_text, parse_options, price_table_of, print_failures, print_usage, run_exit_status, shown_path, wrap,
 )
 from spear_metrics.commands.judge_options import add_judge_options
 
@@ -266,7 +266,8 @@ def _run_summarize(args: argparse.Namespace) -> int:
 
 
 def _f(v: Any) -> str:
-    return "-" if v is None else f"{v:.2f}"
+    """A value of the per-aspect table: 2 decimals (:func:`spear_metrics.commands.number_text`)."""
+    return number_text(v, 2)
 
 
 def print_summary(summary: dict[str, Any]) -> None:

@@ -144,7 +144,7 @@ def parse_json_reply(text: str, required_keys: Sequence[str] = (), *, outer_brac
         try:
             obj = json.loads(c, parse_constant=_reject_constant)
             break
-        except (json.JSONDecodeError, ValueError) as e:
+        except (ValueError, RecursionError) as e:  # RecursionError: a reply nested past the parser's depth
             err = f"reply is not JSON ({e})"
             obj = None
     if obj is None:
@@ -425,7 +425,7 @@ class Judge:
         try:
             obj = json.loads(text)
             content = obj["choices"][0]["message"]["content"]
-        except (ValueError, KeyError, IndexError, TypeError):
+        except (ValueError, KeyError, IndexError, TypeError, RecursionError):
             raise JudgeError(f"response is not a chat completion: {mask_secrets(' '.join(text.split()))[:200]}") from None
         usage = normalize_usage(obj.get("usage"))
         returned = obj.get("model") if isinstance(obj.get("model"), str) else None

@@ -3,21 +3,25 @@ was billed, summed per run, and turned into money by a price table the user give
 
 - :func:`normalize_usage` reads the usage objects the services send into one shape,
   :class:`Usage` (``input_tokens``, ``output_tokens``, ``audio_input_tokens``,
-  ``audio_output_tokens``, ``cached_input_tokens``; all counts of tokens):
+  ``audio_output_tokens``, ``cached_input_tokens``, ``cached_audio_input_tokens``; all counts of
+  tokens):
 
   * OpenAI Chat Completions ``usage``: ``prompt_tokens``, ``completion_tokens``,
     ``prompt_tokens_details.{audio_tokens, cached_tokens}``,
     ``completion_tokens_details.audio_tokens``
     (https://platform.openai.com/docs/api-reference/chat/object);
   * OpenAI Realtime ``response.done`` ``response.usage``: ``input_tokens``, ``output_tokens``,
-    ``input_token_details.{audio_tokens, cached_tokens}``, ``output_token_details.audio_tokens``
+    ``input_token_details.{audio_tokens, cached_tokens, cached_tokens_details.audio_tokens}``,
+    ``output_token_details.audio_tokens``
     (https://platform.openai.com/docs/api-reference/realtime-server-events/response/done);
   * Gemini ``usageMetadata``: ``promptTokenCount``, ``candidatesTokenCount`` (Live:
     ``responseTokenCount``), ``cachedContentTokenCount``, ``promptTokensDetails`` /
-    ``responseTokensDetails`` lists of ``{"modality": "AUDIO", "tokenCount"}``
+    ``responseTokensDetails`` / ``cacheTokensDetails`` lists of ``{"modality": "AUDIO", "tokenCount"}``
     (https://ai.google.dev/api/generate-content#UsageMetadata).
 
-  In all three, the input and output counts INCLUDE their audio and cached parts.
+  In all three, the input and output counts INCLUDE their audio and cached parts, and the audio
+  and cached input counts both include the cached audio (a Realtime session caches its earlier
+  turns' audio).
 - :class:`UsageTally` sums usage per model (thread-safe); :meth:`UsageTally.to_json` is what
   ``summary.json`` / ``run_info.json`` record.
 - :class:`PriceTable` (``--price-table FILE``, format in ``docs/judges.md``, example
@@ -38,19 +42,22 @@ __all__ = ["PriceTable", "PriceTableError", "Usage", "UsageTally", "normalize_us
 #: the largest price table read (bytes)
 MAX_PRICE_TABLE_BYTES = 10_000_000
 #: the fields of a price table entry (prices per million tokens)
-PRICE_FIELDS = ("input", "output", "audio_input", "audio_output", "cached_input")
+PRICE_FIELDS = ("input", "output", "audio_input", "audio_output", "cached_input", "cached_audio_input")
 
 
 @dataclass
 class Usage:
     """Tokens billed for one reply or summed over many (counts; ``input_tokens`` and
-    ``output_tokens`` include their audio and cached parts)."""
+    ``output_tokens`` include their audio and cached parts; ``cached_audio_input_tokens`` is the
+    part of the input both audio and cached, counted in ``audio_input_tokens`` and in
+    ``cached_input_tokens``)."""
 
     input_tokens: int = 0
     output_tokens: int = 0
     audio_input_tokens: int = 0
     audio_output_tokens: int = 0
     cached_input_tokens: int = 0
+    cached_audio_input_tokens: int = 0
 
     def __add__(self, other: "Usage") -> "Usage":
         return Usage(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
@@ -92,7 +99,8 @@ def normalize_usage(raw: Any) -> Optional[Usage]:
                      audio_input_tokens=_modality(raw.get("promptTokensDetails"), "AUDIO"),
                      audio_output_tokens=_modality(raw.get("responseTokensDetails") or raw.get("candidatesTokensDetails"),
                                                    "AUDIO"),
-                     cached_input_tokens=_count(raw.get("cachedContentTokenCount")))
+                     cached_input_tokens=_count(raw.get("cachedContentTokenCount")),
+                     cached_audio_input_tokens=_modality(raw.get("cacheTokensDetails"), "AUDIO"))
     if "prompt_tokens" in raw or "completion_tokens" in raw:  # Chat Completions
         pin = raw.get("prompt_tokens_details") if isinstance(raw.get("prompt_tokens_details"), Mapping) else {}
         pout = raw.get("completion_tokens_details") if isinstance(raw.get("completion_tokens_details"), Mapping) else {}
@@ -103,8 +111,10 @@ def normalize_usage(raw: Any) -> Optional[Usage]:
         pout = raw.get("output_token_details") or raw.get("output_tokens_details") or {}
         pin = pin if isinstance(pin, Mapping) else {}
         pout = pout if isinstance(pout, Mapping) else {}
+        cached = pin.get("cached_tokens_details") if isinstance(pin.get("cached_tokens_details"), Mapping) else {}
         return Usage(_count(raw.get("input_tokens")), _count(raw.get("output_tokens")),
-                     _count(pin.get("audio_tokens")), _count(pout.get("audio_tokens")), _count(pin.get("cached_tokens")))
+                     _count(pin.get("audio_tokens")), _count(pout.get("audio_tokens")), _count(pin.get("cached_tokens")),
+                     _count(cached.get("audio_tokens")))
     return None
 
 
@@ -208,7 +218,8 @@ class PriceTable:
                                                          "audio_input": 40.0, "audio_output": 80.0}}}
 
     ``input``/``output`` price text tokens; ``audio_input``/``audio_output`` the audio parts;
-    ``cached_input`` the cached part of the input (default: the ``input`` price).
+    ``cached_input`` the cached text part of the input (default: the ``input`` price);
+    ``cached_audio_input`` its cached audio part (default: the ``audio_input`` price).
 
     Raises (constructor):
         PriceTableError: not readable JSON, no ``models`` object, or a price that is not a
@@ -243,20 +254,25 @@ class PriceTable:
 
     def cost(self, model: str, usage: Usage) -> tuple[Optional[float], Optional[str]]:
         """``(cost, None)`` of ``usage`` billed by ``model`` in :attr:`currency`, or ``(None,
-        reason)``. Text input = input - audio input - cached input; text output = output - audio
-        output; each part times its price per million tokens."""
+        reason)``. Each input token is priced once: cached audio = ``cached_audio_input_tokens``;
+        cached text = cached input - cached audio; audio (not cached) = audio input - cached audio;
+        text (not cached) = input - audio input - cached text; text output = output - audio output;
+        each part times its price per million tokens."""
         pr = self.models.get(model)
         if pr is None:
             return None, f"no price for model {model!r} in {self.source}"
-        need = [("input", usage.input_tokens - usage.audio_input_tokens - usage.cached_input_tokens),
+        cached_audio = min(usage.cached_audio_input_tokens, usage.audio_input_tokens, usage.cached_input_tokens)
+        cached_text = usage.cached_input_tokens - cached_audio
+        need = [("input", usage.input_tokens - usage.audio_input_tokens - cached_text),
                 ("output", usage.output_tokens - usage.audio_output_tokens),
-                ("audio_input", usage.audio_input_tokens), ("audio_output", usage.audio_output_tokens),
-                ("cached_input", usage.cached_input_tokens)]
+                ("audio_input", usage.audio_input_tokens - cached_audio), ("audio_output", usage.audio_output_tokens),
+                ("cached_input", cached_text), ("cached_audio_input", cached_audio)]
+        fallback = {"cached_input": "input", "cached_audio_input": "audio_input"}
         total = 0.0
         for k, n in need:
             if n <= 0:
                 continue
-            price = pr.get(k, pr.get("input") if k == "cached_input" else None)
+            price = pr.get(k, pr.get(fallback[k]) if k in fallback else None)
             if price is None:
                 return None, f"{model!r} billed {n} {k.replace('_', ' ')} tokens and {self.source} has no {k} price"
             total += n * price / 1e6

@@ -378,7 +378,7 @@ def read_baseline(path: str | os.PathLike) -> tuple[dict[str, Any], str]:
         raise BaselineError(f"baseline {p}: cannot be read ({e.strerror or e})") from None
     try:
         obj = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as e:
+    except (ValueError, RecursionError) as e:  # ValueError: bad UTF-8 or JSON; RecursionError: nested too deeply
         raise BaselineError(f"baseline {p}: not JSON ({' '.join(str(e).split())[:120]})") from None
     if not isinstance(obj, dict) or obj.get("format") != FORMAT:
         raise BaselineError(f"baseline {p}: not a {FORMAT} file (made by `spearbench fit-baseline`)")

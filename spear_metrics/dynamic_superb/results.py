@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from spear_metrics.results.validate import ResultsError, is_count, is_number, same_value, short_repr
+from spear_metrics.results.validate import ResultsError, check_counts, is_count, is_number, same_value, short_repr
 
 BENCHMARK = "dynamic_superb"
 #: metric-definition versions whose results this code reads
@@ -53,11 +53,7 @@ def validate_summary(summary: Any, *, where: str = "results") -> None:
     if str(summary.get("metrics_version")) not in KNOWN_VERSIONS:
         raise ResultsError(f"{where}: unknown Dynamic-SUPERB metrics_version {summary.get('metrics_version')!r} "
                            f"(known: {', '.join(sorted(KNOWN_VERSIONS))})")
-    for k in ("n_samples", "n_scored", "n_failed"):
-        if not is_count(summary.get(k)):
-            raise ResultsError(f"{where}: summary.json {k!r} is not a count: {short_repr(summary.get(k))}")
-    if summary["n_scored"] + summary["n_failed"] != summary["n_samples"]:
-        raise ResultsError(f"{where}: summary.json n_scored + n_failed != n_samples")
+    check_counts(summary, where=where)
     tasks = summary.get("tasks")
     if not isinstance(tasks, dict) or not tasks:
         raise ResultsError(f"{where}: summary.json has no tasks")

@@ -157,6 +157,10 @@ def _text(v: Any) -> Optional[str]:
     return str(v)
 
 
+#: the largest prediction or submission file read (bytes; a task's answers are a few MB)
+MAX_PREDICTION_BYTES = 256 * 2 ** 20
+
+
 def read_predictions(path: str | os.PathLike, instance: str, metric: str, start: int) -> tuple[list[Item], str]:
     """The rows of one prediction file, checked: ``(items, sha256 of the file)``.
 
@@ -165,13 +169,16 @@ def read_predictions(path: str | os.PathLike, instance: str, metric: str, start:
     hypothesis, a judged empty reply).
 
     Raises:
-        DSuperbScoreError: the file cannot be read or is not a JSON object.
+        DSuperbScoreError: the file cannot be read, is over :data:`MAX_PREDICTION_BYTES`, or is not
+            a JSON object.
     """
+    from spear_datasets.files import read_limited
+
     p = Path(path)
     try:
-        data = p.read_bytes()
+        data = read_limited(p, MAX_PREDICTION_BYTES)  # a pipe, a device or a huge file refused, never read whole
         obj = json.loads(data.decode("utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as e:
+    except (OSError, ValueError, RecursionError) as e:  # RecursionError: JSON nested past the parser's depth
         raise DSuperbScoreError(f"{p}: not a readable JSON prediction file: {one_line(e)}") from None
     if not isinstance(obj, dict):
         raise DSuperbScoreError(f"{p}: a prediction file is a JSON object {{<id>: {{...}}}}, got {type(obj).__name__}")
@@ -468,10 +475,12 @@ def read_submission(path: str | os.PathLike) -> list[dict[str, Any]]:
     Raises:
         DSuperbScoreError: not a list of ``{"name", "scores": [{"metric", "value", "version", "seen"}]}``.
     """
+    from spear_datasets.files import read_json
+
     p = Path(path)
     try:
-        obj = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as e:
+        obj = read_json(p, MAX_PREDICTION_BYTES)
+    except (OSError, ValueError) as e:
         raise DSuperbScoreError(f"{p}: not readable JSON: {one_line(e)}") from None
     if not isinstance(obj, list):
         raise DSuperbScoreError(f"{p}: a submission is a JSON list of instances")

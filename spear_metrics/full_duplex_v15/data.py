@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from spear_datasets.sources.fdb import FDBFormatError, _load_json, _timestamp
+from spear_datasets.sources.fdb import FDBFormatError, load_json, timestamp_pair
 
 #: the v1.5 subsets and their sizes in the upstream release (dataset README)
 SUBSETS: dict[str, int] = {
@@ -76,10 +76,10 @@ def read_metadata(path: str | os.PathLike) -> Metadata:
             before the start.
     """
     p = Path(path)
-    data: Any = _load_json(p)
+    data: Any = load_json(p)
     if not isinstance(data, dict):
         raise FDBFormatError(f"{p}: not a JSON object")
-    s, e = _timestamp({"timestamp": data.get("timestamps")}, p)  # v1.0's checks of a [start, end] pair
+    s, e = timestamp_pair({"timestamp": data.get("timestamps")}, p)  # v1.0's checks of a [start, end] pair
     return Metadata(str(data.get("context_text") or ""), str(data.get("current_turn_text") or ""), s, e)
 
 

@@ -60,7 +60,7 @@ def _events(r: dict[str, Any], where: str) -> list[list[Any]]:
     if isinstance(ev, str):
         try:
             ev = json.loads(ev)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):
             raise ResultsError(f"{where}: row {r.get('row')} 'events' is not JSON") from None
     if not isinstance(ev, list) or not all(
             isinstance(e, list) and len(e) == 4 and all(is_number(x) for x in e) for e in ev):

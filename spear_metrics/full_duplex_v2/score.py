@@ -247,7 +247,7 @@ def _event(item: Any) -> tuple[float, float, int, int]:
 def _json_number(tok: str) -> Any:
     try:
         return json.loads(tok)
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):
         return tok
 
 
@@ -309,7 +309,7 @@ def parse_judge_reply(text: Any) -> Judgement:
     has_task = False
     try:
         obj = json.loads(block, parse_constant=lambda c: (_ for _ in ()).throw(ValueError(c)))
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: a reply nested past the parser's depth
         obj = None
     if obj is not None:
         if not isinstance(obj, dict):

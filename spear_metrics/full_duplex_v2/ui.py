@@ -36,7 +36,7 @@ def _list(v: Any) -> list:
     if isinstance(v, str):
         try:
             v = json.loads(v)
-        except ValueError:
+        except (ValueError, RecursionError):
             return []
     try:
         return list(v) if v is not None and not isinstance(v, (str, dict, float, int)) else []

@@ -75,21 +75,23 @@ def _read_raw_folder(d: Path) -> tuple[dict[str, Any], list[dict[str, Any]], lis
     if not sp.is_file():
         problems.append("summary.json not found: no aggregate values")
     else:
+        from spear_metrics.results.validate import ResultsError, read_summary_file
+
         try:
-            obj = json.loads(sp.read_text(encoding="utf-8"))
+            obj = read_summary_file(sp, where="")
             if isinstance(obj, dict):
                 summary = obj
             else:
                 problems.append("summary.json is not a JSON object")
-        except (OSError, ValueError) as e:
-            problems.append(f"summary.json is not valid JSON: {' '.join(str(e).split())[:160]}")
+        except ResultsError as e:
+            problems.append(str(e).removeprefix(": ")[:200])
     rows: list[dict[str, Any]] = []
     for n, line in enumerate((d / "per_sample.jsonl").read_text(encoding="utf-8", errors="replace").splitlines(), 1):
         if not line.strip():
             continue
         try:
             obj = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: a line nested past the parser's depth
             problems.append(f"per_sample.jsonl line {n} is not valid JSON (left out)")
             continue
         if not isinstance(obj, dict) or not isinstance(obj.get("row"), int):
@@ -224,7 +226,9 @@ def load_run(source: str | Path, *, name: str | None = None) -> RunData:
             import pandas as pd
 
             try:
-                summary = json.loads((d / "summary.json").read_text(encoding="utf-8"))
+                from spear_metrics.results.validate import read_summary_file
+
+                summary = read_summary_file(d / "summary.json", where=src)
                 frame = pd.concat([pd.read_parquet(p) for p in sorted((d / "data").glob("*.parquet"))], ignore_index=True)
             except Exception as e2:
                 raise RunLoadError(f"{src}: cannot read the results dataset: {' '.join(str(e2).split())[:200]}") from None

@@ -8,7 +8,6 @@ path typed into the page or its API, and its messages carry no server path.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
@@ -198,10 +197,9 @@ def load_results_folder(folder: str | os.PathLike, *, where: str, root: str | os
     if not (folder / "summary.json").is_file() or not parquets:
         raise ResultsError(f"{where}: not a results dataset (needs summary.json and data/*.parquet, "
                            "as `spearbench push-results` writes)")
-    try:
-        summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ResultsError(f"{where}: summary.json is not valid JSON: {' '.join(str(e).split())}") from None
+    from spear_metrics.results.validate import read_summary_file
+
+    summary = read_summary_file(folder / "summary.json", where=where)  # bounded: a Hub dataset is anyone's
     info = _card_info(folder, where)
     from datasets import Audio, load_dataset
 

@@ -121,6 +121,40 @@ def is_count(v: Any) -> bool:
     return _is_int(v) and v >= 0
 
 
+#: the largest ``summary.json`` read (bytes; a benchmark's is well under 1 MB)
+MAX_SUMMARY_BYTES = 64 * 2 ** 20
+
+
+def read_summary_file(path: str | os.PathLike, *, where: str = "results") -> Any:
+    """The parsed ``summary.json`` at ``path``, at most :data:`MAX_SUMMARY_BYTES` read
+    (:func:`spear_datasets.files.read_json`): a huge file, a pipe or JSON nested past the parser's
+    depth is refused in one line, never a crash or a full memory.
+
+    Raises:
+        ResultsError: ``<where>: summary.json is not valid JSON: <why>`` (unreadable, too large,
+            not UTF-8 JSON)."""
+    from spear_datasets.files import read_json
+
+    try:
+        return read_json(path, MAX_SUMMARY_BYTES)
+    except (OSError, ValueError) as e:
+        raise ResultsError(f"{where}: summary.json is not valid JSON: {' '.join(str(e).split())[:300]}") from None
+
+
+def check_counts(summary: dict[str, Any], *, where: str = "results", total: bool = True) -> None:
+    """The row counts of a ``summary.json``: ``n_samples``, ``n_scored``, ``n_failed`` each a count
+    (:func:`is_count`) and, with ``total``, ``n_scored + n_failed == n_samples``.
+
+    Raises:
+        ResultsError: one line naming the first count that is not one (or the sum that differs)."""
+    for k in ("n_samples", "n_scored", "n_failed"):
+        if not is_count(summary.get(k)):
+            raise ResultsError(f"{where}: summary.json {k!r} is not a count (a non-negative integer): "
+                               f"{short_repr(summary.get(k))}")
+    if total and summary["n_scored"] + summary["n_failed"] != summary["n_samples"]:
+        raise ResultsError(f"{where}: summary.json n_scored + n_failed != n_samples")
+
+
 def short_repr(v: Any) -> str:
     """``repr(v)`` cut to 60 characters (``...`` at the end when cut), as refusals quote a value."""
     s = repr(v)
@@ -142,11 +176,7 @@ def check_run_head(summary: Any, *, name: str, title: str, required: Sequence[st
     for k in required:
         if k not in summary:
             raise ResultsError(f"{where}: summary.json is missing column {k!r}")
-    for k in ("n_samples", "n_scored", "n_failed"):
-        if not is_count(summary.get(k)):
-            raise ResultsError(f"{where}: summary.json {k!r} is not a count (a non-negative integer): {short_repr(summary.get(k))}")
-    if summary["n_scored"] + summary["n_failed"] != summary["n_samples"]:
-        raise ResultsError(f"{where}: summary.json n_scored + n_failed != n_samples")
+    check_counts(summary, where=where)
     vers = summary.get("metric_versions")
     ver = vers.get(name) if isinstance(vers, dict) else None
     known = sorted(set(known_versions))
@@ -254,9 +284,7 @@ def validate_summary(summary: Any, *, where: str = "results") -> None:
     for k in REQUIRED_SUMMARY_KEYS:
         if k not in summary:
             raise ResultsError(f"{where}: summary.json is missing column {k!r}")
-    for k in ("n_samples", "n_scored", "n_failed"):
-        if not _is_int(summary[k]) or summary[k] < 0:
-            raise ResultsError(f"{where}: summary.json {k!r} is not a count (a non-negative integer): {short_repr(summary[k])}")
+    check_counts(summary, where=where, total=False)
     metrics, versions = summary["metrics"], summary["metric_versions"]
     if not isinstance(metrics, list) or not isinstance(versions, dict):
         raise ResultsError(f"{where}: summary.json 'metrics' must be a list and 'metric_versions' an object")
@@ -509,10 +537,7 @@ def read_run_files(results_dir: str | os.PathLike, *, where: str | None = None) 
     for p in (sp, pp):
         if not p.is_file():
             raise ResultsError(f"{where}: {p.name} not found (is this a scored RESULTS folder?)")
-    try:
-        summary = json.loads(sp.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ResultsError(f"{where}: summary.json is not valid JSON: {' '.join(str(e).split())}") from None
+    summary = read_summary_file(sp, where=where)
     rows = []
     try:
         text = pp.read_text(encoding="utf-8")
@@ -523,8 +548,9 @@ def read_run_files(results_dir: str | os.PathLike, *, where: str | None = None) 
             continue
         try:
             obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise ResultsError(f"{where}: per_sample.jsonl line {n} is not valid JSON: {e}") from None
+        except (ValueError, RecursionError) as e:  # RecursionError: a line nested past the parser's depth
+            raise ResultsError(f"{where}: per_sample.jsonl line {n} is not valid JSON: "
+                               f"{' '.join(str(e).split())[:200] or type(e).__name__}") from None
         if not isinstance(obj, dict):
             raise ResultsError(f"{where}: per_sample.jsonl line {n} is not a JSON object")
         obj.pop("timings", None)

@@ -123,21 +123,27 @@ def test_data_dir(path: str | os.PathLike) -> tuple[Path, Path]:
 
 
 def fetch_test_data(repo_id: str, modes: Sequence[str], *, roles: Sequence[str] | None = None,
-                    reference_key: str = DEFAULT_REFERENCE_KEY, user_speech: bool = False) -> Path:
+                    reference_key: str = DEFAULT_REFERENCE_KEY, user_speech: bool = False,
+                    deadline_s: float | None = None) -> Path:
     """Download the test data of ``modes`` from the Hub dataset ``repo_id`` (the JSON files first,
     then only the audio they name: the reference set ``reference_key``, and the user speech when
     ``user_speech``) with ``huggingface_hub.snapshot_download``, which honours ``HF_HUB_OFFLINE``
-    and the cache. Returns the local root (holding ``test_data/``).
+    and the cache, each of the two fetches within ``deadline_s`` s in all
+    (:func:`spear_datasets.sources.download.hub_snapshot`; default its
+    :data:`~spear_datasets.sources.download.DEFAULT_DEADLINE_S`). Returns the local root (holding
+    ``test_data/``).
 
     Raises:
-        SpeechRoleDataError: the dataset or its files cannot be had (one line, the error's type).
+        SpeechRoleDataError: the dataset or its files cannot be had, or a fetch ran past its
+            deadline (one line, the error's type).
     """
-    try:
-        from huggingface_hub import snapshot_download
+    from spear_datasets.sources.download import DEFAULT_DEADLINE_S, hub_snapshot
 
+    limit = DEFAULT_DEADLINE_S if deadline_s is None else float(deadline_s)
+    try:
         pats = [f"test_data/{m}_turn/{r}.json" for m in modes for r in roles] if roles else \
             [f"test_data/{m}_turn/*.json" for m in modes]
-        root = Path(snapshot_download(repo_id, repo_type="dataset", allow_patterns=pats))
+        root = hub_snapshot(repo_id, deadline_s=limit, repo_type="dataset", allow_patterns=pats)
         audio: set[str] = set()
         for m in modes:
             keys = [reference_key, LEGACY_REFERENCE_KEY] + (["user_speech_path"] if user_speech else [])
@@ -151,7 +157,7 @@ def fetch_test_data(repo_id: str, modes: Sequence[str], *, roles: Sequence[str] 
                             if isinstance(v, str) and v and not Path(v).is_absolute():
                                 audio.add(v)
         if audio:
-            snapshot_download(repo_id, repo_type="dataset", allow_patterns=sorted(audio))
+            hub_snapshot(repo_id, deadline_s=limit, repo_type="dataset", allow_patterns=sorted(audio))
     except Exception as e:
         raise SpeechRoleDataError(f"{repo_id}: cannot fetch the test data from the Hub ({type(e).__name__}; "
                                   "HF_HUB_OFFLINE=1 reads the cache only)") from None

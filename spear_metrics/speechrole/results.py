@@ -84,15 +84,12 @@ def validate_summary(summary: dict[str, Any], *, where: str = "results") -> None
     Raises:
         ResultsError: one line naming the first problem.
     """
-    from spear_metrics.results.validate import interval_base, is_number
+    from spear_metrics.results.validate import check_counts, interval_base, is_number
 
     for k in REQUIRED_SUMMARY_KEYS:
         if k not in summary:
             raise _error(where, f"summary.json is missing {k!r}")
-    for k in ("n_samples", "n_scored", "n_failed"):
-        v = summary[k]
-        if not (isinstance(v, int) and not isinstance(v, bool) and v >= 0):
-            raise _error(where, f"summary.json {k!r} is not a count: {short_repr(v)}")
+    check_counts(summary, where=where, total=False)
     if summary["metrics"] != [BENCHMARK]:
         raise _error(where, f"summary.json metrics must be ['{BENCHMARK}'], got {short_repr(summary['metrics'])}")
     ver = (summary.get("metric_versions") or {}).get(BENCHMARK) if isinstance(summary.get("metric_versions"), dict) else None

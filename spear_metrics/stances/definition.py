@@ -202,7 +202,7 @@ class StanceAssets:
             if not isinstance(items, list):
                 raise ValueError("no 'outside_judge' list")
             self.questions = [q for q in items if isinstance(q, dict) and int(q.get("index", -1)) in STANCE_ROLES]
-        except (OSError, ValueError, TypeError) as e:
+        except (OSError, ValueError, TypeError, RecursionError) as e:  # RecursionError: JSON nested too deeply
             raise OptionError(f"stance_questions {qpath}: unreadable questions JSON ({type(e).__name__}: {e})") from None
         if not self.questions:
             raise OptionError(f"stance_questions {qpath}: no question with an index in 0-9 (SPEAR's role lists)")
