@@ -130,3 +130,17 @@ def test_judge_replies_nested_past_the_parser_are_refused_replies_not_crashes():
     with CountingJudge(lambda body: (200, deep.encode())) as srv:
         with pytest.raises(JudgeError, match="response is not a chat completion"):
             Judge(srv.url, "m", max_retries=0, backoff_s=0.0, timeout=10.0).request([{"role": "user", "content": "q"}])
+
+
+def test_a_results_card_over_its_limit_is_refused_before_it_is_parsed(tmp_path, monkeypatch):
+    import spear_metrics.results.load as load
+    from spear_metrics.results.validate import ResultsError
+
+    d = tmp_path / "results"
+    (d / "data").mkdir(parents=True)
+    (d / "data" / "train-00000.parquet").write_bytes(b"PAR1")
+    (d / "summary.json").write_text(json.dumps({"benchmark": "spear"}))
+    (d / "README.md").write_text("---\nspearbench: {}\n---\n" + "x" * 100)
+    monkeypatch.setattr(load, "MAX_CARD_BYTES", 50)
+    with pytest.raises(ResultsError, match="hub/x: README.md card is over the 50-byte limit: not read"):
+        load.load_results_folder(d, where="hub/x")

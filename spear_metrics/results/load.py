@@ -58,16 +58,18 @@ class Results:
 
     def read_report(self) -> bytes | None:
         """The report page's bytes, read only when its real path is still a regular file inside
-        :attr:`root` (checked now, when it is served: a link swapped in since loading is refused);
-        ``None`` otherwise."""
+        :attr:`root` (checked now, when it is served: a link swapped in since loading is refused)
+        and holds at most :data:`MAX_REPORT_BYTES`; ``None`` otherwise."""
         if self.report is None:
             return None
         real = contained_file(self.report, self.root) if self.root is not None else self.report
         if real is None:
             return None
+        from spear_datasets.files import read_limited
+
         try:
-            return real.read_bytes()
-        except OSError:
+            return read_limited(real, MAX_REPORT_BYTES)  # a page past the limit is not served
+        except (OSError, ValueError):
             return None
 
 
@@ -105,10 +107,21 @@ def _outside_links(folder: Path, root: str | os.PathLike) -> list[str]:
     return sorted(bad)
 
 
+#: the largest results card (``README.md``) and report page read (bytes): a Hub dataset is anyone's
+MAX_CARD_BYTES = 4 * 2 ** 20
+MAX_REPORT_BYTES = 64 * 2 ** 20
+
+
 def _card_info(folder: Path, where: str) -> dict[str, Any]:
+    """The ``spearbench:`` block of the results card (``README.md``; ``{}`` without one).
+
+    Raises:
+        ResultsError: a card over :data:`MAX_CARD_BYTES` or whose YAML header cannot be parsed."""
     readme = folder / "README.md"
     if not readme.is_file():
         return {}
+    if readme.stat().st_size > MAX_CARD_BYTES:  # a regular file (is_file): its size is what a read gets
+        raise ResultsError(f"{where}: README.md card is over the {MAX_CARD_BYTES}-byte limit: not read")
     from huggingface_hub import DatasetCard
 
     try:
