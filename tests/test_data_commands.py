@@ -225,7 +225,7 @@ def test_seamless_cut_fails_bad_conversations_alone_and_resumes(seamless, tmp_pa
     argv = ["data", "seamless", "--seamless", str(copy), "--root", str(root), "--no-count-check", "--no-progress"]
     assert main(argv) == 0
     out, err = capsys.readouterr()
-    assert "improvised: 2 rows from 5 conversations (5 cut this run), 3 failed" in out
+    assert "improvised: 2 rows from 5 conversations (2 cut this run), 3 failed" in out
     assert "naturalistic: 1 rows from 1 conversations (1 cut this run), 0 failed" in out
     failed = dict(line.split(": ", 1) for line in err.splitlines() if line.startswith("  failed conversation "))
     assert sorted(failed) == [f"  failed conversation V00_S0001_I0000000{k}" for k in (7, 8, 9)]
@@ -242,20 +242,20 @@ def test_seamless_cut_fails_bad_conversations_alone_and_resumes(seamless, tmp_pa
     # a rerun: every conversation has its record; nothing is cut again, the failed ones stay failed
     assert main(argv) == 0
     out, err = capsys.readouterr()
-    assert "improvised: 2 rows from 5 conversations (0 cut this run, 5 done before), 3 failed" in out
+    assert "improvised: 2 rows from 5 conversations (0 cut this run, 2 done before), 3 failed" in out
     assert {p: p.stat().st_mtime_ns for p in dest.rglob("*.wav")} == clips
     assert (dest / "metadata.csv").read_text() == metadata
     # a clip removed since its conversation finished: that conversation (only) is cut again
     gone = dest / "audios" / "V00_S0001_I00000002_P0003_P0004_0.wav"
     gone.unlink()
     assert main(argv) == 0
-    assert "(1 cut this run, 4 done before)" in capsys.readouterr().out
+    assert "(1 cut this run, 1 done before), 3 failed" in capsys.readouterr().out
     assert gone.is_file() and all(p.stat().st_mtime_ns == t for p, t in clips.items() if "I00000002" not in p.name)
     # the corrupt WAV replaced by a good one: --retry-failed cuts it; the two others fail again
     shutil.copy(next(imp.rglob("V00_S0001_I00000002_P0003.wav")), corrupt["P0003"])
     assert main(argv + ["--retry-failed"]) == 0
     out = capsys.readouterr().out
-    assert "improvised: 3 rows from 5 conversations (3 cut this run, 2 done before), 2 failed" in out
+    assert "improvised: 3 rows from 5 conversations (1 cut this run, 2 done before), 2 failed" in out
     assert check_layout(root, counts=False) == {"test": {"improvised": 3, "naturalistic": 1}}
     # a rerun with other package members is refused in one line (the folder holds another cut)
     members = tmp_path / "pkg"
@@ -285,7 +285,7 @@ def test_seamless_turns_with_unusable_times_fail_their_conversation(seamless, tm
     assert main(["data", "seamless", "--seamless", str(copy), "--root", str(root), "--no-count-check",
                  "--no-progress"]) == 0
     out, err = capsys.readouterr()
-    assert "improvised: 2 rows from 4 conversations (4 cut this run), 2 failed" in out
+    assert "improvised: 2 rows from 4 conversations (2 cut this run), 2 failed" in out
     failed = dict(line.split(": ", 1) for line in err.splitlines() if line.startswith("  failed conversation "))
     assert failed["  failed conversation V00_S0001_I00000021"] == \
         "V00_S0001_I00000021_P0003.json: segment 0 ('Actually that just raises a point, I won'): start is not a number: 'x'"

@@ -212,7 +212,8 @@ def build_from_seamless(seamless_dir: str | os.PathLike, root: str | os.PathLike
         retry_failed: cut the conversations that failed before again.
 
     Returns:
-        per subset ``{"rows", "n_conversations", "n_cut" (this run), "n_resumed", "n_failed",
+        per subset ``{"rows", "n_conversations", "n_cut" (cut this run), "n_resumed" (cut by an
+        earlier run), "n_failed" (failed, this run or before; the three add up to n_conversations),
         "failures": [(conversation, reason)], "where": the subset folder}``.
 
     Raises:
@@ -307,7 +308,7 @@ def _cut_units(convs: dict[str, dict[str, dict[str, Optional[Path]]]], dest: Pat
     for conv, parts in items:
         rec = read_unit(conv)
         if rec is not None and (rec["status"] == "ok" or not retry_failed):
-            n_resumed += 1
+            n_resumed += rec["status"] == "ok"
         else:
             try:
                 problem = conversation_problem(parts)
@@ -321,7 +322,7 @@ def _cut_units(convs: dict[str, dict[str, dict[str, Optional[Path]]]], dest: Pat
                 rec = {"conversation": conv, "status": "failed", "error": _reason(e)}
             with atomic_path(units / f"{conv}.json") as tmp:  # logged as it finishes
                 tmp.write_text(json.dumps(rec, ensure_ascii=False) + "\n", encoding="utf-8")
-            n_cut += 1
+            n_cut += rec["status"] == "ok"
         if rec["status"] == "ok":
             rows += rec["rows"]
         else:
