@@ -377,7 +377,9 @@ def test_fdb_v2_two_processes_give_the_conversations_of_one(v2_tasks, tmp_path, 
     try:
         for name, n in (("one", "1"), ("two", "2")):
             assert main(_v2_cmd(v2_tasks, fake.url, tmp_path / name, "--concurrency", "2", "--processes", n)) == 0
-            counts = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+            printed = capsys.readouterr().out
+            counts = json.loads(next(x for x in printed.splitlines() if x.startswith("counts: "))[len("counts: "):])
+            assert "next: transcribe and judge" in printed and " fdb score --version 2 --tasks " in printed
             assert counts["session_processes"] == int(n) and counts["ok"] == 2
             if n == "2":
                 assert sorted(p["sessions"] for p in counts["session_process_stats"]) == [1, 1]

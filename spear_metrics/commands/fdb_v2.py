@@ -229,7 +229,19 @@ def run_infer(args: argparse.Namespace) -> int:
         return _fail(e)
     for pos, why in tf.bad:  # an unreadable task entry is a failed unit (logged once by the run)
         print(f"  failed task {pos}: {why}", file=sys.stderr)
-    print(json.dumps(counts))
+    from spear_metrics.commands import command, next_steps, shown_path
+
+    procs = counts.get("session_processes")
+    print(f"fdb infer --version 2: {counts['ok']} ok, {counts['failed']} failed, {counts.get('skipped', 0)} done before; "
+          f"{counts['conversation_s']:.1f} s of conversation in {counts['wall_s']:.1f} s"
+          + (f" ({procs} session processes)" if procs and procs > 1 else ""))
+    print("counts: " + json.dumps(counts))  # machine-readable: relay, processes, CPU (docs/full-duplex-bench-v2.md)
+    if args.shard is None:
+        next_steps(("transcribe and judge the conversations (upstream's eval_prompts.json; the judge through "
+                    "--judge-url/--judge-model, docs/full-duplex-bench-v2.md)",
+                    command("spearbench", "fdb", "score", "--version", "2", "--tasks", shown_path(args.tasks), "--root",
+                            shown_path(args.out), "--eval-prompts", "EVAL_PROMPTS.json", "--out",
+                            shown_path(f"{shown_path(args.out)}_results"), "--judge-url", "URL", "--judge-model", "ID")))
     # as every inference command: 1 only when nothing was recorded (failures are listed above, and logged)
     final = read_log(Path(args.out), {t.id for t in tf.tasks})  # this run's and earlier runs' units (every shard's)
     if args.shard is not None:
