@@ -7,12 +7,16 @@ through :func:`atomic_path` / :func:`make_dirs` / :func:`output_error`, so that 
 filesystem, a full disk, an ``--out`` under a regular file or a permission problem end the
 command with one line naming the path (:class:`OutputError`, exit 2), never a traceback, and
 never leave a ``.<name>.tmp`` file behind.
+
+Reading a side file (a price table, a tasks or prompts file, a transcript, a ``per_sample.jsonl``)
+goes through :func:`read_limited`: a regular file only, read up to a limit.
 """
 
 from __future__ import annotations
 
 import errno
 import os
+import stat
 import threading
 from contextlib import contextmanager
 from pathlib import Path
@@ -29,6 +33,32 @@ class OutputError(OSError):
     def __init__(self, message: str, errno_: int | None = None):
         super().__init__(message)
         self.errno = errno_
+
+
+def read_limited(path: str | os.PathLike, max_bytes: int) -> bytes:
+    """The bytes of the regular file ``path`` (a symlink followed), at most ``max_bytes`` of them.
+
+    A FIFO (whose plain ``open`` blocks until a writer comes, forever if none does), a device
+    (``/dev/zero`` never ends) or a folder is refused at once, and no more than ``max_bytes + 1``
+    bytes are ever held in memory.
+
+    Raises:
+        OSError: ``path`` cannot be opened, is not a regular file (``errno.EINVAL``) or holds more
+            than ``max_bytes`` bytes (``errno.EFBIG``); its ``strerror`` is one line naming ``path``.
+    """
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # non-blocking: a FIFO opens at once
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, f"{path} is not a regular file")
+        f = os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+    with f:
+        data = f.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise OSError(errno.EFBIG, f"{path} is over the {max_bytes}-byte limit")
+    return data
 
 
 def output_error(e: OSError, path: str | os.PathLike, what: str = "write") -> OutputError:

@@ -300,7 +300,8 @@ def claim_out(out: str | os.PathLike, fingerprint: dict[str, Any], *, overwrite:
 
 @contextlib.contextmanager
 def claim_shard(out: str | os.PathLike, fingerprint: dict[str, Any], *, shard: int, conflict: Exception,
-                command: str, activity: str = "written", settle_s: float = 2.0) -> Iterator[OwnedFolder]:
+                command: str, activity: str = "written", settle_s: float = 2.0,
+                of: Optional[int] = None) -> Iterator[OwnedFolder]:
     """Own shard ``shard`` of a resumable run in ``out`` for the ``with`` block, beside the other
     shards of the same run, which may be writing ``out`` at the same time from other processes or
     machines (the tasks of a job array): unlike :func:`claim_out`, other live ranks are not refused.
@@ -312,12 +313,16 @@ def claim_shard(out: str | os.PathLike, fingerprint: dict[str, Any], *, shard: i
     another run raises ``conflict``. A shard marks itself (``shard-<shard>.lock``, held beside its
     rank lock); a live rank lock without that mark is a run of the whole folder (without shards,
     or ``accelerate``'s ranks), which runs every row, so the shard is refused while it lives. A shard that finds the folder being set up by another (its
-    ``.work`` without a record yet) looks again for up to ``settle_s`` s.
+    ``.work`` without a record yet) looks again for up to ``settle_s`` s. With ``of`` (the ``N``
+    of ``K/N``) the shard also holds ``shard-<K>-of-<N>.lock`` and is refused while a shard of
+    another ``N`` lives: ``0/2`` and ``1/3`` both hold row 4 (a row id selects one shard per
+    ``N`` only), and two live shards would both run it. Shards of another ``N`` that have ended
+    are no conflict (the rows they finished have records and are not run again).
 
     Raises:
         ``conflict``; spear_datasets.ownership.OutFolderError: a folder holding what this tool did not
-            write, another command's folder, this shard's lock held by a live process, or a live
-            run of the whole folder.
+            write, another command's folder, this shard's lock held by a live process, a live
+            run of the whole folder, or (``of``) a live shard of another shard count.
     """
     import errno
     import time
@@ -337,6 +342,15 @@ def claim_shard(out: str | os.PathLike, fingerprint: dict[str, Any], *, shard: i
         # this rank lock is a shard's; a rank lock held without its mark is a run of the whole
         # folder (infer without --shard, accelerate's ranks): it runs these rows too, so refused
         folder.hold_lock_file(f"shard-{int(shard)}.lock")
+        if of is not None:
+            folder.hold_lock_file(f"shard-{int(shard)}-of-{int(of)}.lock")
+            for p in sorted(folder.work.glob("shard-*-of-*.lock")):
+                other = p.stem.rpartition("-of-")[2]
+                if other != str(int(of)) and folder.lock_file_held(p.name):
+                    raise OutFolderError(f"{out} is being {activity} by a live shard of another shard count "
+                                         f"({p.stem.removeprefix('shard-').replace('-of-', '/')}, this one "
+                                         f"{int(shard)}/{int(of)}): both would run the rows their ids share; give "
+                                         "every shard of a run the same N, or wait for that one to end", errno.EBUSY)
         deadline = time.monotonic() + settle_s
         while True:
             whole = [r for r in folder.live_ranks() if not folder.lock_file_held(f"shard-{r}.lock")]

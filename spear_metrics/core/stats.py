@@ -672,7 +672,8 @@ def compare_runs(
     """Compare two runs' per-sample rows (``per_sample.jsonl`` objects), A minus B.
 
     Only rows with ``status == "ok"`` count. Rows are paired by ``match(row)`` (SPEAR: the input
-    clip's file name; FDB: the sample id); an id repeated within a run keeps its first row.
+    clip's file name; FDB: the sample id); an id repeated within a run keeps its first row (the
+    others counted in ``n_repeated_a`` / ``n_repeated_b`` and said in ``notes``).
 
     Args:
         match: row -> pairing id.
@@ -690,7 +691,7 @@ def compare_runs(
     as different at 5 % when its Holm p is below 0.05; the family-wise error rate then stays at 5 %).
 
     Returns:
-        ``{"n_ok_a", "n_ok_b", "n_common", "n_only_a", "n_only_b", "comparable", "notes",
+        ``{"n_ok_a", "n_ok_b", "n_common", "n_only_a", "n_only_b", "n_repeated_a", "n_repeated_b", "comparable", "notes",
         "keys_only_a", "keys_only_b", "bootstrap", "keys"}`` (``n_only_*``: rows of one run
         whose input the other lacks; ``keys_only_*``: numeric keys with values in one run only) where ``keys[k]`` is :func:`paired_comparison` of the matched
         rows plus ``"unpaired"``: ``{"all": unpaired_tests(...), <subset>: ...}`` over every ok
@@ -699,13 +700,20 @@ def compare_runs(
     ok_a = [r for r in rows_a if r.get("status", "ok") == "ok"]
     ok_b = [r for r in rows_b if r.get("status", "ok") == "ok"]
     by_b: dict[Any, dict[str, Any]] = {}
+    dup_b = 0
     for r in ok_b:
-        by_b.setdefault(match(r), r)
+        m = match(r)
+        if m in by_b:
+            dup_b += 1
+            continue
+        by_b[m] = r
     seen_a: set = set()
     pairs = []
+    dup_a = 0
     for r in ok_a:
         m = match(r)
         if m in seen_a:
+            dup_a += 1
             continue
         seen_a.add(m)
         if m in by_b:
@@ -720,6 +728,9 @@ def compare_runs(
     notes = []
     if len(ok_a) < len(rows_a) or len(ok_b) < len(rows_b):
         notes.append(f"failed rows left out: {len(rows_a) - len(ok_a)} in {name_a}, {len(rows_b) - len(ok_b)} in {name_b}")
+    if dup_a or dup_b:  # never dropped in silence
+        notes.append(f"rows repeating an input already seen in the same run left out (its first row kept): "
+                     f"{dup_a} in {name_a}, {dup_b} in {name_b}")
     if not pairs:
         notes.append("not comparable: no scored sample is shared by both runs (n = 0 pairs); "
                      "only the unpaired tests below exist")
@@ -741,6 +752,7 @@ def compare_runs(
     out: dict[str, Any] = {
         "n_ok_a": len(ok_a), "n_ok_b": len(ok_b), "n_common": len(pairs),
         "n_only_a": len(seen_a) - len(pairs), "n_only_b": len(by_b) - len(pairs),
+        "n_repeated_a": dup_a, "n_repeated_b": dup_b,
         "comparable": bool(pairs), "notes": notes, "keys_only_a": only_a, "keys_only_b": only_b,
         "bootstrap": {"n_resamples": int(n_resamples), "seed": int(seed), "method": "percentile", "confidence": confidence,
                       "min_pairs_for_p": SMALL_SAMPLE, "unit": unit if cluster is not None else "row",

@@ -208,24 +208,26 @@ class PriceTable:
     ``cached_input`` the cached part of the input (default: the ``input`` price).
 
     Raises (constructor):
-        PriceTableError: not readable JSON, no ``models`` object, or a price that is not a
-            non-negative number.
+        PriceTableError: not a regular file (a FIFO, a device, a folder), not readable JSON, no
+            ``models`` object, a ``currency`` that is not a short text, or a price that is not a
+            finite non-negative number.
     """
 
     def __init__(self, path: str | os.PathLike):
         p = Path(path)
         self.source = p.name
-        try:
-            with open(p, "rb") as f:  # never more than the limit in memory (a huge or endless file)
-                raw = f.read(MAX_PRICE_TABLE_BYTES + 1)
-            if len(raw) > MAX_PRICE_TABLE_BYTES:
-                raise ValueError(f"larger than {MAX_PRICE_TABLE_BYTES} bytes")
-            obj = json.loads(raw.decode("utf-8"))
+        from spear_datasets.files import read_limited
+
+        try:  # a regular file only (a FIFO would block), never more than the limit in memory
+            obj = json.loads(read_limited(p, MAX_PRICE_TABLE_BYTES).decode("utf-8"))
         except (OSError, UnicodeDecodeError, ValueError, RecursionError) as e:
             raise PriceTableError(f"--price-table {p}: not readable JSON: {' '.join(str(e).split())[:200]}") from None
         if not isinstance(obj, dict) or not isinstance(obj.get("models"), dict):
             raise PriceTableError(f"--price-table {p}: needs a \"models\" object {{model: {{input, output, ...}}}}")
-        self.currency = str(obj.get("currency") or "USD")
+        currency = obj.get("currency") or "USD"
+        if not isinstance(currency, str) or len(currency) > 16:
+            raise PriceTableError(f"--price-table {p}: \"currency\" must be a short text (e.g. \"USD\")")
+        self.currency = currency
         self.models: dict[str, dict[str, float]] = {}
         for m, entry in obj["models"].items():
             if not isinstance(entry, dict):
@@ -235,7 +237,7 @@ class PriceTable:
                 if k not in PRICE_FIELDS:
                     raise PriceTableError(f"--price-table {p}: model {m!r}: unknown price {k!r} "
                                           f"(known: {', '.join(PRICE_FIELDS)})")
-                if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+                if isinstance(v, bool) or not isinstance(v, (int, float)) or not _finite(v) or v < 0:
                     raise PriceTableError(f"--price-table {p}: model {m!r}: {k} must be a non-negative number")
                 prices[k] = float(v)
             self.models[str(m)] = prices
@@ -262,6 +264,14 @@ class PriceTable:
         if not math.isfinite(total):
             return None, f"{model!r}: the cost overflows with the prices of {self.source}"
         return round(total, 12), None
+
+
+def _finite(v: int | float) -> bool:
+    """Whether ``v`` is a finite number that converts to a float (an integer of 400 digits does not)."""
+    try:
+        return math.isfinite(v)
+    except OverflowError:
+        return False
 
 
 def usage_line(summed: dict[str, Any]) -> str:

@@ -41,6 +41,8 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
+from spear_datasets.files import read_limited
+
 EVENTS_KEY = "Turn-taking event and score"
 TASK_KEY = "Task-specific score"
 #: upstream's judge prompts file keys (``eval_single_item.py`` ``load_eval_prompts``)
@@ -109,10 +111,7 @@ def load_eval_prompts(path: str | os.PathLike) -> tuple[dict[str, Any], str]:
     """
     p = Path(path)
     try:
-        with open(p, "rb") as f:  # never more than the limit in memory
-            data = f.read(MAX_PROMPTS_BYTES + 1)
-        if len(data) > MAX_PROMPTS_BYTES:
-            raise ValueError(f"over the {MAX_PROMPTS_BYTES}-byte limit of a prompts file")
+        data = read_limited(p, MAX_PROMPTS_BYTES)  # a regular file only (a FIFO would block), up to the limit
         obj = json.loads(data.decode("utf-8"))
     except (OSError, ValueError, RecursionError) as e:  # ValueError: bad UTF-8 or JSON; RecursionError: too deep
         raise ScoreSetupError(f"cannot read the judge prompts {p}: {' '.join(str(e).split())[:200]}") from None
@@ -457,13 +456,17 @@ def read_transcript(path: str | os.PathLike) -> dict[str, Any]:
         ValueError: not a regular file (a FIFO would block the open), over the limit, not JSON or
             not that shape; OSError: unreadable.
     """
+    import errno
+
     p = Path(path)
-    if not p.is_file():
-        raise ValueError(f"{p.name} is not a regular file")
-    with open(p, "rb") as f:  # read up to the limit only
-        raw = f.read(MAX_TRANSCRIPT_BYTES + 1)
-    if len(raw) > MAX_TRANSCRIPT_BYTES:
-        raise ValueError(f"{p.name} is over the {MAX_TRANSCRIPT_BYTES}-byte limit of a transcript")
+    try:
+        raw = read_limited(p, MAX_TRANSCRIPT_BYTES)
+    except OSError as e:
+        if e.errno == errno.EINVAL:
+            raise ValueError(f"{p.name} is not a regular file") from None
+        if e.errno == errno.EFBIG:
+            raise ValueError(f"{p.name} is over the {MAX_TRANSCRIPT_BYTES}-byte limit of a transcript") from None
+        raise
     d = json.loads(raw.decode("utf-8"))
     if not isinstance(d, dict) or not isinstance(d.get("chunks", []), list):
         raise ValueError(f"{p.name} is not upstream's transcript shape")

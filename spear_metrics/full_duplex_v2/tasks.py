@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from spear_datasets.files import read_limited
+
 #: upstream's split names (``v2/eval/eval_single_item.py`` ``normalize_subset_name``)
 SPLITS = ("Daily", "Correction", "EntityTracking", "Safety")
 #: the examinee's system prompt of upstream's ``v2/.env.example`` (``EXAMINEE_SYSTEM_PROMPT``)
@@ -163,7 +165,7 @@ def load_tasks(path: str | os.PathLike, *, splits: list[str] | None = None, limi
         size = p.stat().st_size
         if size > MAX_TASKS_BYTES:
             raise TasksError(f"{p} is {size} bytes, over the {MAX_TASKS_BYTES}-byte limit of a tasks file")
-        data = p.read_bytes()
+        data = read_limited(p, MAX_TASKS_BYTES)  # a regular file only: a FIFO would block
     except OSError as e:
         raise TasksError(f"cannot read tasks file {p}: {e.strerror or e}") from None
     try:
