@@ -3,8 +3,9 @@
 - a judge-cache entry whose checksum matches but whose reply has another shape;
 - side files that are not regular files (a FIFO blocks a plain ``open`` for ever, ``/dev/zero``
   never ends): price tables, FDB v2 tasks and prompts, ``per_sample.jsonl`` of judge-agreement;
-- numbers that do not convert to a float (an integer of 400 digits) in a price table or an FDB
-  timestamp;
+- numbers that do not convert to a float (an integer of 400 digits) in a price table, an FDB
+  timestamp or a results folder;
+- text of a results folder drawn in a report's figure (a clip name of 200,000 characters);
 - HTTP replies no attempt can read (a redirect loop, a body that is not its Content-Encoding),
   and a ``--sha256`` that is no sha256;
 - live shards of one ``--out`` with different ``N`` (``0/2`` and ``1/3`` share row 4);
@@ -127,6 +128,15 @@ def test_integers_that_do_not_convert_to_a_float_are_refused_not_raised(tmp_path
     (tmp_path / "turn_taking.json").write_text('[{"timestamp": [' + big + ", " + big + "1]}]")
     with pytest.raises(FDBFormatError, match="turn_taking.json: timestamp start is not a finite time"):
         read_turn_taking(tmp_path / "turn_taking.json")
+    # a results folder's value of 400 digits: not a number for the checks, missing for the statistics
+    # (report and compare raised OverflowError out of the command, exit 1)
+    from spear_metrics.core.stats import as_number, compare_runs
+    from spear_metrics.results.validate import is_number, value_kind
+
+    assert as_number(10 ** 400) is None and not is_number(10 ** 400) and value_kind(10 ** 400) == "invalid"
+    rows = [{"audio_path": f"{k}.wav", "k": float(k)} for k in range(3)]
+    comp = compare_runs([dict(rows[0], k=10 ** 400), *rows[1:]], rows, match=lambda r: r["audio_path"], n_resamples=0)
+    assert comp["keys"]["k"]["n"] == 2 and comp["keys"]["k"]["mean_a"] == pytest.approx(1.5)
 
 
 # ----------------------------------------------------------------------------- downloads
@@ -255,3 +265,19 @@ def test_an_item_repeated_within_a_run_is_counted_and_said(tmp_path):
             json.dumps({"task": "t", "id": i, "status": "ok", "judge_verdict": v}) + "\n" for i, v in zip(ids, verdicts)))
     st = agreement(tmp_path / "A", tmp_path / "B", n_resamples=0)["fields"]["judge_verdict"]
     assert (st["n_items"], st["n_repeated_a"], st["n_repeated_b"], st["agreement_%"]) == (2, 1, 0, 100.0)
+
+
+def test_text_drawn_in_a_figure_is_cut_first():
+    """A report drew a results row's clip name in a timeline title glyph by glyph: 200,000
+    characters took a minute and a half, 20 MB hours. Every text of a figure is cut at
+    MAX_FIGURE_TEXT characters before it is drawn (titles wrapped by fit_title too)."""
+    from matplotlib.text import Text
+
+    from spear_metrics.reports import plots
+
+    long = "x" * 5000
+    fig = plots.histogram(long, long, [(long, [1.0, 2.0, 3.0])])
+    assert plots.png(fig).startswith(b"\x89PNG")
+    texts = [t.get_text() for t in fig.findobj(Text)]
+    assert max(map(len, texts)) <= plots.MAX_FIGURE_TEXT and any(t.endswith("…") for t in texts)
+    assert len(plots.fit_title("a " * 5000, 7.0)) <= plots.MAX_FIGURE_TEXT + 200  # + the line breaks

@@ -515,7 +515,7 @@ def test_entries_and_price_tables_nested_too_deeply_or_huge_are_refused_in_one_l
     huge = tmp_path / "huge.json"
     with open(huge, "wb") as f:
         f.truncate(10 * 1024 ** 3)  # sparse: no disk used
-    with pytest.raises(PriceTableError, match=f"larger than {MAX_PRICE_TABLE_BYTES} bytes"):
+    with pytest.raises(PriceTableError, match=f"over the {MAX_PRICE_TABLE_BYTES}-byte limit"):
         PriceTable(huge)
 
 

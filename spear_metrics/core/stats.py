@@ -72,12 +72,13 @@ _CONVERSATION_IN_PATH = re.compile(r"V\d+_S\d+_I\d+")
 
 
 def as_number(v: Any) -> float | None:
-    """A per-sample value as a float: ``None``/NaN/inf/non-numbers -> ``None``; ``True``/``False`` -> 1.0/0.0."""
+    """A per-sample value as a float: ``None``/NaN/inf/non-numbers -> ``None`` (so is an integer too
+    large for a float, e.g. 400 digits); ``True``/``False`` -> 1.0/0.0."""
     if v is None or isinstance(v, (str, bytes, list, tuple, dict)):
         return None
     try:
         x = float(v)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
     return x if math.isfinite(x) else None
 

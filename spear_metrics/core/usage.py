@@ -217,6 +217,7 @@ class PriceTable:
         p = Path(path)
         self.source = p.name
         from spear_datasets.files import read_limited
+        from spear_metrics.core.stats import as_number
 
         try:  # a regular file only (a FIFO would block), never more than the limit in memory
             obj = json.loads(read_limited(p, MAX_PRICE_TABLE_BYTES).decode("utf-8"))
@@ -237,7 +238,7 @@ class PriceTable:
                 if k not in PRICE_FIELDS:
                     raise PriceTableError(f"--price-table {p}: model {m!r}: unknown price {k!r} "
                                           f"(known: {', '.join(PRICE_FIELDS)})")
-                if isinstance(v, bool) or not isinstance(v, (int, float)) or not _finite(v) or v < 0:
+                if isinstance(v, bool) or not isinstance(v, (int, float)) or as_number(v) is None or v < 0:
                     raise PriceTableError(f"--price-table {p}: model {m!r}: {k} must be a non-negative number")
                 prices[k] = float(v)
             self.models[str(m)] = prices
@@ -264,14 +265,6 @@ class PriceTable:
         if not math.isfinite(total):
             return None, f"{model!r}: the cost overflows with the prices of {self.source}"
         return round(total, 12), None
-
-
-def _finite(v: int | float) -> bool:
-    """Whether ``v`` is a finite number that converts to a float (an integer of 400 digits does not)."""
-    try:
-        return math.isfinite(v)
-    except OverflowError:
-        return False
 
 
 def usage_line(summed: dict[str, Any]) -> str:

@@ -84,8 +84,10 @@ def benchmark_checks(summary: Any):
 
 
 def is_number(v: Any) -> bool:
-    """A JSON number (not a bool) that is finite."""
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(float(v))
+    """A JSON number (not a bool) that is finite as a float (an integer of 400 digits is not)."""
+    from spear_metrics.core.stats import as_number
+
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and as_number(v) is not None
 
 
 def _is_int(v: Any) -> bool:
@@ -103,7 +105,7 @@ def value_kind(v: Any) -> str | None:
     if isinstance(v, bool):
         return "bool"
     if isinstance(v, (int, float)):
-        return "number" if math.isfinite(float(v)) else "invalid"
+        return "number" if is_number(v) else "invalid"
     if isinstance(v, str):
         return "text"
     if isinstance(v, (list, tuple)) and not v:
