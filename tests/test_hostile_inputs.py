@@ -3,6 +3,7 @@
 - a judge-cache entry whose checksum matches but whose reply has another shape;
 - side files that are not regular files (a FIFO blocks a plain ``open`` for ever, ``/dev/zero``
   never ends): price tables, FDB v2 tasks and prompts, ``per_sample.jsonl`` of judge-agreement;
+  and a Seamless transcript read whole whatever its size;
 - numbers that do not convert to a float (an integer of 400 digits) in a price table, an FDB
   timestamp or a results folder;
 - text of a results folder drawn in a report's figure (a clip name of 200,000 characters);
@@ -108,6 +109,14 @@ def test_side_files_that_are_not_regular_files_are_refused_at_once(tmp_path):
             load_tasks(fifo)
         with pytest.raises(AgreementError, match="is not a regular file"):
             agreement(tmp_path / "run", tmp_path / "run")
+    # a Seamless transcript over its limit (sparse: no disk used) is refused, not read whole (a 2 GB one
+    # took 29 s and 4 GB of memory before its conversation failed on the JSON)
+    from spear_datasets.sources.seamless import MAX_TRANSCRIPT_BYTES, read_transcript
+
+    with open(tmp_path / "t.json", "wb") as f:
+        f.truncate(MAX_TRANSCRIPT_BYTES + 1)
+    with pytest.raises(OSError, match=f"over the {MAX_TRANSCRIPT_BYTES}-byte limit"):
+        read_transcript(tmp_path / "t.json", "P0001")
 
 
 def test_integers_that_do_not_convert_to_a_float_are_refused_not_raised(tmp_path):

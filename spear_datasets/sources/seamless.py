@@ -19,8 +19,12 @@ from typing import Optional, Sequence
 import numpy as np
 
 from spear_datasets.audio import TARGET_SR, load_audio
+from spear_datasets.files import read_limited
 from spear_datasets.protocol import Turn
 from spear_datasets.schema import NumberError, parse_number
+
+#: the largest Seamless transcript JSON read (bytes; a conversation's is a few hundred KB)
+MAX_TRANSCRIPT_BYTES = 16 * 2 ** 20
 
 STEM_RE = re.compile(r"^(?P<conv>V\d+_S\d+_I\d+)_(?P<pid>P\d{4}A?)$")
 
@@ -33,11 +37,12 @@ def read_transcript(path: str | os.PathLike, speaker: str) -> list[Turn]:
     Entries without text are skipped.
 
     Raises:
+        OSError: not a regular file, or over :data:`MAX_TRANSCRIPT_BYTES` (never read whole).
         ValueError: the file is not a JSON list; an entry with text whose ``start``/``end`` are
             missing, not finite numbers >= 0 (:func:`parse_number`) or out of order (a turn the
             selection would otherwise lose silently: the conversation fails with this reason).
     """
-    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    data = json.loads(read_limited(path, MAX_TRANSCRIPT_BYTES).decode("utf-8"))
     if isinstance(data, dict):  # the release's per-participant record: its "transcript" or "metadata:transcript"
         data = data.get("transcript") if data.get("transcript") is not None else data.get("metadata:transcript", [])
     if not isinstance(data, list):
