@@ -290,3 +290,16 @@ def test_text_drawn_in_a_figure_is_cut_first():
     texts = [t.get_text() for t in fig.findobj(Text)]
     assert max(map(len, texts)) <= plots.MAX_FIGURE_TEXT and any(t.endswith("…") for t in texts)
     assert len(plots.fit_title("a " * 5000, 7.0)) <= plots.MAX_FIGURE_TEXT + 200  # + the line breaks
+
+
+def test_a_refusal_quoting_a_huge_value_of_a_results_file_is_cut():
+    """A summary.json whose metric version is 1,000,000 characters: push-results, report and compare
+    echoed the whole value in their "one line" (5 MB on stderr). A results refusal is cut at
+    MAX_MESSAGE_CHARS, whatever value it quotes."""
+    from spear_metrics.results.validate import MAX_MESSAGE_CHARS, ResultsError, validate_summary
+
+    s = {"n_samples": 1, "n_scored": 1, "n_failed": 0, "n_processes": 1, "metrics": ["interruptions"],
+         "metric_versions": {"interruptions": "v" * 10 ** 6}}
+    with pytest.raises(ResultsError, match="unknown metric version interruptions='vvv") as e:
+        validate_summary(s, where="run")
+    assert len(str(e.value)) == MAX_MESSAGE_CHARS + 1 and str(e.value).endswith("…") and "\n" not in str(e.value)

@@ -55,8 +55,18 @@ STATUSES = ("ok", "failed")
 REL_TOL, ABS_TOL = 1e-6, 1e-9
 
 
+#: the longest :class:`ResultsError` message (characters); longer ones are cut with "…"
+MAX_MESSAGE_CHARS = 2000
+
+
 class ResultsError(ValueError):
-    """A results folder or results dataset that cannot be published or shown. One-line message."""
+    """A results folder or results dataset that cannot be published or shown. One-line message
+    (whitespace collapsed), cut at :data:`MAX_MESSAGE_CHARS`: a refusal that quotes a value of the
+    file (a metric version, a summary value, a column name) never echoes megabytes of it."""
+
+    def __init__(self, message: str = ""):
+        text = " ".join(str(message).split())
+        super().__init__(text if len(text) <= MAX_MESSAGE_CHARS else text[:MAX_MESSAGE_CHARS] + "…")
 
 
 def benchmark_checks(summary: Any):
