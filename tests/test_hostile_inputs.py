@@ -200,6 +200,7 @@ def data(tmp_path) -> Path:
     return five_rows(STEREO_DIALOGUE, tmp_path / "data")
 
 
+@pytest.mark.slow  # three infer runs: over 10 s on a loaded machine
 def test_a_live_shard_of_another_shard_count_is_refused(data, tmp_path):
     """Shard 0/2 runs rows 0, 2, 4; shard 1/3 runs rows 1, 4: started while 0/2 lives (from its
     first row's callback, so live for certain) both ran row 4, two ok records of one row. It is
