@@ -304,3 +304,29 @@ def test_a_refusal_quoting_a_huge_value_of_a_results_file_is_cut():
     with pytest.raises(ResultsError, match="unknown metric version interruptions='vvv") as e:
         validate_summary(s, where="run")
     assert len(str(e.value)) == MAX_MESSAGE_CHARS + 1 and str(e.value).endswith("…") and "\n" not in str(e.value)
+
+
+def test_a_second_run_into_an_out_that_a_run_of_this_process_holds_is_refused(data, tmp_path):
+    """Two runs of one process into one --out (a second call from inside the first, as another
+    thread would make it): the folder's lock is this process's own, so the second run re-entered
+    the folder and ran rows 1-4 while the first was to run them too. It is refused now; the first
+    run answers every row once."""
+    from spear_datasets.ownership import OutFolderError
+    from spear_metrics.agents.harness import run_inference
+
+    out, seen = tmp_path / "out", []
+
+    def on_row(rec):
+        if not seen:
+            try:
+                seen.append(run_inference("human", str(data), out, progress=False))
+            except OutFolderError as e:
+                seen.append(e)
+
+    info = run_inference("human", str(data), out, progress=False, on_row=on_row)
+    assert isinstance(seen[0], OutFolderError) and "another run of this process" in str(seen[0])
+    assert (info["rows_run_this_time"], info["n_answered"]) == (5, 5)
+    ok = [json.loads(x)["row"] for x in (out / ".work" / "rank-0.jsonl").read_text().splitlines()
+          if json.loads(x)["status"] == "ok"]
+    assert sorted(ok) == [0, 1, 2, 3, 4]
+    assert run_inference("human", str(data), out, progress=False)["rows_resumed"] == 5  # released at the end

@@ -7,6 +7,7 @@ that do not exist are ``None`` (JSON ``null``), never 0 and never NaN.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import math
 import os
@@ -253,12 +254,18 @@ def claim_out(out: str | os.PathLike, fingerprint: dict[str, Any], *, overwrite:
         ``conflict``; spear_datasets.ownership.OutFolderError: a folder holding what this tool did
             not write, another command's folder, an older version's folder to overwrite, a
             recorded path to overwrite that is no longer as this tool wrote it, or a live process
-            writing it (raised on every process under ``accelerate``).
+            writing it (raised on every process under ``accelerate``), this process's own run
+            among them (a second claim while a run of this process holds the folder).
     """
     rank = 0 if state is None else state.process_index
     main = state is None or state.is_main_process
     world = 1 if state is None else state.num_processes
     opened = find_open(out, command=command, rank=rank)  # the command holds it already (writes more around it)
+    if opened is not None and getattr(opened, "claimed_by_run", False):
+        # held for a run of this process (another thread, or a call from inside that run): a second
+        # run would do its rows again; the lock cannot tell, it is this process's own
+        raise OutFolderError(f"{out} is being {activity} by another run of this process: wait for it to finish, "
+                             "then rerun", errno.EBUSY)
     folder = opened or OwnedFolder(out, command=command, rank=rank, activity=activity)
     error: BaseException | None = None
     if main:
@@ -291,9 +298,11 @@ def claim_out(out: str | os.PathLike, fingerprint: dict[str, Any], *, overwrite:
             error = OutFolderError(next(m for m in msgs if m))
     if error is not None:
         raise error
+    folder.claimed_by_run = True
     try:
         yield folder
     finally:
+        folder.claimed_by_run = False
         if opened is None:
             folder.close()
 
