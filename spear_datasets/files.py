@@ -49,23 +49,40 @@ def output_error(e: OSError, path: str | os.PathLike, what: str = "write") -> Ou
     return OutputError(f"cannot {what} {p}: {cause}", e.errno)
 
 
+class ReadLimitError(OSError, ValueError):
+    """A file :func:`read_limited` refuses: not a regular file (``errno.EINVAL``) or over its size
+    limit (``errno.EFBIG``). Both an ``OSError`` and a ``ValueError``, so that a caller catching
+    either sees it; ``str()`` is the one-line reason, naming the path."""
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
 def read_limited(path: str | os.PathLike, max_bytes: int) -> bytes:
-    """The bytes of the regular file ``path``, refused when it holds more than ``max_bytes``
-    (never more than ``max_bytes + 1`` bytes are read: a huge file never fills memory).
+    """The bytes of the regular file ``path`` (a symlink followed), at most ``max_bytes`` of them.
+
+    A FIFO (whose plain ``open`` blocks until a writer comes, forever if none does), a device
+    (``/dev/zero`` never ends) or a folder is refused at once, and no more than ``max_bytes + 1``
+    bytes are ever held in memory.
 
     Raises:
-        ValueError: not a regular file (a FIFO would block the open, a device would never end;
-            ``<name> is not a regular file``) or over the limit (``<name> is over the N-byte
-            limit``). OSError: missing or unreadable.
+        ReadLimitError: not a regular file (``<path> is not a regular file``) or over the limit
+            (``<path> is over the N-byte limit``); an ``OSError`` and a ``ValueError``.
+        OSError: missing or unreadable.
     """
-    p = Path(path)
-    if not stat.S_ISREG(p.stat().st_mode):
-        raise ValueError(f"{p.name} is not a regular file (a pipe, socket, device or folder)")
-    with open(p, "rb") as f:
-        raw = f.read(int(max_bytes) + 1)
-    if len(raw) > max_bytes:
-        raise ValueError(f"{p.name} is over the {int(max_bytes)}-byte limit")
-    return raw
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # non-blocking: a FIFO opens at once
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ReadLimitError(errno.EINVAL, f"{path} is not a regular file (a pipe, socket, device or folder)")
+        f = os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+    with f:
+        data = f.read(int(max_bytes) + 1)
+    if len(data) > max_bytes:
+        raise ReadLimitError(errno.EFBIG, f"{path} is over the {int(max_bytes)}-byte limit")
+    return data
 
 
 def read_json(path: str | os.PathLike, max_bytes: int) -> Any:

@@ -57,11 +57,17 @@ def http_download(url: str, dest: str | os.PathLike, *, sha256: Optional[str] = 
         progress: called with ``(bytes so far, total or None)``.
 
     Raises:
-        DownloadError: HTTP 4xx other than 408/429, too large, past the deadline, retries spent,
-            or a sha256 mismatch (the partial file is removed then).
+        DownloadError: ``sha256`` not 64 hex digits (before any request), HTTP 4xx other than
+            408/429, too large, past the deadline, retries spent, a sha256 mismatch (the partial
+            file is removed then), or a reply no attempt can read (a redirect loop, a body that
+            does not decode as its ``Content-Encoding`` says).
     """
+    import re
+
     import httpx
 
+    if sha256 is not None and not re.fullmatch(r"[0-9a-fA-F]{64}", str(sha256)):
+        raise DownloadError(f"--sha256 must be 64 hexadecimal digits, got {str(sha256)[:80]!r}")
     dest = Path(dest)
     part = dest.with_name(dest.name + ".part")
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -108,6 +114,9 @@ def http_download(url: str, dest: str | os.PathLike, *, sha256: Optional[str] = 
             break
         except (httpx.UnsupportedProtocol, httpx.InvalidURL) as e:  # no attempt can succeed
             raise DownloadError(f"{url!r} is not a URL this can download ({' '.join(str(e).split())[:200]})") from None
+        except (httpx.TooManyRedirects, httpx.DecodingError) as e:  # a redirect loop, a body that is not its encoding
+            raise DownloadError(f"{url!r}: the server's reply cannot be read ({type(e).__name__}: "
+                                f"{' '.join(str(e).split())[:200]})") from None
         except (_Retry, httpx.TransportError) as e:
             attempt += 1
             if attempt > retries:

@@ -37,6 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from spear_datasets.files import read_limited
+
 #: task name -> the task file each sample folder must hold (``None``: none needed)
 TASK_FILES: dict[str, str | None] = {
     "pause_handling": "pause.json",
@@ -188,8 +190,9 @@ def load_json(path: Path) -> Any:
         raise FDBFormatError(f"missing file: {path}")
     try:
         raw = read_limited(path, MAX_JSON_BYTES)  # never more than the limit in memory
-    except ValueError as e:
-        raise FDBFormatError(f"{path}: {e}") from None
+    except OSError as e:
+        why = " ".join(str(e.strerror or e).split())[:300]
+        raise FDBFormatError(why if str(path) in why else f"{path}: {why}") from None
     try:
         return json.loads(raw.decode("utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:  # RecursionError: nested too deeply
@@ -202,7 +205,10 @@ def _time(v: Any, path: Path, what: str) -> float | None:
         return None
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise FDBFormatError(f"{path}: {what} is not a number: {v!r}")
-    t = float(v)
+    try:
+        t = float(v)
+    except OverflowError:  # an integer of hundreds of digits
+        t = math.inf
     if not math.isfinite(t):
         raise FDBFormatError(f"{path}: {what} is not a finite time: {v!r}")
     if t < 0:

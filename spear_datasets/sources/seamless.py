@@ -18,11 +18,12 @@ from typing import Optional, Sequence
 import numpy as np
 
 from spear_datasets.audio import TARGET_SR, load_audio
+from spear_datasets.files import read_limited
 from spear_datasets.protocol import Turn
 from spear_datasets.schema import NumberError, parse_number
 
-#: the largest transcript JSON read (bytes; one participant's is well under 1 MB)
-MAX_TRANSCRIPT_BYTES = 64 * 2 ** 20
+#: the largest Seamless transcript JSON read (bytes; a conversation's is a few hundred KB)
+MAX_TRANSCRIPT_BYTES = 16 * 2 ** 20
 
 STEM_RE = re.compile(r"^(?P<conv>V\d+_S\d+_I\d+)_(?P<pid>P\d{4}A?)$")
 

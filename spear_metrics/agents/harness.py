@@ -466,7 +466,7 @@ def run_inference(
                           "--out folder or --overwrite")
     # --out: new, empty or infer's own; --overwrite removes exactly what earlier runs recorded
     # (answers, copied inputs, metadata.csv...), never a folder it found; refused while live
-    claim = claim_shard(out, fp, shard=shard[0], conflict=conflict, command="infer") if shard is not None else \
+    claim = claim_shard(out, fp, shard=shard[0], of=shard[1], conflict=conflict, command="infer") if shard is not None else \
         claim_out(out, fp, overwrite=overwrite, conflict=conflict, command="infer", state=state,
                   adopt=("metadata.csv", "failures.jsonl", "run_info.json", RESPONSE_TIMES))
     with claim:

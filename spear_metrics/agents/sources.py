@@ -64,8 +64,9 @@ class Source:
         return self.entries[i].audio_cell
 
     def _name_entries(self, rows: list[tuple[Optional[SpearRow], str, Optional[str], str]]) -> None:
-        """``(row, audio_cell, error, identity)`` -> entries with unique output names; a repeated
-        identity (same input clip) fails as ``duplicate of row N``."""
+        """``(row, audio_cell, error, identity)`` -> entries with unique output names (``<stem>.wav``;
+        when taken, ``<stem>__row<i>.wav``, then ``<stem>__row<i>_<k>.wav``); a repeated identity
+        (same input clip) fails as ``duplicate of row N``."""
         seen_id: dict[str, int] = {}
         seen_name: set[str] = set()
         self.entries = []
@@ -77,9 +78,10 @@ class Source:
             elif err is None:
                 seen_id[ident] = i
             stem = Path(cell).stem or f"row{i:06d}"
-            name = f"{stem}.wav"
-            if name in seen_name:
-                name = f"{stem}__row{i}.wav"
+            name, k = f"{stem}.wav", 0
+            while name in seen_name:  # another row's clip of the same name, or a name made so for it
+                name = f"{stem}__row{i}.wav" if k == 0 else f"{stem}__row{i}_{k}.wav"
+                k += 1
             seen_name.add(name)
             self.entries.append(_Entry(row=row if err is None else None, audio_cell=cell, name=name, error=err,
                                        duplicate_of=dup))

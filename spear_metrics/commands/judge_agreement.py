@@ -33,8 +33,10 @@ def run(args: argparse.Namespace) -> int:
     for f, st in res["fields"].items():
         unusable = (f"; no judgement (NaN, inf, empty) in {st['n_unusable_a']} row(s) of A, {st['n_unusable_b']} of B"
                     if st["n_unusable_a"] or st["n_unusable_b"] else "")
+        repeated = (f"; {st['n_repeated_a']} row(s) of A, {st['n_repeated_b']} of B repeat an item (its first row "
+                    "compared)" if st["n_repeated_a"] or st["n_repeated_b"] else "")
         print(f"{f} ({st['kind']}): {st['n_items']} items judged by both "
-              f"({st['n_only_a']} only in A, {st['n_only_b']} only in B{unusable})")
+              f"({st['n_only_a']} only in A, {st['n_only_b']} only in B{unusable}{repeated})")
         keys = ("agreement_%", "cohen_kappa") if st["kind"] == "categorical" else \
             ("spearman", "pearson", "exact_agreement_%")
         for k in keys:

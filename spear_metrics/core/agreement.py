@@ -25,6 +25,8 @@ import os
 from pathlib import Path
 from typing import Any, Optional
 
+from spear_datasets.files import read_limited
+
 __all__ = ["AgreementError", "agreement", "categorical_stats", "judged_values", "score_stats"]
 
 #: item identity columns, tried in this order (the first set a row has wins)
@@ -90,13 +92,15 @@ def judged_values(folder: str | os.PathLike) -> tuple[dict[str, str], dict[str, 
     Raises:
         AgreementError: no ``per_sample.jsonl``, a file too large or not JSON lines.
     """
-    kinds, values, _ = _read_judged(folder)
+    kinds, values, _, _ = _read_judged(folder)
     return kinds, values
 
 
-def _read_judged(folder: str | os.PathLike) -> tuple[dict[str, str], dict[str, dict[str, Any]], dict[str, int]]:
-    """:func:`judged_values` and ``{field: ok rows whose value is no judgement (NaN, inf, empty
-    text...)}``."""
+def _read_judged(folder: str | os.PathLike) -> tuple[dict[str, str], dict[str, dict[str, Any]], dict[str, int],
+                                                    dict[str, int]]:
+    """:func:`judged_values`, ``{field: ok rows whose value is no judgement (NaN, inf, empty
+    text...)}`` and ``{field: ok rows repeating an item already read}`` (the first row of an item
+    is the one compared, as in ``compare``)."""
     p = Path(folder)
     f = p / "per_sample.jsonl" if p.is_dir() else p
     from spear_datasets.files import read_limited
@@ -109,6 +113,7 @@ def _read_judged(folder: str | os.PathLike) -> tuple[dict[str, str], dict[str, d
     kinds: dict[str, str] = {}
     values: dict[str, dict[str, Any]] = {}
     unusable: dict[str, int] = {}
+    repeated: dict[str, int] = {}
     for k, line in enumerate(lines):
         if not line.strip():
             continue
@@ -127,8 +132,11 @@ def _read_judged(folder: str | os.PathLike) -> tuple[dict[str, str], dict[str, d
                 unusable[field] = unusable.get(field, 0) + 1
                 continue
             kinds[field] = kind
-            values.setdefault(field, {})[iid] = _label(v) if kind == "categorical" else float(v)
-    return kinds, values, unusable
+            if iid in values.setdefault(field, {}):
+                repeated[field] = repeated.get(field, 0) + 1
+                continue
+            values[field][iid] = _label(v) if kind == "categorical" else float(v)
+    return kinds, values, unusable, repeated
 
 
 def categorical_stats(a: list[Any], b: list[Any], *, n_resamples: int = 1000, seed: int = 0) -> dict[str, Any]:
@@ -200,14 +208,16 @@ def agreement(run_a: str | os.PathLike, run_b: str | os.PathLike, *, fields: Opt
     Returns:
         ``{"run_a", "run_b", "fields": {field: {"kind", "n_items", "n_only_a", "n_only_b",
         "n_unusable_a", "n_unusable_b" (ok rows whose value is no judgement: NaN, inf, empty text),
+        "n_repeated_a", "n_repeated_b" (ok rows of an item already read in that run: left out, the
+        first kept),
         <statistics with _ci95>, "disagreements": [{"item", "a", "b"}]}}}``.
 
     Raises:
         AgreementError: a run that cannot be read, no judged field in common, a field asked for
             that one run lacks, no item judged in both runs.
     """
-    ka, va, ua = _read_judged(run_a)
-    kb, vb, ub = _read_judged(run_b)
+    ka, va, ua, ra = _read_judged(run_a)
+    kb, vb, ub, rb = _read_judged(run_b)
     common = [f for f in ka if f in kb and ka[f] == kb[f]]
     if fields:
         missing = [f for f in fields if f not in common]
@@ -232,6 +242,7 @@ def agreement(run_a: str | os.PathLike, run_b: str | os.PathLike, *, fields: Opt
         st = (categorical_stats if kind == "categorical" else score_stats)(a, b, n_resamples=n_resamples, seed=seed)
         out["fields"][f] = {"kind": kind, "n_items": len(ids), "n_only_a": len(set(va[f]) - set(vb[f])),
                             "n_only_b": len(set(vb[f]) - set(va[f])),
-                            "n_unusable_a": ua.get(f, 0), "n_unusable_b": ub.get(f, 0), **st,
+                            "n_unusable_a": ua.get(f, 0), "n_unusable_b": ub.get(f, 0),
+                            "n_repeated_a": ra.get(f, 0), "n_repeated_b": rb.get(f, 0), **st,
                             "disagreements": [{"item": i, "a": x, "b": y} for i, x, y in zip(ids, a, b) if x != y]}
     return out

@@ -15,7 +15,7 @@ another benchmark is answered from the cache and costs nothing.
 - Writes are atomic (a temporary file in the same folder, fsynced, then ``os.replace``), so
   several processes may write the same entry at once: the last rename wins and every reader sees a
   whole entry. An entry that does not read back whole (not JSON, another format, another key, a
-  checksum that does not match its reply) is ignored, never trusted, and rewritten by the next
+  checksum that does not match its reply, a reply of another shape) is ignored, never trusted, and rewritten by the next
   answer.
 - Only replies the caller's parser accepted are stored (a malformed reply is never cached).
 - A folder that cannot be used (``$SPEARBENCH_JUDGE_CACHE`` read-only, under a file, not
@@ -101,6 +101,23 @@ def request_key(body: dict[str, Any], *, endpoint: str = "chat.completions") -> 
     material = {"endpoint": endpoint, "request": _hashed(body)}
     canon = json.dumps(material, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     return _sha(canon), material
+
+
+def _whole_reply(reply: Any) -> bool:
+    """Whether an entry's ``reply`` has the shape :meth:`JudgeCache.put` stores (what
+    ``spear_metrics.core.judge.Reply.to_cache`` gives): ``content`` text, ``model`` and
+    ``system_fingerprint`` text or null, ``usage`` null or token counts (integers in ``0 ..``
+    :data:`spear_metrics.core.usage.MAX_TOKEN_COUNT`). An entry whose checksum matches but whose
+    fields do not (written by another tool, or edited and re-checksummed) is not read."""
+    from spear_metrics.core.usage import MAX_TOKEN_COUNT
+
+    if not isinstance(reply, dict) or not isinstance(reply.get("content"), str):
+        return False
+    if any(reply.get(k) is not None and not isinstance(reply[k], str) for k in ("model", "system_fingerprint")):
+        return False
+    usage = reply.get("usage")
+    return usage is None or (isinstance(usage, dict) and all(
+        isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_TOKEN_COUNT for v in usage.values()))
 
 
 def _reply_check(reply: dict[str, Any]) -> str:
@@ -208,8 +225,8 @@ class JudgeCache:
                 raise ValueError("entry too large")
             obj = json.loads(p.read_text(encoding="utf-8"))
             reply = obj["reply"]
-            if obj.get("format") != FORMAT or obj.get("key") != key or not isinstance(reply, dict) \
-                    or not isinstance(reply.get("content"), str) or obj.get("check") != _reply_check(reply):
+            if obj.get("format") != FORMAT or obj.get("key") != key or not _whole_reply(reply) \
+                    or obj.get("check") != _reply_check(reply):
                 raise ValueError("not a whole entry")
         except (FileNotFoundError, NotADirectoryError):  # no entry (NotADirectory: a file where its folder would be)
             self._bump("misses")

@@ -7,6 +7,7 @@ that do not exist are ``None`` (JSON ``null``), never 0 and never NaN.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import math
 import os
@@ -253,12 +254,18 @@ def claim_out(out: str | os.PathLike, fingerprint: dict[str, Any], *, overwrite:
         ``conflict``; spear_datasets.ownership.OutFolderError: a folder holding what this tool did
             not write, another command's folder, an older version's folder to overwrite, a
             recorded path to overwrite that is no longer as this tool wrote it, or a live process
-            writing it (raised on every process under ``accelerate``).
+            writing it (raised on every process under ``accelerate``), this process's own run
+            among them (a second claim while a run of this process holds the folder).
     """
     rank = 0 if state is None else state.process_index
     main = state is None or state.is_main_process
     world = 1 if state is None else state.num_processes
     opened = find_open(out, command=command, rank=rank)  # the command holds it already (writes more around it)
+    if opened is not None and getattr(opened, "claimed_by_run", False):
+        # held for a run of this process (another thread, or a call from inside that run): a second
+        # run would do its rows again; the lock cannot tell, it is this process's own
+        raise OutFolderError(f"{out} is being {activity} by another run of this process: wait for it to finish, "
+                             "then rerun", errno.EBUSY)
     folder = opened or OwnedFolder(out, command=command, rank=rank, activity=activity)
     error: BaseException | None = None
     if main:
@@ -291,9 +298,11 @@ def claim_out(out: str | os.PathLike, fingerprint: dict[str, Any], *, overwrite:
             error = OutFolderError(next(m for m in msgs if m))
     if error is not None:
         raise error
+    folder.claimed_by_run = True
     try:
         yield folder
     finally:
+        folder.claimed_by_run = False
         if opened is None:
             folder.close()
 
@@ -335,7 +344,8 @@ def in_shard(unit: int | str, shard: tuple[int, int] | None) -> bool:
 
 @contextlib.contextmanager
 def hold_shard(out: str | os.PathLike, *, shard: int, command: str, activity: str = "written",
-               settle_s: float = 2.0, check: bool = True, **folder_kw: Any) -> Iterator[OwnedFolder]:
+               settle_s: float = 2.0, check: bool = True, of: Optional[int] = None,
+               **folder_kw: Any) -> Iterator[OwnedFolder]:
     """Hold shard ``shard``'s place in the output folder ``out`` for the ``with`` block, beside the
     other shards of the same run, which may be writing ``out`` at the same time from other
     processes or machines (the tasks of a job array): unlike a run of the whole folder, other
@@ -351,10 +361,16 @@ def hold_shard(out: str | os.PathLike, *, shard: int, command: str, activity: st
     work folder without a record yet) looks again for up to ``settle_s`` s. ``folder_kw``: the
     :class:`~spear_datasets.ownership.OwnedFolder` options (``flag``, ``work_name``...).
 
+    With ``of`` (the ``N`` of ``K/N``) the shard also holds ``shard-<K>-of-<N>.lock`` and is
+    refused while a shard of another ``N`` lives: ``0/2`` and ``1/3`` both hold unit 4 (a unit id
+    selects one shard per ``N`` only), and two live shards would both run it. Shards of another
+    ``N`` that have ended are no conflict (the units they finished have records and are not run
+    again).
+
     Raises:
         spear_datasets.ownership.OutFolderError: a folder holding what this tool did not write,
-            another command's folder, this shard's lock held by a live process, or a live run of
-            the whole folder.
+            another command's folder, this shard's lock held by a live process, a live run of
+            the whole folder, or (``of``) a live shard of another shard count.
     """
     import errno
     import time
@@ -374,6 +390,15 @@ def hold_shard(out: str | os.PathLike, *, shard: int, command: str, activity: st
         # this rank lock is a shard's; a rank lock held without its mark is a run of the whole
         # folder (infer without --shard, accelerate's ranks): it runs these rows too, so refused
         folder.hold_lock_file(f"shard-{int(shard)}.lock")
+        if of is not None:
+            folder.hold_lock_file(f"shard-{int(shard)}-of-{int(of)}.lock")
+            for p in sorted(folder.work.glob("shard-*-of-*.lock")):
+                other = p.stem.rpartition("-of-")[2]
+                if other != str(int(of)) and folder.lock_file_held(p.name):
+                    raise OutFolderError(f"{out} is being {activity} by a live shard of another shard count "
+                                         f"({p.stem.removeprefix('shard-').replace('-of-', '/')}, this one "
+                                         f"{int(shard)}/{int(of)}): both would run the rows their ids share; give "
+                                         "every shard of a run the same N, or wait for that one to end", errno.EBUSY)
         deadline = time.monotonic() + settle_s
         while True:
             whole = [r for r in folder.live_ranks() if not folder.lock_file_held(f"shard-{r}.lock")]
@@ -411,15 +436,16 @@ def bind_shard(work: str | os.PathLike, fingerprint: dict[str, Any], *, conflict
 
 @contextlib.contextmanager
 def claim_shard(out: str | os.PathLike, fingerprint: dict[str, Any], *, shard: int, conflict: Exception,
-                command: str, activity: str = "written", settle_s: float = 2.0) -> Iterator[OwnedFolder]:
-    """Own shard ``shard`` of a resumable run in ``out`` for the ``with`` block
+                command: str, activity: str = "written", settle_s: float = 2.0,
+                of: Optional[int] = None) -> Iterator[OwnedFolder]:
+    """Own shard ``shard`` (of ``of`` shards) of a resumable run in ``out`` for the ``with`` block
     (:func:`hold_shard`), the run bound to ``fingerprint`` in ``out/.work/run.json``
     (:func:`bind_shard`): a folder of another run raises ``conflict``.
 
     Raises:
         ``conflict``; spear_datasets.ownership.OutFolderError: see :func:`hold_shard`.
     """
-    with hold_shard(out, shard=shard, command=command, activity=activity, settle_s=settle_s) as folder:
+    with hold_shard(out, shard=shard, command=command, activity=activity, settle_s=settle_s, of=of) as folder:
         bind_shard(folder.work, fingerprint, conflict=conflict)
         yield folder
 

@@ -72,12 +72,13 @@ _CONVERSATION_IN_PATH = re.compile(r"V\d+_S\d+_I\d+")
 
 
 def as_number(v: Any) -> float | None:
-    """A per-sample value as a float: ``None``/NaN/inf/non-numbers -> ``None``; ``True``/``False`` -> 1.0/0.0."""
+    """A per-sample value as a float: ``None``/NaN/inf/non-numbers -> ``None`` (so is an integer too
+    large for a float, e.g. 400 digits); ``True``/``False`` -> 1.0/0.0."""
     if v is None or isinstance(v, (str, bytes, list, tuple, dict)):
         return None
     try:
         x = float(v)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
     return x if math.isfinite(x) else None
 
@@ -672,8 +673,8 @@ def compare_runs(
     """Compare two runs' per-sample rows (``per_sample.jsonl`` objects), A minus B.
 
     Only rows with ``status == "ok"`` count. Rows are paired by ``match(row)`` (SPEAR: the input
-    clip's file name; FDB: the sample id); an id repeated within a run keeps its first row, and
-    ``notes`` say how many rows each run left out so.
+    clip's file name; FDB: the sample id); an id repeated within a run keeps its first row (the
+    others counted in ``n_repeated_a`` / ``n_repeated_b`` and said in ``notes``).
 
     Args:
         match: row -> pairing id.
@@ -691,7 +692,7 @@ def compare_runs(
     as different at 5 % when its Holm p is below 0.05; the family-wise error rate then stays at 5 %).
 
     Returns:
-        ``{"n_ok_a", "n_ok_b", "n_common", "n_only_a", "n_only_b", "comparable", "notes",
+        ``{"n_ok_a", "n_ok_b", "n_common", "n_only_a", "n_only_b", "n_repeated_a", "n_repeated_b", "comparable", "notes",
         "keys_only_a", "keys_only_b", "bootstrap", "keys"}`` (``n_only_*``: rows of one run
         whose input the other lacks; ``keys_only_*``: numeric keys with values in one run only) where ``keys[k]`` is :func:`paired_comparison` of the matched
         rows plus ``"unpaired"``: ``{"all": unpaired_tests(...), <subset>: ...}`` over every ok
@@ -700,18 +701,20 @@ def compare_runs(
     ok_a = [r for r in rows_a if r.get("status", "ok") == "ok"]
     ok_b = [r for r in rows_b if r.get("status", "ok") == "ok"]
     by_b: dict[Any, dict[str, Any]] = {}
-    repeated_b = 0
+    dup_b = 0
     for r in ok_b:
         m = match(r)
-        repeated_b += m in by_b
-        by_b.setdefault(m, r)
+        if m in by_b:
+            dup_b += 1
+            continue
+        by_b[m] = r
     seen_a: set = set()
     pairs = []
-    repeated_a = 0
+    dup_a = 0
     for r in ok_a:
         m = match(r)
         if m in seen_a:
-            repeated_a += 1
+            dup_a += 1
             continue
         seen_a.add(m)
         if m in by_b:
@@ -726,7 +729,7 @@ def compare_runs(
     notes = []
     if len(ok_a) < len(rows_a) or len(ok_b) < len(rows_b):
         notes.append(f"failed rows left out: {len(rows_a) - len(ok_a)} in {name_a}, {len(rows_b) - len(ok_b)} in {name_b}")
-    for k, name in ((repeated_a, name_a), (repeated_b, name_b)):
+    for k, name in ((dup_a, name_a), (dup_b, name_b)):
         if k:  # never silently: the first row of an id is paired, the others are not
             notes.append(f"{k} scored row(s) of {name} repeat the pairing id of an earlier row and are left out of "
                          "the pairs (the id does not name one sample)")
@@ -751,6 +754,7 @@ def compare_runs(
     out: dict[str, Any] = {
         "n_ok_a": len(ok_a), "n_ok_b": len(ok_b), "n_common": len(pairs),
         "n_only_a": len(seen_a) - len(pairs), "n_only_b": len(by_b) - len(pairs),
+        "n_repeated_a": dup_a, "n_repeated_b": dup_b,
         "comparable": bool(pairs), "notes": notes, "keys_only_a": only_a, "keys_only_b": only_b,
         "bootstrap": {"n_resamples": int(n_resamples), "seed": int(seed), "method": "percentile", "confidence": confidence,
                       "min_pairs_for_p": SMALL_SAMPLE, "unit": unit if cluster is not None else "row",

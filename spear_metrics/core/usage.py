@@ -222,14 +222,16 @@ class PriceTable:
     ``cached_audio_input`` its cached audio part (default: the ``audio_input`` price).
 
     Raises (constructor):
-        PriceTableError: not readable JSON, no ``models`` object, or a price that is not a
-            non-negative number.
+        PriceTableError: not a regular file (a FIFO, a device, a folder), not readable JSON, no
+            ``models`` object, a ``currency`` that is not a short text, or a price that is not a
+            finite non-negative number.
     """
 
     def __init__(self, path: str | os.PathLike):
         p = Path(path)
         self.source = p.name
         from spear_datasets.files import read_json
+        from spear_metrics.core.stats import as_number
 
         try:
             obj = read_json(p, MAX_PRICE_TABLE_BYTES)  # never more than the limit in memory (a huge or endless file)
@@ -237,7 +239,10 @@ class PriceTable:
             raise PriceTableError(f"--price-table {p}: not readable JSON: {' '.join(str(e).split())[:200]}") from None
         if not isinstance(obj, dict) or not isinstance(obj.get("models"), dict):
             raise PriceTableError(f"--price-table {p}: needs a \"models\" object {{model: {{input, output, ...}}}}")
-        self.currency = str(obj.get("currency") or "USD")
+        currency = obj.get("currency") or "USD"
+        if not isinstance(currency, str) or len(currency) > 16:
+            raise PriceTableError(f"--price-table {p}: \"currency\" must be a short text (e.g. \"USD\")")
+        self.currency = currency
         self.models: dict[str, dict[str, float]] = {}
         for m, entry in obj["models"].items():
             if not isinstance(entry, dict):
@@ -247,7 +252,7 @@ class PriceTable:
                 if k not in PRICE_FIELDS:
                     raise PriceTableError(f"--price-table {p}: model {m!r}: unknown price {k!r} "
                                           f"(known: {', '.join(PRICE_FIELDS)})")
-                if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+                if isinstance(v, bool) or not isinstance(v, (int, float)) or as_number(v) is None or v < 0:
                     raise PriceTableError(f"--price-table {p}: model {m!r}: {k} must be a non-negative number")
                 prices[k] = float(v)
             self.models[str(m)] = prices

@@ -229,7 +229,7 @@ def run_dsuperb_inference(agent_name: str, instances: list[str], out_dir: str | 
                                  built_by_name=built_by_name, processes=processes, provider_limits=provider_limits)
     # PRED/: new, empty or this command's; each instance is one run bound to its settings (.work/<instance>/);
     # a shard holds its own lock beside the other shards' (hold_shard)
-    held = hold_shard(out, shard=shard[0], command=COMMAND) if shard is not None else open_folder(out, command=COMMAND)
+    held = hold_shard(out, shard=shard[0], of=shard[1], command=COMMAND) if shard is not None else open_folder(out, command=COMMAND)
     with held as folder:
         foreign = [_prediction_file(out, s.instance) for s in specs if _foreign(folder, _prediction_file(out, s.instance))]
         if foreign:  # never replaced or removed, --overwrite included: refused before anything runs

@@ -300,7 +300,7 @@ def run_fdb_inference(agent_name: str, root: str | os.PathLike, *, tasks: Option
         kw = dict(command="fdb-infer", work_name=WORK, check=False, flag="--root", keep_changed=True)
         for td in task_dirs:  # each task folder: its lock held (a shard's beside the others'), every write recorded
             folders[td] = held.enter_context(open_folder(td, **kw) if shard is None else
-                                             hold_shard(td, shard=shard[0], **kw))
+                                             hold_shard(td, shard=shard[0], of=shard[1], **kw))
         sessions = functools.partial(sessions_for, agent, name=agent_name, options=agent_options,
                                      built_by_name=built_by_name, processes=processes, provider_limits=provider_limits)
         try:

@@ -654,7 +654,7 @@ async def run_conversations(tasks: list[Task], out: str | os.PathLike, make_exam
     if shard is not None and overwrite:
         raise RunConflict("--shard does not take --overwrite (other shards may be writing the folder): give a new "
                           "--out folder, or --overwrite without --shard first")
-    claim = claim_shard(outp, fp, shard=shard[0], conflict=conflict, command="fdb2-infer") if shard is not None else \
+    claim = claim_shard(outp, fp, shard=shard[0], of=shard[1], conflict=conflict, command="fdb2-infer") if shard is not None else \
         claim_out(outp, fp, overwrite=overwrite, conflict=conflict, command="fdb2-infer", activity="written")
     log = LOG if shard is None else shard_log(shard[0])
     with claim:

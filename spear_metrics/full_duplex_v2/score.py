@@ -48,6 +48,8 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
+from spear_datasets.files import read_limited
+
 EVENTS_KEY = "Turn-taking event and score"
 TASK_KEY = "Task-specific score"
 #: upstream's judge prompts file keys (``eval_single_item.py`` ``load_eval_prompts``)

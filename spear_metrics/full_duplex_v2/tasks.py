@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from spear_datasets.files import read_limited
+
 #: upstream's split names (``v2/eval/eval_single_item.py`` ``normalize_subset_name``)
 SPLITS = ("Daily", "Correction", "EntityTracking", "Safety")
 #: the examinee's system prompt of upstream's ``v2/.env.example`` (``EXAMINEE_SYSTEM_PROMPT``)

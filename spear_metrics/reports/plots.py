@@ -21,13 +21,25 @@ COLOURS = ("#1f77b4", "#7f7f7f", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 
 
+#: the most characters of one text drawn in a figure; longer text (a clip name or run name of a
+#: hostile results file) is cut there with "…" (:func:`png`): Agg draws text glyph by glyph, and
+#: a 200,000-character title took a minute and a half
+MAX_FIGURE_TEXT = 1000
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= MAX_FIGURE_TEXT else text[: MAX_FIGURE_TEXT - 1] + "…"
+
+
 def fit_title(text: str, width_in: float, fontsize: float = 10.0) -> str:
     """``text`` folded at spaces into lines that fit ``width_in`` inches at ``fontsize`` points
-    (about 0.55 em per character): a title longer than its figure is wrapped, never cut."""
+    (about 0.55 em per character): a title longer than its figure is wrapped, not cut (unless it
+    is over :data:`MAX_FIGURE_TEXT` characters)."""
     import textwrap
 
     chars = max(12, int(width_in * 72 / (fontsize * 0.55)))
-    return "\n".join(textwrap.wrap(str(text), chars, break_long_words=False, break_on_hyphens=False)) or str(text)
+    text = _clip(str(text))
+    return "\n".join(textwrap.wrap(text, chars, break_long_words=False, break_on_hyphens=False)) or text
 
 
 def _scatter_run(ax, i: int, n_runs: int, x: np.ndarray, y: np.ndarray, label: str, size: float) -> None:
@@ -58,7 +70,14 @@ def message(text: str, width: float = 10.0, height: float = 1.6):
 
 
 def png(fig) -> bytes:
-    """The figure as PNG bytes (Agg)."""
+    """The figure as PNG bytes (Agg); every text of it (titles, labels, legend entries, tick
+    labels) cut at :data:`MAX_FIGURE_TEXT` characters first."""
+    from matplotlib.text import Text
+
+    for t in fig.findobj(Text):
+        s = t.get_text()
+        if len(s) > MAX_FIGURE_TEXT:
+            t.set_text(_clip(s))
     buf = io.BytesIO()
     fig.savefig(buf, format="png")
     return buf.getvalue()

@@ -55,8 +55,18 @@ STATUSES = ("ok", "failed")
 REL_TOL, ABS_TOL = 1e-6, 1e-9
 
 
+#: the longest :class:`ResultsError` message (characters); longer ones are cut with "…"
+MAX_MESSAGE_CHARS = 2000
+
+
 class ResultsError(ValueError):
-    """A results folder or results dataset that cannot be published or shown. One-line message."""
+    """A results folder or results dataset that cannot be published or shown. One-line message
+    (whitespace collapsed), cut at :data:`MAX_MESSAGE_CHARS`: a refusal that quotes a value of the
+    file (a metric version, a summary value, a column name) never echoes megabytes of it."""
+
+    def __init__(self, message: str = ""):
+        text = " ".join(str(message).split())
+        super().__init__(text if len(text) <= MAX_MESSAGE_CHARS else text[:MAX_MESSAGE_CHARS] + "…")
 
 
 def benchmark_checks(summary: Any):
@@ -84,8 +94,10 @@ def benchmark_checks(summary: Any):
 
 
 def is_number(v: Any) -> bool:
-    """A JSON number (not a bool) that is finite."""
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(float(v))
+    """A JSON number (not a bool) that is finite as a float (an integer of 400 digits is not)."""
+    from spear_metrics.core.stats import as_number
+
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and as_number(v) is not None
 
 
 def _is_int(v: Any) -> bool:
@@ -103,7 +115,7 @@ def value_kind(v: Any) -> str | None:
     if isinstance(v, bool):
         return "bool"
     if isinstance(v, (int, float)):
-        return "number" if math.isfinite(float(v)) else "invalid"
+        return "number" if is_number(v) else "invalid"
     if isinstance(v, str):
         return "text"
     if isinstance(v, (list, tuple)) and not v:

@@ -222,7 +222,7 @@ def run_speechrole_inference(agent_name: str, test_data: str | os.PathLike, mode
           "dialogues": [d.key for d in dialogues]}
     # OUT: new, empty or this command's; each mode is one run bound to its settings (.work/<mode>/);
     # a shard holds its own lock beside the other shards' (hold_shard)
-    held = hold_shard(out, shard=shard[0], command=COMMAND) if shard is not None else open_folder(out, command=COMMAND)
+    held = hold_shard(out, shard=shard[0], of=shard[1], command=COMMAND) if shard is not None else open_folder(out, command=COMMAND)
     with held as folder:
         work = folder.work / mode
         conflict = InferRunError(f"{out} holds {mode} answers of another infer run (other agent, options or "
