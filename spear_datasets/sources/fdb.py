@@ -184,8 +184,6 @@ def load_json(path: Path) -> Any:
 
     Raises:
         FDBFormatError: missing, not a regular file, over the limit, or not JSON (one line)."""
-    from spear_datasets.files import read_limited
-
     if not path.is_file():
         raise FDBFormatError(f"missing file: {path}")
     try:

@@ -103,8 +103,6 @@ def _read_judged(folder: str | os.PathLike) -> tuple[dict[str, str], dict[str, d
     is the one compared, as in ``compare``)."""
     p = Path(folder)
     f = p / "per_sample.jsonl" if p.is_dir() else p
-    from spear_datasets.files import read_limited
-
     try:
         lines = read_limited(f, MAX_BYTES).decode("utf-8").splitlines()  # a device or a pipe refused, never read whole
     except (OSError, ValueError) as e:

@@ -124,8 +124,6 @@ def load_eval_prompts(path: str | os.PathLike) -> tuple[dict[str, Any], str]:
     Raises:
         ScoreSetupError: unreadable, not JSON, or a required key missing (upstream's check).
     """
-    from spear_datasets.files import read_limited
-
     p = Path(path)
     try:
         data = read_limited(p, MAX_PROMPTS_BYTES)  # never more than the limit in memory

@@ -160,8 +160,6 @@ def load_tasks(path: str | os.PathLike, *, splits: list[str] | None = None, limi
     """
     import hashlib
 
-    from spear_datasets.files import read_limited
-
     p = Path(path)
     try:
         data = read_limited(p, MAX_TASKS_BYTES)  # a device or a pipe is refused, never read for ever
