@@ -74,7 +74,8 @@ def package(seamless, tmp_path_factory):
     archive = tmp / "spear_package.zip"
     with zipfile.ZipFile(archive, "w") as z:
         for f in sorted(src.rglob("*")):
-            if f.is_file() and "V00_S0001_I00000002" not in f.name:
+            # SPEAR's package holds no record of this tool's (.work/): only the inputs
+            if f.is_file() and "V00_S0001_I00000002" not in f.name and ".work" not in f.relative_to(src).parts:
                 z.write(f, Path("spear_package") / "test" / f.relative_to(src))
     return archive
 
@@ -182,6 +183,20 @@ def test_seamless_cut_keeps_the_package_members(seamless, package, tmp_path):
     assert info.samplerate == 16000 and info.channels == 2 and info.frames == round(15.48 * 16000) - round(0.78 * 16000)
     with pytest.raises(DataCheckError, match="missing"):
         build_from_seamless(seamless, tmp_path / "r2", split="dev")
+
+
+def test_seamless_into_an_installed_package_root_is_refused_in_one_line(seamless, package, tmp_path, capsys):
+    """`data seamless --root` of a `data install`: the installed inputs are not the command's (no
+    record), so it is refused, in one line that says where they came from, and nothing is written."""
+    from spear_metrics.cli import main
+
+    root = tmp_path / "root"
+    install_package(package, root)
+    before = sorted(p.relative_to(root) for p in root.rglob("*"))
+    assert main(["data", "seamless", "--seamless", str(seamless), "--root", str(root), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "already holds inputs that data seamless did not cut" in err and "data install" in err
+    assert sorted(p.relative_to(root) for p in root.rglob("*")) == before
 
 
 def _clone_conversation(subset_dir: Path, conv: str, new: str) -> dict[str, Path]:

@@ -125,6 +125,14 @@ def _seamless(args: argparse.Namespace) -> int:
     from spear_datasets.sources.seamless import build_from_seamless, package_members
 
     subsets = ("improvised", "naturalistic")
+    from spear_datasets.ownership import is_recognised
+
+    for s in subsets:  # a layout another source put there (data install: SPEAR's package) is not cut over
+        dest = inputs_dir(args.root) / args.split / s
+        if (dest / "metadata.csv").is_file() and not is_recognised(dest):
+            return _err(f"--root {shown_path(args.root)}: {shown_path(str(dest))} already holds inputs that data seamless "
+                        "did not cut (SPEAR's package from data install, or copied there): give another --root; the "
+                        "two sources are kept apart")
     if args.from_hub:
         from spear_datasets.sources.download import hub_download
 
