@@ -806,6 +806,8 @@ def value_parts(v: Any) -> tuple[float, float] | None:
     ``(x, 1)`` (the key is a mean, or a share of 0/1 flags); a pair ``(num, den)`` of numbers with
     ``den >= 0`` is itself (the key is a ratio of sums, ``sum(num) / sum(den)``: a corpus error
     rate, SpeechRole's ``100 * sum(A) / sum(B)``); anything else -> ``None`` (no value)."""
+    if type(v) is float:  # the common case, as as_number reads it
+        return (v, 1.0) if math.isfinite(v) else None
     if isinstance(v, (tuple, list)):
         if len(v) != 2:
             return None
@@ -825,25 +827,93 @@ def _score(means: np.ndarray, better: str, target: float | None) -> np.ndarray:
     return -np.abs(means - float(target))
 
 
+def _drawn_sums(sums: np.ndarray, drawn: np.ndarray) -> np.ndarray:
+    """``(n_systems, n_resamples)``: each system's per-cluster sums ``sums`` ``(n_systems,
+    n_clusters)`` summed over each resample's drawn clusters ``drawn`` ``(n_resamples, k)``, the
+    numbers ``sums[j][drawn].sum(axis=1)`` gives system by system, bit for bit.
+
+    When every sum is a whole number and no partial sum can pass 2**53 (0/1 verdicts, error
+    counts, token counts: every addition is exact, so the order of the additions cannot change
+    the result), the sums come from one matrix product of the draw counts ``(n_resamples,
+    n_clusters)`` (how often each resample drew each cluster; ``numpy.einsum``); otherwise system
+    by system."""
+    n_sys, n_cl = sums.shape
+    n_res, k = drawn.shape
+    exact = n_sys > 0 and k > 0 and bool(np.all(sums == np.floor(sums))) \
+        and float(np.abs(sums).max(initial=0.0)) * k < 2.0 ** 53
+    if exact:
+        counts = np.bincount((np.arange(n_res, dtype=np.intp)[:, None] * n_cl + drawn).ravel(),
+                             minlength=n_res * n_cl).reshape(n_res, n_cl).astype(np.float64)
+        return np.einsum("bc,sc->sb", counts, sums)  # numpy's own loop: no BLAS threads to wait on
+    out = np.empty((n_sys, n_res), dtype=np.float64)
+    for j in range(n_sys):
+        out[j] = sums[j][drawn].sum(axis=1)
+    return out
+
+
 def _resampled_means(parts: dict[str, dict[Any, tuple[float, float]]], systems: Sequence[str], ids: Sequence[Any],
                      cluster: Callable[[Any], Any] | None, n_resamples: int, seed: int,
                      stratum: Callable[[Any], Any] | None = None) -> tuple[np.ndarray, "Clusters"]:
     """``(len(systems), n_resamples)`` values (``sum(num) / sum(den)`` of the rows' ``parts``,
     :func:`value_parts`) of each system over the rows ``ids`` of clustered resamples (NaN where a
-    resample holds none of a system's rows), and the clusters drawn from."""
+    resample holds none of a system's rows), and the clusters drawn from.
+
+    One draw (:meth:`Clusters.draw_clusters`, ``numpy.random.default_rng(seed)``) serves every
+    system; every system's per-cluster sums (as :meth:`Clusters.sums`: one ``bincount`` over all
+    systems, each bin summed in row order) are summed over each resample's drawn clusters
+    (:func:`_drawn_sums`), the denominators once when every system has the same ones (a plain
+    mean on common rows): the same numbers, bit for bit, as one system at a time."""
     cl = Clusters([cluster(i) for i in ids] if cluster is not None else [None] * len(ids),
                   [stratum(i) for i in ids] if stratum is not None else None)
     drawn = cl.draw_clusters(np.random.default_rng(seed), n_resamples)
-    m = np.empty((len(systems), drawn.shape[0]), dtype=np.float64)
+    n_sys, n_ids, n_cl = len(systems), len(ids), cl.n_clusters
     missing = (np.nan, np.nan)
-    for j, n in enumerate(systems):
-        nd = np.asarray([parts[n].get(i, missing) for i in ids], dtype=np.float64).reshape(len(ids), 2)
-        s_num, _ = cl.sums(nd[:, 0])
-        s_den, _ = cl.sums(nd[:, 1])
-        tot = s_den[drawn].sum(axis=1)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            m[j] = np.where(tot > 0, s_num[drawn].sum(axis=1) / np.where(tot > 0, tot, 1.0), np.nan)
-    return m, cl
+    nd = np.asarray([[parts[n].get(i, missing) for i in ids] for n in systems], dtype=np.float64).reshape(n_sys, n_ids, 2)
+    ok = np.isfinite(nd)
+    bins = (np.arange(n_sys, dtype=np.intp)[:, None] * n_cl + cl.cluster_of[None, :]).ravel()
+    s_num = np.bincount(bins, weights=np.where(ok[..., 0], nd[..., 0], 0.0).ravel(), minlength=n_sys * n_cl)
+    s_den = np.bincount(bins, weights=np.where(ok[..., 1], nd[..., 1], 0.0).ravel(), minlength=n_sys * n_cl)
+    s_num, s_den = s_num.reshape(n_sys, n_cl), s_den.reshape(n_sys, n_cl)
+    num = _drawn_sums(s_num, drawn)
+    if n_sys > 1 and bool((s_den == s_den[0]).all()):
+        tot = np.broadcast_to(_drawn_sums(s_den[:1], drawn), num.shape)
+    else:
+        tot = _drawn_sums(s_den, drawn)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(tot > 0, num / np.where(tot > 0, tot, 1.0), np.nan), cl
+
+
+def _rank_matrix(score: np.ndarray) -> np.ndarray:
+    """``(n_systems, n_resamples)`` ranks of ``score`` (larger = better; no NaN) within each
+    resample (column): 1 + the number of systems strictly better, so equal scores share the
+    better rank; from one sort per resample (the position where a run of equal scores starts,
+    best first), not from every pair of systems."""
+    n_sys, n_res = score.shape
+    u = -np.ascontiguousarray(score.T)  # (n_resamples, n_systems), best first once sorted
+    order = np.argsort(u, axis=1)  # the order within equal scores does not matter: runs are counted
+    srt = np.take_along_axis(u, order, axis=1)
+    start = np.zeros((n_res, n_sys), dtype=np.intp)
+    if n_sys > 1:
+        start[:, 1:] = np.where(srt[:, 1:] != srt[:, :-1], np.arange(1, n_sys), 0)
+    np.maximum.accumulate(start, axis=1, out=start)  # where each position's run starts: systems better
+    ranks = np.empty((n_res, n_sys), dtype=np.intp)
+    ranks[np.arange(n_res)[:, None], order] = start + 1
+    return ranks.T
+
+
+def _rank_quantiles(ranks: np.ndarray, q: float) -> tuple[np.ndarray, np.ndarray]:
+    """Per row of ``ranks`` ``(n_rows, n)`` (non-negative integers), ``np.quantile(row, q, method="lower")`` and ``np.quantile(row, 1 - q,
+    method="higher")``: the sorted row's entries at ``floor((n - 1) q)`` and ``ceil((n - 1)(1 - q))``
+    (numpy's definition of the two methods), read from each row's cumulative rank counts instead
+    of a sort."""
+    n_rows, n = ranks.shape
+    top = int(ranks.max(initial=0)) + 1
+    counts = np.bincount((np.arange(n_rows, dtype=np.intp)[:, None] * top + ranks).ravel(),
+                         minlength=n_rows * top).reshape(n_rows, top)
+    cum = np.cumsum(counts, axis=1)  # cum[r] = entries <= r; the sorted entry at index i is the first r with cum > i
+    i_lo = int(np.floor((n - 1) * np.float64(q)))
+    i_hi = int(np.ceil((n - 1) * np.float64(1.0 - q)))
+    return np.argmax(cum > i_lo, axis=1), np.argmax(cum > i_hi, axis=1)
 
 
 def tie_groups(
@@ -940,14 +1010,26 @@ def tie_groups(
     together = _resampled_means(values, ranked, list(values[best]), cluster, max(1, n_resamples), seed, stratum) \
         if common else None
     ps: list[float | None] = []
-    for n in others:
+    if together is not None and others:  # every comparison at once, on the one set of resamples
+        m, cl = together
+        scores = _score(m, better, target)
+        jb = ranked.index(best)
+        rest = [ranked.index(n) for n in others]
+        diff = scores[jb][None, :] - scores[rest]
+        testable = cl.n_clusters >= SMALL_SAMPLE and n_resamples >= 1 and cl.movable()
+        ok = np.isfinite(diff)
+        n_ok = ok.sum(axis=1)
+        below = (ok & (diff <= 0.0)).sum(axis=1)
+        above = (ok & (diff >= 0.0)).sum(axis=1)
+        for k, n in enumerate(others):
+            out["systems"][n]["n_shared"] = cl.n_clusters
+            beyond = min(int(below[k]), int(above[k]))
+            ps.append(float(min(1.0, 2.0 * (1 + beyond) / (int(n_ok[k]) + 1))) if testable and n_ok[k] else None)
+    for n in others if together is None else ():
         ids = [i for i in values[best] if i in values[n]]
         p = None
         if ids:
-            if together is not None:
-                m, cl = together[0][[ranked.index(best), ranked.index(n)]], together[1]
-            else:
-                m, cl = _resampled_means(values, [best, n], ids, cluster, max(1, n_resamples), seed, stratum)
+            m, cl = _resampled_means(values, [best, n], ids, cluster, max(1, n_resamples), seed, stratum)
             out["systems"][n]["n_shared"] = cl.n_clusters
             diff = _score(m[0], better, target) - _score(m[1], better, target)
             if cl.n_clusters >= SMALL_SAMPLE and n_resamples >= 1 and cl.movable():
@@ -965,12 +1047,19 @@ def tie_groups(
         if not cl.movable():  # every resample is the same: no rank interval
             out["note"] = no_interval_reason(cl.n_clusters, unit_name) + ": no rank interval"
             return out
-        score = np.where(np.isfinite(m), _score(m, better, target), -np.inf)
-        ranks = 1 + (score[None, :, :] > score[:, None, :]).sum(axis=1)  # systems strictly better, + 1
+        finite = np.isfinite(m)
+        score = np.where(finite, _score(m, better, target), -np.inf)
+        ranks = _rank_matrix(score)  # systems strictly better, + 1
         lo_q = (1.0 - confidence) / 2.0
-        for j, n in enumerate(ranked):
-            r = ranks[j][np.isfinite(m[j])]
+        full = finite.all(axis=1)
+        if full.any():  # systems with a value in every resample: their quantiles at once
+            rows = np.flatnonzero(full)
+            los, his = _rank_quantiles(ranks[rows], lo_q)
+            for j, lo, hi in zip(rows, los, his):
+                out["systems"][ranked[j]]["rank_ci95"] = [int(lo), int(hi)]
+        for j in np.flatnonzero(~full):
+            r = ranks[j][finite[j]]
             if r.size >= MIN_DEFINED_SHARE * m.shape[1]:
-                out["systems"][n]["rank_ci95"] = [int(np.quantile(r, lo_q, method="lower")),
-                                                  int(np.quantile(r, 1.0 - lo_q, method="higher"))]
+                out["systems"][ranked[j]]["rank_ci95"] = [int(np.quantile(r, lo_q, method="lower")),
+                                                          int(np.quantile(r, 1.0 - lo_q, method="higher"))]
     return out

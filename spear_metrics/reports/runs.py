@@ -14,6 +14,7 @@ pair a model's rows with the original answers by ``Path(audio_path).stem``).
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -561,8 +562,39 @@ def results_rows(loaded: Sequence[Any], keys: Sequence[str], spec: TieSpec | Non
         want = (*spec.columns, *keys) if spec.columns is not None else tuple(
             c for c in frame.columns if c not in set(getattr(res, "audio_columns", None) or ()) and not c.endswith("_audio"))
         cols = list(dict.fromkeys(c for c in want if c in frame.columns))
-        out[res.source] = [{k: clean_value(v) for k, v in r.items()} for r in frame[cols].to_dict("records")]
+        out[res.source] = _clean_records(frame, cols)
     return out
+
+
+def _clean_records(frame: Any, cols: Sequence[Any] | None = None) -> list[dict[str, Any]]:
+    """``[{column: clean_value(value)}]`` of ``frame``'s rows over ``cols`` (default all), as
+    ``frame[cols].to_dict("records")`` cleaned value by value
+    (:func:`~spear_metrics.core.records.clean_value`), built column by column: numeric numpy
+    columns as Python numbers (``tolist``; a non-finite float -> ``None``), object columns and
+    ``str`` columns (missing = NaN) value by value, any other column through ``to_dict``."""
+    import numpy as np
+    import pandas as pd
+
+    cols = list(frame.columns if cols is None else cols)
+    if not cols:
+        return [{} for _ in range(len(frame))]
+    values: dict[Any, list[Any]] = {}
+    for c in cols:
+        ser = frame[c]
+        dt = ser.dtype
+        if isinstance(dt, np.dtype) and dt.kind in "iub":
+            values[c] = ser.to_numpy().tolist()
+        elif isinstance(dt, np.dtype) and dt.kind == "f":
+            values[c] = [x if math.isfinite(x) else None for x in ser.to_numpy().tolist()]
+        elif (isinstance(dt, np.dtype) and dt.kind == "O") or (  # str (missing = NaN); pd.NA is to_dict's
+                isinstance(dt, pd.StringDtype) and getattr(dt, "na_value", pd.NA) is not pd.NA):
+            values[c] = [clean_value(v) for v in ser]
+    rest = [c for c in cols if c not in values]
+    if rest:
+        recs = frame[rest].to_dict("records")
+        for c in rest:
+            values[c] = [clean_value(r[c]) for r in recs]
+    return [dict(zip(cols, t)) for t in zip(*(values[c] for c in cols))]
 
 
 def rows_tie_cells(rows_by_system: dict[str, Sequence[dict[str, Any]]], keys: Sequence[str], *,
