@@ -241,6 +241,10 @@ def test_drawn_sums_are_exact_on_whole_numbers_only():
     drawn = rng.integers(0, 500, size=(100, 500))
     whole = rng.integers(-3, 40, size=(6, 500)).astype(np.float64)
     np.testing.assert_array_equal(stats._drawn_sums(whole, drawn), np.stack([w[drawn].sum(axis=1) for w in whole]))
+    big = whole * 2.0 ** 20  # past float32's exact range (2**24 over 500 draws): summed in float64, still exact
+    got = stats._drawn_sums(big, drawn)
+    assert got.dtype == np.float64
+    np.testing.assert_array_equal(got, np.stack([w[drawn].sum(axis=1) for w in big]))
     frac = rng.normal(size=(6, 500))
     np.testing.assert_array_equal(stats._drawn_sums(frac, drawn), np.stack([f[drawn].sum(axis=1) for f in frac]))
     # the product order would move the fractional sums: the system-by-system path is needed

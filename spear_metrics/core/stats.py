@@ -806,15 +806,26 @@ def value_parts(v: Any) -> tuple[float, float] | None:
     ``(x, 1)`` (the key is a mean, or a share of 0/1 flags); a pair ``(num, den)`` of numbers with
     ``den >= 0`` is itself (the key is a ratio of sums, ``sum(num) / sum(den)``: a corpus error
     rate, SpeechRole's ``100 * sum(A) / sum(B)``); anything else -> ``None`` (no value)."""
-    if type(v) is float:  # the common case, as as_number reads it
-        return (v, 1.0) if math.isfinite(v) else None
+    if type(v) is tuple and len(v) == 2:
+        num, den = _plain_number(v[0]), _plain_number(v[1])
+        return None if num is None or den is None or den < 0 else (num, den)
     if isinstance(v, (tuple, list)):
         if len(v) != 2:
             return None
         num, den = as_number(v[0]), as_number(v[1])
         return None if num is None or den is None or den < 0 else (num, den)
-    x = as_number(v)
+    x = _plain_number(v)
     return None if x is None else (x, 1.0)
+
+
+def _plain_number(v: Any) -> float | None:
+    """:func:`as_number` with its two common cases (a Python float or int) read first."""
+    t = type(v)
+    if t is float:
+        return v if math.isfinite(v) else None
+    if t is int:
+        return float(v)
+    return as_number(v)
 
 
 def _score(means: np.ndarray, better: str, target: float | None) -> np.ndarray:
@@ -834,17 +845,18 @@ def _drawn_sums(sums: np.ndarray, drawn: np.ndarray) -> np.ndarray:
 
     When every sum is a whole number and no partial sum can pass 2**53 (0/1 verdicts, error
     counts, token counts: every addition is exact, so the order of the additions cannot change
-    the result), the sums come from one matrix product of the draw counts ``(n_resamples,
-    n_clusters)`` (how often each resample drew each cluster; ``numpy.einsum``); otherwise system
-    by system."""
+    the result), the sums come from one product with the draw counts ``(n_clusters,
+    n_resamples)`` (how often each resample drew each cluster; ``numpy.einsum``, in float32 when
+    no partial sum can pass 2**24, where float32 is exact too); otherwise system by system."""
     n_sys, n_cl = sums.shape
     n_res, k = drawn.shape
-    exact = n_sys > 0 and k > 0 and bool(np.all(sums == np.floor(sums))) \
-        and float(np.abs(sums).max(initial=0.0)) * k < 2.0 ** 53
-    if exact:
-        counts = np.bincount((np.arange(n_res, dtype=np.intp)[:, None] * n_cl + drawn).ravel(),
-                             minlength=n_res * n_cl).reshape(n_res, n_cl).astype(np.float64)
-        return np.einsum("bc,sc->sb", counts, sums)  # numpy's own loop: no BLAS threads to wait on
+    bound = float(np.abs(sums).max(initial=0.0)) * k if n_sys > 0 and k > 0 else math.inf
+    if bound < 2.0 ** 53 and bool(np.all(sums == np.floor(sums))):
+        counts = np.bincount((drawn + np.arange(n_res, dtype=np.intp)[:, None] * n_cl).ravel(),
+                             minlength=n_res * n_cl).reshape(n_res, n_cl).T  # (n_clusters, n_resamples)
+        # float32 holds every whole number below 2**24 exactly; numpy's own loop: no BLAS threads to wait on
+        dtype = np.float32 if bound < 2.0 ** 24 else np.float64
+        return np.einsum("sc,cb->sb", sums.astype(dtype), np.ascontiguousarray(counts, dtype=dtype)).astype(np.float64)
     out = np.empty((n_sys, n_res), dtype=np.float64)
     for j in range(n_sys):
         out[j] = sums[j][drawn].sum(axis=1)
@@ -891,7 +903,7 @@ def _rank_matrix(score: np.ndarray) -> np.ndarray:
     n_sys, n_res = score.shape
     u = -np.ascontiguousarray(score.T)  # (n_resamples, n_systems), best first once sorted
     order = np.argsort(u, axis=1)  # the order within equal scores does not matter: runs are counted
-    srt = np.take_along_axis(u, order, axis=1)
+    srt = np.sort(u, axis=1)  # u along order, up to the order of equal entries
     start = np.zeros((n_res, n_sys), dtype=np.intp)
     if n_sys > 1:
         start[:, 1:] = np.where(srt[:, 1:] != srt[:, :-1], np.arange(1, n_sys), 0)
@@ -1014,7 +1026,7 @@ def tie_groups(
         m, cl = together
         scores = _score(m, better, target)
         jb = ranked.index(best)
-        rest = [ranked.index(n) for n in others]
+        rest = [j for j, n in enumerate(ranked) if n != best]  # others, in their order
         diff = scores[jb][None, :] - scores[rest]
         testable = cl.n_clusters >= SMALL_SAMPLE and n_resamples >= 1 and cl.movable()
         ok = np.isfinite(diff)

@@ -448,11 +448,11 @@ def leaderboard_ties(rows_by_system: dict[str, Sequence[dict[str, Any]]], keys: 
     spec = spec or spear_tie_spec(unit)
     get = spec.value or (lambda r, k: r.get(k))
     ok = {name: [r for r in rows if r.get("status", "ok") == "ok"] for name, rows in rows_by_system.items()}
+    ids = {name: [spec.row_id(r) for r in rows] for name, rows in ok.items()}  # each row's id, once
     cluster: dict[Any, Any] = {}
     stratum: dict[Any, Any] = {}
-    for rows in ok.values():
-        for r in rows:
-            i = spec.row_id(r)
+    for name, rows in ok.items():
+        for i, r in zip(ids[name], rows):
             cluster.setdefault(i, spec.cluster(r) if spec.cluster is not None else i)
             if spec.stratum is not None:
                 stratum.setdefault(i, spec.stratum(r))
@@ -462,8 +462,8 @@ def leaderboard_ties(rows_by_system: dict[str, Sequence[dict[str, Any]]], keys: 
         target = as_number((human or {}).get(key))
         if not (better in ("higher", "lower") or (better == "closer_to_human" and target is not None)):
             continue
-        values = {name: {spec.row_id(r): v for r in rows if value_parts(v := get(r, key)) is not None}
-                  for name, rows in ok.items()}
+        values = {name: {i: v for i, r in zip(ids[name], rows) if (v := value_parts(get(r, key))) is not None}
+                  for name, rows in ok.items()}  # (num, den) pairs: tie_groups reads them as they are
         values = {n: v for n, v in values.items() if v}
         if len(values) < 2:
             continue
@@ -586,9 +586,10 @@ def _clean_records(frame: Any, cols: Sequence[Any] | None = None) -> list[dict[s
             values[c] = ser.to_numpy().tolist()
         elif isinstance(dt, np.dtype) and dt.kind == "f":
             values[c] = [x if math.isfinite(x) else None for x in ser.to_numpy().tolist()]
-        elif (isinstance(dt, np.dtype) and dt.kind == "O") or (  # str (missing = NaN); pd.NA is to_dict's
-                isinstance(dt, pd.StringDtype) and getattr(dt, "na_value", pd.NA) is not pd.NA):
-            values[c] = [clean_value(v) for v in ser]
+        elif isinstance(dt, np.dtype) and dt.kind == "O":
+            values[c] = [v if type(v) is str else clean_value(v) for v in ser.tolist()]
+        elif isinstance(dt, pd.StringDtype) and getattr(dt, "na_value", pd.NA) is not pd.NA:  # str: missing = NaN
+            values[c] = [v if type(v) is str else clean_value(v) for v in ser.to_numpy(dtype=object).tolist()]
     rest = [c for c in cols if c not in values]
     if rest:
         recs = frame[rest].to_dict("records")
