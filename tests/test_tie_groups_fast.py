@@ -180,7 +180,18 @@ def _stratum(i: Any) -> Any:
     return int(str(i).split("_")[0][1:]) % 3
 
 
+def _sparse() -> dict[str, dict[Any, Any]]:
+    """:func:`_clustered` with S5 answering only conversation c0 (absent from about a third of the
+    resamples: a rank over the resamples that hold it) and S7 only c1 and c2 on 5 systems."""
+    out = _clustered()
+    out["S5"] = {i: v for i, v in out["S5"].items() if i.startswith("c0_")}
+    out["S7"] = {i: v for i, v in out["S7"].items() if i.startswith(("c1_", "c2_"))}
+    return out
+
+
 CASES = {
+    "sparse systems": dict(values=_sparse(), better="higher", cluster=_conv),
+    "sparse systems by row": dict(values=_sparse(), better="lower"),
     "clustered higher": dict(values=_clustered(), better="higher", cluster=_conv),
     "clustered lower common": dict(values=_clustered(), better="lower", cluster=_conv, common=True),
     "clustered closer common": dict(values=_clustered(), better="closer_to_human", target=0.2, cluster=_conv,
@@ -212,6 +223,8 @@ def test_tie_groups_match_the_reference_bit_for_bit(case, seed):
     got = tie_groups(seed=seed, **kw)
     want = reference_tie_groups(seed=seed, **kw)
     assert got == want
+    if case == "sparse systems":  # a system absent from some resamples is ranked over those that hold it
+        assert want["systems"]["S5"]["rank_ci95"] is not None and want["systems"]["S7"]["rank_ci95"] is not None
     if case == "clustered higher":  # the table is one a test can fail on: a best, ties and separated systems
         marks = [s["mark"] for s in want["systems"].values()]
         assert marks.count(BEST_MARK) == 1 and TIE_MARK in marks and "" in marks

@@ -847,7 +847,8 @@ def _drawn_sums(sums: np.ndarray, drawn: np.ndarray) -> np.ndarray:
     counts, token counts: every addition is exact, so the order of the additions cannot change
     the result), the sums come from one product with the draw counts ``(n_clusters,
     n_resamples)`` (how often each resample drew each cluster; ``numpy.einsum``, in float32 when
-    no partial sum can pass 2**24, where float32 is exact too); otherwise system by system."""
+    no partial sum can pass 2**24, where float32 is exact too: the whole numbers are returned as
+    float32 then); otherwise system by system."""
     n_sys, n_cl = sums.shape
     n_res, k = drawn.shape
     bound = float(np.abs(sums).max(initial=0.0)) * k if n_sys > 0 and k > 0 else math.inf
@@ -856,7 +857,7 @@ def _drawn_sums(sums: np.ndarray, drawn: np.ndarray) -> np.ndarray:
                              minlength=n_res * n_cl).reshape(n_res, n_cl).T  # (n_clusters, n_resamples)
         # float32 holds every whole number below 2**24 exactly; numpy's own loop: no BLAS threads to wait on
         dtype = np.float32 if bound < 2.0 ** 24 else np.float64
-        return np.einsum("sc,cb->sb", sums.astype(dtype), np.ascontiguousarray(counts, dtype=dtype)).astype(np.float64)
+        return np.einsum("sc,cb->sb", sums.astype(dtype), np.ascontiguousarray(counts, dtype=dtype))
     out = np.empty((n_sys, n_res), dtype=np.float64)
     for j in range(n_sys):
         out[j] = sums[j][drawn].sum(axis=1)
@@ -880,52 +881,71 @@ def _resampled_means(parts: dict[str, dict[Any, tuple[float, float]]], systems: 
     drawn = cl.draw_clusters(np.random.default_rng(seed), n_resamples)
     n_sys, n_ids, n_cl = len(systems), len(ids), cl.n_clusters
     missing = (np.nan, np.nan)
-    nd = np.asarray([[parts[n].get(i, missing) for i in ids] for n in systems], dtype=np.float64).reshape(n_sys, n_ids, 2)
+    ids = list(ids)
+    nd = np.asarray([list(parts[n].values()) if list(parts[n]) == ids else [parts[n].get(i, missing) for i in ids]
+                     for n in systems], dtype=np.float64).reshape(n_sys, n_ids, 2)  # rows in the order of ids
     ok = np.isfinite(nd)
     bins = (np.arange(n_sys, dtype=np.intp)[:, None] * n_cl + cl.cluster_of[None, :]).ravel()
     s_num = np.bincount(bins, weights=np.where(ok[..., 0], nd[..., 0], 0.0).ravel(), minlength=n_sys * n_cl)
     s_den = np.bincount(bins, weights=np.where(ok[..., 1], nd[..., 1], 0.0).ravel(), minlength=n_sys * n_cl)
     s_num, s_den = s_num.reshape(n_sys, n_cl), s_den.reshape(n_sys, n_cl)
-    num = _drawn_sums(s_num, drawn)
-    if n_sys > 1 and bool((s_den == s_den[0]).all()):
-        tot = np.broadcast_to(_drawn_sums(s_den[:1], drawn), num.shape)
-    else:
-        tot = _drawn_sums(s_den, drawn)
+    num = _drawn_sums(s_num, drawn)  # float32 only when it holds whole numbers exactly: divided in float64
+    shared = n_sys > 1 and bool((s_den == s_den[0]).all())
+    tot = _drawn_sums(s_den[:1] if shared else s_den, drawn).astype(np.float64)
+    pos = tot > 0
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(tot > 0, num / np.where(tot > 0, tot, 1.0), np.nan), cl
+        if pos.all():  # every resample holds a row of every system: no NaN to place
+            return np.true_divide(num, tot, dtype=np.float64), cl
+        return np.where(pos, np.true_divide(num, np.where(pos, tot, 1.0), dtype=np.float64), np.nan), cl
+
+
+def _sorted_ranks(score: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Ranks of ``score`` ``(n_systems, n_resamples)`` (larger = better; no NaN) within each
+    resample, from one sort per resample: ``(order, better)``, both ``(n_resamples, n_systems)``:
+    ``order[b]`` the systems best first (equal scores in any order), ``better[b, i]`` how many
+    systems score strictly better than ``order[b, i]`` (where its run of equal scores starts), so
+    its rank is ``better + 1`` and equal scores share the better rank."""
+    n_sys, n_res = score.shape
+    u = np.negative(score.T, order="C")  # (n_resamples, n_systems), best first once sorted
+    order = np.argsort(u, axis=1)
+    srt = np.sort(u, axis=1)  # u along order, up to the order of equal entries (one run either way)
+    better = np.zeros((n_res, n_sys), dtype=np.intp)
+    if n_sys > 1:
+        np.multiply(srt[:, 1:] != srt[:, :-1], np.arange(1, n_sys), out=better[:, 1:])
+    np.maximum.accumulate(better, axis=1, out=better)
+    return order, better
 
 
 def _rank_matrix(score: np.ndarray) -> np.ndarray:
     """``(n_systems, n_resamples)`` ranks of ``score`` (larger = better; no NaN) within each
     resample (column): 1 + the number of systems strictly better, so equal scores share the
-    better rank; from one sort per resample (the position where a run of equal scores starts,
-    best first), not from every pair of systems."""
-    n_sys, n_res = score.shape
-    u = -np.ascontiguousarray(score.T)  # (n_resamples, n_systems), best first once sorted
-    order = np.argsort(u, axis=1)  # the order within equal scores does not matter: runs are counted
-    srt = np.sort(u, axis=1)  # u along order, up to the order of equal entries
-    start = np.zeros((n_res, n_sys), dtype=np.intp)
-    if n_sys > 1:
-        start[:, 1:] = np.where(srt[:, 1:] != srt[:, :-1], np.arange(1, n_sys), 0)
-    np.maximum.accumulate(start, axis=1, out=start)  # where each position's run starts: systems better
-    ranks = np.empty((n_res, n_sys), dtype=np.intp)
-    ranks[np.arange(n_res)[:, None], order] = start + 1
+    better rank (:func:`_sorted_ranks`: one sort per resample, not every pair of systems)."""
+    order, better = _sorted_ranks(score)
+    ranks = np.empty(order.shape, dtype=np.intp)
+    ranks[np.arange(order.shape[0])[:, None], order] = better + 1
     return ranks.T
 
 
+def _count_quantiles(cum: np.ndarray, n: int, q: float) -> tuple[np.ndarray, np.ndarray]:
+    """From cumulative counts ``cum`` ``(n_rows, top)`` (``cum[j, r]``: entries of row ``j`` that
+    are <= ``r``; ``n`` entries a row), each row's ``np.quantile(row, q, method="lower")`` and
+    ``np.quantile(row, 1 - q, method="higher")``: the sorted row's entries at ``floor((n - 1) q)``
+    and ``ceil((n - 1)(1 - q))`` (numpy's definition of the two methods), the first ``r`` whose
+    count passes the index."""
+    i_lo = int(np.floor((n - 1) * np.float64(q)))
+    i_hi = int(np.ceil((n - 1) * np.float64(1.0 - q)))
+    return np.argmax(cum > i_lo, axis=1), np.argmax(cum > i_hi, axis=1)
+
+
 def _rank_quantiles(ranks: np.ndarray, q: float) -> tuple[np.ndarray, np.ndarray]:
-    """Per row of ``ranks`` ``(n_rows, n)`` (non-negative integers), ``np.quantile(row, q, method="lower")`` and ``np.quantile(row, 1 - q,
-    method="higher")``: the sorted row's entries at ``floor((n - 1) q)`` and ``ceil((n - 1)(1 - q))``
-    (numpy's definition of the two methods), read from each row's cumulative rank counts instead
-    of a sort."""
+    """Per row of ``ranks`` ``(n_rows, n)`` (non-negative integers), ``np.quantile(row, q,
+    method="lower")`` and ``np.quantile(row, 1 - q, method="higher")``, read from each row's
+    cumulative counts instead of a sort (:func:`_count_quantiles`)."""
     n_rows, n = ranks.shape
     top = int(ranks.max(initial=0)) + 1
     counts = np.bincount((np.arange(n_rows, dtype=np.intp)[:, None] * top + ranks).ravel(),
                          minlength=n_rows * top).reshape(n_rows, top)
-    cum = np.cumsum(counts, axis=1)  # cum[r] = entries <= r; the sorted entry at index i is the first r with cum > i
-    i_lo = int(np.floor((n - 1) * np.float64(q)))
-    i_hi = int(np.ceil((n - 1) * np.float64(1.0 - q)))
-    return np.argmax(cum > i_lo, axis=1), np.argmax(cum > i_hi, axis=1)
+    return _count_quantiles(np.cumsum(counts, axis=1), n, q)
 
 
 def tie_groups(
@@ -989,7 +1009,8 @@ def tie_groups(
     if common:
         have = [set(v) for v in values.values() if v]
         shared = set.intersection(*have) if have else set()
-        values = {name: {i: v for i, v in vals.items() if i in shared} for name, vals in values.items()}
+        values = {name: vals if len(vals) == len(shared) else {i: v for i, v in vals.items() if i in shared}
+                  for name, vals in values.items()}  # a system holding as many rows as are shared holds those
         n_common = len(shared)
         rule += TIE_COMMON.format(n=n_common)
     if stratum is not None:
@@ -1027,12 +1048,16 @@ def tie_groups(
         scores = _score(m, better, target)
         jb = ranked.index(best)
         rest = [j for j, n in enumerate(ranked) if n != best]  # others, in their order
-        diff = scores[jb][None, :] - scores[rest]
+        diff = scores[jb][None, :] - scores  # every system's row; the best's own row is not read
         testable = cl.n_clusters >= SMALL_SAMPLE and n_resamples >= 1 and cl.movable()
         ok = np.isfinite(diff)
-        n_ok = ok.sum(axis=1)
-        below = (ok & (diff <= 0.0)).sum(axis=1)
-        above = (ok & (diff >= 0.0)).sum(axis=1)
+        if ok.all():  # no resample without a value (NaN compares false; no infinity)
+            n_ok = np.full(len(ranked), diff.shape[1])
+            below, above = np.count_nonzero(diff <= 0.0, axis=1), np.count_nonzero(diff >= 0.0, axis=1)
+        else:
+            n_ok = ok.sum(axis=1)
+            below, above = (ok & (diff <= 0.0)).sum(axis=1), (ok & (diff >= 0.0)).sum(axis=1)
+        n_ok, below, above = n_ok[rest], below[rest], above[rest]
         for k, n in enumerate(others):
             out["systems"][n]["n_shared"] = cl.n_clusters
             beyond = min(int(below[k]), int(above[k]))
@@ -1053,16 +1078,26 @@ def tie_groups(
         tied = p is None or p >= alpha
         out["systems"][n].update(p_holm=p, tied=tied, mark=TIE_MARK if tied else "")
     if n_resamples >= 1:
-        ids = list(dict.fromkeys(i for n in ranked for i in values[n]))
-        m, cl = together if together is not None else _resampled_means(values, ranked, ids, cluster, n_resamples,
-                                                                        seed, stratum)
+        if together is not None:
+            m, cl = together
+        else:
+            ids = list(dict.fromkeys(i for n in ranked for i in values[n]))
+            m, cl = _resampled_means(values, ranked, ids, cluster, n_resamples, seed, stratum)
         if not cl.movable():  # every resample is the same: no rank interval
             out["note"] = no_interval_reason(cl.n_clusters, unit_name) + ": no rank interval"
             return out
         finite = np.isfinite(m)
+        lo_q = (1.0 - confidence) / 2.0
+        if finite.all():  # every system has a value in every resample: rank counts straight from the sort
+            order, ahead = _sorted_ranks(_score(m, better, target))
+            n_sys, n_res = m.shape
+            counts = np.bincount((order * (n_sys + 1) + ahead + 1).ravel(), minlength=n_sys * (n_sys + 1))
+            los, his = _count_quantiles(np.cumsum(counts.reshape(n_sys, n_sys + 1), axis=1), n_res, lo_q)
+            for j, n in enumerate(ranked):
+                out["systems"][n]["rank_ci95"] = [int(los[j]), int(his[j])]
+            return out
         score = np.where(finite, _score(m, better, target), -np.inf)
         ranks = _rank_matrix(score)  # systems strictly better, + 1
-        lo_q = (1.0 - confidence) / 2.0
         full = finite.all(axis=1)
         if full.any():  # systems with a value in every resample: their quantiles at once
             rows = np.flatnonzero(full)
