@@ -452,6 +452,9 @@ def leaderboard_ties(rows_by_system: dict[str, Sequence[dict[str, Any]]], keys: 
     cluster: dict[Any, Any] = {}
     stratum: dict[Any, Any] = {}
     for name, rows in ok.items():
+        if spec.cluster is None and spec.stratum is None:  # every row its own cluster
+            cluster.update(zip(ids[name], ids[name]))
+            continue
         for i, r in zip(ids[name], rows):
             cluster.setdefault(i, spec.cluster(r) if spec.cluster is not None else i)
             if spec.stratum is not None:
