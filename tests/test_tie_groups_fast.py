@@ -54,8 +54,10 @@ def reference_tie_groups(
     seed: int = 0,
     alpha: float = ALPHA,
     confidence: float = CONFIDENCE,
+    parsed: bool = False,
 ) -> dict[str, Any]:
-    """The tie groups as the loop-per-system implementation computes them (reference)."""
+    """The tie groups as the loop-per-system implementation computes them (reference; ``parsed``
+    is accepted and ignored: value_parts gives a (num, den) pair back as it is)."""
     unit_name = unit if cluster is not None else "row"
     target = as_number(target)  # NaN / inf / not a number: no human value
     values = {name: {i: pv for i, v in vals.items() if (pv := value_parts(v)) is not None}
@@ -223,6 +225,8 @@ def test_tie_groups_match_the_reference_bit_for_bit(case, seed):
     got = tie_groups(seed=seed, **kw)
     want = reference_tie_groups(seed=seed, **kw)
     assert got == want
+    pairs = {n: {i: p for i, v in vals.items() if (p := value_parts(v)) is not None} for n, vals in kw["values"].items()}
+    assert tie_groups(seed=seed, **{**kw, "values": pairs}, parsed=True) == want  # as leaderboard_ties hands them
     if case == "sparse systems":  # a system absent from some resamples is ranked over those that hold it
         assert want["systems"]["S5"]["rank_ci95"] is not None and want["systems"]["S7"]["rank_ci95"] is not None
     if case == "clustered higher":  # the table is one a test can fail on: a best, ties and separated systems

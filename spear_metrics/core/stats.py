@@ -962,6 +962,7 @@ def tie_groups(
     seed: int = 0,
     alpha: float = ALPHA,
     confidence: float = CONFIDENCE,
+    parsed: bool = False,
 ) -> dict[str, Any]:
     """Which systems of a leaderboard key are statistically tied with the best, and each
     system's rank interval.
@@ -980,6 +981,8 @@ def tie_groups(
         common: compare only the row ids every system has a value for (the values, the test and
             the rank intervals all on those rows; the rule says how many); ``False``: each
             comparison on the rows its two systems share, the ranks on all rows.
+        parsed: every value is already its :func:`value_parts` pair ``(num, den)`` (as
+            :func:`spear_metrics.reports.runs.leaderboard_ties` hands them): not read again.
 
     Rule (:data:`TIE_RULE`): the best system is the one with the best value; every other system
     is compared with it on the rows both have: the bootstrap distribution (clusters of shared
@@ -1002,8 +1005,9 @@ def tie_groups(
     """
     unit_name = unit if cluster is not None else "row"
     target = as_number(target)  # NaN / inf / not a number: no human value
-    values = {name: {i: pv for i, v in vals.items() if (pv := value_parts(v)) is not None}
-              for name, vals in values.items()}  # system -> row id -> (num, den)
+    if not parsed:
+        values = {name: {i: pv for i, v in vals.items() if (pv := value_parts(v)) is not None}
+                  for name, vals in values.items()}  # system -> row id -> (num, den)
     n_common = None
     rule = TIE_RULE.format(unit=unit_name, alpha=alpha, min_units=SMALL_SAMPLE)
     if common:

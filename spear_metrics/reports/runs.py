@@ -474,7 +474,8 @@ def leaderboard_ties(rows_by_system: dict[str, Sequence[dict[str, Any]]], keys: 
         def ties_of(vals: dict[str, dict]) -> dict[str, Any]:
             return tie_groups(vals, better=better, target=target, cluster=cluster.get, unit=spec.unit,
                               stratum=stratum.get if spec.stratum is not None else None,
-                              stratum_name=spec.stratum_name, common=True, n_resamples=n_resamples, seed=seed)
+                              stratum_name=spec.stratum_name, common=True, n_resamples=n_resamples, seed=seed,
+                              parsed=True)
 
         if onset_kinds is None or not onset_derived(key):
             out[key] = ties_of(values)
