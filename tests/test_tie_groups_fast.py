@@ -312,6 +312,11 @@ def test_clean_records_are_to_dict_cleaned_value_by_value():
     assert [list(r) for r in got] == [list(r) for r in want]
     assert got[1]["f"] is None and got[2]["f"] is None and got[0]["i"] == 1 and type(got[0]["i"]) is int
     assert _clean_records(frame[[]]) == [{}, {}, {}, {}]
+    twice = pd.DataFrame([[1.0, 2.0, "a"]], columns=["x", "x", "y"])  # a repeated name: read as to_dict reads it
+    with pytest.warns(UserWarning):
+        want_twice = [{k: clean_value(v) for k, v in r.items()} for r in twice.to_dict("records")]
+    with pytest.warns(UserWarning):
+        assert _clean_records(twice, ["x", "y"]) == want_twice
     sub = ["u", "s", "f"]
     assert _clean_records(frame, sub) == [{k: clean_value(v) for k, v in r.items()} for r in frame[sub].to_dict("records")]
 

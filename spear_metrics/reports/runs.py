@@ -582,6 +582,8 @@ def _clean_records(frame: Any, cols: Sequence[Any] | None = None) -> list[dict[s
     cols = list(frame.columns if cols is None else cols)
     if not cols:
         return [{} for _ in range(len(frame))]
+    if not frame.columns.is_unique:  # a repeated column name: to_dict's own reading of it
+        return [{k: clean_value(v) for k, v in r.items()} for r in frame[cols].to_dict("records")]
     values: dict[Any, list[Any]] = {}
     for c in cols:
         ser = frame[c]
