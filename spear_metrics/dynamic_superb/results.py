@@ -277,9 +277,10 @@ def leaderboard_frame(results: Sequence[Any]):
         cells = rows_tie_cells(by_instance.get(inst, {}), keys, spec=task_spec)
         for src, by_key in cells.items():
             marks[src].update({f"{inst} ({k})": m for k, m in by_key.items()})
-    task_values = {r.source: [{"instance": i, **{k: v for k, v in t.items() if k in _overall_keys()}}
+    overall_keys = _overall_keys()
+    task_values = {r.source: [{"instance": i, **{k: v for k, v in t.items() if k in overall_keys}}
                               for i, t in (r.summary.get("tasks") or {}).items()] for r in mine}
-    overall = rows_tie_cells(task_values, _overall_keys(), spec=overall_spec) if len(mine) >= 2 else {}
+    overall = rows_tie_cells(task_values, overall_keys, spec=overall_spec) if len(mine) >= 2 else {}
     data, text_cols = [], set()
     for r in mine:
         s = r.summary

@@ -14,6 +14,7 @@ pair a model's rows with the original answers by ``Path(audio_path).stem``).
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -451,11 +452,14 @@ def leaderboard_ties(rows_by_system: dict[str, Sequence[dict[str, Any]]], keys: 
     spec = spec or spear_tie_spec(unit)
     get = spec.value or (lambda r, k: r.get(k))
     ok = {name: [r for r in rows if r.get("status", "ok") == "ok"] for name, rows in rows_by_system.items()}
+    ids = {name: [spec.row_id(r) for r in rows] for name, rows in ok.items()}  # each row's id, once
     cluster: dict[Any, Any] = {}
     stratum: dict[Any, Any] = {}
-    for rows in ok.values():
-        for r in rows:
-            i = spec.row_id(r)
+    for name, rows in ok.items():
+        if spec.cluster is None and spec.stratum is None:  # every row its own cluster
+            cluster.update(zip(ids[name], ids[name]))
+            continue
+        for i, r in zip(ids[name], rows):
             cluster.setdefault(i, spec.cluster(r) if spec.cluster is not None else i)
             if spec.stratum is not None:
                 stratum.setdefault(i, spec.stratum(r))
@@ -465,8 +469,8 @@ def leaderboard_ties(rows_by_system: dict[str, Sequence[dict[str, Any]]], keys: 
         target = as_number((human or {}).get(key))
         if not (better in ("higher", "lower") or (better == "closer_to_human" and target is not None)):
             continue
-        values = {name: {spec.row_id(r): v for r in rows if value_parts(v := get(r, key)) is not None}
-                  for name, rows in ok.items()}
+        values = {name: {i: v for i, r in zip(ids[name], rows) if (v := value_parts(get(r, key))) is not None}
+                  for name, rows in ok.items()}  # (num, den) pairs: tie_groups reads them as they are
         values = {n: v for n, v in values.items() if v}
         if len(values) < 2:
             continue
@@ -474,7 +478,8 @@ def leaderboard_ties(rows_by_system: dict[str, Sequence[dict[str, Any]]], keys: 
         def ties_of(vals: dict[str, dict]) -> dict[str, Any]:
             return tie_groups(vals, better=better, target=target, cluster=cluster.get, unit=spec.unit,
                               stratum=stratum.get if spec.stratum is not None else None,
-                              stratum_name=spec.stratum_name, common=True, n_resamples=n_resamples, seed=seed)
+                              stratum_name=spec.stratum_name, common=True, n_resamples=n_resamples, seed=seed,
+                              parsed=True)
 
         if onset_kinds is None or not onset_derived(key):
             out[key] = ties_of(values)
@@ -565,8 +570,42 @@ def results_rows(loaded: Sequence[Any], keys: Sequence[str], spec: TieSpec | Non
         want = (*spec.columns, *keys) if spec.columns is not None else tuple(
             c for c in frame.columns if c not in set(getattr(res, "audio_columns", None) or ()) and not c.endswith("_audio"))
         cols = list(dict.fromkeys(c for c in want if c in frame.columns))
-        out[res.source] = [{k: clean_value(v) for k, v in r.items()} for r in frame[cols].to_dict("records")]
+        out[res.source] = _clean_records(frame, cols)
     return out
+
+
+def _clean_records(frame: Any, cols: Sequence[Any] | None = None) -> list[dict[str, Any]]:
+    """``[{column: clean_value(value)}]`` of ``frame``'s rows over ``cols`` (default all), as
+    ``frame[cols].to_dict("records")`` cleaned value by value
+    (:func:`~spear_metrics.core.records.clean_value`), built column by column: numeric numpy
+    columns as Python numbers (``tolist``; a non-finite float -> ``None``), object columns and
+    ``str`` columns (missing = NaN) value by value, any other column through ``to_dict``."""
+    import numpy as np
+    import pandas as pd
+
+    cols = list(frame.columns if cols is None else cols)
+    if not cols:
+        return [{} for _ in range(len(frame))]
+    if not frame.columns.is_unique:  # a repeated column name: to_dict's own reading of it
+        return [{k: clean_value(v) for k, v in r.items()} for r in frame[cols].to_dict("records")]
+    values: dict[Any, list[Any]] = {}
+    for c in cols:
+        ser = frame[c]
+        dt = ser.dtype
+        if isinstance(dt, np.dtype) and dt.kind in "iub":
+            values[c] = ser.to_numpy().tolist()
+        elif isinstance(dt, np.dtype) and dt.kind == "f":
+            values[c] = [x if math.isfinite(x) else None for x in ser.to_numpy().tolist()]
+        elif isinstance(dt, np.dtype) and dt.kind == "O":
+            values[c] = [v if type(v) is str else clean_value(v) for v in ser.tolist()]
+        elif isinstance(dt, pd.StringDtype) and getattr(dt, "na_value", pd.NA) is not pd.NA:  # str: missing = NaN
+            values[c] = [v if type(v) is str else clean_value(v) for v in ser.to_numpy(dtype=object).tolist()]
+    rest = [c for c in cols if c not in values]
+    if rest:
+        recs = frame[rest].to_dict("records")
+        for c in rest:
+            values[c] = [clean_value(r[c]) for r in recs]
+    return [dict(zip(cols, t)) for t in zip(*(values[c] for c in cols))]
 
 
 def rows_tie_cells(rows_by_system: dict[str, Sequence[dict[str, Any]]], keys: Sequence[str], *,
