@@ -177,6 +177,26 @@ def test_v2_reply_gate_accepts_what_upstream_reads_and_refuses_nothing_readable(
             judge_reply_gate(garbage)
 
 
+def test_v2_reply_with_integers_past_the_float_range_is_read_not_raised():
+    """A judge reply holding a 400-digit JSON integer (Python's ``json`` reads it as an int that
+    ``float()`` cannot hold): as a time, its pair gives no event; as the task score, no value; the
+    strict reading refuses that entry. Nothing raises ``OverflowError`` (which no caller catches)."""
+    from spear_metrics.full_duplex_v2.score import judge_reply_gate, parse_judge_reply, task_scores
+
+    huge = "1" + "0" * 400
+    key = '"Turn-taking event and score"'
+    as_task = task_scores('{%s: [[[1, 2], 4, 5]], "Task-specific score": %s}' % (key, huge))
+    assert as_task["avg_task_specific"] is None and as_task["n_files"] == 0  # no float holds it
+    assert as_task["n_events"] == 1 and as_task["avg_turn_taking"] == 4.0
+    assert as_task["strict_avg_task_specific"] is None and as_task["task_score_reason"]
+    as_time = task_scores('{%s: [[[%s, 2], 4, 5], [[3, 4], 2, 3]], "Task-specific score": 3}' % (key, huge))
+    assert [tuple(e) for e in as_time["events"]] == [(3.0, 4.0, 2, 3)]  # the unreadable pair gives no event
+    assert as_time["n_failed_events"] == 1 and as_time["strict_n_events"] == 1
+    only = judge_reply_gate('{%s: [[[%s, 2], 4, 5]]}' % (key, huge))  # an events list: kept, no event counted
+    assert only[key.strip('"')] == []
+    assert parse_judge_reply('{%s: [[[1, 2], %s, 5]], "Task-specific score": 3}' % (key, huge)).failed_events
+
+
 # ----------------------------------------------------------------------------- Dynamic-SUPERB llm_classification
 
 

@@ -46,10 +46,13 @@ def time_token(tok: Any) -> float:
     """A time as upstream reads it: a number, or a string ``"s"``, ``"m:ss"``, ``"h:mm:ss"``.
 
     Raises:
-        ValueError / TypeError: anything else.
+        ValueError / TypeError: anything else (an integer past the float range included).
     """
     if isinstance(tok, (int, float)):
-        return float(tok)
+        try:
+            return float(tok)
+        except OverflowError:  # a JSON integer past the float range (400 digits): no time
+            raise ValueError(f"not a time: an integer of {len(str(abs(int(tok))))} digits") from None
     if isinstance(tok, str):
         s = tok.strip().strip('"').strip("'")
         if ":" in s:
@@ -324,6 +327,12 @@ def counted_events(parsed: dict[str, Any]) -> list[tuple[float, float, int, int]
 
 def task_value(parsed: dict[str, Any]) -> Optional[float]:
     """``Task-specific score`` when upstream's ``score.py`` counts it (a JSON number, ``true``
-    included, as ``isinstance(x, (int, float))``), as a float; else ``None``."""
+    included, as ``isinstance(x, (int, float))``), as a float; else ``None`` (so is an integer
+    past the float range, which upstream's mean cannot hold either)."""
     v = parsed.get(TASK_KEY)
-    return float(v) if _number(v) else None
+    if not _number(v):
+        return None
+    try:
+        return float(v)
+    except OverflowError:  # a JSON integer past the float range: no value a float can hold
+        return None

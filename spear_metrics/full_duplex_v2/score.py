@@ -222,10 +222,19 @@ _NUM = r"[+-]?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?"
 _COLON_EVENT = re.compile(rf"^\[\s*({_NUM})\s*,\s*({_NUM})\s*\]\s*:\s*(\S+?)\s*,\s*(\S+?)\s*$")
 
 
+def _finite(v: int | float) -> bool:
+    """``math.isfinite`` that is ``False`` for an int past the float range (400 digits) instead
+    of raising ``OverflowError``."""
+    try:
+        return math.isfinite(v)
+    except OverflowError:
+        return False
+
+
 def _score(v: Any, what: str) -> int:
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise ValueError(f"{what} {v!r} is not a number")
-    if not math.isfinite(v) or v != int(v):
+    if not _finite(v) or v != int(v):
         raise ValueError(f"{what} {v!r} is not an integer")
     if not SCORE_RANGE[0] <= int(v) <= SCORE_RANGE[1]:
         raise ValueError(f"{what} {int(v)} is outside {SCORE_RANGE[0]}-{SCORE_RANGE[1]}")
@@ -237,7 +246,7 @@ def _event(item: Any) -> tuple[float, float, int, int]:
         raise ValueError("not [[start, end], turn_taking, instruction_following]")
     s, e = item[0]
     for t in (s, e):
-        if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or t < 0:
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not _finite(t) or t < 0:
             raise ValueError(f"time {t!r} is not a non-negative number of seconds")
     if e < s:
         raise ValueError(f"end {e} before start {s}")
