@@ -734,6 +734,22 @@ def test_upstream_prediction_shapes(tmp_path):
         score_predictions(pred, tmp_path / "res5", tasks=["NotATask_X"], progress=False)
 
 
+def test_upstream_row_rate_reads_the_label_cell_only(tmp_path):
+    """Upstream's word_error_rate normalises the row's ``label`` cell (``str.translate``): a null
+    ``label`` gives no value even when ``label1`` holds text (the project's WER reads the first
+    label there is, ``label1``); a text ``label`` gives the rate by hand: "a b" vs "a c" = 1/2."""
+    from spear_metrics.dynamic_superb.scoring import read_predictions, score_item
+
+    f = tmp_path / "p.json"
+    f.write_text(json.dumps({"x.wav": {"label": None, "label1": "a b", "sllm_response": "a c"},
+                             "y.wav": {"label": "A, b!", "sllm_response": "a c"}}))
+    items, _ = read_predictions(f, "T", "word_error_rate", 0)
+    null_label, text_label = (score_item(it).values for it in items)
+    assert null_label["word_error_rate"] is None and "not text" in null_label["word_error_rate_error"]
+    assert null_label["WER"] == 0.5  # the project key reads label1
+    assert text_label["word_error_rate"] == 0.5 and text_label["word_error_rate_rate"] == 0.5
+
+
 def test_judge_timeout_fails_row_and_no_judge_is_said(tmp_path):
     from spear_metrics.core.judge import Judge
 

@@ -197,7 +197,9 @@ def read_predictions(path: str | os.PathLike, instance: str, metric: str, start:
             it.labels = tuple(labels)
             if entry.get("label") is not None:  # what upstream's prompt.format writes: the cell as it is (not stripped)
                 it.upstream_label = "{}".format(entry["label"])
-            it.label_is_text = entry.get("label") is None or isinstance(entry.get("label"), str)
+            # upstream's error-rate rows normalise the ``label`` cell itself (label1... are not read): a missing
+            # or null label gives no value there, whatever the other label columns hold
+            it.label_is_text = isinstance(entry.get("label"), str)
             it.instruction = _text(entry.get("instruction")) or ""
             resp = entry.get("sllm_response")
             if isinstance(resp, str):
