@@ -781,3 +781,24 @@ def test_transcripts_are_recorded_in_the_infer_folder_and_its_overwrite_removes_
                                            describe={"examinee": "another"}))
     assert counts["ok"] == 0
     assert sorted(p.name for p in conv.iterdir()) == ["notes.txt"]
+
+
+def test_read_log_never_replaces_an_ok_by_an_earlier_runs_failure(tmp_path):
+    """The run without --shard failed conversation ``x`` (``conversations.jsonl``), then a shard run
+    with --retry-failed finished it (``.work/rank-1.jsonl``): the shards' logs are read first, so
+    "the last record wins" alone would read ``x`` failed; an ok is never replaced by a failure.
+    Between two failures the last read still wins (``y``: conversations.jsonl's, read last)."""
+    from spear_metrics.full_duplex_v2.engine import LOG, read_log, shard_log
+
+    (tmp_path / ".work").mkdir()
+    (tmp_path / LOG).write_text(
+        json.dumps({"task_id": "x", "status": "failed", "reason": "timed out"}) + "\n"
+        + json.dumps({"task_id": "y", "status": "failed", "reason": "old"}) + "\n")
+    (tmp_path / shard_log(1)).write_text(
+        json.dumps({"task_id": "x", "status": "started"}) + "\n"
+        + json.dumps({"task_id": "x", "status": "ok", "duration_s": 3.0}) + "\n"
+        + json.dumps({"task_id": "y", "status": "failed", "reason": "new"}) + "\n")
+    got = read_log(tmp_path)
+    assert got["x"]["status"] == "ok" and got["x"]["duration_s"] == 3.0
+    assert got["y"]["reason"] == "old"  # conversations.jsonl is read last: its failure is the latest read
+    assert read_log(tmp_path, shards=False)["x"]["status"] == "failed"  # the whole run's own log alone

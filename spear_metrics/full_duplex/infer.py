@@ -348,7 +348,9 @@ def _run_claimed(agent: Any, agent_name: str, task_dirs: list[Path], folders: di
         for obj in read_log(work):  # the latest record of a sample wins (an ok ASR record completes its ok reply)
             sid = str(obj["sample"])
             prev = recs.get(sid)
-            recs[sid] = {**prev, **obj} if prev and prev.get("status") == "ok" and obj.get("status") == "ok" else obj
+            if prev and prev.get("status") == "ok" and obj.get("status") != "ok":
+                continue  # never an ok by a failure: a shard's log is read before rank-0.jsonl, whichever ran last
+            recs[sid] = {**prev, **obj} if prev and prev.get("status") == "ok" else obj
         state[td] = recs
         ends[td] = ProcessEnds(read_work_logs(work), key="sample")
         stimuli += [s for s in list_stimuli(td) if in_shard(s.key, shard)]

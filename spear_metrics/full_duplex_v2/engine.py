@@ -487,7 +487,9 @@ def shard_log(shard: int) -> str:
 
 def read_log(out: Path, wanted: Optional[set[str]] = None, *, shards: bool = True) -> dict[str, dict[str, Any]]:
     """Last record per task id of the shards' logs (:func:`shard_log`, with ``shards``) and then
-    ``out/conversations.jsonl`` (the run without ``--shard``), read by the project's bounded
+    ``out/conversations.jsonl`` (the run without ``--shard``), an ``ok`` never replaced by a
+    ``failed`` (a shard may run a conversation again after the run without ``--shard`` failed it,
+    and its log is read first), read by the project's bounded
     work-log reader (:func:`spear_metrics.core.records.read_jsonl`: one line at a time, a torn,
     non-object or over-long line skipped); with ``wanted``, only those task ids (what is kept in
     memory is bounded by the tasks asked for, whatever the files hold)."""
@@ -502,7 +504,9 @@ def read_log(out: Path, wanted: Optional[set[str]] = None, *, shards: bool = Tru
         for r in log:
             tid = r.get("task_id")
             if isinstance(tid, str) and r.get("status") in ("ok", "failed") and (wanted is None or tid in wanted):
-                recs[tid] = r  # a started/stopped record (:func:`process_ends`) finishes nothing
+                prev = recs.get(tid)  # a started/stopped record (:func:`process_ends`) finishes nothing
+                if prev is None or r["status"] == "ok" or prev.get("status") != "ok":
+                    recs[tid] = r  # never an ok by a failure: the logs' order is not the order of the runs
     return recs
 
 
@@ -665,7 +669,7 @@ async def run_conversations(tasks: list[Task], out: str | os.PathLike, make_exam
         if shard is None:  # the shards' records this log lacks: copied, so that it lists every unit
             mine = read_log(outp, wanted, shards=False)
             for tid, rec in done.items():
-                if tid not in mine:  # a copy: the starts its shard's record ended are not ended twice
+                if mine.get(tid) != rec:  # a copy: the starts its shard's record ended are not ended twice
                     log_unit(outp, {**rec, "ends_starts": 0})
         for pos, why in bad:  # an unreadable task entry is a failed unit, logged once
             if pos not in done:

@@ -241,7 +241,10 @@ def run_speechrole_inference(agent_name: str, test_data: str | os.PathLike, mode
             if obj.get("kind") == "turn" and isinstance(obj.get("turn"), int):
                 turns_done.setdefault(key, {})[obj["turn"]] = obj
             elif obj.get("kind") == "dialogue" and obj.get("status") in ("ok", "failed"):
-                status[key] = obj
+                # the latest wins, never an ok by a failure: a shard's log is read before rank-0.jsonl, the log of
+                # the run without --shard, whichever ran last
+                if key not in status or obj["status"] == "ok" or status[key]["status"] != "ok":
+                    status[key] = obj
         config = GenerationConfig(mode="offline", chunk_ms=float(chunk_ms), seed=int(seed))
         ends = ProcessEnds((o for o in read_work_logs(work) if o.get("kind") == "dialogue"), key="dialogue")
 
