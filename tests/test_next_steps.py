@@ -289,3 +289,24 @@ def test_speechrole_summarize_names_a_and_b_and_ends_with_next(tmp_path, capsys)
     assert lines[-2].startswith("next: ") and lines[-1].startswith(f"  {SPEARBENCH} speechrole score ")
     assert not any("//" in line for line in lines)
     assert all(len(line) <= WIDTH for line in lines if not line.startswith(f"  {SPEARBENCH}"))
+
+
+def test_push_results_space_hint_names_the_benchmark_tab_and_reads_summary_within_its_limit(tmp_path):
+    """The hint after push-results: a Dynamic-SUPERB run's own tab; a SPEAR run (no benchmark
+    named), an unreadable summary and a summary.json that is a FIFO (whose plain read would block
+    for ever) get the leaderboard's hint: the summary is read by the bounded reader."""
+    import os
+
+    from spear_metrics.commands.push_results import _space_hint
+
+    ds, spear, fifo = tmp_path / "ds", tmp_path / "spear", tmp_path / "fifo"
+    for d in (ds, spear, fifo):
+        d.mkdir()
+    (ds / "summary.json").write_text(json.dumps({"benchmark": "dynamic_superb"}))
+    (spear / "summary.json").write_text(json.dumps({"metrics": ["speech_quality"]}))
+    os.mkfifo(fifo / "summary.json")
+    assert _space_hint(str(ds)).startswith("its ") and _space_hint(str(ds)).endswith(" tab")
+    leaderboard = "add the human answers' results dataset for the plots"
+    assert _space_hint(str(spear)) == leaderboard
+    assert _space_hint(str(fifo)) == leaderboard
+    assert _space_hint(str(tmp_path / "missing")) == leaderboard

@@ -79,14 +79,14 @@ def run(args: argparse.Namespace) -> int:
 def _space_hint(results: str) -> str:
     """Where the Space shows the run: a SPEAR run in the leaderboard, whose plots compare it with
     the human answers' results dataset; another benchmark's run in that benchmark's own tab."""
-    import json
     from pathlib import Path
 
     from spear_metrics.core.registry import DEFAULT_BENCHMARK, UnknownBenchmarkError, benchmark_of_summary
+    from spear_metrics.results.validate import ResultsError, read_summary_file
 
-    try:
-        bench = benchmark_of_summary(json.loads((Path(results) / "summary.json").read_text(encoding="utf-8")))
-    except (OSError, ValueError, UnknownBenchmarkError):
+    try:  # bounded, as every summary.json read (a FIFO or a huge file is refused, never hangs the hint)
+        bench = benchmark_of_summary(read_summary_file(Path(results) / "summary.json"))
+    except (ResultsError, UnknownBenchmarkError):
         bench = None
     if bench is None or bench.name == DEFAULT_BENCHMARK:
         return "add the human answers' results dataset for the plots"
