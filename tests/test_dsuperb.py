@@ -582,6 +582,10 @@ def test_upstream_row_rate_tasks_and_their_checks():
     check_summary_values(summary, pos["per_sample"])
     with pytest.raises(ResultsError, match="under upstream's key 'pos_estimation'"):  # version 2 never computed it
         validate_summary({**summary, "metrics_version": "2"})
+    for bad in ([1], {"a": 1}):  # a hostile summary's metric that is no name (nor hashable): refused, not a TypeError
+        t = {**tasks["PoS_Estimation_LibriTTS_PoS"], "metric": bad}
+        with pytest.raises(ResultsError, match="metric is not a function name"):
+            validate_summary({**summary, "tasks": {"PoS_Estimation_LibriTTS_PoS": t}})
     # the card and the Space's table show it (a task without a project key)
     import pandas as pd
 

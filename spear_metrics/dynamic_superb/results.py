@@ -35,6 +35,8 @@ def computes_published(metric: Any, version: Any) -> bool:
     """Whether results of metrics ``version`` hold a value under the published key ``metric``."""
     from spear_metrics.dynamic_superb.metrics import UPSTREAM_ROW_RATES
 
+    if not isinstance(metric, str):  # a list or an object is no function name (nor hashable)
+        return False
     if metric == "llm_classification":
         return str(version) in UPSTREAM_CLASSIFICATION_VERSIONS
     return metric in UPSTREAM_ROW_RATES and str(version) in UPSTREAM_ROW_RATE_VERSIONS
@@ -67,6 +69,8 @@ def validate_summary(summary: Any, *, where: str = "results") -> None:
         if na is not None and not (is_number(na) and 0 <= na <= 1):
             raise ResultsError(f"{where}: task {inst} na_rate is not a share in [0, 1]: {short_repr(na)}")
         metric = t.get("metric")
+        if metric is not None and not isinstance(metric, str):  # every later reading uses it as a key
+            raise ResultsError(f"{where}: task {inst} metric is not a function name: {short_repr(metric)}")
         spec = PROJECT_METRICS.get(metric) if isinstance(metric, str) else None
         computed = computes_published(metric, summary.get("metrics_version"))
         if isinstance(metric, str) and t.get(metric) is not None:
