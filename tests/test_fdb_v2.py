@@ -108,6 +108,15 @@ def test_hostile_tasks_and_prompts_files_are_refused_in_one_line_or_fail_their_e
     p.write_text('{"splits": ' + "[" * 100_000)
     with pytest.raises(TasksError, match="is not JSON"):
         load_tasks(p)
+    # a 5000-digit number: Python's json refuses it with a plain ValueError (int()'s digit limit), not a JSONDecodeError
+    p.write_text('{"settings": {"max_duration_sec": ' + "1" * 5000 + '}, "splits": {}}')
+    with pytest.raises(TasksError, match="is not JSON"):
+        load_tasks(p)
+    from spear_datasets.sources.fdb import FDBFormatError, load_json
+
+    with pytest.raises(FDBFormatError, match="not valid JSON"):
+        load_json(p)
+    p.write_text('{"splits": ' + "[" * 100_000)
     with pytest.raises(ScoreSetupError, match="cannot read the judge prompts"):
         load_eval_prompts(p)
     with open(tmp_path / "huge.json", "wb") as f:

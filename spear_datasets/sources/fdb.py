@@ -193,7 +193,7 @@ def load_json(path: Path) -> Any:
         raise FDBFormatError(why if str(path) in why else f"{path}: {why}") from None
     try:
         return json.loads(raw.decode("utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:  # RecursionError: nested too deeply
+    except (ValueError, RecursionError) as e:  # bad UTF-8 or JSON, a number past int()'s digit limit; RecursionError: nested too deeply
         raise FDBFormatError(f"not valid JSON: {path} ({' '.join(str(e).split())[:200]})") from None
 
 

@@ -169,7 +169,7 @@ def load_tasks(path: str | os.PathLike, *, splits: list[str] | None = None, limi
         raise TasksError(f"tasks file {p}: {e}") from None
     try:
         raw = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:  # RecursionError: nested too deeply
+    except (ValueError, RecursionError) as e:  # bad UTF-8 or JSON, a number past int()'s digit limit; RecursionError: nested too deeply
         raise TasksError(f"{p} is not JSON ({' '.join(str(e).split())[:200]})") from None
     if not isinstance(raw, dict) or not isinstance(raw.get("splits"), dict):
         raise TasksError(f"{p} has no 'splits' object (upstream's prompts_staged_200.json shape)")
