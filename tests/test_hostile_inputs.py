@@ -331,3 +331,18 @@ def test_a_second_run_into_an_out_that_a_run_of_this_process_holds_is_refused(da
           if json.loads(x)["status"] == "ok"]
     assert sorted(ok) == [0, 1, 2, 3, 4]
     assert run_inference("human", str(data), out, progress=False)["rows_resumed"] == 5  # released at the end
+
+
+def test_server_messages_past_the_json_parsers_limits_are_protocol_errors():
+    """A server frame holding a 5000-digit number (Python's json: a plain ValueError, int()'s digit
+    limit) or nested past the parser's depth (RecursionError) is the adapters' one-line
+    ProtocolError (the row fails with it), as any frame that is not JSON."""
+    from spear_metrics.agents.duplex import ProtocolError
+    from spear_metrics.agents.gemini_live import _message
+    from spear_metrics.agents.openai_realtime import RealtimeConnection
+
+    for raw in ('{"type": "x", "n": ' + "1" * 5000 + "}", "[" * 100_000):
+        with pytest.raises(ProtocolError, match="not JSON"):
+            _message(raw)
+        with pytest.raises(ProtocolError, match="not JSON"):
+            RealtimeConnection._messages(None, raw)  # reads no state of its connection

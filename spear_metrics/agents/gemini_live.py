@@ -565,7 +565,7 @@ def _message(raw: Any) -> dict[str, Any]:
     text = bytes(raw).decode("utf-8", "replace") if isinstance(raw, (bytes, bytearray)) else str(raw)
     try:
         msg = json.loads(text)
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):  # not JSON, a number past int()'s digit limit, nested too deeply
         from spear_metrics.core.secrets import mask_secrets
 
         raise ProtocolError(f"malformed message from the server (not JSON): {mask_secrets(text)[:60]!r}") from None

@@ -318,10 +318,10 @@ class RealtimeConnection(WebSocketConnection):
             return []
         try:
             objs = [json.loads(text)]
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # not JSON, a number past int()'s digit limit, nested too deeply
             try:
                 objs = [json.loads(line) for line in text.splitlines() if line.strip()]
-            except json.JSONDecodeError:
+            except (ValueError, RecursionError):
                 raise ProtocolError(f"malformed event from the server (not JSON): {mask_secrets(text)[:80]!r}") from None
         for o in objs:
             if not isinstance(o, dict) or not isinstance(o.get("type"), str):
