@@ -1,6 +1,6 @@
 """Time the Space's render of a large Dynamic-SUPERB table: the first render (tie marks computed),
 the next renders (tie marks and table kept per loaded set, ``spear_metrics.space.tables.MARKS``)
-and the uncached path (everything recomputed, as every render did before the cache), in one run.
+and the uncached path (everything recomputed on each render: `benchmark_frame(..., cached=False)`), in one run.
 
 The table is synthetic: ``--systems`` results datasets of ``--tasks`` tasks with ``--rows`` rows
 each; half the tasks are judged (``llm_classification``: per-row verdicts, so two marked columns,
