@@ -99,6 +99,12 @@ def test_reply_parsing_follows_upstreams_extract_json():
     for bad in ("no json here", '{"behavior": ["C_RESPOND"]}', '{"behaviour": "C_RESPOND"}', '{"behaviour": ["X_1"]}'):
         with pytest.raises(ValueError):
             bh.parse_behaviour(bad)
+    # an object past the decoder's limits (5000 digits: a plain ValueError; deep nesting: RecursionError) is
+    # skipped like one that is not JSON: the later object is read, and without one the reply is refused (retried)
+    for odd in ('{"n": ' + "1" * 5000 + "}", '{"a": ' + "[" * 100_000):
+        assert bh.parse_behaviour(odd + ' {"behaviour": ["C_RESUME"]}') == ["C_RESUME"]
+        with pytest.raises(ValueError, match="No JSON object"):
+            bh.parse_behaviour(odd)
 
 
 def _judge(url, **kw):

@@ -90,6 +90,8 @@ def messages(input_clean: Any, input_noisy: Any, output_clean: Any, output_noisy
 def extract_json(text: str, key: str = "behaviour") -> dict[str, Any]:
     """Upstream's ``extract_json``: try ``json.JSONDecoder().raw_decode`` at each ``{``; the first
     decoded object holding ``key`` wins (after an object without it, the search resumes at its end).
+    An object the decoder cannot hold (a number past ``int()``'s digit limit, nesting past the
+    parser's depth; upstream's call would raise) is skipped like one that is not JSON.
 
     Raises:
         ValueError: no such object.
@@ -102,8 +104,8 @@ def extract_json(text: str, key: str = "behaviour") -> dict[str, Any]:
             if isinstance(obj, dict) and key in obj:
                 return obj
             pos = text.find("{", end)
-        except json.JSONDecodeError:
-            pos = text.find("{", pos + 1)
+        except (ValueError, RecursionError):  # not JSON there (a number past int()'s digit limit, nesting past the
+            pos = text.find("{", pos + 1)     # parser's depth: upstream's code would stop; here the search goes on)
     raise ValueError(f"No JSON object with key '{key}' found.")
 
 
