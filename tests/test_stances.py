@@ -229,3 +229,22 @@ def test_stance_judge_calls_in_summary_and_a_rerun_pays_only_what_the_cache_lack
     assert (u1["input_tokens"], u1["audio_input_tokens"], u1["output_tokens"]) == (400, 240, 40)
     assert (u2["input_tokens"], u2["audio_input_tokens"], u2["output_tokens"]) == (200, 120, 20)
     assert "2 from the cache" in capsys.readouterr().out
+
+
+def test_stance_questions_fifo_and_an_asset_csv_over_its_limit_are_refused_in_one_line(tmp_path, monkeypatch):
+    """A questions JSON that is a FIFO (whose plain open blocks until a writer comes) is an
+    OptionError naming the file, at once; an asset CSV over the byte limit (lowered here to 64
+    bytes) is one too, never read whole."""
+    import os
+
+    import spear_metrics.stances.definition as D
+    from spear_metrics.core.dimension import OptionError
+
+    os.mkfifo(tmp_path / "q.json")
+    with pytest.raises(OptionError, match="stance_questions .*q.json.*not a regular file"):
+        D.StanceAssets(tmp_path / "q.json", tmp_path)
+    (tmp_path / "q2.json").write_text(json.dumps({"outside_judge": [{"index": 0, "question": "?"}]}))
+    (tmp_path / "interactions_role_ABmapped.csv").write_text("a_id,b_id\n" + "x,y\n" * 40)  # 170 bytes
+    monkeypatch.setattr(D, "MAX_ASSET_BYTES", 64)
+    with pytest.raises(OptionError, match="stance_assets .*interactions_role_ABmapped.csv.*over the 64-byte limit"):
+        D.StanceAssets(tmp_path / "q2.json", tmp_path)

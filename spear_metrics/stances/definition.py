@@ -49,7 +49,6 @@ from __future__ import annotations
 import base64
 import csv
 import io
-import json
 import re
 import wave
 from pathlib import Path
@@ -57,6 +56,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from spear_datasets.files import read_json, read_limited
 from spear_datasets.schema import SpearRow
 from spear_metrics.core.dimension import Dimension, MetricKey, Option, OptionError, Sample
 
@@ -197,7 +197,7 @@ class StanceAssets:
     def __init__(self, questions: str | Path, assets: str | Path, category_roles: str | Path | None = None):
         qpath, apath = Path(questions), Path(assets)
         try:
-            data = json.loads(qpath.read_text(encoding="utf-8"))
+            data = read_json(qpath, MAX_ASSET_BYTES)  # a FIFO, a device or a huge file refused, never read whole
             items = data.get("outside_judge") if isinstance(data, dict) else None
             if not isinstance(items, list):
                 raise ValueError("no 'outside_judge' list")
@@ -235,11 +235,20 @@ class StanceAssets:
                         "stance_category_roles": str(category_roles) if category_roles else None}
 
 
+#: the largest STANCE/Seamless asset file read (bytes; the questions JSON and the asset CSVs are a few MB)
+MAX_ASSET_BYTES = 256 * 2 ** 20
+
+
 def _read_csv(path: Path, option: str) -> list[dict[str, str]]:
+    """The rows of an asset CSV (at most :data:`MAX_ASSET_BYTES` read: a FIFO or a device is
+    refused, never read for ever).
+
+    Raises:
+        OptionError: unreadable, not a regular file, over the limit, not UTF-8 or not CSV (one line)."""
     try:
-        with path.open(newline="", encoding="utf-8") as f:
-            return list(csv.DictReader(f))
-    except (OSError, UnicodeDecodeError, csv.Error) as e:
+        text = read_limited(path, MAX_ASSET_BYTES).decode("utf-8")
+        return list(csv.DictReader(io.StringIO(text, newline="")))
+    except (OSError, ValueError, csv.Error) as e:  # ValueError: over the limit, not UTF-8
         raise OptionError(f"{option} {path}: unreadable CSV ({type(e).__name__}: {e})") from None
 
 
