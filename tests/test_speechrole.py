@@ -422,3 +422,15 @@ def test_test_data_fetch_goes_through_the_bounded_hub_download(tmp_path, monkeyp
         hub_env(monkeypatch, tmp_path / "slow", hub.url)
         with pytest.raises(SpeechRoleDataError, match="HubDeadlineError"):
             fetch_test_data("me/slow", ["single"], deadline_s=3)
+
+
+def test_aggregate_a_fifo_result_file_is_a_problem_not_a_hang(released, tmp_path):
+    """A ``<mode>/<role>.json`` that is a FIFO (whose plain read blocks until a writer comes) is
+    listed in ``problems`` and the other files are read (the bounded reader refuses it at once)."""
+    import os
+
+    _copy_mode(released / "cosyvoice2" / "single", tmp_path, "single")
+    os.mkfifo(tmp_path / "single" / "Zz_fifo.json")
+    rows, info = read_judge_results(tmp_path)
+    assert any(p.startswith("single/Zz_fifo.json: not JSON") and "not a regular file" in p for p in info["problems"])
+    assert info["shapes"] == {"flat": 1} and rows

@@ -447,12 +447,8 @@ def read_failures(pred_dir: str | os.PathLike, instance: str) -> Optional[list[d
 
 
 def read_instance_info(pred_dir: str | os.PathLike, instance: str) -> dict[str, Any]:
-    """``run_info.json`` of ``instance`` in the work folder of ``PRED/`` (``{}`` without one)."""
-    import json
+    """``run_info.json`` of ``instance`` in the work folder of ``PRED/`` (``{}`` without one, or
+    when unreadable, too large or not an object: :func:`spear_metrics.core.records.read_run_info`)."""
+    from spear_metrics.core.records import read_run_info
 
-    p = _instance_work(pred_dir, instance) / "run_info.json"
-    try:
-        obj = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return obj if isinstance(obj, dict) else {}
+    return read_run_info(_instance_work(pred_dir, instance))

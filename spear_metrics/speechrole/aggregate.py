@@ -46,7 +46,6 @@ The paper's grouping of the eight aspects into three dimensions is not in public
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from pathlib import Path
@@ -54,7 +53,8 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from spear_metrics.speechrole.data import MODES
+from spear_datasets.files import read_json
+from spear_metrics.speechrole.data import MAX_JSON_BYTES, MODES
 from spear_metrics.speechrole.protocol import ASPECTS, check_score
 
 ALL = "all_aspects"
@@ -152,8 +152,8 @@ def _aspect_cells(obj: dict[str, Any], swapped: bool) -> dict[str, Any]:
 def _read_mode_folder(folder: Path, mode: str, swapped: bool, rows: dict, info: dict) -> None:
     for f in sorted(folder.glob("*.json")):
         try:
-            data = json.loads(f.read_text(encoding="utf-8"))
-        except (OSError, ValueError, RecursionError) as e:  # ValueError: bad JSON, an int of 5,000 digits
+            data = read_json(f, MAX_JSON_BYTES)  # bounded: a FIFO, a device or a huge file is a problem, not a hang
+        except (OSError, ValueError) as e:  # ValueError: over the limit, bad JSON, an int of 5,000 digits, too deep
             info["problems"].append(f"{mode}/{f.name}: not JSON ({' '.join(str(e).split())[:120]})")
             continue
         where = f"{SWAPPED_DIR + '/' if swapped else ''}{mode}/{f.name}"
