@@ -556,7 +556,7 @@ def _read_manifest_entries(work: Path) -> dict[str, tuple[str, list | None]]:
         for line in lines:
             try:
                 o = json.loads(line)
-            except json.JSONDecodeError:
+            except (ValueError, RecursionError):  # also a number past int()'s digit limit, nesting past the depth
                 continue  # a line cut by a kill: its file was not written yet
             if not (isinstance(o, dict) and isinstance(o.get("path"), str) and o["path"]):
                 continue

@@ -115,8 +115,17 @@ def test_fdb_release_leaderboard_md_marks(tmp_path):
         (tmp_path / f"run{s}").mkdir()
         (tmp_path / f"run{s}" / "summary.json").write_text(json.dumps(summary))
         (tmp_path / f"run{s}" / "per_sample.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    # a run folder whose summary.json is a FIFO (a plain read blocks for ever) or nested past the parser's depth
+    # (RecursionError) is skipped, not a hang or a crash
+    import os
+
+    (tmp_path / "runF").mkdir()
+    os.mkfifo(tmp_path / "runF" / "summary.json")
+    (tmp_path / "runN").mkdir()
+    (tmp_path / "runN" / "summary.json").write_text("[" * 100_000)
     text = write_leaderboard(tmp_path).read_text(encoding="utf-8")
     lines = {ln.split(" | ")[1]: ln.split(" | ") for ln in text.splitlines() if ln.startswith("| run")}
+    assert set(lines) == {"model", "A", "B", "C"}  # the header and the three runs, nothing of runF or runN
     col = 2 + list(RELEASE_COLUMNS).index("turn_taking_tor")
     _assert_two_tied_one_not({n: lines[n][col] for n in "ABC"})
     pause = 2 + list(RELEASE_COLUMNS).index("pause_tor_synthetic")

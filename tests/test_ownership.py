@@ -240,3 +240,15 @@ def test_overwrite_is_refused_while_a_live_process_holds_a_lock(tmp_path, real_d
             assert {k: v for k, v in _tree(out).items() if not k.endswith(".lock")} == \
                 {k: v for k, v in before.items() if not k.endswith(".lock")}
         assert again() == 0
+
+
+def test_manifest_lines_past_the_json_parsers_limits_are_skipped_like_torn_ones(tmp_path):
+    """A manifest line nested past the parser's depth (RecursionError) or holding a 5000-digit
+    number (a plain ValueError) is skipped like a line cut by a kill; the good lines still count."""
+    from spear_datasets.ownership import _read_manifest_entries
+
+    work = tmp_path / ".work"
+    work.mkdir()
+    good = json.dumps({"path": "a.txt", "kind": "file", "id": [1, 2]})
+    (work / "written-0.jsonl").write_text("[" * 100_000 + "\n" + '{"path": "b", "n": ' + "1" * 5000 + "}\n" + good + "\n")
+    assert _read_manifest_entries(work) == {"a.txt": ("file", [1, 2])}

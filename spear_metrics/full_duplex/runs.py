@@ -15,7 +15,6 @@ Layouts: :mod:`spear_datasets.sources.fdb`; definitions: :mod:`spear_metrics.ful
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -356,13 +355,14 @@ def write_leaderboard(out_root: str | os.PathLike) -> Path | None:
     mark."""
     from spear_metrics.core.records import read_jsonl
     from spear_metrics.reports.runs import leaderboard_ties, tie_cell
+    from spear_metrics.results.validate import ResultsError, read_summary_file
 
     out_root = Path(out_root)
     runs = []
     for p in sorted(out_root.glob("*/summary.json")):
         try:
-            s = json.loads(p.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError):
+            s = read_summary_file(p)  # bounded: a FIFO or a huge file is skipped, never a hang or a crash
+        except ResultsError:
             continue
         if isinstance(s, dict) and s.get("protocol") == RELEASE_PROTOCOL:
             runs.append(s)
