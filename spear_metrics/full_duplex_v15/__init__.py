@@ -8,7 +8,7 @@ descriptor owns it; a v1.5 folder is detected from its layout or named with ``--
 from spear_metrics.core.benchmark import Benchmark
 
 #: version of the scoring code (``summary.json`` ``metric_versions``)
-VERSION = "1.5.0"
+VERSION = "1.5.1"  # 1.5.1: Holm counts a NaN p-value in m, as upstream's statsmodels call does
 
 BENCHMARK = Benchmark(
     name="full_duplex_v15",
