@@ -266,8 +266,9 @@ def _run_summarize(args: argparse.Namespace) -> int:
 
 
 def _f(v: Any) -> str:
-    """A value of the per-aspect table: 2 decimals (:func:`spear_metrics.commands.number_text`)."""
-    return number_text(v, 2)
+    """A value of the per-aspect table: 2 decimals (:func:`spear_metrics.commands.number_text`), a
+    whole-number mean read back from JSON (``3``) included."""
+    return number_text(float(v) if isinstance(v, int) and not isinstance(v, bool) else v, 2)
 
 
 def print_summary(summary: dict[str, Any]) -> None:
