@@ -503,10 +503,11 @@ def legend_markdown() -> str:
 
 def marks_markdown() -> str:
     """What the marks beside a leaderboard value mean (every tab's table): ★ / ≈ / rank interval
-    (:func:`spear_metrics.core.stats.tie_groups`, the rule as the rows were compared), the
+    (:func:`spear_metrics.core.ties.tie_groups`, the rule as the rows were compared), the
     few-events mark (:func:`spear_metrics.core.summary.few_events`) and an onset rule in
     brackets (:data:`spear_metrics.reports.runs.ONSET_TIE_NOTE`)."""
-    from spear_metrics.core.stats import ALPHA, FEW_EVENTS, SMALL_SAMPLE, TIE_RULE
+    from spear_metrics.core.stats import ALPHA, FEW_EVENTS, SMALL_SAMPLE
+    from spear_metrics.core.ties import TIE_RULE
 
     rule = TIE_RULE.format(unit="resampled unit", alpha=ALPHA, min_units=SMALL_SAMPLE)
     return "\n".join([

@@ -16,7 +16,7 @@ import json
 import pandas as pd
 import pytest
 
-from spear_metrics.core.stats import BEST_MARK, TIE_MARK
+from spear_metrics.core.ties import BEST_MARK, TIE_MARK
 from spear_metrics.results.load import Results
 
 

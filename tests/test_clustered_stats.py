@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 
 from spear_metrics.core.stats import (
-    BEST_MARK, TIE_MARK, Clusters, aggregate_intervals, bootstrap_ci, compare_runs, conversation_of, holm,
-    no_interval_reason, paired_comparison, tie_groups,
+    Clusters, aggregate_intervals, bootstrap_ci, compare_runs, conversation_of, holm, no_interval_reason,
+    paired_comparison,
 )
+from spear_metrics.core.ties import BEST_MARK, TIE_MARK, tie_groups
 from spear_metrics.core.summary import few_events
 
 # 4 conversations x 10 rows; the conversation means are 0, 10, 20, 30 and every row of a

@@ -13,7 +13,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from spear_metrics.core.stats import BEST_MARK, TIE_MARK
+from spear_metrics.core.ties import BEST_MARK, TIE_MARK
 from spear_metrics.results.load import Results
 from spear_metrics.space import tables
 

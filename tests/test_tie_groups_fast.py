@@ -1,4 +1,4 @@
-"""The vectorised tie groups (spear_metrics.core.stats.tie_groups) against the loop-per-system
+"""The vectorised tie groups (spear_metrics.core.ties.tie_groups) against the loop-per-system
 implementation they replaced, kept below as the reference (``reference_tie_groups``: the code as it
 was, one system at a time): the same seed must give the same tie groups, p-values and rank
 intervals, bit for bit, on tables of every shape the leaderboards meet (clusters, strata, ties,
@@ -13,10 +13,13 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import pytest
 
-import spear_metrics.core.stats as stats
+import spear_metrics.core.ties as stats
 from spear_metrics.core.stats import (
-    ALPHA, BEST_MARK, CONFIDENCE, DEFAULT_RESAMPLES, MIN_DEFINED_SHARE, SMALL_SAMPLE, TIE_COMMON, TIE_MARK,
-    TIE_RULE, TIE_STRATA, Clusters, _score, as_number, holm, no_interval_reason, tie_groups, value_parts,
+    ALPHA, CONFIDENCE, DEFAULT_RESAMPLES, MIN_DEFINED_SHARE, SMALL_SAMPLE, Clusters, as_number, holm,
+    no_interval_reason,
+)
+from spear_metrics.core.ties import (
+    BEST_MARK, TIE_COMMON, TIE_MARK, TIE_RULE, TIE_STRATA, _score, tie_groups, value_parts,
 )
 
 

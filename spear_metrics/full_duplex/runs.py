@@ -383,7 +383,8 @@ def write_leaderboard(out_root: str | os.PathLike) -> Path | None:
                  str(s.get("compat")), f"{s.get('n_failed')} of {s.get('n_samples')}"]
         lines.append("| " + " | ".join(c.replace("|", "/") for c in cells) + " |")
     if ties:
-        from spear_metrics.core.stats import ALPHA, SMALL_SAMPLE, TIE_RULE
+        from spear_metrics.core.stats import ALPHA, SMALL_SAMPLE
+        from spear_metrics.core.ties import TIE_RULE
 
         lines += ["", f"Tie marks: {TIE_RULE.format(unit='sample', alpha=ALPHA, min_units=SMALL_SAMPLE)}; only the "
                       "samples every run scored are compared (per column: "

@@ -386,7 +386,7 @@ class TieSpec:
             ``stratum_name``; ``None``: one stratum.
         value: ``(row, key)`` -> the row's value of the key: a number (the key is a mean) or a
             pair ``(num, den)`` (the key is ``sum(num) / sum(den)``,
-            :func:`spear_metrics.core.stats.value_parts`); ``None``: ``row.get(key)``.
+            :func:`spear_metrics.core.ties.value_parts`); ``None``: ``row.get(key)``.
         columns: the per-sample columns the rows need besides the keys (what
             :func:`results_rows` reads of a results dataset); ``None``: every column but audio.
     """
@@ -422,7 +422,7 @@ def leaderboard_ties(rows_by_system: dict[str, Sequence[dict[str, Any]]], keys: 
                      human: dict[str, Any] | None = None, spec: TieSpec | None = None,
                      onset_kinds: dict[str, str] | None = None) -> dict[str, Any]:
     """Tie groups and rank intervals of a leaderboard, key by key
-    (:func:`spear_metrics.core.stats.tie_groups`, ``common=True``: only the rows every system
+    (:func:`spear_metrics.core.ties.tie_groups`, ``common=True``: only the rows every system
     has a value for): systems' ``ok`` rows (``status`` absent counts as ok) paired by
     ``spec.row_id``, clustered and stratified as ``spec`` says (default :func:`spear_tie_spec` of
     ``unit``).
@@ -447,7 +447,8 @@ def leaderboard_ties(rows_by_system: dict[str, Sequence[dict[str, Any]]], keys: 
         and ``groups`` on onset-derived keys under ``onset_kinds``).
     """
     from spear_metrics.core.onset import onset_derived
-    from spear_metrics.core.stats import as_number, tie_groups, value_parts
+    from spear_metrics.core.stats import as_number
+    from spear_metrics.core.ties import tie_groups, value_parts
 
     spec = spec or spear_tie_spec(unit)
     get = spec.value or (lambda r, k: r.get(k))
@@ -493,7 +494,8 @@ def _onset_ties(values: dict[str, dict], kinds: dict[str, str], ties_of: Callabl
     """:func:`leaderboard_ties` of one onset-derived key: each measured onset rule shared by two
     systems or more ranked within itself, every other system ``unranked`` with its rule."""
     from spear_metrics.core.onset import MEASURED_ONSET_KINDS
-    from spear_metrics.core.stats import ALPHA, SMALL_SAMPLE, TIE_RULE
+    from spear_metrics.core.stats import ALPHA, SMALL_SAMPLE
+    from spear_metrics.core.ties import TIE_RULE
 
     groups: dict[str, dict[str, dict]] = {}
     for name, vals in values.items():
