@@ -184,3 +184,15 @@ def test_an_answers_folder_with_copied_inputs_is_scored_on_another_machine(data,
     assert status == 0
     per = [json.loads(x) for x in (tmp_path / "results" / "per_sample.jsonl").read_text().splitlines()]
     assert len(per) == 5 and not [p for p in per if p.get("error")]
+
+
+def test_the_record_rule_of_every_log_reader():
+    """core.records.replaces, read by every inference command's log reader: the latest record of a
+    unit wins, but an ok is never replaced by a failure (the logs are read shards first, whatever
+    order the runs had)."""
+    from spear_metrics.core.records import replaces
+
+    ok, failed = {"status": "ok"}, {"status": "failed"}
+    assert replaces(None, failed) and replaces(None, ok)
+    assert replaces(failed, ok) and replaces(failed, failed) and replaces(ok, ok)
+    assert not replaces(ok, failed)

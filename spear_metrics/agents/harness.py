@@ -93,7 +93,7 @@ from spear_metrics.agents.rows import (  # THE row executor; RowTimeout, SyncCal
 from spear_metrics.agents.sources import WORK_DIR, InferError, Source, open_source
 from spear_metrics.core.batching import distributed_state
 from spear_metrics.core.records import (
-    AppendLog,
+    replaces, AppendLog,
     claim_out,
     claim_shard,
     in_shard,
@@ -355,7 +355,7 @@ def _read_logs(work: Path) -> dict[int, dict[str, Any]]:
         if obj.get("status") != "ok" or isinstance(obj.get("answer_audio_path"), str):
             prev = done.get(obj["row"])
             # the latest record of a row wins, but an ok answer is never replaced by a failure
-            if prev is None or obj.get("status") == "ok" or prev.get("status") != "ok":
+            if replaces(prev, obj):
                 done[obj["row"]] = obj
     return done
 

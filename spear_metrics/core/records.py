@@ -583,6 +583,15 @@ def process_ends(work: str | os.PathLike) -> dict[int, int]:
     return count_process_ends(records)
 
 
+def replaces(prev: Optional[dict[str, Any]], new: dict[str, Any]) -> bool:
+    """THE rule of a unit's records read in log order: whether ``new`` (read after ``prev``, the
+    record kept so far, ``None`` when there is none) replaces it. The latest record wins, but an
+    ``ok`` is never replaced by a failure: the logs are read in a fixed order (the shards' logs,
+    then the run without ``--shard``'s), not in the order the runs happened, and a unit finished by
+    one run stays finished whatever another logged about it."""
+    return prev is None or new.get("status") == "ok" or prev.get("status") != "ok"
+
+
 def read_work_logs(work: str | os.PathLike) -> Iterator[dict[str, Any]]:
     """Every record of the work logs ``work/rank-<r>.jsonl`` (:func:`read_jsonl`: torn lines
     skipped), log by log: the shards' logs (``--shard K/N`` logs to ``rank-K.jsonl``) first and

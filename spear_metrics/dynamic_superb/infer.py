@@ -62,7 +62,7 @@ from spear_metrics.agents.rows import (
     run_row_async, session_time_limit,
 )
 from spear_metrics.core.records import (
-    AppendLog, bind_run, bind_shard, hold_shard, in_shard, read_jsonl, read_work_logs, write_json_atomic,
+    replaces, AppendLog, bind_run, bind_shard, hold_shard, in_shard, read_jsonl, read_work_logs, write_json_atomic,
     write_jsonl_atomic,
 )
 from spear_metrics.dynamic_superb.tasks import (
@@ -98,7 +98,7 @@ def read_log(work: Path) -> dict[int, dict[str, Any]]:
         if obj["status"] == "ok" and not isinstance(obj.get("response"), str):
             continue
         prev = out.get(row)
-        if prev is None or obj["status"] == "ok" or prev["status"] != "ok":
+        if replaces(prev, obj):
             out[row] = obj
     return out
 

@@ -66,7 +66,7 @@ from spear_metrics.agents.rows import (
     ProcessEnds, ProcessLost, RowJournal, failure_reason, run_concurrently, run_row_async, session_time_limit,
 )
 from spear_metrics.core.records import (
-    AppendLog, bind_run, bind_shard, hold_shard, in_shard, read_work_logs, write_json_atomic,
+    replaces, AppendLog, bind_run, bind_shard, hold_shard, in_shard, read_work_logs, write_json_atomic,
     write_jsonl_atomic,
 )
 
@@ -348,7 +348,7 @@ def _run_claimed(agent: Any, agent_name: str, task_dirs: list[Path], folders: di
         for obj in read_log(work):  # the latest record of a sample wins (an ok ASR record completes its ok reply)
             sid = str(obj["sample"])
             prev = recs.get(sid)
-            if prev and prev.get("status") == "ok" and obj.get("status") != "ok":
+            if not replaces(prev, obj):
                 continue  # never an ok by a failure: a shard's log is read before rank-0.jsonl, whichever ran last
             recs[sid] = {**prev, **obj} if prev and prev.get("status") == "ok" else obj
         state[td] = recs

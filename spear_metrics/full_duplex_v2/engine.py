@@ -493,7 +493,7 @@ def read_log(out: Path, wanted: Optional[set[str]] = None, *, shards: bool = Tru
     work-log reader (:func:`spear_metrics.core.records.read_jsonl`: one line at a time, a torn,
     non-object or over-long line skipped); with ``wanted``, only those task ids (what is kept in
     memory is bounded by the tasks asked for, whatever the files hold)."""
-    from spear_metrics.core.records import read_jsonl, read_work_logs
+    from spear_metrics.core.records import read_jsonl, read_work_logs, replaces
 
     recs: dict[str, dict[str, Any]] = {}
     p = out / LOG
@@ -505,7 +505,7 @@ def read_log(out: Path, wanted: Optional[set[str]] = None, *, shards: bool = Tru
             tid = r.get("task_id")
             if isinstance(tid, str) and r.get("status") in ("ok", "failed") and (wanted is None or tid in wanted):
                 prev = recs.get(tid)  # a started/stopped record (:func:`process_ends`) finishes nothing
-                if prev is None or r["status"] == "ok" or prev.get("status") != "ok":
+                if replaces(prev, r):
                     recs[tid] = r  # never an ok by a failure: the logs' order is not the order of the runs
     return recs
 

@@ -56,7 +56,7 @@ import numpy as np
 from spear_datasets.schema import SpearRow
 from spear_datasets.ownership import open_folder
 from spear_metrics.core.records import (
-    AppendLog, bind_run, bind_shard, hold_shard, in_shard, one_line, read_work_logs, write_json_atomic,
+    replaces, AppendLog, bind_run, bind_shard, hold_shard, in_shard, one_line, read_work_logs, write_json_atomic,
     write_jsonl_atomic,
 )
 from spear_metrics.speechrole.data import EvalDialogue, read_test_data, reference_path_of, resolve_in
@@ -243,7 +243,7 @@ def run_speechrole_inference(agent_name: str, test_data: str | os.PathLike, mode
             elif obj.get("kind") == "dialogue" and obj.get("status") in ("ok", "failed"):
                 # the latest wins, never an ok by a failure: a shard's log is read before rank-0.jsonl, the log of
                 # the run without --shard, whichever ran last
-                if key not in status or obj["status"] == "ok" or status[key]["status"] != "ok":
+                if replaces(status.get(key), obj):
                     status[key] = obj
         config = GenerationConfig(mode="offline", chunk_ms=float(chunk_ms), seed=int(seed))
         ends = ProcessEnds((o for o in read_work_logs(work) if o.get("kind") == "dialogue"), key="dialogue")
