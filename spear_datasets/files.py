@@ -85,6 +85,20 @@ def read_limited(path: str | os.PathLike, max_bytes: int) -> bytes:
     return data
 
 
+def parse_json(raw: bytes) -> Any:
+    """The JSON value of the UTF-8 bytes ``raw`` (a file's, as :func:`read_limited` read them).
+
+    Raises:
+        ValueError: not UTF-8 JSON; its message is the reason in one line of at most 200
+            characters (bad UTF-8 or JSON, a number past ``int()``'s digit limit, nesting past the
+            parser's depth: json raises ``RecursionError`` there, given as this ``ValueError``).
+    """
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except (ValueError, RecursionError) as e:
+        raise ValueError(" ".join(str(e).split())[:200]) from None
+
+
 def read_json(path: str | os.PathLike, max_bytes: int) -> Any:
     """The JSON value of the UTF-8 file ``path`` (:func:`read_limited`: at most ``max_bytes``).
 
@@ -94,9 +108,9 @@ def read_json(path: str | os.PathLike, max_bytes: int) -> Any:
     """
     raw = read_limited(path, max_bytes)
     try:
-        return json.loads(raw.decode("utf-8"))
-    except (ValueError, RecursionError) as e:  # ValueError: bad UTF-8 or JSON; RecursionError: nested too deeply
-        raise ValueError(f"{Path(path).name} is not JSON ({' '.join(str(e).split())[:200]})") from None
+        return parse_json(raw)
+    except ValueError as e:
+        raise ValueError(f"{Path(path).name} is not JSON ({e})") from None
 
 
 def make_dirs(path: str | os.PathLike) -> Path:

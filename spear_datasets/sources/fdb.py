@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from spear_datasets.files import read_limited
+from spear_datasets.files import parse_json, read_limited
 
 #: task name -> the task file each sample folder must hold (``None``: none needed)
 TASK_FILES: dict[str, str | None] = {
@@ -192,9 +192,9 @@ def load_json(path: Path) -> Any:
         why = " ".join(str(e.strerror or e).split())[:300]
         raise FDBFormatError(why if str(path) in why else f"{path}: {why}") from None
     try:
-        return json.loads(raw.decode("utf-8"))
-    except (ValueError, RecursionError) as e:  # bad UTF-8 or JSON, a number past int()'s digit limit; RecursionError: nested too deeply
-        raise FDBFormatError(f"not valid JSON: {path} ({' '.join(str(e).split())[:200]})") from None
+        return parse_json(raw)
+    except ValueError as e:
+        raise FDBFormatError(f"not valid JSON: {path} ({e})") from None
 
 
 def _time(v: Any, path: Path, what: str) -> float | None:

@@ -18,7 +18,6 @@ from typing import Optional, Sequence
 import numpy as np
 
 from spear_datasets.audio import TARGET_SR, load_audio
-from spear_datasets.files import read_limited
 from spear_datasets.protocol import Turn
 from spear_datasets.schema import NumberError, parse_number
 

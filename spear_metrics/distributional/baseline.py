@@ -376,10 +376,12 @@ def read_baseline(path: str | os.PathLike) -> tuple[dict[str, Any], str]:
         raw = p.read_bytes()
     except OSError as e:
         raise BaselineError(f"baseline {p}: cannot be read ({e.strerror or e})") from None
+    from spear_datasets.files import parse_json
+
     try:
-        obj = json.loads(raw.decode("utf-8"))
-    except (ValueError, RecursionError) as e:  # ValueError: bad UTF-8 or JSON; RecursionError: nested too deeply
-        raise BaselineError(f"baseline {p}: not JSON ({' '.join(str(e).split())[:120]})") from None
+        obj = parse_json(raw)
+    except ValueError as e:
+        raise BaselineError(f"baseline {p}: not JSON ({str(e)[:120]})") from None
     if not isinstance(obj, dict) or obj.get("format") != FORMAT:
         raise BaselineError(f"baseline {p}: not a {FORMAT} file (made by `spearbench fit-baseline`)")
     if obj.get("format_version") != FORMAT_VERSION:

@@ -172,13 +172,13 @@ def read_predictions(path: str | os.PathLike, instance: str, metric: str, start:
         DSuperbScoreError: the file cannot be read, is over :data:`MAX_PREDICTION_BYTES`, or is not
             a JSON object.
     """
-    from spear_datasets.files import read_limited
+    from spear_datasets.files import parse_json, read_limited
 
     p = Path(path)
     try:
         data = read_limited(p, MAX_PREDICTION_BYTES)  # a pipe, a device or a huge file refused, never read whole
-        obj = json.loads(data.decode("utf-8"))
-    except (OSError, ValueError, RecursionError) as e:  # RecursionError: JSON nested past the parser's depth
+        obj = parse_json(data)
+    except (OSError, ValueError) as e:
         raise DSuperbScoreError(f"{p}: not a readable JSON prediction file: {one_line(e)}") from None
     if not isinstance(obj, dict):
         raise DSuperbScoreError(f"{p}: a prediction file is a JSON object {{<id>: {{...}}}}, got {type(obj).__name__}")

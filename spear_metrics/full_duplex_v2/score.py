@@ -48,7 +48,7 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from spear_datasets.files import read_limited
+from spear_datasets.files import parse_json, read_limited
 
 EVENTS_KEY = "Turn-taking event and score"
 TASK_KEY = "Task-specific score"
@@ -127,8 +127,8 @@ def load_eval_prompts(path: str | os.PathLike) -> tuple[dict[str, Any], str]:
     p = Path(path)
     try:
         data = read_limited(p, MAX_PROMPTS_BYTES)  # never more than the limit in memory
-        obj = json.loads(data.decode("utf-8"))
-    except (OSError, ValueError, RecursionError) as e:  # ValueError: bad UTF-8 or JSON; RecursionError: too deep
+        obj = parse_json(data)
+    except (OSError, ValueError) as e:
         raise ScoreSetupError(f"cannot read the judge prompts {p}: {' '.join(str(e).split())[:200]}") from None
     if not isinstance(obj, dict):
         raise ScoreSetupError(f"{p} is not a JSON object")

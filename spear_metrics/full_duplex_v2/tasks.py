@@ -17,13 +17,12 @@ reveal itself is not sent separately (upstream sends no other text), it is given
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from spear_datasets.files import read_limited
+from spear_datasets.files import parse_json, read_limited
 
 #: upstream's split names (``v2/eval/eval_single_item.py`` ``normalize_subset_name``)
 SPLITS = ("Daily", "Correction", "EntityTracking", "Safety")
@@ -168,9 +167,9 @@ def load_tasks(path: str | os.PathLike, *, splits: list[str] | None = None, limi
     except ValueError as e:
         raise TasksError(f"tasks file {p}: {e}") from None
     try:
-        raw = json.loads(data.decode("utf-8"))
-    except (ValueError, RecursionError) as e:  # bad UTF-8 or JSON, a number past int()'s digit limit; RecursionError: nested too deeply
-        raise TasksError(f"{p} is not JSON ({' '.join(str(e).split())[:200]})") from None
+        raw = parse_json(data)
+    except ValueError as e:
+        raise TasksError(f"{p} is not JSON ({e})") from None
     if not isinstance(raw, dict) or not isinstance(raw.get("splits"), dict):
         raise TasksError(f"{p} has no 'splits' object (upstream's prompts_staged_200.json shape)")
     settings = read_settings(raw.get("settings"))
