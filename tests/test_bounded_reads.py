@@ -45,21 +45,6 @@ def test_read_json_one_line_for_bad_json_and_deep_nesting(tmp_path):
         read_json(p, 100)
 
 
-def test_commands_refuse_a_pipe_given_as_their_json_file(fifo):
-    """The readers that checked the size with stat() and then read the whole file (the v2 tasks
-    file, judge-agreement's per_sample.jsonl) would block on a pipe or read a device for ever."""
-    from spear_metrics.core.agreement import AgreementError, judged_values
-    from spear_metrics.core.usage import PriceTable, PriceTableError
-    from spear_metrics.full_duplex_v2.tasks import TasksError, load_tasks
-
-    with pytest.raises(TasksError, match="is not a regular file"):
-        load_tasks(fifo)
-    with pytest.raises(AgreementError, match="is not a regular file"):
-        judged_values(fifo)
-    with pytest.raises(PriceTableError, match="is not a regular file"):
-        PriceTable(fifo)
-
-
 def test_a_summary_nested_past_the_parser_or_over_the_limit_is_one_line(tmp_path, monkeypatch):
     """A results folder whose summary.json (or a per_sample.jsonl line) is JSON nested 100,000 deep
     (json raises RecursionError, which the readers did not catch: a crash) or larger than the limit:

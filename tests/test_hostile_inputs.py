@@ -90,7 +90,7 @@ def test_side_files_that_are_not_regular_files_are_refused_at_once(tmp_path):
     """A FIFO (no writer: a plain open() blocks for ever) or /dev/zero given as a price table, an
     FDB v2 tasks or judge prompts file, or judge-agreement's per_sample.jsonl: one line naming the
     file, at once, instead of a command that never ends."""
-    from spear_metrics.core.agreement import AgreementError, agreement
+    from spear_metrics.core.agreement import AgreementError, agreement, judged_values
     from spear_metrics.core.usage import PriceTable, PriceTableError
     from spear_metrics.full_duplex_v2.score import ScoreSetupError, load_eval_prompts
     from spear_metrics.full_duplex_v2.tasks import TasksError, load_tasks
@@ -109,6 +109,8 @@ def test_side_files_that_are_not_regular_files_are_refused_at_once(tmp_path):
             load_tasks(fifo)
         with pytest.raises(AgreementError, match="is not a regular file"):
             agreement(tmp_path / "run", tmp_path / "run")
+        with pytest.raises(AgreementError, match="is not a regular file"):  # the file itself, not its folder
+            judged_values(fifo)
     # a Seamless transcript over its limit (sparse: no disk used) is refused, not read whole (a 2 GB one
     # took 29 s and 4 GB of memory before its conversation failed on the JSON)
     from spear_datasets.sources.seamless import MAX_TRANSCRIPT_BYTES, read_transcript
