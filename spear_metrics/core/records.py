@@ -17,7 +17,7 @@ from typing import Any, Iterable, Iterator, Optional
 
 from spear_metrics.core.secrets import mask_secrets, mask_value
 from spear_datasets.files import OutputError, atomic_path, make_dirs, output_error, read_json
-from spear_datasets.ownership import OutFolderError, OwnedFolder, find_open
+from spear_datasets.ownership import OutFolderError, OwnedFolder, find_open, open_folder
 
 __all__ = ["AppendLog", "OutputError", "SampleResult", "bind_run", "bind_shard", "claim_out", "claim_shard", "hold_shard", "in_shard", "parse_shard", "clean_value", "dumps", "one_line",
            "count_process_ends", "process_ends", "read_jsonl", "read_rank_logs", "read_work_logs", "valid_record", "write_json_atomic", "write_jsonl_atomic"]
@@ -412,6 +412,20 @@ def hold_shard(out: str | os.PathLike, *, shard: int, command: str, activity: st
         yield folder
     finally:
         folder.close()
+
+
+def hold_run_folder(out: str | os.PathLike, shard: Optional[tuple[int, int]], **folder_kw: Any) -> Any:
+    """The ``with`` block's hold on the output folder ``out`` of a run (``shard`` ``None``:
+    :func:`spear_datasets.ownership.open_folder`) or of its shard ``(K, N)`` (``--shard K/N``:
+    :func:`hold_shard` with ``of=N``, so a live shard of another ``N`` is refused).
+    ``folder_kw``: the folder options both take (``command``, ``flag``, ``work_name``...).
+
+    Raises:
+        spear_datasets.ownership.OutFolderError: see :func:`hold_shard` and ``open_folder``.
+    """
+    if shard is None:
+        return open_folder(out, **folder_kw)
+    return hold_shard(out, shard=shard[0], of=shard[1], **folder_kw)
 
 
 def bind_shard(work: str | os.PathLike, fingerprint: dict[str, Any], *, conflict: Exception) -> None:

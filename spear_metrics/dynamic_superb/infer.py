@@ -55,14 +55,14 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from spear_datasets.ownership import WORK_DIR, OutFolderError, OwnedFolder, check_out_folder, open_folder
+from spear_datasets.ownership import WORK_DIR, OutFolderError, OwnedFolder, check_out_folder
 from spear_metrics.agents.processes import sessions_for
 from spear_metrics.agents.rows import (
     ProcessEnds, ProcessLost, RowJournal, SyncCaller, failure_reason, join_adapter_threads, run_concurrently, run_row,
     run_row_async, session_time_limit,
 )
 from spear_metrics.core.records import (
-    replaces, AppendLog, bind_run, bind_shard, hold_shard, in_shard, read_jsonl, read_work_logs, write_json_atomic,
+    replaces, AppendLog, bind_run, bind_shard, hold_run_folder, in_shard, read_jsonl, read_work_logs, write_json_atomic,
     write_jsonl_atomic,
 )
 from spear_metrics.dynamic_superb.tasks import (
@@ -229,7 +229,7 @@ def run_dsuperb_inference(agent_name: str, instances: list[str], out_dir: str | 
                                  built_by_name=built_by_name, processes=processes, provider_limits=provider_limits)
     # PRED/: new, empty or this command's; each instance is one run bound to its settings (.work/<instance>/);
     # a shard holds its own lock beside the other shards' (hold_shard)
-    held = hold_shard(out, shard=shard[0], of=shard[1], command=COMMAND) if shard is not None else open_folder(out, command=COMMAND)
+    held = hold_run_folder(out, shard, command=COMMAND)
     with held as folder:
         foreign = [_prediction_file(out, s.instance) for s in specs if _foreign(folder, _prediction_file(out, s.instance))]
         if foreign:  # never replaced or removed, --overwrite included: refused before anything runs

@@ -59,14 +59,14 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from spear_datasets.sources.fdb import TASK_FILES, FDBSample, folder_task, read_interrupt
-from spear_datasets.ownership import OwnedFolder, open_folder
+from spear_datasets.ownership import OwnedFolder
 from spear_metrics.agents.duplex import clamp_concurrency
 from spear_metrics.agents.processes import check_provider_limits, sessions_for
 from spear_metrics.agents.rows import (
     ProcessEnds, ProcessLost, RowJournal, failure_reason, run_concurrently, run_row_async, session_time_limit,
 )
 from spear_metrics.core.records import (
-    replaces, AppendLog, bind_run, bind_shard, hold_shard, in_shard, read_work_logs, write_json_atomic,
+    replaces, AppendLog, bind_run, bind_shard, hold_run_folder, in_shard, read_work_logs, write_json_atomic,
     write_jsonl_atomic,
 )
 
@@ -299,8 +299,7 @@ def run_fdb_inference(agent_name: str, root: str | os.PathLike, *, tasks: Option
         folders: dict[Path, OwnedFolder] = {}
         kw = dict(command="fdb-infer", work_name=WORK, check=False, flag="--root", keep_changed=True)
         for td in task_dirs:  # each task folder: its lock held (a shard's beside the others'), every write recorded
-            folders[td] = held.enter_context(open_folder(td, **kw) if shard is None else
-                                             hold_shard(td, shard=shard[0], of=shard[1], **kw))
+            folders[td] = held.enter_context(hold_run_folder(td, shard, **kw))
         sessions = functools.partial(sessions_for, agent, name=agent_name, options=agent_options,
                                      built_by_name=built_by_name, processes=processes, provider_limits=provider_limits)
         try:

@@ -54,9 +54,8 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 
 from spear_datasets.schema import SpearRow
-from spear_datasets.ownership import open_folder
 from spear_metrics.core.records import (
-    replaces, AppendLog, bind_run, bind_shard, hold_shard, in_shard, one_line, read_work_logs, write_json_atomic,
+    replaces, AppendLog, bind_run, bind_shard, hold_run_folder, in_shard, one_line, read_work_logs, write_json_atomic,
     write_jsonl_atomic,
 )
 from spear_metrics.speechrole.data import EvalDialogue, read_test_data, reference_path_of, resolve_in
@@ -222,7 +221,7 @@ def run_speechrole_inference(agent_name: str, test_data: str | os.PathLike, mode
           "dialogues": [d.key for d in dialogues]}
     # OUT: new, empty or this command's; each mode is one run bound to its settings (.work/<mode>/);
     # a shard holds its own lock beside the other shards' (hold_shard)
-    held = hold_shard(out, shard=shard[0], of=shard[1], command=COMMAND) if shard is not None else open_folder(out, command=COMMAND)
+    held = hold_run_folder(out, shard, command=COMMAND)
     with held as folder:
         work = folder.work / mode
         conflict = InferRunError(f"{out} holds {mode} answers of another infer run (other agent, options or "
