@@ -347,3 +347,14 @@ def test_rank_matrix_counts_the_strictly_better():
     want = 1 + (score[None, :, :] > score[:, None, :]).sum(axis=1)
     np.testing.assert_array_equal(stats._rank_matrix(score), want)
     np.testing.assert_array_equal(stats._rank_matrix(score[:1]), np.ones((1, 200)))
+
+
+def test_value_parts_reads_every_row_value_as_as_number_does():
+    """A number is (x, 1); a pair of numbers (tuple or list alike) with den >= 0 is itself;
+    anything as_number gives no value for (NaN, text, an int too large for a float) is no value,
+    never an OverflowError."""
+    assert value_parts(2) == (2.0, 1.0) and value_parts(0.5) == (0.5, 1.0) and value_parts(True) == (1.0, 1.0)
+    assert value_parts((3, 4)) == value_parts([3, 4]) == (3.0, 4.0)
+    assert value_parts(10 ** 400) is None and value_parts((10 ** 400, 1)) is None and value_parts([1, 10 ** 400]) is None
+    assert value_parts(float("nan")) is None and value_parts("1") is None and value_parts((1, -1)) is None
+    assert value_parts((1, 2, 3)) is None and value_parts(None) is None

@@ -41,26 +41,20 @@ def value_parts(v: Any) -> tuple[float, float] | None:
     ``(x, 1)`` (the key is a mean, or a share of 0/1 flags); a pair ``(num, den)`` of numbers with
     ``den >= 0`` is itself (the key is a ratio of sums, ``sum(num) / sum(den)``: a corpus error
     rate, SpeechRole's ``100 * sum(A) / sum(B)``); anything else -> ``None`` (no value)."""
-    if type(v) is tuple and len(v) == 2:
-        num, den = _plain_number(v[0]), _plain_number(v[1])
-        return None if num is None or den is None or den < 0 else (num, den)
     if isinstance(v, (tuple, list)):
         if len(v) != 2:
             return None
-        num, den = as_number(v[0]), as_number(v[1])
+        num, den = _plain_number(v[0]), _plain_number(v[1])
         return None if num is None or den is None or den < 0 else (num, den)
     x = _plain_number(v)
     return None if x is None else (x, 1.0)
 
 
 def _plain_number(v: Any) -> float | None:
-    """:func:`as_number` with its two common cases (a Python float or int) read first."""
-    t = type(v)
-    if t is float:
+    """:func:`as_number` with its common case (a Python float) read first."""
+    if type(v) is float:
         return v if math.isfinite(v) else None
-    if t is int:
-        return float(v)
-    return as_number(v)
+    return as_number(v)  # an int too (one of 400 digits is no float: None)
 
 
 def _score(means: np.ndarray, better: str, target: float | None) -> np.ndarray:
